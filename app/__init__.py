@@ -1,0 +1,1 @@
+"""Privacy budget odometer service."""

@@ -1,0 +1,69 @@
+"""The accounting core: a pure library (stdlib, numpy, scipy; dp_accounting for PLD only).
+
+Nothing here imports the web or database layers (checked by ``tests/accounting/test_purity.py``).
+Public entry points: :func:`parse_declaration`, :func:`make_config`, :func:`initial_state`,
+:func:`admit`, :func:`settle`, :func:`cancel`, :func:`change_budget`, :func:`status`, and the
+lossless JSON codecs of configurations and states.
+"""
+
+from app.accounting.charges import UnsupportedInMode
+from app.accounting.declarations import (
+    KINDS,
+    Declaration,
+    DeclarationError,
+    OdpPartition,
+    parse_declaration,
+)
+from app.accounting.exact import AmountError, fmt, parse_amount
+from app.accounting.filters import (
+    AccountingConfig,
+    ConfigError,
+    Decision,
+    FilterState,
+    InvalidTransition,
+    Reservation,
+    admit,
+    cancel,
+    change_budget,
+    config_from_json,
+    config_to_json,
+    initial_state,
+    make_config,
+    settle,
+    state_from_json,
+    state_to_json,
+    status,
+)
+
+#: Recorded in every ledger row: a replay must use the same accounting rules.
+ACCOUNTING_VERSION = "1.0.0"
+
+__all__ = [
+    "ACCOUNTING_VERSION",
+    "KINDS",
+    "AccountingConfig",
+    "AmountError",
+    "ConfigError",
+    "Decision",
+    "Declaration",
+    "DeclarationError",
+    "FilterState",
+    "InvalidTransition",
+    "OdpPartition",
+    "Reservation",
+    "UnsupportedInMode",
+    "admit",
+    "cancel",
+    "change_budget",
+    "config_from_json",
+    "config_to_json",
+    "fmt",
+    "initial_state",
+    "make_config",
+    "parse_amount",
+    "parse_declaration",
+    "settle",
+    "state_from_json",
+    "state_to_json",
+    "status",
+]
