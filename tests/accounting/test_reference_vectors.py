@@ -1,0 +1,103 @@
+"""Reference vectors of ``background/reference-vectors.md`` not pinned elsewhere.
+
+Rows and where they are tested: #1, #14 (test_subsampling), #2 (test_conversions), #3
+(test_conversions, test_filters), #4 (test_conversions), #8 (test_conversions), #10
+(test_conversions, test_pld), #12/#15 PLD (test_pld), #16 (test_subsampling), #17–#20
+(test_conversions), #26 (test_exact); #6, #7, #9, #12 (RDP), #24, #25 here.
+
+Not applicable: #5 (tree aggregation is not a declared kind), #11 (no PLD for subsampled
+Laplace; such a declaration is charged by (ε, δ) amplification instead), #13 (noise
+calibration is a client concern), #21–#23 (advanced composition is not a filter we offer;
+theory.md §1.4 recommends the zCDP route instead).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
+
+from app.accounting import pld
+from app.accounting.conversions import rdp_to_epsilon
+from app.accounting.declarations import parse_declaration
+from app.accounting.filters import RDPConfig, admit, initial_state, make_config
+from app.accounting.subsampling import poisson_gaussian_rdp
+
+
+def test_row_6_and_7_basic_composition_of_eps_delta_events() -> None:
+    cfg = make_config(10, "0.5", "add_remove", None)
+    pure = parse_declaration(
+        {
+            "type": "composed",
+            "mechanisms": [{"type": "pure_dp", "epsilon": 1}, {"type": "pure_dp", "epsilon": 2}],
+        }
+    )
+    d = admit(cfg, initial_state(cfg), pure)
+    assert d.charge == {"epsilon": "3", "delta": "0"}  # PLD: δ(3) = 0, ε(δ=0) = 3
+    approx = parse_declaration(
+        {
+            "type": "composed",
+            "mechanisms": [
+                {"type": "approx_dp", "epsilon": 1, "delta": "0.1"},
+                {"type": "approx_dp", "epsilon": 2, "delta": "0.2"},
+            ],
+        }
+    )
+    d = admit(cfg, initial_state(cfg), approx, conversion_delta=Decimal(0))
+    # basic composition (3, 0.3): sound and at least the PLD value δ(3) = 0.28
+    assert d.charge == {"epsilon": "3", "delta": "0.3"}
+    assert Decimal(d.charge["delta"]) >= Decimal("0.28")
+
+
+def test_row_9_poisson_gaussian_three_steps() -> None:
+    # PoissonSampled(0.2, Gaussian 0.5) × 3: δ(ε=1) = 0.15594 ± 1e-3 → ε(δ=0.15594) ≈ 1
+    eps = pld.pld_epsilon_dp_sgd(0.5, 0.2, 3, 0.15594)
+    assert 1.0 - 0.02 < eps < 1.0 + 0.02
+    assert pld.pld_epsilon_dp_sgd(0.5, 0.2, 3, 0.15594 + 2e-3) < 1.0
+
+
+def test_row_12_dp_sgd_rdp_on_default_orders() -> None:
+    orders = np.asarray(rdp_acc.DEFAULT_RDP_ORDERS, dtype=np.float64)
+    curve = poisson_gaussian_rdp(0.04, 1.5, orders) * 2250
+    eps, order = rdp_to_epsilon(orders, curve, 1e-5)
+    assert eps == pytest.approx(7.329335, rel=2e-6)
+    assert eps >= 7.329335 * (1 - 1e-6)
+    assert order == pytest.approx(3.9)
+
+
+@pytest.mark.parametrize(
+    ("order", "capacity"),
+    [
+        (3, 1.34960),
+        (4, 2.67967),
+        (5, 3.32292),
+        (6, 3.69861),
+        (8, 4.11483),
+        (16, 4.63536),
+        (32, 4.84644),
+        (64, 4.93557),
+    ],
+)
+def test_row_24_single_order_rdp_capacity(order: int, capacity: float) -> None:
+    """PrivateKube block (ε=5, δ=1e-4) → RDP capacity at one order with the CKS conversion
+    ("improved-conversion capacity"): our B(α) with one order and weight 1."""
+    cfg = make_config(5, "1e-4", "add_remove", {"mode": "rdp", "orders": [order]})
+    assert isinstance(cfg, RDPConfig)
+    assert cfg.thresholds[0] == pytest.approx(capacity, abs=6e-6)
+    assert cfg.thresholds[0] <= capacity + 5e-6
+
+
+def test_row_25_filter_refuses_without_exhausting() -> None:
+    """OpenDP's filter (budget 2.0) refuses 1.5 after 1.0 and then closes for good. Our
+    filter refuses 1.5 too but still admits 0.5: the refusal depends only on declared
+    parameters, so continuing is sound (theory.md §2.7), and the arithmetic is exact where
+    OpenDP reports 2.5000000000000004."""
+    cfg = make_config(2, 0, "add_remove", None)
+    st = admit(cfg, initial_state(cfg), parse_declaration({"type": "pure_dp", "epsilon": 1})).state
+    refused = admit(cfg, st, parse_declaration({"type": "pure_dp", "epsilon": "1.5"}))
+    assert refused.outcome == "rejected"
+    assert refused.requested["epsilon"] == "1.5" and refused.remaining["epsilon"] == "1"
+    last = admit(cfg, st, parse_declaration({"type": "pure_dp", "epsilon": "0.5"}))
+    assert last.outcome == "accepted" and last.remaining["epsilon"] == "0.5"
