@@ -355,6 +355,12 @@ def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
     raise UnsupportedInMode(f"kind '{decl.kind}' is not supported in mode 'zcdp'")
 
 
+def _gaussian_rho(decl: Gaussian) -> Decimal:
+    """ρ = Δ²/(2σ²) of a Gaussian with σ > 0 (Bun–Steinke 2016 Prop. 1.6), rounded up."""
+    r = UP.divide(decl.sensitivity, decl.sigma)
+    return UP.divide(mul_up(r, r), Decimal(2))
+
+
 def _pure_rho(epsilon: Decimal) -> Decimal:
     """ε·tanh(ε/2), rounded up (Steinke 2024 Thm 5); ε for ε ≥ 1e3 where tanh = 1."""
     if epsilon == 0:
@@ -414,9 +420,9 @@ def _rdp_curve(
             return np.zeros_like(orders), ZERO
         if decl.sigma == 0:
             return np.full_like(orders, math.inf), ZERO
-        return cv.gaussian_rdp(
-            to_float_down(decl.sigma), to_float_up(decl.sensitivity), orders
-        ), ZERO
+        # αΔ²/(2σ²) (Mironov 2017 Prop. 7): the exact ρ = Δ²/(2σ²) rounded up, times α;
+        # the single float product is covered by rdp_curve's final round-up.
+        return orders * to_float_up(_gaussian_rho(decl)), ZERO
     if isinstance(decl, RDPCurve):
         supplied = np.array([float(a) for a in decl.orders])
         values = np.array([to_float_up(v) for v in decl.values])

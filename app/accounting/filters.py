@@ -23,6 +23,7 @@ budget, so it is valid under full adaptivity):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -632,50 +633,69 @@ def _admit_zcdp(config: ZCDPConfig, state: ZCDPState, decl: Declaration) -> Deci
 
 
 # ---------------------------------------------------------------------------- rdp
-def _rdp_remaining(config: RDPConfig, state: RDPState) -> dict[str, Any]:
-    rem = [
-        (max(b - s, 0.0) if not dead else 0.0)
-        for b, s, dead in zip(config.thresholds, state.rdp, state.dead, strict=True)
-    ]
+@functools.lru_cache(maxsize=256)
+def _grid(orders: tuple[float, ...], thresholds: tuple[float, ...]) -> _Grid:
+    """Arrays and text of a configuration's grid, built once per configuration (hot path)."""
+    return _Grid(
+        np.asarray(orders, dtype=np.float64),
+        np.asarray(thresholds, dtype=np.float64),
+        [repr(a) for a in orders],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    orders: np.ndarray[Any, np.dtype[np.float64]]
+    thresholds: np.ndarray[Any, np.dtype[np.float64]]
+    order_text: list[str]
+
+
+def _floats_text(values: np.ndarray[Any, np.dtype[np.float64]]) -> list[str]:
+    return [repr(v) for v in values.tolist()]
+
+
+def _rdp_remaining(
+    config: RDPConfig,
+    grid: _Grid,
+    rdp: np.ndarray[Any, np.dtype[np.float64]],
+    dead: np.ndarray[Any, np.dtype[np.bool_]],
+    delta: Decimal,
+) -> dict[str, Any]:
+    with np.errstate(invalid="ignore"):
+        rem = np.where(dead, 0.0, np.maximum(grid.thresholds - rdp, 0.0))
+    rem = np.where(rem > 0, np.nextafter(rem, -np.inf), 0.0)  # remaining rounds down
     return {
-        "orders": [repr(a) for a in config.orders],
-        "rdp": [repr(math.nextafter(r, -math.inf) if r > 0 else 0.0) for r in rem],
-        "delta": fmt(sub_down(config.delta_approx, state.delta)),
+        "orders": grid.order_text,
+        "rdp": _floats_text(rem),
+        "delta": fmt(sub_down(config.delta_approx, delta)),
     }
 
 
 def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decision:
     """Admit iff Σδ + δ_i ≤ δ_A and some live α has S(α) + ε_i(α) ≤ B(α); then add to every
     S(α) (rounded up) and kill orders that crossed B(α) (theory.md §2.3; FZ21 for |Λ| = 1)."""
-    curve, delta = ch.rdp_curve(decl, config.relation, config.orders_array)
-    requested = {
-        "orders": [repr(a) for a in config.orders],
-        "rdp": [repr(float(v)) for v in curve],
-        "delta": fmt(delta),
-    }
+    grid = _grid(config.orders, config.thresholds)
+    curve, delta = ch.rdp_curve(decl, config.relation, grid.orders)
+    requested = {"orders": grid.order_text, "rdp": _floats_text(curve), "delta": fmt(delta)}
     new_delta = add_up(state.delta, delta)
+    old = np.asarray(state.rdp, dtype=np.float64)
+    dead = np.asarray(state.dead, dtype=np.bool_)
     with np.errstate(over="ignore"):
-        s = np.nextafter(np.asarray(state.rdp) + curve, np.inf)
-    b = np.asarray(config.thresholds)
-    dead = np.asarray(state.dead)
-    fits = (~dead) & (s <= b)
-    zero = {"orders": requested["orders"], "rdp": ["0.0"] * len(config.orders), "delta": "0"}
-    if new_delta > config.delta_approx:
-        return _reject(
-            state, requested, _rdp_remaining(config, state), "delta budget exceeded", zero
+        s = np.nextafter(old + curve, np.inf)
+    fits = (~dead) & (s <= grid.thresholds)
+    if new_delta > config.delta_approx or not fits.any():
+        why = (
+            "delta budget exceeded"
+            if new_delta > config.delta_approx
+            else "RDP budget exceeded at every live order"
         )
-    if not fits.any():
-        return _reject(
-            state,
-            requested,
-            _rdp_remaining(config, state),
-            "RDP budget exceeded at every live order",
-            zero,
-        )
-    new_state = RDPState(
-        tuple(float(x) for x in s), tuple(bool(x) for x in (dead | (s > b))), new_delta
-    )
-    return Decision("accepted", new_state, requested, requested, _rdp_remaining(config, new_state))
+        zero = {"orders": grid.order_text, "rdp": ["0.0"] * len(config.orders), "delta": "0"}
+        remaining = _rdp_remaining(config, grid, old, dead, state.delta)
+        return _reject(state, requested, remaining, why, zero)
+    new_dead = dead | (s > grid.thresholds)
+    new_state = RDPState(tuple(s.tolist()), tuple(new_dead.tolist()), new_delta)
+    remaining = _rdp_remaining(config, grid, s, new_dead, new_delta)
+    return Decision("accepted", new_state, requested, requested, remaining)
 
 
 # ---------------------------------------------------------------------------- gdp
@@ -969,7 +989,13 @@ def status(config: AccountingConfig, state: FilterState) -> dict[str, Any]:
                 "delta": fmt(state.delta),
                 "dead": list(state.dead),
             },
-            remaining=_rdp_remaining(config, state),
+            remaining=_rdp_remaining(
+                config,
+                _grid(config.orders, config.thresholds),
+                np.asarray(state.rdp),
+                np.asarray(state.dead),
+                state.delta,
+            ),
             spent_eps_delta={
                 "epsilon": _estimate_rdp(config, state),
                 "delta": fmt(add_up(state.delta, config.delta_conversion)),
