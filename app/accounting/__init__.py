@@ -16,6 +16,7 @@ from app.accounting.declarations import (
 )
 from app.accounting.exact import AmountError, fmt, parse_amount
 from app.accounting.filters import (
+    TRANSITION_CODES,
     AccountingConfig,
     ConfigError,
     Decision,
@@ -27,6 +28,7 @@ from app.accounting.filters import (
     change_budget,
     config_from_json,
     config_to_json,
+    eps_delta_guarantee,
     initial_state,
     make_config,
     settle,
@@ -41,6 +43,7 @@ ACCOUNTING_VERSION = "1.0.0"
 __all__ = [
     "ACCOUNTING_VERSION",
     "KINDS",
+    "TRANSITION_CODES",
     "AccountingConfig",
     "AmountError",
     "ConfigError",
@@ -57,6 +60,7 @@ __all__ = [
     "change_budget",
     "config_from_json",
     "config_to_json",
+    "eps_delta_guarantee",
     "fmt",
     "initial_state",
     "make_config",

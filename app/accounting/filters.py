@@ -92,6 +92,17 @@ class ConfigError(ValueError):
     """Invalid dataset / accounting configuration (→ HTTP 422)."""
 
 
+#: Every code an :class:`InvalidTransition` carries, with whether it is a conflict with the
+#: current state (True → HTTP 409) or a malformed request (False → HTTP 422).
+TRANSITION_CODES: Final[dict[str, bool]] = {
+    "UnknownCell": False,
+    "NotSettleable": True,
+    "NoOpenReservation": True,
+    "BudgetBelowSpent": True,
+    "BudgetAboveTotal": True,
+}
+
+
 class InvalidTransition(ValueError):
     """A settle / cancel / budget change that is not allowed in this state (→ HTTP 409/422)."""
 

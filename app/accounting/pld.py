@@ -27,11 +27,19 @@ interval 1e-3 gives 5.19625 (+0.07 %) in ≈ 0.1 s, which is the default here.
 from __future__ import annotations
 
 import math
-
-from dp_accounting import dp_event, privacy_accountant
-from dp_accounting.pld import pld_privacy_accountant
+from typing import TYPE_CHECKING, Any
 
 from app.accounting.conversions import _check_nonneg, _check_unit, _round_up
+
+if TYPE_CHECKING:  # dp_accounting pulls in scipy.stats: import it only when PLD is needed
+    from dp_accounting import dp_event
+
+
+def _dp_event() -> Any:
+    from dp_accounting import dp_event as module
+
+    return module
+
 
 DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-3
 """Width of the privacy-loss grid. ≤ 0.1 % above the 1e-4 value on the reference DP-SGD run."""
@@ -57,6 +65,9 @@ def _check_interval(value: float) -> float:
 
 def _pld_epsilon(event: dp_event.DpEvent, count: int, delta: float, interval: float) -> float:
     """ε at δ of ``event`` composed ``count`` times (add/remove relation), rounded up."""
+    from dp_accounting import privacy_accountant
+    from dp_accounting.pld import pld_privacy_accountant
+
     accountant = pld_privacy_accountant.PLDAccountant(
         neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
         value_discretization_interval=interval,
@@ -112,7 +123,8 @@ def pld_epsilon_dp_sgd(
         return 0.0
     if sigma == 0.0 or delta == 0.0:
         return math.inf
-    event = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma))
+    ev = _dp_event()
+    event = ev.PoissonSampledDpEvent(q, ev.GaussianDpEvent(sigma))
     return _pld_epsilon(event, steps, delta, interval)
 
 
@@ -148,7 +160,7 @@ def pld_epsilon_gaussian(
         return 0.0
     if sigma == 0.0 or delta == 0.0:
         return math.inf
-    return _pld_epsilon(dp_event.GaussianDpEvent(sigma), count, delta, interval)
+    return _pld_epsilon(_dp_event().GaussianDpEvent(sigma), count, delta, interval)
 
 
 def pld_epsilon_laplace(
@@ -186,4 +198,4 @@ def pld_epsilon_laplace(
     pure = _round_up(count / b)
     if delta == 0.0:
         return pure
-    return min(pure, _pld_epsilon(dp_event.LaplaceDpEvent(b), count, delta, interval))
+    return min(pure, _pld_epsilon(_dp_event().LaplaceDpEvent(b), count, delta, interval))
