@@ -1,0 +1,163 @@
+"""SQLAlchemy 2.0 typed models.
+
+``datasets`` holds each budget aggregate's current configuration and filter state (the O(1)
+state admission works on), its last ledger ``seq`` and the chain head. ``ledger_entries`` is the
+append-only history (UPDATE and DELETE are refused by triggers created in the migration).
+Times are fixed-width UTC ISO strings (``2026-01-02T03:04:05.123456Z``): the ledger hashes the
+exact text, and fixed width makes string order equal time order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.ledger_chain import PAYLOAD_FIELDS
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: SQL NULL for Python ``None`` (not the JSON text ``null``).
+Json = JSON(none_as_null=True)
+#: 64-bit ids on PostgreSQL; SQLite needs INTEGER PRIMARY KEY for its rowid autoincrement.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+ID_LENGTH = 40
+TIME_LENGTH = 32
+ACTOR_LENGTH = 128
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: Json}
+
+
+class Dataset(Base):
+    """A budget aggregate: one privacy filter and the head of its ledger."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    organisation: Mapped[str] = mapped_column(String(64), index=True)
+    relation: Mapped[str] = mapped_column(String(16))
+    mode: Mapped[str] = mapped_column(String(16))
+    config_json: Mapped[dict[str, Any]] = mapped_column(Json)
+    state_json: Mapped[dict[str, Any]] = mapped_column(Json)
+    last_seq: Mapped[int] = mapped_column(Integer)
+    head_hash: Mapped[str] = mapped_column(String(64))
+    created_by: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
+    created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+
+
+class LedgerEntry(Base):
+    """One append-only ledger row; its columns are exactly the hashed payload plus ``hash``."""
+
+    __tablename__ = "ledger_entries"
+    __table_args__ = (
+        # Gapless per-dataset sequence; also a backstop against two writers on one aggregate.
+        UniqueConstraint("dataset_id", "seq"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    invocation_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), index=True)
+    actor: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
+    at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    accounting_version: Mapped[str] = mapped_column(String(32))
+    declaration: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    request: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    charge: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    requested: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    refund: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    reservation: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    reason: Mapped[str | None] = mapped_column(Text)
+    config: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    state: Mapped[dict[str, Any]] = mapped_column(Json)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any], entry_hash: str) -> LedgerEntry:
+        return cls(**{f: payload[f] for f in PAYLOAD_FIELDS}, hash=entry_hash)
+
+    def to_export(self) -> dict[str, Any]:
+        """The entry as exported and hashed: every payload field plus ``hash``."""
+        out = {f: getattr(self, f) for f in PAYLOAD_FIELDS}
+        out["hash"] = self.hash
+        return out
+
+
+class Invocation(Base):
+    """The current view of one invocation (the ledger holds its history)."""
+
+    __tablename__ = "invocations"
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(32))
+    ledger: Mapped[str | None] = mapped_column(String(64))
+    declaration: Mapped[dict[str, Any]] = mapped_column(Json)
+    request: Mapped[dict[str, Any]] = mapped_column(Json)
+    charge: Mapped[dict[str, Any]] = mapped_column(Json)
+    requested: Mapped[dict[str, Any]] = mapped_column(Json)
+    refund: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    reservation: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    cell: Mapped[str | None] = mapped_column(String(64))
+    reason: Mapped[str | None] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
+    created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+
+
+class IdempotencyRecord(Base):
+    """A stored response for ``(principal, Idempotency-Key)`` (Stripe semantics)."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("principal_id", "key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    principal_id: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
+    key: Mapped[str] = mapped_column(String(255))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    outcome: Mapped[str] = mapped_column(String(32))
+    response_body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+
+
+class ApiKey(Base):
+    """An API key, stored as the SHA-256 of the token (tokens are 256-bit random)."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    principal_id: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
+    role: Mapped[str] = mapped_column(String(16))
+    organisation: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    revoked_at: Mapped[str | None] = mapped_column(String(TIME_LENGTH))
+
+
+__all__ = ["ApiKey", "Base", "Dataset", "IdempotencyRecord", "Invocation", "LedgerEntry"]

@@ -1,0 +1,140 @@
+"""Repositories: queries over one session. They never commit (the unit of work does)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db.models import ApiKey, Dataset, IdempotencyRecord, Invocation, LedgerEntry
+
+
+class DatasetRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, dataset: Dataset) -> None:
+        self.session.add(dataset)
+
+    def get(self, dataset_id: str) -> Dataset | None:
+        return self.session.get(Dataset, dataset_id)
+
+    def get_for_update(self, dataset_id: str) -> Dataset | None:
+        """Load the budget aggregate and hold it until the transaction ends.
+
+        Why: check-and-charge must see the state no other writer can change before commit
+        (SERVICE.md §3). On PostgreSQL this is ``SELECT … FOR UPDATE`` (a row lock, enough under
+        READ COMMITTED). SQLite drops ``FOR UPDATE``; there the write transaction already began
+        with ``BEGIN IMMEDIATE`` (see :mod:`app.db.engine`), which holds the database's write
+        lock. ``populate_existing`` makes sure we use the row as locked, not a cached copy.
+        """
+        stmt = (
+            select(Dataset)
+            .where(Dataset.id == dataset_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+        return self.session.scalars(stmt).one_or_none()
+
+    def list(self, organisation: str | None, *, limit: int, offset: int) -> Sequence[Dataset]:
+        stmt = select(Dataset).order_by(Dataset.created_at, Dataset.id).limit(limit).offset(offset)
+        if organisation is not None:
+            stmt = stmt.where(Dataset.organisation == organisation)
+        return self.session.scalars(stmt).all()
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerFilter:
+    """Optional filters of a ledger page (all conjunctive)."""
+
+    since: str | None = None
+    until: str | None = None
+    actor: str | None = None
+    kinds: tuple[str, ...] = ()
+
+
+class LedgerRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def append(self, entry: LedgerEntry) -> None:
+        self.session.add(entry)
+
+    def page(
+        self,
+        dataset_id: str,
+        *,
+        after_seq: int,
+        limit: int,
+        up_to_seq: int,
+        where: LedgerFilter | None = None,
+    ) -> Sequence[LedgerEntry]:
+        """Entries with ``after_seq < seq ≤ up_to_seq`` matching ``where``, in ``seq`` order."""
+        stmt = (
+            select(LedgerEntry)
+            .where(
+                LedgerEntry.dataset_id == dataset_id,
+                LedgerEntry.seq > after_seq,
+                LedgerEntry.seq <= up_to_seq,
+            )
+            .order_by(LedgerEntry.seq)
+            .limit(limit)
+        )
+        where = where or LedgerFilter()
+        if where.since is not None:
+            stmt = stmt.where(LedgerEntry.at >= where.since)
+        if where.until is not None:
+            stmt = stmt.where(LedgerEntry.at < where.until)
+        if where.actor is not None:
+            stmt = stmt.where(LedgerEntry.actor == where.actor)
+        if where.kinds:
+            stmt = stmt.where(LedgerEntry.kind.in_(where.kinds))
+        return self.session.scalars(stmt).all()
+
+    def for_invocation(self, dataset_id: str, invocation_id: str) -> Sequence[LedgerEntry]:
+        stmt = (
+            select(LedgerEntry)
+            .where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.invocation_id == invocation_id)
+            .order_by(LedgerEntry.seq)
+        )
+        return self.session.scalars(stmt).all()
+
+
+class InvocationRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, invocation: Invocation) -> None:
+        self.session.add(invocation)
+
+    def get(self, dataset_id: str, invocation_id: str) -> Invocation | None:
+        inv = self.session.get(Invocation, invocation_id)
+        return inv if inv is not None and inv.dataset_id == dataset_id else None
+
+
+class IdempotencyRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, principal_id: str, key: str) -> IdempotencyRecord | None:
+        stmt = select(IdempotencyRecord).where(
+            IdempotencyRecord.principal_id == principal_id, IdempotencyRecord.key == key
+        )
+        return self.session.scalars(stmt).one_or_none()
+
+    def add(self, record: IdempotencyRecord) -> None:
+        self.session.add(record)
+
+
+class ApiKeyRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def by_hash(self, key_hash: str) -> ApiKey | None:
+        stmt = select(ApiKey).where(ApiKey.key_hash == key_hash)
+        return self.session.scalars(stmt).one_or_none()
+
+    def add(self, key: ApiKey) -> None:
+        self.session.add(key)

@@ -1,0 +1,144 @@
+"""The unit of work (Percival & Gregory, *Architecture Patterns with Python*, ch. 6).
+
+A service opens it, works through the repositories, and calls :meth:`UnitOfWork.commit`
+explicitly; leaving the block without a commit rolls everything back. Nothing commits in a
+FastAPI dependency teardown, so a response is only built after its transaction is durable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.engine import make_engine, read_only
+from app.db.repositories import (
+    ApiKeyRepository,
+    DatasetRepository,
+    IdempotencyRepository,
+    InvocationRepository,
+    LedgerRepository,
+)
+from app.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    """An engine and its two session factories (writers, readers)."""
+
+    engine: Engine
+    writer: sessionmaker[Session]
+    reader: sessionmaker[Session]
+    #: SQLite admits one writer at a time; writers of this process queue here instead of
+    #: polling SQLite's busy handler (whose back-off sleeps waste the lock under load).
+    #: BEGIN IMMEDIATE remains the lock that counts (across processes).
+    write_gate: threading.Lock | None = None
+
+    @classmethod
+    def from_engine(cls, engine: Engine) -> Database:
+        gate = threading.Lock() if engine.dialect.name == "sqlite" else None
+        return cls(
+            engine,
+            sessionmaker(engine, expire_on_commit=False, autoflush=True),
+            sessionmaker(read_only(engine), expire_on_commit=False, autoflush=False),
+            gate,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Database:
+        return cls.from_engine(
+            make_engine(
+                settings.database_url,
+                busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+                pool_size=settings.db_pool_size,
+                max_overflow=settings.db_max_overflow,
+            )
+        )
+
+    def ping(self) -> None:
+        """Round-trip to the database (raises when it is unreachable)."""
+        with self.reader() as session:
+            session.execute(text("SELECT 1"))
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+class UnitOfWork:
+    """One transaction and the repositories bound to it; reusable for consecutive blocks."""
+
+    datasets: DatasetRepository
+    ledger: LedgerRepository
+    invocations: InvocationRepository
+    idempotency: IdempotencyRepository
+    api_keys: ApiKeyRepository
+    session: Session
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._open = False
+        self._gate: threading.Lock | None = None
+
+    def _start(self, factory: sessionmaker[Session], *, write: bool) -> UnitOfWork:
+        if self._open:
+            raise RuntimeError("unit of work already open")
+        gate = self._database.write_gate if write else None
+        if gate is not None:
+            gate.acquire()
+        try:
+            self.session = factory()
+        except BaseException:
+            if gate is not None:
+                gate.release()
+            raise
+        self._gate = gate
+        self._open = True
+        self.datasets = DatasetRepository(self.session)
+        self.ledger = LedgerRepository(self.session)
+        self.invocations = InvocationRepository(self.session)
+        self.idempotency = IdempotencyRepository(self.session)
+        self.api_keys = ApiKeyRepository(self.session)
+        return self
+
+    def _finish(self) -> None:
+        # close() rolls back whatever was not committed and detaches the objects (without
+        # expiring them, so views built from them stay readable).
+        try:
+            self.session.close()
+        finally:
+            self._open = False
+            gate, self._gate = self._gate, None
+            if gate is not None:
+                gate.release()
+
+    def __enter__(self) -> UnitOfWork:
+        """A write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
+        return self._start(self._database.writer, write=True)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._finish()
+
+    @contextmanager
+    def read_only(self) -> Iterator[UnitOfWork]:
+        """A read transaction: never commits, never takes SQLite's write lock."""
+        self._start(self._database.reader, write=False)
+        try:
+            yield self
+        finally:
+            self._finish()
+
+    def commit(self) -> None:
+        self.session.commit()
+
+    def rollback(self) -> None:
+        self.session.rollback()

@@ -1,0 +1,72 @@
+"""Service configuration from the environment (pydantic-settings).
+
+Every variable is documented in the README's configuration table.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///./odometer.db"
+
+
+def normalise_database_url(url: str) -> str:
+    """Accept the usual ``postgresql://`` / ``postgres://`` spellings and select psycopg 3."""
+    for prefix in ("postgresql://", "postgres://", "postgresql+psycopg2://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class Settings(BaseSettings):
+    """Runtime settings; read once per process (see :func:`get_settings`)."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    database_url: str = Field(
+        default=DEFAULT_DATABASE_URL,
+        validation_alias=AliasChoices("DATABASE_URL", "ODOMETER_DATABASE_URL"),
+    )
+    admin_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ODOMETER_ADMIN_KEY")
+    )
+    max_body_bytes: int = Field(
+        default=1024 * 1024, ge=1024, validation_alias=AliasChoices("ODOMETER_MAX_BODY_BYTES")
+    )
+    sqlite_busy_timeout_ms: int = Field(
+        default=30_000, ge=0, validation_alias=AliasChoices("ODOMETER_SQLITE_BUSY_TIMEOUT_MS")
+    )
+    db_pool_size: int = Field(
+        default=10, ge=1, validation_alias=AliasChoices("ODOMETER_DB_POOL_SIZE")
+    )
+    db_max_overflow: int = Field(
+        default=10, ge=0, validation_alias=AliasChoices("ODOMETER_DB_MAX_OVERFLOW")
+    )
+    default_organisation: str = Field(
+        default="default", validation_alias=AliasChoices("ODOMETER_DEFAULT_ORGANISATION")
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalise_url(cls, value: str) -> str:
+        return normalise_database_url(value.strip())
+
+    @field_validator("admin_key")
+    @classmethod
+    def _blank_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            return None
+        return value
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (environment read once)."""
+    return Settings()
