@@ -1,0 +1,1 @@
+"""HTTP edge: routers (thin), dependencies, the error table, middleware."""

@@ -1,0 +1,91 @@
+"""FastAPI dependencies, as ``Annotated`` aliases (one place)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.api.middleware import Metrics
+from app.db.uow import Database, UnitOfWork
+from app.services.principals import Principal, Role, admin_principal, authenticate
+from app.settings import Settings
+
+
+async def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+async def get_database(request: Request) -> Database:
+    database: Database = request.app.state.database
+    return database
+
+
+async def get_metrics(request: Request) -> Metrics:
+    metrics: Metrics = request.app.state.metrics
+    return metrics
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+
+
+async def get_uow(database: DatabaseDep) -> UnitOfWork:
+    """A fresh, unopened unit of work; the service opens and commits it."""
+    return UnitOfWork(database)
+
+
+UowDep = Annotated[UnitOfWork, Depends(get_uow)]
+
+_bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer <key>`")
+
+
+async def get_principal(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    uow: UowDep,
+    settings: SettingsDep,
+) -> Principal:
+    admin_key = settings.admin_key.get_secret_value() if settings.admin_key else None
+    token = credentials.credentials if credentials else None
+    # The admin key is checked in memory; other keys need a database read (in a thread).
+    admin = admin_principal(token, admin_key)
+    if admin is not None:
+        return admin
+    return await run_in_threadpool(authenticate, uow, token, admin_key)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def require_role(*roles: Role) -> Callable[[Principal], Awaitable[Principal]]:
+    """A dependency admitting principals with one of ``roles`` (the admin has every role)."""
+
+    async def dependency(principal: PrincipalDep) -> Principal:
+        principal.require(*roles)
+        return principal
+
+    return dependency
+
+
+CuratorDep = Annotated[Principal, Depends(require_role(Role.CURATOR))]
+AnalystDep = Annotated[Principal, Depends(require_role(Role.ANALYST))]
+AuditorDep = Annotated[Principal, Depends(require_role(Role.AUDITOR))]
+InvocationReaderDep = Annotated[Principal, Depends(require_role(Role.ANALYST, Role.AUDITOR))]
+ReaderDep = PrincipalDep
+
+IdempotencyKeyDep = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        pattern=r"^[\x21-\x7e]+$",
+        description="Retry-safe key (Stripe semantics): the same key and request return the "
+        "stored response; the same key with another request is 422",
+    ),
+]

@@ -1,0 +1,192 @@
+"""The one place where errors become HTTP: a code → status table and the handlers.
+
+Every error response has the shape ``{"error": "<Code>", "detail": "...", ...fields}``,
+including framework errors (validation, 404, 405) and the body-size limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.accounting import (
+    TRANSITION_CODES,
+    AmountError,
+    ConfigError,
+    DeclarationError,
+    InvalidTransition,
+    UnsupportedInMode,
+)
+from app.schemas.common import BudgetExceededBody, ErrorBody
+from app.services.errors import ServiceError
+from app.services.invocations import CREATED, OK, RecordedResponse
+
+log = logging.getLogger("odometer")
+
+#: Error code → HTTP status. Expected outcomes are 4xx; 5xx only when the server cannot work.
+ERROR_STATUS: Final[dict[str, int]] = {
+    "BadRequest": 400,
+    "Unauthorized": 401,
+    "Forbidden": 403,
+    "NotFound": 404,
+    "MethodNotAllowed": 405,
+    "NotAcceptable": 406,
+    # a decision or a state conflict: the request was valid but cannot be applied now
+    "BudgetExceeded": 409,
+    "InvocationNotReserved": 409,
+    "IdempotencyConflict": 409,
+    "ConcurrentUpdate": 409,
+    "PayloadTooLarge": 413,
+    "UnsupportedMediaType": 415,
+    # the request is understood but invalid
+    "ValidationError": 422,
+    "InvalidDeclaration": 422,
+    "UnsupportedInMode": 422,
+    "InvalidConfig": 422,
+    "IdempotencyKeyReused": 422,
+    "InternalError": 500,
+    "ServiceUnavailable": 503,
+    # the accounting core's state-transition codes: conflicts are 409, malformed requests 422
+    **{code: 409 if conflict else 422 for code, conflict in TRANSITION_CODES.items()},
+}
+
+#: Non-error outcomes of recorded (idempotent) responses.
+OUTCOME_STATUS: Final[dict[str, int]] = {CREATED: 201, OK: 200}
+
+_CODE_OF_STATUS: Final[dict[int, str]] = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    413: "PayloadTooLarge",
+    415: "UnsupportedMediaType",
+    422: "ValidationError",
+    503: "ServiceUnavailable",
+}
+
+
+def error_payload(code: str, detail: str, **fields: Any) -> dict[str, Any]:
+    return {"error": code, "detail": detail, **fields}
+
+
+def error_response(
+    code: str, detail: str, headers: dict[str, str] | None = None, **fields: Any
+) -> JSONResponse:
+    status = ERROR_STATUS[code]
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    return JSONResponse(error_payload(code, detail, **fields), status_code=status, headers=headers)
+
+
+def recorded_response(recorded: RecordedResponse) -> Response:
+    """Send a stored response byte for byte (fresh or replayed)."""
+    status = OUTCOME_STATUS.get(recorded.outcome) or ERROR_STATUS[recorded.outcome]
+    headers = {"Idempotent-Replayed": "true"} if recorded.replayed else None
+    return Response(
+        recorded.body, status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def _describe(exc: Exception) -> tuple[str, str, dict[str, Any]]:
+    """(code, detail, fields) of a known exception."""
+    if isinstance(exc, ServiceError):
+        return exc.code, exc.detail, exc.fields
+    if isinstance(exc, UnsupportedInMode):
+        return "UnsupportedInMode", exc.detail, {"field": exc.field} if exc.field else {}
+    if isinstance(exc, DeclarationError):
+        return "InvalidDeclaration", exc.detail, {"field": exc.field} if exc.field else {}
+    if isinstance(exc, ConfigError):
+        return "InvalidConfig", str(exc), {}
+    if isinstance(exc, InvalidTransition):
+        return exc.code, exc.detail, {}
+    if isinstance(exc, AmountError):
+        return "ValidationError", str(exc), {}
+    raise TypeError(type(exc).__name__)
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    # Only loc/msg/type: inputs may hold NaN or huge values that are not valid JSON.
+    return [
+        {
+            "loc": [str(p) for p in e.get("loc", ())],
+            "msg": str(e.get("msg")),
+            "type": str(e.get("type")),
+        }
+        for e in exc.errors()
+    ]
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def domain_error(_: Request, exc: Exception) -> Response:
+        code, detail, fields = _describe(exc)
+        return error_response(code, detail, **fields)
+
+    async def validation_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        errors = _validation_errors(exc)
+        detail = "invalid request"
+        if errors:
+            where, msg = ".".join(errors[0]["loc"]), str(errors[0]["msg"])
+            detail = f"{where}: {msg}" if where else msg
+        return error_response("ValidationError", detail, errors=errors[:50])
+
+    async def http_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _CODE_OF_STATUS.get(
+            exc.status_code, "BadRequest" if exc.status_code < 500 else "InternalError"
+        )
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        response = JSONResponse(
+            error_payload(code, detail), status_code=exc.status_code, headers=exc.headers
+        )
+        return response
+
+    async def database_unavailable(_: Request, exc: Exception) -> Response:
+        log.warning("database unavailable: %s", exc)
+        return error_response(
+            "ServiceUnavailable", "the database is busy or unreachable; retry", {"Retry-After": "1"}
+        )
+
+    async def internal_error(_: Request, exc: Exception) -> Response:
+        log.exception("unhandled error", exc_info=exc)
+        return error_response("InternalError", "internal error")
+
+    for exc_type in (ServiceError, DeclarationError, ConfigError, InvalidTransition, AmountError):
+        app.add_exception_handler(exc_type, domain_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(OperationalError, database_unavailable)
+    app.add_exception_handler(Exception, internal_error)
+
+
+def responses(*statuses: int, budget_exceeded: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI documentation of the error statuses a route can return."""
+    out: dict[int | str, dict[str, Any]] = {
+        s: {"model": ErrorBody, "description": _DESCRIPTIONS[s]} for s in statuses
+    }
+    if budget_exceeded:
+        out[409] = {
+            "model": BudgetExceededBody,
+            "description": "BudgetExceeded (the rejection is in the ledger), or a state conflict",
+        }
+    return out
+
+
+_DESCRIPTIONS: Final[dict[int, str]] = {
+    401: "Unauthorized: missing or unknown bearer key",
+    403: "Forbidden: the key's role may not do this",
+    404: "NotFound (also for objects of another organisation)",
+    409: "Conflict with the current state",
+    413: "PayloadTooLarge: body above the size limit",
+    422: "ValidationError, InvalidDeclaration, UnsupportedInMode, InvalidConfig, UnknownCell, "
+    "IdempotencyKeyReused",
+    503: "ServiceUnavailable: the database is busy or unreachable",
+}

@@ -1,0 +1,157 @@
+"""ASGI middleware: request body size limit and Prometheus request metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Final
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class Metrics:
+    """The service's metrics, in a registry of their own (one per app instance)."""
+
+    def __init__(self) -> None:
+        # no *_created series: they only add noise to scrapes
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "odometer_http_requests",
+            "HTTP requests by method, route template and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "odometer_http_request_duration_seconds",
+            "HTTP request latency by method and route template",
+            ["method", "route"],
+            registry=self.registry,
+        )
+        self.decisions = Counter(
+            "odometer_decisions",
+            "Budget decisions by outcome (accepted, reserved, rejected, settled, cancelled)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.idempotent_replays = Counter(
+            "odometer_idempotent_replays",
+            "Requests answered from a stored idempotent response",
+            registry=self.registry,
+        )
+
+    def record_decision(self, outcome: str | None) -> None:
+        if outcome is None:
+            self.idempotent_replays.inc()
+        else:
+            self.decisions.labels(outcome).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        start = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = str(scope.get("method", ""))
+            self.metrics.requests.labels(method, template, str(status)).inc()
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
+
+
+class BodySizeLimitMiddleware:
+    """Refuse bodies above ``max_bytes`` with 413, whether announced by Content-Length or sent
+    chunked: the body is read (at most ``max_bytes`` + one chunk) before the app runs."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    announced = int(value)
+                except ValueError:
+                    announced = -1
+                if announced > self.max_bytes:
+                    await self._too_large(send)
+                    return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._too_large(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, send: Send) -> None:
+        body = json.dumps(
+            {
+                "error": "PayloadTooLarge",
+                "detail": f"request body larger than {self.max_bytes} bytes",
+                "limit": self.max_bytes,
+            },
+            separators=(",", ":"),
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

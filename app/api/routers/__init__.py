@@ -1,0 +1,1 @@
+"""Routers: parse, call one service, map the result."""

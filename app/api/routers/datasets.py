@@ -1,0 +1,83 @@
+"""Datasets: create, list, status, budget changes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import CuratorDep, ReaderDep, UowDep
+from app.api.errors import responses
+from app.schemas.datasets import BudgetPatch, DatasetCreate, DatasetList, DatasetOut
+from app.services import datasets as service
+
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+
+
+@router.post(
+    "",
+    name="create_dataset",
+    status_code=201,
+    response_model=DatasetOut,
+    responses=responses(401, 403, 413, 422, 503),
+)
+def create_dataset(body: DatasetCreate, principal: CuratorDep, uow: UowDep) -> dict[str, Any]:
+    """Create a dataset: budget (ε, δ), neighbouring relation, accounting mode."""
+    return service.create_dataset(
+        uow,
+        principal,
+        service.NewDataset(
+            name=body.name,
+            epsilon=body.budget.epsilon,
+            delta=body.budget.delta,
+            relation=body.relation,
+            accounting=body.accounting_json(),
+        ),
+    )
+
+
+@router.get(
+    "", name="list_datasets", response_model=DatasetList, responses=responses(401, 422, 503)
+)
+def list_datasets(
+    principal: ReaderDep,
+    uow: UowDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+) -> dict[str, Any]:
+    """Datasets visible to the caller, with their budget status."""
+    return service.list_datasets(uow, principal, limit=limit, offset=offset)
+
+
+@router.get(
+    "/{dataset_id}",
+    name="get_dataset",
+    response_model=DatasetOut,
+    responses=responses(401, 404, 422, 503),
+)
+def get_dataset(dataset_id: str, principal: ReaderDep, uow: UowDep) -> dict[str, Any]:
+    """Budget status: total, spent, reserved, remaining (mode units and (ε, δ))."""
+    return service.get_dataset(uow, principal, dataset_id)
+
+
+@router.patch(
+    "/{dataset_id}/budget",
+    name="change_budget",
+    response_model=DatasetOut,
+    responses=responses(401, 403, 404, 409, 413, 422, 503),
+)
+def change_budget(
+    dataset_id: str, body: BudgetPatch, principal: CuratorDep, uow: UowDep
+) -> dict[str, Any]:
+    """Raise or lower the budget, never below spent + reserved (a ledger entry)."""
+    return service.change_budget(
+        uow,
+        principal,
+        dataset_id,
+        service.BudgetChange(
+            epsilon=body.epsilon,
+            delta=body.delta,
+            ledger=body.ledger,
+            delta_conversion=body.delta_conversion,
+        ),
+    )

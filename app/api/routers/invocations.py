@@ -1,0 +1,122 @@
+"""Invocations: register, preview, settle, cancel, read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from app.api.deps import AnalystDep, IdempotencyKeyDep, InvocationReaderDep, MetricsDep, UowDep
+from app.api.errors import recorded_response, responses
+from app.schemas.invocations import (
+    InvocationCreate,
+    InvocationCreated,
+    InvocationFinished,
+    InvocationOut,
+    Preview,
+    SettleRequest,
+)
+from app.services import invocations as service
+
+router = APIRouter(prefix="/v1/datasets/{dataset_id}/invocations", tags=["invocations"])
+
+
+def _request(body: InvocationCreate) -> service.InvocationRequest:
+    return service.InvocationRequest(
+        declaration=body.to_declaration(),
+        ledger=body.ledger,
+        conversion_delta=body.conversion_delta,
+    )
+
+
+@router.post(
+    "",
+    name="register_invocation",
+    status_code=201,
+    response_model=InvocationCreated,
+    responses=responses(401, 403, 404, 413, 422, 503, budget_exceeded=True),
+)
+def register_invocation(
+    dataset_id: str,
+    body: InvocationCreate,
+    principal: AnalystDep,
+    uow: UowDep,
+    metrics: MetricsDep,
+    idempotency_key: IdempotencyKeyDep = None,
+) -> Response:
+    """Declare an invocation: 201 accepted (charged) or reserved (ODP), 409 BudgetExceeded."""
+    result = service.register_invocation(
+        uow, principal, dataset_id, _request(body), idempotency_key
+    )
+    metrics.record_decision(result.decision)
+    return recorded_response(result)
+
+
+@router.post(
+    "/preview",
+    name="preview_invocation",
+    response_model=Preview,
+    responses=responses(401, 403, 404, 413, 422, 503),
+)
+def preview_invocation(
+    dataset_id: str, body: InvocationCreate, principal: AnalystDep, uow: UowDep
+) -> dict[str, Any]:
+    """The decision a registration would get now; nothing is written."""
+    return service.preview_invocation(uow, principal, dataset_id, _request(body))
+
+
+@router.post(
+    "/{invocation_id}/settle",
+    name="settle_invocation",
+    response_model=InvocationFinished,
+    responses=responses(401, 403, 404, 409, 413, 422, 503),
+)
+def settle_invocation(
+    dataset_id: str,
+    invocation_id: str,
+    body: SettleRequest,
+    principal: AnalystDep,
+    uow: UowDep,
+    metrics: MetricsDep,
+    idempotency_key: IdempotencyKeyDep = None,
+) -> Response:
+    """Name the released output's cell; the rest of the reservation's ε is refunded."""
+    result = service.settle_invocation(
+        uow, principal, dataset_id, invocation_id, body.cell, idempotency_key
+    )
+    metrics.record_decision(result.decision)
+    return recorded_response(result)
+
+
+@router.post(
+    "/{invocation_id}/cancel",
+    name="cancel_invocation",
+    response_model=InvocationFinished,
+    responses=responses(401, 403, 404, 409, 413, 422, 503),
+)
+def cancel_invocation(
+    dataset_id: str,
+    invocation_id: str,
+    principal: AnalystDep,
+    uow: UowDep,
+    metrics: MetricsDep,
+    idempotency_key: IdempotencyKeyDep = None,
+) -> Response:
+    """Release a reservation whose mechanism never ran (full refund of ε and δ)."""
+    result = service.cancel_invocation(uow, principal, dataset_id, invocation_id, idempotency_key)
+    metrics.record_decision(result.decision)
+    return recorded_response(result)
+
+
+@router.get(
+    "/{invocation_id}",
+    name="get_invocation",
+    response_model=InvocationOut,
+    responses=responses(401, 403, 404, 422, 503),
+)
+def get_invocation(
+    dataset_id: str, invocation_id: str, principal: InvocationReaderDep, uow: UowDep
+) -> dict[str, Any]:
+    """One invocation with its charges and ledger entries."""
+    return service.get_invocation(uow, principal, dataset_id, invocation_id)

@@ -1,0 +1,55 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from app.api.errors import install_error_handlers
+from app.api.middleware import BodySizeLimitMiddleware, Metrics, MetricsMiddleware
+from app.api.routers import datasets, health, invocations, ledger
+from app.db.uow import Database
+from app.settings import Settings, get_settings
+
+API_VERSION = "1.0.0"
+
+
+def _operation_id(route: APIRoute) -> str:
+    # Stable operation ids: the route's explicit name (e.g. "register_invocation").
+    return route.name
+
+
+def create_app(settings: Settings | None = None, database: Database | None = None) -> FastAPI:
+    """Build the app. ``settings`` default to the environment; ``database`` to its URL."""
+    settings = settings or get_settings()
+    owns_database = database is None
+    db = database or Database.from_settings(settings)
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owns_database:
+            db.dispose()
+
+    app = FastAPI(
+        title="Privacy odometer",
+        version=API_VERSION,
+        summary="Per-dataset differential-privacy budgets with an append-only, hash-chained ledger",
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.database = db
+    app.state.metrics = metrics
+    install_error_handlers(app)
+    for module in (datasets, invocations, ledger, health):
+        app.include_router(module.router)
+    # Added last = outermost: metrics see every response, including 413s.
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app

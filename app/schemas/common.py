@@ -1,0 +1,112 @@
+"""Shared field types: exact amounts, integers, strict models, the error body."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
+
+from app.accounting import AmountError, fmt, parse_amount
+
+DECIMAL_PATTERN = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
+
+
+def _amount(value: object) -> Decimal:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("must be a finite number (NaN and ±Infinity are not numbers here)")
+    try:
+        return parse_amount(value, "value")
+    except AmountError as exc:
+        raise ValueError(str(exc).removeprefix("value ")) from None
+
+
+#: An exact decimal amount: a JSON number or a decimal string, returned as a decimal string.
+#: Range checks (≥ 0, δ < 1, limits) belong to the accounting core, which names the field.
+Amount = Annotated[
+    Decimal,
+    BeforeValidator(_amount),
+    PlainSerializer(fmt, return_type=str, when_used="always"),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number"},
+                {"type": "string", "pattern": DECIMAL_PATTERN, "maxLength": 64},
+            ],
+            "description": 'exact decimal: a JSON number or a decimal string such as "0.1"',
+            "examples": ["0.1"],
+        }
+    ),
+]
+
+
+def _integer(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not a boolean")
+    return value
+
+
+#: An integer (JSON integer, integral number or digit string; booleans refused).
+Integer = Annotated[int, BeforeValidator(_integer)]
+
+
+def optional(**kwargs: Any) -> Any:
+    """An omittable field: ``None`` when absent, documented without ``null``."""
+    return Field(default=None, json_schema_extra=not_null, **kwargs)
+
+
+class StrictModel(BaseModel):
+    """Unknown fields are refused; an explicit ``null`` is refused too (omit the field
+    instead), so every accepted document has exactly one meaning."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nulls(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            nulls = sorted(str(k) for k, v in data.items() if v is None)
+            if nulls:
+                raise ValueError(
+                    f"null is not allowed (omit the field instead): {', '.join(nulls)}"
+                )
+        return data
+
+
+def not_null(schema: dict[str, Any]) -> None:
+    """JSON-schema hook for optional fields: document them as omittable, not nullable."""
+    variants = schema.pop("anyOf", None)
+    if variants is not None:
+        kept = [v for v in variants if v != {"type": "null"}]
+        if len(kept) == 1:
+            schema.update(kept[0])
+        else:
+            schema["anyOf"] = kept
+    schema.pop("default", None)
+
+
+class ErrorBody(BaseModel):
+    """Every error: a stable code, a human-readable detail, and code-specific fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str = Field(examples=["BudgetExceeded"])
+    detail: str
+
+
+class BudgetExceededBody(ErrorBody):
+    """409 for a rejected invocation (written to the ledger as ``invocation_rejected``)."""
+
+    id: str
+    requested: dict[str, Any]
+    remaining: dict[str, Any]
+    ledger_seq: int

@@ -1,0 +1,130 @@
+"""Dataset requests and responses."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from app.accounting.filters import MAX_LEDGERS, MAX_RDP_ORDERS
+from app.schemas.common import Amount, StrictModel, optional
+
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+
+
+class Budget(StrictModel):
+    """A target (ε_B, δ_B): ε_B > 0, 0 ≤ δ_B < 1."""
+
+    epsilon: Amount
+    delta: Amount
+
+
+class SubLedgerBudget(StrictModel):
+    epsilon: Amount
+    delta: Amount | None = optional()
+
+
+class BasicAccounting(StrictModel):
+    """Basic composition filter with ODP refunds (Algorithm 1 of seed 002)."""
+
+    mode: Literal["basic"]
+    conversion_delta: Amount | None = optional(
+        description="δ at which curve-based declarations are converted (default δ_B/10)"
+    )
+
+
+class ZcdpAccounting(StrictModel):
+    """Approximate zCDP filter; δ_B = δ_A + δ_conversion."""
+
+    mode: Literal["zcdp"]
+    delta_conversion: Amount | None = optional()
+
+
+class RdpAccounting(StrictModel):
+    """Approximate RDP filter over a fixed order grid with weights."""
+
+    mode: Literal["rdp"]
+    delta_conversion: Amount | None = optional()
+    orders: list[Amount] | None = optional(min_length=1, max_length=MAX_RDP_ORDERS)
+    weights: list[Amount] | None = optional(min_length=1, max_length=MAX_RDP_ORDERS)
+
+
+class GdpAccounting(StrictModel):
+    """Gaussian-DP filter (certified μ-GDP declarations only)."""
+
+    mode: Literal["gdp"]
+
+
+LeafAccounting = Annotated[
+    BasicAccounting | ZcdpAccounting | RdpAccounting | GdpAccounting,
+    Field(discriminator="mode"),
+]
+
+
+class SubLedger(StrictModel):
+    name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN)
+    budget: SubLedgerBudget
+    accounting: LeafAccounting | None = optional()
+
+
+class SplitAccounting(StrictModel):
+    """Fixed sub-ledgers, each in its own mode; invocations name their ``ledger``."""
+
+    mode: Literal["split"]
+    ledgers: list[SubLedger] = Field(min_length=1, max_length=MAX_LEDGERS)
+
+
+Accounting = Annotated[
+    BasicAccounting | ZcdpAccounting | RdpAccounting | GdpAccounting | SplitAccounting,
+    Field(discriminator="mode"),
+]
+
+
+class DatasetCreate(StrictModel):
+    """A new dataset: its budget, neighbouring relation and accounting mode (fixed)."""
+
+    name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
+    budget: Budget
+    relation: Literal["add_remove", "replace_one"] = "add_remove"
+    accounting: Accounting | None = optional(description='default: {"mode": "basic"}')
+
+    def accounting_json(self) -> dict[str, Any]:
+        if self.accounting is None:
+            return {"mode": "basic"}
+        data: dict[str, Any] = self.accounting.model_dump(mode="json", exclude_none=True)
+        return data
+
+
+class BudgetPatch(StrictModel):
+    """A new target; on a split dataset ``ledger`` names the sub-ledger to change."""
+
+    epsilon: Amount
+    delta: Amount
+    ledger: str | None = optional(min_length=1, max_length=64)
+    delta_conversion: Amount | None = optional()
+
+
+class LedgerHead(BaseModel):
+    last_seq: int
+    head_hash: str
+
+
+class DatasetOut(BaseModel):
+    """A dataset with its budget status in the mode's units and as (ε, δ)."""
+
+    id: str
+    name: str
+    organisation: str
+    relation: str
+    mode: str
+    created_by: str
+    created_at: str
+    updated_at: str
+    config: dict[str, Any]
+    status: dict[str, Any]
+    ledger: LedgerHead
+
+
+class DatasetList(BaseModel):
+    datasets: list[DatasetOut]
+    next_offset: int | None

@@ -1,0 +1,60 @@
+"""Ledger export documents."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel
+
+from app.ledger_chain import ENTRY_KINDS
+
+EntryKind = Literal[
+    "dataset_created",
+    "budget_changed",
+    "invocation_accepted",
+    "invocation_reserved",
+    "invocation_rejected",
+    "invocation_settled",
+    "invocation_cancelled",
+]
+assert set(get_args(EntryKind)) == set(ENTRY_KINDS)
+
+
+class LedgerEntryOut(BaseModel):
+    """One entry exactly as hashed (plus its ``hash``); see ``app/ledger_chain.py``."""
+
+    dataset_id: str
+    seq: int
+    kind: EntryKind
+    invocation_id: str | None
+    actor: str
+    at: str
+    accounting_version: str
+    declaration: dict[str, Any] | None
+    request: dict[str, Any] | None
+    charge: dict[str, Any] | None
+    requested: dict[str, Any] | None
+    refund: dict[str, Any] | None
+    reservation: dict[str, Any] | None
+    reason: str | None
+    config: dict[str, Any] | None
+    state: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+class LedgerPageOut(BaseModel):
+    """A page of the ledger; pass ``next_after_seq`` as ``after_seq`` for the next one."""
+
+    dataset_id: str
+    head_seq: int
+    entries: list[LedgerEntryOut]
+    next_after_seq: int | None
+
+
+def ledger_time(value: datetime) -> str:
+    """A query time in the ledger's fixed-width UTC text (naive times are UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,0 +1,243 @@
+"""Mechanism declarations as a discriminated union on ``type`` (ACCOUNTING.md §2).
+
+These models give the OpenAPI document one schema per kind and refuse unknown fields; the
+accounting core's ``parse_declaration`` (closed registry) remains the authority on values and
+is applied by :func:`to_declaration`. Field names and limits mirror
+``app/accounting/declarations.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from app.accounting import Declaration, parse_declaration
+from app.accounting.declarations import (
+    MAX_CELLS,
+    MAX_COMPOSED_ITEMS,
+    MAX_COUNT,
+    MAX_CURVE_POINTS,
+    MAX_POPULATION,
+    MAX_STEPS,
+)
+from app.schemas.common import Amount, Integer, StrictModel, optional
+
+CELL_PATTERN = r"^[A-Za-z0-9_.:=+\-]{1,64}$"
+
+
+class PureDP(StrictModel):
+    """ε-DP."""
+
+    type: Literal["pure_dp"]
+    epsilon: Amount
+
+
+class ApproxDP(StrictModel):
+    """(ε, δ)-DP."""
+
+    type: Literal["approx_dp"]
+    epsilon: Amount
+    delta: Amount
+
+
+class ZCDP(StrictModel):
+    """(ξ, ρ)-zCDP, δ-approximate when δ > 0."""
+
+    type: Literal["zcdp"]
+    rho: Amount
+    xi: Amount | None = optional()
+    delta: Amount | None = optional()
+
+
+class RDP(StrictModel):
+    """An RDP curve known at finitely many orders (orders > 1, strictly increasing)."""
+
+    type: Literal["rdp"]
+    orders: list[Amount] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
+    values: list[Amount] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
+
+
+class GDP(StrictModel):
+    """μ-Gaussian DP."""
+
+    type: Literal["gdp"]
+    mu: Amount
+
+
+class MCDP(StrictModel):
+    """(μ, τ)-mean-concentrated DP."""
+
+    type: Literal["mcdp"]
+    mu: Amount
+    tau: Amount
+
+
+class Gaussian(StrictModel):
+    """Gaussian mechanism: noise std σ, ℓ₂ sensitivity Δ (default 1)."""
+
+    type: Literal["gaussian"]
+    sigma: Amount
+    sensitivity: Amount | None = optional()
+
+
+class Laplace(StrictModel):
+    """Laplace mechanism: scale b, ℓ₁ sensitivity Δ (default 1)."""
+
+    type: Literal["laplace"]
+    scale: Amount
+    sensitivity: Amount | None = optional()
+
+
+class RandomizedResponse(StrictModel):
+    """Binary randomized response with parameter ε."""
+
+    type: Literal["randomized_response"]
+    epsilon: Amount
+
+
+class Exponential(StrictModel):
+    """Exponential mechanism with parameter ε."""
+
+    type: Literal["exponential"]
+    epsilon: Amount
+
+
+class OdpCell(StrictModel):
+    """One cell of an output-dependent partition."""
+
+    name: str = Field(pattern=CELL_PATTERN)
+    epsilon: Amount
+
+
+class ODP(StrictModel):
+    """An ODP partition: named cells with ε_k and one δ (reserved at the worst cell in
+    ``basic`` mode, settled to the released cell)."""
+
+    type: Literal["odp"]
+    cells: list[OdpCell] = Field(min_length=1, max_length=MAX_CELLS)
+    delta: Amount | None = optional()
+
+
+class SVT(StrictModel):
+    """Sparse vector technique with at most ``c`` ⊤ answers (cells ``tops=0..c``)."""
+
+    type: Literal["svt"]
+    epsilon1: Amount
+    epsilon2: Amount
+    c: Annotated[Integer, Field(ge=1, le=MAX_CELLS - 1)]
+
+
+class PTR(StrictModel):
+    """Propose-test-release (cells ``value`` and ``bottom``)."""
+
+    type: Literal["ptr"]
+    epsilon: Amount
+    delta: Amount
+    tests: Annotated[Integer, Field(ge=1, le=2)] | None = optional()
+
+
+class Iterative(StrictModel):
+    """Iterative mechanism with early stopping (cells ``stop=k``)."""
+
+    type: Literal["iterative"]
+    step_epsilon: Amount
+    step_delta: Amount
+    stopping_points: list[Annotated[Integer, Field(ge=1, le=MAX_STEPS)]] = Field(
+        min_length=1, max_length=MAX_CELLS
+    )
+
+
+class TestedRelease(StrictModel):
+    """Output perturbation with a DP quality test (cells ``released`` and ``bottom``)."""
+
+    type: Literal["tested_release"]
+    epsilon_release: Amount
+    epsilon_bottom: Amount
+    delta: Amount | None = optional()
+
+
+class Subsampled(StrictModel):
+    """An inner mechanism on a random subsample: ``poisson`` (``rate``) needs relation
+    ``add_remove``; ``without_replacement`` (``m`` of ``n``) needs ``replace_one``."""
+
+    type: Literal["subsampled"]
+    scheme: Literal["poisson", "without_replacement"]
+    rate: Amount | None = optional()
+    m: Annotated[Integer, Field(ge=0, le=MAX_POPULATION)] | None = optional()
+    n: Annotated[Integer, Field(ge=1, le=MAX_POPULATION)] | None = optional()
+    mechanism: Mechanism
+
+
+class Composed(StrictModel):
+    """Non-adaptive composition inside one invocation: ``mechanisms`` (a list), or one
+    ``mechanism`` repeated ``count`` times."""
+
+    type: Literal["composed"]
+    mechanisms: list[Mechanism] | None = optional(min_length=1, max_length=MAX_COMPOSED_ITEMS)
+    mechanism: Mechanism | None = optional()
+    count: Annotated[Integer, Field(ge=1, le=MAX_COUNT)] | None = optional()
+
+
+class DPSGD(StrictModel):
+    """DP-SGD: ``steps`` Poisson-subsampled Gaussian steps (rate q, noise multiplier σ)."""
+
+    type: Literal["dp_sgd"]
+    noise_multiplier: Amount
+    sample_rate: Amount
+    steps: Annotated[Integer, Field(ge=1, le=MAX_STEPS)]
+    delta: Amount | None = optional()
+
+
+Mechanism = Annotated[
+    PureDP
+    | ApproxDP
+    | ZCDP
+    | RDP
+    | GDP
+    | MCDP
+    | Gaussian
+    | Laplace
+    | RandomizedResponse
+    | Exponential
+    | ODP
+    | SVT
+    | PTR
+    | Iterative
+    | TestedRelease
+    | Subsampled
+    | Composed
+    | DPSGD,
+    Field(discriminator="type"),
+]
+
+Subsampled.model_rebuild()
+Composed.model_rebuild()
+
+MechanismModel = (
+    PureDP
+    | ApproxDP
+    | ZCDP
+    | RDP
+    | GDP
+    | MCDP
+    | Gaussian
+    | Laplace
+    | RandomizedResponse
+    | Exponential
+    | ODP
+    | SVT
+    | PTR
+    | Iterative
+    | TestedRelease
+    | Subsampled
+    | Composed
+    | DPSGD
+)
+
+
+def to_declaration(mechanism: MechanismModel) -> Declaration:
+    """Translate a validated request model into the accounting core's declaration (the core
+    re-validates values and raises ``DeclarationError`` naming the field)."""
+    data: dict[str, Any] = mechanism.model_dump(mode="json", exclude_none=True)
+    return parse_declaration(data)

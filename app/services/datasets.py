@@ -1,0 +1,166 @@
+"""Dataset use cases: create, list, get status, change budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.accounting import (
+    AccountingConfig,
+    FilterState,
+    config_to_json,
+    fmt,
+    initial_state,
+    make_config,
+    parse_amount,
+    state_to_json,
+    status,
+)
+from app.accounting import (
+    change_budget as accounting_change_budget,
+)
+from app.db.models import Dataset
+from app.db.uow import UnitOfWork
+from app.ledger_chain import GENESIS_HASH
+from app.services._aggregate import append_entry, load_filter, visible_dataset
+from app.services._common import new_id, utc_now
+from app.services.principals import Principal
+
+#: Datasets created by the admin (who belongs to no organisation) land here.
+DEFAULT_ORGANISATION = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class NewDataset:
+    name: str
+    epsilon: object
+    delta: object
+    relation: str
+    accounting: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetChange:
+    epsilon: object
+    delta: object
+    ledger: str | None = None
+    delta_conversion: object = None
+
+
+def dataset_view(ds: Dataset, config: AccountingConfig, state: FilterState) -> dict[str, Any]:
+    """What clients see of a dataset: identity, configuration, status, ledger head."""
+    return {
+        "id": ds.id,
+        "name": ds.name,
+        "organisation": ds.organisation,
+        "relation": ds.relation,
+        "mode": ds.mode,
+        "created_by": ds.created_by,
+        "created_at": ds.created_at,
+        "updated_at": ds.updated_at,
+        "config": ds.config_json,
+        "status": status(config, state),
+        "ledger": {"last_seq": ds.last_seq, "head_hash": ds.head_hash},
+    }
+
+
+def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> dict[str, Any]:
+    """Create a dataset and its genesis ledger entry (``dataset_created``)."""
+    config = make_config(new.epsilon, new.delta, new.relation, new.accounting)
+    state = initial_state(config)
+    at = utc_now()
+    config_json = config_to_json(config)
+    with uow:
+        ds = Dataset(
+            id=new_id("ds"),
+            name=new.name,
+            organisation=principal.organisation or DEFAULT_ORGANISATION,
+            relation=config.relation,
+            mode=config.mode,
+            config_json=config_json,
+            state_json=state_to_json(state),
+            last_seq=0,
+            head_hash=GENESIS_HASH,
+            created_by=principal.id,
+            created_at=at,
+            updated_at=at,
+        )
+        uow.datasets.add(ds)
+        append_entry(
+            uow,
+            ds,
+            kind="dataset_created",
+            actor=principal.id,
+            at=at,
+            request={"name": ds.name, "organisation": ds.organisation},
+            config=config_json,
+            state=ds.state_json,
+        )
+        view = dataset_view(ds, config, state)
+        uow.commit()
+    return view
+
+
+def get_dataset(uow: UnitOfWork, principal: Principal, dataset_id: str) -> dict[str, Any]:
+    """Budget status of one dataset."""
+    with uow.read_only():
+        ds = visible_dataset(uow, principal, dataset_id, lock=False)
+        return dataset_view(ds, *load_filter(ds))
+
+
+def list_datasets(
+    uow: UnitOfWork, principal: Principal, *, limit: int, offset: int
+) -> dict[str, Any]:
+    """Datasets the principal may see, oldest first."""
+    with uow.read_only():
+        rows = uow.datasets.list(principal.organisation, limit=limit + 1, offset=offset)
+        views = [dataset_view(ds, *load_filter(ds)) for ds in rows[:limit]]
+    more = len(rows) > limit
+    return {"datasets": views, "next_offset": offset + limit if more else None}
+
+
+def change_budget(
+    uow: UnitOfWork, principal: Principal, dataset_id: str, change: BudgetChange
+) -> dict[str, Any]:
+    """Raise or lower a budget (never below spent + reserved); a ``budget_changed`` entry."""
+    with uow:
+        ds = visible_dataset(uow, principal, dataset_id, lock=True)
+        config, state = load_filter(ds)
+        new_config, new_state = accounting_change_budget(
+            config,
+            state,
+            change.epsilon,
+            change.delta,
+            ledger=change.ledger,
+            delta_conversion=change.delta_conversion,
+        )
+        at = utc_now()
+        append_entry(
+            uow,
+            ds,
+            kind="budget_changed",
+            actor=principal.id,
+            at=at,
+            request=budget_request(change),
+            config=config_to_json(new_config),
+            state=state_to_json(new_state),
+        )
+        view = dataset_view(ds, new_config, new_state)
+        uow.commit()
+    return view
+
+
+def budget_request(change: BudgetChange) -> dict[str, Any]:
+    """The ``request`` of a ``budget_changed`` entry: the arguments replay passes again."""
+    return {
+        "epsilon": _text(change.epsilon),
+        "delta": _text(change.delta),
+        "ledger": change.ledger,
+        "delta_conversion": None
+        if change.delta_conversion is None
+        else _text(change.delta_conversion),
+    }
+
+
+def _text(value: object) -> str:
+    return fmt(parse_amount(value))

@@ -1,0 +1,57 @@
+"""Errors the services raise. Each carries a stable ``code`` and its data; the HTTP status of
+every code lives in one table (:mod:`app.api.errors`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    """Base class: ``code`` names the error in responses, ``fields`` are extra response data."""
+
+    code: str = "Error"
+
+    def __init__(self, detail: str, **fields: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.fields = fields
+
+    def payload(self) -> dict[str, Any]:
+        """The one error shape: ``{"error": code, "detail": ..., **fields}``."""
+        return {"error": self.code, "detail": self.detail, **self.fields}
+
+
+class NotFound(ServiceError):
+    code = "NotFound"
+
+
+class Unauthorized(ServiceError):
+    code = "Unauthorized"
+
+
+class Forbidden(ServiceError):
+    code = "Forbidden"
+
+
+class InvocationNotReserved(ServiceError):
+    """Settle / cancel of an invocation that holds no open reservation."""
+
+    code = "InvocationNotReserved"
+
+
+class IdempotencyKeyReused(ServiceError):
+    """The key was used before with a different request (Stripe: 422)."""
+
+    code = "IdempotencyKeyReused"
+
+
+class IdempotencyConflict(ServiceError):
+    """A concurrent request with the same key won the race; retry to get its response."""
+
+    code = "IdempotencyConflict"
+
+
+class ConcurrentUpdate(ServiceError):
+    """A uniqueness backstop fired (two writers on one aggregate); safe to retry."""
+
+    code = "ConcurrentUpdate"

@@ -1,0 +1,88 @@
+"""Reading a dataset's ledger: filtered pages, streamed in batches, and full-chain replay."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.db.repositories import LedgerFilter
+from app.db.uow import UnitOfWork
+from app.services._aggregate import visible_dataset
+from app.services.principals import Principal
+from app.services.replay import ReplayVerdict, replay
+
+#: Entries fetched per short read transaction while streaming.
+BATCH_SIZE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerQuery:
+    after_seq: int = 0
+    limit: int = 100
+    where: LedgerFilter = field(default_factory=LedgerFilter)
+
+
+class LedgerPage:
+    """An iterator over the entries of one page; ``next_after_seq`` is known once exhausted
+    (the cursor to pass as ``after_seq`` for the next page, ``None`` at the end)."""
+
+    def __init__(self, dataset_id: str, head_seq: int, entries: Iterator[dict[str, Any]]) -> None:
+        self.dataset_id = dataset_id
+        self.head_seq = head_seq
+        self._entries = entries
+        self.next_after_seq: int | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._entries
+
+
+def read_ledger(
+    uow: UnitOfWork, principal: Principal, dataset_id: str, query: LedgerQuery
+) -> LedgerPage:
+    """Check access now, then stream the page in batches, each in its own short read
+    transaction (the ledger is append-only, so batches below the head are stable)."""
+    with uow.read_only():
+        ds = visible_dataset(uow, principal, dataset_id, lock=False)
+        head = ds.last_seq
+
+    def entries() -> Iterator[dict[str, Any]]:
+        after, left = query.after_seq, query.limit
+        while left > 0:
+            with uow.read_only():
+                rows = uow.ledger.page(
+                    dataset_id,
+                    after_seq=after,
+                    limit=min(BATCH_SIZE, left),
+                    up_to_seq=head,
+                    where=query.where,
+                )
+                batch = [r.to_export() for r in rows]
+            if not batch:
+                return
+            yield from batch
+            after = batch[-1]["seq"]
+            left -= len(batch)
+            if left == 0 and after < head:
+                page.next_after_seq = after
+
+    page = LedgerPage(dataset_id, head, entries())
+    return page
+
+
+def verify_ledger(uow: UnitOfWork, principal: Principal, dataset_id: str) -> ReplayVerdict:
+    """Replay the dataset's whole ledger and compare with the stored head and state."""
+    with uow.read_only():
+        ds = visible_dataset(uow, principal, dataset_id, lock=False)
+        head, state = ds.last_seq, ds.state_json
+        head_hash = ds.head_hash
+        rows = [
+            r.to_export() for r in uow.ledger.page(ds.id, after_seq=0, limit=head, up_to_seq=head)
+        ]
+    verdict = replay(rows)
+    problems = list(verdict.problems)
+    if verdict.head_hash != head_hash:
+        problems.append("the dataset's head hash differs from the last entry's hash")
+    if verdict.state != state:
+        problems.append("the dataset's stored state differs from the replayed state")
+    return ReplayVerdict(not problems, verdict.entries, verdict.head_hash, verdict.state, problems)

@@ -1,0 +1,164 @@
+"""Replay a ledger through the accounting core and check it end to end (SERVICE.md §2).
+
+:func:`replay` takes the entries of one dataset in ``seq`` order (as exported: every payload
+field plus ``hash``), checks the hash chain (:mod:`app.ledger_chain`) and re-runs every entry:
+
+- ``dataset_created``  → ``config_from_json`` + ``initial_state``
+- ``budget_changed``   → ``change_budget`` with the stored arguments
+- ``invocation_accepted|reserved|rejected`` → ``admit`` with the stored declaration and extras
+- ``invocation_settled`` → ``settle`` with the reservation opened earlier and the stored cell
+- ``invocation_cancelled`` → ``cancel`` of that reservation
+
+After each step the recomputed state (``state_to_json``) must equal the stored ``state``
+exactly, and the recomputed outcome, charge, refund, reservation and configuration must equal
+what was recorded. No database access: the offline verifier uses this module as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from app.accounting import (
+    ACCOUNTING_VERSION,
+    AccountingConfig,
+    FilterState,
+    Reservation,
+    admit,
+    cancel,
+    change_budget,
+    config_from_json,
+    config_to_json,
+    initial_state,
+    parse_declaration,
+    settle,
+    state_to_json,
+)
+from app.ledger_chain import GENESIS_HASH, verify_chain
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayVerdict:
+    """The result of a replay: ``ok`` iff no problem was found."""
+
+    ok: bool
+    entries: int
+    head_hash: str
+    state: dict[str, Any] | None
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "entries": self.entries,
+            "head_hash": self.head_hash,
+            "state": self.state,
+            "problems": self.problems,
+        }
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _expect(what: str, recomputed: object, stored: object) -> None:
+    if recomputed != stored:
+        raise _Mismatch(f"{what}: recomputed {recomputed!r}, stored {stored!r}")
+
+
+def replay(entries: Iterable[Mapping[str, Any]]) -> ReplayVerdict:
+    """Verify the chain and recompute every state; stops re-running at the first mismatch
+    (later states would differ anyway) but keeps checking the chain."""
+    rows = list(entries)
+    problems = [f"entry {p.position} (seq {p.seq!r}): {p.problem}" for p in verify_chain(rows)]
+    config: AccountingConfig | None = None
+    state: FilterState | None = None
+    reservations: dict[str, Reservation] = {}
+    for position, entry in enumerate(rows, start=1):
+        try:
+            config, state = _step(entry, position, config, state, reservations)
+        except _Mismatch as exc:
+            problems.append(f"entry {position} ({entry.get('kind')}): {exc}")
+            break
+        except Exception as exc:  # a corrupted entry must give a verdict, not a crash
+            problems.append(f"entry {position} ({entry.get('kind')}): cannot replay: {exc!r}")
+            break
+    head = str(rows[-1].get("hash")) if rows else GENESIS_HASH
+    return ReplayVerdict(
+        ok=not problems,
+        entries=len(rows),
+        head_hash=head,
+        state=state_to_json(state) if state is not None else None,
+        problems=problems,
+    )
+
+
+def _step(
+    entry: Mapping[str, Any],
+    position: int,
+    config: AccountingConfig | None,
+    state: FilterState | None,
+    reservations: dict[str, Reservation],
+) -> tuple[AccountingConfig, FilterState]:
+    if entry.get("accounting_version") != ACCOUNTING_VERSION:
+        raise _Mismatch(
+            f"recorded with accounting version {entry.get('accounting_version')!r}; this "
+            f"verifier implements {ACCOUNTING_VERSION!r}"
+        )
+    kind = entry.get("kind")
+    request: Mapping[str, Any] = entry.get("request") or {}
+    if kind == "dataset_created":
+        if position != 1:
+            raise _Mismatch("dataset_created after the first entry")
+        config = config_from_json(entry["config"])
+        _expect("config", config_to_json(config), entry["config"])
+        state = initial_state(config)
+    elif config is None or state is None:
+        raise _Mismatch("the ledger does not start with dataset_created")
+    elif kind == "budget_changed":
+        config, state = change_budget(
+            config,
+            state,
+            request["epsilon"],
+            request["delta"],
+            ledger=request.get("ledger"),
+            delta_conversion=request.get("delta_conversion"),
+        )
+        _expect("config", config_to_json(config), entry["config"])
+    elif kind in ("invocation_accepted", "invocation_reserved", "invocation_rejected"):
+        declaration = parse_declaration(entry["declaration"])
+        _expect("declaration", declaration.to_json(), entry["declaration"])
+        conversion = request.get("conversion_delta")
+        decision = admit(
+            config,
+            state,
+            declaration,
+            ledger=request.get("ledger"),
+            conversion_delta=None if conversion is None else Decimal(conversion),
+        )
+        _expect("outcome", f"invocation_{decision.outcome}", kind)
+        _expect("charge", decision.charge, entry["charge"])
+        _expect("requested", decision.requested, entry["requested"])
+        reservation = decision.reservation.to_json() if decision.reservation else None
+        _expect("reservation", reservation, entry["reservation"])
+        if decision.reservation is not None:
+            reservations[str(entry["invocation_id"])] = decision.reservation
+        state = decision.state
+    elif kind in ("invocation_settled", "invocation_cancelled"):
+        open_reservation = reservations.pop(str(entry["invocation_id"]), None)
+        if open_reservation is None:
+            raise _Mismatch("no open reservation for this invocation")
+        _expect("reservation", open_reservation.to_json(), entry["reservation"])
+        if kind == "invocation_settled":
+            decision = settle(config, state, open_reservation, request["cell"])
+        else:
+            decision = cancel(config, state, open_reservation)
+        _expect("charge", decision.charge, entry["charge"])
+        _expect("refund", decision.refund, entry["refund"])
+        state = decision.state
+    else:
+        raise _Mismatch(f"unknown entry kind {kind!r}")
+    _expect("state", state_to_json(state), entry["state"])
+    return config, state
