@@ -1,0 +1,70 @@
+"""Backend set-up: SQLite durability pragmas and BEGIN IMMEDIATE; PostgreSQL READ COMMITTED."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from app.db.engine import make_engine
+from app.db.uow import Database, UnitOfWork
+from app.services import datasets
+from app.services.principals import Principal, Role
+from app.settings import Settings, normalise_database_url
+
+ADMIN = Principal("admin", Role.ADMIN, None)
+
+
+def test_url_spellings_select_psycopg3() -> None:
+    assert normalise_database_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalise_database_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert (
+        Settings(database_url="postgresql://u@h/db").database_url == "postgresql+psycopg://u@h/db"
+    )
+    assert normalise_database_url("sqlite:///./x.db") == "sqlite:///./x.db"
+
+
+def test_backend_settings(database: Database) -> None:
+    with database.engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            pragmas = {
+                p: conn.exec_driver_sql(f"PRAGMA {p}").scalar()
+                for p in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
+            }
+            assert pragmas == {
+                "journal_mode": "wal",
+                "synchronous": 2,
+                "busy_timeout": 30000,
+                "foreign_keys": 1,
+            }
+        else:
+            assert conn.exec_driver_sql("SHOW transaction_isolation").scalar() == "read committed"
+
+
+def test_the_aggregate_lock_holds_off_a_second_writer(database: Database) -> None:
+    """``get_for_update`` (FOR UPDATE on PostgreSQL, BEGIN IMMEDIATE on SQLite) makes a second
+    writer of the same dataset wait until the first one's transaction ends."""
+    ds = datasets.create_dataset(
+        UnitOfWork(database),
+        ADMIN,
+        datasets.NewDataset("lock", "1", "0", "add_remove", {"mode": "basic"}),
+    )
+    # a second Database: its own pool (and, on SQLite, its own in-process write gate)
+    other = Database.from_engine(make_engine(str(database.engine.url.render_as_string(False))))
+    first, second = UnitOfWork(database), UnitOfWork(other)
+    order: list[str] = []
+    with first:
+        assert first.datasets.get_for_update(ds["id"]) is not None
+        order.append("first locked")
+
+        def writer() -> None:
+            with second:
+                assert second.datasets.get_for_update(ds["id"]) is not None
+                order.append("second locked")
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        time.sleep(0.5)
+        order.append("first done")
+    thread.join(10)
+    other.dispose()
+    assert order == ["first locked", "first done", "second locked"]

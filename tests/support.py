@@ -1,0 +1,103 @@
+"""Test helpers shared across the suite: database backends, migrations, API shortcuts."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import make_url
+
+from app.settings import normalise_database_url
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_KEY = "test-admin-key-" + "x" * 16
+AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+def postgres_url() -> str | None:
+    """The PostgreSQL server to test against, if any (a database there is used as the
+    maintenance connection; each test session creates its own database)."""
+    for var in ("ODOMETER_TEST_POSTGRES_URL", "DATABASE_URL"):
+        url = os.environ.get(var, "")
+        if url.startswith(("postgresql", "postgres:")):
+            return normalise_database_url(url)
+    return None
+
+
+PG_SKIP_REASON = (
+    "PostgreSQL backend not configured: set ODOMETER_TEST_POSTGRES_URL "
+    "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test) or DATABASE_URL"
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    url: str
+
+
+def migrate(url: str) -> None:
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    cfg.attributes["configure_logging"] = False
+    command.upgrade(cfg, "head")
+
+
+def _libpq(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@contextmanager
+def fresh_database(kind: str, tmp_dir: Path) -> Iterator[Backend]:
+    """A new, migrated database of the given backend, dropped (or deleted) afterwards."""
+    if kind == "sqlite":
+        path = tmp_dir / f"odometer_{secrets.token_hex(4)}.db"
+        url = f"sqlite:///{path}"
+        migrate(url)
+        yield Backend("sqlite", url)
+        return
+    base = postgres_url()
+    assert base is not None
+    name = f"odometer_test_{secrets.token_hex(6)}"
+    with psycopg.connect(_libpq(base), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(base).set(database=name).render_as_string(hide_password=False)
+    try:
+        migrate(url)
+        yield Backend("postgresql", url)
+    finally:
+        with psycopg.connect(_libpq(base), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# ---------------------------------------------------------------------------- API shortcuts
+def basic_dataset(
+    client: Any, epsilon: Any = 1, delta: Any = "0.000001", **extra: Any
+) -> dict[str, Any]:
+    body = {"name": "test", "budget": {"epsilon": epsilon, "delta": delta}, **extra}
+    r = client.post("/v1/datasets", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def ledger(client: Any, dataset_id: str) -> list[dict[str, Any]]:
+    r = client.get(f"/v1/datasets/{dataset_id}/ledger", params={"limit": 100_000}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    entries: list[dict[str, Any]] = r.json()["entries"]
+    return entries
+
+
+def status(client: Any, dataset_id: str) -> dict[str, Any]:
+    r = client.get(f"/v1/datasets/{dataset_id}", headers=AUTH)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()["status"]
+    return out
