@@ -1,0 +1,28 @@
+# The odometer service: migrations, then uvicorn. Configure with DATABASE_URL and
+# ODOMETER_ADMIN_KEY (see README.md); by default it keeps a SQLite file in /data.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /srv/odometer
+COPY pyproject.toml README.md ./
+COPY app ./app
+RUN pip install .
+COPY alembic.ini ./
+COPY migrations ./migrations
+
+RUN useradd --system --uid 10001 --home-dir /srv/odometer odometer \
+    && mkdir -p /data && chown odometer:odometer /data
+USER odometer
+
+ENV DATABASE_URL=sqlite:////data/odometer.db \
+    HOST=0.0.0.0 \
+    PORT=8000 \
+    WORKERS=2
+EXPOSE 8000
+VOLUME ["/data"]
+
+CMD ["sh", "-c", "alembic upgrade head && exec uvicorn app.main:create_app --factory --host \"$HOST\" --port \"$PORT\" --workers \"$WORKERS\" --proxy-headers"]

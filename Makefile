@@ -1,0 +1,52 @@
+# Privacy odometer: `make run` starts the service, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+WORKERS ?= 1
+KEY_FILE := .odometer-admin-key
+
+.PHONY: run test lint openapi install dev bench-accounting
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+
+dev: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+
+## run: migrate the database (SQLite ./odometer.db unless DATABASE_URL is set) and serve
+run: install
+	$(BIN)/alembic upgrade head
+	@if [ -n "$$ODOMETER_ADMIN_KEY" ]; then key="$$ODOMETER_ADMIN_KEY"; \
+	else \
+	  [ -s $(KEY_FILE) ] || (umask 077; $(BIN)/python -c 'import secrets; print("odo_admin_" + secrets.token_urlsafe(24))' > $(KEY_FILE)); \
+	  key="$$(cat $(KEY_FILE))"; \
+	  echo "ODOMETER_ADMIN_KEY not set: using the demo admin key stored in $(KEY_FILE)"; \
+	fi; \
+	echo "Privacy odometer:  http://$(HOST):$(PORT)   (API docs: http://$(HOST):$(PORT)/docs)"; \
+	echo "Admin key:         $$key"; \
+	echo "Database:          $${DATABASE_URL:-sqlite:///./odometer.db}"; \
+	ODOMETER_ADMIN_KEY="$$key" exec $(BIN)/uvicorn app.main:create_app --factory \
+	  --host $(HOST) --port $(PORT) --workers $(WORKERS)
+
+## test: the whole suite (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set)
+test: dev
+	$(BIN)/python -m pytest
+
+## lint: ruff and mypy (strict)
+lint: dev
+	$(BIN)/ruff check app tests migrations benchmarks
+	$(BIN)/mypy
+
+## openapi: regenerate the committed OpenAPI document
+openapi: install
+	$(BIN)/python -m app.cli openapi -o openapi/openapi.json
+
+## bench-accounting: admission latency, MTZ speed and tightness → benchmarks/RESULTS.md
+bench-accounting: dev
+	$(BIN)/python -m benchmarks.accounting
