@@ -272,6 +272,22 @@ def _bisect_float(is_right: Callable[[float], bool], lo: float, hi: float) -> tu
     return lo, hi
 
 
+def _largest_within(delta_of: Callable[[float], float], delta: float) -> float:
+    """Largest x ≥ 0 with ``delta_of(x) <= delta`` as computed, for ``delta_of`` increasing
+    (a budget: the exact root is never exceeded because ``delta_of`` is rounded up)."""
+
+    def too_big(x: float) -> bool:
+        return delta_of(x) > delta
+
+    hi = 1.0
+    while not too_big(hi):
+        hi *= 2.0
+        if math.isinf(hi):  # pragma: no cover - δ < 1 always fails eventually
+            raise ValueError("no finite budget")
+    lo, _ = _bisect_float(too_big, 0.0, hi)
+    return lo
+
+
 def _zcdp_log_delta_at(rho: float, epsilon: float, a: float) -> tuple[float, float]:
     """log δ of CKS20 Cor. 13 at one order α, and an absolute rounding-error bound for it.
 
@@ -390,16 +406,7 @@ def zcdp_rho_budget(epsilon: float, delta: float) -> float:
     if delta == 0.0:
         return 0.0
 
-    def too_big(rho: float) -> bool:
-        return zcdp_delta(rho, epsilon) > delta
-
-    hi = 1.0
-    while not too_big(hi):
-        hi *= 2.0
-        if math.isinf(hi):  # pragma: no cover - δ < 1 always fails eventually
-            raise ValueError("no finite rho budget")
-    lo, _ = _bisect_float(too_big, 0.0, hi)
-    return lo
+    return _largest_within(lambda rho: zcdp_delta(rho, epsilon), delta)
 
 
 def simple_zcdp_epsilon(rho: float, delta: float) -> float:
@@ -515,14 +522,7 @@ def gdp_mu_budget(epsilon: float, delta: float) -> float:
     if delta == 0.0:
         return 0.0
 
-    def too_big(mu: float) -> bool:
-        return _gdp_delta_checked(mu, epsilon) > delta
-
-    hi = 1.0
-    while not too_big(hi):
-        hi *= 2.0
-    lo, _ = _bisect_float(too_big, 0.0, hi)
-    return lo
+    return _largest_within(lambda mu: _gdp_delta_checked(mu, epsilon), delta)
 
 
 def _gaussian_mu_up(sigma: float, sensitivity: float) -> float:
