@@ -32,6 +32,8 @@ from app.accounting.filters import (
     RDPConfig,
     RDPState,
     Reservation,
+    SplitConfig,
+    SplitState,
     ZCDPConfig,
     ZCDPState,
     admit,
@@ -240,3 +242,76 @@ def test_reference_model_detects_a_broken_filter() -> None:
     assert Fraction(d1.charge["epsilon"]) + Fraction(d2.charge["epsilon"]) > Fraction("0.5")
     assert admit(cfg, d1.state, odp_decl).outcome == "rejected"
     assert Decimal(d1.remaining["epsilon"]) == Decimal("0.1")
+
+
+# ---------------------------------------------------------------------------- split
+SPLIT = {
+    "mode": "split",
+    "ledgers": [
+        {
+            "name": "odp",
+            "budget": {"epsilon": "1", "delta": "2e-7"},
+            "accounting": {"mode": "basic"},
+        },
+        {"name": "z", "budget": {"epsilon": "1", "delta": "5e-7"}, "accounting": {"mode": "zcdp"}},
+        {"name": "r", "budget": {"epsilon": "1", "delta": "3e-7"}, "accounting": {"mode": "rdp"}},
+    ],
+}
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from(["odp", "z", "r"]), st.one_of(pure, odp, gauss)).map(
+                lambda t: ("admit", t)
+            ),
+            st.tuples(st.integers(0, 50), st.sampled_from(["lo", "hi"])).map(
+                lambda t: ("settle", t)
+            ),
+            st.integers(0, 50).map(lambda i: ("cancel", i)),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_split_sub_ledgers_never_overspend(history: list[Op]) -> None:
+    """Each sub-ledger is its own filter; the dataset guarantee is the concurrent basic
+    composition of the sub-ledger targets, which the configuration bounds by (ε_B, δ_B)."""
+    cfg = make_config(3, "1e-6", "add_remove", SPLIT)
+    assert isinstance(cfg, SplitConfig)
+    state = initial_state(cfg)
+    open_: list[Reservation] = []
+    for kind, arg in history:
+        if kind == "admit":
+            ledger, payload = arg
+            decl = parse_declaration(payload)
+            d = admit(cfg, state, decl, ledger=ledger)
+            if d.outcome == "rejected":
+                assert d.state is state
+            if d.reservation is not None:
+                assert d.reservation.ledger == ledger == "odp"
+                open_.append(d.reservation)
+            state = d.state
+        elif open_:
+            idx = (arg[0] if kind == "settle" else arg) % len(open_)
+            res = open_.pop(idx)
+            state = (
+                settle(cfg, state, res, arg[1]) if kind == "settle" else cancel(cfg, state, res)
+            ).state
+        assert isinstance(state, SplitState)
+        assert state_from_json(cfg, state_to_json(state)) == state
+        b = state.get("odp")
+        assert isinstance(b, BasicState)
+        assert b.spent_epsilon + b.reserved_epsilon <= 1 and b.spent_delta <= Decimal("2e-7")
+        z = state.get("z")
+        z_cfg = cfg.ledger("z")
+        assert isinstance(z, ZCDPState) and isinstance(z_cfg, ZCDPConfig)
+        assert z.rho <= z_cfg.rho_budget
+        r = state.get("r")
+        r_cfg = cfg.ledger("r")
+        assert isinstance(r, RDPState) and isinstance(r_cfg, RDPConfig)
+        assert any(s <= t for s, t in zip(r.rdp, r_cfg.thresholds, strict=True))
+    total_eps = sum(Decimal(c.epsilon) for _, c in cfg.ledgers)
+    total_delta = sum(Decimal(c.delta) for _, c in cfg.ledgers)
+    assert total_eps <= cfg.epsilon and total_delta <= cfg.delta
