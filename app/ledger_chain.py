@@ -43,8 +43,14 @@ PAYLOAD_FIELDS: Final[tuple[str, ...]] = (
     "reason",
     "config",
     "state",
+    "org",
+    "quota",
     "prev_hash",
 )
+
+#: Fields added with organisations (revision 0002): hashed only when not null, so entries
+#: written before they existed keep their hashes.
+OPTIONAL_FIELDS: Final[frozenset[str]] = frozenset({"org", "quota"})
 
 ENTRY_KINDS: Final[tuple[str, ...]] = (
     "dataset_created",
@@ -54,6 +60,7 @@ ENTRY_KINDS: Final[tuple[str, ...]] = (
     "invocation_rejected",
     "invocation_settled",
     "invocation_cancelled",
+    "grant_changed",
 )
 
 
@@ -80,7 +87,11 @@ def canonical_bytes(value: Any) -> bytes:
 
 def entry_hash(entry: Mapping[str, Any]) -> str:
     """SHA-256 hex digest over every field of ``entry`` except ``hash``."""
-    payload = {k: v for k, v in entry.items() if k != "hash"}
+    payload = {
+        k: v
+        for k, v in entry.items()
+        if k != "hash" and not (k in OPTIONAL_FIELDS and v is None)
+    }
     return hashlib.sha256(canonical_bytes(payload)).hexdigest()
 
 
@@ -101,7 +112,9 @@ def verify_chain(entries: Iterable[Mapping[str, Any]]) -> list[ChainProblem]:
     dataset: object = None
     for position, entry in enumerate(entries, start=1):
         seq = entry.get("seq")
-        missing = [f for f in (*PAYLOAD_FIELDS, "hash") if f not in entry]
+        missing = [
+            f for f in (*PAYLOAD_FIELDS, "hash") if f not in entry and f not in OPTIONAL_FIELDS
+        ]
         if missing:
             problems.append(ChainProblem(position, seq, f"missing field(s): {', '.join(missing)}"))
         if seq != position:

@@ -93,6 +93,9 @@ class LedgerEntry(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     config: Mapped[dict[str, Any] | None] = mapped_column(Json)
     state: Mapped[dict[str, Any]] = mapped_column(Json)
+    #: The organisation level's and the analyst quota's part of this step (revision 0002).
+    org: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    quota: Mapped[dict[str, Any] | None] = mapped_column(Json)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
 
@@ -128,6 +131,9 @@ class Invocation(Base):
     actor: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    #: Which upper levels hold a charge or reservation of this invocation:
+    #: ``{"organisation": id | null, "quota": principal id | null}`` (null before 0002).
+    levels: Mapped[dict[str, Any] | None] = mapped_column(Json)
 
 
 class IdempotencyRecord(Base):
@@ -146,8 +152,58 @@ class IdempotencyRecord(Base):
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
 
 
+class Organisation(Base):
+    """A tenant; also the organisation-level budget aggregate (a ``basic`` filter).
+
+    ``cap_json`` is ``{"epsilon", "delta"}`` or null (no cap in force); ``cap_state_json`` is
+    the ``basic`` state of everything counted while a cap was in force (kept when the cap is
+    removed, so a new cap continues from it).
+    """
+
+    __tablename__ = "organisations"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    cap_json: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    cap_state_json: Mapped[dict[str, Any]] = mapped_column(Json)
+    created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+
+
+class Principal(Base):
+    """Someone who holds keys: a role in one organisation (admins: no organisation)."""
+
+    __tablename__ = "principals"
+
+    id: Mapped[str] = mapped_column(String(ACTOR_LENGTH), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    organisation_id: Mapped[str | None] = mapped_column(ForeignKey("organisations.id"), index=True)
+    created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+
+
+class Grant(Base):
+    """An analyst may spend on a dataset, optionally within a quota (a filter in the dataset's
+    mode: ``quota_config_json`` / ``quota_state_json``, both null without a quota)."""
+
+    __tablename__ = "grants"
+    __table_args__ = (UniqueConstraint("dataset_id", "principal_id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    principal_id: Mapped[str] = mapped_column(ForeignKey("principals.id"), index=True)
+    quota_config_json: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    quota_state_json: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    created_by: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
+    created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+
+
 class ApiKey(Base):
-    """An API key, stored as the SHA-256 of the token (tokens are 256-bit random)."""
+    """An API key, stored as the SHA-256 of the whole token (tokens carry 256 random bits).
+
+    ``role`` and ``organisation`` are copies of the principal's (which never change), so
+    authentication is one indexed read.
+    """
 
     __tablename__ = "api_keys"
 
@@ -158,6 +214,17 @@ class ApiKey(Base):
     organisation: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     revoked_at: Mapped[str | None] = mapped_column(String(TIME_LENGTH))
+    expires_at: Mapped[str | None] = mapped_column(String(TIME_LENGTH))
 
 
-__all__ = ["ApiKey", "Base", "Dataset", "IdempotencyRecord", "Invocation", "LedgerEntry"]
+__all__ = [
+    "ApiKey",
+    "Base",
+    "Dataset",
+    "Grant",
+    "IdempotencyRecord",
+    "Invocation",
+    "LedgerEntry",
+    "Organisation",
+    "Principal",
+]

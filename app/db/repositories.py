@@ -5,10 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from app.db.models import ApiKey, Dataset, IdempotencyRecord, Invocation, LedgerEntry
+from app.db.models import (
+    ApiKey,
+    Dataset,
+    Grant,
+    IdempotencyRecord,
+    Invocation,
+    LedgerEntry,
+    Organisation,
+    Principal,
+)
 
 
 class DatasetRepository:
@@ -38,10 +47,23 @@ class DatasetRepository:
         )
         return self.session.scalars(stmt).one_or_none()
 
-    def list(self, organisation: str | None, *, limit: int, offset: int) -> Sequence[Dataset]:
+    def list(
+        self,
+        organisation: str | None,
+        *,
+        limit: int,
+        offset: int,
+        granted_to: str | None = None,
+    ) -> Sequence[Dataset]:
+        """Datasets of ``organisation`` (all when None), only those granted to ``granted_to``
+        when given, oldest first."""
         stmt = select(Dataset).order_by(Dataset.created_at, Dataset.id).limit(limit).offset(offset)
         if organisation is not None:
             stmt = stmt.where(Dataset.organisation == organisation)
+        if granted_to is not None:
+            stmt = stmt.where(
+                Dataset.id.in_(select(Grant.dataset_id).where(Grant.principal_id == granted_to))
+            )
         return self.session.scalars(stmt).all()
 
 
@@ -132,9 +154,98 @@ class ApiKeyRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
+    def get(self, key_id: str) -> ApiKey | None:
+        return self.session.get(ApiKey, key_id)
+
     def by_hash(self, key_hash: str) -> ApiKey | None:
         stmt = select(ApiKey).where(ApiKey.key_hash == key_hash)
         return self.session.scalars(stmt).one_or_none()
 
     def add(self, key: ApiKey) -> None:
         self.session.add(key)
+
+
+class OrganisationRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, organisation: Organisation) -> None:
+        self.session.add(organisation)
+
+    def get(self, organisation_id: str) -> Organisation | None:
+        return self.session.get(Organisation, organisation_id)
+
+    def get_for_update(self, organisation_id: str) -> Organisation | None:
+        """Hold the organisation-level aggregate (its cap filter) until the transaction ends.
+
+        Why: the cap spans datasets, so two invocations on different datasets of one
+        organisation must not both pass the cap check. Lock order everywhere: organisation →
+        dataset → grant (a fixed order, so no two writers wait on each other in a cycle).
+        """
+        stmt = (
+            select(Organisation)
+            .where(Organisation.id == organisation_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+        return self.session.scalars(stmt).one_or_none()
+
+    def by_name(self, name: str) -> Organisation | None:
+        return self.session.scalars(
+            select(Organisation).where(Organisation.name == name)
+        ).one_or_none()
+
+    def list(self, only: str | None) -> Sequence[Organisation]:
+        stmt = select(Organisation).order_by(Organisation.created_at, Organisation.id)
+        if only is not None:
+            stmt = stmt.where(Organisation.id == only)
+        return self.session.scalars(stmt).all()
+
+
+class PrincipalRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, principal: Principal) -> None:
+        self.session.add(principal)
+
+    def get(self, principal_id: str) -> Principal | None:
+        return self.session.get(Principal, principal_id)
+
+    def list(self, organisation: str | None) -> Sequence[Principal]:
+        stmt = select(Principal).order_by(Principal.created_at, Principal.id)
+        if organisation is not None:
+            stmt = stmt.where(Principal.organisation_id == organisation)
+        return self.session.scalars(stmt).all()
+
+
+class GrantRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, grant: Grant) -> None:
+        self.session.add(grant)
+
+    def delete(self, grant: Grant) -> None:
+        self.session.delete(grant)
+
+    def _select(self, dataset_id: str, principal_id: str) -> Select[Grant]:
+        return select(Grant).where(
+            Grant.dataset_id == dataset_id, Grant.principal_id == principal_id
+        )
+
+    def get(self, dataset_id: str, principal_id: str) -> Grant | None:
+        return self.session.scalars(self._select(dataset_id, principal_id)).one_or_none()
+
+    def get_for_update(self, dataset_id: str, principal_id: str) -> Grant | None:
+        """Hold the analyst's quota aggregate; taken last (after organisation and dataset)."""
+        stmt = (
+            self._select(dataset_id, principal_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+        return self.session.scalars(stmt).one_or_none()
+
+    def for_dataset(self, dataset_id: str) -> Sequence[Grant]:
+        stmt = select(Grant).where(Grant.dataset_id == dataset_id).order_by(Grant.id)
+        return self.session.scalars(stmt).all()

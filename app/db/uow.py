@@ -20,9 +20,12 @@ from app.db.engine import make_engine, read_only
 from app.db.repositories import (
     ApiKeyRepository,
     DatasetRepository,
+    GrantRepository,
     IdempotencyRepository,
     InvocationRepository,
     LedgerRepository,
+    OrganisationRepository,
+    PrincipalRepository,
 )
 from app.settings import Settings
 
@@ -77,6 +80,9 @@ class UnitOfWork:
     invocations: InvocationRepository
     idempotency: IdempotencyRepository
     api_keys: ApiKeyRepository
+    organisations: OrganisationRepository
+    principals: PrincipalRepository
+    grants: GrantRepository
     session: Session
 
     def __init__(self, database: Database) -> None:
@@ -103,6 +109,9 @@ class UnitOfWork:
         self.invocations = InvocationRepository(self.session)
         self.idempotency = IdempotencyRepository(self.session)
         self.api_keys = ApiKeyRepository(self.session)
+        self.organisations = OrganisationRepository(self.session)
+        self.principals = PrincipalRepository(self.session)
+        self.grants = GrantRepository(self.session)
         return self
 
     def _finish(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -107,6 +107,10 @@ class BudgetExceededBody(ErrorBody):
     """409 for a rejected invocation (written to the ledger as ``invocation_rejected``)."""
 
     id: str
+    level: Literal["dataset", "organisation", "quota"] = Field(
+        description="the level that refused: the dataset budget, the organisation's cap or "
+        "the analyst's quota"
+    )
     requested: dict[str, Any]
     remaining: dict[str, Any]
     ledger_seq: int

@@ -87,6 +87,11 @@ class DatasetCreate(StrictModel):
     budget: Budget
     relation: Literal["add_remove", "replace_one"] = "add_remove"
     accounting: Accounting | None = optional(description='default: {"mode": "basic"}')
+    organisation_id: str | None = optional(
+        max_length=64,
+        description="owning organisation: a curator's own by default; the admin names one "
+        "(default: the organisation 'default')",
+    )
 
     def accounting_json(self) -> dict[str, Any]:
         if self.accounting is None:

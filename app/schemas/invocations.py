@@ -45,6 +45,10 @@ class InvocationCreated(BaseModel):
     requested: dict[str, Any]
     remaining: dict[str, Any]
     reservation: dict[str, Any] | None = None
+    levels: dict[str, Any] | None = Field(
+        default=None,
+        description="charges at the organisation cap and the analyst's quota, when they apply",
+    )
     ledger_seq: int
     created_at: str
 
@@ -59,6 +63,7 @@ class InvocationFinished(BaseModel):
     charge: dict[str, Any]
     refund: dict[str, Any]
     remaining: dict[str, Any]
+    levels: dict[str, Any] | None = None
     ledger_seq: int
     updated_at: str
 
@@ -73,6 +78,7 @@ class Preview(BaseModel):
     requested: dict[str, Any]
     remaining: dict[str, Any]
     reason: str | None = None
+    level: str | None = Field(default=None, description="the level that would refuse")
     reservation: dict[str, Any] | None = None
 
 
@@ -101,6 +107,11 @@ class InvocationOut(BaseModel):
     reservation: dict[str, Any] | None
     cell: str | None
     reason: str | None
+    levels: dict[str, Any] | None = Field(
+        default=None,
+        description="the organisation and the analyst (quota) whose levels hold this "
+        "invocation's charge or reservation",
+    )
     actor: str
     created_at: str
     updated_at: str

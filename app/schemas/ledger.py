@@ -17,6 +17,7 @@ EntryKind = Literal[
     "invocation_rejected",
     "invocation_settled",
     "invocation_cancelled",
+    "grant_changed",
 ]
 assert set(get_args(EntryKind)) == set(ENTRY_KINDS)
 
@@ -40,6 +41,8 @@ class LedgerEntryOut(BaseModel):
     reason: str | None
     config: dict[str, Any] | None
     state: dict[str, Any]
+    org: dict[str, Any] | None = None
+    quota: dict[str, Any] | None = None
     prev_hash: str
     hash: str
 

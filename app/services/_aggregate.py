@@ -11,11 +11,21 @@ from app.accounting import (
     config_from_json,
     state_from_json,
 )
-from app.db.models import Dataset, LedgerEntry
+from app.db.models import Dataset, Grant, LedgerEntry, Organisation
 from app.db.uow import UnitOfWork
 from app.ledger_chain import entry_hash
 from app.services.errors import NotFound
-from app.services.principals import Principal
+from app.services.principals import Principal, Role
+
+
+def may_see(uow: UnitOfWork, principal: Principal, ds: Dataset) -> bool:
+    """Admin: all; curators and auditors: their organisation's datasets; analysts: only the
+    datasets they are granted (an ungranted dataset is indistinguishable from a missing one)."""
+    if not principal.can_see(ds.organisation):
+        return False
+    if principal.role is Role.ANALYST:
+        return uow.grants.get(ds.id, principal.id) is not None
+    return True
 
 
 def visible_dataset(
@@ -23,10 +33,35 @@ def visible_dataset(
 ) -> Dataset:
     """The dataset if the principal may see it, else :class:`NotFound` (no cross-organisation
     existence leak). ``lock=True`` holds the aggregate for the rest of the transaction."""
-    ds = uow.datasets.get_for_update(dataset_id) if lock else uow.datasets.get(dataset_id)
-    if ds is None or not principal.can_see(ds.organisation):
+    ds = uow.datasets.get(dataset_id)
+    if ds is None or not may_see(uow, principal, ds):
         raise NotFound(f"dataset '{dataset_id}' not found")
+    if lock:
+        locked = uow.datasets.get_for_update(dataset_id)
+        assert locked is not None
+        return locked
     return ds
+
+
+def lock_levels(
+    uow: UnitOfWork, principal: Principal, dataset_id: str
+) -> tuple[Organisation | None, Dataset, Grant | None]:
+    """Lock every budget level of an invocation on ``dataset_id`` in the one fixed order
+    organisation → dataset → the caller's grant (quota), so that writers spending at several
+    levels never wait on each other in a cycle (no deadlocks). The dataset's organisation never
+    changes, so reading it before taking the locks is safe."""
+    ds = uow.datasets.get(dataset_id)
+    if ds is None or not may_see(uow, principal, ds):
+        raise NotFound(f"dataset '{dataset_id}' not found")
+    org = uow.organisations.get_for_update(ds.organisation)
+    locked = uow.datasets.get_for_update(dataset_id)
+    assert locked is not None
+    grant = None
+    if principal.role is Role.ANALYST:
+        grant = uow.grants.get_for_update(dataset_id, principal.id)
+        if grant is None:  # revoked meanwhile
+            raise NotFound(f"dataset '{dataset_id}' not found")
+    return org, locked, grant
 
 
 def load_filter(ds: Dataset) -> tuple[AccountingConfig, FilterState]:
@@ -52,6 +87,8 @@ def append_entry(
     reservation: dict[str, Any] | None = None,
     reason: str | None = None,
     config: dict[str, Any] | None = None,
+    org: dict[str, Any] | None = None,
+    quota: dict[str, Any] | None = None,
 ) -> LedgerEntry:
     """Append the next entry of ``ds``'s chain and move the dataset's head and state with it.
 
@@ -75,6 +112,8 @@ def append_entry(
         "reason": reason,
         "config": config,
         "state": state,
+        "org": org,
+        "quota": quota,
         "prev_hash": ds.head_hash,
     }
     digest = entry_hash(payload)

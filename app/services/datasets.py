@@ -24,7 +24,8 @@ from app.db.uow import UnitOfWork
 from app.ledger_chain import GENESIS_HASH
 from app.services._aggregate import append_entry, load_filter, visible_dataset
 from app.services._common import new_id, utc_now
-from app.services.principals import Principal
+from app.services.errors import NotFound
+from app.services.principals import Principal, Role
 
 #: Datasets created by the admin (who belongs to no organisation) land here.
 DEFAULT_ORGANISATION = "default"
@@ -37,6 +38,9 @@ class NewDataset:
     delta: object
     relation: str
     accounting: dict[str, Any]
+    #: The owning organisation: a curator's own (naming another is 404); the admin names one
+    #: (``default`` when omitted, for clients written before organisations existed).
+    organisation_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +74,14 @@ def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> di
     state = initial_state(config)
     at = utc_now()
     config_json = config_to_json(config)
+    organisation = new.organisation_id or principal.organisation or DEFAULT_ORGANISATION
     with uow:
+        if not principal.can_see(organisation) or uow.organisations.get(organisation) is None:
+            raise NotFound(f"organisation '{organisation}' not found")
         ds = Dataset(
             id=new_id("ds"),
             name=new.name,
-            organisation=principal.organisation or DEFAULT_ORGANISATION,
+            organisation=organisation,
             relation=config.relation,
             mode=config.mode,
             config_json=config_json,
@@ -113,7 +120,12 @@ def list_datasets(
 ) -> dict[str, Any]:
     """Datasets the principal may see, oldest first."""
     with uow.read_only():
-        rows = uow.datasets.list(principal.organisation, limit=limit + 1, offset=offset)
+        rows = uow.datasets.list(
+            principal.organisation,
+            limit=limit + 1,
+            offset=offset,
+            granted_to=principal.id if principal.role is Role.ANALYST else None,
+        )
         views = [dataset_view(ds, *load_filter(ds)) for ds in rows[:limit]]
     more = len(rows) > limit
     return {"datasets": views, "next_offset": offset + limit if more else None}

@@ -55,3 +55,9 @@ class ConcurrentUpdate(ServiceError):
     """A uniqueness backstop fired (two writers on one aggregate); safe to retry."""
 
     code = "ConcurrentUpdate"
+
+
+class AlreadyExists(ServiceError):
+    """A uniquely named object (organisation name, grant) already exists."""
+
+    code = "AlreadyExists"

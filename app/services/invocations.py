@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from app.accounting import (
+    Decision,
     Declaration,
     Reservation,
     admit,
@@ -30,8 +31,18 @@ from app.accounting import (
 )
 from app.db.models import IdempotencyRecord, Invocation
 from app.db.uow import UnitOfWork
-from app.services._aggregate import append_entry, load_filter, visible_dataset
+from app.services._aggregate import append_entry, load_filter, lock_levels, visible_dataset
 from app.services._common import fingerprint, new_id, render_json, utc_now
+from app.services._levels import (
+    ORGANISATION,
+    QUOTA,
+    Level,
+    admit_level,
+    finish_level,
+    level_record,
+    organisation_level,
+    quota_level,
+)
 from app.services.errors import (
     ConcurrentUpdate,
     IdempotencyConflict,
@@ -39,7 +50,7 @@ from app.services.errors import (
     InvocationNotReserved,
     NotFound,
 )
-from app.services.principals import Principal
+from app.services.principals import Principal, Role
 
 #: Outcome codes of recorded responses that are not errors (the API maps them to 201 / 200).
 CREATED = "created"
@@ -141,7 +152,7 @@ def register_invocation(
         "register_invocation", dataset_id=dataset_id, declaration=declaration_json, **extras
     )
     with uow:
-        ds = visible_dataset(uow, principal, dataset_id, lock=True)
+        org, ds, grant = lock_levels(uow, principal, dataset_id)
         stored = _stored(uow, principal, idempotency_key, digest)
         if stored is not None:
             return stored
@@ -153,51 +164,92 @@ def register_invocation(
             ledger=request.ledger,
             conversion_delta=request.conversion_delta,
         )
+        # Every level decides on the state it holds; the first refusal (in the order dataset,
+        # organisation, quota) is reported and then nothing changes at any level.
+        uppers: list[tuple[Level, Decision]] = []
+        for level in (
+            organisation_level(org, ds, admitting=True),
+            quota_level(grant),
+        ):
+            if level is not None:
+                uppers.append(
+                    (level, admit_level(level, request.declaration, request.conversion_delta))
+                )
+        refused: tuple[str, Decision] | None = None
+        if not decision.admitted:
+            refused = ("dataset", decision)
+        else:
+            for level, level_decision in uppers:
+                if not level_decision.admitted:
+                    refused = (level.name, level_decision)
+                    break
+        admitted = refused is None
+        records: dict[str, dict[str, Any]] = {}
+        for level, level_decision in uppers:
+            if admitted:
+                level.store(level_decision.state)
+            records[level.name] = level_record(
+                level, level_decision, applied=admitted, config=level.name == ORGANISATION
+            )
         at = utc_now()
         invocation_id = new_id("inv")
         reservation = decision.reservation.to_json() if decision.reservation else None
+        by_dataset = refused is None or refused[0] == "dataset"
+        outcome_kind = decision.outcome if admitted else "rejected"
+        reason = decision.reason
+        if refused is not None and refused[0] != "dataset":
+            reason = f"{refused[0]} level: {refused[1].reason or 'budget exceeded'}"
         entry = append_entry(
             uow,
             ds,
-            kind=f"invocation_{decision.outcome}",
+            kind=f"invocation_{outcome_kind}",
             actor=principal.id,
             at=at,
             invocation_id=invocation_id,
             declaration=declaration_json,
             request=extras,
-            charge=decision.charge,
+            # Refused above the dataset: nothing was charged here (null, not a zero charge).
+            charge=decision.charge if by_dataset else None,
             requested=decision.requested,
-            reservation=reservation,
-            reason=decision.reason,
-            state=state_to_json(decision.state),
+            reservation=reservation if admitted else None,
+            reason=reason,
+            state=state_to_json(decision.state if admitted else state),
+            org=records.get(ORGANISATION),
+            quota=records.get(QUOTA),
         )
+        levels = {
+            ORGANISATION: org.id if admitted and ORGANISATION in records and org else None,
+            QUOTA: principal.id if admitted and QUOTA in records else None,
+        }
         uow.invocations.add(
             Invocation(
                 id=invocation_id,
                 dataset_id=ds.id,
-                status=decision.outcome,
+                status=outcome_kind,
                 kind=declaration_json["type"],
                 ledger=decision.ledger,
                 declaration=declaration_json,
                 request=extras,
-                charge=decision.charge,
+                charge=decision.charge if by_dataset else {},
                 requested=decision.requested,
                 refund=None,
-                reservation=reservation,
+                reservation=reservation if admitted else None,
                 cell=None,
-                reason=decision.reason,
+                reason=reason,
                 actor=principal.id,
                 created_at=at,
                 updated_at=at,
+                levels=levels,
             )
         )
-        if decision.outcome == "rejected":
+        if refused is not None:
             body: dict[str, Any] = {
                 "error": "BudgetExceeded",
-                "detail": decision.reason or "budget exceeded",
+                "detail": reason or "budget exceeded",
                 "id": invocation_id,
-                "requested": decision.requested,
-                "remaining": decision.remaining,
+                "level": refused[0],
+                "requested": refused[1].requested,
+                "remaining": refused[1].remaining,
                 "ledger_seq": entry.seq,
             }
             outcome = "BudgetExceeded"
@@ -212,11 +264,26 @@ def register_invocation(
                 "requested": decision.requested,
                 "remaining": decision.remaining,
                 **({"reservation": reservation} if reservation is not None else {}),
+                **(
+                    {
+                        "levels": {
+                            level.name: {
+                                "charge": d.charge,
+                                "remaining": d.remaining,
+                            }
+                            for level, d in uppers
+                        }
+                    }
+                    if uppers
+                    else {}
+                ),
                 "ledger_seq": entry.seq,
                 "created_at": at,
             }
             outcome = CREATED
-        response = RecordedResponse(outcome, render_json(body), decision.outcome)
+        response = RecordedResponse(
+            outcome, render_json(body), decision.outcome if admitted else "rejected"
+        )
         _record(uow, principal, idempotency_key, digest, ds.id, response)
         _commit(uow)
     return response
@@ -226,6 +293,7 @@ def preview_invocation(
     uow: UnitOfWork, principal: Principal, dataset_id: str, request: InvocationRequest
 ) -> dict[str, Any]:
     """The decision :func:`register_invocation` would take now; nothing is written."""
+    refused_by: str | None = None
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
         config, state = load_filter(ds)
@@ -236,6 +304,20 @@ def preview_invocation(
             ledger=request.ledger,
             conversion_delta=request.conversion_delta,
         )
+        if not decision.admitted:
+            refused_by = "dataset"
+        else:
+            grant = uow.grants.get(ds.id, principal.id) if principal.role is Role.ANALYST else None
+            for level in (
+                organisation_level(uow.organisations.get(ds.organisation), ds, admitting=True),
+                quota_level(grant),
+            ):
+                if level is None:
+                    continue
+                level_decision = admit_level(level, request.declaration, request.conversion_delta)
+                if not level_decision.admitted:
+                    decision, refused_by = level_decision, level.name
+                    break
     out: dict[str, Any] = {
         "status": decision.outcome,
         "mechanism": request.declaration.to_json(),
@@ -247,6 +329,8 @@ def preview_invocation(
         out["ledger"] = decision.ledger
     if decision.reason is not None:
         out["reason"] = decision.reason
+    if refused_by is not None:
+        out["level"] = refused_by
     if decision.reservation is not None:
         out["reservation"] = decision.reservation.to_json()
     return out
@@ -287,14 +371,13 @@ def _finish_reservation(
     operation = "cancel_invocation" if cell is None else "settle_invocation"
     digest = fingerprint(operation, dataset_id=dataset_id, invocation_id=invocation_id, cell=cell)
     with uow:
-        # Lock order: the dataset aggregate first, then the invocation it owns.
-        ds = visible_dataset(uow, principal, dataset_id, lock=True)
+        # Lock order: organisation → dataset → grant (as on registration), then the
+        # invocation the dataset owns.
+        org, ds, grant = lock_levels(uow, principal, dataset_id)
         stored = _stored(uow, principal, idempotency_key, digest)
         if stored is not None:
             return stored
-        inv = uow.invocations.get(ds.id, invocation_id)
-        if inv is None:
-            raise NotFound(f"invocation '{invocation_id}' not found")
+        inv = _own_invocation(uow, principal, ds.id, invocation_id)
         if inv.status != "reserved" or inv.reservation is None:
             raise InvocationNotReserved(
                 f"invocation '{invocation_id}' is {inv.status}, not reserved", status=inv.status
@@ -307,6 +390,27 @@ def _finish_reservation(
         else:
             decision = accounting_settle(config, state, reservation, cell)
             new_status = "settled"
+        # The upper levels that reserved this invocation get the same settle / cancel (a
+        # grant revoked since holds no quota any more).
+        held = inv.levels or {}
+        quota_owner = held.get(QUOTA)
+        if quota_owner is not None and (grant is None or grant.principal_id != quota_owner):
+            # Settled by someone else (the admin): the quota is the invocation's analyst's.
+            # Still the last lock taken, so the fixed order holds.
+            grant = uow.grants.get_for_update(ds.id, quota_owner)
+        records: dict[str, dict[str, Any]] = {}
+        upper: list[Level | None] = [
+            organisation_level(org, ds, admitting=False) if held.get(ORGANISATION) else None,
+            quota_level(grant) if held.get(QUOTA) else None,
+        ]
+        finished = []
+        for level in upper:
+            if level is not None:
+                level_decision = finish_level(level, reservation, cell)
+                finished.append((level, level_decision))
+        for level, level_decision in finished:
+            level.store(level_decision.state)
+            records[level.name] = level_record(level, level_decision, applied=True)
         at = utc_now()
         entry = append_entry(
             uow,
@@ -321,6 +425,8 @@ def _finish_reservation(
             refund=decision.refund,
             reservation=inv.reservation,
             state=state_to_json(decision.state),
+            org=records.get(ORGANISATION),
+            quota=records.get(QUOTA),
         )
         inv.status = new_status
         inv.charge = decision.charge
@@ -335,6 +441,16 @@ def _finish_reservation(
             "charge": decision.charge,
             "refund": decision.refund,
             "remaining": decision.remaining,
+            **(
+                {
+                    "levels": {
+                        level.name: {"charge": d.charge, "refund": d.refund}
+                        for level, d in finished
+                    }
+                }
+                if finished
+                else {}
+            ),
             "ledger_seq": entry.seq,
             "updated_at": at,
         }
@@ -344,6 +460,16 @@ def _finish_reservation(
     return response
 
 
+def _own_invocation(
+    uow: UnitOfWork, principal: Principal, dataset_id: str, invocation_id: str
+) -> Invocation:
+    """The invocation; analysts only see their own (others' are 404, like missing ones)."""
+    inv = uow.invocations.get(dataset_id, invocation_id)
+    if inv is None or (principal.role is Role.ANALYST and inv.actor != principal.id):
+        raise NotFound(f"invocation '{invocation_id}' not found")
+    return inv
+
+
 # ---------------------------------------------------------------------------- read
 def get_invocation(
     uow: UnitOfWork, principal: Principal, dataset_id: str, invocation_id: str
@@ -351,9 +477,7 @@ def get_invocation(
     """One invocation with its charges and the ledger entries that concern it."""
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
-        inv = uow.invocations.get(ds.id, invocation_id)
-        if inv is None:
-            raise NotFound(f"invocation '{invocation_id}' not found")
+        inv = _own_invocation(uow, principal, ds.id, invocation_id)
         events = [
             {
                 "seq": e.seq,
@@ -380,6 +504,7 @@ def get_invocation(
             "cell": inv.cell,
             "reason": inv.reason,
             "actor": inv.actor,
+            "levels": inv.levels,
             "created_at": inv.created_at,
             "updated_at": inv.updated_at,
             "events": events,

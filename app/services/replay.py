@@ -8,6 +8,14 @@ field plus ``hash``), checks the hash chain (:mod:`app.ledger_chain`) and re-run
 - ``invocation_accepted|reserved|rejected`` → ``admit`` with the stored declaration and extras
 - ``invocation_settled`` → ``settle`` with the reservation opened earlier and the stored cell
 - ``invocation_cancelled`` → ``cancel`` of that reservation
+- ``grant_changed`` → an analyst's quota filter starts (``initial_state``) or ends
+
+Quota levels are replayed per analyst as well: every entry's ``quota`` part is recomputed
+with the quota filter opened by the latest ``grant_changed`` for that analyst. A rejection by
+an upper level (organisation or quota) must leave the dataset state unchanged and charge
+nothing here. The organisation level spans datasets, so one dataset's ledger cannot replay it;
+its charges are recorded (``org``) and their sum over the organisation's datasets is the
+organisation's counted state.
 
 After each step the recomputed state (``state_to_json``) must equal the stored ``state``
 exactly, and the recomputed outcome, charge, refund, reservation and configuration must equal
@@ -76,9 +84,11 @@ def replay(entries: Iterable[Mapping[str, Any]]) -> ReplayVerdict:
     config: AccountingConfig | None = None
     state: FilterState | None = None
     reservations: dict[str, Reservation] = {}
+    quotas: dict[str, tuple[AccountingConfig, FilterState]] = {}
     for position, entry in enumerate(rows, start=1):
         try:
             config, state = _step(entry, position, config, state, reservations)
+            _quota_step(entry, quotas)
         except _Mismatch as exc:
             problems.append(f"entry {position} ({entry.get('kind')}): {exc}")
             break
@@ -127,6 +137,8 @@ def _step(
             delta_conversion=request.get("delta_conversion"),
         )
         _expect("config", config_to_json(config), entry["config"])
+    elif kind == "grant_changed":
+        pass
     elif kind in ("invocation_accepted", "invocation_reserved", "invocation_rejected"):
         declaration = parse_declaration(entry["declaration"])
         _expect("declaration", declaration.to_json(), entry["declaration"])
@@ -138,6 +150,15 @@ def _step(
             ledger=request.get("ledger"),
             conversion_delta=None if conversion is None else Decimal(conversion),
         )
+        if kind == "invocation_rejected" and decision.admitted:
+            # Refused by an upper level: that level must say so, and nothing moves here.
+            upper = [entry.get("org"), entry.get("quota")]
+            if not any(p and p.get("outcome") == "rejected" for p in upper):
+                raise _Mismatch("rejected, but neither the dataset nor an upper level refused")
+            _expect("charge", None, entry["charge"])
+            _expect("requested", decision.requested, entry["requested"])
+            _expect("state", state_to_json(state), entry["state"])
+            return config, state
         _expect("outcome", f"invocation_{decision.outcome}", kind)
         _expect("charge", decision.charge, entry["charge"])
         _expect("requested", decision.requested, entry["requested"])
@@ -162,3 +183,54 @@ def _step(
         raise _Mismatch(f"unknown entry kind {kind!r}")
     _expect("state", state_to_json(state), entry["state"])
     return config, state
+
+
+def _quota_step(
+    entry: Mapping[str, Any],
+    quotas: dict[str, tuple[AccountingConfig, FilterState]],
+) -> None:
+    """Replay the analyst-quota part of one entry (see the module docstring)."""
+    part: Mapping[str, Any] | None = entry.get("quota")
+    if part is None:
+        return
+    owner = str(part["id"])
+    kind = entry.get("kind")
+    if kind == "grant_changed":
+        if part.get("config") is None:
+            quotas.pop(owner, None)
+            return
+        config = config_from_json(part["config"])
+        _expect("quota config", config_to_json(config), part["config"])
+        state = initial_state(config)
+        _expect("quota state", state_to_json(state), part["state"])
+        quotas[owner] = (config, state)
+        return
+    if owner not in quotas:
+        raise _Mismatch(f"quota of '{owner}' charged without a grant")
+    config, state = quotas[owner]
+    if kind in ("invocation_accepted", "invocation_reserved", "invocation_rejected"):
+        request: Mapping[str, Any] = entry.get("request") or {}
+        conversion = request.get("conversion_delta")
+        decision = admit(
+            config,
+            state,
+            parse_declaration(entry["declaration"]),
+            conversion_delta=None if conversion is None else Decimal(conversion),
+        )
+        _expect("quota outcome", decision.outcome, part["outcome"])
+        _expect("quota requested", decision.requested, part["requested"])
+    elif kind in ("invocation_settled", "invocation_cancelled"):
+        reservation = Reservation.from_json(entry["reservation"])
+        reservation = Reservation(reservation.partition, None)
+        if kind == "invocation_settled":
+            request = entry.get("request") or {}
+            decision = settle(config, state, reservation, request["cell"])
+        else:
+            decision = cancel(config, state, reservation)
+    else:
+        raise _Mismatch(f"a quota part on a {kind!r} entry")
+    if part["applied"]:
+        _expect("quota charge", decision.charge, part["charge"])
+        state = decision.state
+    _expect("quota state", state_to_json(state), part["state"])
+    quotas[owner] = (config, state)

@@ -1,0 +1,95 @@
+"""Organisations, principals, keys and grants: requests and responses."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from app.schemas.common import Amount, StrictModel, optional
+from app.schemas.datasets import NAME_PATTERN
+
+
+class OrganisationCreate(StrictModel):
+    name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
+
+
+class Cap(StrictModel):
+    """An (ε, δ) target: the organisation's cap or an analyst's quota."""
+
+    epsilon: Amount
+    delta: Amount
+
+
+class OrganisationOut(BaseModel):
+    id: str
+    name: str
+    cap: dict[str, Any] | None = Field(description="the cap (ε, δ) in force, or null")
+    spent: dict[str, Any] = Field(description="ε and δ counted at the organisation level")
+    reserved: dict[str, Any]
+    remaining: dict[str, Any] | None
+    created_at: str
+    updated_at: str
+
+
+class OrganisationList(BaseModel):
+    organisations: list[OrganisationOut]
+
+
+class PrincipalCreate(StrictModel):
+    name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
+    role: Literal["admin", "curator", "analyst", "auditor"]
+    organisation_id: str | None = optional(
+        max_length=64, description="default: the caller's organisation; none for admins"
+    )
+
+
+class PrincipalOut(BaseModel):
+    id: str
+    name: str
+    role: str
+    organisation_id: str | None
+    created_at: str
+
+
+class PrincipalList(BaseModel):
+    principals: list[PrincipalOut]
+
+
+class KeyCreate(StrictModel):
+    expires_at: datetime | None = optional(description="ISO 8601; UTC when no offset is given")
+
+
+class KeyCreated(BaseModel):
+    """The token is shown in this response only; the service keeps its SHA-256."""
+
+    id: str
+    key: str
+    principal_id: str
+    expires_at: str | None
+
+
+class KeyRevoked(BaseModel):
+    id: str
+    principal_id: str
+    revoked_at: str
+    expires_at: str | None
+
+
+class GrantCreate(StrictModel):
+    principal_id: str = Field(min_length=1, max_length=128)
+    quota: Cap | None = optional(description="the analyst's quota inside this dataset")
+
+
+class GrantOut(BaseModel):
+    dataset_id: str
+    principal_id: str
+    quota: dict[str, Any] | None
+    quota_state: dict[str, Any] | None
+    created_by: str
+    created_at: str
+
+
+class GrantList(BaseModel):
+    grants: list[GrantOut]

@@ -1,0 +1,159 @@
+"""Grants: which analysts may spend on a dataset, each optionally within a quota.
+
+A quota is one more privacy filter over a subset of the dataset's invocations (the analyst's),
+in the dataset's own mode and parameters with the quota as target — sound for the same reason
+the dataset's filter is. ``split`` datasets get ``basic`` quotas (the sub-ledger choice is per
+invocation, a quota spans them; basic composition of each invocation's (ε, δ) is sound for
+any mix). Granting and revoking are ``grant_changed`` entries of the dataset's ledger, so a
+replay can follow every quota; revoking forgets the quota's state (a new grant starts afresh).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from app.accounting import (
+    AccountingConfig,
+    config_to_json,
+    fmt,
+    initial_state,
+    make_config,
+    parse_amount,
+    state_to_json,
+)
+from app.db.models import Grant
+from app.db.uow import UnitOfWork
+from app.services._aggregate import append_entry, load_filter, visible_dataset
+from app.services._common import utc_now
+from app.services.errors import AlreadyExists, NotFound, ServiceError
+from app.services.principals import Principal, Role
+
+
+class NotAnAnalyst(ServiceError):
+    """Grants are for analysts (auditors read their whole organisation without one)."""
+
+    code = "NotAnAnalyst"
+
+
+def quota_config(dataset: AccountingConfig, epsilon: object, delta: object) -> AccountingConfig:
+    """The quota's filter: the dataset's mode and parameters, the quota's (ε, δ) as target
+    (conversion δ capped at the quota's δ)."""
+    eps, dlt = parse_amount(epsilon, "epsilon"), parse_amount(delta, "delta")
+    params = config_to_json(dataset)
+    mode = params["mode"]
+    accounting: dict[str, Any]
+    if mode == "basic":
+        accounting = {
+            "mode": "basic",
+            "conversion_delta": fmt(min(Decimal(params["conversion_delta"]), dlt)),
+        }
+    elif mode in ("zcdp", "rdp"):
+        accounting = {
+            "mode": mode,
+            "delta_conversion": fmt(min(Decimal(params["delta_conversion"]), dlt)),
+        }
+        if mode == "rdp":
+            accounting["orders"] = [float(a) for a in params["orders"]]
+            accounting["weights"] = [float(w) for w in params["weights"]]
+    elif mode == "gdp":
+        accounting = {"mode": "gdp"}
+    else:
+        accounting = {"mode": "basic"}
+    return make_config(eps, dlt, dataset.relation, accounting)
+
+
+def grant_view(grant: Grant) -> dict[str, Any]:
+    quota = grant.quota_config_json
+    return {
+        "dataset_id": grant.dataset_id,
+        "principal_id": grant.principal_id,
+        "quota": None if quota is None else {"epsilon": quota["epsilon"], "delta": quota["delta"]},
+        "quota_state": grant.quota_state_json,
+        "created_by": grant.created_by,
+        "created_at": grant.created_at,
+    }
+
+
+def create_grant(
+    uow: UnitOfWork,
+    caller: Principal,
+    dataset_id: str,
+    principal_id: str,
+    quota: tuple[object, object] | None,
+) -> dict[str, Any]:
+    """Let an analyst of the dataset's organisation spend on it (curator; a ledger entry)."""
+    caller.require(Role.CURATOR)
+    with uow:
+        ds = visible_dataset(uow, caller, dataset_id, lock=True)
+        analyst = uow.principals.get(principal_id)
+        if analyst is None or analyst.organisation_id != ds.organisation:
+            raise NotFound(f"principal '{principal_id}' not found")
+        if analyst.role != Role.ANALYST.value:
+            raise NotAnAnalyst(f"principal '{principal_id}' is a {analyst.role}, not an analyst")
+        if uow.grants.get(ds.id, principal_id) is not None:
+            raise AlreadyExists(
+                f"'{principal_id}' is already granted on '{dataset_id}' (revoke to change it)"
+            )
+        config_json = state_json = None
+        if quota is not None:
+            config = quota_config(load_filter(ds)[0], *quota)
+            config_json = config_to_json(config)
+            state_json = state_to_json(initial_state(config))
+        at = utc_now()
+        grant = Grant(
+            dataset_id=ds.id,
+            principal_id=principal_id,
+            quota_config_json=config_json,
+            quota_state_json=state_json,
+            created_by=caller.id,
+            created_at=at,
+        )
+        uow.grants.add(grant)
+        append_entry(
+            uow,
+            ds,
+            kind="grant_changed",
+            actor=caller.id,
+            at=at,
+            request={"principal_id": principal_id, "granted": True},
+            state=ds.state_json,
+            quota={"id": principal_id, "config": config_json, "state": state_json},
+        )
+        view = grant_view(grant)
+        uow.commit()
+    return view
+
+
+def list_grants(uow: UnitOfWork, caller: Principal, dataset_id: str) -> dict[str, Any]:
+    """The dataset's grants (curators and auditors of its organisation)."""
+    caller.require(Role.CURATOR, Role.AUDITOR)
+    with uow.read_only():
+        ds = visible_dataset(uow, caller, dataset_id, lock=False)
+        return {"grants": [grant_view(g) for g in uow.grants.for_dataset(ds.id)]}
+
+
+def delete_grant(
+    uow: UnitOfWork, caller: Principal, dataset_id: str, principal_id: str
+) -> dict[str, Any]:
+    """Revoke a grant (curator; a ledger entry). The quota's state is dropped with it."""
+    caller.require(Role.CURATOR)
+    with uow:
+        ds = visible_dataset(uow, caller, dataset_id, lock=True)
+        grant = uow.grants.get_for_update(ds.id, principal_id)
+        if grant is None:
+            raise NotFound(f"no grant for '{principal_id}' on '{dataset_id}'")
+        view = grant_view(grant)
+        uow.grants.delete(grant)
+        append_entry(
+            uow,
+            ds,
+            kind="grant_changed",
+            actor=caller.id,
+            at=utc_now(),
+            request={"principal_id": principal_id, "granted": False},
+            state=ds.state_json,
+            quota={"id": principal_id, "config": None, "state": None},
+        )
+        uow.commit()
+    return view
