@@ -4,6 +4,8 @@ odometer verify EXPORT            replay a ledger export (JSON or CSV) and check
 odometer openapi [-o FILE]        write the OpenAPI document
 odometer create-key --principal ID --role ROLE [--organisation ORG]
                                   issue an API key (uses DATABASE_URL)
+odometer bootstrap-admin --name NAME
+                                  create an admin principal and print its key once
 """
 
 from __future__ import annotations
@@ -22,13 +24,30 @@ from app.services.replay import replay
 
 #: Export columns holding JSON objects (empty cell = null).
 _OBJECT_COLUMNS = frozenset(
-    {"declaration", "request", "charge", "requested", "refund", "reservation", "config", "state"}
+    {
+        "declaration",
+        "request",
+        "charge",
+        "requested",
+        "refund",
+        "reservation",
+        "config",
+        "state",
+        "org",
+        "quota",
+    }
 )
 _NULLABLE_TEXT_COLUMNS = frozenset({"invocation_id", "reason"})
 
 
 def load_export(text: str) -> list[dict[str, Any]]:
-    """Entries from a JSON export (``{"entries": [...]}`` or a list) or a CSV export."""
+    """Entries from a JSON export (``{"entries": [...]}`` or a list), a JSON-lines export
+    (``odometer export --format jsonl``) or a CSV export."""
+    from app.client.ledger import jsonl_entries
+
+    rows = jsonl_entries(text)
+    if rows is not None:
+        return rows
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         doc = json.loads(text)
@@ -96,6 +115,21 @@ def _create_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bootstrap_admin(args: argparse.Namespace) -> int:
+    from app.db.uow import Database, UnitOfWork
+    from app.services.principals import bootstrap_admin
+    from app.settings import get_settings
+
+    database = Database.from_settings(get_settings())
+    try:
+        principal_id, token = bootstrap_admin(UnitOfWork(database), args.name)
+    finally:
+        database.dispose()
+    print(f"admin principal {principal_id}; key (shown once, stored hashed):", file=sys.stderr)
+    print(token)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="odometer", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -112,6 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     key.add_argument("--role", required=True, choices=["curator", "analyst", "auditor", "admin"])
     key.add_argument("--organisation", default="default")
     key.set_defaults(run=_create_key)
+    bootstrap = sub.add_parser(
+        "bootstrap-admin", help="create the first admin principal and print its key once"
+    )
+    bootstrap.add_argument("--name", required=True)
+    bootstrap.set_defaults(run=_bootstrap_admin)
+    from app.client.cli import register as register_client_commands
+
+    register_client_commands(sub)  # datasets, budget, grant, export, report (app/client/cli.py)
     args = parser.parse_args(argv)
     code: int = args.run(args)
     return code

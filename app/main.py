@@ -10,7 +10,15 @@ from fastapi.routing import APIRoute
 
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodySizeLimitMiddleware, Metrics, MetricsMiddleware
-from app.api.routers import datasets, health, invocations, ledger
+from app.api.routers import (
+    datasets,
+    grants,
+    health,
+    invocations,
+    ledger,
+    organisations,
+    principals,
+)
 from app.db.uow import Database
 from app.settings import Settings, get_settings
 
@@ -47,7 +55,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.state.database = db
     app.state.metrics = metrics
     install_error_handlers(app)
-    for module in (datasets, invocations, ledger, health):
+    for module in (organisations, principals, datasets, grants, invocations, ledger, health):
         app.include_router(module.router)
     # Added last = outermost: metrics see every response, including 413s.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)

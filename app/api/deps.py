@@ -72,7 +72,9 @@ def require_role(*roles: Role) -> Callable[[Principal], Awaitable[Principal]]:
     return dependency
 
 
+AdminDep = Annotated[Principal, Depends(require_role(Role.ADMIN))]
 CuratorDep = Annotated[Principal, Depends(require_role(Role.CURATOR))]
+GrantReaderDep = Annotated[Principal, Depends(require_role(Role.CURATOR, Role.AUDITOR))]
 AnalystDep = Annotated[Principal, Depends(require_role(Role.ANALYST))]
 AuditorDep = Annotated[Principal, Depends(require_role(Role.AUDITOR))]
 InvocationReaderDep = Annotated[Principal, Depends(require_role(Role.ANALYST, Role.AUDITOR))]

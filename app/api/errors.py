@@ -42,6 +42,7 @@ ERROR_STATUS: Final[dict[str, int]] = {
     "InvocationNotReserved": 409,
     "IdempotencyConflict": 409,
     "ConcurrentUpdate": 409,
+    "AlreadyExists": 409,
     "PayloadTooLarge": 413,
     "UnsupportedMediaType": 415,
     # the request is understood but invalid
@@ -50,6 +51,7 @@ ERROR_STATUS: Final[dict[str, int]] = {
     "UnsupportedInMode": 422,
     "InvalidConfig": 422,
     "IdempotencyKeyReused": 422,
+    "NotAnAnalyst": 422,
     "InternalError": 500,
     "ServiceUnavailable": 503,
     # the accounting core's state-transition codes: conflicts are 409, malformed requests 422
@@ -181,7 +183,7 @@ def responses(*statuses: int, budget_exceeded: bool = False) -> dict[int | str, 
 
 
 _DESCRIPTIONS: Final[dict[int, str]] = {
-    401: "Unauthorized: missing or unknown bearer key",
+    401: "Unauthorized: missing, unknown, revoked or expired bearer key",
     403: "Forbidden: the key's role may not do this",
     404: "NotFound (also for objects of another organisation)",
     409: "Conflict with the current state",

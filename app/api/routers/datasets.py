@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
     name="create_dataset",
     status_code=201,
     response_model=DatasetOut,
-    responses=responses(401, 403, 413, 422, 503),
+    responses=responses(401, 403, 404, 413, 422, 503),
 )
 def create_dataset(body: DatasetCreate, principal: CuratorDep, uow: UowDep) -> dict[str, Any]:
     """Create a dataset: budget (ε, δ), neighbouring relation, accounting mode."""
@@ -32,6 +32,7 @@ def create_dataset(body: DatasetCreate, principal: CuratorDep, uow: UowDep) -> d
             delta=body.budget.delta,
             relation=body.relation,
             accounting=body.accounting_json(),
+            organisation_id=body.organisation_id,
         ),
     )
 

@@ -43,7 +43,7 @@ def read_ledger(
     ] = None,
     until: Annotated[datetime | None, Query(description="entries strictly before")] = None,
     actor: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
-    kind: Annotated[list[EntryKind] | None, Query(max_length=7)] = None,
+    kind: Annotated[list[EntryKind] | None, Query(max_length=8)] = None,
     format: Annotated[Literal["json", "csv"], Query()] = "json",
 ) -> StreamingResponse:
     """Ledger entries in ``seq`` order, exactly as hashed (verifiable offline)."""

@@ -1,0 +1,57 @@
+"""Organisations and their caps."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+
+from app.api.deps import AdminDep, CuratorDep, PrincipalDep, UowDep
+from app.api.errors import responses
+from app.schemas.tenancy import Cap, OrganisationCreate, OrganisationList, OrganisationOut
+from app.services import organisations as service
+
+router = APIRouter(prefix="/v1/organisations", tags=["organisations"])
+
+
+@router.post(
+    "",
+    name="create_organisation",
+    status_code=201,
+    response_model=OrganisationOut,
+    responses=responses(401, 403, 409, 413, 422, 503),
+)
+def create_organisation(
+    body: OrganisationCreate, principal: AdminDep, uow: UowDep
+) -> dict[str, Any]:
+    """Create an organisation (admin)."""
+    return service.create_organisation(uow, principal, body.name)
+
+
+@router.get(
+    "",
+    name="list_organisations",
+    response_model=OrganisationList,
+    responses=responses(401, 503),
+)
+def list_organisations(principal: PrincipalDep, uow: UowDep) -> dict[str, Any]:
+    """All organisations (admin) or the caller's own, with the cap's usage."""
+    return service.list_organisations(uow, principal)
+
+
+@router.patch(
+    "/{organisation_id}/cap",
+    name="set_organisation_cap",
+    response_model=OrganisationOut,
+    responses=responses(401, 403, 404, 409, 413, 422, 503),
+)
+def set_organisation_cap(
+    organisation_id: str,
+    principal: CuratorDep,
+    uow: UowDep,
+    body: Annotated[Cap | None, Body()] = None,
+) -> dict[str, Any]:
+    """Set or change the cap across the organisation's datasets (``null`` removes it); never
+    below what is already counted (409 BudgetBelowSpent)."""
+    cap = None if body is None else (body.epsilon, body.delta)
+    return service.set_cap(uow, principal, organisation_id, cap)
