@@ -101,3 +101,38 @@ def status(client: Any, dataset_id: str) -> dict[str, Any]:
     assert r.status_code == 200, r.text
     out: dict[str, Any] = r.json()["status"]
     return out
+
+
+# ---------------------------------------------------------------------------- tenancy shortcuts
+def new_organisation(client: Any, name: str | None = None) -> str:
+    """A new organisation (as the admin); returns its id."""
+    r = client.post(
+        "/v1/organisations", json={"name": name or f"org-{secrets.token_hex(4)}"}, headers=AUTH
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def new_principal(
+    client: Any, organisation_id: str | None, role: str, name: str | None = None
+) -> tuple[str, dict[str, str]]:
+    """A new principal with one key (as the admin): ``(principal id, auth headers)``."""
+    body: dict[str, Any] = {"name": name or f"{role}-{secrets.token_hex(3)}", "role": role}
+    if organisation_id is not None:
+        body["organisation_id"] = organisation_id
+    r = client.post("/v1/principals", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    principal_id = str(r.json()["id"])
+    k = client.post(f"/v1/principals/{principal_id}/keys", json={}, headers=AUTH)
+    assert k.status_code == 201, k.text
+    return principal_id, {"Authorization": f"Bearer {k.json()['key']}"}
+
+
+def grant(
+    client: Any, dataset_id: str, principal_id: str, quota: dict[str, Any] | None = None
+) -> None:
+    body: dict[str, Any] = {"principal_id": principal_id}
+    if quota is not None:
+        body["quota"] = quota
+    r = client.post(f"/v1/datasets/{dataset_id}/grants", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text

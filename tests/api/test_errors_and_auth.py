@@ -65,11 +65,16 @@ def test_roles_and_organisations(client: TestClient, uow: UnitOfWork) -> None:
 
     mech = {"mechanism": {"type": "pure_dp", "epsilon": "0.1"}}
     assert client.post(f"{url}/invocations", json=mech, headers=curator).status_code == 403
+    # analysts spend only where they are granted; ungranted datasets do not exist for them
+    r = client.post(f"{url}/invocations", json=mech, headers=analyst)
+    assert (r.status_code, r.json()["error"]) == (404, "NotFound")
+    r = client.post(f"{url}/grants", json={"principal_id": "ana"}, headers=curator)
+    assert r.status_code == 201, r.text
     inv = client.post(f"{url}/invocations", json=mech, headers=analyst)
     assert inv.status_code == 201
     assert client.get(f"{url}/ledger", headers=analyst).status_code == 403
     entries = client.get(f"{url}/ledger", headers=auditor).json()["entries"]
-    assert [e["actor"] for e in entries] == ["cur", "ana"]
+    assert [e["actor"] for e in entries] == ["cur", "cur", "ana"]
     assert client.get(f"{url}/invocations/{inv.json()['id']}", headers=auditor).status_code == 200
     assert (
         client.patch(f"{url}/budget", json={"epsilon": 2, "delta": 0}, headers=auditor).status_code
@@ -86,7 +91,7 @@ def test_roles_and_organisations(client: TestClient, uow: UnitOfWork) -> None:
         assert (r.status_code, r.json()["error"]) == (404, "NotFound"), path
     listed = client.get("/v1/datasets", params={"limit": 1000}, headers=outsider).json()["datasets"]
     assert ds["id"] not in [d["id"] for d in listed]
-    assert len(client.get(f"{url}/ledger", headers=auditor).json()["entries"]) == 2
+    assert len(client.get(f"{url}/ledger", headers=auditor).json()["entries"]) == 3
 
 
 def test_unsupported_kind_and_relation_mismatch_are_422(client: TestClient) -> None:

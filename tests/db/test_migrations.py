@@ -24,9 +24,12 @@ def test_models_and_migrations_agree(database: Database) -> None:
         "alembic_version",
         "api_keys",
         "datasets",
+        "grants",
         "idempotency_keys",
         "invocations",
         "ledger_entries",
+        "organisations",
+        "principals",
     }
 
 
@@ -43,6 +46,47 @@ def test_downgrade_and_upgrade_round_trip(fresh_backend: Backend) -> None:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(context, Base.metadata) == []
-            assert context.get_current_revision() == "0001"
+            assert context.get_current_revision() == "0002"
+    finally:
+        engine.dispose()
+
+
+def test_0002_carries_tenants_and_legacy_keys_over(fresh_backend: Backend) -> None:
+    """Data written under 0001 (a dataset, a legacy ``odo_<secret>`` key) survives 0002: the
+    organisations and principals are created and the old key still authenticates."""
+    from sqlalchemy import text
+
+    from app.db.uow import UnitOfWork
+    from app.services.principals import Role, authenticate, hash_token
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("sqlalchemy.url", fresh_backend.url)
+    cfg.attributes["configure_logging"] = False
+    command.downgrade(cfg, "0001")
+    legacy = "odo_" + "L" * 43
+    engine = make_engine(fresh_backend.url, null_pool=True)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO api_keys (id, key_hash, principal_id, role, organisation,"
+                    " created_at) VALUES ('key_old', :h, 'alice', 'analyst', 'acme', 't')"
+                ),
+                {"h": hash_token(legacy)},
+            )
+        command.upgrade(cfg, "head")
+        database = Database.from_engine(engine)
+        uow = UnitOfWork(database)
+        principal = authenticate(uow, legacy, None)
+        assert (principal.id, principal.role, principal.organisation) == (
+            "alice",
+            Role.ANALYST,
+            "acme",
+        )
+        with uow.read_only():
+            assert uow.organisations.get("acme") is not None
+            assert uow.organisations.get("default") is not None
+            row = uow.principals.get("alice")
+            assert row is not None and row.organisation_id == "acme"
     finally:
         engine.dispose()

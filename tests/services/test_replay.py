@@ -18,7 +18,9 @@ from app.services.principals import Principal, Role
 from app.services.replay import replay
 
 ADMIN = Principal("admin", Role.ADMIN, None)
-ALICE = Principal("alice", Role.ANALYST, "default")
+# An admin acting as analyst: analysts need a grant, whose ledger entry would shift the
+# positions the tampering cases below refer to (grants are replayed in test_hierarchy.py).
+ALICE = Principal("alice", Role.ADMIN, None)
 
 
 def _register(uow: UnitOfWork, dsid: str, mechanism: dict[str, Any], **kw: Any) -> dict[str, Any]:

@@ -1,0 +1,150 @@
+"""Many analysts spend concurrently against one organisation cap across several datasets, on a
+real multi-worker server: the cap is never exceeded (exact), every rejection names the
+organisation level, no deadlock or other server error reaches a client, and the organisation
+charges recorded in the datasets' ledgers sum to the stored organisation state."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from app.db.uow import Database, UnitOfWork
+from app.services.ledger import verify_ledger
+from app.services.principals import Principal, Role
+from app.settings import Settings
+from tests.concurrency.server import running_server
+from tests.support import AUTH, Backend
+
+DATASETS = 3
+ANALYSTS = 12
+PER_ANALYST = 15
+CAP, EPSILON = "3", "0.05"  # the cap admits exactly 60 of the 180 requests
+WORKERS = 3
+
+
+def _setup(base: str) -> tuple[str, list[str], list[dict[str, str]]]:
+    with httpx.Client(base_url=base, headers=AUTH, timeout=30) as c:
+        org = c.post("/v1/organisations", json={"name": "race-org"}).json()["id"]
+        r = c.patch(f"/v1/organisations/{org}/cap", json={"epsilon": CAP, "delta": 0})
+        r.raise_for_status()
+        datasets = []
+        for i in range(DATASETS):
+            r = c.post(
+                "/v1/datasets",
+                json={
+                    "name": f"race-{i}",
+                    "budget": {"epsilon": 100, "delta": 0},
+                    "organisation_id": org,
+                },
+            )
+            r.raise_for_status()
+            datasets.append(r.json()["id"])
+        headers = []
+        for i in range(ANALYSTS):
+            r = c.post(
+                "/v1/principals",
+                json={"name": f"analyst-{i}", "role": "analyst", "organisation_id": org},
+            )
+            r.raise_for_status()
+            pid = r.json()["id"]
+            for ds in datasets:
+                c.post(f"/v1/datasets/{ds}/grants", json={"principal_id": pid}).raise_for_status()
+            key = c.post(f"/v1/principals/{pid}/keys", json={}).json()["key"]
+            headers.append({"Authorization": f"Bearer {key}", "content-type": "application/json"})
+    return org, datasets, headers
+
+
+def _drive(base: str, datasets: list[str], headers: list[dict[str, str]]) -> dict[str, Any]:
+    body = json.dumps({"mechanism": {"type": "pure_dp", "epsilon": EPSILON}})
+    url = urlsplit(base)
+    lock = threading.Lock()
+    start = threading.Barrier(len(headers))
+    out: dict[str, Any] = {"statuses": Counter(), "accepted": [], "bodies_5xx": [], "texts": []}
+
+    def analyst(n: int) -> None:
+        conn = http.client.HTTPConnection(str(url.hostname), url.port, timeout=60)
+        start.wait()
+        try:
+            for i in range(PER_ANALYST):
+                ds = datasets[(n + i) % len(datasets)]
+                conn.request(
+                    "POST", f"/v1/datasets/{ds}/invocations", body=body, headers=headers[n]
+                )
+                response = conn.getresponse()
+                status, payload = response.status, response.read().decode()
+                with lock:
+                    out["texts"].append(payload)
+                    if status == 201:
+                        out["statuses"]["201"] += 1
+                        out["accepted"].append(Decimal(json.loads(payload)["charge"]["epsilon"]))
+                    elif status == 409:
+                        doc = json.loads(payload)
+                        out["statuses"][f"409 {doc.get('error')} {doc.get('level')}"] += 1
+                    else:
+                        out["statuses"][str(status)] += 1
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=analyst, args=(n,)) for n in range(len(headers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def test_org_cap_is_never_exceeded_under_concurrency(
+    fresh_backend: Backend, tmp_path: Path
+) -> None:
+    with running_server(fresh_backend.url, tmp_path / "server.log", workers=WORKERS) as server:
+        org, datasets, headers = _setup(server.base_url)
+        began = time.monotonic()
+        result = _drive(server.base_url, datasets, headers)
+        seconds = time.monotonic() - began
+        log = server.log()
+    total = ANALYSTS * PER_ANALYST
+    admitted = int(Decimal(CAP) / Decimal(EPSILON))
+    print(
+        f"\n[{fresh_backend.name}] {total} requests by {ANALYSTS} analysts on {DATASETS} "
+        f"datasets in {seconds:.1f}s: {dict(result['statuses'])}"
+    )
+    assert result["statuses"] == {
+        "201": admitted,
+        "409 BudgetExceeded organisation": total - admitted,
+    }
+    assert sum(result["accepted"], Decimal(0)) == Decimal(CAP)
+    assert not [t for t in result["texts"] if "deadlock" in t.lower()]
+    assert "deadlock" not in log.lower()
+
+    database = Database.from_settings(Settings(database_url=fresh_backend.url))
+    try:
+        uow = UnitOfWork(database)
+        admin = Principal("admin", Role.ADMIN, None)
+        org_charges = Decimal(0)
+        accepted_entries = 0
+        for ds in datasets:
+            verdict = verify_ledger(uow, admin, ds)
+            assert verdict.ok, verdict.problems
+            with uow.read_only():
+                rows = uow.ledger.page(ds, after_seq=0, limit=10**6, up_to_seq=10**9)
+                for e in rows:
+                    if e.org is not None and e.org["applied"]:
+                        org_charges += Decimal(e.org["charge"]["epsilon"])
+                    accepted_entries += e.kind == "invocation_accepted"
+        with uow.read_only():
+            stored = uow.organisations.get(org)
+            assert stored is not None
+            spent = Decimal(stored.cap_state_json["spent_epsilon"])
+    finally:
+        database.dispose()
+    assert accepted_entries == admitted
+    assert org_charges == spent == Decimal(CAP)
