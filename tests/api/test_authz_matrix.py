@@ -7,6 +7,11 @@ the caller (another organisation; for analysts an ungranted dataset or another a
 invocation) → 404; keys: only the owner, a curator of its organisation or an admin → else 403.
 Every refusal must have that status and error code and change nothing in the database
 (every table compared before/after); allowed calls must not be refused.
+
+Shown able to fail: with the organisation check removed from
+``app.services._aggregate.may_see`` (a cross-organisation leak), this test fails with 10
+violations on SQLite, e.g. "expected 404: DELETE /v1/datasets/{dataset_id}/grants/
+{principal_id} as other_org: 200".
 """
 
 from __future__ import annotations
