@@ -239,66 +239,47 @@ def _subsampled_eps_delta(decl: Subsampled, conversion_delta: Decimal) -> EpsDel
 
 
 def _composed_eps_delta(decl: Composed, conversion_delta: Decimal) -> EpsDelta:
-    """Non-adaptive composition inside one invocation, the better of two sound bounds at the
-    same total δ: basic composition of the items' own (ε, δ) (Dwork et al. 2006), and RDP
-    composition of their curves converted once by CKS20 Prop. 12. A single repeated Gaussian
-    or Laplace is converted by PLD (fixed schedule)."""
-    if all(_pure_epsilon(d) is not None for d, _ in decl.items):
-        eps = add_up(*(mul_up(Decimal(c), _pure_epsilon(d) or ZERO) for d, c in decl.items))
-        return EpsDelta(eps, ZERO)
-    if conversion_delta <= 0:
-        basic = [eps_delta(d, ZERO) for d, _ in decl.items]
-        return EpsDelta(
-            add_up(
-                *(
-                    mul_up(Decimal(c), b.epsilon)
-                    for b, (_, c) in zip(basic, decl.items, strict=True)
-                )
-            ),
-            add_up(
-                *(mul_up(Decimal(c), b.delta) for b, (_, c) in zip(basic, decl.items, strict=True))
-            ),
-        )
-    own_delta = add_up(*(mul_up(Decimal(c), _own_delta(d)) for d, c in decl.items))
-    candidates: list[Decimal] = []
-    # (a) basic composition: split the conversion δ evenly over the items that need one.
+    """Non-adaptive composition inside one invocation: the smallest ε among complete, sound
+    (ε, δ) bounds, each carrying every δ its items owe (their own, nested and amplified δ, plus
+    the conversion δ it spends):
+
+    (a) basic composition of the items' (ε, δ) (Dwork–Lei 2009 / Dwork et al. 2006), the
+        conversion δ split evenly over the items that need one;
+    (b) RDP composition of the items' curves (each (ε, δ) item as its randomized-response curve
+        plus δ, theory.md §2.1), converted once by CKS20 Prop. 12 at the conversion δ;
+    (c) for one repeated Gaussian, PLD accounting (tight for this fixed schedule).
+    """
+    if conversion_delta <= 0 or all(_pure_epsilon(d) is not None for d, _ in decl.items):
+        return _basic_composition(decl, ZERO)
+    candidates: list[EpsDelta] = []
     needing = sum(
         c for d, c in decl.items if _pure_epsilon(d) is None and not isinstance(d, ApproxDP)
     )
     share = UP.divide(conversion_delta, Decimal(max(needing, 1)))
-    share = Decimal(to_float_down(share)) if share > 0 else ZERO
-    total_eps = ZERO
-    for d, c in decl.items:
-        ed = eps_delta(d, share)
-        total_eps = add_up(total_eps, mul_up(Decimal(c), ed.epsilon))
-    candidates.append(total_eps)
-    # (b) RDP composition on the dense grid, one CKS conversion at the conversion δ.
+    candidates.append(_basic_composition(decl, Decimal(to_float_down(share))))
     try:
-        curve, _ = rdp_curve(decl, "add_remove", DENSE_ORDERS)
+        curve, curve_delta = rdp_curve(decl, "add_remove", DENSE_ORDERS)
         e, _ = cv.rdp_to_epsilon(DENSE_ORDERS, curve, to_float_down(conversion_delta))
-        candidates.append(cost_from_float(e))
+        candidates.append(EpsDelta(cost_from_float(e), add_up(curve_delta, conversion_delta)))
     except UnsupportedInMode:
         pass
-    # (c) PLD for one repeated Gaussian / Laplace (tight for a fixed schedule).
     if len(decl.items) == 1:
         d, count = decl.items[0]
-        dc = to_float_down(conversion_delta)
         if isinstance(d, Gaussian) and d.sigma > 0 and d.sensitivity > 0:
-            candidates.append(
-                cost_from_float(
-                    pld.pld_epsilon_gaussian(
-                        to_float_down(UP.divide(d.sigma, d.sensitivity)), count, dc
-                    )
-                )
-            )
-    return EpsDelta(min(candidates), add_up(own_delta, conversion_delta))
+            nm = to_float_down(UP.divide(d.sigma, d.sensitivity))
+            e = pld.pld_epsilon_gaussian(nm, count, to_float_down(conversion_delta))
+            candidates.append(EpsDelta(cost_from_float(e), conversion_delta))
+    return min(candidates, key=lambda c: (c.epsilon, c.delta))
 
 
-def _own_delta(decl: Declaration) -> Decimal:
-    """The δ a declaration carries itself (not the conversion δ)."""
-    if isinstance(decl, ApproxDP | ZCDP):
-        return decl.delta
-    return ZERO
+def _basic_composition(decl: Composed, share: Decimal) -> EpsDelta:
+    """Σ count·ε_i and Σ count·δ_i of the items' own conversions at δ ``share`` each."""
+    eps, delta = ZERO, ZERO
+    for item, count in decl.items:
+        ed = eps_delta(item, share)
+        eps = add_up(eps, mul_up(Decimal(count), ed.epsilon))
+        delta = add_up(delta, mul_up(Decimal(count), ed.delta))
+    return EpsDelta(eps, delta)
 
 
 # ---------------------------------------------------------------------------- zCDP

@@ -194,6 +194,50 @@ def test_dp_sgd_charge_in_basic_is_pld_upper_bound() -> None:
     assert d.charge["delta"] == "0.00001"
 
 
+@pytest.mark.parametrize(
+    ("payload", "owed"),
+    [
+        (  # nested composition: 10 × δ = 1e-3 inside
+            {
+                "type": "composed",
+                "mechanisms": [
+                    {
+                        "type": "composed",
+                        "count": 10,
+                        "mechanism": {"type": "approx_dp", "epsilon": "0.5", "delta": "1e-3"},
+                    },
+                    {"type": "gaussian", "sigma": 5},
+                ],
+            },
+            Decimal("0.01"),
+        ),
+        (  # amplified δ of a subsampled (ε, δ) item: q·δ = 5e-4
+            {
+                "type": "composed",
+                "mechanisms": [
+                    {
+                        "type": "subsampled",
+                        "scheme": "poisson",
+                        "rate": "0.5",
+                        "mechanism": {"type": "approx_dp", "epsilon": "0.5", "delta": "1e-3"},
+                    },
+                    {"type": "gaussian", "sigma": 5},
+                ],
+            },
+            Decimal("0.0005"),
+        ),
+    ],
+)
+def test_basic_composed_charges_every_delta_it_owes(
+    payload: dict[str, object], owed: Decimal
+) -> None:
+    """Regression: a composed invocation once charged only the top-level items' δ plus the
+    conversion δ (1e-9 here), dropping δ owed by nested or subsampled items."""
+    cfg = make_config(50, "0.5", "add_remove", {"mode": "basic", "conversion_delta": "1e-9"})
+    d = admit(cfg, initial_state(cfg), parse_declaration(payload))
+    assert Decimal(d.charge["delta"]) >= owed
+
+
 # ---------------------------------------------------------------------------- zcdp
 def test_zcdp_tight_conversion_admits_five_gaussians_where_loose_admits_four() -> None:
     cfg = make_config(2, "1e-7", "add_remove", {"mode": "zcdp"})
