@@ -1,6 +1,7 @@
 """``odometer``: the offline ledger verifier and a few operator commands.
 
-odometer verify EXPORT            replay a ledger export (JSON or CSV) and check its chain
+odometer verify EXPORT            replay a ledger export (JSON, JSONL or CSV) and check its
+                                  chain (JSON lines are streamed: bounded memory)
 odometer openapi [-o FILE]        write the OpenAPI document
 odometer create-key --principal ID --role ROLE [--organisation ORG]
                                   issue an API key (uses DATABASE_URL)
@@ -13,9 +14,10 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import itertools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +81,39 @@ def _entries_from_csv(text: str) -> list[dict[str, Any]]:
     return entries
 
 
+def iter_jsonl_export(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The entries of a JSON-lines export, parsed one line at a time (bounded memory)."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if not isinstance(row, dict):
+            raise ValueError(f"line {number}: a JSON-lines export holds one entry per line")
+        yield row
+
+
+def _looks_like_jsonl(first_line: str) -> bool:
+    """True if the first line of an export is a whole entry (JSON lines), not the start of a
+    JSON document or a CSV header."""
+    try:
+        row = json.loads(first_line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(row, dict) and "seq" in row and "hash" in row
+
+
 def _verify(args: argparse.Namespace) -> int:
+    if args.export != "-":
+        with Path(args.export).open(encoding="utf-8") as stream:
+            first = ""
+            for first in stream:
+                if first.strip():
+                    break
+            if _looks_like_jsonl(first):
+                # Streamed: a JSON-lines export of any length is verified in bounded memory.
+                verdict = replay(iter_jsonl_export(itertools.chain([first], stream)))
+                print(json.dumps(verdict.to_json(), indent=2, ensure_ascii=False))
+                return 0 if verdict.ok else 1
     text = sys.stdin.read() if args.export == "-" else Path(args.export).read_text("utf-8")
     verdict = replay(load_export(text))
     print(json.dumps(verdict.to_json(), indent=2, ensure_ascii=False))

@@ -104,13 +104,28 @@ class ChainProblem:
     problem: str
 
 
-def verify_chain(entries: Iterable[Mapping[str, Any]]) -> list[ChainProblem]:
-    """Check that entries form one gapless chain from genesis: fields present, ``seq`` = 1, 2,
-    …, each ``prev_hash`` the previous ``hash``, each ``hash`` recomputed, one dataset."""
-    problems: list[ChainProblem] = []
-    prev = GENESIS_HASH
-    dataset: object = None
-    for position, entry in enumerate(entries, start=1):
+class ChainWalker:
+    """:func:`verify_chain` one entry at a time, so a long export is checked while it streams.
+
+    ``prev_hash``, ``position`` and ``dataset`` let a walk resume after entries already checked
+    (the hash of the last one, how many there were, their dataset); the defaults start at
+    genesis.
+    """
+
+    __slots__ = ("dataset", "position", "prev_hash")
+
+    def __init__(
+        self, prev_hash: str = GENESIS_HASH, position: int = 0, dataset: object = None
+    ) -> None:
+        self.prev_hash = prev_hash
+        self.position = position
+        self.dataset = dataset
+
+    def check(self, entry: Mapping[str, Any]) -> list[ChainProblem]:
+        """The defects of the next entry (empty if it links and hashes correctly)."""
+        self.position += 1
+        position = self.position
+        problems: list[ChainProblem] = []
         seq = entry.get("seq")
         missing = [
             f for f in (*PAYLOAD_FIELDS, "hash") if f not in entry and f not in OPTIONAL_FIELDS
@@ -120,10 +135,10 @@ def verify_chain(entries: Iterable[Mapping[str, Any]]) -> list[ChainProblem]:
         if seq != position:
             problems.append(ChainProblem(position, seq, f"seq {seq!r} where {position} expected"))
         if position == 1:
-            dataset = entry.get("dataset_id")
-        elif entry.get("dataset_id") != dataset:
+            self.dataset = entry.get("dataset_id")
+        elif entry.get("dataset_id") != self.dataset:
             problems.append(ChainProblem(position, seq, "entry belongs to another dataset"))
-        if entry.get("prev_hash") != prev:
+        if entry.get("prev_hash") != self.prev_hash:
             problems.append(
                 ChainProblem(position, seq, "prev_hash does not link to the previous entry")
             )
@@ -134,5 +149,15 @@ def verify_chain(entries: Iterable[Mapping[str, Any]]) -> list[ChainProblem]:
             recomputed = ""
         if entry.get("hash") != recomputed:
             problems.append(ChainProblem(position, seq, "hash does not match the entry's content"))
-        prev = str(entry.get("hash"))
+        self.prev_hash = str(entry.get("hash"))
+        return problems
+
+
+def verify_chain(entries: Iterable[Mapping[str, Any]]) -> list[ChainProblem]:
+    """Check that entries form one gapless chain from genesis: fields present, ``seq`` = 1, 2,
+    …, each ``prev_hash`` the previous ``hash``, each ``hash`` recomputed, one dataset."""
+    walker = ChainWalker()
+    problems: list[ChainProblem] = []
+    for entry in entries:
+        problems.extend(walker.check(entry))
     return problems

@@ -44,7 +44,7 @@ from app.accounting import (
     settle,
     state_to_json,
 )
-from app.ledger_chain import GENESIS_HASH, verify_chain
+from app.ledger_chain import GENESIS_HASH, ChainWalker
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,31 +78,77 @@ def _expect(what: str, recomputed: object, stored: object) -> None:
 
 def replay(entries: Iterable[Mapping[str, Any]]) -> ReplayVerdict:
     """Verify the chain and recompute every state; stops re-running at the first mismatch
-    (later states would differ anyway) but keeps checking the chain."""
-    rows = list(entries)
-    problems = [f"entry {p.position} (seq {p.seq!r}): {p.problem}" for p in verify_chain(rows)]
-    config: AccountingConfig | None = None
-    state: FilterState | None = None
-    reservations: dict[str, Reservation] = {}
-    quotas: dict[str, tuple[AccountingConfig, FilterState]] = {}
-    for position, entry in enumerate(rows, start=1):
+    (later states would differ anyway) but keeps checking the chain. ``entries`` is consumed
+    once, as it streams (see :class:`Replayer`)."""
+    replayer = Replayer()
+    for entry in entries:
+        replayer.feed(entry)
+    return replayer.verdict()
+
+
+class Replayer:
+    """:func:`replay` one entry at a time: memory stays bounded by the open reservations and
+    quotas, not by the length of the ledger. :meth:`snapshot` copies the position reached, so
+    a verification can resume from there (e.g. re-checking a ledger changed after some entry).
+    """
+
+    def __init__(self) -> None:
+        self.chain = ChainWalker()
+        self.chain_problems: list[str] = []
+        self.replay_problems: list[str] = []
+        self.config: AccountingConfig | None = None
+        self.state: FilterState | None = None
+        self.reservations: dict[str, Reservation] = {}
+        self.quotas: dict[str, tuple[AccountingConfig, FilterState]] = {}
+        self.entries = 0
+        self.head_hash = GENESIS_HASH
+        self.stopped = False
+
+    def feed(self, entry: Mapping[str, Any]) -> None:
+        """Check the next entry's chain link and, until the first mismatch, re-run it."""
+        self.chain_problems.extend(
+            f"entry {p.position} (seq {p.seq!r}): {p.problem}" for p in self.chain.check(entry)
+        )
+        self.entries += 1
+        position = self.entries
+        self.head_hash = str(entry.get("hash"))
+        if self.stopped:
+            return
         try:
-            config, state = _step(entry, position, config, state, reservations)
-            _quota_step(entry, quotas)
+            self.config, self.state = _step(
+                entry, position, self.config, self.state, self.reservations
+            )
+            _quota_step(entry, self.quotas)
         except _Mismatch as exc:
-            problems.append(f"entry {position} ({entry.get('kind')}): {exc}")
-            break
+            self.replay_problems.append(f"entry {position} ({entry.get('kind')}): {exc}")
+            self.stopped = True
         except Exception as exc:  # a corrupted entry must give a verdict, not a crash
-            problems.append(f"entry {position} ({entry.get('kind')}): cannot replay: {exc!r}")
-            break
-    head = str(rows[-1].get("hash")) if rows else GENESIS_HASH
-    return ReplayVerdict(
-        ok=not problems,
-        entries=len(rows),
-        head_hash=head,
-        state=state_to_json(state) if state is not None else None,
-        problems=problems,
-    )
+            self.replay_problems.append(
+                f"entry {position} ({entry.get('kind')}): cannot replay: {exc!r}"
+            )
+            self.stopped = True
+
+    def snapshot(self) -> Replayer:
+        """An independent copy of this replayer at the current position."""
+        twin = Replayer()
+        twin.chain = ChainWalker(self.chain.prev_hash, self.chain.position, self.chain.dataset)
+        twin.chain_problems = list(self.chain_problems)
+        twin.replay_problems = list(self.replay_problems)
+        twin.config, twin.state = self.config, self.state
+        twin.reservations = dict(self.reservations)
+        twin.quotas = dict(self.quotas)
+        twin.entries, twin.head_hash, twin.stopped = self.entries, self.head_hash, self.stopped
+        return twin
+
+    def verdict(self) -> ReplayVerdict:
+        problems = [*self.chain_problems, *self.replay_problems]
+        return ReplayVerdict(
+            ok=not problems,
+            entries=self.entries,
+            head_hash=self.head_hash,
+            state=state_to_json(self.state) if self.state is not None else None,
+            problems=problems,
+        )
 
 
 def _step(
