@@ -1,7 +1,7 @@
 """Tests of app.accounting.conversions against reference vectors and dp_accounting.
 
-Reference vectors: /work/shared/background/reference-vectors.md (numbered #k below) and the
-tables of seeds-001-003-004.md §5 (Tables A, B, C, F).
+Reference vectors: the public reference vectors of the project's background notes (numbered
+#k below) and the tables of the seed-paper digest, §5 (Tables A, B, C, F).
 """
 
 from __future__ import annotations
