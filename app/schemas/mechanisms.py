@@ -189,31 +189,6 @@ class DPSGD(StrictModel):
     delta: Amount | None = optional()
 
 
-Mechanism = Annotated[
-    PureDP
-    | ApproxDP
-    | ZCDP
-    | RDP
-    | GDP
-    | MCDP
-    | Gaussian
-    | Laplace
-    | RandomizedResponse
-    | Exponential
-    | ODP
-    | SVT
-    | PTR
-    | Iterative
-    | TestedRelease
-    | Subsampled
-    | Composed
-    | DPSGD,
-    Field(discriminator="type"),
-]
-
-Subsampled.model_rebuild()
-Composed.model_rebuild()
-
 MechanismModel = (
     PureDP
     | ApproxDP
@@ -234,6 +209,12 @@ MechanismModel = (
     | Composed
     | DPSGD
 )
+
+#: The request field: the same union, discriminated on ``type`` (one schema per kind).
+Mechanism = Annotated[MechanismModel, Field(discriminator="type")]
+
+Subsampled.model_rebuild()
+Composed.model_rebuild()
 
 
 def to_declaration(mechanism: MechanismModel) -> Declaration:
