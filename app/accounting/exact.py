@@ -84,11 +84,13 @@ def parse_amount(value: object, name: str = "value") -> Decimal:
         raise AmountError(f"{name} must be finite, got {value!r}")
     if d.is_zero():
         return ZERO
+    # the range check comes first: normalising "1E1000000" would overflow the context
+    # (adjusted() is the exponent of the leading digit, unchanged by normalisation)
+    if not MIN_EXPONENT <= d.adjusted() <= MAX_EXPONENT:
+        raise AmountError(f"{name} is out of range (|exponent| > {MAX_EXPONENT})")
     d = d.normalize(_WIDE)  # exact: inputs have at most 64 characters
     if len(d.as_tuple().digits) > MAX_INPUT_DIGITS:
         raise AmountError(f"{name} has more than {MAX_INPUT_DIGITS} significant digits")
-    if not MIN_EXPONENT <= d.adjusted() <= MAX_EXPONENT:
-        raise AmountError(f"{name} is out of range (|exponent| > {MAX_EXPONENT})")
     return d
 
 

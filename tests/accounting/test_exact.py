@@ -62,6 +62,8 @@ def test_eleven_elevenths_do_not_overflow_the_budget() -> None:
         {},
         "1e309",
         "1e-400",
+        "1E1000000",  # would overflow the decimal context if normalised before the range check
+        "-1e-1000000",
         "1." + "1" * 40,
     ],
 )
