@@ -916,9 +916,13 @@ def _over_budget(config: LeafConfig, state: LeafState) -> str | None:
         assert isinstance(state, RDPState)
         if state.delta > config.delta_approx:
             return f"spent delta is {fmt(state.delta)}"
-        live = [s <= b for s, b in zip(state.rdp, config.thresholds, strict=True)]
+        # a dead order stays dead (§3.3), so only live orders can keep the filter open
+        live = [
+            not d and s <= b
+            for s, b, d in zip(state.rdp, config.thresholds, state.dead, strict=True)
+        ]
         if not any(live):
-            return "the spent RDP curve exceeds the new threshold at every order"
+            return "the spent RDP curve exceeds the new threshold at every live order"
         return None
     assert isinstance(state, GDPState)
     if state.mu_squared > config.mu_squared_budget:
