@@ -55,8 +55,11 @@ def _integer(value: object) -> object:
     return value
 
 
-#: An integer (JSON integer, integral number or digit string; booleans refused).
-Integer = Annotated[int, BeforeValidator(_integer)]
+#: Refuses booleans before pydantic's int coercion would read ``true`` as 1. A bounded
+#: integer is written ``Annotated[int, Field(ge=…, le=…), NOT_A_BOOLEAN]``: with the bounds
+#: *before* the validator the schema says ``minimum``/``maximum``; after it, pydantic can only
+#: document them as non-standard ``ge``/``le`` keys that clients and fuzzers ignore.
+NOT_A_BOOLEAN = BeforeValidator(_integer)
 
 
 def optional(**kwargs: Any) -> Any:

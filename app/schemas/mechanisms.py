@@ -21,7 +21,7 @@ from app.accounting.declarations import (
     MAX_POPULATION,
     MAX_STEPS,
 )
-from app.schemas.common import Amount, Integer, StrictModel, optional
+from app.schemas.common import NOT_A_BOOLEAN, Amount, StrictModel, optional
 
 CELL_PATTERN = r"^[A-Za-z0-9_.:=+\-]{1,64}$"
 
@@ -125,7 +125,7 @@ class SVT(StrictModel):
     type: Literal["svt"]
     epsilon1: Amount
     epsilon2: Amount
-    c: Annotated[Integer, Field(ge=1, le=MAX_CELLS - 1)]
+    c: Annotated[int, Field(ge=1, le=MAX_CELLS - 1), NOT_A_BOOLEAN]
 
 
 class PTR(StrictModel):
@@ -134,7 +134,7 @@ class PTR(StrictModel):
     type: Literal["ptr"]
     epsilon: Amount
     delta: Amount
-    tests: Annotated[Integer, Field(ge=1, le=2)] | None = optional()
+    tests: Annotated[int, Field(ge=1, le=2), NOT_A_BOOLEAN] | None = optional()
 
 
 class Iterative(StrictModel):
@@ -143,7 +143,7 @@ class Iterative(StrictModel):
     type: Literal["iterative"]
     step_epsilon: Amount
     step_delta: Amount
-    stopping_points: list[Annotated[Integer, Field(ge=1, le=MAX_STEPS)]] = Field(
+    stopping_points: list[Annotated[int, Field(ge=1, le=MAX_STEPS), NOT_A_BOOLEAN]] = Field(
         min_length=1, max_length=MAX_CELLS
     )
 
@@ -164,8 +164,8 @@ class Subsampled(StrictModel):
     type: Literal["subsampled"]
     scheme: Literal["poisson", "without_replacement"]
     rate: Amount | None = optional()
-    m: Annotated[Integer, Field(ge=0, le=MAX_POPULATION)] | None = optional()
-    n: Annotated[Integer, Field(ge=1, le=MAX_POPULATION)] | None = optional()
+    m: Annotated[int, Field(ge=0, le=MAX_POPULATION), NOT_A_BOOLEAN] | None = optional()
+    n: Annotated[int, Field(ge=1, le=MAX_POPULATION), NOT_A_BOOLEAN] | None = optional()
     mechanism: Mechanism
 
 
@@ -176,7 +176,7 @@ class Composed(StrictModel):
     type: Literal["composed"]
     mechanisms: list[Mechanism] | None = optional(min_length=1, max_length=MAX_COMPOSED_ITEMS)
     mechanism: Mechanism | None = optional()
-    count: Annotated[Integer, Field(ge=1, le=MAX_COUNT)] | None = optional()
+    count: Annotated[int, Field(ge=1, le=MAX_COUNT), NOT_A_BOOLEAN] | None = optional()
 
 
 class DPSGD(StrictModel):
@@ -185,7 +185,7 @@ class DPSGD(StrictModel):
     type: Literal["dp_sgd"]
     noise_multiplier: Amount
     sample_rate: Amount
-    steps: Annotated[Integer, Field(ge=1, le=MAX_STEPS)]
+    steps: Annotated[int, Field(ge=1, le=MAX_STEPS), NOT_A_BOOLEAN]
     delta: Amount | None = optional()
 
 

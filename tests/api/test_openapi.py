@@ -29,6 +29,9 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "cancel_invocation",
         "get_invocation",
         "read_ledger",
+        "dataset_report",
+        "dataset_report_spend_chart",
+        "dataset_report_analysts_chart",
         "create_organisation",
         "list_organisations",
         "set_organisation_cap",
@@ -39,6 +42,9 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "create_grant",
         "list_grants",
         "delete_grant",
+        "get_checkpoint_key",
+        "list_checkpoints",
+        "create_checkpoint",
         "healthz",
         "readyz",
         "metrics",
@@ -66,3 +72,25 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "tested_release",
         "dp_sgd",
     }
+
+
+def test_bounds_are_documented_as_json_schema_keywords() -> None:
+    """Bounds must read ``minimum``/``maximum``: pydantic writes constraints placed after a
+    validator as ``ge``/``le``, which JSON Schema does not know, so clients and schema fuzzers
+    silently lose them (this caught seven integer fields of the mechanism schemas)."""
+    doc = create_app(Settings(database_url="sqlite://")).openapi()
+    schemas = _walk_schemas(doc["components"]["schemas"])
+    assert not [s for s in schemas if {"ge", "le", "gt", "lt"} & set(s)]
+    assert any("minimum" in s for s in schemas)
+
+
+def _walk_schemas(node: object) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    if isinstance(node, dict):
+        out.append(node)
+        for value in node.values():
+            out.extend(_walk_schemas(value))
+    elif isinstance(node, list):
+        for value in node:
+            out.extend(_walk_schemas(value))
+    return out

@@ -157,6 +157,16 @@ HOSTILE_INVOCATIONS: list[tuple[str, str]] = [
         '{"mechanism": {"type": "pure_dp", "epsilon": 0.1}, "ledger": "x"}',
     ),
     ("huge integer literal", '{"mechanism": {"type": "pure_dp", "epsilon": ' + "9" * 5000 + "}}"),
+    # found by the hostile table and schemathesis (once 201 with the value in the ledger, or 500)
+    (
+        "conversion_delta negative",
+        '{"mechanism": {"type": "pure_dp", "epsilon": 0.1}, "conversion_delta": -1}',
+    ),
+    (
+        "conversion_delta 1e300",
+        '{"mechanism": {"type": "gaussian", "sigma": 1}, "conversion_delta": 1e300}',
+    ),
+    ("decimal string overflowing", '{"mechanism": {"type": "pure_dp", "epsilon": "1E1000000"}}'),
 ]
 
 
@@ -249,6 +259,32 @@ def test_nan_in_budget_change_is_refused(client: TestClient, dataset: dict[str, 
     )
     assert r.status_code == 422
     assert r.json()["error"] == "ValidationError"
+
+
+@pytest.mark.parametrize("value", ["-1", "-0.1", "1e300", '"1E1000000"'])
+def test_out_of_range_delta_conversion_is_refused(
+    client: TestClient, dataset: dict[str, Any], value: str
+) -> None:
+    """Once ignored on a basic dataset and recorded in the ledger (found by the hostile table)."""
+    r = client.patch(
+        f"/v1/datasets/{dataset['id']}/budget",
+        content=f'{{"epsilon": 1, "delta": 0.000001, "delta_conversion": {value}}}'.encode(),
+        headers=JSON,
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "ValidationError"
+
+
+def test_overflowing_decimal_string_in_a_budget_is_422(client: TestClient) -> None:
+    """``"1E1000000"`` overflowed while being normalised: a 500 (found by schemathesis)."""
+    r = client.post(
+        "/v1/datasets",
+        json={"name": "x", "budget": {"epsilon": "1E1000000", "delta": 0}},
+        headers=AUTH,
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "ValidationError"
+    assert "out of range" in r.json()["detail"]
 
 
 def test_two_megabyte_body_is_413(client: TestClient, dataset: dict[str, Any]) -> None:
