@@ -48,6 +48,15 @@ class Settings(BaseSettings):
     default_organisation: str = Field(
         default="default", validation_alias=AliasChoices("ODOMETER_DEFAULT_ORGANISATION")
     )
+    #: PEM file of the Ed25519 key that signs ledger checkpoints (``odometer
+    #: checkpoint-keygen``); unset = no checkpoints are signed (no silent throw-away key).
+    checkpoint_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("ODOMETER_CHECKPOINT_KEY")
+    )
+    #: Sign a dataset's head every N ledger entries (seq divisible by N).
+    checkpoint_every: int = Field(
+        default=1000, ge=1, validation_alias=AliasChoices("ODOMETER_CHECKPOINT_EVERY")
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -217,6 +217,23 @@ class ApiKey(Base):
     expires_at: Mapped[str | None] = mapped_column(String(TIME_LENGTH))
 
 
+class LedgerCheckpoint(Base):
+    """A signed statement of a dataset's chain head (``seq``, ``head_hash``): append-only like
+    the ledger (triggers in revision 0003). ``signature`` is the base64 Ed25519 signature of
+    the canonical JSON statement (``app.services.checkpoints``) under the key ``key_id``."""
+
+    __tablename__ = "ledger_checkpoints"
+    __table_args__ = (UniqueConstraint("dataset_id", "seq", "key_id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    head_hash: Mapped[str] = mapped_column(String(64))
+    signed_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    key_id: Mapped[str] = mapped_column(String(64))
+    signature: Mapped[str] = mapped_column(String(128))
+
+
 __all__ = [
     "ApiKey",
     "Base",
@@ -224,6 +241,7 @@ __all__ = [
     "Grant",
     "IdempotencyRecord",
     "Invocation",
+    "LedgerCheckpoint",
     "LedgerEntry",
     "Organisation",
     "Principal",

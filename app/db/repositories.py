@@ -14,6 +14,7 @@ from app.db.models import (
     Grant,
     IdempotencyRecord,
     Invocation,
+    LedgerCheckpoint,
     LedgerEntry,
     Organisation,
     Principal,
@@ -248,4 +249,32 @@ class GrantRepository:
 
     def for_dataset(self, dataset_id: str) -> Sequence[Grant]:
         stmt = select(Grant).where(Grant.dataset_id == dataset_id).order_by(Grant.id)
+        return self.session.scalars(stmt).all()
+
+
+class CheckpointRepository:
+    """Signed checkpoints of ledger heads (append-only: add and read, nothing else)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, checkpoint: LedgerCheckpoint) -> None:
+        self.session.add(checkpoint)
+
+    def get(self, dataset_id: str, seq: int, key_id: str) -> LedgerCheckpoint | None:
+        stmt = select(LedgerCheckpoint).where(
+            LedgerCheckpoint.dataset_id == dataset_id,
+            LedgerCheckpoint.seq == seq,
+            LedgerCheckpoint.key_id == key_id,
+        )
+        return self.session.scalars(stmt).one_or_none()
+
+    def page(self, dataset_id: str, *, after_seq: int, limit: int) -> Sequence[LedgerCheckpoint]:
+        """Checkpoints of one dataset with ``seq > after_seq``, oldest first."""
+        stmt = (
+            select(LedgerCheckpoint)
+            .where(LedgerCheckpoint.dataset_id == dataset_id, LedgerCheckpoint.seq > after_seq)
+            .order_by(LedgerCheckpoint.seq, LedgerCheckpoint.id)
+            .limit(limit)
+        )
         return self.session.scalars(stmt).all()

@@ -14,6 +14,7 @@ from app.accounting import (
 from app.db.models import Dataset, Grant, LedgerEntry, Organisation
 from app.db.uow import UnitOfWork
 from app.ledger_chain import entry_hash
+from app.services import checkpoints
 from app.services.errors import NotFound
 from app.services.principals import Principal, Role
 
@@ -125,4 +126,5 @@ def append_entry(
     if config is not None:
         ds.config_json = config
     ds.updated_at = at
+    checkpoints.after_append(uow, ds, entry)  # signs the head every N entries, if configured
     return entry

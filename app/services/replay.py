@@ -32,6 +32,7 @@ from typing import Any
 from app.accounting import (
     ACCOUNTING_VERSION,
     AccountingConfig,
+    Declaration,
     FilterState,
     Reservation,
     admit,
@@ -44,7 +45,7 @@ from app.accounting import (
     settle,
     state_to_json,
 )
-from app.ledger_chain import GENESIS_HASH, ChainWalker
+from app.ledger_chain import GENESIS_HASH, ChainProblem, ChainWalker
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,40 @@ def _expect(what: str, recomputed: object, stored: object) -> None:
         raise _Mismatch(f"{what}: recomputed {recomputed!r}, stored {stored!r}")
 
 
+class _Declarations:
+    """``parse_declaration`` memoised by the text (``repr``) of the stored declaration.
+
+    A long ledger repeats a handful of declarations (the same mechanism run again and again),
+    and parsing one (validation, Decimal parsing) cost as much as admitting it. Declarations
+    are immutable, so one parsed object serves every entry with the same text. Only
+    declarations whose ``to_json()`` equals the stored object are kept, so a hit also means
+    the round-trip check passed. The key is ``repr`` of the stored dict (C speed; equal
+    ``repr`` of JSON values means equal values, and ``"1"``, ``1``, ``1.0`` and ``True`` all
+    differ). Bounded: the table is emptied when it reaches ``limit``.
+    """
+
+    __slots__ = ("_known", "limit")
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._known: dict[str, Declaration] = {}
+        self.limit = limit
+
+    def parse(self, stored: Any) -> Declaration:
+        """The declaration of ``stored``; :class:`_Mismatch` if it does not round-trip."""
+        key = repr(stored) if type(stored) is dict else None
+        if key is not None:
+            known = self._known.get(key)
+            if known is not None:
+                return known
+        declaration = parse_declaration(stored)
+        _expect("declaration", declaration.to_json(), stored)
+        if key is not None:
+            if len(self._known) >= self.limit:
+                self._known.clear()
+            self._known[key] = declaration
+        return declaration
+
+
 def replay(entries: Iterable[Mapping[str, Any]]) -> ReplayVerdict:
     """Verify the chain and recompute every state; stops re-running at the first mismatch
     (later states would differ anyway) but keeps checking the chain. ``entries`` is consumed
@@ -90,10 +125,16 @@ class Replayer:
     """:func:`replay` one entry at a time: memory stays bounded by the open reservations and
     quotas, not by the length of the ledger. :meth:`snapshot` copies the position reached, so
     a verification can resume from there (e.g. re-checking a ledger changed after some entry).
+
+    ``check_chain=False`` re-runs the entries only: ``odometer verify`` walks the hash chain in
+    a second process and adds its problems with :meth:`add_chain_problems`. ``strict_json``
+    is passed to the :class:`ChainWalker` (entries parsed by ``loads_strict``).
     """
 
-    def __init__(self) -> None:
-        self.chain = ChainWalker()
+    def __init__(self, *, check_chain: bool = True, strict_json: bool = False) -> None:
+        self.chain = ChainWalker(strict_json=strict_json)
+        self.check_chain = check_chain
+        self.declarations = _Declarations()
         self.chain_problems: list[str] = []
         self.replay_problems: list[str] = []
         self.config: AccountingConfig | None = None
@@ -106,9 +147,8 @@ class Replayer:
 
     def feed(self, entry: Mapping[str, Any]) -> None:
         """Check the next entry's chain link and, until the first mismatch, re-run it."""
-        self.chain_problems.extend(
-            f"entry {p.position} (seq {p.seq!r}): {p.problem}" for p in self.chain.check(entry)
-        )
+        if self.check_chain:
+            self.add_chain_problems(self.chain.check(entry))
         self.entries += 1
         position = self.entries
         self.head_hash = str(entry.get("hash"))
@@ -116,9 +156,9 @@ class Replayer:
             return
         try:
             self.config, self.state = _step(
-                entry, position, self.config, self.state, self.reservations
+                entry, position, self.config, self.state, self.reservations, self.declarations
             )
-            _quota_step(entry, self.quotas)
+            _quota_step(entry, self.quotas, self.declarations)
         except _Mismatch as exc:
             self.replay_problems.append(f"entry {position} ({entry.get('kind')}): {exc}")
             self.stopped = True
@@ -128,10 +168,22 @@ class Replayer:
             )
             self.stopped = True
 
+    def add_chain_problems(self, problems: Iterable[ChainProblem]) -> None:
+        """Record hash-chain defects (from :attr:`chain` or a walker run elsewhere)."""
+        self.chain_problems.extend(
+            f"entry {p.position} (seq {p.seq!r}): {p.problem}" for p in problems
+        )
+
     def snapshot(self) -> Replayer:
         """An independent copy of this replayer at the current position."""
-        twin = Replayer()
-        twin.chain = ChainWalker(self.chain.prev_hash, self.chain.position, self.chain.dataset)
+        twin = Replayer(check_chain=self.check_chain)
+        twin.chain = ChainWalker(
+            self.chain.prev_hash,
+            self.chain.position,
+            self.chain.dataset,
+            strict_json=self.chain.strict_json,
+        )
+        twin.declarations = self.declarations  # immutable values: sharing is safe
         twin.chain_problems = list(self.chain_problems)
         twin.replay_problems = list(self.replay_problems)
         twin.config, twin.state = self.config, self.state
@@ -157,6 +209,7 @@ def _step(
     config: AccountingConfig | None,
     state: FilterState | None,
     reservations: dict[str, Reservation],
+    declarations: _Declarations,
 ) -> tuple[AccountingConfig, FilterState]:
     if entry.get("accounting_version") != ACCOUNTING_VERSION:
         raise _Mismatch(
@@ -186,8 +239,7 @@ def _step(
     elif kind == "grant_changed":
         pass
     elif kind in ("invocation_accepted", "invocation_reserved", "invocation_rejected"):
-        declaration = parse_declaration(entry["declaration"])
-        _expect("declaration", declaration.to_json(), entry["declaration"])
+        declaration = declarations.parse(entry["declaration"])
         conversion = request.get("conversion_delta")
         decision = admit(
             config,
@@ -234,6 +286,7 @@ def _step(
 def _quota_step(
     entry: Mapping[str, Any],
     quotas: dict[str, tuple[AccountingConfig, FilterState]],
+    declarations: _Declarations,
 ) -> None:
     """Replay the analyst-quota part of one entry (see the module docstring)."""
     part: Mapping[str, Any] | None = entry.get("quota")
@@ -260,7 +313,7 @@ def _quota_step(
         decision = admit(
             config,
             state,
-            parse_declaration(entry["declaration"]),
+            declarations.parse(entry["declaration"]),
             conversion_delta=None if conversion is None else Decimal(conversion),
         )
         _expect("quota outcome", decision.outcome, part["outcome"])

@@ -27,6 +27,7 @@ def test_models_and_migrations_agree(database: Database) -> None:
         "grants",
         "idempotency_keys",
         "invocations",
+        "ledger_checkpoints",
         "ledger_entries",
         "organisations",
         "principals",
@@ -46,7 +47,7 @@ def test_downgrade_and_upgrade_round_trip(fresh_backend: Backend) -> None:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(context, Base.metadata) == []
-            assert context.get_current_revision() == "0002"
+            assert context.get_current_revision() == "0003"
     finally:
         engine.dispose()
 

@@ -344,3 +344,85 @@ def test_odometer_verify_reads_every_format(
     assert cli.main(["verify", str(path)]) == 1
     verdict = json.loads(capsys.readouterr().out)
     assert _first_bad(verdict["problems"]) == 1235
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_two_process_verify_finds_what_one_process_finds(
+    jobs: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``odometer verify --jobs 2`` walks the chain in a second process; its problems must be
+    the single process's. Entry 500's ``actor`` is changed without re-hashing (only the chain
+    sees that: replay does not recompute actors) and entry 1700's state is edited (replay
+    sees it).
+
+    Shown to fail (2026-11-22) with ``verify_jsonl_file`` not adding the second process's
+    chain problems (``replayer.add_chain_problems(chain.result())`` removed): the ``jobs=2``
+    case failed, ``_first_bad`` was 1700 instead of 500 (the chain-only tampering was lost).
+    """
+    entries = list(generate(2_000, seed=5))
+    path = tmp_path / "ledger.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        write_export(entries[0]["dataset_id"], entries, out, "jsonl")
+    assert cli.main(["verify", "--jobs", jobs, str(path)]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["ok"], verdict["entries"]) == (True, 2_000)
+    entries[499] = {**entries[499], "actor": "mallory"}
+    entries[1699] = _edit_state(entries[1699])
+    with path.open("w", encoding="utf-8") as out:
+        write_export(entries[0]["dataset_id"], entries, out, "jsonl")
+    assert cli.main(["verify", "--jobs", jobs, str(path)]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert _first_bad(verdict["problems"]) == 500
+    # exactly the in-memory verifier's problems, in its order (chain first, then replay)
+    assert verdict["problems"] == replay(entries).problems
+    assert len(verdict["problems"]) == 3  # 500: hash; 1700: hash and the replayed state
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_binary_float_in_an_export_line_is_refused(
+    jobs: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A float where the ledger has a decimal string is refused while parsing (no float walk
+    runs on parsed entries), with the line named.
+
+    Shown to fail (2026-11-22) with ``iter_jsonl_export`` parsing by plain ``json.loads`` in
+    strict mode: the float reached ``parsed_entry_hash``, which trusts the parser; both cases
+    failed with ``assert 300 == 149`` (the line was read as an entry, not refused).
+    """
+    entries = list(generate(300, seed=9))
+    path = tmp_path / "ledger.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        write_export(entries[0]["dataset_id"], entries, out, "jsonl")
+    lines = path.read_text("utf-8").splitlines(keepends=True)
+    assert '"spent_epsilon":"' in lines[149]
+    lines[149] = re.sub(r'"spent_epsilon":"([0-9.]+)"', r'"spent_epsilon":\1', lines[149])
+    path.write_text("".join(lines), "utf-8")
+    assert cli.main(["verify", "--jobs", jobs, str(path)]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["ok"] is False
+    assert verdict["entries"] == 149
+    assert verdict["problems"][-1].startswith("line 150: not a ledger entry: binary float '")
+    assert len(verdict["problems"]) == 1
+
+
+def test_canonical_encoding_refuses_floats_anywhere() -> None:
+    """The write path's float check (iterative since the speed-up) still refuses floats and
+    non-string keys at any depth, names where, and leaves the canonical bytes unchanged."""
+    from app.ledger_chain import canonical_bytes, loads_strict
+
+    for value, where in [
+        ({"a": [1, {"b": 0.5}]}, "$.a[1].b"),
+        ({"a": (1, 2.0)}, "$.a[1]"),
+        ([{"x": {"y": [float("nan")]}}], "$[0].x.y[0]"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(where) + ": binary floats"):
+            canonical_bytes(value)
+    with pytest.raises(TypeError, match="keys must be strings"):
+        canonical_bytes({"a": {1: "x"}})
+    assert canonical_bytes({"b": [1, "é", None, True], "a": {"z": "0.1"}}) == (
+        '{"a":{"z":"0.1"},"b":[1,"é",null,true]}'.encode()
+    )
+    for text in ('{"a":1.5}', '{"a":[NaN]}', '{"a":{"b":1e5}}', '{"a":-Infinity}'):
+        with pytest.raises(ValueError, match="binary float"):
+            loads_strict(text)
+    assert loads_strict('{"a":[1,"2",null]}') == {"a": [1, "2", None]}
