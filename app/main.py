@@ -11,6 +11,7 @@ from fastapi.routing import APIRoute
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodySizeLimitMiddleware, Metrics, MetricsMiddleware
 from app.api.routers import (
+    checkpoints,
     datasets,
     grants,
     health,
@@ -18,6 +19,7 @@ from app.api.routers import (
     ledger,
     organisations,
     principals,
+    reports,
 )
 from app.db.uow import Database
 from app.settings import Settings, get_settings
@@ -57,6 +59,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     install_error_handlers(app)
     for module in (organisations, principals, datasets, grants, invocations, ledger, health):
         app.include_router(module.router)
+    app.include_router(reports.router)  # dataset reports and the dashboard
+    app.include_router(checkpoints.router_for(settings))  # signed ledger-head checkpoints
     # Added last = outermost: metrics see every response, including 413s.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -43,6 +43,7 @@ ERROR_STATUS: Final[dict[str, int]] = {
     "IdempotencyConflict": 409,
     "ConcurrentUpdate": 409,
     "AlreadyExists": 409,
+    "CheckpointsDisabled": 409,
     "PayloadTooLarge": 413,
     "UnsupportedMediaType": 415,
     # the request is understood but invalid
@@ -170,7 +171,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def responses(*statuses: int, budget_exceeded: bool = False) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI documentation of the error statuses a route can return."""
+    """OpenAPI documentation of the error statuses a route can return. A route that reads a
+    body (413 listed) can also get one that is not JSON at all: 400 is documented with it."""
+    if 413 in statuses and 400 not in statuses:
+        statuses = (400, *statuses)
     out: dict[int | str, dict[str, Any]] = {
         s: {"model": ErrorBody, "description": _DESCRIPTIONS[s]} for s in statuses
     }
@@ -183,6 +187,7 @@ def responses(*statuses: int, budget_exceeded: bool = False) -> dict[int | str, 
 
 
 _DESCRIPTIONS: Final[dict[int, str]] = {
+    400: "BadRequest: the body is not valid JSON (or not UTF-8)",
     401: "Unauthorized: missing, unknown, revoked or expired bearer key",
     403: "Forbidden: the key's role may not do this",
     404: "NotFound (also for objects of another organisation)",

@@ -200,11 +200,14 @@ def _report(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> in
         ds = client.get_dataset(args.dataset)
         report = summarize(ds.raw, list(client.ledger(ds, page_size=10_000)), verify=args.verify)
         report["source"] = "client"
+    if report.get("source") != "client":
+        if args.json:
+            _dump(report, out)
+        else:
+            _server_report_lines(report, out)
+        return 0 if report["verification"]["ok"] else 1
     if args.json:
         _dump(report, out)
-        return 0
-    if report.get("source") != "client":
-        _dump(report, out)  # the server's own report shape
         return 0
     _dataset_lines(client.get_dataset(args.dataset), out)
     ledger = report["ledger"]
@@ -254,6 +257,70 @@ def _report(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> in
             out.write(f"  problem: {problem}\n")
         return 0 if verification["ok"] else 1
     return 0
+
+
+def _amounts(obj: Mapping[str, Any] | None) -> str:
+    """Every scalar amount of a report field (ε, δ, ρ, μ²), exact as the server wrote it."""
+    return ", ".join(f"{k}={v}" for k, v in (obj or {}).items()) or "-"
+
+
+def _server_report_lines(report: Mapping[str, Any], out: TextIO) -> None:
+    """The server's report (``GET …/report``) as text: guarantee and status, refunds,
+    rejections, ledger summary, per-analyst totals, chain head and the replay verdict."""
+    ds, st, unit = report["dataset"], report["status"], report["series"]["unit"]
+    rows: list[Sequence[str]] = [
+        ("dataset", f"{ds['id']}  {ds['name']!r}"),
+        ("mode / relation", f"{ds['mode']} / {ds['relation']}"),
+        ("budget", _amounts(st.get("budget"))),
+        ("spent", _amounts(st.get("spent"))),
+        ("remaining", _amounts(st.get("remaining"))),
+        ("refunds (ODP savings)", _amounts(report["refunds"]["odp_savings"])),
+        ("refunds (all)", _amounts(report["refunds"]["total"])),
+    ]
+    rejections = report["rejections"]
+    levels = ", ".join(f"{k}: {n}" for k, n in rejections["by_level"].items())
+    rows.append(("rejections", f"{rejections['total']}" + (f" ({levels})" if levels else "")))
+    for name, value in rows:
+        out.write(f"{name + ':':<24}{value}\n")
+    for reason, n in rejections["by_reason"].items():
+        out.write(f"  {n:>5}  {reason}\n")
+    ledger = report["ledger"]
+    out.write(f"\nledger: {ledger['entries']} entries; by kind:\n")
+    for kind, n in ledger["kinds"].items():
+        out.write(f"  {kind:<22} {n}\n")
+    if report["analysts"]:
+        out.write(f"\nper analyst ({unit}):\n")
+        table: list[Sequence[str]] = [
+            (
+                "actor",
+                "name",
+                "accepted",
+                "reserved",
+                "rejected",
+                "settled",
+                "cancelled",
+                "charged",
+                "refunded",
+            )
+        ]
+        for a in report["analysts"]:
+            table.append(
+                (
+                    a["actor"],
+                    a["name"] or "-",
+                    *(str(a[k]) for k in ("accepted", "reserved", "rejected", "settled")),
+                    str(a["cancelled"]),
+                    a["charged"].get(unit, "0"),
+                    a["refunded"].get(unit, "0"),
+                )
+            )
+        _table(table, out)
+    head, verdict = report["chain_head"], report["verification"]
+    out.write(f"\nchain head: seq {head['seq']} {head['hash']}\n")
+    outcome = "OK" if verdict["ok"] else "FAILED"
+    out.write(f"replay verification: {outcome} ({verdict['entries']} entries)\n")
+    for problem in verdict["problems"]:
+        out.write(f"  problem: {problem}\n")
 
 
 # ---------------------------------------------------------------------------- wiring
@@ -335,6 +402,9 @@ def register(sub: Any) -> None:
     )
     report.add_argument("dataset")
     report.add_argument(
-        "--no-verify", dest="verify", action="store_false", help="skip the local replay"
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="skip the local replay (servers without a report route; the server always replays)",
     )
     report.set_defaults(run=_client_command(_report))

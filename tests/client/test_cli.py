@@ -105,8 +105,10 @@ def test_export_verify_and_report(
         )
     code, out, _ = _run(server, capsys, "report", ds.id, "--json")
     assert code == 0
-    report = json.loads(out)
-    assert report["verification"]["ok"] is True
+    report = json.loads(out)  # the server's report (GET …/report), not the client fallback
+    assert "source" not in report
+    assert report["verification"]["ok"] is True and report["verification"]["entries"] == 5
+    assert report["chain_head"] == {"seq": 5, "hash": client.get_dataset(ds).head_hash}
     assert report["ledger"]["kinds"] == {
         "dataset_created": 1,
         "invocation_accepted": 1,
@@ -114,12 +116,27 @@ def test_export_verify_and_report(
         "invocation_reserved": 1,
         "invocation_settled": 1,
     }
-    admin = report["actors"]["admin"]
-    assert (admin["invocations"], admin["rejected"], admin["settled"]) == (2, 1, 1)
-    assert Decimal(admin["epsilon"]) == Decimal("0.3") == client.get_dataset(ds).spent["epsilon"]
-    assert Decimal(report["refunded_epsilon"]) == Decimal("0.2")
+    (admin,) = report["analysts"]
+    assert admin["actor"] == "admin"
+    assert (admin["accepted"], admin["reserved"], admin["rejected"], admin["settled"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
+    assert Decimal(admin["charged"]["epsilon"]) == Decimal("0.3")
+    assert client.get_dataset(ds).spent["epsilon"] == Decimal("0.3")
+    assert report["refunds"]["odp_savings"] == {"epsilon": "0.2", "delta": "0"}
+    assert report["rejections"] == {
+        "total": 1,
+        "by_level": {"dataset": 1},
+        "by_reason": {"epsilon budget exceeded": 1},
+    }
     code, out, _ = _run(server, capsys, "report", ds.id)
-    assert code == 0 and "replay verification: OK" in out and "per actor" in out
+    assert code == 0
+    assert "replay verification: OK (5 entries)" in out and "per analyst (epsilon)" in out
+    assert "refunds (ODP savings):  epsilon=0.2, delta=0" in out
+    assert "remaining:              epsilon=0.7, delta=0.000001" in out
 
 
 def test_grant(server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]) -> None:

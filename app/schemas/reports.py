@@ -1,0 +1,126 @@
+"""The dataset report document (``GET /v1/datasets/{id}/report``).
+
+Every budget amount is an exact decimal string, never a JSON number: a report is an audit
+artefact and must add up to the ledger digit for digit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+#: Scalar amounts by unit (``epsilon``, ``delta``, ``rho``, ``mu_squared``), decimal strings.
+Amounts = dict[str, str]
+
+
+class ReportDataset(BaseModel):
+    """Which dataset the report is about."""
+
+    id: str
+    name: str
+    organisation: str
+    relation: str
+    mode: str
+
+
+class Guarantee(BaseModel):
+    """The guarantee the dataset enforces, with its configuration exactly as stored."""
+
+    mode: str
+    relation: str
+    budget: Amounts
+    config: dict[str, Any]
+    certified: bool = Field(
+        description="false when the series unit is an (ε, δ) estimate (rdp/split modes)"
+    )
+
+
+class SpendPointOut(BaseModel):
+    """The dataset's spend right after ledger entry ``seq`` (in the series unit)."""
+
+    seq: int
+    at: str
+    spent: str
+    budget: str
+    spent_delta: str
+    budget_delta: str
+
+
+class SpendSeries(BaseModel):
+    """Spend over time: the last entry of every ``stride`` entries (≤ 500 points)."""
+
+    unit: str = Field(description="epsilon (basic, rdp, split), rho (zcdp) or mu_squared (gdp)")
+    stride: int
+    points: list[SpendPointOut]
+
+
+class AnalystTotalsOut(BaseModel):
+    """One actor's totals; ``charged`` is net of refunds (open reservations included)."""
+
+    actor: str
+    name: str | None
+    charged: Amounts
+    refunded: Amounts
+    accepted: int
+    reserved: int
+    rejected: int
+    settled: int
+    cancelled: int
+    curve_charges: int = Field(description="charges with no scalar amount (rdp curves)")
+
+
+class Refunds(BaseModel):
+    """Refunds of settlements and cancellations; ``odp_savings`` counts settlements only."""
+
+    total: Amounts
+    odp_savings: Amounts
+
+
+class Rejections(BaseModel):
+    """Refused invocations, by the level that refused them and by recorded reason."""
+
+    total: int
+    by_level: dict[str, int]
+    by_reason: dict[str, int]
+
+
+class LedgerSummary(BaseModel):
+    entries: int
+    kinds: dict[str, int]
+
+
+class ChainHead(BaseModel):
+    """The dataset's ledger head when the report was made."""
+
+    seq: int
+    hash: str
+
+
+class Verification(BaseModel):
+    """Full replay of the ledger and comparison with the dataset's stored head and state."""
+
+    ok: bool
+    entries: int
+    head_hash: str
+    first_problem: str | None
+    problem_count: int
+    problems: list[str] = Field(description="the first 20 problems")
+
+
+class ReportOut(BaseModel):
+    """Guarantee, status, spend over time, per-analyst totals, refunds, rejections, chain
+    head and replay verdict of one dataset."""
+
+    dataset: ReportDataset
+    guarantee: Guarantee
+    status: dict[str, Any] | None = Field(
+        description="budget status the dataset row claims (null if the row cannot be read)"
+    )
+    series: SpendSeries
+    analysts: list[AnalystTotalsOut]
+    refunds: Refunds
+    rejections: Rejections
+    ledger: LedgerSummary
+    chain_head: ChainHead
+    verification: Verification

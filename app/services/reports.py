@@ -1,0 +1,368 @@
+"""A dataset's audit report (SERVICE.md: ``GET /v1/datasets/{id}/report``).
+
+The report is one streaming pass over the dataset's ledger, read in batches of
+:data:`BATCH_SIZE` entries, each in its own short read transaction (like
+:func:`app.services.ledger.read_ledger`), up to the head seen when the report started. Every
+entry is fed to a :class:`~app.services.replay.Replayer` and to a :class:`_Tally`, so memory
+is bounded by the number of analysts, distinct rejection reasons (capped) and series points
+(≤ :data:`MAX_POINTS`), never by the length of the ledger.
+
+Amounts stay exact: they are added as :class:`~decimal.Decimal` and returned as decimal
+strings (``fmt``); only the SVG renderer turns them into coordinates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from app.accounting import AccountingConfig, config_from_json, fmt, state_from_json, status
+from app.db.uow import UnitOfWork
+from app.services._aggregate import visible_dataset
+from app.services.principals import Principal
+from app.services.replay import Replayer
+
+#: Entries fetched per short read transaction.
+BATCH_SIZE = 500
+#: At most this many points in the spend-over-time series.
+MAX_POINTS = 500
+#: Distinct rejection reasons listed; the rest are counted under :data:`OTHER_REASONS`.
+MAX_REASONS = 50
+OTHER_REASONS = "(other reasons)"
+#: Replay problems listed in full (their total is always given).
+MAX_PROBLEMS = 20
+#: The scalar units a charge or refund may carry (rdp curves are counted, not summed).
+UNITS = ("epsilon", "delta", "rho", "mu_squared")
+
+_CHARGING = ("invocation_accepted", "invocation_reserved")
+_RELEASING = ("invocation_settled", "invocation_cancelled")
+
+
+def amounts(obj: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    """The scalar amounts of a stored charge or refund (``epsilon``, ``delta``, ``rho``,
+    ``mu_squared``); curve-valued parts (rdp) are not scalars and are left out."""
+    out: dict[str, Decimal] = {}
+    for unit in UNITS:
+        value = (obj or {}).get(unit)
+        if isinstance(value, str | int):
+            try:
+                out[unit] = Decimal(value)
+            except InvalidOperation:
+                continue
+    return out
+
+
+def _add(total: dict[str, Decimal], part: Mapping[str, Decimal], sign: int = 1) -> None:
+    for unit, value in part.items():
+        total[unit] = total.get(unit, Decimal(0)) + sign * value
+
+
+def _text(total: Mapping[str, Decimal]) -> dict[str, str]:
+    return {unit: fmt(total[unit]) for unit in UNITS if unit in total}
+
+
+@dataclass(slots=True)
+class AnalystTotals:
+    """What one actor spent: ``charged`` is net of refunds (open reservations included)."""
+
+    charged: dict[str, Decimal] = field(default_factory=dict)
+    refunded: dict[str, Decimal] = field(default_factory=dict)
+    accepted: int = 0
+    reserved: int = 0
+    rejected: int = 0
+    settled: int = 0
+    cancelled: int = 0
+    curve_charges: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SpendPoint:
+    """The dataset's spend right after entry ``seq`` (exact, in the series' unit)."""
+
+    seq: int
+    at: str
+    spent: Decimal
+    budget: Decimal
+    spent_delta: Decimal
+    budget_delta: Decimal
+
+
+def spend_measure(view: Mapping[str, Any]) -> tuple[str, Decimal, Decimal, Decimal, Decimal, bool]:
+    """``(unit, spent, budget, spent δ, budget δ, certified)`` from a :func:`status` view.
+
+    The unit is the mode's own where the budget is a scalar in it (basic: ε with open
+    reservations counted, since they are charged until settled; zcdp: ρ; gdp: μ²); rdp and
+    split fall back to the (ε, δ) conversion of the running totals, labelled not certified.
+    """
+    mode = view["mode"]
+    budget = view["budget"]
+    if mode == "split":
+        parts = [spend_measure(sub) for sub in view["ledgers"].values()]
+        return (
+            "epsilon",
+            sum((p[1] for p in parts), Decimal(0)),
+            Decimal(budget["epsilon"]),
+            sum((p[3] for p in parts), Decimal(0)),
+            Decimal(budget["delta"]),
+            all(p[5] and p[0] == "epsilon" for p in parts),
+        )
+    eps_delta = view["spent_eps_delta"]
+    spent_delta = Decimal(eps_delta["delta"])
+    if mode == "basic":
+        return (
+            "epsilon",
+            Decimal(eps_delta["epsilon"]),
+            Decimal(budget["epsilon"]),
+            spent_delta,
+            Decimal(budget["delta"]),
+            True,
+        )
+    if mode == "zcdp":
+        spent, total = Decimal(view["spent"]["rho"]), Decimal(view["rho_budget"])
+        return ("rho", spent, total, spent_delta, Decimal(budget["delta"]), True)
+    if mode == "gdp":
+        spent, total = Decimal(view["spent"]["mu_squared"]), Decimal(view["mu_squared_budget"])
+        return ("mu_squared", spent, total, spent_delta, Decimal(budget["delta"]), True)
+    return (
+        "epsilon",
+        Decimal(eps_delta["epsilon"]),
+        Decimal(budget["epsilon"]),
+        spent_delta,
+        Decimal(budget["delta"]),
+        False,
+    )
+
+
+def rejection_level(entry: Mapping[str, Any]) -> str:
+    """Which budget level refused an ``invocation_rejected`` entry (see replay.py: an upper
+    level that refused says so in its part; otherwise the dataset's filter did)."""
+    for level, key in (("organisation", "org"), ("quota", "quota")):
+        part = entry.get(key)
+        if isinstance(part, Mapping) and part.get("outcome") == "rejected":
+            return level
+    return "dataset"
+
+
+class _Tally:
+    """Folds entries into the report's totals; bounded memory (see the module docstring)."""
+
+    def __init__(self, head_seq: int) -> None:
+        self.stride = max(1, math.ceil(head_seq / MAX_POINTS))
+        self.head_seq = head_seq
+        self.analysts: dict[str, AnalystTotals] = {}
+        self.refunds: dict[str, Decimal] = {}
+        self.odp_savings: dict[str, Decimal] = {}
+        self.rejections = 0
+        self.by_level: Counter[str] = Counter()
+        self.by_reason: Counter[str] = Counter()
+        self.kinds: Counter[str] = Counter()
+        self.series: list[SpendPoint] = []
+        self.unit = "epsilon"
+        self.certified = True
+        self._config_json: Mapping[str, Any] | None = None
+        self._config: AccountingConfig | None = None
+
+    def feed(self, entry: Mapping[str, Any]) -> None:
+        kind, actor = str(entry.get("kind")), str(entry.get("actor"))
+        self.kinds[kind] += 1
+        if isinstance(entry.get("config"), Mapping):
+            self._config_json = entry["config"]
+            self._config = None  # parsed lazily, only if a series point needs it
+        if kind in _CHARGING:
+            row = self.analysts.setdefault(actor, AnalystTotals())
+            charge = amounts(entry.get("charge"))
+            _add(row.charged, charge)
+            if "epsilon" not in charge and "rho" not in charge and "mu_squared" not in charge:
+                row.curve_charges += 1
+            if kind == "invocation_accepted":
+                row.accepted += 1
+            else:
+                row.reserved += 1
+        elif kind in _RELEASING:
+            row = self.analysts.setdefault(actor, AnalystTotals())
+            refund = amounts(entry.get("refund"))
+            _add(row.charged, refund, -1)
+            _add(row.refunded, refund)
+            _add(self.refunds, refund)
+            if kind == "invocation_settled":
+                row.settled += 1
+                _add(self.odp_savings, refund)
+            else:
+                row.cancelled += 1
+        elif kind == "invocation_rejected":
+            self.analysts.setdefault(actor, AnalystTotals()).rejected += 1
+            self.rejections += 1
+            self.by_level[rejection_level(entry)] += 1
+            reason = str(entry.get("reason") or "(no reason recorded)")
+            if reason not in self.by_reason and len(self.by_reason) >= MAX_REASONS:
+                reason = OTHER_REASONS
+            self.by_reason[reason] += 1
+        seq = int(entry.get("seq") or 0)
+        if seq % self.stride == 0 or seq == self.head_seq:
+            self._point(entry, seq)
+
+    def _point(self, entry: Mapping[str, Any], seq: int) -> None:
+        """The last entry of each stride-wide bucket becomes a point (≤ MAX_POINTS); a
+        state that cannot be read (a corrupted ledger) gives no point, the verdict says why."""
+        if self._config_json is None:
+            return
+        try:
+            if self._config is None:
+                self._config = config_from_json(self._config_json)
+            view = status(self._config, state_from_json(self._config, entry["state"]))
+            unit, spent, budget, spent_delta, budget_delta, certified = spend_measure(view)
+        except Exception:  # a corrupted entry: no point here; the replay verdict reports it
+            return
+        self.unit, self.certified = unit, certified
+        self.series.append(
+            SpendPoint(seq, str(entry.get("at")), spent, budget, spent_delta, budget_delta)
+        )
+
+
+def _batches(uow: UnitOfWork, dataset_id: str, head: int) -> Iterator[dict[str, Any]]:
+    """Entries 1…head in batches, each batch in a short read transaction (the ledger is
+    append-only, so entries at or below the head do not change between batches)."""
+    after = 0
+    while after < head:
+        with uow.read_only():
+            rows = uow.ledger.page(dataset_id, after_seq=after, limit=BATCH_SIZE, up_to_seq=head)
+            batch = [r.to_export() for r in rows]
+        if not batch:
+            return
+        yield from batch
+        after = int(batch[-1]["seq"])
+
+
+def _verdict(
+    replayer: Replayer, head_hash: str, stored_state: Mapping[str, Any], head: int
+) -> dict[str, Any]:
+    """The replay verdict plus the checks that tie the ledger to the dataset row."""
+    verdict = replayer.verdict()
+    problems = list(verdict.problems)
+    if verdict.entries != head:
+        problems.append(f"the ledger has {verdict.entries} entries up to seq {head}")
+    if verdict.head_hash != head_hash:
+        problems.append("the dataset's head hash differs from the last entry's hash")
+    if verdict.state != stored_state:
+        problems.append("the dataset's stored state differs from the replayed state")
+    return {
+        "ok": not problems,
+        "entries": verdict.entries,
+        "head_hash": verdict.head_hash,
+        "first_problem": problems[0] if problems else None,
+        "problem_count": len(problems),
+        "problems": problems[:MAX_PROBLEMS],
+    }
+
+
+def dataset_report(
+    uow: UnitOfWork, principal: Principal, dataset_id: str, *, verify: bool = True
+) -> dict[str, Any]:
+    """The report of one dataset, as of its ledger head when the report started.
+    ``verify=False`` skips the replay (the charts do not show it); ``verification`` is then
+    ``None``."""
+    with uow.read_only():
+        ds = visible_dataset(uow, principal, dataset_id, lock=False)
+        head, head_hash = ds.last_seq, ds.head_hash
+        stored_state, config_json = dict(ds.state_json), dict(ds.config_json)
+        identity = {
+            "id": ds.id,
+            "name": ds.name,
+            "organisation": ds.organisation,
+            "relation": ds.relation,
+            "mode": ds.mode,
+        }
+    tally, replayer = _Tally(head), Replayer()
+    for entry in _batches(uow, dataset_id, head):
+        if verify:
+            replayer.feed(entry)
+        tally.feed(entry)
+    with uow.read_only():
+        names = {actor: _principal_name(uow, actor) for actor in tally.analysts}
+    now = _current_status(config_json, stored_state)
+    verification = _verdict(replayer, head_hash, stored_state, head) if verify else None
+    if verification is not None and now is None:
+        verification["problems"].append(UNREADABLE)
+        verification.update(ok=False, problem_count=verification["problem_count"] + 1)
+        verification["first_problem"] = verification["first_problem"] or UNREADABLE
+    return {
+        "dataset": identity,
+        "guarantee": {
+            "mode": identity["mode"],
+            "relation": identity["relation"],
+            "budget": {k: str(config_json[k]) for k in ("epsilon", "delta") if k in config_json},
+            "config": config_json,
+            "certified": tally.certified,
+        },
+        "status": now,
+        "series": {
+            "unit": tally.unit,
+            "stride": tally.stride,
+            "points": [
+                {
+                    "seq": p.seq,
+                    "at": p.at,
+                    "spent": fmt(p.spent),
+                    "budget": fmt(p.budget),
+                    "spent_delta": fmt(p.spent_delta),
+                    "budget_delta": fmt(p.budget_delta),
+                }
+                for p in tally.series
+            ],
+        },
+        "analysts": [
+            _analyst_json(actor, names.get(actor), row)
+            for actor, row in sorted(tally.analysts.items())
+        ],
+        "refunds": {"total": _text(tally.refunds), "odp_savings": _text(tally.odp_savings)},
+        "rejections": {
+            "total": tally.rejections,
+            "by_level": dict(sorted(tally.by_level.items())),
+            "by_reason": dict(tally.by_reason.most_common()),
+        },
+        "ledger": {
+            "entries": sum(tally.kinds.values()),
+            "kinds": dict(sorted(tally.kinds.items())),
+        },
+        "chain_head": {"seq": head, "hash": head_hash},
+        "verification": verification,
+    }
+
+
+UNREADABLE = "the dataset's stored configuration or state cannot be read"
+
+
+def _current_status(
+    config_json: Mapping[str, Any], stored_state: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The status the dataset row claims now, or ``None`` when the row cannot be read (a
+    tampered row must give a failed verdict, not a server error)."""
+    try:
+        config = config_from_json(config_json)
+        return status(config, state_from_json(config, stored_state))
+    except Exception:
+        return None
+
+
+def _principal_name(uow: UnitOfWork, actor: str) -> str | None:
+    principal = uow.principals.get(actor)
+    return principal.name if principal is not None else None
+
+
+def _analyst_json(actor: str, name: str | None, row: AnalystTotals) -> dict[str, Any]:
+    return {
+        "actor": actor,
+        "name": name,
+        "charged": _text(row.charged),
+        "refunded": _text(row.refunded),
+        "accepted": row.accepted,
+        "reserved": row.reserved,
+        "rejected": row.rejected,
+        "settled": row.settled,
+        "cancelled": row.cancelled,
+        "curve_charges": row.curve_charges,
+    }
