@@ -1,0 +1,119 @@
+"""TEST ONLY: deliberately broken builds for the reliability tests of issue 6.
+
+A reliability test that never fails proves nothing, so each one was run once against a build
+broken in the way it is meant to catch. The build is chosen with the environment variable
+``ODOMETER_TEST_BROKEN_BUILD`` (read here, in the test helpers, and nowhere in ``app/``): the
+tests ask :func:`server_factory` for the uvicorn factory to start, and get one of these
+instead of ``app.main:create_app`` when the variable names it::
+
+    ODOMETER_TEST_BROKEN_BUILD=forget_refunds pytest tests/concurrency/test_mixed_lifecycle.py
+
+Each factory patches the service in the worker process that calls it, then builds the app.
+
+``forget_refunds``  settling or cancelling an ODP reservation returns nothing: the worst-case
+                    ε stays reserved (a filter that forgets refunds).
+``no_idempotency``  the stored-response lookup is skipped: a resent key runs again.
+``no_fingerprint``  a reused key with a different body is answered with the stored response
+                    (the request fingerprint is not compared).
+``ack_before_commit`` the response is built and sent while the transaction commits 0.2 s
+                    later on a background thread (a write-behind "optimisation").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from fastapi import FastAPI
+
+import app.services.invocations as invocations
+from app.accounting import filters
+from app.db.uow import UnitOfWork
+from app.main import create_app
+
+GOOD = "app.main:create_app"
+ENV = "ODOMETER_TEST_BROKEN_BUILD"
+BUILDS = ("forget_refunds", "no_idempotency", "no_fingerprint", "ack_before_commit")
+
+
+def server_factory() -> str:
+    """The uvicorn factory a reliability test starts: the real app unless ``$ENV`` names a
+    broken build (only ever set by hand, to show the test fails)."""
+    name = os.environ.get(ENV, "")
+    if not name:
+        return GOOD
+    if name not in BUILDS:
+        raise ValueError(f"{ENV}={name!r}: expected one of {BUILDS}")
+    return f"tests.concurrency.broken_builds:create_{name}_app"
+
+
+# ---------------------------------------------------------------------------- forget_refunds
+def _keep_reservation(decision: filters.Decision, state: filters.FilterState) -> Any:
+    """The decision with the ledger's reserved ε left as before (nothing refunded)."""
+    old = state
+    if isinstance(decision.state, filters.SplitState):
+        assert isinstance(old, filters.SplitState) and decision.ledger is not None
+        leaf = old.get(decision.ledger)
+        new_leaf = decision.state.get(decision.ledger)
+        assert isinstance(leaf, filters.BasicState) and isinstance(new_leaf, filters.BasicState)
+        fixed = replace(new_leaf, reserved_epsilon=leaf.reserved_epsilon)
+        return replace(decision, state=decision.state.put(decision.ledger, fixed))
+    assert isinstance(old, filters.BasicState) and isinstance(decision.state, filters.BasicState)
+    return replace(decision, state=replace(decision.state, reserved_epsilon=old.reserved_epsilon))
+
+
+def create_forget_refunds_app() -> FastAPI:
+    real_settle, real_cancel = filters.settle, filters.cancel
+
+    def settle(config: Any, state: Any, reservation: Any, cell: str) -> Any:
+        return _keep_reservation(real_settle(config, state, reservation, cell), state)
+
+    def cancel(config: Any, state: Any, reservation: Any) -> Any:
+        return _keep_reservation(real_cancel(config, state, reservation), state)
+
+    # the service's own references (``from app.accounting import settle as ...``)
+    setattr(invocations, "accounting_settle", settle)  # noqa: B010
+    setattr(invocations, "accounting_cancel", cancel)  # noqa: B010
+    return create_app()
+
+
+# ---------------------------------------------------------------------------- idempotency
+def create_no_idempotency_app() -> FastAPI:
+    invocations._stored = lambda *args, **kwargs: None
+    return create_app()
+
+
+def create_no_fingerprint_app() -> FastAPI:
+    real_stored = invocations._stored
+
+    def stored(uow: UnitOfWork, principal: Any, key: str | None, digest: str) -> Any:
+        if key is None:
+            return None
+        record = uow.idempotency.get(principal.id, key)
+        return None if record is None else real_stored(uow, principal, key, record.fingerprint)
+
+    invocations._stored = stored
+    return create_app()
+
+
+# ---------------------------------------------------------------------------- ack_before_commit
+def create_ack_before_commit_app() -> FastAPI:
+    def commit_later(uow: UnitOfWork) -> None:
+        session = uow.session
+        session.flush()
+        uow.session = uow._database.writer()  # an unused session for the block's close()
+
+        def finish() -> None:
+            time.sleep(0.2)
+            try:
+                session.commit()
+            finally:
+                session.close()
+
+        threading.Thread(target=finish, daemon=True).start()
+
+    invocations._commit = commit_later
+    return create_app()

@@ -1,0 +1,185 @@
+"""A private, throw-away PostgreSQL cluster that a test may SIGKILL (the shared server of
+the suite must never be killed: other tests use it).
+
+``initdb`` into a fresh directory owned by the ``postgres`` OS user, then ``postgres`` on a
+free port listening on 127.0.0.1 only, with its socket in the data directory and ``fsync``
+on (the default; a crash test with fsync off would prove nothing). The server is started as
+the ``postgres`` user when the tests run as root (PostgreSQL refuses to run as root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from tests.concurrency.server import free_port
+
+
+def binaries() -> Path | None:
+    """The newest installed PostgreSQL ``bin`` directory with initdb and postgres."""
+    for directory in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        path = Path(directory)
+        if (path / "initdb").exists() and (path / "postgres").exists():
+            return path
+    found = shutil.which("initdb")
+    return Path(found).parent if found and shutil.which("postgres") else None
+
+
+def unavailable_reason() -> str | None:
+    """Why a private cluster cannot be started here (None when it can)."""
+    if binaries() is None:
+        return "PostgreSQL server binaries (initdb, postgres) are not installed"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no 'postgres' OS user to run the server as"
+    return None
+
+
+@dataclass
+class PrivateCluster:
+    root: Path
+    port: int
+    bin: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def _owner(self) -> str | None:
+        """The OS user to run PostgreSQL as (it refuses to run as root)."""
+        return "postgres" if os.geteuid() == 0 else None
+
+    def init(self) -> None:
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam("postgres")
+            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        subprocess.run(
+            [
+                str(self.bin / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "--no-instructions",
+                "-E",
+                "UTF8",
+            ],
+            check=True,
+            capture_output=True,
+            user=self._owner,
+            group=self._owner,
+            extra_groups=[] if self._owner else None,
+        )
+
+    def start(self) -> None:
+        """Start the postmaster (after a crash this is PostgreSQL's crash recovery) and wait
+        until it accepts connections."""
+        log = open(self.root / "postgres.log", "ab")  # noqa: SIM115 - handed to the child
+        self.process = subprocess.Popen(
+            [
+                str(self.bin / "postgres"),
+                "-D",
+                str(self.data),
+                "-p",
+                str(self.port),
+                "-k",
+                str(self.data),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=on",
+                "-c",
+                "max_connections=100",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            user=self._owner,
+            group=self._owner,
+            extra_groups=[] if self._owner else None,
+        )
+        log.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"postgres exited:\n{self.tail()}")
+            try:
+                with psycopg.connect(
+                    f"host=127.0.0.1 port={self.port} user=postgres "
+                    "dbname=postgres connect_timeout=2"
+                ):
+                    return
+            except psycopg.OperationalError:
+                time.sleep(0.1)
+        raise RuntimeError(f"postgres did not start:\n{self.tail()}")
+
+    def kill_9(self) -> None:
+        """SIGKILL the postmaster, then whatever of its process group is left (backends
+        would notice the postmaster's death on their own, but a new postmaster cannot start
+        while they still hold the shared memory): a power cut, as far as PostgreSQL knows."""
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGINT)  # fast shutdown
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill_9()
+
+    def tail(self) -> str:
+        path = self.root / "postgres.log"
+        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+    def create_database(self, name: str) -> str:
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True
+        ) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+def start_private_cluster() -> PrivateCluster:
+    """A new cluster in a fresh directory (world-traversable parent, owned by postgres)."""
+    bin_dir = binaries()
+    assert bin_dir is not None
+    root = Path(tempfile.mkdtemp(prefix="odometer-pg-"))
+    cluster = PrivateCluster(root, free_port(), bin_dir)
+    try:
+        cluster.init()
+        cluster.start()
+    except BaseException:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return cluster
+
+
+def remove_cluster(cluster: PrivateCluster) -> None:
+    cluster.stop()
+    shutil.rmtree(cluster.root, ignore_errors=True)
