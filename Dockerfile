@@ -25,4 +25,4 @@ ENV DATABASE_URL=sqlite:////data/odometer.db \
 EXPOSE 8000
 VOLUME ["/data"]
 
-CMD ["sh", "-c", "alembic upgrade head && exec uvicorn app.main:create_app --factory --host \"$HOST\" --port \"$PORT\" --workers \"$WORKERS\" --proxy-headers"]
+CMD ["sh", "-c", "alembic upgrade head && exec python -m app.serve --host \"$HOST\" --port \"$PORT\" --workers \"$WORKERS\" --proxy-headers"]

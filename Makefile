@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test lint openapi install dev bench-accounting
+.PHONY: run test lint openapi install dev bench-accounting bench-service
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,11 +31,16 @@ run: install
 	echo "Privacy odometer:  http://$(HOST):$(PORT)   (API docs: http://$(HOST):$(PORT)/docs)"; \
 	echo "Admin key:         $$key"; \
 	echo "Database:          $${DATABASE_URL:-sqlite:///./odometer.db}"; \
-	ODOMETER_ADMIN_KEY="$$key" exec $(BIN)/uvicorn app.main:create_app --factory \
+	ODOMETER_ADMIN_KEY="$$key" exec $(BIN)/python -m app.serve \
 	  --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
 ## test: the whole suite (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set)
 test: dev
+	@# the dashboard's browser tests drive the system Chromium; install it if missing (soft)
+	@[ -x /usr/bin/chromium ] || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
+	  apt-get install -y -q chromium >/dev/null || \
+	  { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+	  echo "chromium could not be installed: the browser tests will be skipped"
 	$(BIN)/python -m pytest
 
 ## lint: ruff and mypy (strict)
@@ -50,3 +55,7 @@ openapi: install
 ## bench-accounting: admission latency, MTZ speed and tightness → benchmarks/RESULTS.md
 bench-accounting: dev
 	$(BIN)/python -m benchmarks.accounting
+
+## bench-service: service vs raw-database throughput, p50/p99, ledger growth → benchmarks/RESULTS.md
+bench-service: dev
+	$(BIN)/python -m benchmarks.service $(BENCH_ARGS)

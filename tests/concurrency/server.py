@@ -67,9 +67,9 @@ def start_server(
     cmd = [
         sys.executable,
         "-m",
-        "uvicorn",
+        "app.serve",  # uvicorn with TCP_NODELAY on the listener (see app/serve.py)
+        "--app",
         factory,
-        "--factory",
         "--host",
         "127.0.0.1",
         "--port",
@@ -90,15 +90,17 @@ def start_server(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited early:\n{server.log()}")
+        # the launcher listens before its workers are up: a connection can be accepted and
+        # then time out, so it is closed whatever happens
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             conn.request("GET", "/readyz")
             if conn.getresponse().status == 200:
-                conn.close()
                 return server
-            conn.close()
         except OSError:
             pass
+        finally:
+            conn.close()
         time.sleep(0.1)
     server.stop()
     raise RuntimeError(f"server did not become ready:\n{server.log()}")

@@ -1,0 +1,309 @@
+"""Plumbing for ``benchmarks/service.py``: databases, the uvicorn server, API calls, loads.
+
+Kept apart from the measurement plan so that the plan reads as a list of experiments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The key the benchmark's server accepts as its operator admin key (checked in memory).
+ADMIN_KEY = "odo_admin_benchmark_service_key_0123456789"
+BASELINE_SCHEMA = "bench_baseline"
+
+
+# ---------------------------------------------------------------------------- databases
+def pg_recreate(url: str) -> str:
+    """Drop and create the benchmark's own PostgreSQL database; return its psycopg URL.
+
+    Why a database of its own: the runs write millions of rows and must not disturb (or be
+    disturbed by) anything else in the cluster's other databases.
+    """
+    import psycopg
+
+    parts = urlsplit(url.replace("postgresql+psycopg://", "postgresql://"))
+    name = parts.path.lstrip("/")
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"unexpected database name {name!r}")
+    maintenance = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(maintenance, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts)
+
+
+def pg_drop(url: str) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    maintenance = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(maintenance, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def migrate(database_url: str) -> None:
+    """``alembic upgrade head`` on a fresh database, as ``make run`` does."""
+    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
+    subprocess.run(
+        [sys.executable, "-m", "alembic", "upgrade", "head"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+
+
+_BASELINE_DDL = (
+    "CREATE TABLE bench_budget (id VARCHAR(40) PRIMARY KEY, last_seq INTEGER NOT NULL, "
+    "head_hash VARCHAR(64) NOT NULL, spent BIGINT NOT NULL, state {json} NOT NULL)",
+    "CREATE TABLE bench_ledger (id {serial} PRIMARY KEY, "
+    "dataset_id VARCHAR(40) NOT NULL REFERENCES bench_budget(id), seq INTEGER NOT NULL, "
+    "kind VARCHAR(32) NOT NULL, invocation_id VARCHAR(40), actor VARCHAR(128) NOT NULL, "
+    "at VARCHAR(32) NOT NULL, accounting_version VARCHAR(32) NOT NULL, declaration {json}, "
+    "request {json}, charge {json}, requested {json}, refund {json}, reservation {json}, "
+    "reason TEXT, config {json}, state {json} NOT NULL, org {json}, quota {json}, "
+    "prev_hash VARCHAR(64) NOT NULL, hash VARCHAR(64) NOT NULL, UNIQUE (dataset_id, seq))",
+    "CREATE INDEX ix_bench_ledger_invocation_id ON bench_ledger (invocation_id)",
+)
+_GENESIS = "0" * 64
+
+
+def _budget_rows(count: int) -> list[tuple[str, int, str, int, str]]:
+    state = json.dumps({"spent_epsilon": "0", "reserved_epsilon": "0", "spent_delta": "0"})
+    return [(f"b{i:05d}", 0, _GENESIS, 0, state) for i in range(count)]
+
+
+def pg_baseline_setup(url: str, budgets: int) -> str:
+    """The baseline's tables (the service's ledger columns and constraints) in a scratch
+    schema of the benchmark database; returns the DSN that selects that schema."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {BASELINE_SCHEMA} CASCADE")
+        conn.execute(f"CREATE SCHEMA {BASELINE_SCHEMA}")
+        conn.execute(f"SET search_path = {BASELINE_SCHEMA}")
+        for ddl in _BASELINE_DDL:
+            conn.execute(ddl.format(json="JSON", serial="BIGSERIAL"))
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO bench_budget VALUES (%s, %s, %s, %s, %s)", _budget_rows(budgets)
+            )
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options=-csearch_path%3D{BASELINE_SCHEMA}"
+
+
+def sqlite_baseline_setup(path: Path, budgets: int) -> None:
+    """The baseline's tables in a SQLite file of their own (same directory as the service's)."""
+    path.unlink(missing_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        for ddl in _BASELINE_DDL:
+            conn.execute(ddl.format(json="JSON", serial="INTEGER"))
+        conn.executemany("INSERT INTO bench_budget VALUES (?, ?, ?, ?, ?)", _budget_rows(budgets))
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------------------- the server
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    """A uvicorn master and its workers, in a process group of their own."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    def worker_pids(self) -> list[int]:
+        """The processes serving requests: the spawned workers (not multiprocessing's
+        resource tracker), or the master itself when it runs a single worker."""
+        out = subprocess.run(
+            ["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True, check=False
+        ).stdout
+        workers = []
+        for pid in out.split():
+            with contextlib.suppress(OSError):
+                if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    workers.append(int(pid))
+        return workers or [self.process.pid]
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by the master and its workers."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid in (self.process.pid, *self.worker_pids()):
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+        return total / ticks
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+
+
+@contextlib.contextmanager
+def running_server(
+    database_url: str,
+    log_path: Path,
+    workers: int,
+    *,
+    nodelay: bool = True,
+    pool_connections: int = 24,
+) -> Iterator[Server]:
+    """``uvicorn app.main:create_app --factory --workers N``, access log off (as in
+    production behind a proxy), until the block ends. ``nodelay``: through :mod:`app.serve`
+    (TCP_NODELAY on the listener, as ``make run`` and the Dockerfile start it); otherwise the
+    plain uvicorn command line, whose multi-worker mode leaves Nagle on.
+    ``pool_connections``: PostgreSQL connections of all workers together."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "ODOMETER_ADMIN_KEY": ADMIN_KEY,
+        "PYTHONPATH": str(ROOT),
+        "ODOMETER_DB_POOL_SIZE": str(max(1, pool_connections // workers)),
+        "ODOMETER_DB_MAX_OVERFLOW": "0",
+    }
+    launcher = ["app.serve", "--app"] if nodelay else ["uvicorn", "--factory"]
+    cmd = [
+        sys.executable, "-m", *launcher, "app.main:create_app",
+        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+        "--log-level", "warning", "--no-access-log",
+    ]  # fmt: skip
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    server = Server(process, port, log_path)
+    try:
+        _wait_ready(server, workers)
+        yield server
+    finally:
+        server.stop()
+
+
+def _wait_ready(server: Server, workers: int) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited:\n{server.log_path.read_text(errors='replace')}")
+        with contextlib.suppress(OSError):
+            status, _ = call(server.port, "GET", "/readyz")
+            ready = workers == 1 or len(server.worker_pids()) >= workers
+            if status == 200 and ready:
+                time.sleep(1.0)  # let every worker finish its start-up
+                return
+        time.sleep(0.2)
+    raise RuntimeError("server did not become ready")
+
+
+def call(
+    port: int, method: str, path: str, body: Any = None, timeout: float = 600
+) -> tuple[int, bytes]:
+    """One request with the admin key; status and raw body (chunked bodies are joined)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=data, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def create_organisation(port: int, name: str) -> str:
+    status, raw = call(port, "POST", "/v1/organisations", {"name": name})
+    if status != 201:
+        raise RuntimeError(f"create organisation: {status} {raw[:300]!r}")
+    org_id: str = json.loads(raw)["id"]
+    return org_id
+
+
+def create_dataset(port: int, name: str, mode: str, organisation: str | None = None) -> str:
+    """A dataset whose budget no benchmark run can exhaust (so nothing is rejected)."""
+    body: dict[str, Any] = {
+        "name": name,
+        "budget": {"epsilon": "1000000", "delta": "0.001"},
+        "accounting": {"mode": mode},
+    }
+    if organisation is not None:
+        body["organisation_id"] = organisation
+    status, raw = call(port, "POST", "/v1/datasets", body)
+    if status != 201:
+        raise RuntimeError(f"create dataset: {status} {raw[:300]!r}")
+    ds_id: str = json.loads(raw)["id"]
+    return ds_id
+
+
+# ---------------------------------------------------------------------------- loads
+def run_load(spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement in the load-generator process (``benchmarks.service_load``)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.service_load", json.dumps(spec)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=spec["warmup"] + spec["duration"] + 300,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"load generator failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def py_spy() -> str | None:
+    """The ``py-spy`` executable when it is installed (optional: profiles are extra)."""
+    local = Path(sys.executable).with_name("py-spy")
+    return str(local) if local.exists() else shutil.which("py-spy")
+
+
+def start_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
+    """Sample ``pid`` with py-spy while it holds the GIL (``--gil``: where its CPU goes, not
+    where it waits) for ``seconds``; None when py-spy is missing or may not attach."""
+    exe = py_spy()
+    if exe is None:
+        return None
+    cmd = [exe, "record", "-p", str(pid), "-d", str(max(1, round(seconds))), "-r", "250",
+           "--gil", "--nonblocking", "-f", "raw", "-o", str(out)]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def loadavg() -> float:
+    return round(os.getloadavg()[0], 2)
