@@ -37,6 +37,7 @@ from app.accounting.filters import (
     settle,
 )
 from benchmarks import rdp_speed
+from benchmarks.results import write_section
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 BEGIN, END = "<!-- accounting:begin -->", "<!-- accounting:end -->"
@@ -322,17 +323,6 @@ def _version(mod: str) -> str:
         return "?"
 
 
-def write_section(text: str) -> None:
-    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        new = head + text + tail
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    RESULTS.write_text(new)
-
-
 def main() -> int:
     lat = admission_latency()
     speed = rdp_speed.run()
@@ -342,7 +332,7 @@ def main() -> int:
         json.dumps({"latency": lat, "mtz": speed, "tightness": tight}, indent=1, default=str)
     )
     text = render(lat, speed, tight)
-    write_section(text)
+    write_section(text, RESULTS)
     print(text)
     ok = math.isfinite(tight["sgd_basic"]) and tight["sgd_basic"] >= tight["sgd_dpa_pld"] * 0.99999
     return 0 if ok else 1

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.ledger_gen import generate, write_jsonl
+from benchmarks.results import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
@@ -67,14 +68,7 @@ def _verify(path: Path) -> tuple[float, int, int, dict[str, object]]:
 
 
 def _write(section: str) -> None:
-    text = RESULTS.read_text("utf-8") if RESULTS.exists() else "# Benchmark results\n"
-    block = f"{BEGIN}\n{section.rstrip()}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    RESULTS.write_text(text, "utf-8")
+    write_section(f"{BEGIN}\n{section.rstrip()}\n{END}", RESULTS)
 
 
 def main() -> int:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import service_report
+from benchmarks.results import write_section
 from benchmarks.service_growth import prefill_postgres, prefill_sqlite
 from benchmarks.service_setup import (
     ADMIN_KEY,
@@ -504,7 +505,7 @@ def render(result: dict[str, Any], args: argparse.Namespace) -> int:
     (args.out / f"{name}.svg").write_text(service_report.svg(result))
     text = service_report.markdown(result, svg_name=f"{name}.svg")
     if not args.no_results and not quick:
-        service_report.write_section(HERE / "RESULTS.md", text)
+        write_section(text, HERE / "RESULTS.md")
     print(text)
     return 1 if service_report.total_errors(result) else 0
 

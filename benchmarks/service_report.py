@@ -387,18 +387,6 @@ def _profiles(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace the section between the markers (append it when absent)."""
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        new = head + text + tail
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
-
-
 # ---------------------------------------------------------------------------- SVG
 _W, _H, _PAD = 380, 250, 50
 

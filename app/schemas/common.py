@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -17,6 +18,7 @@ from pydantic import (
 )
 
 from app.accounting import AmountError, fmt, parse_amount
+from app.accounting.exact import ONE, ZERO
 
 DECIMAL_PATTERN = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 
@@ -47,6 +49,17 @@ Amount = Annotated[
         }
     ),
 ]
+
+
+def _probability(value: Decimal) -> Decimal:
+    if not ZERO <= value < ONE:
+        raise ValueError("must be a δ: 0 ≤ δ < 1")
+    return value
+
+
+#: An exact δ (0 ≤ δ < 1). Used where the accounting core only compares the value with the
+#: budget's δ, so that a negative or huge one is refused instead of being recorded.
+Delta = Annotated[Amount, AfterValidator(_probability)]
 
 
 def _integer(value: object) -> object:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
-from app.accounting.exact import ONE, ZERO
 from app.accounting.filters import MAX_LEDGERS, MAX_RDP_ORDERS
-from app.schemas.common import Amount, StrictModel, optional
+from app.schemas.common import Amount, Delta, StrictModel, optional
 
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 
@@ -108,15 +106,7 @@ class BudgetPatch(StrictModel):
     epsilon: Amount
     delta: Amount
     ledger: str | None = optional(min_length=1, max_length=64)
-    delta_conversion: Amount | None = optional()
-
-    @field_validator("delta_conversion")
-    @classmethod
-    def _delta_conversion_is_a_delta(cls, value: Decimal | None) -> Decimal | None:
-        # the core ignores it on basic and gdp datasets: an out-of-range δ must not be recorded
-        if value is not None and not ZERO <= value < ONE:
-            raise ValueError("must be a δ: 0 ≤ delta_conversion < 1")
-        return value
+    delta_conversion: Delta | None = optional()
 
 
 class LedgerHead(BaseModel):

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from app.accounting import Declaration
-from app.accounting.exact import ONE, ZERO
-from app.schemas.common import Amount, StrictModel, optional
+from app.schemas.common import Delta, StrictModel, optional
 from app.schemas.mechanisms import CELL_PATTERN, Mechanism, to_declaration
 
 
@@ -20,17 +18,9 @@ class InvocationCreate(StrictModel):
     ledger: str | None = optional(
         min_length=1, max_length=64, description="sub-ledger (split datasets only)"
     )
-    conversion_delta: Amount | None = optional(
+    conversion_delta: Delta | None = optional(
         description="δ for converting a curve-based guarantee to (ε, δ) (basic mode)"
     )
-
-    @field_validator("conversion_delta")
-    @classmethod
-    def _conversion_delta_is_a_delta(cls, value: Decimal | None) -> Decimal | None:
-        # the accounting core only checks it against the budget's δ: -1 would be recorded
-        if value is not None and not ZERO <= value < ONE:
-            raise ValueError("must be a δ: 0 ≤ conversion_delta < 1")
-        return value
 
     def to_declaration(self) -> Declaration:
         return to_declaration(self.mechanism)

@@ -1,0 +1,25 @@
+"""``benchmarks/RESULTS.md``: each benchmark owns one section between its two markers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def write_section(block: str, path: Path = RESULTS) -> None:
+    """Replace a benchmark's section: ``block`` runs from its begin marker (first line) to its
+    end marker (last line); the section is appended when the file lacks it, and the other
+    benchmarks' sections are left as they are."""
+    lines = block.strip("\n").split("\n")
+    begin, end = lines[0], lines[-1]
+    if not (begin.startswith("<!-- ") and end.startswith("<!-- ") and len(lines) > 1):
+        raise ValueError("a section starts and ends with its markers")
+    old = path.read_text("utf-8") if path.exists() else "# Benchmark results\n"
+    new_block = "\n".join(lines)
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        new = head + new_block + rest.split(end, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + new_block + "\n"
+    path.write_text(new, "utf-8")
