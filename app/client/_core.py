@@ -32,10 +32,12 @@ MechanismLike = MechanismModel | Mapping[str, Any]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-#: Retried responses: the server could not work (5xx) or a concurrent duplicate of the same
-#: idempotency key is still in flight (409 ``IdempotencyConflict``). Never any other 4xx.
+#: Retried responses: the server could not work (5xx), a concurrent duplicate of the same
+#: idempotency key is still in flight (409 ``IdempotencyConflict``), or a concurrent change
+#: made the server roll the request back (409 ``ConcurrentUpdate``: nothing was applied).
+#: Never any other 4xx.
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
-RETRY_ERROR_CODES = frozenset({"IdempotencyConflict"})
+RETRY_ERROR_CODES = frozenset({"IdempotencyConflict", "ConcurrentUpdate"})
 
 
 @dataclass(frozen=True)

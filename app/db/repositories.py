@@ -191,6 +191,19 @@ class OrganisationRepository:
         )
         return self.session.scalars(stmt).one_or_none()
 
+    def get_for_share(self, organisation_id: str) -> Organisation | None:
+        """Hold the organisation row against changes (``FOR SHARE``) while several writers may
+        hold it together: admissions under an organisation without a cap never write its row,
+        so they need only that the cap does not appear under them (setting a cap takes the row
+        ``FOR UPDATE`` and waits). SQLite serialises all writers anyway and ignores it."""
+        stmt = (
+            select(Organisation)
+            .where(Organisation.id == organisation_id)
+            .with_for_update(read=True)
+            .execution_options(populate_existing=True)
+        )
+        return self.session.scalars(stmt).one_or_none()
+
     def by_name(self, name: str) -> Organisation | None:
         return self.session.scalars(
             select(Organisation).where(Organisation.name == name)

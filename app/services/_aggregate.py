@@ -15,7 +15,7 @@ from app.db.models import Dataset, Grant, LedgerEntry, Organisation
 from app.db.uow import UnitOfWork
 from app.ledger_chain import entry_hash
 from app.services import checkpoints
-from app.services.errors import NotFound
+from app.services.errors import ConcurrentUpdate, NotFound
 from app.services.principals import Principal, Role
 
 
@@ -45,16 +45,31 @@ def visible_dataset(
 
 
 def lock_levels(
-    uow: UnitOfWork, principal: Principal, dataset_id: str
+    uow: UnitOfWork, principal: Principal, dataset_id: str, *, admitting: bool = False
 ) -> tuple[Organisation | None, Dataset, Grant | None]:
     """Lock every budget level of an invocation on ``dataset_id`` in the one fixed order
     organisation → dataset → the caller's grant (quota), so that writers spending at several
     levels never wait on each other in a cycle (no deadlocks). The dataset's organisation never
-    changes, so reading it before taking the locks is safe."""
+    changes, so reading it before taking the locks is safe.
+
+    ``admitting``: an admission under an organisation without a cap does not write the
+    organisation row, so it shares the row instead of holding it alone; otherwise every
+    admission on any dataset of the organisation would queue behind every other (the service
+    benchmark measured 76 req/s on 1,000 datasets of one organisation against 118 with one
+    organisation each). Settle and cancel may write the cap's state and always hold it alone.
+    """
     ds = uow.datasets.get(dataset_id)
     if ds is None or not may_see(uow, principal, ds):
         raise NotFound(f"dataset '{dataset_id}' not found")
-    org = uow.organisations.get_for_update(ds.organisation)
+    seen = uow.organisations.get(ds.organisation)
+    if admitting and seen is not None and seen.cap_json is None:
+        org = uow.organisations.get_for_share(ds.organisation)
+        if org is not None and org.cap_json is not None:
+            # a cap was set between the two reads: a shared lock must not be upgraded (two
+            # sharers upgrading deadlock), so the caller retries and locks the row alone
+            raise ConcurrentUpdate("the organisation's cap changed concurrently; retry")
+    else:
+        org = uow.organisations.get_for_update(ds.organisation)
     locked = uow.datasets.get_for_update(dataset_id)
     assert locked is not None
     grant = None

@@ -152,7 +152,7 @@ def register_invocation(
         "register_invocation", dataset_id=dataset_id, declaration=declaration_json, **extras
     )
     with uow:
-        org, ds, grant = lock_levels(uow, principal, dataset_id)
+        org, ds, grant = lock_levels(uow, principal, dataset_id, admitting=True)
         stored = _stored(uow, principal, idempotency_key, digest)
         if stored is not None:
             return stored
