@@ -20,7 +20,7 @@ Speed: a two-worker server takes seconds to start on a 2-core machine, so the ne
 started while the load runs and takes over once the old one is killed (it is a fresh process
 either way; after a PostgreSQL kill the service is started only after the database has
 recovered). A trial takes about 3 s, so the default run is the full 20 trials per backend
-(53 s on SQLite, 59 s on PostgreSQL, seven of them killing PostgreSQL);
+(53 s on SQLite, 59 s on PostgreSQL, six of them killing PostgreSQL);
 ``ODOMETER_KILL9_TRIALS`` changes the count. Each trial prints its seed
 (``ODOMETER_KILL9_SEED`` repeats a run's kill instants and choices).
 
