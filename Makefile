@@ -43,10 +43,12 @@ test: dev
 	  echo "chromium could not be installed: the browser tests will be skipped"
 	$(BIN)/python -m pytest
 
-## lint: ruff and mypy (strict)
+## lint: ruff (check and format), mypy --strict over app, tests and benchmarks, layer contracts
 lint: dev
 	$(BIN)/ruff check app tests migrations benchmarks
+	$(BIN)/ruff format --check app tests migrations benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache --no-logo
 
 ## openapi: regenerate the committed OpenAPI document
 openapi: install

@@ -45,9 +45,6 @@ class Settings(BaseSettings):
     db_max_overflow: int = Field(
         default=10, ge=0, validation_alias=AliasChoices("ODOMETER_DB_MAX_OVERFLOW")
     )
-    default_organisation: str = Field(
-        default="default", validation_alias=AliasChoices("ODOMETER_DEFAULT_ORGANISATION")
-    )
     #: PEM file of the Ed25519 key that signs ledger checkpoints (``odometer
     #: checkpoint-keygen``); unset = no checkpoints are signed (no silent throw-away key).
     checkpoint_key: str | None = Field(
@@ -69,10 +66,6 @@ class Settings(BaseSettings):
         if value is not None and not value.get_secret_value().strip():
             return None
         return value
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
 
 
 @lru_cache(maxsize=1)

@@ -64,7 +64,7 @@ def _median_admit_us(
     return statistics.median(times) / 1000.0
 
 
-def admission_latency() -> list[dict[str, Any]]:
+def admission_latency() -> list[dict[str | int, Any]]:
     cases: list[tuple[str, AccountingConfig, Declaration]] = [
         (
             "basic",
@@ -96,7 +96,7 @@ def admission_latency() -> list[dict[str, Any]]:
     ]
     rows = []
     for name, cfg, decl in cases:
-        row: dict[str, Any] = {"mode": name}
+        row: dict[str | int, Any] = {"mode": name}
         for n in (0, 1000, 100_000):
             state = _absorb(cfg, decl, n)
             row[n] = _median_admit_us(cfg, state, decl)
@@ -230,7 +230,7 @@ def tightness() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- report
-def render(lat: list[dict[str, Any]], speed: dict[str, Any], tight: dict[str, Any]) -> str:
+def render(lat: list[dict[str | int, Any]], speed: dict[str, Any], tight: dict[str, Any]) -> str:
     lines = [
         BEGIN,
         "## Accounting core",

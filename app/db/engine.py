@@ -61,8 +61,8 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
-            # FULL: a commit is on disk before we answer (SERVICE.md §3: no acknowledged
-            # write may be lost on a crash).
+            # FULL: a commit is on disk before we answer (no acknowledged write may be lost on
+            # a crash).
             cursor.execute("PRAGMA synchronous=FULL")
             cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             cursor.execute("PRAGMA foreign_keys=ON")

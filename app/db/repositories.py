@@ -34,8 +34,8 @@ class DatasetRepository:
     def get_for_update(self, dataset_id: str) -> Dataset | None:
         """Load the budget aggregate and hold it until the transaction ends.
 
-        Why: check-and-charge must see the state no other writer can change before commit
-        (SERVICE.md §3). On PostgreSQL this is ``SELECT … FOR UPDATE`` (a row lock, enough under
+        Why: check-and-charge must see the state no other writer can change before commit.
+        On PostgreSQL this is ``SELECT … FOR UPDATE`` (a row lock, enough under
         READ COMMITTED). SQLite drops ``FOR UPDATE``; there the write transaction already began
         with ``BEGIN IMMEDIATE`` (see :mod:`app.db.engine`), which holds the database's write
         lock. ``populate_existing`` makes sure we use the row as locked, not a cached copy.

@@ -20,7 +20,7 @@ depends_on: str | Sequence[str] | None = None
 Json = sa.JSON(none_as_null=True)
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
-# The ledger is append-only *in the database* (SERVICE.md §2): UPDATE and DELETE abort.
+# The ledger is append-only *in the database*: UPDATE and DELETE abort.
 SQLITE_TRIGGERS = (
     """CREATE TRIGGER ledger_entries_no_update BEFORE UPDATE ON ledger_entries
        BEGIN SELECT RAISE(ABORT, 'ledger_entries is append-only: UPDATE refused'); END""",

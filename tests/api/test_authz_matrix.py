@@ -1,4 +1,4 @@
-"""The role/ownership matrix (SERVICE.md §5): every route × every kind of caller.
+"""The role/ownership matrix: every route × every kind of caller.
 
 Routes are enumerated from the app, so a new route without a row here fails the test. For
 each (route, caller) the expected outcome follows one rule, checked in this order:

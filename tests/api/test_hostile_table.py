@@ -1,4 +1,4 @@
-"""Hostile numbers on every numeric field of every request body and query (SERVICE.md §4, §5).
+"""Hostile numbers on every numeric field of every request body and query.
 
 The numeric fields are enumerated mechanically from ``openapi/openapi.json``: each request-body
 schema is walked ($refs, discriminated unions, arrays, optional fields) alongside a valid base

@@ -1,4 +1,4 @@
-"""Schema fuzzing of the committed OpenAPI document with schemathesis (SERVICE.md §5).
+"""Schema fuzzing of the committed OpenAPI document with schemathesis.
 
 Every operation of ``openapi/openapi.json`` is fuzzed in-process against the ASGI app (a
 fresh, migrated SQLite database), as the admin and as a granted analyst, with schema-valid

@@ -1,11 +1,11 @@
-"""Stateful property test of the HTTP API against an exact reference model (SERVICE.md §5).
+"""Stateful property test of the HTTP API against an exact reference model.
 
 A ``hypothesis`` rule-based state machine drives the in-process app (SQLite and PostgreSQL):
 it creates datasets (``basic`` with pure/approximate DP and ODP declarations; ``zcdp`` with
 zCDP and Gaussian declarations), registers, previews, settles, cancels, changes budgets and
 replays idempotent requests. A reference model keeps every budget in ``fractions.Fraction``:
 
-* ``basic`` (ACCOUNTING.md §3.1): admit iff E + R + ε_i ≤ ε_B and D + δ_i ≤ δ_B; an ODP
+* ``basic`` (docs/accounting.md): admit iff E + R + ε_i ≤ ε_B and D + δ_i ≤ δ_B; an ODP
   declaration reserves its worst cell ε̄ and charges δ; settling to cell k moves ε̄ out of R and
   ε_k into E (δ is never refunded); cancelling returns ε̄ and δ; a budget change is refused
   (409) below E + R or D.

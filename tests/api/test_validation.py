@@ -1,4 +1,4 @@
-"""Hostile numbers and bodies: always a 4xx, never an effect (SERVICE.md §4)."""
+"""Hostile numbers and bodies: always a 4xx, never an effect."""
 
 # ruff: noqa: E501 - the table below holds literal request bodies, one per line
 

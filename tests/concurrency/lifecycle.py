@@ -1,4 +1,4 @@
-"""Mixed-lifecycle load (issue 6): many clients, every accounting mode, an auditor watching.
+"""Mixed-lifecycle load: many clients, every accounting mode, an auditor watching.
 
 The driver runs ``clients`` threads, each with its own keep-alive connection and its own
 seeded random stream, doing ``per_client`` operations over a fixed set of datasets (two per

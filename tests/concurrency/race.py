@@ -1,4 +1,4 @@
-"""The spend-race driver and its checker (SERVICE.md §5), shared by the real and the broken
+"""The spend-race driver and its checker, shared by the real and the broken
 build so that the broken build proves the checker can fail."""
 
 from __future__ import annotations

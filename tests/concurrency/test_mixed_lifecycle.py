@@ -1,4 +1,4 @@
-"""Mixed-lifecycle load (issue 6): 32 clients doing random registrations, settlements,
+"""Mixed-lifecycle load: 32 clients doing random registrations, settlements,
 cancellations, previews, budget changes and idempotent replays over ten datasets in every
 accounting mode, against a two-worker server, while an auditor polls status and the ledgers.
 

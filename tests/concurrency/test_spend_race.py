@@ -1,4 +1,4 @@
-"""The spend race (SERVICE.md §5) against a real multi-worker server, and the same checker
+"""The spend race against a real multi-worker server, and the same checker
 against deliberately broken builds to prove it can fail.
 
 Size: 64 concurrent clients; ``ODOMETER_RACE_REQUESTS`` requests each (default 50, so that

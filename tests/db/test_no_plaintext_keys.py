@@ -79,7 +79,7 @@ def _dump(backend: Backend, database: Database) -> bytes:
         if done.returncode == 0:
             return done.stdout
     # pg_dump missing or of another major version: every column of every table as text.
-    chunks = []
+    chunks: list[bytes] = []
     with database.engine.connect() as conn:
         inspector = inspect(conn)
         for table in inspector.get_table_names():

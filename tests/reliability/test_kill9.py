@@ -1,5 +1,5 @@
 """kill -9 under load: no acknowledged write is lost; retries with the same Idempotency-Key
-have exactly one effect; the ledger replays; SQLite's file is intact (SERVICE.md §5).
+have exactly one effect; the ledger replays; SQLite's file is intact.
 
 Each trial drives keyed requests from several threads against a two-worker uvicorn server -
 pure-DP registrations, ODP reservations and settlements of the reservations a client was

@@ -1,4 +1,4 @@
-"""Regression (found by the mixed-lifecycle auditor, issue 6): in ``rdp`` mode a budget
+"""Regression (found by the mixed-lifecycle auditor): in ``rdp`` mode a budget
 change must leave at least one *live* order within its threshold.
 
 Before the fix, ``_over_budget`` counted dead orders as fitting: raise the budget (a dead order
