@@ -3,6 +3,9 @@
 Each level is one more privacy filter of the pure core; an invocation is admitted only if the
 dataset, the organisation cap (when set) and the caller's quota (when set) all admit it. The
 caller holds the three aggregates (``lock_levels``); this module only decides and applies.
+The organisation cap's filter and a new organisation's row live here, not in
+:mod:`app.services.organisations`: the principals service creates organisation rows too, and
+the organisations service depends on the principals one (no import cycle).
 """
 
 from __future__ import annotations
@@ -20,16 +23,41 @@ from app.accounting import (
     admit,
     config_from_json,
     fmt,
+    initial_state,
+    make_config,
     state_from_json,
     state_to_json,
 )
 from app.accounting import cancel as accounting_cancel
 from app.accounting import settle as accounting_settle
 from app.db.models import Dataset, Grant, Organisation
-from app.services.organisations import cap_filter
+from app.services._common import utc_now
 
 ORGANISATION = "organisation"
 QUOTA = "quota"
+
+#: The filter used for bookkeeping only (settle/cancel of reservations) when no cap is set.
+_UNCAPPED = (Decimal(10) ** 6, Decimal("0.999999999999"))
+
+
+def new_organisation_row(organisation_id: str, name: str) -> Organisation:
+    """A new organisation: no cap, nothing counted."""
+    at = utc_now()
+    return Organisation(
+        id=organisation_id,
+        name=name,
+        cap_json=None,
+        cap_state_json=state_to_json(initial_state(make_config(1, 0, "add_remove", None))),
+        created_at=at,
+        updated_at=at,
+    )
+
+
+def cap_filter(org: Organisation, relation: str) -> tuple[AccountingConfig, FilterState]:
+    """The organisation-level ``basic`` filter under ``relation`` (a dataset's)."""
+    eps, dlt = (org.cap_json["epsilon"], org.cap_json["delta"]) if org.cap_json else _UNCAPPED
+    config = make_config(eps, dlt, relation, {"mode": "basic"})
+    return config, state_from_json(config, org.cap_state_json)
 
 
 @dataclass(frozen=True, slots=True)
