@@ -60,13 +60,16 @@ class MissingSeam(RuntimeError):
     """A broken build's seam no longer exists in the service (renamed or removed)."""
 
 
+_ANY = object()
+
+
 def _break(
-    module: ModuleType, name: str, replacement: Callable[..., Any], *, expected: object
+    module: ModuleType, name: str, replacement: Callable[..., Any], *, expected: object = _ANY
 ) -> Callable[..., Any]:
-    """Replace the seam ``module.name`` (which must currently be ``expected``, the real
-    function) with ``replacement``; return the real one."""
+    """Replace the seam ``module.name`` with ``replacement`` and return the real one. The seam
+    must exist and, when ``expected`` is given, still be that function."""
     real = getattr(module, name, None)
-    if real is None or real is not expected:
+    if not callable(real) or (expected is not _ANY and real is not expected):
         raise MissingSeam(
             f"{module.__name__}.{name} is {real!r}, expected {expected!r}: the seam this broken "
             "build patches was renamed or changed; update tests/concurrency/broken_builds.py"
@@ -111,20 +114,18 @@ def create_no_idempotency_app() -> FastAPI:
     def never_stored(*args: Any, **kwargs: Any) -> None:
         return None
 
-    _break(invocations, "stored_response", never_stored, expected=invocations.stored_response)
+    _break(invocations, "stored_response", never_stored)
     return create_app()
 
 
 def create_no_fingerprint_app() -> FastAPI:
-    real_stored = invocations.stored_response
-
     def stored(uow: UnitOfWork, principal: Any, key: str | None, digest: str) -> Any:
         if key is None:
             return None
         record = uow.idempotency.get(principal.id, key)
         return None if record is None else real_stored(uow, principal, key, record.fingerprint)
 
-    _break(invocations, "stored_response", stored, expected=real_stored)
+    real_stored = _break(invocations, "stored_response", stored)
     return create_app()
 
 
@@ -144,5 +145,5 @@ def create_ack_before_commit_app() -> FastAPI:
 
         threading.Thread(target=finish, daemon=True).start()
 
-    _break(invocations, "commit", commit_later, expected=invocations.commit)
+    _break(invocations, "commit", commit_later)
     return create_app()
