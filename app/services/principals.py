@@ -1,4 +1,4 @@
-"""Who is calling: principals, roles and API-key authentication (SERVICE.md §4).
+"""Who is calling: principals, roles and API-key authentication.
 
 Keys are bearer tokens ``odo_<key id>_<secret>`` (the secret is 256 random bits). Only the
 SHA-256 of the whole token is stored (a fast hash is enough for 256-bit secrets; nothing
