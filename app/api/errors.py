@@ -25,7 +25,6 @@ from app.accounting import (
 )
 from app.schemas.common import BudgetExceededBody, ErrorBody
 from app.services.errors import ServiceError
-from app.services.invocations import CREATED, OK, RecordedResponse
 
 log = logging.getLogger("odometer")
 
@@ -59,9 +58,6 @@ ERROR_STATUS: Final[dict[str, int]] = {
     **{code: 409 if conflict else 422 for code, conflict in TRANSITION_CODES.items()},
 }
 
-#: Non-error outcomes of recorded (idempotent) responses.
-OUTCOME_STATUS: Final[dict[str, int]] = {CREATED: 201, OK: 200}
-
 _CODE_OF_STATUS: Final[dict[int, str]] = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -87,15 +83,6 @@ def error_response(
     if status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse(error_payload(code, detail, **fields), status_code=status, headers=headers)
-
-
-def recorded_response(recorded: RecordedResponse) -> Response:
-    """Send a stored response byte for byte (fresh or replayed)."""
-    status = OUTCOME_STATUS.get(recorded.outcome) or ERROR_STATUS[recorded.outcome]
-    headers = {"Idempotent-Replayed": "true"} if recorded.replayed else None
-    return Response(
-        recorded.body, status_code=status, media_type="application/json", headers=headers
-    )
 
 
 def _describe(exc: Exception) -> tuple[str, str, dict[str, Any]]:

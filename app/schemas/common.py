@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -130,3 +131,11 @@ class BudgetExceededBody(ErrorBody):
     requested: dict[str, Any]
     remaining: dict[str, Any]
     ledger_seq: int
+
+
+def render(model: BaseModel) -> str:
+    """A response body as sent and stored under an idempotency key: the model's fields in
+    declaration order, an absent (``None``) top-level field left out, as compact UTF-8 JSON
+    (the same encoder as the API's JSON responses). Nested values are written as they are."""
+    fields = {name: value for name, value in model.model_dump().items() if value is not None}
+    return json.dumps(fields, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

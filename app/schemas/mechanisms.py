@@ -1,4 +1,4 @@
-"""Mechanism declarations as a discriminated union on ``type`` (ACCOUNTING.md §2).
+"""Mechanism declarations as a discriminated union on ``type``.
 
 These models give the OpenAPI document one schema per kind and refuse unknown fields; the
 accounting core's ``parse_declaration`` (closed registry) remains the authority on values and

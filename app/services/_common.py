@@ -1,9 +1,8 @@
-"""Small helpers shared by the services: ids, clock, JSON rendering, fingerprints."""
+"""Small helpers shared by the services: ids, clock, fingerprints."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -19,11 +18,6 @@ def new_id(prefix: str) -> str:
 def utc_now() -> str:
     """UTC time as fixed-width ISO 8601 text with microseconds (string order = time order)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def render_json(body: Any) -> str:
-    """Response text: compact UTF-8 JSON, the same encoder as the API's JSON responses."""
-    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def fingerprint(operation: str, **request: Any) -> str:

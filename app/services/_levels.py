@@ -1,37 +1,84 @@
-"""The budget levels above a dataset: the organisation's cap and the analyst's quota.
+"""The budget levels above a dataset, as rows: the organisation's cap and the analyst's quota.
 
-Each level is one more privacy filter of the pure core; an invocation is admitted only if the
-dataset, the organisation cap (when set) and the caller's quota (when set) all admit it. The
-caller holds the three aggregates (``lock_levels``); this module only decides and applies.
+Each level is one more privacy filter of the pure core; the rule that combines them with the
+dataset's is :func:`app.accounting.levels.decide_levels`. The caller holds the three aggregates
+(``lock_levels``); this module loads the upper levels' filters from their rows, writes their new
+states back and says what the ledger records of them. The organisation cap's filter lives here
+(not in :mod:`app.services.organisations`) because both the organisations and the principals
+services create organisation rows, and the invocations service spends at the cap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, overload
 
 from app.accounting import (
     AccountingConfig,
     Decision,
-    Declaration,
     FilterState,
-    Reservation,
-    admit,
     config_from_json,
     fmt,
+    initial_state,
+    make_config,
     state_from_json,
     state_to_json,
 )
-from app.accounting import cancel as accounting_cancel
-from app.accounting import settle as accounting_settle
+from app.accounting.levels import ORGANISATION, QUOTA, Filter, LevelOutcome
 from app.db.models import Dataset, Grant, Organisation
-from app.services.organisations import cap_filter
+from app.services._common import utc_now
 
-ORGANISATION = "organisation"
-QUOTA = "quota"
+__all__ = [
+    "ORGANISATION",
+    "QUOTA",
+    "Level",
+    "Uppers",
+    "cap_filter",
+    "level_record",
+    "new_organisation_row",
+    "organisation_level",
+    "quota_level",
+    "wire",
+]
+
+#: The filter used for bookkeeping only (settle/cancel of reservations) when no cap is set.
+_UNCAPPED = (Decimal(10) ** 6, Decimal("0.999999999999"))
 
 
+# ---------------------------------------------------------------------------- amounts
+@overload
+def wire(amount: dict[str, Any]) -> dict[str, Any]: ...
+@overload
+def wire(amount: None) -> None: ...
+def wire(amount: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A decision's amount (charge, requested, remaining, refund) as it is written to a
+    response body, a ledger entry or a row: the one place amounts leave the core's types."""
+    return amount
+
+
+# ---------------------------------------------------------------------------- organisation cap
+def new_organisation_row(organisation_id: str, name: str) -> Organisation:
+    """A new organisation: no cap, nothing counted."""
+    at = utc_now()
+    return Organisation(
+        id=organisation_id,
+        name=name,
+        cap_json=None,
+        cap_state_json=state_to_json(initial_state(make_config(1, 0, "add_remove", None))),
+        created_at=at,
+        updated_at=at,
+    )
+
+
+def cap_filter(org: Organisation, relation: str) -> tuple[AccountingConfig, FilterState]:
+    """The organisation-level ``basic`` filter under ``relation`` (a dataset's)."""
+    eps, dlt = (org.cap_json["epsilon"], org.cap_json["delta"]) if org.cap_json else _UNCAPPED
+    config = make_config(eps, dlt, relation, {"mode": "basic"})
+    return config, state_from_json(config, org.cap_state_json)
+
+
+# ---------------------------------------------------------------------------- levels
 @dataclass(frozen=True, slots=True)
 class Level:
     """One upper level's filter, as loaded under the locks."""
@@ -42,6 +89,10 @@ class Level:
     state: FilterState
     org: Organisation | None = None
     grant: Grant | None = None
+
+    @property
+    def filter(self) -> Filter:
+        return self.config, self.state
 
     def store(self, state: FilterState) -> None:
         """Write the level's new state to its row (inside the caller's transaction)."""
@@ -73,19 +124,43 @@ def quota_level(grant: Grant | None) -> Level | None:
     )
 
 
-def admit_level(
-    level: Level, declaration: Declaration, conversion_delta: Decimal | None
-) -> Decision:
-    # Upper levels are leaf filters: the dataset's sub-ledger choice does not apply to them.
-    return admit(level.config, level.state, declaration, conversion_delta=conversion_delta)
+@dataclass(frozen=True, slots=True)
+class Uppers:
+    """The upper levels of one invocation (``None``: not in force)."""
 
+    organisation: Level | None
+    quota: Level | None
 
-def finish_level(level: Level, reservation: Reservation, cell: str | None) -> Decision:
-    """Settle (``cell``) or cancel this level's share of an ODP reservation."""
-    own = replace(reservation, ledger=None)
-    if cell is None:
-        return accounting_cancel(level.config, level.state, own)
-    return accounting_settle(level.config, level.state, own, cell)
+    def present(self) -> tuple[Level, ...]:
+        """The levels in force, in the fixed order organisation, quota."""
+        return tuple(lv for lv in (self.organisation, self.quota) if lv is not None)
+
+    def filters(self) -> tuple[tuple[str, Filter], ...]:
+        return tuple((lv.name, lv.filter) for lv in self.present())
+
+    def owners(self, *, holding: bool) -> dict[str, str | None]:
+        """The invocation row's ``levels``: who holds its charge (nobody unless ``holding``)."""
+        return {
+            ORGANISATION: self.organisation.owner if holding and self.organisation else None,
+            QUOTA: self.quota.owner if holding and self.quota else None,
+        }
+
+    def apply(
+        self, outcomes: tuple[LevelOutcome, ...], *, applied: bool, budget: bool
+    ) -> dict[str, Any]:
+        """Store each level's new state (when ``applied``); return what the ledger entry
+        records of each level (with the cap's budget when ``budget``: on registration)."""
+        records: dict[str, Any] = {}
+        for level, outcome in zip(self.present(), outcomes, strict=True):
+            if applied:
+                level.store(outcome.state)
+            records[level.name] = level_record(
+                level,
+                outcome.decision,
+                applied=applied,
+                config=budget and level.name == ORGANISATION,
+            )
+        return records
 
 
 def level_record(
@@ -96,9 +171,9 @@ def level_record(
         "id": level.owner,
         "outcome": decision.outcome,
         "applied": applied,
-        "charge": decision.charge if applied else None,
-        "requested": decision.requested,
-        "refund": decision.refund if applied else None,
+        "charge": wire(decision.charge) if applied else None,
+        "requested": wire(decision.requested),
+        "refund": wire(decision.refund) if applied else None,
         "reservation": decision.reservation.to_json() if applied and decision.reservation else None,
         "state": state_to_json(decision.state if applied else level.state),
     }

@@ -1,9 +1,15 @@
 """Invocation use cases: register (admit), preview, settle, cancel, read.
 
-Register follows one path (STYLE.md): lock the aggregate → idempotency lookup → pure
-``admit`` → append the ledger entry and update the state → store the response under the
+Register follows one path: lock the levels → idempotency lookup → decide at every level
+(:func:`app.accounting.levels.decide_levels`, pure) → append the ledger entry, store the
+levels' states and the invocation row → render the response once and store it under the
 idempotency key → commit → return. A rejection is a decision, not an error: it is written to
 the ledger and recorded as an invocation with status ``rejected``, and then answered with 409.
+Settle and cancel follow the same path with the reservation's settle / cancel.
+
+Seams: the reliability tests' deliberately broken builds replace :func:`stored_response`,
+:func:`commit`, ``accounting_settle`` and ``accounting_cancel`` of this module, so these stay
+module-level names that the steps below call through the module.
 """
 
 from __future__ import annotations
@@ -13,35 +19,33 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 
-from app.accounting import (
-    Decision,
-    Declaration,
-    Reservation,
-    admit,
-    fmt,
-    state_to_json,
+from app.accounting import Decision, Declaration, Reservation, fmt, state_to_json
+from app.accounting import cancel as accounting_cancel
+from app.accounting import settle as accounting_settle
+from app.accounting.levels import (
+    DATASET,
+    Filter,
+    LevelOutcome,
+    LevelsDecision,
+    decide_levels,
+    finish_uppers,
 )
-from app.accounting import (
-    cancel as accounting_cancel,
-)
-from app.accounting import (
-    settle as accounting_settle,
-)
-from app.db.models import IdempotencyRecord, Invocation
+from app.db.models import Dataset, Grant, IdempotencyRecord, Invocation, Organisation
 from app.db.uow import UnitOfWork
+from app.schemas.common import BudgetExceededBody, render
+from app.schemas.invocations import InvocationCreated, InvocationFinished, InvocationOut, Preview
 from app.services._aggregate import append_entry, load_filter, lock_levels, visible_dataset
-from app.services._common import fingerprint, new_id, render_json, utc_now
+from app.services._common import fingerprint, new_id, utc_now
 from app.services._levels import (
     ORGANISATION,
     QUOTA,
-    Level,
-    admit_level,
-    finish_level,
-    level_record,
+    Uppers,
     organisation_level,
     quota_level,
+    wire,
 )
 from app.services.errors import (
     ConcurrentUpdate,
@@ -55,11 +59,13 @@ from app.services.principals import Principal, Role
 #: Outcome codes of recorded responses that are not errors (the API maps them to 201 / 200).
 CREATED = "created"
 OK = "ok"
+#: The outcome code of a refused registration (an error code: 409).
+BUDGET_EXCEEDED = "BudgetExceeded"
 
 
 @dataclass(frozen=True, slots=True)
 class RecordedResponse:
-    """A response built inside the transaction and stored verbatim under an idempotency key.
+    """A response rendered inside the transaction and stored verbatim under an idempotency key.
 
     ``outcome`` is :data:`CREATED`, :data:`OK` or an error code (``BudgetExceeded``);
     ``decision`` is the accounting outcome of a fresh request (``None`` for a replay).
@@ -88,8 +94,41 @@ class InvocationRequest:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """A decided registration, as written: what its response is rendered from."""
+
+    id: str
+    dataset_id: str
+    request: InvocationRequest
+    declaration: dict[str, Any]
+    levels: LevelsDecision
+    reason: str | None
+    ledger_seq: int
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A settled or cancelled reservation, as written."""
+
+    id: str
+    dataset_id: str
+    status: str  # settled | cancelled
+    cell: str | None
+    dataset: Decision
+    uppers: tuple[LevelOutcome, ...]
+    ledger_seq: int
+    at: str
+
+
+def entry_kind(status: str) -> str:
+    """The ledger entry kind of an invocation reaching ``status`` (the one place it is built)."""
+    return f"invocation_{status}"
+
+
 # ---------------------------------------------------------------------------- idempotency
-def _stored(
+def stored_response(
     uow: UnitOfWork, principal: Principal, key: str | None, digest: str
 ) -> RecordedResponse | None:
     """The stored response for ``key`` (same request), or None; a different request → 422."""
@@ -103,7 +142,7 @@ def _stored(
     return RecordedResponse(record.outcome, record.response_body, None, replayed=True)
 
 
-def _record(
+def record_response(
     uow: UnitOfWork,
     principal: Principal,
     key: str | None,
@@ -111,6 +150,7 @@ def _record(
     dataset_id: str,
     response: RecordedResponse,
 ) -> None:
+    """Store the answered bytes under ``key`` (in the transaction that did the work)."""
     if key is not None:
         uow.idempotency.add(
             IdempotencyRecord(
@@ -125,7 +165,7 @@ def _record(
         )
 
 
-def _commit(uow: UnitOfWork) -> None:
+def commit(uow: UnitOfWork) -> None:
     """Commit; a unique-constraint backstop firing means a concurrent writer won (→ 409)."""
     try:
         uow.commit()
@@ -146,194 +186,185 @@ def register_invocation(
     idempotency_key: str | None = None,
 ) -> RecordedResponse:
     """Admit, reserve or reject one invocation, atomically with its ledger entry."""
-    declaration_json = request.declaration.to_json()
-    extras = request.extras()
     digest = fingerprint(
-        "register_invocation", dataset_id=dataset_id, declaration=declaration_json, **extras
+        "register_invocation",
+        dataset_id=dataset_id,
+        declaration=request.declaration.to_json(),
+        **request.extras(),
     )
     with uow:
         org, ds, grant = lock_levels(uow, principal, dataset_id, admitting=True)
-        stored = _stored(uow, principal, idempotency_key, digest)
+        stored = stored_response(uow, principal, idempotency_key, digest)
         if stored is not None:
             return stored
-        config, state = load_filter(ds)
-        decision = admit(
-            config,
-            state,
-            request.declaration,
-            ledger=request.ledger,
-            conversion_delta=request.conversion_delta,
-        )
-        # Every level decides on the state it holds; the first refusal (in the order dataset,
-        # organisation, quota) is reported and then nothing changes at any level.
-        uppers: list[tuple[Level, Decision]] = []
-        for level in (
-            organisation_level(org, ds, admitting=True),
-            quota_level(grant),
-        ):
-            if level is not None:
-                uppers.append(
-                    (level, admit_level(level, request.declaration, request.conversion_delta))
-                )
-        refused: tuple[str, Decision] | None = None
-        if not decision.admitted:
-            refused = ("dataset", decision)
-        else:
-            for level, level_decision in uppers:
-                if not level_decision.admitted:
-                    refused = (level.name, level_decision)
-                    break
-        admitted = refused is None
-        records: dict[str, dict[str, Any]] = {}
-        for level, level_decision in uppers:
-            if admitted:
-                level.store(level_decision.state)
-            records[level.name] = level_record(
-                level, level_decision, applied=admitted, config=level.name == ORGANISATION
-            )
-        at = utc_now()
-        invocation_id = new_id("inv")
-        reservation = decision.reservation.to_json() if decision.reservation else None
-        by_dataset = refused is None or refused[0] == "dataset"
-        outcome_kind = decision.outcome if admitted else "rejected"
-        reason = decision.reason
-        if refused is not None and refused[0] != "dataset":
-            reason = f"{refused[0]} level: {refused[1].reason or 'budget exceeded'}"
-        entry = append_entry(
-            uow,
-            ds,
-            kind=f"invocation_{outcome_kind}",
-            actor=principal.id,
-            at=at,
-            invocation_id=invocation_id,
-            declaration=declaration_json,
-            request=extras,
-            # Refused above the dataset: nothing was charged here (null, not a zero charge).
-            charge=decision.charge if by_dataset else None,
-            requested=decision.requested,
-            reservation=reservation if admitted else None,
-            reason=reason,
-            state=state_to_json(decision.state if admitted else state),
-            org=records.get(ORGANISATION),
-            quota=records.get(QUOTA),
-        )
-        levels = {
-            ORGANISATION: org.id if admitted and ORGANISATION in records and org else None,
-            QUOTA: principal.id if admitted and QUOTA in records else None,
-        }
-        uow.invocations.add(
-            Invocation(
-                id=invocation_id,
-                dataset_id=ds.id,
-                status=outcome_kind,
-                kind=declaration_json["type"],
-                ledger=decision.ledger,
-                declaration=declaration_json,
-                request=extras,
-                charge=decision.charge if by_dataset else {},
-                requested=decision.requested,
-                refund=None,
-                reservation=reservation if admitted else None,
-                cell=None,
-                reason=reason,
-                actor=principal.id,
-                created_at=at,
-                updated_at=at,
-                levels=levels,
-            )
-        )
-        if refused is not None:
-            body: dict[str, Any] = {
-                "error": "BudgetExceeded",
-                "detail": reason or "budget exceeded",
-                "id": invocation_id,
-                "level": refused[0],
-                "requested": refused[1].requested,
-                "remaining": refused[1].remaining,
-                "ledger_seq": entry.seq,
-            }
-            outcome = "BudgetExceeded"
-        else:
-            body = {
-                "id": invocation_id,
-                "dataset_id": ds.id,
-                "status": decision.outcome,
-                "mechanism": declaration_json,
-                **{k: v for k, v in extras.items() if v is not None},
-                "charge": decision.charge,
-                "requested": decision.requested,
-                "remaining": decision.remaining,
-                **({"reservation": reservation} if reservation is not None else {}),
-                **(
-                    {
-                        "levels": {
-                            level.name: {
-                                "charge": d.charge,
-                                "remaining": d.remaining,
-                            }
-                            for level, d in uppers
-                        }
-                    }
-                    if uppers
-                    else {}
-                ),
-                "ledger_seq": entry.seq,
-                "created_at": at,
-            }
-            outcome = CREATED
-        response = RecordedResponse(
-            outcome, render_json(body), decision.outcome if admitted else "rejected"
-        )
-        _record(uow, principal, idempotency_key, digest, ds.id, response)
-        _commit(uow)
+        uppers = Uppers(organisation_level(org, ds, admitting=True), quota_level(grant))
+        levels = _decide(load_filter(ds), uppers, request)
+        registered = _write_registration(uow, principal, ds, request, uppers, levels)
+        response = _render_registration(registered)
+        record_response(uow, principal, idempotency_key, digest, ds.id, response)
+        commit(uow)
     return response
+
+
+def _decide(
+    dataset: Filter, uppers: Uppers, request: InvocationRequest, *, exhaustive: bool = True
+) -> LevelsDecision:
+    return decide_levels(
+        dataset,
+        request.declaration,
+        organisation=uppers.organisation.filter if uppers.organisation else None,
+        quota=uppers.quota.filter if uppers.quota else None,
+        ledger=request.ledger,
+        conversion_delta=request.conversion_delta,
+        exhaustive=exhaustive,
+    )
+
+
+def _reason(levels: LevelsDecision) -> str | None:
+    """The recorded reason: the dataset's, or the level above it that refused."""
+    refusal = levels.refusal
+    if refusal is None or levels.refused_by == DATASET:
+        return levels.dataset.decision.reason
+    return f"{levels.refused_by} level: {refusal.reason or 'budget exceeded'}"
+
+
+def _write_registration(
+    uow: UnitOfWork,
+    principal: Principal,
+    ds: Dataset,
+    request: InvocationRequest,
+    uppers: Uppers,
+    levels: LevelsDecision,
+) -> Registered:
+    """Store the levels' new states (if admitted), append the ledger entry, add the row."""
+    at, invocation_id = utc_now(), new_id("inv")
+    records = uppers.apply(levels.uppers, applied=levels.admitted, budget=True)
+    row = _invocation_row(invocation_id, ds.id, principal, request, uppers, levels, at)
+    entry = append_entry(
+        uow,
+        ds,
+        kind=entry_kind(row.status),
+        actor=principal.id,
+        at=at,
+        invocation_id=invocation_id,
+        declaration=row.declaration,
+        request=row.request,
+        charge=_dataset_charge(levels),
+        requested=row.requested,
+        reservation=row.reservation,
+        reason=row.reason,
+        state=state_to_json(levels.dataset.state),
+        org=records.get(ORGANISATION),
+        quota=records.get(QUOTA),
+    )
+    uow.invocations.add(row)
+    return Registered(
+        invocation_id, ds.id, request, row.declaration, levels, row.reason, entry.seq, at
+    )
+
+
+def _invocation_row(
+    invocation_id: str,
+    dataset_id: str,
+    principal: Principal,
+    request: InvocationRequest,
+    uppers: Uppers,
+    levels: LevelsDecision,
+    at: str,
+) -> Invocation:
+    decision, declaration = levels.dataset.decision, request.declaration.to_json()
+    return Invocation(
+        id=invocation_id,
+        dataset_id=dataset_id,
+        status=decision.outcome if levels.admitted else "rejected",
+        kind=declaration["type"],
+        ledger=decision.ledger,
+        declaration=declaration,
+        request=request.extras(),
+        charge=_dataset_charge(levels) or {},
+        requested=wire(decision.requested),
+        refund=None,
+        reservation=_reservation(decision) if levels.admitted else None,
+        cell=None,
+        reason=_reason(levels),
+        actor=principal.id,
+        created_at=at,
+        updated_at=at,
+        levels=uppers.owners(holding=levels.admitted),
+    )
+
+
+def _dataset_charge(levels: LevelsDecision) -> dict[str, Any] | None:
+    """The dataset's charge; refused above the dataset, nothing was charged here (null, not
+    a zero charge)."""
+    if levels.refused_by in (None, DATASET):
+        return wire(levels.dataset.decision.charge)
+    return None
+
+
+def _reservation(decision: Decision) -> dict[str, Any] | None:
+    return decision.reservation.to_json() if decision.reservation else None
+
+
+def _render_registration(r: Registered) -> RecordedResponse:
+    """The response to a registration: 201 with the charges, or 409 BudgetExceeded."""
+    refusal = r.levels.refusal
+    body: BaseModel
+    if refusal is not None:
+        body = BudgetExceededBody(
+            error=BUDGET_EXCEEDED,
+            detail=r.reason or "budget exceeded",
+            id=r.id,
+            level=r.levels.refused_by,
+            requested=wire(refusal.requested),
+            remaining=wire(refusal.remaining),
+            ledger_seq=r.ledger_seq,
+        )
+        return RecordedResponse(BUDGET_EXCEEDED, render(body), "rejected")
+    decision = r.levels.dataset.decision
+    body = InvocationCreated(
+        id=r.id,
+        dataset_id=r.dataset_id,
+        status=decision.outcome,
+        mechanism=r.declaration,
+        **r.request.extras(),
+        charge=wire(decision.charge),
+        requested=wire(decision.requested),
+        remaining=wire(decision.remaining),
+        reservation=_reservation(decision),
+        levels={
+            o.name: {"charge": wire(o.decision.charge), "remaining": wire(o.decision.remaining)}
+            for o in r.levels.uppers
+        }
+        or None,
+        ledger_seq=r.ledger_seq,
+        created_at=r.at,
+    )
+    return RecordedResponse(CREATED, render(body), decision.outcome)
 
 
 def preview_invocation(
     uow: UnitOfWork, principal: Principal, dataset_id: str, request: InvocationRequest
-) -> dict[str, Any]:
+) -> Preview:
     """The decision :func:`register_invocation` would take now; nothing is written."""
-    refused_by: str | None = None
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
-        config, state = load_filter(ds)
-        decision = admit(
-            config,
-            state,
-            request.declaration,
-            ledger=request.ledger,
-            conversion_delta=request.conversion_delta,
-        )
-        if not decision.admitted:
-            refused_by = "dataset"
-        else:
-            grant = uow.grants.get(ds.id, principal.id) if principal.role is Role.ANALYST else None
-            for level in (
-                organisation_level(uow.organisations.get(ds.organisation), ds, admitting=True),
-                quota_level(grant),
-            ):
-                if level is None:
-                    continue
-                level_decision = admit_level(level, request.declaration, request.conversion_delta)
-                if not level_decision.admitted:
-                    decision, refused_by = level_decision, level.name
-                    break
-    out: dict[str, Any] = {
-        "status": decision.outcome,
-        "mechanism": request.declaration.to_json(),
-        "charge": decision.charge,
-        "requested": decision.requested,
-        "remaining": decision.remaining,
-    }
-    if decision.ledger is not None:
-        out["ledger"] = decision.ledger
-    if decision.reason is not None:
-        out["reason"] = decision.reason
-    if refused_by is not None:
-        out["level"] = refused_by
-    if decision.reservation is not None:
-        out["reservation"] = decision.reservation.to_json()
-    return out
+        grant = uow.grants.get(ds.id, principal.id) if principal.role is Role.ANALYST else None
+        org = uow.organisations.get(ds.organisation)
+        uppers = Uppers(organisation_level(org, ds, admitting=True), quota_level(grant))
+        levels = _decide(load_filter(ds), uppers, request, exhaustive=False)
+    decision = levels.reported
+    return Preview(
+        status=decision.outcome,
+        mechanism=request.declaration.to_json(),
+        ledger=decision.ledger,
+        charge=wire(decision.charge),
+        requested=wire(decision.requested),
+        remaining=wire(decision.remaining),
+        reason=decision.reason,
+        level=levels.refused_by,
+        reservation=_reservation(decision),
+    )
 
 
 # ---------------------------------------------------------------------------- settle / cancel
@@ -368,96 +399,110 @@ def _finish_reservation(
     cell: str | None,
     idempotency_key: str | None,
 ) -> RecordedResponse:
+    """Settle (``cell``) or cancel (``None``) a reservation at every level that holds it."""
     operation = "cancel_invocation" if cell is None else "settle_invocation"
     digest = fingerprint(operation, dataset_id=dataset_id, invocation_id=invocation_id, cell=cell)
     with uow:
         # Lock order: organisation → dataset → grant (as on registration), then the
         # invocation the dataset owns.
         org, ds, grant = lock_levels(uow, principal, dataset_id)
-        stored = _stored(uow, principal, idempotency_key, digest)
+        stored = stored_response(uow, principal, idempotency_key, digest)
         if stored is not None:
             return stored
-        inv = _own_invocation(uow, principal, ds.id, invocation_id)
-        if inv.status != "reserved" or inv.reservation is None:
-            raise InvocationNotReserved(
-                f"invocation '{invocation_id}' is {inv.status}, not reserved", status=inv.status
-            )
-        config, state = load_filter(ds)
-        reservation = Reservation.from_json(inv.reservation)
-        if cell is None:
-            decision = accounting_cancel(config, state, reservation)
-            new_status = "cancelled"
-        else:
-            decision = accounting_settle(config, state, reservation, cell)
-            new_status = "settled"
-        # The upper levels that reserved this invocation get the same settle / cancel (a
-        # grant revoked since holds no quota any more).
-        held = inv.levels or {}
-        quota_owner = held.get(QUOTA)
-        if quota_owner is not None and (grant is None or grant.principal_id != quota_owner):
-            # Settled by someone else (the admin): the quota is the invocation's analyst's.
-            # Still the last lock taken, so the fixed order holds.
-            grant = uow.grants.get_for_update(ds.id, quota_owner)
-        records: dict[str, dict[str, Any]] = {}
-        upper: list[Level | None] = [
-            organisation_level(org, ds, admitting=False) if held.get(ORGANISATION) else None,
-            quota_level(grant) if held.get(QUOTA) else None,
-        ]
-        finished = []
-        for level in upper:
-            if level is not None:
-                level_decision = finish_level(level, reservation, cell)
-                finished.append((level, level_decision))
-        for level, level_decision in finished:
-            level.store(level_decision.state)
-            records[level.name] = level_record(level, level_decision, applied=True)
-        at = utc_now()
-        entry = append_entry(
-            uow,
-            ds,
-            kind=f"invocation_{new_status}",
-            actor=principal.id,
-            at=at,
-            invocation_id=inv.id,
-            request={"cell": cell} if cell is not None else {},
-            charge=decision.charge,
-            requested=decision.requested,
-            refund=decision.refund,
-            reservation=inv.reservation,
-            state=state_to_json(decision.state),
-            org=records.get(ORGANISATION),
-            quota=records.get(QUOTA),
-        )
-        inv.status = new_status
-        inv.charge = decision.charge
-        inv.refund = decision.refund
-        inv.cell = cell
-        inv.updated_at = at
-        body: dict[str, Any] = {
-            "id": inv.id,
-            "dataset_id": ds.id,
-            "status": new_status,
-            **({"cell": cell} if cell is not None else {}),
-            "charge": decision.charge,
-            "refund": decision.refund,
-            "remaining": decision.remaining,
-            **(
-                {
-                    "levels": {
-                        level.name: {"charge": d.charge, "refund": d.refund}
-                        for level, d in finished
-                    }
-                }
-                if finished
-                else {}
-            ),
-            "ledger_seq": entry.seq,
-            "updated_at": at,
-        }
-        response = RecordedResponse(OK, render_json(body), new_status)
-        _record(uow, principal, idempotency_key, digest, ds.id, response)
-        _commit(uow)
+        inv = _reserved_invocation(uow, principal, ds.id, invocation_id)
+        uppers = _holding_levels(uow, inv, org, ds, grant)
+        finished = _write_finish(uow, principal, ds, inv, uppers, cell)
+        response = RecordedResponse(OK, render(_finished_body(finished)), finished.status)
+        record_response(uow, principal, idempotency_key, digest, ds.id, response)
+        commit(uow)
     return response
+
+
+def _reserved_invocation(
+    uow: UnitOfWork, principal: Principal, dataset_id: str, invocation_id: str
+) -> Invocation:
+    inv = _own_invocation(uow, principal, dataset_id, invocation_id)
+    if inv.status != "reserved" or inv.reservation is None:
+        raise InvocationNotReserved(
+            f"invocation '{invocation_id}' is {inv.status}, not reserved", status=inv.status
+        )
+    return inv
+
+
+def _holding_levels(
+    uow: UnitOfWork, inv: Invocation, org: Organisation | None, ds: Dataset, grant: Grant | None
+) -> Uppers:
+    """The upper levels that reserved ``inv`` get the same settle / cancel (a grant revoked
+    since holds no quota any more)."""
+    held = inv.levels or {}
+    quota_owner = held.get(QUOTA)
+    if quota_owner is not None and (grant is None or grant.principal_id != quota_owner):
+        # Settled by someone else (the admin): the quota is the invocation's analyst's.
+        # Still the last lock taken, so the fixed order holds.
+        grant = uow.grants.get_for_update(ds.id, quota_owner)
+    return Uppers(
+        organisation_level(org, ds, admitting=False) if held.get(ORGANISATION) else None,
+        quota_level(grant) if held.get(QUOTA) else None,
+    )
+
+
+def _write_finish(
+    uow: UnitOfWork,
+    principal: Principal,
+    ds: Dataset,
+    inv: Invocation,
+    uppers: Uppers,
+    cell: str | None,
+) -> Finished:
+    """Settle / cancel at the dataset and the levels above; append the entry; update the row."""
+    assert inv.reservation is not None
+    config, state = load_filter(ds)
+    reservation = Reservation.from_json(inv.reservation)
+    if cell is None:
+        decision, status = accounting_cancel(config, state, reservation), "cancelled"
+    else:
+        decision, status = accounting_settle(config, state, reservation, cell), "settled"
+    outcomes = finish_uppers(uppers.filters(), reservation, cell)
+    records = uppers.apply(outcomes, applied=True, budget=False)
+    at = utc_now()
+    entry = append_entry(
+        uow,
+        ds,
+        kind=entry_kind(status),
+        actor=principal.id,
+        at=at,
+        invocation_id=inv.id,
+        request={"cell": cell} if cell is not None else {},
+        charge=wire(decision.charge),
+        requested=wire(decision.requested),
+        refund=wire(decision.refund),
+        reservation=inv.reservation,
+        state=state_to_json(decision.state),
+        org=records.get(ORGANISATION),
+        quota=records.get(QUOTA),
+    )
+    inv.status, inv.cell, inv.updated_at = status, cell, at
+    inv.charge, inv.refund = wire(decision.charge), wire(decision.refund)
+    return Finished(inv.id, ds.id, status, cell, decision, outcomes, entry.seq, at)
+
+
+def _finished_body(f: Finished) -> InvocationFinished:
+    return InvocationFinished(
+        id=f.id,
+        dataset_id=f.dataset_id,
+        status=f.status,
+        cell=f.cell,
+        charge=wire(f.dataset.charge),
+        refund=wire(f.dataset.refund),
+        remaining=wire(f.dataset.remaining),
+        levels={
+            o.name: {"charge": wire(o.decision.charge), "refund": wire(o.decision.refund)}
+            for o in f.uppers
+        }
+        or None,
+        ledger_seq=f.ledger_seq,
+        updated_at=f.at,
+    )
 
 
 def _own_invocation(
@@ -473,7 +518,7 @@ def _own_invocation(
 # ---------------------------------------------------------------------------- read
 def get_invocation(
     uow: UnitOfWork, principal: Principal, dataset_id: str, invocation_id: str
-) -> dict[str, Any]:
+) -> InvocationOut:
     """One invocation with its charges and the ledger entries that concern it."""
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
@@ -490,22 +535,24 @@ def get_invocation(
             }
             for e in uow.ledger.for_invocation(ds.id, inv.id)
         ]
-        return {
-            "id": inv.id,
-            "dataset_id": inv.dataset_id,
-            "status": inv.status,
-            "mechanism": inv.declaration,
-            "ledger": inv.ledger,
-            "conversion_delta": inv.request.get("conversion_delta"),
-            "charge": inv.charge,
-            "requested": inv.requested,
-            "refund": inv.refund,
-            "reservation": inv.reservation,
-            "cell": inv.cell,
-            "reason": inv.reason,
-            "actor": inv.actor,
-            "levels": inv.levels,
-            "created_at": inv.created_at,
-            "updated_at": inv.updated_at,
-            "events": events,
-        }
+        return InvocationOut.model_validate(
+            {
+                "id": inv.id,
+                "dataset_id": inv.dataset_id,
+                "status": inv.status,
+                "mechanism": inv.declaration,
+                "ledger": inv.ledger,
+                "conversion_delta": inv.request.get("conversion_delta"),
+                "charge": inv.charge,
+                "requested": inv.requested,
+                "refund": inv.refund,
+                "reservation": inv.reservation,
+                "cell": inv.cell,
+                "reason": inv.reason,
+                "actor": inv.actor,
+                "levels": inv.levels,
+                "created_at": inv.created_at,
+                "updated_at": inv.updated_at,
+                "events": events,
+            }
+        )

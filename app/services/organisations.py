@@ -16,47 +16,16 @@ counted state, and a new cap continues from it and may never be below it.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
-from app.accounting import (
-    AccountingConfig,
-    FilterState,
-    fmt,
-    initial_state,
-    make_config,
-    state_from_json,
-    state_to_json,
-    status,
-)
 from app.accounting import change_budget as accounting_change_budget
+from app.accounting import fmt, status
 from app.db.models import Organisation
 from app.db.uow import UnitOfWork
 from app.services._common import new_id, utc_now
+from app.services._levels import cap_filter, new_organisation_row
 from app.services.errors import AlreadyExists, NotFound
 from app.services.principals import Principal, Role
-
-#: The filter used for bookkeeping only (settle/cancel of reservations) when no cap is set.
-_UNCAPPED = (Decimal(10) ** 6, Decimal("0.999999999999"))
-
-
-def new_organisation_row(organisation_id: str, name: str) -> Organisation:
-    at = utc_now()
-    return Organisation(
-        id=organisation_id,
-        name=name,
-        cap_json=None,
-        cap_state_json=state_to_json(initial_state(make_config(1, 0, "add_remove", None))),
-        created_at=at,
-        updated_at=at,
-    )
-
-
-def cap_filter(org: Organisation, relation: str) -> tuple[AccountingConfig, FilterState]:
-    """The organisation-level ``basic`` filter under ``relation`` (a dataset's)."""
-    eps, dlt = (org.cap_json["epsilon"], org.cap_json["delta"]) if org.cap_json else _UNCAPPED
-    config = make_config(eps, dlt, relation, {"mode": "basic"})
-    return config, state_from_json(config, org.cap_state_json)
 
 
 def organisation_view(org: Organisation) -> dict[str, Any]:

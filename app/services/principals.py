@@ -1,4 +1,4 @@
-"""Who is calling: principals, roles and API-key authentication (SERVICE.md §4).
+"""Who is calling: principals, roles and API-key authentication.
 
 Keys are bearer tokens ``odo_<key id>_<secret>`` (the secret is 256 random bits). Only the
 SHA-256 of the whole token is stored (a fast hash is enough for 256-bit secrets; nothing
@@ -22,6 +22,7 @@ from app.db import models
 from app.db.models import ApiKey
 from app.db.uow import UnitOfWork
 from app.services._common import new_id, utc_now
+from app.services._levels import new_organisation_row
 from app.services.errors import Forbidden, NotFound, Unauthorized
 
 TOKEN_PREFIX = "odo_"
@@ -117,8 +118,6 @@ def _add_key(uow: UnitOfWork, row: models.Principal, expires_at: str | None) -> 
 
 
 def _ensure_organisation(uow: UnitOfWork, organisation: str) -> None:
-    from app.services.organisations import new_organisation_row
-
     if uow.organisations.get(organisation) is None:
         # The id is the operator's; the name must be unique too.
         name = organisation

@@ -1,4 +1,4 @@
-"""TEST ONLY: deliberately broken builds for the reliability tests of issue 6.
+"""TEST ONLY: deliberately broken builds for the reliability tests.
 
 A reliability test that never fails proves nothing, so each one was run once against a build
 broken in the way it is meant to catch. The build is chosen with the environment variable
@@ -9,6 +9,10 @@ instead of ``app.main:create_app`` when the variable names it::
     ODOMETER_TEST_BROKEN_BUILD=forget_refunds pytest tests/concurrency/test_mixed_lifecycle.py
 
 Each factory patches the service in the worker process that calls it, then builds the app.
+It patches only the seams :mod:`app.services.invocations` names as such (module-level names its
+steps call through the module), through :func:`_break`, which fails loudly when the seam is gone
+or is no longer what the build expects to replace: a renamed seam must break the build's
+start, never silently leave a "broken" build working.
 
 ``forget_refunds``  settling or cancelling an ODP reservation returns nothing: the worst-case
                     ε stays reserved (a filter that forgets refunds).
@@ -24,7 +28,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from types import ModuleType
 from typing import Any
 
 from fastapi import FastAPI
@@ -48,6 +54,28 @@ def server_factory() -> str:
     if name not in BUILDS:
         raise ValueError(f"{ENV}={name!r}: expected one of {BUILDS}")
     return f"tests.concurrency.broken_builds:create_{name}_app"
+
+
+class MissingSeam(RuntimeError):
+    """A broken build's seam no longer exists in the service (renamed or removed)."""
+
+
+_ANY = object()
+
+
+def _break(
+    module: ModuleType, name: str, replacement: Callable[..., Any], *, expected: object = _ANY
+) -> Callable[..., Any]:
+    """Replace the seam ``module.name`` with ``replacement`` and return the real one. The seam
+    must exist and, when ``expected`` is given, still be that function."""
+    real = getattr(module, name, None)
+    if not callable(real) or (expected is not _ANY and real is not expected):
+        raise MissingSeam(
+            f"{module.__name__}.{name} is {real!r}, expected {expected!r}: the seam this broken "
+            "build patches was renamed or changed; update tests/concurrency/broken_builds.py"
+        )
+    setattr(module, name, replacement)
+    return real
 
 
 # ---------------------------------------------------------------------------- forget_refunds
@@ -74,28 +102,30 @@ def create_forget_refunds_app() -> FastAPI:
     def cancel(config: Any, state: Any, reservation: Any) -> Any:
         return _keep_reservation(real_cancel(config, state, reservation), state)
 
-    # the service's own references (``from app.accounting import settle as ...``)
-    setattr(invocations, "accounting_settle", settle)  # noqa: B010
-    setattr(invocations, "accounting_cancel", cancel)  # noqa: B010
+    # the service's own references (``from app.accounting import settle as ...``): the dataset
+    # level's settle / cancel
+    _break(invocations, "accounting_settle", settle, expected=real_settle)
+    _break(invocations, "accounting_cancel", cancel, expected=real_cancel)
     return create_app()
 
 
 # ---------------------------------------------------------------------------- idempotency
 def create_no_idempotency_app() -> FastAPI:
-    invocations._stored = lambda *args, **kwargs: None
+    def never_stored(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    _break(invocations, "stored_response", never_stored)
     return create_app()
 
 
 def create_no_fingerprint_app() -> FastAPI:
-    real_stored = invocations._stored
-
     def stored(uow: UnitOfWork, principal: Any, key: str | None, digest: str) -> Any:
         if key is None:
             return None
         record = uow.idempotency.get(principal.id, key)
         return None if record is None else real_stored(uow, principal, key, record.fingerprint)
 
-    invocations._stored = stored
+    real_stored = _break(invocations, "stored_response", stored)
     return create_app()
 
 
@@ -115,5 +145,5 @@ def create_ack_before_commit_app() -> FastAPI:
 
         threading.Thread(target=finish, daemon=True).start()
 
-    invocations._commit = commit_later
+    _break(invocations, "commit", commit_later)
     return create_app()

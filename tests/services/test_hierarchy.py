@@ -13,8 +13,10 @@ from fastapi.testclient import TestClient
 
 from app import cli
 from app.db.uow import UnitOfWork
+from app.ledger_chain import GENESIS_HASH, entry_hash
 from app.services import ledger as ledger_service
 from app.services.principals import Principal, Role
+from app.services.replay import replay
 from app.settings import get_settings
 from tests.support import (
     AUTH,
@@ -270,9 +272,6 @@ def test_bootstrap_admin_prints_a_working_key(
 
 def test_replay_catches_a_forged_quota_state(client: TestClient) -> None:
     """Quota levels are replayed: a re-hashed chain with a forged quota state is caught."""
-    from app.ledger_chain import GENESIS_HASH, entry_hash
-    from app.services.replay import replay
-
     org = new_organisation(client)
     ds = _dataset(client, org, "basic", epsilon="1")
     ana, headers = new_principal(client, org, "analyst")

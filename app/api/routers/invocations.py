@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Final
 
 from fastapi import APIRouter
 from fastapi.responses import Response
 
 from app.api.deps import AnalystDep, IdempotencyKeyDep, InvocationReaderDep, MetricsDep, UowDep
-from app.api.errors import recorded_response, responses
+from app.api.errors import ERROR_STATUS, responses
 from app.schemas.invocations import (
     InvocationCreate,
     InvocationCreated,
@@ -20,6 +20,20 @@ from app.schemas.invocations import (
 from app.services import invocations as service
 
 router = APIRouter(prefix="/v1/datasets/{dataset_id}/invocations", tags=["invocations"])
+
+
+#: Non-error outcomes of recorded (idempotent) responses; the others are error codes.
+_OUTCOME_STATUS: Final[dict[str, int]] = {service.CREATED: 201, service.OK: 200}
+
+
+def recorded_response(recorded: service.RecordedResponse) -> Response:
+    """Send a stored response byte for byte (fresh or replayed): 201 for a registration, 200
+    for a settle / cancel, the error's status otherwise (a refusal: 409)."""
+    status = _OUTCOME_STATUS.get(recorded.outcome) or ERROR_STATUS[recorded.outcome]
+    headers = {"Idempotent-Replayed": "true"} if recorded.replayed else None
+    return Response(
+        recorded.body, status_code=status, media_type="application/json", headers=headers
+    )
 
 
 def _request(body: InvocationCreate) -> service.InvocationRequest:
@@ -61,7 +75,7 @@ def register_invocation(
 )
 def preview_invocation(
     dataset_id: str, body: InvocationCreate, principal: AnalystDep, uow: UowDep
-) -> dict[str, Any]:
+) -> Preview:
     """The decision a registration would get now; nothing is written."""
     return service.preview_invocation(uow, principal, dataset_id, _request(body))
 
@@ -117,6 +131,6 @@ def cancel_invocation(
 )
 def get_invocation(
     dataset_id: str, invocation_id: str, principal: InvocationReaderDep, uow: UowDep
-) -> dict[str, Any]:
+) -> InvocationOut:
     """One invocation with its charges and ledger entries."""
     return service.get_invocation(uow, principal, dataset_id, invocation_id)

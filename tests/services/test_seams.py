@@ -1,0 +1,98 @@
+"""The invocations service's seams are live, and the rendering rule of recorded bodies.
+
+The deliberately broken builds (``tests/concurrency/broken_builds.py``) replace the module-level
+seams of :mod:`app.services.invocations`. They fail loudly if a seam is renamed; this checks the
+other half: the service really calls through each seam, so replacing it changes behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from app.accounting import parse_declaration
+from app.db.uow import UnitOfWork
+from app.schemas.common import render
+from app.schemas.invocations import InvocationFinished
+from app.services import datasets, invocations
+from app.services.principals import Principal, Role
+from tests.concurrency import broken_builds
+
+ADMIN = Principal("admin", Role.ADMIN, None)
+SEAMS = ("stored_response", "commit", "accounting_settle", "accounting_cancel")
+ODP = {
+    "type": "odp",
+    "cells": [{"name": "a", "epsilon": "0.1"}, {"name": "b", "epsilon": "0.2"}],
+    "delta": "0.0000001",
+}
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, calls: list[str], name: str) -> None:
+    real: Callable[..., Any] = getattr(invocations, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(invocations, name, spy)
+
+
+def test_the_service_calls_through_every_seam(
+    uow: UnitOfWork, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds = datasets.create_dataset(
+        uow,
+        ADMIN,
+        datasets.NewDataset(
+            name="seams",
+            epsilon="1",
+            delta="0.00001",
+            relation="add_remove",
+            accounting={"mode": "basic"},
+        ),
+    )
+    calls: list[str] = []
+    for name in SEAMS:
+        _spy(monkeypatch, calls, name)
+
+    def register(key: str) -> str:
+        request = invocations.InvocationRequest(parse_declaration(ODP))
+        body = invocations.register_invocation(uow, ADMIN, ds["id"], request, key).body
+        inv_id: str = json.loads(body)["id"]
+        return inv_id
+
+    first, second = register("k1"), register("k2")
+    assert calls.count("stored_response") == 2 and calls.count("commit") == 2
+    invocations.settle_invocation(uow, ADMIN, ds["id"], first, "a")
+    invocations.cancel_invocation(uow, ADMIN, ds["id"], second)
+    assert {"accounting_settle", "accounting_cancel"} <= set(calls)
+
+
+def test_a_broken_build_refuses_a_missing_seam(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(invocations, "commit")
+    with pytest.raises(broken_builds.MissingSeam, match="commit"):
+        broken_builds.create_ack_before_commit_app()
+
+
+def test_rendering_omits_absent_fields_only_at_the_top_level() -> None:
+    body = InvocationFinished(
+        id="inv_1",
+        dataset_id="ds_1",
+        status="cancelled",
+        cell=None,
+        charge={"epsilon": "0", "delta": None},
+        refund={"epsilon": "0.2", "delta": "0"},
+        remaining={"epsilon": "1", "delta": "0.00001"},
+        levels=None,
+        ledger_seq=3,
+        updated_at="2024-01-01T00:00:00.000000Z",
+    )
+    assert render(body) == (
+        '{"id":"inv_1","dataset_id":"ds_1","status":"cancelled",'
+        '"charge":{"epsilon":"0","delta":null},"refund":{"epsilon":"0.2","delta":"0"},'
+        '"remaining":{"epsilon":"1","delta":"0.00001"},"ledger_seq":3,'
+        '"updated_at":"2024-01-01T00:00:00.000000Z"}'
+    )
