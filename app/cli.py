@@ -16,122 +16,27 @@ odometer bootstrap-admin --name NAME
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.ledger_chain import PAYLOAD_FIELDS, ChainProblem, ChainWalker, loads_strict
+from app.ledger.chain import ChainProblem, ChainWalker
+from app.ledger.formats import (
+    UnreadableLine,
+    iter_jsonl_export,
+    load_export,
+    looks_like_jsonl,
+)
 
 if TYPE_CHECKING:  # imported when used: the chain-walking process stays light
-    from app.services.checkpoints import CheckpointAudit
-    from app.services.replay import Replayer
-
-#: Export columns holding JSON objects (empty cell = null).
-_OBJECT_COLUMNS = frozenset(
-    {
-        "declaration",
-        "request",
-        "charge",
-        "requested",
-        "refund",
-        "reservation",
-        "config",
-        "state",
-        "org",
-        "quota",
-    }
-)
-_NULLABLE_TEXT_COLUMNS = frozenset({"invocation_id", "reason"})
-
-
-def load_export(text: str) -> list[dict[str, Any]]:
-    """Entries from a JSON export (``{"entries": [...]}`` or a list), a JSON-lines export
-    (``odometer export --format jsonl``) or a CSV export."""
-    from app.client.ledger import jsonl_entries
-
-    rows = jsonl_entries(text)
-    if rows is not None:
-        return rows
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        doc = json.loads(text)
-        entries = doc["entries"] if isinstance(doc, dict) else doc
-        if not isinstance(entries, list):
-            raise ValueError("a JSON export must hold a list of entries")
-        return entries
-    return _entries_from_csv(text)
-
-
-def _entries_from_csv(text: str) -> list[dict[str, Any]]:
-    reader = csv.DictReader(io.StringIO(text))
-    expected = [*PAYLOAD_FIELDS, "hash"]
-    if reader.fieldnames != expected:
-        raise ValueError(f"CSV columns must be {', '.join(expected)}")
-    entries: list[dict[str, Any]] = []
-    for row in reader:
-        entry: dict[str, Any] = {}
-        for column, cell in row.items():
-            if column == "seq":
-                entry[column] = int(cell)
-            elif column in _OBJECT_COLUMNS:
-                entry[column] = json.loads(cell) if cell else None
-            elif column in _NULLABLE_TEXT_COLUMNS:
-                entry[column] = cell or None
-            else:
-                entry[column] = cell
-        entries.append(entry)
-    return entries
-
-
-class UnreadableLine(ValueError):
-    """A line of a JSON-lines export that is not one ledger entry (or holds a binary float)."""
-
-    def __init__(self, number: int, reason: str) -> None:
-        super().__init__(f"line {number}: not a ledger entry: {reason}")
-        self.number = number
-
-
-def iter_jsonl_export(lines: Iterable[str], *, strict: bool = False) -> Iterator[dict[str, Any]]:
-    """The entries of a JSON-lines export, parsed one line at a time (bounded memory).
-
-    ``strict=True`` parses with :func:`loads_strict` (binary floats refused while parsing, so
-    the chain walk needs no float check) and raises :class:`UnreadableLine` with the line's
-    number for anything that is not one JSON object.
-    """
-    parse = loads_strict if strict else json.loads
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = parse(line)
-        except ValueError as exc:
-            if not strict:
-                raise
-            raise UnreadableLine(number, str(exc)) from None
-        if not isinstance(row, dict):
-            if strict:
-                raise UnreadableLine(number, "a JSON-lines export holds one object per line")
-            raise ValueError(f"line {number}: a JSON-lines export holds one entry per line")
-        yield row
-
-
-def _looks_like_jsonl(first_line: str) -> bool:
-    """True if the first line of an export is a whole entry (JSON lines), not the start of a
-    JSON document or a CSV header."""
-    try:
-        row = json.loads(first_line)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(row, dict) and "seq" in row and "hash" in row
-
+    from app.ledger.checkpoints import CheckpointAudit
+    from app.ledger.replay import Replayer
 
 #: From this size on, ``--jobs auto`` walks the hash chain in a second process.
 PARALLEL_FROM_BYTES = 16 * 1024 * 1024
@@ -175,7 +80,7 @@ def verify_jsonl_file(path: Path, *, jobs: int, audit: CheckpointAudit | None) -
     replays: the two halves of the work take about as long each, and the machine has cores
     to spare. Both stream, so memory stays bounded in each.
     """
-    from app.services.replay import Replayer
+    from app.ledger.replay import Replayer
 
     replayer = Replayer(check_chain=jobs == 1, strict_json=True)
     if jobs == 1:
@@ -215,7 +120,7 @@ def _load_audit(args: argparse.Namespace) -> CheckpointAudit | None:
         return None
     if args.checkpoints is None or args.public_key is None:
         raise SystemExit("odometer verify: --checkpoints and --public-key go together")
-    from app.services.checkpoints import CheckpointAudit, load_public_key, read_checkpoints
+    from app.ledger.checkpoints import CheckpointAudit, load_public_key, read_checkpoints
 
     try:
         key = load_public_key(Path(args.public_key).read_bytes())
@@ -238,7 +143,7 @@ def _say(verdict: dict[str, Any]) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from app.services.replay import replay
+    from app.ledger.replay import replay
 
     audit = _load_audit(args)
     if args.export != "-":
@@ -248,7 +153,7 @@ def _verify(args: argparse.Namespace) -> int:
             for first in stream:
                 if first.strip():
                     break
-        if _looks_like_jsonl(first):
+        if looks_like_jsonl(first):
             # Streamed: a JSON-lines export of any length is verified in bounded memory.
             jobs = args.jobs
             if jobs == 0:
@@ -269,7 +174,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _checkpoint_keygen(args: argparse.Namespace) -> int:
     """Write a new Ed25519 private key (PEM, mode 0600, never overwritten unless ``--force``)
     and print its public key: that PEM is what auditors pin, out of band."""
-    from app.services.checkpoints import generate_key_pem, key_fingerprint, public_pem
+    from app.ledger.checkpoints import generate_key_pem, key_fingerprint, public_pem
 
     path = Path(args.output)
     pem, public_key = generate_key_pem()

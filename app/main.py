@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -22,6 +23,7 @@ from app.api.routers import (
     reports,
 )
 from app.db.uow import Database
+from app.services.checkpoints import signer_from_settings
 from app.settings import Settings, get_settings
 
 API_VERSION = "1.0.0"
@@ -36,7 +38,11 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     """Build the app. ``settings`` default to the environment; ``database`` to its URL."""
     settings = settings or get_settings()
     owns_database = database is None
-    db = database or Database.from_settings(settings)
+    # The checkpoint signer is this app's (its settings'), passed to every unit of work
+    # through the database it opens them on; the engine is shared with ``database``.
+    db = replace(
+        database or Database.from_settings(settings), signer=signer_from_settings(settings)
+    )
     metrics = Metrics()
 
     @asynccontextmanager
@@ -60,7 +66,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     for module in (organisations, principals, datasets, grants, invocations, ledger, health):
         app.include_router(module.router)
     app.include_router(reports.router)  # dataset reports and the dashboard
-    app.include_router(checkpoints.router_for(settings))  # signed ledger-head checkpoints
+    app.include_router(checkpoints.router)  # signed ledger-head checkpoints
     # Added last = outermost: metrics see every response, including 413s.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -4,7 +4,7 @@ Each entry is built exactly as the service builds it (``app.services._aggregate.
 with the arguments of ``app.services.datasets.create_dataset`` / ``change_budget`` and
 ``app.services.invocations.register_invocation`` / ``_finish_reservation``): the same pure
 accounting calls (``make_config``, ``admit``, ``settle``, ``cancel``, ``change_budget``), the
-same payload fields and :func:`app.ledger_chain.entry_hash`. Only the database round trips are
+same payload fields and :func:`app.ledger.chain.entry_hash`. Only the database round trips are
 left out, which makes 10^6 entries feasible. ``tests/reliability/test_tampering.py`` checks the
 equivalence against a ledger written through the real services.
 
@@ -35,7 +35,7 @@ from app.accounting import (
     settle,
     state_to_json,
 )
-from app.ledger_chain import GENESIS_HASH, entry_hash
+from app.ledger import EntryKind, next_entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,38 +129,22 @@ def build(
     """The entries the service writes for ``create_dataset`` followed by ``ops``."""
     config = make_config(epsilon, delta, "add_remove", ACCOUNTING)
     state = initial_state(config)
-    seq = 0
-    prev = GENESIS_HASH
+    head: tuple[int, str | None] = (0, None)
 
     def entry(**fields: Any) -> dict[str, Any]:
-        nonlocal seq, prev
-        seq += 1
-        payload: dict[str, Any] = {
-            "dataset_id": dataset_id,
-            "seq": seq,
-            "kind": fields["kind"],
-            "invocation_id": fields.get("invocation_id"),
-            "actor": fields["actor"],
-            "at": fields["at"],
-            "accounting_version": ACCOUNTING_VERSION,
-            "declaration": fields.get("declaration"),
-            "request": fields.get("request"),
-            "charge": fields.get("charge"),
-            "requested": fields.get("requested"),
-            "refund": fields.get("refund"),
-            "reservation": fields.get("reservation"),
-            "reason": fields.get("reason"),
-            "config": fields.get("config"),
-            "state": fields["state"],
-            "org": None,
-            "quota": None,
-            "prev_hash": prev,
-        }
-        payload["hash"] = prev = entry_hash(payload)
-        return payload
+        nonlocal head
+        made = next_entry(
+            dataset_id=dataset_id,
+            head_seq=head[0],
+            head_hash=head[1],
+            accounting_version=ACCOUNTING_VERSION,
+            **fields,
+        )
+        head = (made.seq, made.hash)
+        return made.to_export()
 
     yield entry(
-        kind="dataset_created",
+        kind=EntryKind.DATASET_CREATED,
         actor=creator,
         at=next(times),
         request={"name": DATASET_NAME, "organisation": organisation},
@@ -173,7 +157,7 @@ def build(
         if op.kind == "budget":
             config, state = change_budget(config, state, op.epsilon, op.delta)
             yield entry(
-                kind="budget_changed",
+                kind=EntryKind.BUDGET_CHANGED,
                 actor=op.actor,
                 at=at,
                 request={
@@ -193,7 +177,7 @@ def build(
             reservation = decision.reservation.to_json() if decision.reservation else None
             admitted = decision.admitted
             yield entry(
-                kind=f"invocation_{decision.outcome if admitted else 'rejected'}",
+                kind=EntryKind.for_invocation(decision.outcome if admitted else "rejected"),
                 actor=op.actor,
                 at=at,
                 invocation_id=invocation_id,
@@ -221,7 +205,7 @@ def build(
                 status = "cancelled"
             state = fin.state
             yield entry(
-                kind=f"invocation_{status}",
+                kind=EntryKind.for_invocation(status),
                 actor=op.actor,
                 at=at,
                 invocation_id=invocation_id,

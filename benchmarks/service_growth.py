@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.ledger_chain import PAYLOAD_FIELDS
+from app.ledger.chain import PAYLOAD_FIELDS
 from benchmarks.ledger_gen import DATASET_NAME, generate
 
 _JSON_FIELDS = frozenset(

@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.ledger import EntryKind
+
 #: A ledger row's JSON columns, at the size of a service row (``pure_dp`` acceptance).
 _DECLARATION = {"type": "pure_dp", "epsilon": "0.001"}
 _REQUEST = {"ledger": None, "conversion_delta": None}
@@ -170,7 +172,7 @@ def _ledger_row(budget: str, seq: int, prev: str, spent: int) -> tuple[Any, ...]
     payload = [
         budget,
         seq,
-        "invocation_accepted",
+        EntryKind.INVOCATION_ACCEPTED.value,
         f"inv_{seq:032x}",
         "admin",
         at,
@@ -193,7 +195,7 @@ def _ledger_row(budget: str, seq: int, prev: str, spent: int) -> tuple[Any, ...]
     return (
         budget,
         seq,
-        "invocation_accepted",
+        EntryKind.INVOCATION_ACCEPTED.value,
         f"inv_{seq:032x}",
         "admin",
         at,

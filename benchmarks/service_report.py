@@ -28,7 +28,7 @@ MIN_PROFILE_SAMPLES = 50
 #: Profile categories, first match wins (a frame substring anywhere in the sampled stack).
 _CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("accounting core (`admit`)", ("app/accounting/",)),
-    ("ledger hash (canonical JSON + SHA-256)", ("ledger_chain",)),
+    ("ledger hash (canonical JSON + SHA-256)", ("app/ledger/chain",)),
     ("DB: `lock_levels` (3 SELECTs, 2 FOR UPDATE)", ("lock_levels",)),
     ("DB: flush + commit (2 INSERTs, 1 UPDATE, COMMIT)", ("_commit (app/services",)),
     ("DB: pool checkout, pre-ping, session", ("sqlalchemy/pool", "do_ping", "UnitOfWork")),

@@ -2,92 +2,41 @@
 
 - :func:`write_export` writes entries as ``json`` (the server's page document with every
   entry), ``jsonl`` (one entry per line) or ``csv`` (the server's columns and cell encoding).
-- :func:`load_entries` reads any of the three back; verification reuses the service's own
-  offline verifier (:func:`app.services.replay.replay`, the one behind ``odometer verify``).
+- :func:`load_entries` reads any of the three back; verification is the offline verifier
+  (:func:`app.ledger.replay.replay`, the one behind ``odometer verify``).
 - :func:`summarize` builds the report (status + ledger summary + replay verdict) when the
   server has no ``GET …/report``.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from typing import IO, Any, Literal
+from typing import Any
 
 from app.accounting.exact import fmt
-from app.ledger_chain import PAYLOAD_FIELDS
+from app.ledger import EntryKind
+from app.ledger.formats import EXPORT_FORMATS, ExportFormat, load_export, write_export
+from app.ledger.replay import replay
 
-ExportFormat = Literal["json", "jsonl", "csv"]
-EXPORT_FORMATS: tuple[ExportFormat, ...] = ("json", "jsonl", "csv")
-CSV_COLUMNS = (*PAYLOAD_FIELDS, "hash")
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _csv_cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, dict | list):
-        return _compact(value)
-    return str(value)
-
-
-def write_export(
-    dataset_id: str, entries: Iterable[Mapping[str, Any]], out: IO[str], format: ExportFormat
-) -> int:
-    """Stream ``entries`` to ``out``; returns how many were written."""
-    count = 0
-    if format == "jsonl":
-        for entry in entries:
-            out.write(_compact(entry) + "\n")
-            count += 1
-    elif format == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(CSV_COLUMNS)
-        for entry in entries:
-            writer.writerow([_csv_cell(entry.get(c)) for c in CSV_COLUMNS])
-            count += 1
-    elif format == "json":
-        out.write(f'{{"dataset_id":{_compact(dataset_id)},"entries":[')
-        for entry in entries:
-            out.write(("," if count else "") + "\n" + _compact(entry))
-            count += 1
-        out.write("\n]}\n")
-    else:
-        raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}")
-    return count
-
-
-def jsonl_entries(text: str) -> list[dict[str, Any]] | None:
-    """The entries of a JSON-lines export, or ``None`` if ``text`` is not one."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines or not all(line.lstrip().startswith("{") for line in lines):
-        return None
-    try:
-        rows = [json.loads(line) for line in lines]
-    except json.JSONDecodeError:
-        return None  # a JSON document spread over lines, not JSON lines
-    if all(isinstance(r, dict) and "seq" in r and "hash" in r for r in rows):
-        return rows
-    return None
+__all__ = [
+    "EXPORT_FORMATS",
+    "ExportFormat",
+    "load_entries",
+    "summarize",
+    "verify_entries",
+    "write_export",
+]
 
 
 def load_entries(text: str) -> list[dict[str, Any]]:
     """Entries of a JSON, JSONL or CSV export (what ``odometer verify`` reads)."""
-    from app.cli import load_export
-
     return load_export(text)
 
 
 def verify_entries(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Chain check and full replay through the accounting core (the service's verifier)."""
-    from app.services.replay import replay
-
+    """Chain check and full replay through the accounting core (the offline verifier's)."""
     return replay(entries).to_json()
 
 
@@ -121,7 +70,7 @@ def summarize(
     refunded = Decimal(0)
     for e in entries:
         kind, actor = e["kind"], e["actor"]
-        if kind in ("invocation_accepted", "invocation_reserved"):
+        if kind in (EntryKind.INVOCATION_ACCEPTED, EntryKind.INVOCATION_RESERVED):
             row = per_actor[actor]
             row["invocations"] += 1
             eps, dlt = _dec(e.get("charge"), "epsilon"), _dec(e.get("charge"), "delta")
@@ -130,11 +79,11 @@ def summarize(
             else:
                 row["epsilon"] += eps
             row["delta"] += dlt or 0
-        elif kind == "invocation_rejected":
+        elif kind == EntryKind.INVOCATION_REJECTED:
             per_actor[actor]["rejected"] += 1
-        elif kind in ("invocation_settled", "invocation_cancelled"):
+        elif kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED):
             row = per_actor[actor]
-            row["settled" if kind == "invocation_settled" else "cancelled"] += 1
+            row["settled" if kind == EntryKind.INVOCATION_SETTLED else "cancelled"] += 1
             eps = _dec(e.get("refund"), "epsilon") or Decimal(0)
             row["epsilon"] -= eps
             row["delta"] -= _dec(e.get("refund"), "delta") or Decimal(0)

@@ -23,7 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.ledger_chain import PAYLOAD_FIELDS
+from app.ledger.chain import PAYLOAD_FIELDS
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -100,8 +100,9 @@ class LedgerEntry(Base):
     hash: Mapped[str] = mapped_column(String(64))
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any], entry_hash: str) -> LedgerEntry:
-        return cls(**{f: payload[f] for f in PAYLOAD_FIELDS}, hash=entry_hash)
+    def from_export(cls, entry: dict[str, Any]) -> LedgerEntry:
+        """The row of an entry as hashed (:meth:`app.ledger.Entry.to_export`)."""
+        return cls(**{f: entry[f] for f in (*PAYLOAD_FIELDS, "hash")})
 
     def to_export(self) -> dict[str, Any]:
         """The entry as exported and hashed: every payload field plus ``hash``."""

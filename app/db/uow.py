@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.engine import make_engine, read_only
 from app.db.repositories import (
     ApiKeyRepository,
+    CheckpointRepository,
     DatasetRepository,
     GrantRepository,
     IdempotencyRepository,
@@ -27,12 +28,15 @@ from app.db.repositories import (
     OrganisationRepository,
     PrincipalRepository,
 )
+from app.ledger.checkpoints import Signer
 from app.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
 class Database:
-    """An engine and its two session factories (writers, readers)."""
+    """An engine and its two session factories (writers, readers), and the checkpoint signer
+    that ledger appends made through it sign with (``None``: no checkpoints; the app factory
+    sets it from its settings)."""
 
     engine: Engine
     writer: sessionmaker[Session]
@@ -41,6 +45,7 @@ class Database:
     #: polling SQLite's busy handler (whose back-off sleeps waste the lock under load).
     #: BEGIN IMMEDIATE remains the lock that counts (across processes).
     write_gate: threading.Lock | None = None
+    signer: Signer | None = None
 
     @classmethod
     def from_engine(cls, engine: Engine) -> Database:
@@ -83,6 +88,7 @@ class UnitOfWork:
     organisations: OrganisationRepository
     principals: PrincipalRepository
     grants: GrantRepository
+    checkpoints: CheckpointRepository
     session: Session
 
     def __init__(self, database: Database) -> None:
@@ -112,7 +118,13 @@ class UnitOfWork:
         self.organisations = OrganisationRepository(self.session)
         self.principals = PrincipalRepository(self.session)
         self.grants = GrantRepository(self.session)
+        self.checkpoints = CheckpointRepository(self.session)
         return self
+
+    @property
+    def signer(self) -> Signer | None:
+        """The checkpoint signer of this unit of work's database (``None``: no checkpoints)."""
+        return self._database.signer
 
     def _finish(self) -> None:
         # close() rolls back whatever was not committed and detaches the objects (without

@@ -25,7 +25,7 @@ class SubLedgerBudget(StrictModel):
 
 
 class BasicAccounting(StrictModel):
-    """Basic composition filter with ODP refunds (Algorithm 1 of seed 002)."""
+    """Basic composition filter with output-dependent refunds (Hartmann et al. 2022, Alg. 1)."""
 
     mode: Literal["basic"]
     conversion_delta: Amount | None = optional(

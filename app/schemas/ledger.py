@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
-from app.ledger_chain import ENTRY_KINDS
+from app.ledger import EntryKind as StoredKind
 
 EntryKind = Literal[
     "dataset_created",
@@ -19,11 +19,12 @@ EntryKind = Literal[
     "invocation_cancelled",
     "grant_changed",
 ]
-assert set(get_args(EntryKind)) == set(ENTRY_KINDS)
+# a literal (not the enum) keeps the OpenAPI document's inline enum; it must list every kind
+assert set(get_args(EntryKind)) == {str(k) for k in StoredKind}
 
 
 class LedgerEntryOut(BaseModel):
-    """One entry exactly as hashed (plus its ``hash``); see ``app/ledger_chain.py``."""
+    """One entry exactly as hashed, plus its ``hash`` (SHA-256 of its canonical JSON)."""
 
     dataset_id: str
     seq: int

@@ -11,10 +11,9 @@ from app.accounting import (
     config_from_json,
     state_from_json,
 )
-from app.db.models import Dataset, Grant, LedgerEntry, Organisation
+from app.db.models import Dataset, Grant, LedgerCheckpoint, LedgerEntry, Organisation
 from app.db.uow import UnitOfWork
-from app.ledger_chain import entry_hash
-from app.services import checkpoints
+from app.ledger import EntryKind, Signer, next_entry
 from app.services.errors import ConcurrentUpdate, NotFound
 from app.services.principals import Principal, Role
 
@@ -90,7 +89,7 @@ def append_entry(
     uow: UnitOfWork,
     ds: Dataset,
     *,
-    kind: str,
+    kind: EntryKind,
     actor: str,
     at: str,
     state: dict[str, Any],
@@ -106,40 +105,58 @@ def append_entry(
     org: dict[str, Any] | None = None,
     quota: dict[str, Any] | None = None,
 ) -> LedgerEntry:
-    """Append the next entry of ``ds``'s chain and move the dataset's head and state with it.
+    """Append the next entry of ``ds``'s chain and move the dataset's head and state with it;
+    sign the new head when the unit of work's signer asks for it (same transaction).
 
     The caller holds the aggregate (``visible_dataset(lock=True)`` or a new dataset), so
     ``last_seq + 1`` is the next gapless sequence number.
     """
-    payload: dict[str, Any] = {
-        "dataset_id": ds.id,
-        "seq": ds.last_seq + 1,
-        "kind": kind,
-        "invocation_id": invocation_id,
-        "actor": actor,
-        "at": at,
-        "accounting_version": ACCOUNTING_VERSION,
-        "declaration": declaration,
-        "request": request,
-        "charge": charge,
-        "requested": requested,
-        "refund": refund,
-        "reservation": reservation,
-        "reason": reason,
-        "config": config,
-        "state": state,
-        "org": org,
-        "quota": quota,
-        "prev_hash": ds.head_hash,
-    }
-    digest = entry_hash(payload)
-    entry = LedgerEntry.from_payload(payload, digest)
+    made = next_entry(
+        dataset_id=ds.id,
+        head_seq=ds.last_seq,
+        head_hash=ds.head_hash,
+        kind=kind,
+        actor=actor,
+        at=at,
+        accounting_version=ACCOUNTING_VERSION,
+        state=state,
+        invocation_id=invocation_id,
+        declaration=declaration,
+        request=request,
+        charge=charge,
+        requested=requested,
+        refund=refund,
+        reservation=reservation,
+        reason=reason,
+        config=config,
+        org=org,
+        quota=quota,
+    )
+    entry = LedgerEntry.from_export(made.to_export())
     uow.ledger.append(entry)
     ds.last_seq = entry.seq
-    ds.head_hash = digest
+    ds.head_hash = entry.hash
     ds.state_json = state
     if config is not None:
         ds.config_json = config
     ds.updated_at = at
-    checkpoints.after_append(uow, ds, entry)  # signs the head every N entries, if configured
+    signer = uow.signer
+    if signer is not None and signer.due(entry.seq):
+        record_checkpoint(uow, signer, ds.id, entry.seq, entry.hash, entry.at)
     return entry
+
+
+def record_checkpoint(
+    uow: UnitOfWork, signer: Signer, dataset_id: str, seq: int, head_hash: str, at: str
+) -> LedgerCheckpoint:
+    """Sign ``(dataset, seq, head hash)`` and store the checkpoint in the caller's transaction."""
+    row = LedgerCheckpoint(
+        dataset_id=dataset_id,
+        seq=seq,
+        head_hash=head_hash,
+        signed_at=at,
+        key_id=signer.key_id,
+        signature=signer.sign(dataset_id, seq, head_hash, at),
+    )
+    uow.checkpoints.add(row)
+    return row

@@ -21,7 +21,8 @@ from app.accounting import (
 )
 from app.db.models import Dataset
 from app.db.uow import UnitOfWork
-from app.ledger_chain import GENESIS_HASH
+from app.ledger import EntryKind
+from app.ledger.chain import GENESIS_HASH
 from app.services._aggregate import append_entry, load_filter, visible_dataset
 from app.services._common import new_id, utc_now
 from app.services.errors import NotFound
@@ -96,7 +97,7 @@ def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> di
         append_entry(
             uow,
             ds,
-            kind="dataset_created",
+            kind=EntryKind.DATASET_CREATED,
             actor=principal.id,
             at=at,
             request={"name": ds.name, "organisation": ds.organisation},
@@ -150,7 +151,7 @@ def change_budget(
         append_entry(
             uow,
             ds,
-            kind="budget_changed",
+            kind=EntryKind.BUDGET_CHANGED,
             actor=principal.id,
             at=at,
             request=budget_request(change),

@@ -24,6 +24,7 @@ from app.accounting import (
 )
 from app.db.models import Grant
 from app.db.uow import UnitOfWork
+from app.ledger import EntryKind
 from app.services._aggregate import append_entry, load_filter, visible_dataset
 from app.services._common import utc_now
 from app.services.errors import AlreadyExists, NotFound, ServiceError
@@ -113,7 +114,7 @@ def create_grant(
         append_entry(
             uow,
             ds,
-            kind="grant_changed",
+            kind=EntryKind.GRANT_CHANGED,
             actor=caller.id,
             at=at,
             request={"principal_id": principal_id, "granted": True},
@@ -148,7 +149,7 @@ def delete_grant(
         append_entry(
             uow,
             ds,
-            kind="grant_changed",
+            kind=EntryKind.GRANT_CHANGED,
             actor=caller.id,
             at=utc_now(),
             request={"principal_id": principal_id, "granted": False},

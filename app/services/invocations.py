@@ -35,6 +35,7 @@ from app.accounting.levels import (
 )
 from app.db.models import Dataset, Grant, IdempotencyRecord, Invocation, Organisation
 from app.db.uow import UnitOfWork
+from app.ledger import EntryKind
 from app.schemas.common import BudgetExceededBody, render
 from app.schemas.invocations import InvocationCreated, InvocationFinished, InvocationOut, Preview
 from app.services._aggregate import append_entry, load_filter, lock_levels, visible_dataset
@@ -122,9 +123,9 @@ class Finished:
     at: str
 
 
-def entry_kind(status: str) -> str:
+def entry_kind(status: str) -> EntryKind:
     """The ledger entry kind of an invocation reaching ``status`` (the one place it is built)."""
-    return f"invocation_{status}"
+    return EntryKind.for_invocation(status)
 
 
 # ---------------------------------------------------------------------------- idempotency

@@ -1,9 +1,9 @@
-"""A dataset's audit report (SERVICE.md: ``GET /v1/datasets/{id}/report``).
+"""A dataset's audit report (``GET /v1/datasets/{id}/report``).
 
 The report is one streaming pass over the dataset's ledger, read in batches of
 :data:`BATCH_SIZE` entries, each in its own short read transaction (like
 :func:`app.services.ledger.read_ledger`), up to the head seen when the report started. Every
-entry is fed to a :class:`~app.services.replay.Replayer` and to a :class:`_Tally`, so memory
+entry is fed to a :class:`~app.ledger.replay.Replayer` and to a :class:`_Tally`, so memory
 is bounded by the number of analysts, distinct rejection reasons (capped) and series points
 (≤ :data:`MAX_POINTS`), never by the length of the ledger.
 
@@ -22,9 +22,10 @@ from typing import Any
 
 from app.accounting import AccountingConfig, config_from_json, fmt, state_from_json, status
 from app.db.uow import UnitOfWork
+from app.ledger import EntryKind
+from app.ledger.replay import Replayer
 from app.services._aggregate import visible_dataset
 from app.services.principals import Principal
-from app.services.replay import Replayer
 
 #: Entries fetched per short read transaction.
 BATCH_SIZE = 500
@@ -38,8 +39,8 @@ MAX_PROBLEMS = 20
 #: The scalar units a charge or refund may carry (rdp curves are counted, not summed).
 UNITS = ("epsilon", "delta", "rho", "mu_squared")
 
-_CHARGING = ("invocation_accepted", "invocation_reserved")
-_RELEASING = ("invocation_settled", "invocation_cancelled")
+_CHARGING = (EntryKind.INVOCATION_ACCEPTED, EntryKind.INVOCATION_RESERVED)
+_RELEASING = (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED)
 
 
 def amounts(obj: Mapping[str, Any] | None) -> dict[str, Decimal]:
@@ -178,7 +179,7 @@ class _Tally:
             _add(row.charged, charge)
             if "epsilon" not in charge and "rho" not in charge and "mu_squared" not in charge:
                 row.curve_charges += 1
-            if kind == "invocation_accepted":
+            if kind == EntryKind.INVOCATION_ACCEPTED:
                 row.accepted += 1
             else:
                 row.reserved += 1
@@ -188,12 +189,12 @@ class _Tally:
             _add(row.charged, refund, -1)
             _add(row.refunded, refund)
             _add(self.refunds, refund)
-            if kind == "invocation_settled":
+            if kind == EntryKind.INVOCATION_SETTLED:
                 row.settled += 1
                 _add(self.odp_savings, refund)
             else:
                 row.cancelled += 1
-        elif kind == "invocation_rejected":
+        elif kind == EntryKind.INVOCATION_REJECTED:
             self.analysts.setdefault(actor, AnalystTotals()).rejected += 1
             self.rejections += 1
             self.by_level[rejection_level(entry)] += 1

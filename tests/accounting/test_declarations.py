@@ -238,4 +238,4 @@ def test_nesting_depth_is_bounded() -> None:
 def test_declarations_are_immutable() -> None:
     decl = parse_declaration({"type": "pure_dp", "epsilon": 1})
     with pytest.raises(AttributeError):
-        decl.epsilon = Decimal(2)  # type: ignore[attr-defined, misc]
+        decl.epsilon = Decimal(2)  # type: ignore[attr-defined]

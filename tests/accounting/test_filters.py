@@ -408,7 +408,7 @@ def test_split_ledgers_are_independent_and_bounded() -> None:
         },
     )
     st = initial_state(cfg)
-    d = admit(cfg, st, ODP.__class__(ODP.cells, Decimal(0)), ledger="odp")  # type: ignore[attr-defined]
+    d = admit(cfg, st, ODP.__class__(ODP.cells, Decimal(0)), ledger="odp")  # type: ignore[attr-defined, call-arg]
     assert d.outcome == "reserved" and d.reservation is not None
     assert d.reservation.ledger == "odp"
     s = settle(cfg, d.state, d.reservation, "none")

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from app.cli import load_export, main
-from app.ledger_chain import GENESIS_HASH, PAYLOAD_FIELDS, entry_hash
-from app.services.replay import replay
+from app.cli import main
+from app.ledger.chain import GENESIS_HASH, PAYLOAD_FIELDS, entry_hash
+from app.ledger.formats import load_export
+from app.ledger.replay import replay
 from tests.support import AUTH, basic_dataset
 
 

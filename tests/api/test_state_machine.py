@@ -57,8 +57,8 @@ from hypothesis.stateful import (
 )
 
 from app.accounting.exact import ZERO
+from app.ledger.replay import Replayer
 from app.services import invocations as invocation_service
-from app.services.replay import Replayer
 from tests.support import AUTH, Backend
 
 LONG = os.environ.get("ODOMETER_LONG_TESTS") == "1"

@@ -104,6 +104,7 @@ def test_the_cycle_finder_sees_a_cycle() -> None:
     "module,forbidden,contract",
     [
         ("accounting/exact.py", "import app.db.models", "The accounting core is pure"),
+        ("ledger/formats.py", "from app.services import ledger", "The ledger package knows no"),
         ("services/health.py", "from app.api import deps", "Services do not import the web"),
         ("client/errors.py", "import sqlalchemy", "The client imports nothing of the server"),
     ],
@@ -124,4 +125,4 @@ def test_a_forbidden_import_breaks_the_contracts(
     result = _lint_imports(tmp_path)
     assert result.returncode == 1, result.stdout
     added = _broken(result) - before
-    assert len(added) == 1 and next(iter(added)).startswith(contract), result.stdout
+    assert any(name.startswith(contract) for name in added), result.stdout

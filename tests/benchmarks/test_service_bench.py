@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from app.ledger.replay import replay
 from app.main import create_app
-from app.services.replay import replay
 from app.settings import Settings
 from benchmarks import service
 from benchmarks.service_growth import prefill_sqlite

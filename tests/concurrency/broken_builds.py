@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI
 
@@ -75,7 +75,7 @@ def _break(
             "build patches was renamed or changed; update tests/concurrency/broken_builds.py"
         )
     setattr(module, name, replacement)
-    return real
+    return cast(Callable[..., Any], real)
 
 
 # ---------------------------------------------------------------------------- forget_refunds

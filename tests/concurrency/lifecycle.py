@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.accounting.filters import status as filter_status
-from app.services.replay import Replayer
+from app.ledger.replay import Replayer
 from tests.support import AUTH
 
 JSON_HEADERS = {**AUTH, "content-type": "application/json"}

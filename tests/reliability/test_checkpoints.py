@@ -40,9 +40,9 @@ from sqlalchemy.exc import DBAPIError
 from app import cli
 from app.client.ledger import write_export
 from app.db.uow import Database
-from app.ledger_chain import entry_hash
+from app.ledger import checkpoints
+from app.ledger.chain import entry_hash
 from app.main import create_app
-from app.services import checkpoints
 from app.settings import Settings
 from tests.support import ADMIN_KEY, AUTH, Backend, basic_dataset, ledger, new_principal
 
@@ -77,7 +77,6 @@ def signing_client(backend: Backend, database: Database, key_file: Path) -> Iter
     )
     with TestClient(create_app(settings, database)) as c:
         yield c
-    checkpoints.configure(None)
 
 
 def _history(client: TestClient) -> str:

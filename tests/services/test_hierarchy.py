@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from app import cli
 from app.db.uow import UnitOfWork
-from app.ledger_chain import GENESIS_HASH, entry_hash
+from app.ledger.chain import GENESIS_HASH, entry_hash
+from app.ledger.replay import replay
 from app.services import ledger as ledger_service
 from app.services.principals import Principal, Role
-from app.services.replay import replay
 from app.settings import get_settings
 from tests.support import (
     AUTH,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 from fastapi.testclient import TestClient
@@ -40,7 +40,7 @@ def pg(backend: Backend) -> Iterator[None]:
     yield
 
 
-def _holding(database: Database, dataset_id: str, admitting: bool) -> Iterator[None]:
+def _holding(database: Database, dataset_id: str, admitting: bool) -> Generator[None]:
     """A transaction that has taken the levels of ``dataset_id`` and keeps them."""
     uow = UnitOfWork(database)
     with uow:

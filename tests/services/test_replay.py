@@ -11,11 +11,11 @@ import pytest
 
 from app.accounting import parse_declaration
 from app.db.uow import UnitOfWork
-from app.ledger_chain import entry_hash, verify_chain
+from app.ledger.chain import entry_hash, verify_chain
+from app.ledger.replay import replay
 from app.services import datasets, invocations, ledger
 from app.services.errors import InvocationNotReserved
 from app.services.principals import Principal, Role
-from app.services.replay import replay
 
 ADMIN = Principal("admin", Role.ADMIN, None)
 # An admin acting as analyst: analysts need a grant, whose ledger entry would shift the

@@ -12,7 +12,6 @@ from app.api.deps import GrantReaderDep, PrincipalDep, UowDep
 from app.api.errors import responses
 from app.schemas.common import ErrorBody
 from app.services import checkpoints as service
-from app.settings import Settings
 
 router = APIRouter(tags=["checkpoints"])
 
@@ -40,20 +39,13 @@ class CheckpointPageOut(BaseModel):
     checkpoints: list[CheckpointOut]
 
 
-def router_for(settings: Settings) -> APIRouter:
-    """The router, with this app's checkpoint key and policy made the process's (the ledger
-    append that signs every N entries runs below the web layer and reads it from there)."""
-    service.configure(service.signer_from_settings(settings))
-    return router
-
-
 @router.get(
     "/v1/checkpoint-key",
     name="get_checkpoint_key",
     response_model=CheckpointKeyOut,
     responses=responses(401, 503),
 )
-def get_checkpoint_key(principal: PrincipalDep) -> dict[str, Any]:
+def get_checkpoint_key(principal: PrincipalDep, uow: UowDep) -> dict[str, Any]:
     """The key checkpoints are signed with (``enabled`` false when none is configured).
 
     Any authenticated caller may read it, but it is a convenience, not the trust anchor: an
@@ -61,7 +53,7 @@ def get_checkpoint_key(principal: PrincipalDep) -> dict[str, Any]:
     served by the server under audit proves nothing about that server. Hence no reason to
     open this route to anonymous callers either.
     """
-    return service.public_key_info()
+    return service.public_key_info(uow.signer)
 
 
 @router.get(

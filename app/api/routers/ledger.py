@@ -10,8 +10,8 @@ from fastapi.responses import StreamingResponse
 
 from app.api.deps import AuditorDep, UowDep
 from app.api.errors import responses
-from app.api.export import csv_chunks, json_chunks
 from app.db.repositories import LedgerFilter
+from app.ledger.formats import csv_chunks, json_page_chunks
 from app.schemas.ledger import EntryKind, LedgerPageOut, ledger_time
 from app.services import ledger as service
 
@@ -68,4 +68,7 @@ def read_ledger(
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{dataset_id}-ledger.csv"'},
         )
-    return StreamingResponse(json_chunks(page), media_type="application/json")
+    return StreamingResponse(
+        json_page_chunks(page.dataset_id, page.head_seq, page, lambda: page.next_after_seq),
+        media_type="application/json",
+    )

@@ -1,7 +1,7 @@
-"""Replay a ledger through the accounting core and check it end to end (SERVICE.md §2).
+"""Replay a ledger through the accounting core and check it end to end.
 
 :func:`replay` takes the entries of one dataset in ``seq`` order (as exported: every payload
-field plus ``hash``), checks the hash chain (:mod:`app.ledger_chain`) and re-runs every entry:
+field plus ``hash``), checks the hash chain (:mod:`app.ledger.chain`) and re-runs every entry:
 
 - ``dataset_created``  → ``config_from_json`` + ``initial_state``
 - ``budget_changed``   → ``change_budget`` with the stored arguments
@@ -45,7 +45,8 @@ from app.accounting import (
     settle,
     state_to_json,
 )
-from app.ledger_chain import GENESIS_HASH, ChainProblem, ChainWalker
+from app.ledger.chain import GENESIS_HASH, ChainProblem, ChainWalker
+from app.ledger.entry import EntryKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +219,7 @@ def _step(
         )
     kind = entry.get("kind")
     request: Mapping[str, Any] = entry.get("request") or {}
-    if kind == "dataset_created":
+    if kind == EntryKind.DATASET_CREATED:
         if position != 1:
             raise _Mismatch("dataset_created after the first entry")
         config = config_from_json(entry["config"])
@@ -226,7 +227,7 @@ def _step(
         state = initial_state(config)
     elif config is None or state is None:
         raise _Mismatch("the ledger does not start with dataset_created")
-    elif kind == "budget_changed":
+    elif kind == EntryKind.BUDGET_CHANGED:
         config, state = change_budget(
             config,
             state,
@@ -236,9 +237,13 @@ def _step(
             delta_conversion=request.get("delta_conversion"),
         )
         _expect("config", config_to_json(config), entry["config"])
-    elif kind == "grant_changed":
+    elif kind == EntryKind.GRANT_CHANGED:
         pass
-    elif kind in ("invocation_accepted", "invocation_reserved", "invocation_rejected"):
+    elif kind in (
+        EntryKind.INVOCATION_ACCEPTED,
+        EntryKind.INVOCATION_RESERVED,
+        EntryKind.INVOCATION_REJECTED,
+    ):
         declaration = declarations.parse(entry["declaration"])
         conversion = request.get("conversion_delta")
         decision = admit(
@@ -248,7 +253,7 @@ def _step(
             ledger=request.get("ledger"),
             conversion_delta=None if conversion is None else Decimal(conversion),
         )
-        if kind == "invocation_rejected" and decision.admitted:
+        if kind == EntryKind.INVOCATION_REJECTED and decision.admitted:
             # Refused by an upper level: that level must say so, and nothing moves here.
             upper = [entry.get("org"), entry.get("quota")]
             if not any(p and p.get("outcome") == "rejected" for p in upper):
@@ -265,12 +270,12 @@ def _step(
         if decision.reservation is not None:
             reservations[str(entry["invocation_id"])] = decision.reservation
         state = decision.state
-    elif kind in ("invocation_settled", "invocation_cancelled"):
+    elif kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED):
         open_reservation = reservations.pop(str(entry["invocation_id"]), None)
         if open_reservation is None:
             raise _Mismatch("no open reservation for this invocation")
         _expect("reservation", open_reservation.to_json(), entry["reservation"])
-        if kind == "invocation_settled":
+        if kind == EntryKind.INVOCATION_SETTLED:
             decision = settle(config, state, open_reservation, request["cell"])
         else:
             decision = cancel(config, state, open_reservation)
@@ -294,7 +299,7 @@ def _quota_step(
         return
     owner = str(part["id"])
     kind = entry.get("kind")
-    if kind == "grant_changed":
+    if kind == EntryKind.GRANT_CHANGED:
         if part.get("config") is None:
             quotas.pop(owner, None)
             return
@@ -307,7 +312,11 @@ def _quota_step(
     if owner not in quotas:
         raise _Mismatch(f"quota of '{owner}' charged without a grant")
     config, state = quotas[owner]
-    if kind in ("invocation_accepted", "invocation_reserved", "invocation_rejected"):
+    if kind in (
+        EntryKind.INVOCATION_ACCEPTED,
+        EntryKind.INVOCATION_RESERVED,
+        EntryKind.INVOCATION_REJECTED,
+    ):
         request: Mapping[str, Any] = entry.get("request") or {}
         conversion = request.get("conversion_delta")
         decision = admit(
@@ -318,10 +327,10 @@ def _quota_step(
         )
         _expect("quota outcome", decision.outcome, part["outcome"])
         _expect("quota requested", decision.requested, part["requested"])
-    elif kind in ("invocation_settled", "invocation_cancelled"):
+    elif kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED):
         reservation = Reservation.from_json(entry["reservation"])
         reservation = Reservation(reservation.partition, None)
-        if kind == "invocation_settled":
+        if kind == EntryKind.INVOCATION_SETTLED:
             request = entry.get("request") or {}
             decision = settle(config, state, reservation, request["cell"])
         else:

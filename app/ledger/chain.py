@@ -1,4 +1,4 @@
-"""The ledger's canonical encoding and hash chain (SERVICE.md §2).
+"""The ledger's canonical encoding and hash chain.
 
 This module is deliberately small and free of database and web imports: the offline verifier
 (``odometer verify``) and the service share it, so an export is checked with exactly the
@@ -51,17 +51,6 @@ PAYLOAD_FIELDS: Final[tuple[str, ...]] = (
 #: Fields added with organisations (revision 0002): hashed only when not null, so entries
 #: written before they existed keep their hashes.
 OPTIONAL_FIELDS: Final[frozenset[str]] = frozenset({"org", "quota"})
-
-ENTRY_KINDS: Final[tuple[str, ...]] = (
-    "dataset_created",
-    "budget_changed",
-    "invocation_accepted",
-    "invocation_reserved",
-    "invocation_rejected",
-    "invocation_settled",
-    "invocation_cancelled",
-    "grant_changed",
-)
 
 
 def _problem(value: Any, path: str = "$") -> str | None:
