@@ -1,12 +1,12 @@
 """The accounting core: a pure library (stdlib, numpy, scipy; dp_accounting for PLD only).
 
-Nothing here imports the web or database layers (checked by ``tests/accounting/test_purity.py``).
-Public entry points: :func:`parse_declaration`, :func:`make_config`, :func:`initial_state`,
-:func:`admit`, :func:`settle`, :func:`cancel`, :func:`change_budget`, :func:`status`, and the
-lossless JSON codecs of configurations and states.
+Nothing here imports the web or database layers (checked by ``tests/accounting/test_purity.py``
+and the layer contracts). One module per accounting mode in :mod:`app.accounting.modes`; public
+entry points: :func:`parse_declaration`, :func:`make_config`, :func:`initial_state`,
+:func:`supports`, :func:`admit`, :func:`settle`, :func:`cancel`, :func:`change_budget`,
+:func:`status`, and the lossless JSON codecs of configurations and states.
 """
 
-from app.accounting.charges import UnsupportedInMode
 from app.accounting.declarations import (
     KINDS,
     Declaration,
@@ -35,7 +35,9 @@ from app.accounting.filters import (
     state_from_json,
     state_to_json,
     status,
+    supports,
 )
+from app.accounting.modes.common import UnsupportedInMode
 
 #: Recorded in every ledger row: a replay must use the same accounting rules.
 ACCOUNTING_VERSION = "1.0.0"
@@ -70,4 +72,5 @@ __all__ = [
     "state_from_json",
     "state_to_json",
     "status",
+    "supports",
 ]

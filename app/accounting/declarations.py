@@ -5,9 +5,9 @@ through a **closed registry** (:data:`KINDS`): a payload's ``"type"`` selects on
 classes below and nothing else is ever imported or constructed from a payload. A stored
 ``type`` never changes meaning; a new meaning gets a new kind (STYLE.md habit 2).
 
-The declarations say *what ran*; how it is counted lives in :mod:`app.accounting.charges`
-and :mod:`app.accounting.filters` (events kept apart from accountants, as in Google's
-``dp_accounting``).
+The declarations say *what ran*; how it is counted lives in the modes of
+:mod:`app.accounting.modes`, reached through :mod:`app.accounting.filters` (events kept apart from
+accountants, as in Google's ``dp_accounting``).
 
 Output-dependent (ODP) kinds — ``odp`` and the templates ``svt``, ``ptr``, ``iterative`` and
 ``tested_release`` — expose :meth:`OdpCapable.partition`: the named cells with their ε and the

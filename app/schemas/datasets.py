@@ -6,7 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.accounting.filters import MAX_LEDGERS, MAX_RDP_ORDERS
+from app.accounting.modes.rdp import MAX_RDP_ORDERS
+from app.accounting.modes.split import MAX_LEDGERS
 from app.schemas.common import Amount, Delta, StrictModel, optional
 
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"

@@ -8,7 +8,6 @@ from decimal import Decimal
 import pytest
 
 from app.accounting import conversions as cv
-from app.accounting.charges import UnsupportedInMode
 from app.accounting.declarations import DeclarationError, parse_declaration
 from app.accounting.filters import (
     BasicState,
@@ -27,6 +26,7 @@ from app.accounting.filters import (
     state_to_json,
     status,
 )
+from app.accounting.modes.common import UnsupportedInMode
 
 PURE_01 = parse_declaration({"type": "pure_dp", "epsilon": "0.1"})
 ODP = parse_declaration(
@@ -365,7 +365,7 @@ def test_rdp_order_dies_for_good() -> None:
     curve = parse_declaration({"type": "rdp", "orders": [2], "values": [0.01]})
     d = admit(cfg, initial_state(cfg), curve)
     assert d.outcome == "accepted"
-    assert d.state.dead == (False, True)  # type: ignore[union-attr]
+    assert d.state.dead == (False, True)
 
 
 # ---------------------------------------------------------------------------- gdp

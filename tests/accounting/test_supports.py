@@ -1,0 +1,76 @@
+"""``supports()`` is the one rule behind the 422 path: it says exactly which declaration kinds
+each mode can account, and ``admit`` refuses precisely those it says no to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.accounting import (
+    UnsupportedInMode,
+    admit,
+    initial_state,
+    make_config,
+    parse_declaration,
+    supports,
+)
+from tests.accounting.test_declarations import EXAMPLES
+
+MODES = ("basic", "zcdp", "rdp", "gdp")
+
+
+def _name(example: dict[str, Any]) -> str:
+    if example["type"] == "subsampled":
+        return f"subsampled/{example['mechanism']['type']}"
+    if example["type"] == "composed":
+        return "composed/" + "+".join(m["type"] for m in example.get("mechanisms", []) or [])
+    return str(example["type"])
+
+
+#: What each mode accepts among the examples (everything else is refused with a 422).
+SUPPORTED: dict[str, set[str]] = {
+    "basic": {_name(e) for e in EXAMPLES},
+    "zcdp": {
+        "pure_dp", "approx_dp", "zcdp", "gdp", "mcdp", "odp", "gaussian", "laplace",
+        "randomized_response", "exponential", "composed/", "composed/pure_dp+gaussian", "svt",
+        "ptr", "iterative", "tested_release",
+    },
+    "rdp": {_name(e) for e in EXAMPLES} - {"subsampled/pure_dp"},
+    "gdp": {"gdp", "gaussian"},
+}  # fmt: skip
+
+
+def _config(mode: str) -> Any:
+    relation = "add_remove"
+    return make_config(10, "1e-5", relation, {"mode": mode})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("example", EXAMPLES, ids=_name)
+def test_supports_says_exactly_what_admit_accepts(mode: str, example: dict[str, Any]) -> None:
+    config = _config(mode)
+    decl = parse_declaration(example)
+    if decl.kind == "subsampled" and decl.to_json()["scheme"] == "without_replacement":
+        config = make_config(10, "1e-5", "replace_one", {"mode": mode})
+    expected = _name(example) in SUPPORTED[mode]
+    assert supports(config, decl) is expected
+    if expected:
+        admit(config, initial_state(config), decl)
+    else:
+        with pytest.raises(UnsupportedInMode):
+            admit(config, initial_state(config), decl)
+
+
+def test_a_split_dataset_answers_for_the_named_sub_ledger() -> None:
+    half = {"epsilon": 1, "delta": "5e-7"}
+    ledgers = [
+        {"name": "a", "budget": half},
+        {"name": "g", "budget": half, "accounting": {"mode": "gdp"}},
+    ]
+    config = make_config(2, "1e-6", "add_remove", {"mode": "split", "ledgers": ledgers})
+    laplace = parse_declaration({"type": "laplace", "scale": "2", "sensitivity": "1"})
+    assert supports(config, laplace, ledger="a") is True
+    assert supports(config, laplace, ledger="g") is False
+    with pytest.raises(UnsupportedInMode, match="mode 'gdp' accepts only certified"):
+        admit(config, initial_state(config), laplace, ledger="g")
