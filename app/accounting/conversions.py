@@ -1,8 +1,8 @@
-"""Conversions between privacy notions and closed-form RDP curves (ACCOUNTING.md §4).
+"""Conversions between privacy notions and closed-form RDP curves.
 
 Every function here is a pure float computation (stdlib, numpy, scipy only).
 
-Directed rounding (ACCOUNTING.md §8):
+Directed rounding (docs/accounting.md, *Rounding*):
 
 * functions returning a *cost* (an ε, a δ for a fixed ε, an RDP value, a ρ charge) return an
   upper bound of the exact real value: the floating-point result is increased by a bound on the
@@ -393,7 +393,7 @@ def zcdp_rho_budget(epsilon: float, delta: float) -> float:
     ρ_B = sup{ρ ≥ 0 : δ_CKS(ρ, ε) ≤ δ} with δ_CKS = :func:`zcdp_delta` (Canonne–Kamath–Steinke
     2020, Cor. 13), found by float bisection on ρ. The returned ρ satisfies
     ``zcdp_delta(result, epsilon) <= delta`` as computed; since that δ is rounded up, the result
-    is below the exact supremum (rounded down). Used for ACCOUNTING.md §3.2 ρ_B.
+    is below the exact supremum (rounded down). Used for ``zcdp`` mode's ρ_B.
 
     Args:
       epsilon: target ε, finite and ≥ 0.
@@ -509,7 +509,7 @@ def gdp_mu_budget(epsilon: float, delta: float) -> float:
     μ_B = sup{μ ≥ 0 : δ_GDP(μ, ε) ≤ δ} with δ_GDP of Dong–Roth–Su 2019, Cor. 2.13, found by float
     bisection on μ (δ_GDP is increasing in μ). The result satisfies
     ``gdp_delta(result, epsilon) <= delta`` as computed, hence is below the exact root.
-    Used for ACCOUNTING.md §3.4 μ_B.
+    Used for ``gdp`` mode's μ_B.
 
     Args:
       epsilon: target ε, finite and ≥ 0.

@@ -1,9 +1,9 @@
-"""Invocation declarations: what an analyst says will run, before it runs (ACCOUNTING.md §2).
+"""Invocation declarations: what an analyst says will run, before it runs.
 
 Every kind is an immutable, validated dataclass with a canonical JSON form. Parsing goes
 through a **closed registry** (:data:`KINDS`): a payload's ``"type"`` selects one of the
 classes below and nothing else is ever imported or constructed from a payload. A stored
-``type`` never changes meaning; a new meaning gets a new kind (STYLE.md habit 2).
+``type`` never changes meaning; a new meaning gets a new kind.
 
 The declarations say *what ran*; how it is counted lives in the modes of
 :mod:`app.accounting.modes`, reached through :mod:`app.accounting.filters` (events kept apart from
@@ -11,7 +11,7 @@ accountants, as in Google's ``dp_accounting``).
 
 Output-dependent (ODP) kinds — ``odp`` and the templates ``svt``, ``ptr``, ``iterative`` and
 ``tested_release`` — expose :meth:`OdpCapable.partition`: the named cells with their ε and the
-single δ of the partition (Hartmann et al. 2022, Definition 2, seed 002).
+single δ of the partition (Hartmann et al. 2022, Definition 2).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from app.accounting.exact import (
 )
 
 # ---------------------------------------------------------------------------- limits
-#: "Absurd sizes" are rejected (ACCOUNTING.md §3.6); these bounds keep every computation
+#: "Absurd sizes" are rejected; these bounds keep every computation
 #: finite and every payload small.
 MAX_PRIVACY_PARAMETER: Final = Decimal(10) ** 6  # ε, ρ, ξ, μ, τ
 MAX_MECHANISM_PARAMETER: Final = Decimal(10) ** 12  # σ, b, Δ
@@ -145,7 +145,7 @@ class OdpPartition:
     """An ODP partition (Hartmann et al. 2022, Definition 2): named cells, each with ε_k, one δ.
 
     The mechanism is then (max_k ε_k, δ)-DP (Lemma 4), and in a basic-composition filter the
-    realised cell's ε_k is the charge (Theorem 7, Algorithm 1 line 14 of seed 002).
+    realised cell's ε_k is the charge (Hartmann et al. 2022, Theorem 7 and Algorithm 1 line 14).
     """
 
     cells: tuple[tuple[str, Decimal], ...]
@@ -278,7 +278,7 @@ class RDPCurve(Declaration):
 
 @dataclass(frozen=True, slots=True)
 class GDP(Declaration):
-    """μ-Gaussian DP (Dong–Roth–Su 2019, Def. 2.6; seed 003)."""
+    """μ-Gaussian DP (Dong–Roth–Su 2019, Def. 2.6)."""
 
     kind: ClassVar[str] = "gdp"
     mu: Decimal
@@ -294,7 +294,7 @@ class GDP(Declaration):
 
 @dataclass(frozen=True, slots=True)
 class MCDP(Declaration):
-    """(μ, τ)-mean-concentrated DP (Dwork–Rothblum 2016; seed 004).
+    """(μ, τ)-mean-concentrated DP (Dwork–Rothblum 2016).
 
     Implies (μ − τ²/2, τ²/2)-zCDP (Bun–Steinke 2016, Lemma 4.2); see
     :func:`app.accounting.conversions.mcdp_to_zcdp`.
@@ -379,7 +379,7 @@ class Laplace(Declaration):
 @dataclass(frozen=True, slots=True)
 class RandomizedResponse(Declaration):
     """Binary randomized response with parameter ε (Warner 1965): ε-DP, and its RDP curve is
-    exactly the tight pure-DP curve (Steinke 2024 blog Thm 4; theory.md §3.3)."""
+    exactly the tight pure-DP curve (Steinke 2024, Thm 4)."""
 
     kind: ClassVar[str] = "randomized_response"
     epsilon: Decimal
@@ -413,7 +413,8 @@ class Exponential(Declaration):
 # ---------------------------------------------------------------------------- ODP kinds
 @dataclass(frozen=True, slots=True)
 class ODP(Declaration, OdpCapable):
-    """An explicit ODP partition: named cells with ε_k and one δ (seed 002, Definition 2)."""
+    """An explicit ODP partition: named cells with ε_k and one δ (Hartmann et al. 2022,
+    Definition 2)."""
 
     kind: ClassVar[str] = "odp"
     cells: tuple[tuple[str, Decimal], ...]
@@ -453,7 +454,7 @@ class ODP(Declaration, OdpCapable):
 
 @dataclass(frozen=True, slots=True)
 class SVT(Declaration, OdpCapable):
-    """Sparse vector technique with at most c ⊤ answers (seed 002, Algorithm 2).
+    """Sparse vector technique with at most c ⊤ answers (Hartmann et al. 2022, Algorithm 2).
 
     Lemma 8: the cell of outputs with exactly c' ⊤ answers has ε(c') = ε₁ + (c'/c)·ε₂, and the
     mechanism is ODP with δ = 0. Cells are named ``tops=c'`` for c' = 0..c.
@@ -496,7 +497,7 @@ class SVT(Declaration, OdpCapable):
 
 @dataclass(frozen=True, slots=True)
 class PTR(Declaration, OdpCapable):
-    """Propose-test-release (seed 002, Definition 9 and Lemma 10).
+    """Propose-test-release (Hartmann et al. 2022, Definition 9 and Lemma 10).
 
     ``tests = 1``: one (ε, δ)-PTR function — released value cell 2ε, ⊥ cell ε (Def. 9 with
     the ε-DP release). ``tests = 2``: the IQR construction of Lemma 10 — value 3ε, ⊥ 2ε. δ is
@@ -532,7 +533,8 @@ class PTR(Declaration, OdpCapable):
 
 @dataclass(frozen=True, slots=True)
 class Iterative(Declaration, OdpCapable):
-    """Iterative mechanism with data-dependent early stopping (seed 002, Algorithm 3, Lemma 11).
+    """Iterative mechanism with data-dependent early stopping (Hartmann et al. 2022,
+    Algorithm 3, Lemma 11).
 
     Each step is (ε_step, δ_step)-DP; the run may stop at the declared points k_1 < … < k_n.
     With COMP = basic composition, stopping point k has ε^k = k·ε_step and δ^k = k·δ_step, and
@@ -584,7 +586,7 @@ class Iterative(Declaration, OdpCapable):
 
 @dataclass(frozen=True, slots=True)
 class TestedRelease(Declaration, OdpCapable):
-    """Output perturbation with a DP quality test (seed 002, Algorithm 5, Corollary 18).
+    """Output perturbation with a DP quality test (Hartmann et al. 2022, Algorithm 5, Corollary 18).
 
     Cells ``released`` (ε₁) and ``bottom`` (ε₂, the ⊥ answer), valid when ε₁ ≥ ε₂; one δ.
     """
@@ -623,7 +625,7 @@ class TestedRelease(Declaration, OdpCapable):
 # ---------------------------------------------------------------------------- wrappers
 @dataclass(frozen=True, slots=True)
 class Subsampled(Declaration):
-    """An inner mechanism run on a random subsample (ACCOUNTING.md §5).
+    """An inner mechanism run on a random subsample.
 
     ``poisson`` with rate q needs the add/remove relation; ``without_replacement`` (m of n)
     needs replace-one (Balle–Barthe–Gaboardi 2018). The inner kind may not be an ODP kind

@@ -1,4 +1,4 @@
-"""Exact scalar amounts with directed rounding (ACCOUNTING.md §8).
+"""Exact scalar amounts with directed rounding (docs/accounting.md, *Rounding*).
 
 Scalar ledgers (``basic`` ε and δ, ``zcdp`` ρ and δ, ``gdp`` μ²) are kept as
 :class:`decimal.Decimal`. Amounts that arrive as decimal text (``"0.1"``) are exact, so ten
@@ -6,7 +6,7 @@ charges of 0.1 fill a budget of 1.0 exactly. Values produced by transcendental c
 binary floats; they enter the ledger through :func:`cost_from_float` (rounded **up** onto a
 grid of :data:`SIGNIFICANT_DIGITS` significant digits) or :func:`budget_from_float` (rounded
 **down**). Sums of costs round up, differences that produce a remaining budget round down, so
-every inexact step errs on the side of privacy (STYLE.md habit 4).
+every inexact step errs on the side of privacy.
 
 ``Decimal("Infinity")`` is a legal cost (e.g. a Gaussian with σ = 0): it is never admitted
 because no finite budget is ≥ it. NaN never enters: every constructor rejects it.
@@ -151,11 +151,6 @@ def sub_up(a: Decimal, b: Decimal) -> Decimal:
 def mul_up(a: Decimal, b: Decimal) -> Decimal:
     """a · b rounded toward +∞."""
     return UP.multiply(a, b)
-
-
-def mul_down(a: Decimal, b: Decimal) -> Decimal:
-    """a · b rounded toward −∞."""
-    return DOWN.multiply(a, b)
 
 
 def fmt(d: Decimal) -> str:

@@ -5,7 +5,7 @@ implemented by Google's dp_accounting, ``dp_accounting.pld.PLDAccountant``) comp
 privacy-loss distributions of a fixed sequence of mechanisms and reads off the hockey-stick
 curve. It is valid only when the whole schedule is fixed in advance, which is why the service
 uses it *inside* one invocation (a DP-SGD run, a count of identical Gaussian/Laplace releases)
-and never as a filter across adaptively chosen invocations (ACCOUNTING.md §3.1, theory.md §4).
+and never as a filter across adaptively chosen invocations (docs/accounting.md, *basic*).
 
 This is the only module of ``app.accounting`` allowed to import dp_accounting.
 

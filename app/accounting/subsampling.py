@@ -1,4 +1,4 @@
-"""Privacy amplification by subsampling (ACCOUNTING.md §5).
+"""Privacy amplification by subsampling.
 
 * (ε, δ) amplification: Poisson sampling under add/remove, sampling without replacement under
   replace-one (Balle–Barthe–Gaboardi 2018).
@@ -75,7 +75,7 @@ def poisson_amplify(epsilon: float, delta: float, rate: float) -> tuple[float, f
     Balle–Barthe–Gaboardi 2018, "Privacy Amplification by Subsampling: Tight Analyses via
     Couplings and Divergences" (NeurIPS), Poisson sampling under add/remove-one; also Steinke
     2022, "Composition of Differential Privacy & Privacy Amplification by Subsampling",
-    Thm 29 (seed 000):
+    Thm 29:
 
         ε' = log(1 + q(e^ε − 1)),   δ' = qδ,
 
@@ -95,7 +95,7 @@ def wor_amplify(epsilon: float, delta: float, m: int, n: int) -> tuple[float, fl
     """(ε, δ)-DP amplified by sampling m of n records without replacement (replace-one).
 
     Balle–Barthe–Gaboardi 2018 (NeurIPS), sampling without replacement under the replace-one
-    ("substitution") relation; Steinke 2022, Thm 29 (seed 000), with γ = m/n:
+    ("substitution") relation; Steinke 2022, Thm 29, with γ = m/n:
 
         ε' = log(1 + γ(e^ε − 1)),   δ' = γδ.
 
@@ -341,7 +341,7 @@ def poisson_gaussian_rdp(rate: float, noise_multiplier: float, orders: npt.Array
 
     * integer α: A_α = Σ_{k=0}^{α} C(α,k)(1−q)^{α−k} q^k e^{(k²−k)/(2σ²)} (exact; summed as
       log1p of the non-negative excess over 1);
-    * fractional α: the two erfc series of MTZ19 §3.3 (theory.md §3.5), summing magnitudes of
+    * fractional α: the two erfc series of MTZ19 §3.3 (docs/accounting.md), summing magnitudes of
       the coefficients as dp_accounting does, with dp_accounting's truncation rule and term
       budget (1000 terms), plus a rigorous bound on the truncated tail (see
       :func:`_mtz_log_a_frac`; dp_accounting drops the tail and can be ≈1e-6 relative low for

@@ -1,7 +1,8 @@
 """Tests of app.accounting.conversions against reference vectors and dp_accounting.
 
-Reference vectors: the public reference vectors of the project's background notes (numbered
-#k below) and the tables of the seed-paper digest, §5 (Tables A, B, C, F).
+Reference vectors: public reference values (numbered #k below) and values computed
+independently of this code (scipy, cross-checked with mpmath at 40–60 digits): the exact μ-GDP
+curve ε(δ) and δ(ε), ρ-zCDP → ε by conversion method, and pure-DP zCDP constants.
 """
 
 from __future__ import annotations

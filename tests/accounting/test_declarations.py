@@ -1,4 +1,4 @@
-"""Declarations: closed registry, validation, canonical JSON (ACCOUNTING.md §2, §3.6, §7)."""
+"""Declarations: closed registry, validation, canonical JSON."""
 
 from __future__ import annotations
 

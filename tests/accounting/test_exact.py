@@ -1,4 +1,4 @@
-"""Exact scalar arithmetic (ACCOUNTING.md §8)."""
+"""Exact scalar arithmetic with directed rounding."""
 
 from __future__ import annotations
 

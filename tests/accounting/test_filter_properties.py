@@ -198,7 +198,7 @@ def test_rdp_never_overspends(history: list[Op], budget: str) -> None:
             assert live.any()  # some order never crossed its threshold
     assert isinstance(state, RDPState)
     assert np.all(np.asarray(state.rdp) >= total * (1 - 1e-12))
-    # the guarantee: at a live order, CKS δ(ε_B) ≤ w_α δ_c (theory.md §2.3)
+    # the guarantee: at a live order, CKS δ(ε_B) ≤ w_α δ_c (Canonne–Kamath–Steinke 2020, Prop. 12)
     live_idx = [i for i, dead in enumerate(state.dead) if not dead]
     assert live_idx
     if total.any():

@@ -1,4 +1,4 @@
-"""Filters per mode: exact admission decisions (ACCOUNTING.md §3)."""
+"""Filters per mode: exact admission decisions."""
 
 from __future__ import annotations
 

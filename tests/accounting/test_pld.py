@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 import pytest
@@ -13,13 +12,10 @@ from app.accounting import pld
 
 
 def test_dp_sgd_reference_vector_14_is_an_upper_bound_within_half_a_percent() -> None:
-    start = time.perf_counter()
     eps = pld.pld_epsilon_dp_sgd(1.1, 0.01, 10_000, 1e-5)
-    elapsed = time.perf_counter() - start
     ref = 5.192620  # dp_accounting PLD at discretisation 1e-4 (PRV: [5.18230, 5.20287])
     assert ref <= eps <= ref * 1.005
     assert eps < 5.632011  # tighter than RDP
-    assert elapsed < 5.0  # ≈ 0.1 s measured
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Reference vectors of ``background/reference-vectors.md`` not pinned elsewhere.
+"""Published reference vectors not pinned elsewhere.
 
 Rows and where they are tested: #1, #14 (test_subsampling), #2 (test_conversions), #3
 (test_conversions, test_filters), #4 (test_conversions), #8 (test_conversions), #10
@@ -8,7 +8,7 @@ Rows and where they are tested: #1, #14 (test_subsampling), #2 (test_conversions
 Not applicable: #5 (tree aggregation is not a declared kind), #11 (no PLD for subsampled
 Laplace; such a declaration is charged by (ε, δ) amplification instead), #13 (noise
 calibration is a client concern), #21–#23 (advanced composition is not a filter we offer;
-theory.md §1.4 recommends the zCDP route instead).
+the zCDP route is preferred).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def test_row_24_single_order_rdp_capacity(order: int, capacity: float) -> None:
 def test_row_25_filter_refuses_without_exhausting() -> None:
     """OpenDP's filter (budget 2.0) refuses 1.5 after 1.0 and then closes for good. Our
     filter refuses 1.5 too but still admits 0.5: the refusal depends only on declared
-    parameters, so continuing is sound (theory.md §2.7), and the arithmetic is exact where
+    parameters, so continuing is sound (Feldman–Zrnic 2021), and the arithmetic is exact where
     OpenDP reports 2.5000000000000004."""
     cfg = make_config(2, 0, "add_remove", None)
     st = admit(cfg, initial_state(cfg), parse_declaration({"type": "pure_dp", "epsilon": 1})).state

@@ -153,7 +153,7 @@ def _pure_epsilon(decl: Declaration) -> Decimal | None:
 
 
 def eps_delta(decl: Declaration, conversion_delta: Decimal) -> EpsDelta:
-    """The tightest sound single (ε, δ) for one invocation (ACCOUNTING.md §3.1, §4).
+    """The tightest sound single (ε, δ) for one invocation.
 
     ``conversion_delta`` is the δ spent to turn a curve-based guarantee (zCDP, RDP, GDP,
     Gaussian) into (ε, δ); it is added to the declaration's own δ. Pure kinds never use it.
@@ -265,7 +265,7 @@ def _composed_eps_delta(decl: Composed, conversion_delta: Decimal) -> EpsDelta:
     (a) basic composition of the items' (ε, δ) (Dwork–Lei 2009 / Dwork et al. 2006), the
         conversion δ split evenly over the items that need one;
     (b) RDP composition of the items' curves (each (ε, δ) item as its randomized-response curve
-        plus δ, theory.md §2.1), converted once by CKS20 Prop. 12 at the conversion δ;
+        plus δ, Steinke 2024 Thm 4), converted once by CKS20 Prop. 12 at the conversion δ;
     (c) for one repeated Gaussian, PLD accounting (tight for this fixed schedule).
     """
     if conversion_delta <= 0 or all(_pure_epsilon(d) is not None for d, _ in decl.items):
@@ -314,7 +314,7 @@ def _basic_remaining(config: BasicConfig, state: BasicState) -> dict[str, Any]:
 def _admit_basic(
     config: BasicConfig, state: BasicState, decl: Declaration, conversion_delta: Decimal | None
 ) -> Decision:
-    """Algorithm 1 of seed 002 (lines 9–10): admit iff E + reserved + max_k ε_k ≤ ε_B and
+    """Hartmann et al. 2022, Algorithm 1 (lines 9–10): admit iff E + reserved + max_k ε_k ≤ ε_B and
     D + δ_i ≤ δ_B; an ODP declaration is reserved at its worst cell, δ charged in full."""
     conv = config.conversion_delta if conversion_delta is None else conversion_delta
     if conv > config.delta:

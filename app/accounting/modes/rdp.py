@@ -172,7 +172,8 @@ def _rdp_thresholds(
     epsilon: Decimal, delta_c: Decimal, orders: tuple[float, ...], weights: tuple[float, ...]
 ) -> tuple[float, ...]:
     """B(α) = ε_B + [log(w_α δ_c) + log(α−1) − α·log(1−1/α)]/(α−1), rounded down; orders whose
-    B(α) ≤ 0 are dropped (−∞). Inverting CKS20 Prop. 12 at per-order δ w_α·δ_c (theory.md §2.3)."""
+    B(α) ≤ 0 are dropped (−∞). Inverting CKS20 Prop. 12 at per-order δ w_α·δ_c
+    (docs/accounting.md, *rdp*)."""
     eb = to_float_down(epsilon)
     dc = to_float_down(delta_c)
     out: list[float] = []
@@ -255,9 +256,9 @@ _SUBSAMPLED_ONLY_GAUSSIAN: Final = (
 def rdp_curve(
     decl: Declaration, relation: Relation, orders: FloatArray
 ) -> tuple[FloatArray, Decimal]:
-    """(ε_i(α) for α in ``orders``, δ_i) charged in ``rdp`` mode (ACCOUNTING.md §3.3).
+    """(ε_i(α) for α in ``orders``, δ_i) charged in ``rdp`` mode.
 
-    Curves (theory.md §2.1): pure ε → randomized-response curve (Steinke 2024 Thm 4);
+    Curves: pure ε → randomized-response curve (Steinke 2024 Thm 4);
     (ε, δ) → (that curve, δ); ρ → ξ + ρα; Gaussian → αΔ²/(2σ²) (Mironov 2017 Prop. 7);
     Laplace → Mironov 2017 Prop. 6; exponential → Cesar–Rogers bounded-range curve;
     Poisson-subsampled Gaussian and DP-SGD → Mironov–Talwar–Zhang 2019 (exact, fractional
@@ -412,7 +413,8 @@ def _rdp_remaining(
 
 def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decision:
     """Admit iff Σδ + δ_i ≤ δ_A and some live α has S(α) + ε_i(α) ≤ B(α); then add to every
-    S(α) (rounded up) and kill orders that crossed B(α) (theory.md §2.3; FZ21 for |Λ| = 1)."""
+    S(α) (rounded up) and kill orders that crossed B(α) (Feldman–Zrnic 2021 Thm 4.3 per order;
+    docs/accounting.md, *rdp*)."""
     grid = _grid(config.orders, config.thresholds)
     curve, delta = rdp_curve(decl, config.relation, grid.orders)
     requested = {"orders": grid.order_text, "rdp": _floats_text(curve), "delta": fmt(delta)}

@@ -133,19 +133,19 @@ def unsupported(decl: Declaration) -> str | None:
 
 
 def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
-    """(ρ, δ) charged in ``zcdp`` mode (ACCOUNTING.md §3.2).
+    """(ρ, δ) charged in ``zcdp`` mode.
 
     - ρ-zCDP / (ξ, ρ)-zCDP → ξ + ρ (RDP ξ + ρα ≤ (ξ + ρ)α for α ≥ 1; Bun–Steinke 2016 Def. 1.1);
     - pure ε (and randomized response, Laplace at ε = Δ/b) → ε·tanh(ε/2), tight
       (Steinke 2024, "Sharp RDP & zCDP from pure DP", Thm 5; ≤ ε²/2 of BS16 Prop. 1.4);
     - exponential mechanism → min(ε²/8, ε·tanh(ε/2)) (Cesar–Rogers 2021 Lemma 3.2);
     - (ε, δ) → (ε²/2, δ) (Bun–Steinke 2016 Prop. 1.13 / §8; the tighter tanh form for δ > 0
-      is unreviewed, theory.md §2.1);
+      is not used);
     - μ-GDP → μ²/2 and Gaussian → Δ²/(2σ²) (BS16 Prop. 1.6);
     - mCDP → ξ + ρ via BS16 Lemma 4.2; ODP → its worst cell as pure / approximate DP;
     - composed → Σ count·ρ, Σ count·δ (BS16 Lemma 2.3).
     RDP grid curves, subsampled mechanisms and DP-SGD are rejected: a finite grid does not
-    certify zCDP and subsampling does not improve ρ (seed 000 lower bound).
+    certify zCDP and subsampling does not improve ρ (a lower bound of Steinke 2022).
     """
     if isinstance(decl, ZCDP):
         return add_up(decl.xi, decl.rho), decl.delta
