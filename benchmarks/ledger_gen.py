@@ -164,7 +164,7 @@ def build(
                     "epsilon": op.epsilon,
                     "delta": op.delta,
                     "ledger": None,
-                    "delta_conversion": None,
+                    "final_conversion_delta": None,
                 },
                 config=config_to_json(config),
                 state=state_to_json(state),

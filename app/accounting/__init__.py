@@ -39,8 +39,9 @@ from app.accounting.filters import (
 )
 from app.accounting.modes.common import UnsupportedInMode
 
-#: Recorded in every ledger row: a replay must use the same accounting rules.
-ACCOUNTING_VERSION = "1.0.0"
+#: Recorded in every ledger row: a replay must use the same accounting rules (entries of 1.0.0,
+#: whose only difference is a field name, are read through :mod:`app.accounting.legacy`).
+ACCOUNTING_VERSION = "1.1.0"
 
 __all__ = [
     "ACCOUNTING_VERSION",

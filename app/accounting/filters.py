@@ -184,7 +184,7 @@ def change_budget(
     delta: object,
     *,
     ledger: str | None = None,
-    delta_conversion: object = None,
+    final_conversion_delta: object = None,
 ) -> tuple[AccountingConfig, FilterState]:
     """A curator raises or lowers a budget; never below what is spent or reserved. For
     ``zcdp``/``rdp`` the conversion share δ_c is kept unless given (and follows δ_B when all of
@@ -196,13 +196,15 @@ def change_budget(
     eps, dlt = budget(epsilon, delta)
     if isinstance(config, SplitConfig):
         assert isinstance(state, SplitState)
-        new_split = split_mode.change_budget(config, state, eps, dlt, ledger, delta_conversion)
+        new_split = split_mode.change_budget(
+            config, state, eps, dlt, ledger, final_conversion_delta
+        )
         return new_split, split_mode.after_budget_change(new_split, state)
     if ledger is not None:
         raise ConfigError("'ledger' is only allowed on split datasets")
     assert not isinstance(state, SplitState)
     mode = leaf_mode(config)
-    new: LeafConfig = mode.change_budget(config, state, eps, dlt, delta_conversion)
+    new: LeafConfig = mode.change_budget(config, state, eps, dlt, final_conversion_delta)
     problem = mode.over_budget(new, state)
     if problem:
         raise InvalidTransition("BudgetBelowSpent", problem)

@@ -164,14 +164,14 @@ def change_budget(
     epsilon: Number,
     delta: Number,
     ledger: str | None,
-    delta_conversion: Number | None,
+    final_conversion_delta: Number | None,
     idempotency_key: str | None,
 ) -> Call[Dataset]:
     data: dict[str, Any] = {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)}
     if ledger is not None:
         data["ledger"] = ledger
-    if delta_conversion is not None:
-        data["delta_conversion"] = _amount_text(delta_conversion)
+    if final_conversion_delta is not None:
+        data["final_conversion_delta"] = _amount_text(final_conversion_delta)
     return Call(
         "PATCH",
         f"/v1/datasets/{ds}/budget",

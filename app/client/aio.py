@@ -121,7 +121,7 @@ class AsyncOdometerClient:
         delta: Number,
         *,
         ledger: str | None = None,
-        delta_conversion: Number | None = None,
+        final_conversion_delta: Number | None = None,
         idempotency_key: str | None = None,
     ) -> Dataset:
         """New target (ε, δ) (never below spent + reserved: ``Conflict`` BudgetBelowSpent)."""
@@ -131,7 +131,7 @@ class AsyncOdometerClient:
                 epsilon,
                 delta,
                 ledger,
-                delta_conversion,
+                final_conversion_delta,
                 idempotency_key,
             )
         )

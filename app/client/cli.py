@@ -157,7 +157,7 @@ def _budget_set(args: argparse.Namespace, client: OdometerClient, out: TextIO) -
         args.epsilon,
         args.delta,
         ledger=args.ledger,
-        delta_conversion=args.delta_conversion,
+        final_conversion_delta=args.final_conversion_delta,
     )
     if args.json:
         _dump(ds.raw, out)
@@ -379,7 +379,7 @@ def register(sub: Any) -> None:
     bset.add_argument("--epsilon", required=True)
     bset.add_argument("--delta", required=True)
     bset.add_argument("--ledger", help="sub-ledger of a split dataset")
-    bset.add_argument("--delta-conversion")
+    bset.add_argument("--final-conversion-delta")
     bset.set_defaults(run=_client_command(_budget_set))
 
     grant = sub.add_parser("grant", parents=[common], help="grant an analyst a dataset (server)")

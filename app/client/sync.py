@@ -120,7 +120,7 @@ class OdometerClient:
         delta: Number,
         *,
         ledger: str | None = None,
-        delta_conversion: Number | None = None,
+        final_conversion_delta: Number | None = None,
         idempotency_key: str | None = None,
     ) -> Dataset:
         """New target (ε, δ) (never below spent + reserved: ``Conflict`` BudgetBelowSpent)."""
@@ -130,7 +130,7 @@ class OdometerClient:
                 epsilon,
                 delta,
                 ledger,
-                delta_conversion,
+                final_conversion_delta,
                 idempotency_key,
             )
         )

@@ -41,6 +41,7 @@ from app.accounting import (
     config_from_json,
     config_to_json,
     initial_state,
+    legacy,
     parse_declaration,
     settle,
     state_to_json,
@@ -156,6 +157,7 @@ class Replayer:
         if self.stopped:
             return
         try:
+            entry = _current(entry)
             self.config, self.state = _step(
                 entry, position, self.config, self.state, self.reservations, self.declarations
             )
@@ -204,6 +206,20 @@ class Replayer:
         )
 
 
+def _current(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The entry in today's field names: as written, or upgraded from an earlier accounting
+    version this verifier still reads (:mod:`app.accounting.legacy`)."""
+    version = entry.get("accounting_version")
+    if version == ACCOUNTING_VERSION:
+        return entry
+    if version == legacy.VERSION_1_0:
+        return legacy.upgrade_entry(entry)
+    raise _Mismatch(
+        f"recorded with accounting version {version!r}; this verifier implements "
+        f"{ACCOUNTING_VERSION!r} (and reads {legacy.VERSION_1_0!r})"
+    )
+
+
 def _step(
     entry: Mapping[str, Any],
     position: int,
@@ -212,11 +228,6 @@ def _step(
     reservations: dict[str, Reservation],
     declarations: _Declarations,
 ) -> tuple[AccountingConfig, FilterState]:
-    if entry.get("accounting_version") != ACCOUNTING_VERSION:
-        raise _Mismatch(
-            f"recorded with accounting version {entry.get('accounting_version')!r}; this "
-            f"verifier implements {ACCOUNTING_VERSION!r}"
-        )
     kind = entry.get("kind")
     request: Mapping[str, Any] = entry.get("request") or {}
     if kind == EntryKind.DATASET_CREATED:
@@ -234,7 +245,7 @@ def _step(
             request["epsilon"],
             request["delta"],
             ledger=request.get("ledger"),
-            delta_conversion=request.get("delta_conversion"),
+            final_conversion_delta=request.get("final_conversion_delta"),
         )
         _expect("config", config_to_json(config), entry["config"])
     elif kind == EntryKind.GRANT_CHANGED:

@@ -38,14 +38,14 @@ class ZcdpAccounting(StrictModel):
     """Approximate zCDP filter; δ_B = δ_A + δ_conversion."""
 
     mode: Literal["zcdp"]
-    delta_conversion: Amount | None = optional()
+    final_conversion_delta: Amount | None = optional()
 
 
 class RdpAccounting(StrictModel):
     """Approximate RDP filter over a fixed order grid with weights."""
 
     mode: Literal["rdp"]
-    delta_conversion: Amount | None = optional()
+    final_conversion_delta: Amount | None = optional()
     orders: list[Amount] | None = optional(min_length=1, max_length=MAX_RDP_ORDERS)
     weights: list[Amount] | None = optional(min_length=1, max_length=MAX_RDP_ORDERS)
 
@@ -107,7 +107,7 @@ class BudgetPatch(StrictModel):
     epsilon: Amount
     delta: Amount
     ledger: str | None = optional(min_length=1, max_length=64)
-    delta_conversion: Delta | None = optional()
+    final_conversion_delta: Delta | None = optional()
 
 
 class LedgerHead(BaseModel):

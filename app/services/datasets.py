@@ -49,7 +49,7 @@ class BudgetChange:
     epsilon: object
     delta: object
     ledger: str | None = None
-    delta_conversion: object = None
+    final_conversion_delta: object = None
 
 
 def dataset_view(ds: Dataset, config: AccountingConfig, state: FilterState) -> dict[str, Any]:
@@ -145,7 +145,7 @@ def change_budget(
             change.epsilon,
             change.delta,
             ledger=change.ledger,
-            delta_conversion=change.delta_conversion,
+            final_conversion_delta=change.final_conversion_delta,
         )
         at = utc_now()
         append_entry(
@@ -169,9 +169,9 @@ def budget_request(change: BudgetChange) -> dict[str, Any]:
         "epsilon": _text(change.epsilon),
         "delta": _text(change.delta),
         "ledger": change.ledger,
-        "delta_conversion": None
-        if change.delta_conversion is None
-        else _text(change.delta_conversion),
+        "final_conversion_delta": None
+        if change.final_conversion_delta is None
+        else _text(change.final_conversion_delta),
     }
 
 

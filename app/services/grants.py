@@ -52,7 +52,7 @@ def quota_config(dataset: AccountingConfig, epsilon: object, delta: object) -> A
     elif mode in ("zcdp", "rdp"):
         accounting = {
             "mode": mode,
-            "delta_conversion": fmt(min(Decimal(params["delta_conversion"]), dlt)),
+            "final_conversion_delta": fmt(min(Decimal(params["final_conversion_delta"]), dlt)),
         }
         if mode == "rdp":
             accounting["orders"] = [float(a) for a in params["orders"]]

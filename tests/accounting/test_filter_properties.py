@@ -167,7 +167,9 @@ def test_basic_never_overspends(history: list[Op], budget: str) -> None:
 @SETTINGS
 @given(ops(st.one_of(pure, approx, gauss, zc, odp, lap)), st.sampled_from(["0.5", "1", "3"]))
 def test_zcdp_never_overspends(history: list[Op], budget: str) -> None:
-    cfg = make_config(budget, "1e-6", "add_remove", {"mode": "zcdp", "delta_conversion": "8e-7"})
+    cfg = make_config(
+        budget, "1e-6", "add_remove", {"mode": "zcdp", "final_conversion_delta": "8e-7"}
+    )
     assert isinstance(cfg, ZCDPConfig)
     state, log = run(cfg, history)
     assert run(cfg, history)[0] == state
@@ -185,7 +187,9 @@ def test_zcdp_never_overspends(history: list[Op], budget: str) -> None:
 @SETTINGS
 @given(ops(st.one_of(pure, approx, gauss, zc, sgd, lap, odp)), st.sampled_from(["1", "3", "8"]))
 def test_rdp_never_overspends(history: list[Op], budget: str) -> None:
-    cfg = make_config(budget, "1e-5", "add_remove", {"mode": "rdp", "delta_conversion": "9e-6"})
+    cfg = make_config(
+        budget, "1e-5", "add_remove", {"mode": "rdp", "final_conversion_delta": "9e-6"}
+    )
     assert isinstance(cfg, RDPConfig)
     state, log = run(cfg, history)
     assert run(cfg, history)[0] == state

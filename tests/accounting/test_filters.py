@@ -272,7 +272,7 @@ def test_zcdp_pure_dp_charged_tanh() -> None:
 
 
 def test_zcdp_approx_dp_uses_eps_squared_over_two_and_delta_approx() -> None:
-    cfg = make_config(2, "2e-6", "add_remove", {"mode": "zcdp", "delta_conversion": "1e-6"})
+    cfg = make_config(2, "2e-6", "add_remove", {"mode": "zcdp", "final_conversion_delta": "1e-6"})
     assert isinstance(cfg, ZCDPConfig) and cfg.delta_approx == Decimal("1e-6")
     d = admit(
         cfg,
@@ -302,7 +302,7 @@ def test_zcdp_rejects_uncertified_kinds_suggesting_rdp(payload: dict[str, object
 
 
 def test_zcdp_odp_is_charged_worst_case_without_reservation() -> None:
-    cfg = make_config(5, "1e-6", "add_remove", {"mode": "zcdp", "delta_conversion": "5e-7"})
+    cfg = make_config(5, "1e-6", "add_remove", {"mode": "zcdp", "final_conversion_delta": "5e-7"})
     d = admit(cfg, initial_state(cfg), ODP)
     assert d.outcome == "accepted" and d.reservation is None
     assert d.charge == {"rho": "0.125", "delta": "0.0000001"}  # (0.5²/2, δ)

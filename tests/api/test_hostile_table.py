@@ -27,10 +27,10 @@ Expected outcome per (field, value) — the rules, in order:
 "No effect" means every row of every table (reflected from the database, so new tables are
 compared too) is unchanged. 5xx is never acceptable.
 
-Found and fixed with this table: ``conversion_delta`` of a registration and ``delta_conversion``
-of a budget change accepted -1, -0.1 and 1e300 (201/200, recorded in the ledger): the accounting
-core only compared them with the budget's δ, or ignored them. Both request models now require
-0 ≤ δ < 1 (``app/schemas/invocations.py``, ``app/schemas/datasets.py``).
+Found and fixed with this table: ``conversion_delta`` of a registration and
+``final_conversion_delta`` of a budget change accepted -1, -0.1 and 1e300 (201/200, recorded in
+the ledger): the accounting core only compared them with the budget's δ, or ignored them. Both
+request models now require 0 ≤ δ < 1 (``app/schemas/invocations.py``, ``app/schemas/datasets.py``).
 
 Shown able to fail: before those fixes the table failed with "POST /v1/datasets/{dataset_id}/
 invocations pure_dp conversion_delta=-1: expected [400, 422], got 201" and "refused requests
@@ -241,14 +241,14 @@ def _datasets() -> dict[str, dict[str, Any]]:
         "zcdp": {
             "name": "h",
             "budget": budget,
-            "accounting": {"mode": "zcdp", "delta_conversion": "0.0005"},
+            "accounting": {"mode": "zcdp", "final_conversion_delta": "0.0005"},
         },
         "rdp": {
             "name": "h",
             "budget": budget,
             "accounting": {
                 "mode": "rdp",
-                "delta_conversion": "0.0005",
+                "final_conversion_delta": "0.0005",
                 "orders": [2, 8],
                 "weights": ["0.5", "0.5"],
             },

@@ -96,7 +96,7 @@ class Model:
     open: int = 0
     # zcdp
     rho_budget: Fraction = Fraction(0)
-    delta_conversion: Fraction = Fraction(0)
+    final_conversion_delta: Fraction = Fraction(0)
     rho: Fraction = Fraction(0)
     zdelta: Fraction = Fraction(0)
     #: reserved invocation id → (cells, δ)
@@ -110,7 +110,7 @@ class Model:
                 and self.spent_delta + d <= self.delta
             )
         return self.rho + c <= self.rho_budget and self.zdelta + d <= self.delta - (
-            self.delta_conversion
+            self.final_conversion_delta
         )
 
 
@@ -195,14 +195,14 @@ class ApiMachine(RuleBasedStateMachine):
     def make_dataset(self, mode: str, epsilon: str, delta: str) -> str:
         body: dict[str, Any] = {"name": "sm", "budget": {"epsilon": epsilon, "delta": delta}}
         if mode == "zcdp":
-            body["accounting"] = {"mode": "zcdp", "delta_conversion": "0.0004"}
+            body["accounting"] = {"mode": "zcdp", "final_conversion_delta": "0.0004"}
         r = self.post("/v1/datasets", body)
         assert r.status_code == 201, r.text
         out = r.json()
         m = Model(out["id"], mode, frac(epsilon), frac(delta))
         if mode == "zcdp":
             m.rho_budget = frac(out["status"]["rho_budget"])
-            m.delta_conversion = frac("0.0004")
+            m.final_conversion_delta = frac("0.0004")
             assert m.rho_budget > 0
         self.models[m.id] = m
         self.touched.add(m.id)
@@ -313,9 +313,9 @@ class ApiMachine(RuleBasedStateMachine):
             body = {
                 "epsilon": str(Decimal(m.epsilon.numerator) / m.epsilon.denominator),
                 "delta": delta,
-                "delta_conversion": "0.0004",
+                "final_conversion_delta": "0.0004",
             }
-            ok = m.zdelta <= frac(delta) - m.delta_conversion
+            ok = m.zdelta <= frac(delta) - m.final_conversion_delta
         else:
             body = {"epsilon": epsilon, "delta": delta}
             ok = m.spent_epsilon + m.reserved_epsilon <= frac(epsilon) and m.spent_delta <= frac(
@@ -376,11 +376,11 @@ class ApiMachine(RuleBasedStateMachine):
                     "spent rho": (s["spent"]["rho"], m.rho),
                     "spent delta": (s["spent"]["delta"], m.zdelta),
                     "remaining rho": (s["remaining"]["rho"], m.rho_budget - m.rho),
-                    "delta_approx": (s["delta_approx"], m.delta - m.delta_conversion),
+                    "delta_approx": (s["delta_approx"], m.delta - m.final_conversion_delta),
                     "rho budget": (s["rho_budget"], m.rho_budget),
                 }
                 assert m.rho <= m.rho_budget
-                assert m.zdelta <= m.delta - m.delta_conversion
+                assert m.zdelta <= m.delta - m.final_conversion_delta
             for what, (api, model) in pairs.items():
                 assert frac(api) == model, f"{m.id} {what}: api {api} != model {model}"
 

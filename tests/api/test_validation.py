@@ -262,13 +262,13 @@ def test_nan_in_budget_change_is_refused(client: TestClient, dataset: dict[str, 
 
 
 @pytest.mark.parametrize("value", ["-1", "-0.1", "1e300", '"1E1000000"'])
-def test_out_of_range_delta_conversion_is_refused(
+def test_out_of_range_final_conversion_delta_is_refused(
     client: TestClient, dataset: dict[str, Any], value: str
 ) -> None:
     """Once ignored on a basic dataset and recorded in the ledger (found by the hostile table)."""
     r = client.patch(
         f"/v1/datasets/{dataset['id']}/budget",
-        content=f'{{"epsilon": 1, "delta": 0.000001, "delta_conversion": {value}}}'.encode(),
+        content=f'{{"epsilon": 1, "delta": 0.000001, "final_conversion_delta": {value}}}'.encode(),
         headers=JSON,
     )
     assert r.status_code == 422, r.text

@@ -159,5 +159,5 @@ def test_budget_change_is_a_ledger_entry_and_never_below_spent(client: TestClien
         "epsilon": "2",
         "delta": "0.000002",
         "ledger": None,
-        "delta_conversion": None,
+        "final_conversion_delta": None,
     }

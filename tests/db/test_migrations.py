@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from app.db.engine import make_engine
 from app.db.models import Base
@@ -47,7 +49,7 @@ def test_downgrade_and_upgrade_round_trip(fresh_backend: Backend) -> None:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(context, Base.metadata) == []
-            assert context.get_current_revision() == "0003"
+            assert context.get_current_revision() == "0004"
     finally:
         engine.dispose()
 
@@ -91,3 +93,54 @@ def test_0002_carries_tenants_and_legacy_keys_over(fresh_backend: Backend) -> No
             assert row is not None and row.organisation_id == "acme"
     finally:
         engine.dispose()
+
+
+def test_0004_renames_the_final_conversion_share_both_ways(fresh_backend: Backend) -> None:
+    """A zcdp dataset's stored ``final_conversion_delta`` is ``delta_conversion`` below 0004
+    and comes back on upgrade; the dataset keeps admitting, and its ledger (written by
+    accounting 1.1.0) still replays."""
+    from fastapi.testclient import TestClient
+
+    from app.ledger.replay import replay
+    from app.main import create_app
+    from app.settings import Settings
+    from tests.support import ADMIN_KEY, AUTH
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("sqlalchemy.url", fresh_backend.url)
+    cfg.attributes["configure_logging"] = False
+    settings = Settings(database_url=fresh_backend.url, admin_key=ADMIN_KEY)
+    body = {
+        "name": "z",
+        "budget": {"epsilon": 1, "delta": "1e-6"},
+        "accounting": {"mode": "zcdp", "final_conversion_delta": "8e-7"},
+    }
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/v1/datasets", json=body, headers=AUTH)
+        assert r.status_code == 201, r.text
+        ds = r.json()["id"]
+    engine = make_engine(fresh_backend.url, null_pool=True)
+    try:
+        command.downgrade(cfg, "0003")
+        with engine.connect() as conn:
+            stored = conn.execute(
+                text("SELECT config_json FROM datasets WHERE id = :id"), {"id": ds}
+            ).scalar_one()
+        old = stored if isinstance(stored, dict) else json.loads(stored)
+        assert old.get("delta_conversion") == "0.0000008"
+        assert "final_conversion_delta" not in old
+        command.upgrade(cfg, "head")
+    finally:
+        engine.dispose()
+    with TestClient(create_app(settings)) as client:
+        status = client.get(f"/v1/datasets/{ds}", headers=AUTH).json()["status"]
+        assert status["final_conversion_delta"] == "0.0000008"
+        r = client.post(
+            f"/v1/datasets/{ds}/invocations",
+            json={"mechanism": {"type": "zcdp", "rho": "0.01"}},
+            headers=AUTH,
+        )
+        assert r.status_code == 201, r.text
+        entries = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()["entries"]
+        assert [e["accounting_version"] for e in entries] == ["1.1.0", "1.1.0"]
+        assert replay(entries).ok

@@ -416,7 +416,11 @@ def cancel(config: BasicConfig, state: BasicState, reservation: Reservation) -> 
 
 # ---------------------------------------------------------------------------- budget change
 def change_budget(
-    config: BasicConfig, state: BasicState, eps: Decimal, dlt: Decimal, delta_conversion: object
+    config: BasicConfig,
+    state: BasicState,
+    eps: Decimal,
+    dlt: Decimal,
+    final_conversion_delta: object,
 ) -> BasicConfig:
     """New (ε_B, δ_B); the conversion δ is capped at the new δ_B."""
     return BasicConfig(eps, dlt, config.relation, min(config.conversion_delta, dlt))

@@ -135,7 +135,7 @@ def admit(
 
 
 def change_budget(
-    config: GDPConfig, state: GDPState, eps: Decimal, dlt: Decimal, delta_conversion: object
+    config: GDPConfig, state: GDPState, eps: Decimal, dlt: Decimal, final_conversion_delta: object
 ) -> GDPConfig:
     return make(eps, dlt, config.relation)
 

@@ -107,7 +107,7 @@ class RDPConfig:
     epsilon: Decimal
     delta: Decimal
     relation: Relation
-    delta_conversion: Decimal
+    final_conversion_delta: Decimal
     delta_approx: Decimal
     orders: tuple[float, ...]
     weights: tuple[float, ...]
@@ -130,12 +130,12 @@ class RDPState:
 
 # ---------------------------------------------------------------------------- configuration
 def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> RDPConfig:
-    """``{"mode": "rdp", "delta_conversion"?, "orders"?, "weights"?}``: δ_c defaults to δ_B,
+    """``{"mode": "rdp", "final_conversion_delta"?, "orders"?, "weights"?}``: δ_c defaults to δ_B,
     the grid to :data:`DEFAULT_RDP_ORDERS`, the weights to equal shares."""
-    only(acc, ("mode", "delta_conversion", "orders", "weights"))
-    dc = amount(acc, "delta_conversion", default=dlt)
+    only(acc, ("mode", "final_conversion_delta", "orders", "weights"))
+    dc = amount(acc, "final_conversion_delta", default=dlt)
     if dc > dlt:
-        raise ConfigError("delta_conversion must be ≤ the budget delta")
+        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
     orders = _orders(acc.get("orders"))
     weights = _weights(acc.get("weights"), len(orders))
     return make(eps, dlt, rel, dc, orders, weights)
@@ -447,18 +447,18 @@ def admit(
 
 # ---------------------------------------------------------------------------- budget change
 def change_budget(
-    config: RDPConfig, state: RDPState, eps: Decimal, dlt: Decimal, delta_conversion: object
+    config: RDPConfig, state: RDPState, eps: Decimal, dlt: Decimal, final_conversion_delta: object
 ) -> RDPConfig:
     """New (ε_B, δ_B) on the same grid and weights: δ_c follows δ_B when it was the whole of
     it, else stays (or is given); the thresholds are recomputed."""
-    if delta_conversion is not None:
-        dc = amount({"delta_conversion": delta_conversion}, "delta_conversion")
-    elif config.delta_conversion == config.delta:
+    if final_conversion_delta is not None:
+        dc = amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
+    elif config.final_conversion_delta == config.delta:
         dc = dlt
     else:
-        dc = config.delta_conversion
+        dc = config.final_conversion_delta
     if dc > dlt:
-        raise ConfigError("delta_conversion must be ≤ the budget delta")
+        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
     return make(eps, dlt, config.relation, dc, config.orders, config.weights)
 
 
@@ -490,7 +490,7 @@ def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
     estimate: the certified guarantee is the filter's target)."""
     return {
         "delta_approx": fmt(config.delta_approx),
-        "delta_conversion": fmt(config.delta_conversion),
+        "final_conversion_delta": fmt(config.final_conversion_delta),
         "orders": [repr(a) for a in config.orders],
         "thresholds": [repr(b) for b in config.thresholds],
         "spent": {
@@ -507,19 +507,19 @@ def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
         ),
         "spent_eps_delta": {
             "epsilon": _estimate_rdp(config, state),
-            "delta": fmt(add_up(state.delta, config.delta_conversion)),
+            "delta": fmt(add_up(state.delta, config.final_conversion_delta)),
             "certified": False,
         },
     }
 
 
 def _estimate_rdp(config: RDPConfig, state: RDPState) -> str:
-    if config.delta_conversion <= 0:
+    if config.final_conversion_delta <= 0:
         return "Infinity" if any(state.rdp) else "0"
     if not any(state.rdp):
         return "0"
     e, _ = cv.rdp_to_epsilon(
-        config.orders_array, np.asarray(state.rdp), to_float_down(config.delta_conversion)
+        config.orders_array, np.asarray(state.rdp), to_float_down(config.final_conversion_delta)
     )
     return fmt(cost_from_float(e))
 
@@ -527,7 +527,7 @@ def _estimate_rdp(config: RDPConfig, state: RDPState) -> str:
 # ---------------------------------------------------------------------------- codec
 def config_to_json(config: RDPConfig) -> dict[str, Any]:
     return {
-        "delta_conversion": fmt(config.delta_conversion),
+        "final_conversion_delta": fmt(config.final_conversion_delta),
         "delta_approx": fmt(config.delta_approx),
         "orders": [float_text(a) for a in config.orders],
         "weights": [float_text(w) for w in config.weights],
@@ -544,7 +544,7 @@ def config_from_json(
         eps,
         dlt,
         rel,
-        Decimal(obj["delta_conversion"]),
+        Decimal(obj["final_conversion_delta"]),
         Decimal(obj["delta_approx"]),
         tuple(float(a) for a in obj["orders"]),
         tuple(float(w) for w in obj["weights"]),

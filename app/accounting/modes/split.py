@@ -138,7 +138,7 @@ def change_budget(
     eps: Decimal,
     dlt: Decimal,
     ledger: str | None,
-    delta_conversion: object,
+    final_conversion_delta: object,
 ) -> SplitConfig:
     """The dataset's own budget (``ledger`` None: never below what the sub-ledgers hold) or
     one sub-ledger's (never above what the dataset's budget leaves for it)."""
@@ -154,7 +154,7 @@ def change_budget(
     sub = config.ledger(ledger)
     sub_state = state.get(ledger)
     mode = leaf_mode(sub)
-    new_sub: LeafConfig = mode.change_budget(sub, sub_state, eps, dlt, delta_conversion)
+    new_sub: LeafConfig = mode.change_budget(sub, sub_state, eps, dlt, final_conversion_delta)
     problem = mode.over_budget(new_sub, sub_state)
     if problem:
         raise InvalidTransition("BudgetBelowSpent", problem)

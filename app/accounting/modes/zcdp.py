@@ -64,7 +64,7 @@ class ZCDPConfig:
     epsilon: Decimal
     delta: Decimal
     relation: Relation
-    delta_conversion: Decimal
+    final_conversion_delta: Decimal
     delta_approx: Decimal
     rho_budget: Decimal
     mode: Literal["zcdp"] = "zcdp"
@@ -80,11 +80,11 @@ class ZCDPState:
 
 # ---------------------------------------------------------------------------- configuration
 def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> ZCDPConfig:
-    """``{"mode": "zcdp", "delta_conversion"?}``: δ_c defaults to the whole δ_B."""
-    only(acc, ("mode", "delta_conversion"))
-    dc = amount(acc, "delta_conversion", default=dlt)
+    """``{"mode": "zcdp", "final_conversion_delta"?}``: δ_c defaults to the whole δ_B."""
+    only(acc, ("mode", "final_conversion_delta"))
+    dc = amount(acc, "final_conversion_delta", default=dlt)
     if dc > dlt:
-        raise ConfigError("delta_conversion must be ≤ the budget delta")
+        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
     return make(eps, dlt, rel, dc)
 
 
@@ -239,17 +239,17 @@ def admit(
 
 # ---------------------------------------------------------------------------- budget change
 def change_budget(
-    config: ZCDPConfig, state: ZCDPState, eps: Decimal, dlt: Decimal, delta_conversion: object
+    config: ZCDPConfig, state: ZCDPState, eps: Decimal, dlt: Decimal, final_conversion_delta: object
 ) -> ZCDPConfig:
     """New (ε_B, δ_B): δ_c follows δ_B when it was the whole of it, else stays (or is given)."""
-    if delta_conversion is not None:
-        dc = amount({"delta_conversion": delta_conversion}, "delta_conversion")
-    elif config.delta_conversion == config.delta:
+    if final_conversion_delta is not None:
+        dc = amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
+    elif config.final_conversion_delta == config.delta:
         dc = dlt
     else:
-        dc = config.delta_conversion
+        dc = config.final_conversion_delta
     if dc > dlt:
-        raise ConfigError("delta_conversion must be ≤ the budget delta")
+        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
     return make(eps, dlt, config.relation, dc)
 
 
@@ -263,16 +263,16 @@ def over_budget(config: ZCDPConfig, state: ZCDPState) -> str | None:
 def status(config: ZCDPConfig, state: ZCDPState) -> dict[str, Any]:
     """Budget and spend in ρ; ``spent_eps_delta`` converts the running total (an estimate: the
     certified guarantee is the filter's target)."""
-    est = _estimate_zcdp(state.rho, config.delta_conversion)
+    est = _estimate_zcdp(state.rho, config.final_conversion_delta)
     return {
         "rho_budget": fmt(config.rho_budget),
         "delta_approx": fmt(config.delta_approx),
-        "delta_conversion": fmt(config.delta_conversion),
+        "final_conversion_delta": fmt(config.final_conversion_delta),
         "spent": {"rho": fmt(state.rho), "delta": fmt(state.delta)},
         "remaining": _zcdp_remaining(config, state),
         "spent_eps_delta": {
             "epsilon": est,
-            "delta": fmt(add_up(state.delta, config.delta_conversion)),
+            "delta": fmt(add_up(state.delta, config.final_conversion_delta)),
             "certified": False,
         },
     }
@@ -289,7 +289,7 @@ def _estimate_zcdp(rho: Decimal, delta_c: Decimal) -> str:
 # ---------------------------------------------------------------------------- codec
 def config_to_json(config: ZCDPConfig) -> dict[str, Any]:
     return {
-        "delta_conversion": fmt(config.delta_conversion),
+        "final_conversion_delta": fmt(config.final_conversion_delta),
         "delta_approx": fmt(config.delta_approx),
         "rho_budget": fmt(config.rho_budget),
     }
@@ -302,7 +302,7 @@ def config_from_json(
         eps,
         dlt,
         rel,
-        Decimal(obj["delta_conversion"]),
+        Decimal(obj["final_conversion_delta"]),
         Decimal(obj["delta_approx"]),
         Decimal(obj["rho_budget"]),
     )

@@ -79,6 +79,6 @@ def change_budget(
             epsilon=body.epsilon,
             delta=body.delta,
             ledger=body.ledger,
-            delta_conversion=body.delta_conversion,
+            final_conversion_delta=body.final_conversion_delta,
         ),
     )
