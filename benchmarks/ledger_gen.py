@@ -163,7 +163,7 @@ def build(
                 request={
                     "epsilon": op.epsilon,
                     "delta": op.delta,
-                    "ledger": None,
+                    "sub_budget": None,
                     "final_conversion_delta": None,
                 },
                 config=config_to_json(config),
@@ -172,7 +172,7 @@ def build(
         elif op.kind == "register":
             assert op.mechanism is not None
             declaration = parse_declaration(op.mechanism)
-            decision = admit(config, state, declaration, ledger=None, conversion_delta=None)
+            decision = admit(config, state, declaration, sub_budget=None, conversion_delta=None)
             invocation_id = next(ids)
             reservation = decision.reservation.to_json() if decision.reservation else None
             admitted = decision.admitted
@@ -182,7 +182,7 @@ def build(
                 at=at,
                 invocation_id=invocation_id,
                 declaration=declaration.to_json(),
-                request={"ledger": None, "conversion_delta": None},
+                request={"sub_budget": None, "conversion_delta": None},
                 charge=decision.charge,
                 requested=decision.requested,
                 reservation=reservation if admitted else None,

@@ -37,7 +37,7 @@ from app.ledger import EntryKind
 
 #: A ledger row's JSON columns, at the size of a service row (``pure_dp`` acceptance).
 _DECLARATION = {"type": "pure_dp", "epsilon": "0.001"}
-_REQUEST = {"ledger": None, "conversion_delta": None}
+_REQUEST = {"sub_budget": None, "conversion_delta": None}
 
 
 @dataclass

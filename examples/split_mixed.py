@@ -1,5 +1,5 @@
-"""A ``split`` dataset: DP-SGD training on an ``rdp`` sub-ledger, SVT and Laplace queries on a
-``basic`` sub-ledger with ODP settlement, under one total budget.
+"""A ``split`` dataset: DP-SGD training on an ``rdp`` sub-budget, SVT and Laplace queries on a
+``basic`` sub-budget with ODP settlement, under one total budget.
 
     python examples/split_mixed.py --url http://127.0.0.1:8000 --key "$KEY"
 """
@@ -28,7 +28,7 @@ def _client(argv: Sequence[str] | None) -> OdometerClient:
 
 ACCOUNTING = {
     "mode": "split",
-    "ledgers": [
+    "sub_budgets": [
         {
             "name": "training",
             "budget": {"epsilon": "3", "delta": "0.00001"},
@@ -45,13 +45,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ds = client.create_dataset("clinic", "4", "0.00001", accounting=ACCOUNTING)
         print(f"dataset {ds.id}: total ε=4, δ=1e-5 split into training (rdp) and queries (basic)")
         job = declarations.dp_sgd("1.1", epochs=10, dataset_size=60_000, batch_size=256)
-        training = client.register(ds, job, ledger="training")
-        print(f"training job {training.id}: {training.status} on ledger 'training'")
+        training = client.register(ds, job, sub_budget="training")
+        print(f"training job {training.id}: {training.status} on sub-budget 'training'")
 
-        count = client.register(ds, declarations.laplace("5"), ledger="queries")  # ε = 1/5
+        count = client.register(ds, declarations.laplace("5"), sub_budget="queries")  # ε = 1/5
         print(f"Laplace count {count.id}: charged ε={count.charge['epsilon']} on 'queries'")
 
-        with client.reserve(ds, declarations.svt("0.1", "0.4", 2), ledger="queries") as r:
+        with client.reserve(ds, declarations.svt("0.1", "0.4", 2), sub_budget="queries") as r:
             tops = 1  # the SVT released one ⊤ answer
             svt = r.settle(f"tops={tops}")
         print(
@@ -61,14 +61,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         refused = False
         try:
-            client.register(ds, declarations.pure_dp("0.75"), ledger="queries")
+            client.register(ds, declarations.pure_dp("0.75"), sub_budget="queries")
         except BudgetExceeded as exc:
             refused = True
             print(f"a query of ε=0.75 is refused on 'queries': remaining ε={exc.remaining_epsilon}")
 
         final = client.get_dataset(ds)
-        queries = final.ledger_status("queries")
-        training_status = final.ledger_status("training")
+        queries = final.sub_budget_status("queries")
+        training_status = final.sub_budget_status("training")
         queries_spent: Decimal = queries["spent"]["epsilon"]
         training_eps: Decimal = training_status["spent_eps_delta"]["epsilon"]
         print(f"queries: spent ε={queries_spent}, remaining ε={queries['remaining']['epsilon']}")

@@ -1,6 +1,6 @@
 """Exact scalar amounts with directed rounding (docs/accounting.md, *Rounding*).
 
-Scalar ledgers (``basic`` ε and δ, ``zcdp`` ρ and δ, ``gdp`` μ²) are kept as
+Scalar budgets (``basic`` ε and δ, ``zcdp`` ρ and δ, ``gdp`` μ²) are kept as
 :class:`decimal.Decimal`. Amounts that arrive as decimal text (``"0.1"``) are exact, so ten
 charges of 0.1 fill a budget of 1.0 exactly. Values produced by transcendental conversions are
 binary floats; they enter the ledger through :func:`cost_from_float` (rounded **up** onto a

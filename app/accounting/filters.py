@@ -4,7 +4,7 @@ Every mode lives in one module of :mod:`app.accounting.modes` (configuration, st
 admission, settle/cancel, budget change, status, codec); this module is the small, uniform
 front the rest of the service uses. :func:`admit` is a **pure** function of (configuration,
 state, declaration) returning a :class:`Decision` with the new state; :func:`settle` and
-:func:`cancel` finish ODP reservations in ``basic`` mode (and ``basic`` sub-ledgers);
+:func:`cancel` finish ODP reservations in ``basic`` mode (and ``basic`` sub-budgets);
 :func:`change_budget` moves a dataset's target. States are O(1) (O(|Λ|) in ``rdp``), updated
 incrementally, and serialise losslessly, so a ledger replays to the exact same state.
 
@@ -77,22 +77,22 @@ def initial_state(config: AccountingConfig) -> FilterState:
 
 
 # ---------------------------------------------------------------------------- admission
-def _leaf_of(config: AccountingConfig, ledger: str | None) -> LeafConfig:
-    """The leaf filter an invocation spends: the dataset's, or the named sub-ledger's."""
+def _leaf_of(config: AccountingConfig, sub_budget: str | None) -> LeafConfig:
+    """The leaf filter an invocation spends: the dataset's, or the named sub-budget's."""
     if isinstance(config, SplitConfig):
-        return config.ledger(ledger)
-    if ledger is not None:
-        raise DeclarationError("'ledger' is only allowed on split datasets", field="ledger")
+        return config.sub_budget(sub_budget)
+    if sub_budget is not None:
+        raise DeclarationError("'sub_budget' is only allowed on split datasets", field="sub_budget")
     return config
 
 
 def supports(
-    config: AccountingConfig, declaration: Declaration, *, ledger: str | None = None
+    config: AccountingConfig, declaration: Declaration, *, sub_budget: str | None = None
 ) -> bool:
-    """Whether the dataset (or its sub-ledger ``ledger``) can account ``declaration`` at all —
+    """Whether the dataset (or its sub-budget ``sub_budget``) can account ``declaration`` at all —
     the rule :func:`admit` applies before charging (a ``False`` there is HTTP 422, not a budget
     decision). Like dp_accounting's ``supports()``, it is checked before composing."""
-    return leaf_mode(_leaf_of(config, ledger)).unsupported(declaration) is None
+    return leaf_mode(_leaf_of(config, sub_budget)).unsupported(declaration) is None
 
 
 def admit(
@@ -100,7 +100,7 @@ def admit(
     state: FilterState,
     declaration: Declaration,
     *,
-    ledger: str | None = None,
+    sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
 ) -> Decision:
     """Decide one invocation: accept (charged), reserve (ODP in ``basic``) or reject.
@@ -111,13 +111,13 @@ def admit(
     cannot account at all — those are invalid requests, not budget decisions.
     """
     check_relation(declaration, config.relation)
-    leaf = _leaf_of(config, ledger)
+    leaf = _leaf_of(config, sub_budget)
     why = leaf_mode(leaf).unsupported(declaration)
     if why is not None:
         raise UnsupportedInMode(why)
     if isinstance(config, SplitConfig):
         assert isinstance(state, SplitState)
-        return split_mode.admit(config, state, declaration, ledger, conversion_delta)
+        return split_mode.admit(config, state, declaration, sub_budget, conversion_delta)
     return leaf_mode(config).admit(config, state, declaration, conversion_delta)
 
 
@@ -125,10 +125,10 @@ def admit(
 def _reserving(
     config: AccountingConfig, state: FilterState, reservation: Reservation
 ) -> tuple[LeafConfig, LeafState]:
-    """The leaf filter holding ``reservation`` (the dataset's, or its sub-ledger's)."""
+    """The leaf filter holding ``reservation`` (the dataset's, or its sub-budget's)."""
     if isinstance(config, SplitConfig):
-        assert isinstance(state, SplitState) and reservation.ledger is not None
-        return config.ledger(reservation.ledger), state.get(reservation.ledger)
+        assert isinstance(state, SplitState) and reservation.sub_budget is not None
+        return config.sub_budget(reservation.sub_budget), state.get(reservation.sub_budget)
     assert not isinstance(state, SplitState)
     return config, state
 
@@ -147,17 +147,17 @@ def _finish(
     else:
         decision = mode.settle(leaf, leaf_state, reservation, cell)
     if isinstance(config, SplitConfig):
-        assert isinstance(state, SplitState) and reservation.ledger is not None
+        assert isinstance(state, SplitState) and reservation.sub_budget is not None
         return Decision(
             decision.outcome,
-            state.put(reservation.ledger, decision.state),
+            state.put(reservation.sub_budget, decision.state),
             decision.charge,
             decision.requested,
             decision.remaining,
             decision.reason,
             decision.reservation,
             decision.refund,
-            decision.ledger,
+            decision.sub_budget,
         )
     return decision
 
@@ -183,13 +183,13 @@ def change_budget(
     epsilon: object,
     delta: object,
     *,
-    ledger: str | None = None,
+    sub_budget: str | None = None,
     final_conversion_delta: object = None,
 ) -> tuple[AccountingConfig, FilterState]:
     """A curator raises or lowers a budget; never below what is spent or reserved. For
     ``zcdp``/``rdp`` the conversion share δ_c is kept unless given (and follows δ_B when all of
-    δ_B went to conversion). On a split dataset, ``ledger`` names the sub-ledger to change;
-    without it the dataset total changes (≥ Σ sub-ledgers).
+    δ_B went to conversion). On a split dataset, ``sub_budget`` names the sub-budget to change;
+    without it the dataset total changes (≥ Σ sub-budgets).
 
     Returns the new configuration and the state with ``rdp`` orders that the new thresholds
     put over budget marked dead."""
@@ -197,11 +197,11 @@ def change_budget(
     if isinstance(config, SplitConfig):
         assert isinstance(state, SplitState)
         new_split = split_mode.change_budget(
-            config, state, eps, dlt, ledger, final_conversion_delta
+            config, state, eps, dlt, sub_budget, final_conversion_delta
         )
         return new_split, split_mode.after_budget_change(new_split, state)
-    if ledger is not None:
-        raise ConfigError("'ledger' is only allowed on split datasets")
+    if sub_budget is not None:
+        raise ConfigError("'sub_budget' is only allowed on split datasets")
     assert not isinstance(state, SplitState)
     mode = leaf_mode(config)
     new: LeafConfig = mode.change_budget(config, state, eps, dlt, final_conversion_delta)

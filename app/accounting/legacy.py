@@ -5,10 +5,14 @@ append-only: an entry keeps the JSON it was hashed with forever. When a version 
 field, the replay upgrades older entries with the functions here before re-running them, so a
 ledger that spans versions still verifies end to end.
 
-Version 1.1.0 renamed one field so that each name says one thing: in ``zcdp`` and ``rdp`` the
-share δ_c of δ_B that pays for converting the filter's total into (ε, δ) is
-``final_conversion_delta``; version 1.0.0 called it ``delta_conversion``, one transposition
-away from ``basic`` mode's unrelated per-invocation ``conversion_delta``.
+Version 1.1.0 renamed two things so that each name says one thing:
+
+- in ``zcdp`` and ``rdp`` the share δ_c of δ_B that pays for converting the filter's total into
+  (ε, δ) is ``final_conversion_delta``; 1.0.0 called it ``delta_conversion``, one transposition
+  away from ``basic`` mode's unrelated per-invocation ``conversion_delta``;
+- the fixed parts of a ``split`` budget are *sub-budgets* (``sub_budgets`` in a configuration and
+  a state, ``sub_budget`` in a request and a reservation); 1.0.0 called them ``ledgers`` /
+  ``ledger``, the word the service also uses for its audit log.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ from typing import Any, Final
 
 VERSION_1_0: Final = "1.0.0"
 
-_RENAMED_1_0: Final = {"delta_conversion": "final_conversion_delta"}
+_RENAMED_1_0: Final = {
+    "delta_conversion": "final_conversion_delta",
+    "ledgers": "sub_budgets",
+    "ledger": "sub_budget",
+}
 
 
 def _renamed(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -26,18 +34,30 @@ def _renamed(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def upgrade_config(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A configuration as written by version 1.0.0, in today's form (sub-ledgers included)."""
+    """A configuration as written by version 1.0.0, in today's form (sub-budgets included)."""
     if obj is None:
         return None
     out = _renamed(obj)
-    if isinstance(out.get("ledgers"), list):
-        out["ledgers"] = [_renamed(item) for item in out["ledgers"]]
+    if isinstance(out.get("sub_budgets"), list):
+        out["sub_budgets"] = [_renamed(item) for item in out["sub_budgets"]]
     return out
 
 
-def upgrade_request(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The request extras of an entry (a budget change names the conversion share)."""
+def upgrade_flat(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A state, a reservation or a request's extras, in today's field names."""
     return None if obj is None else _renamed(obj)
+
+
+def upgrade_level(part: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What an entry records of an upper budget level (its config, state and reservation)."""
+    if part is None:
+        return None
+    out = dict(part)
+    if "config" in out:
+        out["config"] = upgrade_config(out["config"])
+    if "reservation" in out:
+        out["reservation"] = upgrade_flat(out["reservation"])
+    return out
 
 
 def upgrade_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,8 +65,9 @@ def upgrade_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
     the chain is checked on the entry as stored, before it is upgraded)."""
     out = dict(entry)
     out["config"] = upgrade_config(entry.get("config"))
-    out["request"] = upgrade_request(entry.get("request"))
-    quota = entry.get("quota")
-    if isinstance(quota, Mapping) and quota.get("config") is not None:
-        out["quota"] = {**quota, "config": upgrade_config(quota["config"])}
+    for name in ("request", "state", "reservation"):
+        out[name] = upgrade_flat(entry.get(name))
+    for level in ("org", "quota"):
+        if entry.get(level) is not None:
+            out[level] = upgrade_level(entry.get(level))
     return out

@@ -5,7 +5,7 @@ organisation's cap (when one is in force) and the analyst's quota (when the gran
 Each level is an ordinary filter of this core. The rule that combines them:
 
 * every level decides on the state it holds (the same declaration and conversion δ; the
-  sub-ledger choice applies to the dataset only: the upper levels are leaf filters);
+  sub-budget choice applies to the dataset only: the upper levels are leaf filters);
 * the first refusal in the order dataset, organisation, quota is the one reported;
 * on a refusal nothing changes at any level; otherwise every level moves to its new state.
 
@@ -89,7 +89,7 @@ def decide_levels(
     *,
     organisation: Filter | None = None,
     quota: Filter | None = None,
-    ledger: str | None = None,
+    sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     exhaustive: bool = True,
 ) -> LevelsDecision:
@@ -104,7 +104,7 @@ def decide_levels(
         (
             DATASET,
             dataset,
-            admit(*dataset, declaration, ledger=ledger, conversion_delta=conversion_delta),
+            admit(*dataset, declaration, sub_budget=sub_budget, conversion_delta=conversion_delta),
         )
     ]
     for name, level in ((ORGANISATION, organisation), (QUOTA, quota)):
@@ -126,9 +126,9 @@ def finish_uppers(
 ) -> tuple[LevelOutcome, ...]:
     """Settle (``cell``) or cancel (``None``) each upper level's share of a reservation.
 
-    The upper levels are leaf filters: the reservation's sub-ledger is the dataset's only.
+    The upper levels are leaf filters: the reservation's sub-budget is the dataset's only.
     """
-    own = replace(reservation, ledger=None)
+    own = replace(reservation, sub_budget=None)
     out = []
     for name, (config, state) in uppers:
         d = cancel(config, state, own) if cell is None else settle(config, state, own, cell)

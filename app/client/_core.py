@@ -163,13 +163,13 @@ def change_budget(
     ds: str,
     epsilon: Number,
     delta: Number,
-    ledger: str | None,
+    sub_budget: str | None,
     final_conversion_delta: Number | None,
     idempotency_key: str | None,
 ) -> Call[Dataset]:
     data: dict[str, Any] = {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)}
-    if ledger is not None:
-        data["ledger"] = ledger
+    if sub_budget is not None:
+        data["sub_budget"] = sub_budget
     if final_conversion_delta is not None:
         data["final_conversion_delta"] = _amount_text(final_conversion_delta)
     return Call(
@@ -183,11 +183,11 @@ def change_budget(
 
 
 def _invocation_body(
-    mechanism: MechanismLike, ledger: str | None, conversion_delta: Number | None
+    mechanism: MechanismLike, sub_budget: str | None, conversion_delta: Number | None
 ) -> dict[str, Any]:
     data: dict[str, Any] = {"mechanism": mechanism_json(mechanism)}
-    if ledger is not None:
-        data["ledger"] = ledger
+    if sub_budget is not None:
+        data["sub_budget"] = sub_budget
     if conversion_delta is not None:
         data["conversion_delta"] = _amount_text(conversion_delta)
     return _validated(InvocationCreate, data)
@@ -196,7 +196,7 @@ def _invocation_body(
 def register(
     ds: str,
     mechanism: MechanismLike,
-    ledger: str | None,
+    sub_budget: str | None,
     conversion_delta: Number | None,
     idempotency_key: str | None,
 ) -> Call[Invocation]:
@@ -204,19 +204,19 @@ def register(
         "POST",
         f"/v1/datasets/{ds}/invocations",
         Invocation.from_json,
-        body=_invocation_body(mechanism, ledger, conversion_delta),
+        body=_invocation_body(mechanism, sub_budget, conversion_delta),
         idempotency_key=new_key(idempotency_key),
     )
 
 
 def preview(
-    ds: str, mechanism: MechanismLike, ledger: str | None, conversion_delta: Number | None
+    ds: str, mechanism: MechanismLike, sub_budget: str | None, conversion_delta: Number | None
 ) -> Call[PreviewResult]:
     return Call(
         "POST",
         f"/v1/datasets/{ds}/invocations/preview",
         PreviewResult.from_json,
-        body=_invocation_body(mechanism, ledger, conversion_delta),
+        body=_invocation_body(mechanism, sub_budget, conversion_delta),
     )
 
 

@@ -120,7 +120,7 @@ class AsyncOdometerClient:
         epsilon: Number,
         delta: Number,
         *,
-        ledger: str | None = None,
+        sub_budget: str | None = None,
         final_conversion_delta: Number | None = None,
         idempotency_key: str | None = None,
     ) -> Dataset:
@@ -130,7 +130,7 @@ class AsyncOdometerClient:
                 _core.dataset_id(dataset),
                 epsilon,
                 delta,
-                ledger,
+                sub_budget,
                 final_conversion_delta,
                 idempotency_key,
             )
@@ -155,7 +155,7 @@ class AsyncOdometerClient:
         dataset: str | Dataset,
         mechanism: MechanismLike,
         *,
-        ledger: str | None = None,
+        sub_budget: str | None = None,
         conversion_delta: Number | None = None,
         idempotency_key: str | None = None,
     ) -> Invocation:
@@ -163,7 +163,7 @@ class AsyncOdometerClient:
         (ODP). Raises ``BudgetExceeded`` (409), ``InvalidRequest`` (422), …"""
         return await self._send(
             _core.register(
-                _core.dataset_id(dataset), mechanism, ledger, conversion_delta, idempotency_key
+                _core.dataset_id(dataset), mechanism, sub_budget, conversion_delta, idempotency_key
             )
         )
 
@@ -172,12 +172,12 @@ class AsyncOdometerClient:
         dataset: str | Dataset,
         mechanism: MechanismLike,
         *,
-        ledger: str | None = None,
+        sub_budget: str | None = None,
         conversion_delta: Number | None = None,
     ) -> PreviewResult:
         """The decision a registration would get now; nothing is written."""
         return await self._send(
-            _core.preview(_core.dataset_id(dataset), mechanism, ledger, conversion_delta)
+            _core.preview(_core.dataset_id(dataset), mechanism, sub_budget, conversion_delta)
         )
 
     async def settle(
@@ -225,7 +225,7 @@ class AsyncOdometerClient:
         dataset: str | Dataset,
         mechanism: MechanismLike,
         *,
-        ledger: str | None = None,
+        sub_budget: str | None = None,
         conversion_delta: Number | None = None,
         idempotency_key: str | None = None,
     ) -> AsyncIterator[AsyncReservation]:
@@ -242,7 +242,7 @@ class AsyncOdometerClient:
         inv = await self.register(
             dataset,
             mechanism,
-            ledger=ledger,
+            sub_budget=sub_budget,
             conversion_delta=conversion_delta,
             idempotency_key=idempotency_key,
         )

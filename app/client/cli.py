@@ -2,7 +2,7 @@
 
     odometer datasets create NAME --epsilon E --delta D [--mode basic|zcdp|rdp|gdp]
     odometer datasets list | odometer datasets show DATASET
-    odometer budget set DATASET --epsilon E --delta D [--ledger NAME]
+    odometer budget set DATASET --epsilon E --delta D [--sub-budget NAME]
     odometer grant DATASET PRINCIPAL [--quota-epsilon E --quota-delta D]
     odometer export DATASET -o FILE [--format jsonl|csv|json]
     odometer report DATASET
@@ -79,12 +79,12 @@ def _dataset_lines(ds: Dataset, out: TextIO) -> None:
         )
     if "epsilon" in st.get("remaining", {}):
         rows.append(("remaining", _eps_delta(st["remaining"])))
-    for name, sub in st.get("ledgers", {}).items():
+    for name, sub in st.get("sub_budgets", {}).items():
         rem = sub.get("remaining", {})
         remaining = _eps_delta(rem) if "epsilon" in rem else "curve (see --json)"
         rows.append(
             (
-                f"  ledger {name}",
+                f"  sub-budget {name}",
                 f"{sub.get('mode')}: budget {_eps_delta(sub.get('budget'))}; "
                 f"spent {_eps_delta(sub.get('spent_eps_delta'))}; remaining {remaining}",
             )
@@ -156,7 +156,7 @@ def _budget_set(args: argparse.Namespace, client: OdometerClient, out: TextIO) -
         args.dataset,
         args.epsilon,
         args.delta,
-        ledger=args.ledger,
+        sub_budget=args.sub_budget,
         final_conversion_delta=args.final_conversion_delta,
     )
     if args.json:
@@ -378,7 +378,7 @@ def register(sub: Any) -> None:
     bset.add_argument("dataset")
     bset.add_argument("--epsilon", required=True)
     bset.add_argument("--delta", required=True)
-    bset.add_argument("--ledger", help="sub-ledger of a split dataset")
+    bset.add_argument("--sub-budget", help="sub-budget of a split dataset")
     bset.add_argument("--final-conversion-delta")
     bset.set_defaults(run=_client_command(_budget_set))
 

@@ -51,7 +51,7 @@ def summarize(
 ) -> dict[str, Any]:
     """A report from the dataset document and its whole ledger.
 
-    Per actor: invocations, rejections, settlements, cancellations and — on scalar ledgers —
+    Per actor: invocations, rejections, settlements, cancellations and — on scalar budgets —
     the net ε and δ charged (charges of acceptances and reservations minus refunds).
     """
     kinds = Counter(e["kind"] for e in entries)

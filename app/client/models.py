@@ -12,7 +12,7 @@ from typing import Any
 _DECIMAL = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|Infinity)$")
 #: Keys whose string values are names, never amounts.
 _TEXT_KEYS = frozenset(
-    {"name", "mode", "ledger", "relation", "type", "scheme", "cell", "id", "actor", "reason"}
+    {"name", "mode", "sub_budget", "relation", "type", "scheme", "cell", "id", "actor", "reason"}
 )
 
 
@@ -79,13 +79,13 @@ class Dataset:
 
     @property
     def spent(self) -> dict[str, Any]:
-        """Spent (ε, δ): exact on ``basic`` scalar ledgers, the mode's conversion otherwise
-        (``spent_eps_delta``; on ``split`` datasets the sum over the sub-ledgers)."""
+        """Spent (ε, δ): exact on ``basic`` scalar budgets, the mode's conversion otherwise
+        (``spent_eps_delta``; on ``split`` datasets the sum over the sub-budgets)."""
         if "spent_eps_delta" in self.status:
             return dict(self.status["spent_eps_delta"])
-        ledgers = self.status.get("ledgers", {})
+        sub_budgets = self.status.get("sub_budgets", {})
         total_eps, total_delta = Decimal(0), Decimal(0)
-        for sub in ledgers.values():
+        for sub in sub_budgets.values():
             sed = sub.get("spent_eps_delta", {})
             total_eps += sed.get("epsilon", Decimal(0))
             total_delta += sed.get("delta", Decimal(0))
@@ -102,9 +102,9 @@ class Dataset:
         value = self.status.get("reserved", {}).get("epsilon", Decimal(0))
         return value if isinstance(value, Decimal) else Decimal(0)
 
-    def ledger_status(self, name: str) -> dict[str, Any]:
-        """The status of one sub-ledger of a ``split`` dataset."""
-        return dict(self.status["ledgers"][name])
+    def sub_budget_status(self, name: str) -> dict[str, Any]:
+        """The status of one sub-budget of a ``split`` dataset."""
+        return dict(self.status["sub_budgets"][name])
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class Invocation:
     dataset_id: str
     status: str
     mechanism: dict[str, Any]
-    ledger: str | None
+    sub_budget: str | None
     charge: dict[str, Any]
     requested: dict[str, Any]
     remaining: dict[str, Any]
@@ -134,7 +134,7 @@ class Invocation:
             dataset_id=obj["dataset_id"],
             status=obj["status"],
             mechanism=dict(obj.get("mechanism") or {}),
-            ledger=obj.get("ledger"),
+            sub_budget=obj.get("sub_budget"),
             charge=_amounts(obj, "charge"),
             requested=_amounts(obj, "requested"),
             remaining=_amounts(obj, "remaining"),

@@ -119,7 +119,7 @@ class OdometerClient:
         epsilon: Number,
         delta: Number,
         *,
-        ledger: str | None = None,
+        sub_budget: str | None = None,
         final_conversion_delta: Number | None = None,
         idempotency_key: str | None = None,
     ) -> Dataset:
@@ -129,7 +129,7 @@ class OdometerClient:
                 _core.dataset_id(dataset),
                 epsilon,
                 delta,
-                ledger,
+                sub_budget,
                 final_conversion_delta,
                 idempotency_key,
             )
@@ -154,7 +154,7 @@ class OdometerClient:
         dataset: str | Dataset,
         mechanism: MechanismLike,
         *,
-        ledger: str | None = None,
+        sub_budget: str | None = None,
         conversion_delta: Number | None = None,
         idempotency_key: str | None = None,
     ) -> Invocation:
@@ -162,7 +162,7 @@ class OdometerClient:
         (ODP). Raises ``BudgetExceeded`` (409), ``InvalidRequest`` (422), …"""
         return self._send(
             _core.register(
-                _core.dataset_id(dataset), mechanism, ledger, conversion_delta, idempotency_key
+                _core.dataset_id(dataset), mechanism, sub_budget, conversion_delta, idempotency_key
             )
         )
 
@@ -171,12 +171,12 @@ class OdometerClient:
         dataset: str | Dataset,
         mechanism: MechanismLike,
         *,
-        ledger: str | None = None,
+        sub_budget: str | None = None,
         conversion_delta: Number | None = None,
     ) -> PreviewResult:
         """The decision a registration would get now; nothing is written."""
         return self._send(
-            _core.preview(_core.dataset_id(dataset), mechanism, ledger, conversion_delta)
+            _core.preview(_core.dataset_id(dataset), mechanism, sub_budget, conversion_delta)
         )
 
     def settle(
@@ -222,7 +222,7 @@ class OdometerClient:
         dataset: str | Dataset,
         mechanism: MechanismLike,
         *,
-        ledger: str | None = None,
+        sub_budget: str | None = None,
         conversion_delta: Number | None = None,
         idempotency_key: str | None = None,
     ) -> Iterator[Reservation]:
@@ -239,7 +239,7 @@ class OdometerClient:
         inv = self.register(
             dataset,
             mechanism,
-            ledger=ledger,
+            sub_budget=sub_budget,
             conversion_delta=conversion_delta,
             idempotency_key=idempotency_key,
         )

@@ -65,12 +65,12 @@
       return `${amounts(status.spent)} (reserved ε ${status.reserved.epsilon})`;
     }
     if (status.spent) return amounts(status.spent);
-    return "see ledgers";
+    return "see sub-budgets";
   }
 
   function remainingOf(status) {
     if (status.remaining) return amounts(status.remaining);
-    const parts = Object.entries(status.ledgers || {}).map(
+    const parts = Object.entries(status.sub_budgets || {}).map(
       ([name, sub]) => `${name}: ${remainingOf(sub)}`);
     return parts.join("; ");
   }

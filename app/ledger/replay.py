@@ -244,7 +244,7 @@ def _step(
             state,
             request["epsilon"],
             request["delta"],
-            ledger=request.get("ledger"),
+            sub_budget=request.get("sub_budget"),
             final_conversion_delta=request.get("final_conversion_delta"),
         )
         _expect("config", config_to_json(config), entry["config"])
@@ -261,7 +261,7 @@ def _step(
             config,
             state,
             declaration,
-            ledger=request.get("ledger"),
+            sub_budget=request.get("sub_budget"),
             conversion_delta=None if conversion is None else Decimal(conversion),
         )
         if kind == EntryKind.INVOCATION_REJECTED and decision.admitted:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from app.accounting.modes.rdp import MAX_RDP_ORDERS
-from app.accounting.modes.split import MAX_LEDGERS
+from app.accounting.modes.split import MAX_SUB_BUDGETS
 from app.schemas.common import Amount, Delta, StrictModel, optional
 
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
@@ -20,7 +20,7 @@ class Budget(StrictModel):
     delta: Amount
 
 
-class SubLedgerBudget(StrictModel):
+class SubBudgetTarget(StrictModel):
     epsilon: Amount
     delta: Amount | None = optional()
 
@@ -62,17 +62,17 @@ LeafAccounting = Annotated[
 ]
 
 
-class SubLedger(StrictModel):
+class SubBudget(StrictModel):
     name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN)
-    budget: SubLedgerBudget
+    budget: SubBudgetTarget
     accounting: LeafAccounting | None = optional()
 
 
 class SplitAccounting(StrictModel):
-    """Fixed sub-ledgers, each in its own mode; invocations name their ``ledger``."""
+    """Fixed sub-budgets, each in its own mode; invocations name their ``sub_budget``."""
 
     mode: Literal["split"]
-    ledgers: list[SubLedger] = Field(min_length=1, max_length=MAX_LEDGERS)
+    sub_budgets: list[SubBudget] = Field(min_length=1, max_length=MAX_SUB_BUDGETS)
 
 
 Accounting = Annotated[
@@ -102,11 +102,11 @@ class DatasetCreate(StrictModel):
 
 
 class BudgetPatch(StrictModel):
-    """A new target; on a split dataset ``ledger`` names the sub-ledger to change."""
+    """A new target; on a split dataset ``sub_budget`` names the sub-budget to change."""
 
     epsilon: Amount
     delta: Amount
-    ledger: str | None = optional(min_length=1, max_length=64)
+    sub_budget: str | None = optional(min_length=1, max_length=64)
     final_conversion_delta: Delta | None = optional()
 
 

@@ -15,8 +15,8 @@ class InvocationCreate(StrictModel):
     """Declare an invocation before it runs."""
 
     mechanism: Mechanism
-    ledger: str | None = optional(
-        min_length=1, max_length=64, description="sub-ledger (split datasets only)"
+    sub_budget: str | None = optional(
+        min_length=1, max_length=64, description="sub-budget (split datasets only)"
     )
     conversion_delta: Delta | None = optional(
         description="δ for converting a curve-based guarantee to (ε, δ) (basic mode)"
@@ -39,7 +39,7 @@ class InvocationCreated(BaseModel):
     dataset_id: str
     status: Literal["accepted", "reserved"]
     mechanism: dict[str, Any]
-    ledger: str | None = None
+    sub_budget: str | None = None
     conversion_delta: str | None = None
     charge: dict[str, Any]
     requested: dict[str, Any]
@@ -73,7 +73,7 @@ class Preview(BaseModel):
 
     status: Literal["accepted", "reserved", "rejected"]
     mechanism: dict[str, Any]
-    ledger: str | None = None
+    sub_budget: str | None = None
     charge: dict[str, Any]
     requested: dict[str, Any]
     remaining: dict[str, Any]
@@ -99,7 +99,7 @@ class InvocationOut(BaseModel):
     dataset_id: str
     status: Literal["accepted", "reserved", "rejected", "settled", "cancelled"]
     mechanism: dict[str, Any]
-    ledger: str | None
+    sub_budget: str | None
     conversion_delta: str | None
     charge: dict[str, Any]
     requested: dict[str, Any]

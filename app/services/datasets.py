@@ -48,7 +48,7 @@ class NewDataset:
 class BudgetChange:
     epsilon: object
     delta: object
-    ledger: str | None = None
+    sub_budget: str | None = None
     final_conversion_delta: object = None
 
 
@@ -144,7 +144,7 @@ def change_budget(
             state,
             change.epsilon,
             change.delta,
-            ledger=change.ledger,
+            sub_budget=change.sub_budget,
             final_conversion_delta=change.final_conversion_delta,
         )
         at = utc_now()
@@ -168,7 +168,7 @@ def budget_request(change: BudgetChange) -> dict[str, Any]:
     return {
         "epsilon": _text(change.epsilon),
         "delta": _text(change.delta),
-        "ledger": change.ledger,
+        "sub_budget": change.sub_budget,
         "final_conversion_delta": None
         if change.final_conversion_delta is None
         else _text(change.final_conversion_delta),

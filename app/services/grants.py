@@ -2,7 +2,7 @@
 
 A quota is one more privacy filter over a subset of the dataset's invocations (the analyst's),
 in the dataset's own mode and parameters with the quota as target — sound for the same reason
-the dataset's filter is. ``split`` datasets get ``basic`` quotas (the sub-ledger choice is per
+the dataset's filter is. ``split`` datasets get ``basic`` quotas (the sub-budget choice is per
 invocation, a quota spans them; basic composition of each invocation's (ε, δ) is sound for
 any mix). Granting and revoking are ``grant_changed`` entries of the dataset's ledger, so a
 replay can follow every quota; revoking forgets the quota's state (a new grant starts afresh).

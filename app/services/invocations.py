@@ -83,12 +83,12 @@ class InvocationRequest:
     """What an analyst asks for: a declaration plus the request extras."""
 
     declaration: Declaration
-    ledger: str | None = None
+    sub_budget: str | None = None
     conversion_delta: Decimal | None = None
 
     def extras(self) -> dict[str, Any]:
         return {
-            "ledger": self.ledger,
+            "sub_budget": self.sub_budget,
             "conversion_delta": None
             if self.conversion_delta is None
             else fmt(self.conversion_delta),
@@ -215,7 +215,7 @@ def _decide(
         request.declaration,
         organisation=uppers.organisation.filter if uppers.organisation else None,
         quota=uppers.quota.filter if uppers.quota else None,
-        ledger=request.ledger,
+        sub_budget=request.sub_budget,
         conversion_delta=request.conversion_delta,
         exhaustive=exhaustive,
     )
@@ -279,7 +279,7 @@ def _invocation_row(
         dataset_id=dataset_id,
         status=decision.outcome if levels.admitted else "rejected",
         kind=declaration["type"],
-        ledger=decision.ledger,
+        sub_budget=decision.sub_budget,
         declaration=declaration,
         request=request.extras(),
         charge=_dataset_charge(levels) or {},
@@ -358,7 +358,7 @@ def preview_invocation(
     return Preview(
         status=decision.outcome,
         mechanism=request.declaration.to_json(),
-        ledger=decision.ledger,
+        sub_budget=decision.sub_budget,
         charge=wire(decision.charge),
         requested=wire(decision.requested),
         remaining=wire(decision.remaining),
@@ -542,7 +542,7 @@ def get_invocation(
                 "dataset_id": inv.dataset_id,
                 "status": inv.status,
                 "mechanism": inv.declaration,
-                "ledger": inv.ledger,
+                "sub_budget": inv.sub_budget,
                 "conversion_delta": inv.request.get("conversion_delta"),
                 "charge": inv.charge,
                 "requested": inv.requested,

@@ -102,7 +102,7 @@ def spend_measure(view: Mapping[str, Any]) -> tuple[str, Decimal, Decimal, Decim
     mode = view["mode"]
     budget = view["budget"]
     if mode == "split":
-        parts = [spend_measure(sub) for sub in view["ledgers"].values()]
+        parts = [spend_measure(sub) for sub in view["sub_budgets"].values()]
         return (
             "epsilon",
             sum((p[1] for p in parts), Decimal(0)),

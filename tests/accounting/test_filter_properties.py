@@ -251,7 +251,7 @@ def test_reference_model_detects_a_broken_filter() -> None:
 # ---------------------------------------------------------------------------- split
 SPLIT = {
     "mode": "split",
-    "ledgers": [
+    "sub_budgets": [
         {
             "name": "odp",
             "budget": {"epsilon": "1", "delta": "2e-7"},
@@ -279,9 +279,9 @@ SPLIT = {
         max_size=40,
     )
 )
-def test_split_sub_ledgers_never_overspend(history: list[Op]) -> None:
-    """Each sub-ledger is its own filter; the dataset guarantee is the concurrent basic
-    composition of the sub-ledger targets, which the configuration bounds by (ε_B, δ_B)."""
+def test_split_sub_budgets_never_overspend(history: list[Op]) -> None:
+    """Each sub-budget is its own filter; the dataset guarantee is the concurrent basic
+    composition of the sub-budget targets, which the configuration bounds by (ε_B, δ_B)."""
     cfg = make_config(3, "1e-6", "add_remove", SPLIT)
     assert isinstance(cfg, SplitConfig)
     state = initial_state(cfg)
@@ -290,11 +290,11 @@ def test_split_sub_ledgers_never_overspend(history: list[Op]) -> None:
         if kind == "admit":
             ledger, payload = arg
             decl = parse_declaration(payload)
-            d = admit(cfg, state, decl, ledger=ledger)
+            d = admit(cfg, state, decl, sub_budget=ledger)
             if d.outcome == "rejected":
                 assert d.state is state
             if d.reservation is not None:
-                assert d.reservation.ledger == ledger == "odp"
+                assert d.reservation.sub_budget == ledger == "odp"
                 open_.append(d.reservation)
             state = d.state
         elif open_:
@@ -309,13 +309,13 @@ def test_split_sub_ledgers_never_overspend(history: list[Op]) -> None:
         assert isinstance(b, BasicState)
         assert b.spent_epsilon + b.reserved_epsilon <= 1 and b.spent_delta <= Decimal("2e-7")
         z = state.get("z")
-        z_cfg = cfg.ledger("z")
+        z_cfg = cfg.sub_budget("z")
         assert isinstance(z, ZCDPState) and isinstance(z_cfg, ZCDPConfig)
         assert z.rho <= z_cfg.rho_budget
         r = state.get("r")
-        r_cfg = cfg.ledger("r")
+        r_cfg = cfg.sub_budget("r")
         assert isinstance(r, RDPState) and isinstance(r_cfg, RDPConfig)
         assert any(s <= t for s, t in zip(r.rdp, r_cfg.thresholds, strict=True))
-    total_eps = sum(Decimal(c.epsilon) for _, c in cfg.ledgers)
-    total_delta = sum(Decimal(c.delta) for _, c in cfg.ledgers)
+    total_eps = sum(Decimal(c.epsilon) for _, c in cfg.sub_budgets)
+    total_delta = sum(Decimal(c.delta) for _, c in cfg.sub_budgets)
     assert total_eps <= cfg.epsilon and total_delta <= cfg.delta

@@ -386,14 +386,14 @@ def test_gdp_filter() -> None:
 
 
 # ---------------------------------------------------------------------------- split
-def test_split_ledgers_are_independent_and_bounded() -> None:
+def test_split_sub_budgets_are_independent_and_bounded() -> None:
     cfg = make_config(
         3,
         "1e-5",
         "add_remove",
         {
             "mode": "split",
-            "ledgers": [
+            "sub_budgets": [
                 {
                     "name": "odp",
                     "budget": {"epsilon": 1, "delta": 0},
@@ -408,12 +408,12 @@ def test_split_ledgers_are_independent_and_bounded() -> None:
         },
     )
     st = initial_state(cfg)
-    d = admit(cfg, st, ODP.__class__(ODP.cells, Decimal(0)), ledger="odp")  # type: ignore[attr-defined, call-arg]
+    d = admit(cfg, st, ODP.__class__(ODP.cells, Decimal(0)), sub_budget="odp")  # type: ignore[attr-defined, call-arg]
     assert d.outcome == "reserved" and d.reservation is not None
-    assert d.reservation.ledger == "odp"
+    assert d.reservation.sub_budget == "odp"
     s = settle(cfg, d.state, d.reservation, "none")
     assert s.refund == {"epsilon": "0.3", "delta": "0"}
-    with pytest.raises(DeclarationError, match="ledger"):
+    with pytest.raises(DeclarationError, match="sub_budget"):
         admit(cfg, st, PURE_01)
     with pytest.raises(Exception, match="sum to"):
         make_config(
@@ -422,7 +422,7 @@ def test_split_ledgers_are_independent_and_bounded() -> None:
             "add_remove",
             {
                 "mode": "split",
-                "ledgers": [
+                "sub_budgets": [
                     {"name": "a", "budget": {"epsilon": 1, "delta": 0}},
                     {"name": "b", "budget": {"epsilon": "0.1", "delta": 0}},
                 ],
@@ -456,7 +456,7 @@ def test_budget_change_never_below_spent() -> None:
         {"mode": "gdp"},
         {
             "mode": "split",
-            "ledgers": [
+            "sub_budgets": [
                 {
                     "name": "a",
                     "budget": {"epsilon": 1, "delta": "5e-7"},
@@ -476,7 +476,7 @@ def test_config_and_state_json_are_lossless(accounting: dict[str, object]) -> No
     assert config_from_json(config_to_json(cfg)) == cfg
     decl = parse_declaration({"type": "gaussian", "sigma": 5})
     ledger = "a" if accounting["mode"] == "split" else None
-    st = admit(cfg, initial_state(cfg), decl, ledger=ledger).state
+    st = admit(cfg, initial_state(cfg), decl, sub_budget=ledger).state
     assert state_from_json(cfg, state_to_json(st)) == st
     s = status(cfg, st)
     assert s["mode"] == accounting["mode"]

@@ -62,15 +62,15 @@ def test_supports_says_exactly_what_admit_accepts(mode: str, example: dict[str, 
             admit(config, initial_state(config), decl)
 
 
-def test_a_split_dataset_answers_for_the_named_sub_ledger() -> None:
+def test_a_split_dataset_answers_for_the_named_sub_budget() -> None:
     half = {"epsilon": 1, "delta": "5e-7"}
-    ledgers = [
+    sub_budgets = [
         {"name": "a", "budget": half},
         {"name": "g", "budget": half, "accounting": {"mode": "gdp"}},
     ]
-    config = make_config(2, "1e-6", "add_remove", {"mode": "split", "ledgers": ledgers})
+    config = make_config(2, "1e-6", "add_remove", {"mode": "split", "sub_budgets": sub_budgets})
     laplace = parse_declaration({"type": "laplace", "scale": "2", "sensitivity": "1"})
-    assert supports(config, laplace, ledger="a") is True
-    assert supports(config, laplace, ledger="g") is False
+    assert supports(config, laplace, sub_budget="a") is True
+    assert supports(config, laplace, sub_budget="g") is False
     with pytest.raises(UnsupportedInMode, match="mode 'gdp' accepts only certified"):
-        admit(config, initial_state(config), laplace, ledger="g")
+        admit(config, initial_state(config), laplace, sub_budget="g")

@@ -259,7 +259,7 @@ def _datasets() -> dict[str, dict[str, Any]]:
             "budget": budget,
             "accounting": {
                 "mode": "split",
-                "ledgers": [
+                "sub_budgets": [
                     {
                         "name": "a",
                         "budget": {"epsilon": "0.5", "delta": "0.0005"},

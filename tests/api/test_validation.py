@@ -154,7 +154,7 @@ HOSTILE_INVOCATIONS: list[tuple[str, str]] = [
     ),
     (
         "ledger on a basic dataset",
-        '{"mechanism": {"type": "pure_dp", "epsilon": 0.1}, "ledger": "x"}',
+        '{"mechanism": {"type": "pure_dp", "epsilon": 0.1}, "sub_budget": "x"}',
     ),
     ("huge integer literal", '{"mechanism": {"type": "pure_dp", "epsilon": ' + "9" * 5000 + "}}"),
     # found by the hostile table and schemathesis (once 201 with the value in the ledger, or 500)
@@ -231,7 +231,7 @@ HOSTILE_DATASETS: list[tuple[str, dict[str, Any]]] = [
             "budget": {"epsilon": 1, "delta": 1e-6},
             "accounting": {
                 "mode": "split",
-                "ledgers": [
+                "sub_budgets": [
                     {"name": "a", "budget": {"epsilon": 0.6}},
                     {"name": "b", "budget": {"epsilon": 0.6}},
                 ],

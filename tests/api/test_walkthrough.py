@@ -158,6 +158,6 @@ def test_budget_change_is_a_ledger_entry_and_never_below_spent(client: TestClien
     assert entries[-1]["request"] == {
         "epsilon": "2",
         "delta": "0.000002",
-        "ledger": None,
+        "sub_budget": None,
         "final_conversion_delta": None,
     }

@@ -83,12 +83,12 @@ def _keep_reservation(decision: filters.Decision, state: filters.FilterState) ->
     """The decision with the ledger's reserved ε left as before (nothing refunded)."""
     old = state
     if isinstance(decision.state, filters.SplitState):
-        assert isinstance(old, filters.SplitState) and decision.ledger is not None
-        leaf = old.get(decision.ledger)
-        new_leaf = decision.state.get(decision.ledger)
+        assert isinstance(old, filters.SplitState) and decision.sub_budget is not None
+        leaf = old.get(decision.sub_budget)
+        new_leaf = decision.state.get(decision.sub_budget)
         assert isinstance(leaf, filters.BasicState) and isinstance(new_leaf, filters.BasicState)
         fixed = replace(new_leaf, reserved_epsilon=leaf.reserved_epsilon)
-        return replace(decision, state=decision.state.put(decision.ledger, fixed))
+        return replace(decision, state=decision.state.put(decision.sub_budget, fixed))
     assert isinstance(old, filters.BasicState) and isinstance(decision.state, filters.BasicState)
     return replace(decision, state=replace(decision.state, reserved_epsilon=old.reserved_epsilon))
 

@@ -3,7 +3,7 @@
 The driver runs ``clients`` threads, each with its own keep-alive connection and its own
 seeded random stream, doing ``per_client`` operations over a fixed set of datasets (two per
 mode: ``basic``, ``zcdp``, ``rdp``, ``gdp``, ``split``): registrations (ODP reservations in
-``basic`` sub-ledgers), settlements, cancellations, previews, budget changes and replays of
+``basic`` sub-budgets), settlements, cancellations, previews, budget changes and replays of
 earlier keyed requests. Each client remembers what it was told; the checker compares that
 with the ledgers at the end.
 
@@ -50,7 +50,7 @@ DATASETS: list[tuple[str, dict[str, str], dict[str, Any]]] = [
         {"epsilon": "4", "delta": "0.00001"},
         {
             "mode": "split",
-            "ledgers": [
+            "sub_budgets": [
                 {"name": "basic", "budget": {"epsilon": "1", "delta": "0.000004"}},
                 {
                     "name": "zcdp",
@@ -65,7 +65,7 @@ DATASETS: list[tuple[str, dict[str, str], dict[str, Any]]] = [
         {"epsilon": "4", "delta": "0.00001"},
         {
             "mode": "split",
-            "ledgers": [
+            "sub_budgets": [
                 {
                     "name": "rdp",
                     "budget": {"epsilon": "1", "delta": "0.000004"},
@@ -127,7 +127,7 @@ BUDGET_FACTORS = ("0.8", "1", "1.5", "2")
 
 @dataclass
 class Target:
-    """A dataset, or one sub-ledger of a split dataset, that invocations can name."""
+    """A dataset, or one sub-budget of a split dataset, that invocations can name."""
 
     dataset_id: str
     mode: str
@@ -151,7 +151,7 @@ def targets_of(dataset_id: str, budget: dict[str, str], accounting: dict[str, An
             Decimal(sub["budget"]["epsilon"]),
             sub["budget"]["delta"],
         )
-        for sub in accounting["ledgers"]
+        for sub in accounting["sub_budgets"]
     ]
 
 
@@ -166,11 +166,11 @@ def status_problems(st: dict[str, Any], where: str) -> list[str]:
     mode = st["mode"]
     out: list[str] = []
     if mode == "split":
-        total_e = sum((_d(s["budget"]["epsilon"]) for s in st["ledgers"].values()), Decimal(0))
-        total_d = sum((_d(s["budget"]["delta"]) for s in st["ledgers"].values()), Decimal(0))
+        total_e = sum((_d(s["budget"]["epsilon"]) for s in st["sub_budgets"].values()), Decimal(0))
+        total_d = sum((_d(s["budget"]["delta"]) for s in st["sub_budgets"].values()), Decimal(0))
         if total_e > _d(st["budget"]["epsilon"]) or total_d > _d(st["budget"]["delta"]):
-            out.append(f"{where}: sub-ledger budgets ({total_e}, {total_d}) exceed the total")
-        for name, sub in st["ledgers"].items():
+            out.append(f"{where}: sub-budget budgets ({total_e}, {total_d}) exceed the total")
+        for name, sub in st["sub_budgets"].items():
             out.extend(status_problems(sub, f"{where}/{name}"))
         return out
     spent = st["spent"]
@@ -309,7 +309,7 @@ class Client:
         declaration = self.rng.choice(DECLARATIONS[target.mode])
         body: dict[str, Any] = {"mechanism": declaration}
         if target.ledger is not None:
-            body["ledger"] = target.ledger
+            body["sub_budget"] = target.ledger
         path = f"/v1/datasets/{target.dataset_id}/invocations"
         reply = self._keyed("POST", path, body)
         if not _expect(self.local, "register", reply, {201: (), 409: ("BudgetExceeded",)}):
@@ -341,7 +341,7 @@ class Client:
         target = self.rng.choice(self.targets)
         body: dict[str, Any] = {"mechanism": self.rng.choice(DECLARATIONS[target.mode])}
         if target.ledger is not None:
-            body["ledger"] = target.ledger
+            body["sub_budget"] = target.ledger
         reply = self.http.send(
             "POST", f"/v1/datasets/{target.dataset_id}/invocations/preview", body
         )
@@ -357,7 +357,7 @@ class Client:
         factor = Decimal(self.rng.choice(BUDGET_FACTORS))
         body: dict[str, Any] = {"epsilon": str(target.epsilon * factor), "delta": target.delta}
         if target.ledger is not None:
-            body["ledger"] = target.ledger
+            body["sub_budget"] = target.ledger
         reply = self.http.send("PATCH", f"/v1/datasets/{target.dataset_id}/budget", body)
         allowed: dict[int, tuple[str, ...]] = {200: (), 409: ("BudgetBelowSpent",)}
         if _expect(self.local, "budget", reply, allowed) and reply.status == 200:

@@ -98,7 +98,8 @@ def test_0002_carries_tenants_and_legacy_keys_over(fresh_backend: Backend) -> No
 def test_0004_renames_the_final_conversion_share_both_ways(fresh_backend: Backend) -> None:
     """A zcdp dataset's stored ``final_conversion_delta`` is ``delta_conversion`` below 0004
     and comes back on upgrade; the dataset keeps admitting, and its ledger (written by
-    accounting 1.1.0) still replays."""
+    accounting 1.1.0) still replays. Likewise a split dataset's ``sub_budgets`` (``ledgers``
+    below 0004) and an open reservation's ``sub_budget``, which settles after the upgrade."""
     from fastapi.testclient import TestClient
 
     from app.ledger.replay import replay
@@ -115,10 +116,27 @@ def test_0004_renames_the_final_conversion_share_both_ways(fresh_backend: Backen
         "budget": {"epsilon": 1, "delta": "1e-6"},
         "accounting": {"mode": "zcdp", "final_conversion_delta": "8e-7"},
     }
+    split = {
+        "name": "s",
+        "budget": {"epsilon": 1, "delta": 0},
+        "accounting": {"mode": "split", "sub_budgets": [{"name": "q", "budget": {"epsilon": 1}}]},
+    }
+    odp = {
+        "type": "odp",
+        "cells": [{"name": "a", "epsilon": "0.1"}, {"name": "b", "epsilon": "0.3"}],
+    }
     with TestClient(create_app(settings)) as client:
         r = client.post("/v1/datasets", json=body, headers=AUTH)
         assert r.status_code == 201, r.text
         ds = r.json()["id"]
+        sds = client.post("/v1/datasets", json=split, headers=AUTH).json()["id"]
+        r = client.post(
+            f"/v1/datasets/{sds}/invocations",
+            json={"mechanism": odp, "sub_budget": "q"},
+            headers=AUTH,
+        )
+        assert r.status_code == 201 and r.json()["status"] == "reserved", r.text
+        inv = r.json()["id"]
     engine = make_engine(fresh_backend.url, null_pool=True)
     try:
         command.downgrade(cfg, "0003")
@@ -126,9 +144,20 @@ def test_0004_renames_the_final_conversion_share_both_ways(fresh_backend: Backen
             stored = conn.execute(
                 text("SELECT config_json FROM datasets WHERE id = :id"), {"id": ds}
             ).scalar_one()
+            split_config, reservation = conn.execute(
+                text(
+                    "SELECT d.config_json, i.reservation FROM datasets d"
+                    " JOIN invocations i ON i.dataset_id = d.id WHERE d.id = :id"
+                ),
+                {"id": sds},
+            ).one()
         old = stored if isinstance(stored, dict) else json.loads(stored)
         assert old.get("delta_conversion") == "0.0000008"
         assert "final_conversion_delta" not in old
+        split_config = split_config if isinstance(split_config, dict) else json.loads(split_config)
+        reservation = reservation if isinstance(reservation, dict) else json.loads(reservation)
+        assert [sub["name"] for sub in split_config["ledgers"]] == ["q"]
+        assert (reservation["ledger"], "sub_budget" in reservation) == ("q", False)
         command.upgrade(cfg, "head")
     finally:
         engine.dispose()
@@ -143,4 +172,11 @@ def test_0004_renames_the_final_conversion_share_both_ways(fresh_backend: Backen
         assert r.status_code == 201, r.text
         entries = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()["entries"]
         assert [e["accounting_version"] for e in entries] == ["1.1.0", "1.1.0"]
+        assert replay(entries).ok
+        settle = client.post(
+            f"/v1/datasets/{sds}/invocations/{inv}/settle", json={"cell": "a"}, headers=AUTH
+        )
+        assert settle.status_code == 200, settle.text
+        assert settle.json()["refund"] == {"epsilon": "0.2", "delta": "0"}
+        entries = client.get(f"/v1/datasets/{sds}/ledger", headers=AUTH).json()["entries"]
         assert replay(entries).ok

@@ -1,5 +1,6 @@
-"""Ledgers written by accounting 1.0.0 (``delta_conversion``) still replay: entries keep the
-JSON they were hashed with, and the replay upgrades them before re-running them."""
+"""Ledgers written by accounting 1.0.0 (``delta_conversion``, split ``ledgers``) still replay:
+entries keep the JSON they were hashed with, and the replay upgrades them before re-running
+them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ from app.ledger import entry_hash, replay
 from app.ledger.chain import GENESIS_HASH
 from tests.support import AUTH
 
+OLD_NAMES = {
+    "final_conversion_delta": "delta_conversion",
+    "sub_budgets": "ledgers",
+    "sub_budget": "ledger",
+}
+
 
 def _as_written_by_1_0(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The same history as accounting 1.0.0 wrote it: the old field name, the old version, and
@@ -22,13 +29,14 @@ def _as_written_by_1_0(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     prev = GENESIS_HASH
     for entry in copy.deepcopy(entries):
         entry["accounting_version"] = VERSION_1_0
-        for part in (
-            entry.get("config"),
-            entry.get("request"),
-            (entry.get("quota") or {}).get("config"),
-        ):
-            if isinstance(part, dict) and "final_conversion_delta" in part:
-                part["delta_conversion"] = part.pop("final_conversion_delta")
+        config = entry.get("config") or {}
+        parts = [config, *config.get("sub_budgets", []), entry.get("request"), entry["state"]]
+        parts += [entry.get("reservation"), (entry.get("quota") or {}).get("config")]
+        parts += [(entry.get(level) or {}).get("reservation") for level in ("org", "quota")]
+        for part in parts:
+            for new, name in OLD_NAMES.items():
+                if isinstance(part, dict) and new in part:
+                    part[name] = part.pop(new)
         entry["prev_hash"] = prev
         entry["hash"] = prev = entry_hash(entry)
         old.append(entry)
@@ -64,6 +72,45 @@ def test_a_ledger_written_by_accounting_1_0_replays(client: TestClient) -> None:
     assert entries[-1]["request"]["final_conversion_delta"] == "0.0000008"
     old = _as_written_by_1_0(entries)
     assert "delta_conversion" in old[0]["config"] and "delta_conversion" in old[-1]["request"]
+    verdict = replay(old)
+    assert verdict.ok, verdict.problems
+    assert verdict.state == entries[-1]["state"]
+
+
+def test_a_split_ledger_written_by_accounting_1_0_replays(client: TestClient) -> None:
+    """Sub-budgets were ``ledgers`` in 1.0.0: in the configuration, the state, the request
+    extras and the reservations (of the dataset and of its upper levels)."""
+    half = {"epsilon": 1, "delta": "5e-7"}
+    accounting = {
+        "mode": "split",
+        "sub_budgets": [
+            {"name": "odp", "budget": half},
+            {"name": "z", "budget": half, "accounting": {"mode": "zcdp"}},
+        ],
+    }
+    body = {"name": "s", "budget": {"epsilon": 2, "delta": "1e-6"}, "accounting": accounting}
+    ds = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
+    odp = {
+        "type": "odp",
+        "cells": [{"name": "a", "epsilon": "0.1"}, {"name": "b", "epsilon": "0.4"}],
+    }
+    url = f"/v1/datasets/{ds}/invocations"
+    reserved = client.post(url, json={"mechanism": odp, "sub_budget": "odp"}, headers=AUTH)
+    assert reserved.status_code == 201 and reserved.json()["status"] == "reserved"
+    assert reserved.json()["reservation"]["sub_budget"] == "odp"
+    inv = reserved.json()["id"]
+    assert client.post(f"{url}/{inv}/settle", json={"cell": "a"}, headers=AUTH).status_code == 200
+    gauss = {"type": "gaussian", "sigma": "5", "sensitivity": "1"}
+    assert (
+        client.post(url, json={"mechanism": gauss, "sub_budget": "z"}, headers=AUTH).status_code
+        == 201
+    )
+    patch = {"epsilon": "0.9", "delta": "5e-7", "sub_budget": "odp"}
+    assert client.patch(f"/v1/datasets/{ds}/budget", json=patch, headers=AUTH).status_code == 200
+    entries = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()["entries"]
+    old = _as_written_by_1_0(entries)
+    assert [e["name"] for e in old[0]["config"]["ledgers"]] == ["odp", "z"]
+    assert old[1]["request"]["ledger"] == "odp" and old[1]["reservation"]["ledger"] == "odp"
     verdict = replay(old)
     assert verdict.ok, verdict.problems
     assert verdict.state == entries[-1]["state"]

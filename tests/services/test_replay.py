@@ -32,7 +32,7 @@ def _register(uow: UnitOfWork, dsid: str, mechanism: dict[str, Any], **kw: Any) 
 
 
 def _mixed_history(uow: UnitOfWork) -> str:
-    """Every entry kind, several modes' declarations, a split dataset with sub-ledgers."""
+    """Every entry kind, several modes' declarations, a split dataset with sub-budgets."""
     ds = datasets.create_dataset(
         uow,
         ADMIN,
@@ -43,7 +43,7 @@ def _mixed_history(uow: UnitOfWork) -> str:
             relation="add_remove",
             accounting={
                 "mode": "split",
-                "ledgers": [
+                "sub_budgets": [
                     {"name": "odp", "budget": {"epsilon": "1", "delta": "0.000002"}},
                     {
                         "name": "z",
@@ -65,10 +65,10 @@ def _mixed_history(uow: UnitOfWork) -> str:
         "cells": [{"name": "a", "epsilon": "0.1"}, {"name": "b", "epsilon": "0.4"}],
         "delta": "1e-7",
     }
-    r1 = _register(uow, dsid, odp, ledger="odp")
-    r2 = _register(uow, dsid, odp, ledger="odp")
+    r1 = _register(uow, dsid, odp, sub_budget="odp")
+    r2 = _register(uow, dsid, odp, sub_budget="odp")
     _register(
-        uow, dsid, {"type": "svt", "epsilon1": "0.05", "epsilon2": "0.1", "c": 3}, ledger="odp"
+        uow, dsid, {"type": "svt", "epsilon1": "0.05", "epsilon2": "0.1", "c": 3}, sub_budget="odp"
     )
     invocations.settle_invocation(uow, ALICE, dsid, r1["id"], "a")
     invocations.cancel_invocation(uow, ALICE, dsid, r2["id"])
@@ -76,11 +76,11 @@ def _mixed_history(uow: UnitOfWork) -> str:
         uow,
         dsid,
         {"type": "gaussian", "sigma": "20"},
-        ledger="odp",
+        sub_budget="odp",
         conversion_delta=Decimal("1e-7"),
     )
-    _register(uow, dsid, {"type": "gaussian", "sigma": "10", "sensitivity": "1"}, ledger="z")
-    _register(uow, dsid, {"type": "pure_dp", "epsilon": "0.3"}, ledger="z")
+    _register(uow, dsid, {"type": "gaussian", "sigma": "10", "sensitivity": "1"}, sub_budget="z")
+    _register(uow, dsid, {"type": "pure_dp", "epsilon": "0.3"}, sub_budget="z")
     _register(
         uow,
         dsid,
@@ -90,20 +90,20 @@ def _mixed_history(uow: UnitOfWork) -> str:
             "rate": "0.01",
             "mechanism": {"type": "gaussian", "sigma": "1.1"},
         },
-        ledger="r",
+        sub_budget="r",
     )
     _register(
         uow,
         dsid,
         {"type": "dp_sgd", "noise_multiplier": "1.1", "sample_rate": "0.01", "steps": 100},
-        ledger="r",
+        sub_budget="r",
     )
-    _register(uow, dsid, {"type": "pure_dp", "epsilon": "5"}, ledger="z")  # rejected
+    _register(uow, dsid, {"type": "pure_dp", "epsilon": "5"}, sub_budget="z")  # rejected
     datasets.change_budget(uow, ADMIN, dsid, datasets.BudgetChange(epsilon="7", delta="0.002"))
     datasets.change_budget(
-        uow, ADMIN, dsid, datasets.BudgetChange(epsilon="1.5", delta="0.000002", ledger="odp")
+        uow, ADMIN, dsid, datasets.BudgetChange(epsilon="1.5", delta="0.000002", sub_budget="odp")
     )
-    _register(uow, dsid, {"type": "pure_dp", "epsilon": "0.6"}, ledger="odp")
+    _register(uow, dsid, {"type": "pure_dp", "epsilon": "0.6"}, sub_budget="odp")
     return dsid
 
 
@@ -140,7 +140,7 @@ def test_replay_reproduces_every_state_exactly(uow: UnitOfWork) -> None:
     assert verdict.head_hash == stored["ledger"]["head_hash"]
     full = ledger.verify_ledger(uow, ADMIN, dsid)
     assert full.ok, full.problems
-    odp_status = stored["status"]["ledgers"]["odp"]
+    odp_status = stored["status"]["sub_budgets"]["odp"]
     # 0.1 settled + 0.1 (svt worst cell reserved: 0.05 + 0.1) + gaussian + 0.6; δ never refunded
     assert odp_status["reserved"] == {"epsilon": "0.15", "open": 1}
     assert odp_status["budget"] == {"epsilon": "1.5", "delta": "0.000002"}

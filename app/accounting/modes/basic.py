@@ -361,7 +361,7 @@ def admit(
 # ---------------------------------------------------------------------------- settle / cancel
 def _open(state: BasicState) -> None:
     if state.open_reservations < 1:  # pragma: no cover - guarded by the service
-        raise InvalidTransition("NoOpenReservation", "no open reservation on this ledger")
+        raise InvalidTransition("NoOpenReservation", "no open reservation on this budget")
 
 
 def settle(config: BasicConfig, state: BasicState, reservation: Reservation, cell: str) -> Decision:
@@ -388,7 +388,7 @@ def settle(config: BasicConfig, state: BasicState, reservation: Reservation, cel
         {"epsilon": fmt(worst), "delta": fmt(reservation.partition.delta)},
         _basic_remaining(config, new_state),
         refund={"epsilon": fmt(refund), "delta": "0"},
-        ledger=reservation.ledger,
+        sub_budget=reservation.sub_budget,
     )
 
 
@@ -410,7 +410,7 @@ def cancel(config: BasicConfig, state: BasicState, reservation: Reservation) -> 
         {"epsilon": fmt(worst), "delta": fmt(reservation.partition.delta)},
         _basic_remaining(config, new_state),
         refund={"epsilon": fmt(worst), "delta": fmt(reservation.partition.delta)},
-        ledger=reservation.ledger,
+        sub_budget=reservation.sub_budget,
     )
 
 

@@ -56,14 +56,14 @@ class InvalidTransition(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """An open ODP reservation (``basic`` mode): the partition and the sub-ledger it lives in."""
+    """An open ODP reservation (``basic`` mode): the partition and the sub-budget it lives in."""
 
     partition: OdpPartition
-    ledger: str | None = None
+    sub_budget: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "ledger": self.ledger,
+            "sub_budget": self.sub_budget,
             "cells": [{"name": n, "epsilon": fmt(e)} for n, e in self.partition.cells],
             "delta": fmt(self.partition.delta),
         }
@@ -71,7 +71,7 @@ class Reservation:
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> Reservation:
         cells = tuple((c["name"], Decimal(c["epsilon"])) for c in obj["cells"])
-        return Reservation(OdpPartition(cells, Decimal(obj["delta"])), obj.get("ledger"))
+        return Reservation(OdpPartition(cells, Decimal(obj["delta"])), obj.get("sub_budget"))
 
 
 Outcome = Literal["accepted", "reserved", "rejected"]
@@ -94,7 +94,7 @@ class Decision:
     reason: str | None = None
     reservation: Reservation | None = None
     refund: dict[str, Any] | None = None
-    ledger: str | None = None
+    sub_budget: str | None = None
 
     @property
     def admitted(self) -> bool:

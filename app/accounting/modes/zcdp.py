@@ -113,7 +113,7 @@ def unsupported(decl: Declaration) -> str | None:
     if isinstance(decl, RDPCurve | Subsampled | DPSGD):
         return (
             f"'{decl.kind}' has no certified zCDP bound (a finite RDP grid does not certify "
-            "zCDP and subsampling does not improve ρ); use a dataset or sub-ledger in mode 'rdp'"
+            "zCDP and subsampling does not improve ρ); use a dataset or sub-budget in mode 'rdp'"
         )
     if isinstance(
         decl,
@@ -181,7 +181,7 @@ def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
     if isinstance(decl, RDPCurve | Subsampled | DPSGD):
         raise UnsupportedInMode(
             f"'{decl.kind}' has no certified zCDP bound (a finite RDP grid does not certify "
-            "zCDP and subsampling does not improve ρ); use a dataset or sub-ledger in mode 'rdp'"
+            "zCDP and subsampling does not improve ρ); use a dataset or sub-budget in mode 'rdp'"
         )
     raise UnsupportedInMode(f"kind '{decl.kind}' is not supported in mode 'zcdp'")
 

@@ -78,7 +78,7 @@ def change_budget(
         service.BudgetChange(
             epsilon=body.epsilon,
             delta=body.delta,
-            ledger=body.ledger,
+            sub_budget=body.sub_budget,
             final_conversion_delta=body.final_conversion_delta,
         ),
     )

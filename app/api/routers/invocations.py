@@ -39,7 +39,7 @@ def recorded_response(recorded: service.RecordedResponse) -> Response:
 def _request(body: InvocationCreate) -> service.InvocationRequest:
     return service.InvocationRequest(
         declaration=body.to_declaration(),
-        ledger=body.ledger,
+        sub_budget=body.sub_budget,
         conversion_delta=body.conversion_delta,
     )
 
