@@ -173,7 +173,7 @@ def tightness() -> dict[str, Any]:
         }
     )
     basic = make_config(100, "1e-4", "add_remove", None)
-    out["sgd_basic"] = float(admit(basic, initial_state(basic), sgd).charge["epsilon"])
+    out["sgd_basic"] = float(admit(basic, initial_state(basic), sgd).charge.to_json()["epsilon"])
     out["sgd_rdp_mode"] = _smallest_rdp_budget(sgd, 1e-5)
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1)), 10000

@@ -35,6 +35,7 @@ from app.accounting import (
     settle,
     state_to_json,
 )
+from app.accounting.amounts import amount_json
 from app.ledger import EntryKind, next_entry
 
 
@@ -183,8 +184,8 @@ def build(
                 invocation_id=invocation_id,
                 declaration=declaration.to_json(),
                 request={"sub_budget": None, "conversion_delta": None},
-                charge=decision.charge,
-                requested=decision.requested,
+                charge=amount_json(decision.charge),
+                requested=amount_json(decision.requested),
                 reservation=reservation if admitted else None,
                 reason=decision.reason,
                 state=state_to_json(decision.state if admitted else state),
@@ -210,9 +211,9 @@ def build(
                 at=at,
                 invocation_id=invocation_id,
                 request={"cell": op.cell} if op.kind == "settle" else {},
-                charge=fin.charge,
-                requested=fin.requested,
-                refund=fin.refund,
+                charge=amount_json(fin.charge),
+                requested=amount_json(fin.requested),
+                refund=amount_json(fin.refund),
                 reservation=reservation,
                 state=state_to_json(state),
             )

@@ -46,6 +46,7 @@ from app.accounting import (
     settle,
     state_to_json,
 )
+from app.accounting.amounts import amount_json
 from app.ledger.chain import GENESIS_HASH, ChainProblem, ChainWalker
 from app.ledger.entry import EntryKind
 
@@ -270,12 +271,12 @@ def _step(
             if not any(p and p.get("outcome") == "rejected" for p in upper):
                 raise _Mismatch("rejected, but neither the dataset nor an upper level refused")
             _expect("charge", None, entry["charge"])
-            _expect("requested", decision.requested, entry["requested"])
+            _expect("requested", amount_json(decision.requested), entry["requested"])
             _expect("state", state_to_json(state), entry["state"])
             return config, state
         _expect("outcome", f"invocation_{decision.outcome}", kind)
-        _expect("charge", decision.charge, entry["charge"])
-        _expect("requested", decision.requested, entry["requested"])
+        _expect("charge", amount_json(decision.charge), entry["charge"])
+        _expect("requested", amount_json(decision.requested), entry["requested"])
         reservation = decision.reservation.to_json() if decision.reservation else None
         _expect("reservation", reservation, entry["reservation"])
         if decision.reservation is not None:
@@ -290,8 +291,8 @@ def _step(
             decision = settle(config, state, open_reservation, request["cell"])
         else:
             decision = cancel(config, state, open_reservation)
-        _expect("charge", decision.charge, entry["charge"])
-        _expect("refund", decision.refund, entry["refund"])
+        _expect("charge", amount_json(decision.charge), entry["charge"])
+        _expect("refund", amount_json(decision.refund), entry["refund"])
         state = decision.state
     else:
         raise _Mismatch(f"unknown entry kind {kind!r}")
@@ -337,7 +338,7 @@ def _quota_step(
             conversion_delta=None if conversion is None else Decimal(conversion),
         )
         _expect("quota outcome", decision.outcome, part["outcome"])
-        _expect("quota requested", decision.requested, part["requested"])
+        _expect("quota requested", amount_json(decision.requested), part["requested"])
     elif kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED):
         reservation = Reservation.from_json(entry["reservation"])
         reservation = Reservation(reservation.partition, None)
@@ -349,7 +350,7 @@ def _quota_step(
     else:
         raise _Mismatch(f"a quota part on a {kind!r} entry")
     if part["applied"]:
-        _expect("quota charge", decision.charge, part["charge"])
+        _expect("quota charge", amount_json(decision.charge), part["charge"])
         state = decision.state
     _expect("quota state", state_to_json(state), part["state"])
     quotas[owner] = (config, state)

@@ -25,6 +25,7 @@ from app.accounting import (
     state_from_json,
     state_to_json,
 )
+from app.accounting.amounts import Amount
 from app.accounting.levels import ORGANISATION, QUOTA, Filter, LevelOutcome
 from app.db.models import Dataset, Grant, Organisation
 from app.services._common import utc_now
@@ -48,13 +49,13 @@ _UNCAPPED = (Decimal(10) ** 6, Decimal("0.999999999999"))
 
 # ---------------------------------------------------------------------------- amounts
 @overload
-def wire(amount: dict[str, Any]) -> dict[str, Any]: ...
+def wire(amount: Amount) -> dict[str, Any]: ...
 @overload
 def wire(amount: None) -> None: ...
-def wire(amount: dict[str, Any] | None) -> dict[str, Any] | None:
+def wire(amount: Amount | None) -> dict[str, Any] | None:
     """A decision's amount (charge, requested, remaining, refund) as it is written to a
     response body, a ledger entry or a row: the one place amounts leave the core's types."""
-    return amount
+    return None if amount is None else amount.to_json()
 
 
 # ---------------------------------------------------------------------------- organisation cap

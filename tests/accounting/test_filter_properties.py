@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.accounting import conversions as cv
+from app.accounting.amounts import amount_json
 from app.accounting.declarations import Declaration, parse_declaration
 from app.accounting.filters import (
     AccountingConfig,
@@ -143,16 +144,17 @@ def test_basic_never_overspends(history: list[Op], budget: str) -> None:
     open_worst: dict[int, Fraction] = {}
     for d, _ in log:
         if d.outcome == "accepted" and d.refund is None:
-            realised += Fraction(d.charge["epsilon"])
-            delta += Fraction(d.charge["delta"])
+            realised += Fraction(d.charge.to_json()["epsilon"])
+            delta += Fraction(d.charge.to_json()["delta"])
         elif d.outcome == "reserved":
-            worst_open += Fraction(d.charge["epsilon"])
-            delta += Fraction(d.charge["delta"])
+            worst_open += Fraction(d.charge.to_json()["epsilon"])
+            delta += Fraction(d.charge.to_json()["delta"])
         elif d.refund is not None:  # settle or cancel
-            worst_open -= Fraction(d.requested["epsilon"])
-            realised += Fraction(d.charge["epsilon"])
-            if d.charge["epsilon"] == "0" and d.refund["delta"] != "0":
-                delta -= Fraction(d.refund["delta"])
+            worst_open -= Fraction(d.requested.to_json()["epsilon"])
+            realised += Fraction(d.charge.to_json()["epsilon"])
+            refund = amount_json(d.refund) or {}
+            if d.charge.to_json()["epsilon"] == "0" and refund["delta"] != "0":
+                delta -= Fraction(refund["delta"])
         # (1) at every point: Algorithm 1's invariant E + reserved ≤ ε_B, D ≤ δ_B
         assert realised + worst_open <= Fraction(budget)
         assert delta <= Fraction("3e-7")
@@ -173,8 +175,14 @@ def test_zcdp_never_overspends(history: list[Op], budget: str) -> None:
     assert isinstance(cfg, ZCDPConfig)
     state, log = run(cfg, history)
     assert run(cfg, history)[0] == state
-    rho = sum((Fraction(d.charge["rho"]) for d, _ in log if d.outcome == "accepted"), Fraction(0))
-    dlt = sum((Fraction(d.charge["delta"]) for d, _ in log if d.outcome == "accepted"), Fraction(0))
+    rho = sum(
+        (Fraction(d.charge.to_json()["rho"]) for d, _ in log if d.outcome == "accepted"),
+        Fraction(0),
+    )
+    dlt = sum(
+        (Fraction(d.charge.to_json()["delta"]) for d, _ in log if d.outcome == "accepted"),
+        Fraction(0),
+    )
     assert isinstance(state, ZCDPState)
     assert Fraction(state.rho) == rho and Fraction(state.delta) == dlt
     assert rho <= Fraction(cfg.rho_budget) and dlt <= Fraction("2e-7")
@@ -197,7 +205,7 @@ def test_rdp_never_overspends(history: list[Op], budget: str) -> None:
     total = np.zeros_like(orders)
     for d, _ in log:
         if d.outcome == "accepted":
-            total = total + np.array([float(x) for x in d.charge["rdp"]])
+            total = total + np.array([float(x) for x in d.charge.to_json()["rdp"]])
             live = total <= np.asarray(cfg.thresholds)
             assert live.any()  # some order never crossed its threshold
     assert isinstance(state, RDPState)
@@ -221,7 +229,8 @@ def test_gdp_never_overspends(history: list[Op], budget: str) -> None:
     state, log = run(cfg, history)
     assert run(cfg, history)[0] == state
     m2 = sum(
-        (Fraction(d.charge["mu_squared"]) for d, _ in log if d.outcome == "accepted"), Fraction(0)
+        (Fraction(d.charge.to_json()["mu_squared"]) for d, _ in log if d.outcome == "accepted"),
+        Fraction(0),
     )
     assert isinstance(state, GDPState) and Fraction(state.mu_squared) == m2
     assert m2 <= Fraction(cfg.mu_squared_budget)
@@ -243,9 +252,11 @@ def test_reference_model_detects_a_broken_filter() -> None:
     d1 = admit(cfg, st0, odp_decl)
     broken_state = BasicState()  # "forgets" the reservation
     d2 = admit(cfg, broken_state, odp_decl)
-    assert Fraction(d1.charge["epsilon"]) + Fraction(d2.charge["epsilon"]) > Fraction("0.5")
+    assert Fraction(d1.charge.to_json()["epsilon"]) + Fraction(
+        d2.charge.to_json()["epsilon"]
+    ) > Fraction("0.5")
     assert admit(cfg, d1.state, odp_decl).outcome == "rejected"
-    assert Decimal(d1.remaining["epsilon"]) == Decimal("0.1")
+    assert Decimal(d1.remaining.to_json()["epsilon"]) == Decimal("0.1")
 
 
 # ---------------------------------------------------------------------------- split

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from app.accounting import conversions as cv
+from app.accounting.amounts import amount_json
 from app.accounting.declarations import DeclarationError, parse_declaration
 from app.accounting.filters import (
     BasicState,
@@ -50,8 +51,8 @@ def test_basic_ten_tenths_then_reject() -> None:
     d = admit(cfg, st, PURE_01)
     assert d.outcome == "rejected"
     assert d.state is st
-    assert d.requested == {"epsilon": "0.1", "delta": "0"}
-    assert d.remaining == {"epsilon": "0", "delta": "0.000001"}
+    assert d.requested.to_json() == {"epsilon": "0.1", "delta": "0"}
+    assert d.remaining.to_json() == {"epsilon": "0", "delta": "0.000001"}
 
 
 def test_basic_odp_reserve_settle_refunds_epsilon_not_delta() -> None:
@@ -66,8 +67,8 @@ def test_basic_odp_reserve_settle_refunds_epsilon_not_delta() -> None:
         Decimal("1e-7"),
     )
     s = settle(cfg, st, d.reservation, "none")
-    assert s.refund == {"epsilon": "0.3", "delta": "0"}
-    assert s.charge == {"epsilon": "0.2", "delta": "0"}
+    assert amount_json(s.refund) == {"epsilon": "0.3", "delta": "0"}
+    assert s.charge.to_json() == {"epsilon": "0.2", "delta": "0"}
     final = s.state
     assert isinstance(final, BasicState)
     assert (final.spent_epsilon, final.reserved_epsilon, final.spent_delta) == (
@@ -75,7 +76,7 @@ def test_basic_odp_reserve_settle_refunds_epsilon_not_delta() -> None:
         0,
         Decimal("1e-7"),
     )
-    assert s.remaining == {"epsilon": "0.8", "delta": "0.0000009"}
+    assert s.remaining.to_json() == {"epsilon": "0.8", "delta": "0.0000009"}
 
 
 def test_basic_reservation_blocks_budget_at_worst_case_and_cancel_returns_all() -> None:
@@ -89,7 +90,7 @@ def test_basic_reservation_blocks_budget_at_worst_case_and_cancel_returns_all() 
     )
     assert d.reservation is not None
     c = cancel(cfg, st, d.reservation)
-    assert c.refund == {"epsilon": "0.5", "delta": "0.0000001"}
+    assert amount_json(c.refund) == {"epsilon": "0.5", "delta": "0.0000001"}
     assert c.state == initial_state(cfg)
 
 
@@ -106,11 +107,11 @@ def test_basic_svt_settlement_saves_budget() -> None:
     cfg = make_config(3, 0, "add_remove", None)
     svt = parse_declaration({"type": "svt", "epsilon1": "0.5", "epsilon2": "1", "c": 4})
     d = admit(cfg, initial_state(cfg), svt)
-    assert d.requested == {"epsilon": "1.5", "delta": "0"}
+    assert d.requested.to_json() == {"epsilon": "1.5", "delta": "0"}
     assert d.reservation is not None
     s = settle(cfg, d.state, d.reservation, "tops=1")
-    assert s.charge["epsilon"] == "0.75"
-    assert s.refund == {"epsilon": "0.75", "delta": "0"}
+    assert s.charge.to_json()["epsilon"] == "0.75"
+    assert amount_json(s.refund) == {"epsilon": "0.75", "delta": "0"}
 
 
 def test_basic_delta_budget_is_separate() -> None:
@@ -127,10 +128,10 @@ def test_basic_gaussian_uses_analytic_gaussian_at_conversion_delta() -> None:
     cfg = make_config(10, "1e-5", "add_remove", {"mode": "basic", "conversion_delta": "1e-6"})
     g = parse_declaration({"type": "gaussian", "sigma": "4.530877117", "sensitivity": 1})
     d = admit(cfg, initial_state(cfg), g)
-    eps = Decimal(d.charge["epsilon"])
+    eps = Decimal(d.charge.to_json()["epsilon"])
     # Balle–Wang analytic Gaussian is tighter than the RDP figure 1.0000003 (reference #3)
     assert Decimal("0.92") < eps < Decimal("0.93")
-    assert d.charge["delta"] == "0.000001"
+    assert d.charge.to_json()["delta"] == "0.000001"
     assert cv.analytic_gaussian_delta(4.530877117, 1.0, float(eps)) <= 1e-6
 
 
@@ -138,13 +139,13 @@ def test_basic_infinite_cost_is_never_admitted() -> None:
     cfg = make_config(1e6, "0.5", "add_remove", None)
     d = admit(cfg, initial_state(cfg), parse_declaration({"type": "gaussian", "sigma": 0}))
     assert d.outcome == "rejected"
-    assert d.requested["epsilon"] == "Infinity"
+    assert d.requested.to_json()["epsilon"] == "Infinity"
 
 
 def test_basic_zero_delta_budget_rejects_curve_kinds() -> None:
     cfg = make_config(5, 0, "add_remove", None)
     d = admit(cfg, initial_state(cfg), parse_declaration({"type": "zcdp", "rho": "0.01"}))
-    assert d.outcome == "rejected" and d.requested["epsilon"] == "Infinity"
+    assert d.outcome == "rejected" and d.requested.to_json()["epsilon"] == "Infinity"
 
 
 def test_relation_mismatch_names_both() -> None:
@@ -173,7 +174,7 @@ def test_poisson_subsampled_pure_dp_amplifies() -> None:
     )
     d = admit(cfg, initial_state(cfg), sub)
     expected = math.log1p(0.01 * math.expm1(1.0))
-    eps = Decimal(d.charge["epsilon"])
+    eps = Decimal(d.charge.to_json()["epsilon"])
     assert Decimal(expected) <= eps <= Decimal(expected) * (1 + Decimal("1e-12"))
 
 
@@ -189,9 +190,9 @@ def test_dp_sgd_charge_in_basic_is_pld_upper_bound() -> None:
         }
     )
     d = admit(cfg, initial_state(cfg), sgd)
-    eps = Decimal(d.charge["epsilon"])
+    eps = Decimal(d.charge.to_json()["epsilon"])
     assert Decimal("5.192620") <= eps <= Decimal("5.192620") * Decimal("1.005")
-    assert d.charge["delta"] == "0.00001"
+    assert d.charge.to_json()["delta"] == "0.00001"
 
 
 @pytest.mark.parametrize(
@@ -235,7 +236,7 @@ def test_basic_composed_charges_every_delta_it_owes(
     conversion δ (1e-9 here), dropping δ owed by nested or subsampled items."""
     cfg = make_config(50, "0.5", "add_remove", {"mode": "basic", "conversion_delta": "1e-9"})
     d = admit(cfg, initial_state(cfg), parse_declaration(payload))
-    assert Decimal(d.charge["delta"]) >= owed
+    assert Decimal(d.charge.to_json()["delta"]) >= owed
 
 
 # ---------------------------------------------------------------------------- zcdp
@@ -265,7 +266,7 @@ def test_zcdp_tight_conversion_admits_five_gaussians_where_loose_admits_four() -
 def test_zcdp_pure_dp_charged_tanh() -> None:
     cfg = make_config(2, "1e-6", "add_remove", {"mode": "zcdp"})
     d = admit(cfg, initial_state(cfg), PURE_01)
-    rho = Decimal(d.charge["rho"])
+    rho = Decimal(d.charge.to_json()["rho"])
     exact = 0.1 * math.tanh(0.05)
     assert Decimal(exact) <= rho < Decimal(exact) * (1 + Decimal("1e-13"))
     assert rho < Decimal("0.005")  # strictly better than ε²/2
@@ -279,7 +280,7 @@ def test_zcdp_approx_dp_uses_eps_squared_over_two_and_delta_approx() -> None:
         initial_state(cfg),
         parse_declaration({"type": "approx_dp", "epsilon": "0.2", "delta": "5e-7"}),
     )
-    assert d.charge == {"rho": "0.02", "delta": "0.0000005"}
+    assert d.charge.to_json() == {"rho": "0.02", "delta": "0.0000005"}
 
 
 @pytest.mark.parametrize(
@@ -305,7 +306,7 @@ def test_zcdp_odp_is_charged_worst_case_without_reservation() -> None:
     cfg = make_config(5, "1e-6", "add_remove", {"mode": "zcdp", "final_conversion_delta": "5e-7"})
     d = admit(cfg, initial_state(cfg), ODP)
     assert d.outcome == "accepted" and d.reservation is None
-    assert d.charge == {"rho": "0.125", "delta": "0.0000001"}  # (0.5²/2, δ)
+    assert d.charge.to_json() == {"rho": "0.125", "delta": "0.0000001"}  # (0.5²/2, δ)
 
 
 # ---------------------------------------------------------------------------- rdp
@@ -341,7 +342,7 @@ def test_rdp_dp_sgd_admitted_and_matches_mtz() -> None:
     from app.accounting.subsampling import poisson_gaussian_rdp
 
     ref = poisson_gaussian_rdp(0.01, 1.1, np.asarray(cfg.orders)) * 10000
-    got = np.array([float(x) for x in d.charge["rdp"]])
+    got = np.array([float(x) for x in d.charge.to_json()["rdp"]])
     assert np.all(got >= ref) and np.allclose(got, ref, rtol=1e-12)
     # a second identical run does not fit the ε_B = 8 budget
     assert admit(cfg, d.state, sgd).outcome == "rejected"
@@ -351,7 +352,7 @@ def test_rdp_user_curve_uses_next_supplied_order() -> None:
     cfg = make_config(20, "1e-6", "add_remove", {"mode": "rdp", "orders": [2, 3, 10]})
     curve = parse_declaration({"type": "rdp", "orders": [2.5, 4], "values": [0.1, 0.3]})
     d = admit(cfg, initial_state(cfg), curve)
-    vals = [float(x) for x in d.charge["rdp"]]
+    vals = [float(x) for x in d.charge.to_json()["rdp"]]
     assert vals[0] == pytest.approx(0.1) and vals[0] >= 0.1
     assert vals[1] == pytest.approx(0.3) and vals[1] >= 0.3
     assert vals[2] == math.inf
@@ -412,7 +413,7 @@ def test_split_sub_budgets_are_independent_and_bounded() -> None:
     assert d.outcome == "reserved" and d.reservation is not None
     assert d.reservation.sub_budget == "odp"
     s = settle(cfg, d.state, d.reservation, "none")
-    assert s.refund == {"epsilon": "0.3", "delta": "0"}
+    assert amount_json(s.refund) == {"epsilon": "0.3", "delta": "0"}
     with pytest.raises(DeclarationError, match="sub_budget"):
         admit(cfg, st, PURE_01)
     with pytest.raises(Exception, match="sum to"):

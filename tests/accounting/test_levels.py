@@ -13,6 +13,7 @@ from app.accounting import (
     parse_declaration,
     status,
 )
+from app.accounting.amounts import amount_json
 from app.accounting.levels import (
     DATASET,
     ORGANISATION,
@@ -48,8 +49,8 @@ def test_the_organisation_cap_refuses_and_nothing_changes_anywhere() -> None:
     assert levels.dataset.decision.admitted  # the dataset alone would have admitted it
     refusal = levels.refusal
     assert refusal is not None and refusal.outcome == "rejected"
-    assert refusal.requested == {"epsilon": "0.6", "delta": "0"}
-    assert refusal.remaining == {"epsilon": "0.5", "delta": "0.000001"}
+    assert refusal.requested.to_json() == {"epsilon": "0.6", "delta": "0"}
+    assert refusal.remaining.to_json() == {"epsilon": "0.5", "delta": "0.000001"}
     assert levels.reported is refusal
     # every level keeps the state it held
     assert levels.dataset.state == dataset[1]
@@ -115,10 +116,10 @@ def test_a_reservation_is_settled_and_cancelled_at_the_upper_levels() -> None:
     held = ((ORGANISATION, (cap[0], org.state)),)
 
     (settled,) = finish_uppers(held, reservation, "a")
-    assert settled.decision.charge == {"epsilon": "0.2", "delta": "0"}
-    assert settled.decision.refund == {"epsilon": "0.3", "delta": "0"}
+    assert settled.decision.charge.to_json() == {"epsilon": "0.2", "delta": "0"}
+    assert amount_json(settled.decision.refund) == {"epsilon": "0.3", "delta": "0"}
     assert spent(cap, settled.state) == {"epsilon": "0.2", "delta": "0.0000001"}
 
     (cancelled,) = finish_uppers(held, reservation, None)
-    assert cancelled.decision.refund == {"epsilon": "0.5", "delta": "0.0000001"}
+    assert amount_json(cancelled.decision.refund) == {"epsilon": "0.5", "delta": "0.0000001"}
     assert spent(cap, cancelled.state) == {"epsilon": "0", "delta": "0"}

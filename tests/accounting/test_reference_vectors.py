@@ -35,7 +35,7 @@ def test_row_6_and_7_basic_composition_of_eps_delta_events() -> None:
         }
     )
     d = admit(cfg, initial_state(cfg), pure)
-    assert d.charge == {"epsilon": "3", "delta": "0"}  # PLD: δ(3) = 0, ε(δ=0) = 3
+    assert d.charge.to_json() == {"epsilon": "3", "delta": "0"}  # PLD: δ(3) = 0, ε(δ=0) = 3
     approx = parse_declaration(
         {
             "type": "composed",
@@ -47,8 +47,8 @@ def test_row_6_and_7_basic_composition_of_eps_delta_events() -> None:
     )
     d = admit(cfg, initial_state(cfg), approx, conversion_delta=Decimal(0))
     # basic composition (3, 0.3): sound and at least the PLD value δ(3) = 0.28
-    assert d.charge == {"epsilon": "3", "delta": "0.3"}
-    assert Decimal(d.charge["delta"]) >= Decimal("0.28")
+    assert d.charge.to_json() == {"epsilon": "3", "delta": "0.3"}
+    assert Decimal(d.charge.to_json()["delta"]) >= Decimal("0.28")
 
 
 def test_row_9_poisson_gaussian_three_steps() -> None:
@@ -98,6 +98,9 @@ def test_row_25_filter_refuses_without_exhausting() -> None:
     st = admit(cfg, initial_state(cfg), parse_declaration({"type": "pure_dp", "epsilon": 1})).state
     refused = admit(cfg, st, parse_declaration({"type": "pure_dp", "epsilon": "1.5"}))
     assert refused.outcome == "rejected"
-    assert refused.requested["epsilon"] == "1.5" and refused.remaining["epsilon"] == "1"
+    assert (
+        refused.requested.to_json()["epsilon"] == "1.5"
+        and refused.remaining.to_json()["epsilon"] == "1"
+    )
     last = admit(cfg, st, parse_declaration({"type": "pure_dp", "epsilon": "0.5"}))
-    assert last.outcome == "accepted" and last.remaining["epsilon"] == "0.5"
+    assert last.outcome == "accepted" and last.remaining.to_json()["epsilon"] == "0.5"

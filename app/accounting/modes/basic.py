@@ -27,6 +27,7 @@ import numpy.typing as npt
 from app.accounting import conversions as cv
 from app.accounting import pld
 from app.accounting import subsampling as ss
+from app.accounting.amounts import EpsilonDelta
 from app.accounting.declarations import (
     DPSGD,
     GDP,
@@ -302,13 +303,11 @@ def _basic_composition(decl: Composed, share: Decimal) -> EpsDelta:
 
 
 # ---------------------------------------------------------------------------- admission
-def _basic_remaining(config: BasicConfig, state: BasicState) -> dict[str, Any]:
-    return {
-        "epsilon": fmt(
-            sub_down(sub_down(config.epsilon, state.spent_epsilon), state.reserved_epsilon)
-        ),
-        "delta": fmt(sub_down(config.delta, state.spent_delta)),
-    }
+def _basic_remaining(config: BasicConfig, state: BasicState) -> EpsilonDelta:
+    return EpsilonDelta(
+        sub_down(sub_down(config.epsilon, state.spent_epsilon), state.reserved_epsilon),
+        sub_down(config.delta, state.spent_delta),
+    )
 
 
 def _admit_basic(
@@ -320,8 +319,8 @@ def _admit_basic(
     if conv > config.delta:
         raise DeclarationError("conversion_delta exceeds the dataset's delta budget")
     cost = eps_delta(decl, conv)
-    requested = {"epsilon": fmt(cost.epsilon), "delta": fmt(cost.delta)}
-    zero = {"epsilon": "0", "delta": "0"}
+    requested = EpsilonDelta(cost.epsilon, cost.delta)
+    zero = EpsilonDelta()
     new_e = add_up(state.spent_epsilon, state.reserved_epsilon, cost.epsilon)
     new_d = add_up(state.spent_delta, cost.delta)
     if new_e > config.epsilon or new_d > config.delta:
@@ -384,10 +383,10 @@ def settle(config: BasicConfig, state: BasicState, reservation: Reservation, cel
     return Decision(
         "accepted",
         new_state,
-        {"epsilon": fmt(eps_cell), "delta": "0"},
-        {"epsilon": fmt(worst), "delta": fmt(reservation.partition.delta)},
+        EpsilonDelta(eps_cell),
+        EpsilonDelta(worst, reservation.partition.delta),
         _basic_remaining(config, new_state),
-        refund={"epsilon": fmt(refund), "delta": "0"},
+        refund=EpsilonDelta(refund),
         sub_budget=reservation.sub_budget,
     )
 
@@ -406,10 +405,10 @@ def cancel(config: BasicConfig, state: BasicState, reservation: Reservation) -> 
     return Decision(
         "accepted",
         new_state,
-        {"epsilon": "0", "delta": "0"},
-        {"epsilon": fmt(worst), "delta": fmt(reservation.partition.delta)},
+        EpsilonDelta(),
+        EpsilonDelta(worst, reservation.partition.delta),
         _basic_remaining(config, new_state),
-        refund={"epsilon": fmt(worst), "delta": fmt(reservation.partition.delta)},
+        refund=EpsilonDelta(worst, reservation.partition.delta),
         sub_budget=reservation.sub_budget,
     )
 
@@ -439,7 +438,7 @@ def status(config: BasicConfig, state: BasicState) -> dict[str, Any]:
     return {
         "spent": {"epsilon": fmt(state.spent_epsilon), "delta": fmt(state.spent_delta)},
         "reserved": {"epsilon": fmt(state.reserved_epsilon), "open": state.open_reservations},
-        "remaining": _basic_remaining(config, state),
+        "remaining": _basic_remaining(config, state).to_json(),
         "conversion_delta": fmt(config.conversion_delta),
         "spent_eps_delta": {
             "epsilon": fmt(add_up(state.spent_epsilon, state.reserved_epsilon)),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, Literal
 
+from app.accounting.amounts import Amount
 from app.accounting.declarations import (
     DPSGD,
     Composed,
@@ -83,17 +84,18 @@ class Decision:
 
     ``charge`` is what this step adds to the ledger in the mode's units (zero on rejection);
     ``requested`` what the invocation asked for; ``remaining`` the budget left afterwards (for a
-    rejection: what was left, unchanged); ``refund`` what a settle or cancel gave back.
+    rejection: what was left, unchanged); ``refund`` what a settle or cancel gave back. All are
+    typed amounts (:mod:`app.accounting.amounts`), formatted only at the edge.
     """
 
     outcome: Outcome
     state: Any
-    charge: dict[str, Any]
-    requested: dict[str, Any]
-    remaining: dict[str, Any]
+    charge: Amount
+    requested: Amount
+    remaining: Amount
     reason: str | None = None
     reservation: Reservation | None = None
-    refund: dict[str, Any] | None = None
+    refund: Amount | None = None
     sub_budget: str | None = None
 
     @property
@@ -101,13 +103,7 @@ class Decision:
         return self.outcome != "rejected"
 
 
-def reject(
-    state: Any,
-    requested: dict[str, Any],
-    remaining: dict[str, Any],
-    why: str,
-    zero: dict[str, Any],
-) -> Decision:
+def reject(state: Any, requested: Amount, remaining: Amount, why: str, zero: Amount) -> Decision:
     """A rejection: nothing charged, the state unchanged."""
     return Decision("rejected", state, zero, requested, remaining, reason=why)
 

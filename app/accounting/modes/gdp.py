@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from app.accounting import conversions as cv
+from app.accounting.amounts import MuSquared
 from app.accounting.declarations import GDP, Composed, Declaration, Gaussian, Relation
 from app.accounting.exact import (
     DOWN,
@@ -107,14 +108,14 @@ def gdp_charge(decl: Declaration) -> Decimal:
     )
 
 
-def _gdp_remaining(config: GDPConfig, state: GDPState) -> dict[str, Any]:
-    return {"mu_squared": fmt(sub_down(config.mu_squared_budget, state.mu_squared))}
+def _gdp_remaining(config: GDPConfig, state: GDPState) -> MuSquared:
+    return MuSquared(sub_down(config.mu_squared_budget, state.mu_squared))
 
 
 def _admit_gdp(config: GDPConfig, state: GDPState, decl: Declaration) -> Decision:
     """Admit iff Σμ_i² + μ_i² ≤ μ_B² (Smith–Thakurta 2022)."""
     m2 = gdp_charge(decl)
-    requested = {"mu_squared": fmt(m2)}
+    requested = MuSquared(m2)
     new = add_up(state.mu_squared, m2)
     if new > config.mu_squared_budget:
         return reject(
@@ -122,7 +123,7 @@ def _admit_gdp(config: GDPConfig, state: GDPState, decl: Declaration) -> Decisio
             requested,
             _gdp_remaining(config, state),
             "mu budget exceeded",
-            {"mu_squared": "0"},
+            MuSquared(),
         )
     new_state = GDPState(new)
     return Decision("accepted", new_state, requested, requested, _gdp_remaining(config, new_state))
@@ -152,7 +153,7 @@ def status(config: GDPConfig, state: GDPState) -> dict[str, Any]:
     return {
         "mu_squared_budget": fmt(config.mu_squared_budget),
         "spent": {"mu_squared": fmt(state.mu_squared)},
-        "remaining": _gdp_remaining(config, state),
+        "remaining": _gdp_remaining(config, state).to_json(),
         "spent_eps_delta": {
             "epsilon": fmt(cost_from_float(cv.gdp_epsilon(mu, to_float_down(config.delta))))
             if mu > 0 and config.delta > 0

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from app.accounting import conversions as cv
 from app.accounting import subsampling as ss
+from app.accounting.amounts import RdpCurve
 from app.accounting.declarations import (
     DPSGD,
     GDP,
@@ -400,15 +401,11 @@ def _rdp_remaining(
     rdp: np.ndarray[Any, np.dtype[np.float64]],
     dead: np.ndarray[Any, np.dtype[np.bool_]],
     delta: Decimal,
-) -> dict[str, Any]:
+) -> RdpCurve:
     with np.errstate(invalid="ignore"):
         rem = np.where(dead, 0.0, np.maximum(grid.thresholds - rdp, 0.0))
     rem = np.where(rem > 0, np.nextafter(rem, -np.inf), 0.0)  # remaining rounds down
-    return {
-        "orders": grid.order_text,
-        "rdp": _floats_text(rem),
-        "delta": fmt(sub_down(config.delta_approx, delta)),
-    }
+    return RdpCurve(config.orders, tuple(rem.tolist()), sub_down(config.delta_approx, delta))
 
 
 def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decision:
@@ -417,7 +414,7 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
     docs/accounting.md, *rdp*)."""
     grid = _grid(config.orders, config.thresholds)
     curve, delta = rdp_curve(decl, config.relation, grid.orders)
-    requested = {"orders": grid.order_text, "rdp": _floats_text(curve), "delta": fmt(delta)}
+    requested = RdpCurve(config.orders, tuple(curve.tolist()), delta)
     new_delta = add_up(state.delta, delta)
     old = np.asarray(state.rdp, dtype=np.float64)
     dead = np.asarray(state.dead, dtype=np.bool_)
@@ -430,7 +427,7 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
             if new_delta > config.delta_approx
             else "RDP budget exceeded at every live order"
         )
-        zero = {"orders": grid.order_text, "rdp": ["0.0"] * len(config.orders), "delta": "0"}
+        zero = RdpCurve(config.orders, (0.0,) * len(config.orders))
         remaining = _rdp_remaining(config, grid, old, dead, state.delta)
         return reject(state, requested, remaining, why, zero)
     new_dead = dead | (s > grid.thresholds)
@@ -504,7 +501,7 @@ def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
             np.asarray(state.rdp),
             np.asarray(state.dead),
             state.delta,
-        ),
+        ).to_json(),
         "spent_eps_delta": {
             "epsilon": _estimate_rdp(config, state),
             "delta": fmt(add_up(state.delta, config.final_conversion_delta)),

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from app.accounting import conversions as cv
+from app.accounting.amounts import RhoDelta
 from app.accounting.declarations import (
     DPSGD,
     GDP,
@@ -205,17 +206,16 @@ def _pure_rho(epsilon: Decimal) -> Decimal:
 
 
 # ---------------------------------------------------------------------------- admission
-def _zcdp_remaining(config: ZCDPConfig, state: ZCDPState) -> dict[str, Any]:
-    return {
-        "rho": fmt(sub_down(config.rho_budget, state.rho)),
-        "delta": fmt(sub_down(config.delta_approx, state.delta)),
-    }
+def _zcdp_remaining(config: ZCDPConfig, state: ZCDPState) -> RhoDelta:
+    return RhoDelta(
+        sub_down(config.rho_budget, state.rho), sub_down(config.delta_approx, state.delta)
+    )
 
 
 def _admit_zcdp(config: ZCDPConfig, state: ZCDPState, decl: Declaration) -> Decision:
     """Admit iff Σρ + ρ_i ≤ ρ_B and Σδ + δ_i ≤ δ_A (WRRW23 approximate-zCDP filter)."""
     rho, delta = zcdp_charge(decl)
-    requested = {"rho": fmt(rho), "delta": fmt(delta)}
+    requested = RhoDelta(rho, delta)
     new_rho = add_up(state.rho, rho)
     new_delta = add_up(state.delta, delta)
     if new_rho > config.rho_budget or new_delta > config.delta_approx:
@@ -225,7 +225,7 @@ def _admit_zcdp(config: ZCDPConfig, state: ZCDPState, decl: Declaration) -> Deci
             requested,
             _zcdp_remaining(config, state),
             f"{which} budget exceeded",
-            {"rho": "0", "delta": "0"},
+            RhoDelta(),
         )
     new_state = ZCDPState(new_rho, new_delta)
     return Decision("accepted", new_state, requested, requested, _zcdp_remaining(config, new_state))
@@ -269,7 +269,7 @@ def status(config: ZCDPConfig, state: ZCDPState) -> dict[str, Any]:
         "delta_approx": fmt(config.delta_approx),
         "final_conversion_delta": fmt(config.final_conversion_delta),
         "spent": {"rho": fmt(state.rho), "delta": fmt(state.delta)},
-        "remaining": _zcdp_remaining(config, state),
+        "remaining": _zcdp_remaining(config, state).to_json(),
         "spent_eps_delta": {
             "epsilon": est,
             "delta": fmt(add_up(state.delta, config.final_conversion_delta)),
