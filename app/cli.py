@@ -34,7 +34,10 @@ from app.ledger.formats import (
     looks_like_jsonl,
 )
 
-if TYPE_CHECKING:  # imported when used: the chain-walking process stays light
+# The commands import what they need when they run: ``odometer verify`` must not load the
+# server (FastAPI, SQLAlchemy) and its chain-walking process not even the accounting core. None
+# of these deferred imports hides a cycle (tests/architecture/test_layers.py finds none).
+if TYPE_CHECKING:
     from app.ledger.checkpoints import CheckpointAudit
     from app.ledger.replay import Replayer
 

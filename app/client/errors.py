@@ -6,6 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from app.client.models import decimals
+
 
 class OdometerError(Exception):
     """Base class of every error raised by :mod:`app.client`."""
@@ -51,8 +53,6 @@ class BudgetExceeded(Conflict):
 
     def __init__(self, status_code: int, body: dict[str, Any]) -> None:
         super().__init__(status_code, body)
-        from app.client.models import decimals
-
         self.invocation_id: str | None = body.get("id")
         self.requested: dict[str, Any] = decimals(body.get("requested") or {})
         self.remaining: dict[str, Any] = decimals(body.get("remaining") or {})

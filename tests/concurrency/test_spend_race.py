@@ -77,13 +77,19 @@ def test_stale_check_build_overspends_and_is_caught(fresh_backend: Backend, tmp_
 def test_unlocked_build_is_caught_by_the_backstops(fresh_backend: Backend, tmp_path: Path) -> None:
     """FOR UPDATE removed and SQLite's BEGIN deferred: the unique (dataset_id, seq) constraint
     (PostgreSQL) and SQLite's snapshot rule turn the race into failed requests, which the
-    checker reports, but never into an overspend."""
-    result = _race(
-        fresh_backend,
-        tmp_path,
-        "tests.concurrency.broken_app:create_unlocked_app",
-        BROKEN_PER_CLIENT,
-    )
+    checker reports, but never into an overspend. Failures need actual interleaving; a run
+    without it (seen once in a full-suite run on a loaded machine) is retried, at most 3 runs."""
+    for attempt in range(3):
+        result = _race(
+            fresh_backend,
+            tmp_path,
+            "tests.concurrency.broken_app:create_unlocked_app",
+            BROKEN_PER_CLIENT,
+        )
+        assert result.overspend == 0
+        if result.problems():
+            break
+        print(f"attempt {attempt + 1}: no interleaving happened, retrying")
     assert result.overspend == 0
     assert result.problems() != []
     failures = {s: n for s, n in result.statuses.items() if s not in ("201", "409 BudgetExceeded")}
