@@ -14,7 +14,7 @@ the command line, the Python client and the offline verifier:
 
 from app.ledger.chain import GENESIS_HASH, PAYLOAD_FIELDS, ChainProblem, ChainWalker, entry_hash
 from app.ledger.checkpoints import CheckpointAudit, Signer
-from app.ledger.entry import Entry, EntryKind, next_entry
+from app.ledger.entry import Entry, EntryContent, EntryKind, next_entry
 from app.ledger.replay import Replayer, ReplayVerdict, replay
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "ChainWalker",
     "CheckpointAudit",
     "Entry",
+    "EntryContent",
     "EntryKind",
     "ReplayVerdict",
     "Replayer",

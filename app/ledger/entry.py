@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from app.ledger.chain import GENESIS_HASH, PAYLOAD_FIELDS, entry_hash
 
@@ -77,6 +77,23 @@ class Entry:
 assert tuple(f.name for f in fields(Entry)) == (*PAYLOAD_FIELDS, "hash")
 
 
+class EntryContent(TypedDict, total=False):
+    """What an entry may record besides its kind, actor, time and state (each absent = null):
+    the keyword arguments of :func:`next_entry` and of the service's ``append_entry``."""
+
+    invocation_id: str | None
+    declaration: dict[str, Any] | None
+    request: dict[str, Any] | None
+    charge: dict[str, Any] | None
+    requested: dict[str, Any] | None
+    refund: dict[str, Any] | None
+    reservation: dict[str, Any] | None
+    reason: str | None
+    config: dict[str, Any] | None
+    org: dict[str, Any] | None
+    quota: dict[str, Any] | None
+
+
 def next_entry(
     *,
     dataset_id: str,
@@ -87,17 +104,7 @@ def next_entry(
     at: str,
     accounting_version: str,
     state: dict[str, Any],
-    invocation_id: str | None = None,
-    declaration: dict[str, Any] | None = None,
-    request: dict[str, Any] | None = None,
-    charge: dict[str, Any] | None = None,
-    requested: dict[str, Any] | None = None,
-    refund: dict[str, Any] | None = None,
-    reservation: dict[str, Any] | None = None,
-    reason: str | None = None,
-    config: dict[str, Any] | None = None,
-    org: dict[str, Any] | None = None,
-    quota: dict[str, Any] | None = None,
+    **content: Unpack[EntryContent],
 ) -> Entry:
     """The entry that follows the head ``(head_seq, head_hash)`` of a dataset's chain (``0`` and
     ``None`` or the genesis hash for the first entry), hashed."""
@@ -105,21 +112,21 @@ def next_entry(
         "dataset_id": dataset_id,
         "seq": head_seq + 1,
         "kind": str(kind),
-        "invocation_id": invocation_id,
+        "invocation_id": content.get("invocation_id"),
         "actor": actor,
         "at": at,
         "accounting_version": accounting_version,
-        "declaration": declaration,
-        "request": request,
-        "charge": charge,
-        "requested": requested,
-        "refund": refund,
-        "reservation": reservation,
-        "reason": reason,
-        "config": config,
+        "declaration": content.get("declaration"),
+        "request": content.get("request"),
+        "charge": content.get("charge"),
+        "requested": content.get("requested"),
+        "refund": content.get("refund"),
+        "reservation": content.get("reservation"),
+        "reason": content.get("reason"),
+        "config": content.get("config"),
         "state": state,
-        "org": org,
-        "quota": quota,
+        "org": content.get("org"),
+        "quota": content.get("quota"),
         "prev_hash": head_hash or GENESIS_HASH,
     }
     digest = entry_hash(payload)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from app.accounting import (
     ACCOUNTING_VERSION,
@@ -13,7 +13,7 @@ from app.accounting import (
 )
 from app.db.models import Dataset, Grant, LedgerCheckpoint, LedgerEntry, Organisation
 from app.db.uow import UnitOfWork
-from app.ledger import EntryKind, Signer, next_entry
+from app.ledger import EntryContent, EntryKind, Signer, next_entry
 from app.services.errors import ConcurrentUpdate, NotFound
 from app.services.principals import Principal, Role
 
@@ -93,17 +93,7 @@ def append_entry(
     actor: str,
     at: str,
     state: dict[str, Any],
-    invocation_id: str | None = None,
-    declaration: dict[str, Any] | None = None,
-    request: dict[str, Any] | None = None,
-    charge: dict[str, Any] | None = None,
-    requested: dict[str, Any] | None = None,
-    refund: dict[str, Any] | None = None,
-    reservation: dict[str, Any] | None = None,
-    reason: str | None = None,
-    config: dict[str, Any] | None = None,
-    org: dict[str, Any] | None = None,
-    quota: dict[str, Any] | None = None,
+    **content: Unpack[EntryContent],
 ) -> LedgerEntry:
     """Append the next entry of ``ds``'s chain and move the dataset's head and state with it;
     sign the new head when the unit of work's signer asks for it (same transaction).
@@ -120,23 +110,14 @@ def append_entry(
         at=at,
         accounting_version=ACCOUNTING_VERSION,
         state=state,
-        invocation_id=invocation_id,
-        declaration=declaration,
-        request=request,
-        charge=charge,
-        requested=requested,
-        refund=refund,
-        reservation=reservation,
-        reason=reason,
-        config=config,
-        org=org,
-        quota=quota,
+        **content,
     )
     entry = LedgerEntry.from_export(made.to_export())
     uow.ledger.append(entry)
     ds.last_seq = entry.seq
     ds.head_hash = entry.hash
     ds.state_json = state
+    config = content.get("config")
     if config is not None:
         ds.config_json = config
     ds.updated_at = at
