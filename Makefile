@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test lint openapi install dev bench-accounting bench-service
+.PHONY: run test lint openapi install dev bench-accounting bench-service bench-worst-case
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ openapi: install
 ## bench-accounting: admission latency, MTZ speed and tightness → benchmarks/RESULTS.md
 bench-accounting: dev
 	$(BIN)/python -m benchmarks.accounting
+
+## bench-worst-case: CPU time of one admission decision on adversarial declarations → benchmarks/RESULTS.md
+bench-worst-case: dev
+	$(BIN)/python -m benchmarks.worst_case
 
 ## bench-service: service vs raw-database throughput, p50/p99, ledger growth → benchmarks/RESULTS.md
 bench-service: dev
