@@ -40,8 +40,9 @@ from app.accounting.filters import (
 from app.accounting.modes.common import UnsupportedInMode
 
 #: Recorded in every ledger row: a replay must use the same accounting rules (entries of 1.0.0,
-#: whose only difference is a field name, are read through :mod:`app.accounting.legacy`).
-ACCOUNTING_VERSION = "1.1.0"
+#: whose only difference is a field name, are read through :mod:`app.accounting.legacy`;
+#: 1.1.0 entries are read as written — see ``legacy.VERSION_1_1`` for how 1.2.0 differs).
+ACCOUNTING_VERSION = "1.2.0"
 
 __all__ = [
     "ACCOUNTING_VERSION",

@@ -22,6 +22,14 @@ from typing import Any, Final
 
 VERSION_1_0: Final = "1.0.0"
 
+VERSION_1_1: Final = "1.1.0"
+"""Same fields as 1.2.0. Version 1.2.0 bounds the work of one charge (``basic`` mode; see
+``docs/accounting.md``, *Bounded work*) and so differs from 1.1.0 only where 1.1.0 took
+seconds to hours of CPU: a refusal decided on a lower bound records that bound as ``requested``;
+a PLD whose default grid exceeds the work limit is computed on a coarser grid; a ``composed``
+declaration with more than four PLD items charges them by RDP inside its basic-composition
+candidate. A 1.1.0 ledger without such entries replays identically under 1.2.0."""
+
 _RENAMED_1_0: Final = {
     "delta_conversion": "final_conversion_delta",
     "ledgers": "sub_budgets",

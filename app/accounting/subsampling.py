@@ -384,7 +384,7 @@ def poisson_gaussian_rdp(rate: float, noise_multiplier: float, orders: npt.Array
     if sigma == 0.0:
         return np.full_like(a, np.inf)
     with np.errstate(over="ignore"):
-        inv2s2 = 1.0 / (2.0 * sigma * sigma)
+        inv2s2 = _inv_two_sigma_squared(sigma)
         gauss = a * inv2s2
     gauss_up = _round_up_array(np.asarray(gauss, dtype=np.float64), 4 * _MACH_EPS * gauss)
     if q == 1.0 or math.isinf(inv2s2):
@@ -438,6 +438,13 @@ def poisson_gaussian_rdp(rate: float, noise_multiplier: float, orders: npt.Array
 # --------------------------------------------------------------------------------------------
 # Gaussian subsampled without replacement (Wang–Balle–Kasiviswanathan 2019, Thm 27)
 # --------------------------------------------------------------------------------------------
+
+
+def _inv_two_sigma_squared(sigma: float) -> float:
+    """1/(2σ²), +∞ where 2σ² underflows to zero (σ below ~1e-162: the Gaussian is then
+    non-private at every order worth a charge)."""
+    two_s2 = 2.0 * sigma * sigma
+    return math.inf if two_s2 == 0.0 else 1.0 / two_s2
 
 
 def _log_add(x: FloatArray, y: FloatArray) -> FloatArray:
@@ -570,7 +577,7 @@ def wor_gaussian_rdp(m: int, n: int, noise_multiplier: float, orders: npt.ArrayL
     if sigma == 0.0:
         return np.full_like(a, np.inf)
     with np.errstate(over="ignore"):
-        inv2s2 = 1.0 / (2.0 * sigma * sigma)
+        inv2s2 = _inv_two_sigma_squared(sigma)
         gauss = a * inv2s2
     gauss_up = _round_up_array(np.asarray(gauss, dtype=np.float64), 4 * _MACH_EPS * gauss)
     if gamma == 1.0 or math.isinf(inv2s2):

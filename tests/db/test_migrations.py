@@ -10,6 +10,7 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
+from app.accounting import ACCOUNTING_VERSION
 from app.db.engine import make_engine
 from app.db.models import Base
 from app.db.uow import Database
@@ -171,7 +172,7 @@ def test_0004_renames_the_final_conversion_share_both_ways(fresh_backend: Backen
         )
         assert r.status_code == 201, r.text
         entries = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()["entries"]
-        assert [e["accounting_version"] for e in entries] == ["1.1.0", "1.1.0"]
+        assert [e["accounting_version"] for e in entries] == [ACCOUNTING_VERSION] * 2
         assert replay(entries).ok
         settle = client.post(
             f"/v1/datasets/{sds}/invocations/{inv}/settle", json={"cell": "a"}, headers=AUTH

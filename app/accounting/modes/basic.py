@@ -24,8 +24,8 @@ from typing import Any, Final, Literal
 import numpy as np
 import numpy.typing as npt
 
+from app.accounting import bounds, effort, pld
 from app.accounting import conversions as cv
-from app.accounting import pld
 from app.accounting import subsampling as ss
 from app.accounting.amounts import EpsilonDelta
 from app.accounting.declarations import (
@@ -55,6 +55,7 @@ from app.accounting.exact import (
     UP,
     ZERO,
     add_up,
+    budget_from_float,
     cost_from_float,
     fmt,
     mul_up,
@@ -86,6 +87,70 @@ DENSE_ORDERS: Final[FloatArray] = np.array(
     + [12.0, 14.0, 16.0, 20.0, 24.0, 28.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0],
     dtype=np.float64,
 )
+
+
+#: The RDP grid of ``composed`` declarations with more distinct subsampled-Gaussian items than
+#: :data:`DENSE_CURVES` allows (the dense grid's 99 fractional orders would cost too much):
+#: dp_accounting's coarse default orders up to 256.
+COARSE_ORDERS: Final[FloatArray] = np.array(
+    [
+        *(1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.0, 10.0, 12.0),
+        *(16.0, 20.0, 24.0, 32.0, 64.0, 128.0, 256.0),
+    ],
+    dtype=np.float64,
+)
+
+#: Most work units (:mod:`app.accounting.effort`) a charge may spend on the dense grid.
+DENSE_CURVES: Final = 300.0
+
+#: Most distinct PLD-charged items of one declaration that each get their own PLD (sharing the
+#: work limits of one); above it their (ε, δ) come from their RDP curves.
+MAX_PLD_ITEMS: Final = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Effort:
+    """How one declaration's charge is computed, fixed before any of it is (so that the same
+    declaration is always charged the same way): the RDP grid of composed declarations, and
+    ``pld_share`` — each PLD gets 1/``pld_share`` of the work limits, or ``None``: no PLD, the
+    RDP bound instead."""
+
+    orders: FloatArray
+    pld_share: int | None
+
+
+def _pld_items(decl: Declaration) -> int:
+    """Distinct PLD computations ``decl`` may need (DP-SGD runs, Poisson-subsampled Gaussians,
+    and the repeated Gaussian of a one-item composition)."""
+    keys: set[object] = set()
+    stack: list[Declaration] = [decl]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Composed):
+            if len(node.items) == 1 and isinstance(node.items[0][0], Gaussian):
+                keys.add(node)
+            stack.extend(item for item, _ in node.items)
+        elif isinstance(node, DPSGD):
+            keys.add(node)
+        elif isinstance(node, Subsampled):
+            if node.scheme == "poisson" and isinstance(node.mechanism, Gaussian):
+                keys.add(node)
+            else:
+                stack.append(node.mechanism)
+    return len(keys)
+
+
+def effort_for(decl: Declaration) -> Effort:
+    """The :class:`Effort` of ``decl``: the dense grid unless its curves would cost more than
+    :data:`DENSE_CURVES` (then :data:`COARSE_ORDERS`, refused with a 422 if even those exceed
+    :data:`app.accounting.effort.MAX_CURVE_WORK`); one PLD each for up to
+    :data:`MAX_PLD_ITEMS` PLD items, sharing one PLD's work limits."""
+    orders = DENSE_ORDERS
+    if effort.declaration_curve_work(decl, tuple(DENSE_ORDERS.tolist())) > DENSE_CURVES:
+        orders = COARSE_ORDERS
+        effort.check_curve_work(decl, tuple(COARSE_ORDERS.tolist()))
+    items = _pld_items(decl)
+    return Effort(orders, max(items, 1) if items <= MAX_PLD_ITEMS else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +218,19 @@ def _pure_epsilon(decl: Declaration) -> Decimal | None:
     return None
 
 
-def eps_delta(decl: Declaration, conversion_delta: Decimal) -> EpsDelta:
-    """The tightest sound single (ε, δ) for one invocation.
+def eps_delta(
+    decl: Declaration, conversion_delta: Decimal, effort: Effort | None = None
+) -> EpsDelta:
+    """The tightest sound single (ε, δ) for one invocation, within bounded work.
 
     ``conversion_delta`` is the δ spent to turn a curve-based guarantee (zCDP, RDP, GDP,
     Gaussian) into (ε, δ); it is added to the declaration's own δ. Pure kinds never use it.
+    ``effort`` is fixed once for the whole declaration (:func:`effort_for`) and passed down to
+    nested items. Raises :class:`DeclarationError` when even the cheapest sound method would
+    need more work than one request may do.
     """
+    if effort is None:
+        effort = effort_for(decl)
     pure = _pure_epsilon(decl)
     if pure is not None:
         return EpsDelta(pure, ZERO)
@@ -196,23 +268,97 @@ def eps_delta(decl: Declaration, conversion_delta: Decimal) -> EpsDelta:
         )
         return EpsDelta(eps, conversion_delta)
     if isinstance(decl, Subsampled):
-        return _subsampled_eps_delta(decl, conversion_delta)
+        return _subsampled_eps_delta(decl, conversion_delta, effort)
     if isinstance(decl, DPSGD):
         delta = decl.delta if decl.delta is not None else conversion_delta
         d = to_float_down(delta)
         eps = _conv_or_inf(
             d,
-            lambda: pld.pld_epsilon_dp_sgd(
+            lambda: _poisson_gaussian_epsilon(
+                decl,
                 to_float_down(decl.noise_multiplier),
                 to_float_up(decl.sample_rate),
                 decl.steps,
                 d,
+                effort,
             ),
         )
         return EpsDelta(eps, delta)
     if isinstance(decl, Composed):
-        return _composed_eps_delta(decl, conversion_delta)
+        return _composed_eps_delta(decl, conversion_delta, effort)
     raise UnsupportedInMode(f"no (ε, δ) conversion for kind '{decl.kind}'")
+
+
+def _poisson_gaussian_epsilon(
+    decl: Declaration, sigma: float, q: float, steps: int, delta: float, effort: Effort
+) -> float:
+    """ε at δ of ``steps`` Poisson-subsampled Gaussian steps: PLD accounting on a bounded grid
+    (:func:`app.accounting.pld.plan_poisson_gaussian`, with ``1/effort.pld_share`` of the work
+    limit); where no bounded grid exists (σ so small that the loss range overflows, or a step
+    count whose composition alone outgrows the grid) or the declaration has too many PLD items
+    to afford one each, the Mironov–Talwar–Zhang 2019 RDP curve of ``decl`` on
+    ``effort.orders``, converted by Canonne–Kamath–Steinke 2020 Prop. 12 — sound for the same
+    fixed schedule, looser. Where the grid had to be coarsened, the smaller of the two."""
+    if effort.pld_share is not None:
+        try:
+            plan = pld.plan_poisson_gaussian(sigma, q, steps, share=effort.pld_share)
+        except pld.PldUnavailable:
+            pass
+        else:
+            eps = pld.plan_epsilon(plan, delta)
+            # A coarsened grid can be looser than the RDP bound: both are sound, take the less.
+            return min(eps, _rdp_epsilon(decl, delta, effort)) if plan.coarsened else eps
+    return _rdp_epsilon(decl, delta, effort)
+
+
+def _rdp_epsilon(decl: Declaration, delta: float, effort: Effort) -> float:
+    """ε at δ of ``decl``'s RDP curve on ``effort.orders`` (CKS20 Prop. 12)."""
+    curve, _ = rdp_curve(decl, "add_remove", effort.orders)
+    return float(cv.rdp_to_epsilon(effort.orders, curve, delta)[0])
+
+
+def _poisson_gaussian_params(
+    decl: Declaration, conversion_delta: Decimal
+) -> tuple[float, float, int, Decimal] | None:
+    """(σ, q, T, δ) of a DP-SGD run or a Poisson-subsampled Gaussian (T = 1) charged by PLD,
+    else ``None``."""
+    if isinstance(decl, DPSGD):
+        delta = decl.delta if decl.delta is not None else conversion_delta
+        return (
+            to_float_down(decl.noise_multiplier),
+            to_float_up(decl.sample_rate),
+            decl.steps,
+            delta,
+        )
+    if (
+        isinstance(decl, Subsampled)
+        and decl.scheme == "poisson"
+        and isinstance(decl.mechanism, Gaussian)
+        and decl.mechanism.sensitivity > 0
+        and decl.mechanism.sigma > 0
+    ):
+        assert decl.rate is not None
+        nm = to_float_down(UP.divide(decl.mechanism.sigma, decl.mechanism.sensitivity))
+        return nm, to_float_up(decl.rate), 1, conversion_delta
+    return None
+
+
+def charge_floor(decl: Declaration, conversion_delta: Decimal) -> EpsDelta | None:
+    """A lower bound on :func:`eps_delta` where the tight charge is expensive, else ``None``.
+
+    Only for PLD-charged declarations whose default grid does not fit the work limits
+    (:func:`app.accounting.pld.fits_default_grid`): there a refusal needs no PLD at all when
+    this bound already exceeds what is left (:mod:`app.accounting.bounds`). Everywhere else the
+    tight charge is cheap and the admission rule is unchanged.
+    """
+    params = _poisson_gaussian_params(decl, conversion_delta)
+    if params is None:
+        return None
+    sigma, q, steps, delta = params
+    if delta <= 0 or q <= 0 or pld.fits_default_grid(sigma, q, steps):
+        return None
+    floor = bounds.poisson_gaussian_epsilon_floor(sigma, q, steps, to_float_up(delta))
+    return EpsDelta(budget_from_float(floor), delta)
 
 
 def _conv_or_inf(delta: float, compute: object) -> Decimal:
@@ -223,7 +369,7 @@ def _conv_or_inf(delta: float, compute: object) -> Decimal:
     return cost_from_float(float(compute()))
 
 
-def _subsampled_eps_delta(decl: Subsampled, conversion_delta: Decimal) -> EpsDelta:
+def _subsampled_eps_delta(decl: Subsampled, conversion_delta: Decimal, effort: Effort) -> EpsDelta:
     """Amplification by subsampling for (ε, δ) (Balle–Barthe–Gaboardi 2018, Thm 8 / 9):
     ε' = log(1 + γ(e^ε − 1)), δ' = γδ. A Poisson-subsampled Gaussian is converted by PLD
     accounting instead (tight for this fixed single-step schedule)."""
@@ -238,15 +384,17 @@ def _subsampled_eps_delta(decl: Subsampled, conversion_delta: Decimal) -> EpsDel
         assert decl.rate is not None
         d = to_float_down(conversion_delta)
         eps = cost_from_float(
-            pld.pld_epsilon_dp_sgd(
+            _poisson_gaussian_epsilon(
+                decl,
                 to_float_down(UP.divide(inner.sigma, inner.sensitivity)),
                 to_float_up(decl.rate),
                 1,
                 d,
+                effort,
             )
         )
         return EpsDelta(eps, conversion_delta)
-    base = eps_delta(inner, conversion_delta)
+    base = eps_delta(inner, conversion_delta, effort)
     if base.epsilon.is_infinite():
         return EpsDelta(INFINITY, base.delta)
     gamma = to_float_up(decl.gamma)
@@ -258,7 +406,7 @@ def _subsampled_eps_delta(decl: Subsampled, conversion_delta: Decimal) -> EpsDel
     return EpsDelta(cost_from_float(e), cost_from_float(d))
 
 
-def _composed_eps_delta(decl: Composed, conversion_delta: Decimal) -> EpsDelta:
+def _composed_eps_delta(decl: Composed, conversion_delta: Decimal, effort: Effort) -> EpsDelta:
     """Non-adaptive composition inside one invocation: the smallest ε among complete, sound
     (ε, δ) bounds, each carrying every δ its items owe (their own, nested and amplified δ, plus
     the conversion δ it spends):
@@ -268,35 +416,72 @@ def _composed_eps_delta(decl: Composed, conversion_delta: Decimal) -> EpsDelta:
     (b) RDP composition of the items' curves (each (ε, δ) item as its randomized-response curve
         plus δ, Steinke 2024 Thm 4), converted once by CKS20 Prop. 12 at the conversion δ;
     (c) for one repeated Gaussian, PLD accounting (tight for this fixed schedule).
+
+    (b) is computed first; (a) is skipped when a cheap lower bound on it
+    (:func:`_composition_floor`) already exceeds (b), since it cannot be the smallest then —
+    the result is the same, without (a)'s per-item PLD work.
     """
     if conversion_delta <= 0 or all(_pure_epsilon(d) is not None for d, _ in decl.items):
-        return _basic_composition(decl, ZERO)
+        return _basic_composition(decl, ZERO, effort)
     candidates: list[EpsDelta] = []
     needing = sum(
         c for d, c in decl.items if _pure_epsilon(d) is None and not isinstance(d, ApproxDP)
     )
-    share = UP.divide(conversion_delta, Decimal(max(needing, 1)))
-    candidates.append(_basic_composition(decl, Decimal(to_float_down(share))))
+    share = Decimal(to_float_down(UP.divide(conversion_delta, Decimal(max(needing, 1)))))
+    rdp_candidate: EpsDelta | None = None
     try:
-        curve, curve_delta = rdp_curve(decl, "add_remove", DENSE_ORDERS)
-        e, _ = cv.rdp_to_epsilon(DENSE_ORDERS, curve, to_float_down(conversion_delta))
-        candidates.append(EpsDelta(cost_from_float(e), add_up(curve_delta, conversion_delta)))
+        curve, curve_delta = rdp_curve(decl, "add_remove", effort.orders)
+        e, _ = cv.rdp_to_epsilon(effort.orders, curve, to_float_down(conversion_delta))
+        rdp_candidate = EpsDelta(cost_from_float(e), add_up(curve_delta, conversion_delta))
+        candidates.append(rdp_candidate)
     except UnsupportedInMode:
         pass
-    if len(decl.items) == 1:
+    if (
+        rdp_candidate is None
+        or effort.pld_share is None  # (a) needs no PLD then: cheap, no pruning needed
+        or _composition_floor(decl, share) <= rdp_candidate.epsilon
+    ):
+        candidates.append(_basic_composition(decl, share, effort))
+    if len(decl.items) == 1 and effort.pld_share is not None:
         d, count = decl.items[0]
         if isinstance(d, Gaussian) and d.sigma > 0 and d.sensitivity > 0:
             nm = to_float_down(UP.divide(d.sigma, d.sensitivity))
-            e = pld.pld_epsilon_gaussian(nm, count, to_float_down(conversion_delta))
-            candidates.append(EpsDelta(cost_from_float(e), conversion_delta))
+            try:
+                e = pld.pld_epsilon_gaussian(
+                    nm, count, to_float_down(conversion_delta), share=effort.pld_share
+                )
+                candidates.append(EpsDelta(cost_from_float(e), conversion_delta))
+            except pld.PldUnavailable:
+                pass  # σ/√count below the float range: (a) and (b) already say ε = ∞
     return min(candidates, key=lambda c: (c.epsilon, c.delta))
 
 
-def _basic_composition(decl: Composed, share: Decimal) -> EpsDelta:
+def _composition_floor(decl: Composed, share: Decimal) -> Decimal:
+    """A lower bound on candidate (a), Σ count·ε_i at δ ``share``: exact for pure and (ε, δ)
+    items, :func:`app.accounting.bounds.poisson_gaussian_epsilon_floor` for PLD-charged items,
+    zero for the rest (zero is always a lower bound)."""
+    total = ZERO
+    for item, count in decl.items:
+        exact = _pure_epsilon(item)
+        if exact is None and isinstance(item, ApproxDP):
+            exact = item.epsilon
+        if exact is None:
+            params = _poisson_gaussian_params(item, share)
+            if params is not None and params[3] > 0:
+                sigma, q, steps, delta = params
+                exact = budget_from_float(
+                    bounds.poisson_gaussian_epsilon_floor(sigma, q, steps, to_float_up(delta))
+                )
+        if exact is not None:
+            total = DOWN.add(total, DOWN.multiply(Decimal(count), exact))
+    return total
+
+
+def _basic_composition(decl: Composed, share: Decimal, effort: Effort) -> EpsDelta:
     """Σ count·ε_i and Σ count·δ_i of the items' own conversions at δ ``share`` each."""
     eps, delta = ZERO, ZERO
     for item, count in decl.items:
-        ed = eps_delta(item, share)
+        ed = eps_delta(item, share, effort)
         eps = add_up(eps, mul_up(Decimal(count), ed.epsilon))
         delta = add_up(delta, mul_up(Decimal(count), ed.delta))
     return EpsDelta(eps, delta)
@@ -310,6 +495,15 @@ def _basic_remaining(config: BasicConfig, state: BasicState) -> EpsilonDelta:
     )
 
 
+def _exceeds(config: BasicConfig, state: BasicState, cost: EpsDelta) -> str | None:
+    """Which budget ``cost`` would exceed ("epsilon" / "delta"), or ``None`` if it fits."""
+    if add_up(state.spent_epsilon, state.reserved_epsilon, cost.epsilon) > config.epsilon:
+        return "epsilon"
+    if add_up(state.spent_delta, cost.delta) > config.delta:
+        return "delta"
+    return None
+
+
 def _admit_basic(
     config: BasicConfig, state: BasicState, decl: Declaration, conversion_delta: Decimal | None
 ) -> Decision:
@@ -318,9 +512,20 @@ def _admit_basic(
     conv = config.conversion_delta if conversion_delta is None else conversion_delta
     if conv > config.delta:
         raise DeclarationError("conversion_delta exceeds the dataset's delta budget")
+    zero = EpsilonDelta()
+    floor = charge_floor(decl, conv)
+    if floor is not None and _exceeds(config, state, floor) is not None:
+        # Refused on a lower bound: the tight charge is at least this, so it cannot fit either.
+        return reject(
+            state,
+            EpsilonDelta(floor.epsilon, floor.delta),
+            _basic_remaining(config, state),
+            f"{_exceeds(config, state, floor)} budget exceeded (the charge is at least "
+            f"ε {fmt(floor.epsilon)})",
+            zero,
+        )
     cost = eps_delta(decl, conv)
     requested = EpsilonDelta(cost.epsilon, cost.delta)
-    zero = EpsilonDelta()
     new_e = add_up(state.spent_epsilon, state.reserved_epsilon, cost.epsilon)
     new_d = add_up(state.spent_delta, cost.delta)
     if new_e > config.epsilon or new_d > config.delta:

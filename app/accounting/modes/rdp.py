@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.accounting import conversions as cv
+from app.accounting import effort
 from app.accounting import subsampling as ss
 from app.accounting.amounts import RdpCurve
 from app.accounting.declarations import (
@@ -413,6 +414,7 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
     S(α) (rounded up) and kill orders that crossed B(α) (Feldman–Zrnic 2021 Thm 4.3 per order;
     docs/accounting.md, *rdp*)."""
     grid = _grid(config.orders, config.thresholds)
+    effort.check_curve_work(decl, config.orders)  # 422 before any series is summed
     curve, delta = rdp_curve(decl, config.relation, grid.orders)
     requested = RdpCurve(config.orders, tuple(curve.tolist()), delta)
     new_delta = add_up(state.delta, delta)
