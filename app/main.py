@@ -22,6 +22,7 @@ from app.api.routers import (
     principals,
     reports,
 )
+from app.charging import ChargeWorkers
 from app.db.uow import Database
 from app.services.checkpoints import signer_from_settings
 from app.settings import Settings, get_settings
@@ -40,16 +41,25 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     owns_database = database is None
     # The checkpoint signer is this app's (its settings'), passed to every unit of work
     # through the database it opens them on; the engine is shared with ``database``.
+    charges = ChargeWorkers(
+        settings.charge_workers, settings.charge_cpu_seconds, settings.charge_wait_seconds
+    )
     db = replace(
-        database or Database.from_settings(settings), signer=signer_from_settings(settings)
+        database or Database.from_settings(settings),
+        signer=signer_from_settings(settings),
+        charges=charges,
     )
     metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        if owns_database:
-            db.dispose()
+        charges.start()  # the workers import the accounting core while the server starts
+        try:
+            yield
+        finally:
+            charges.close()  # requests still waiting for a worker get their 503 now
+            if owns_database:
+                db.dispose()
 
     app = FastAPI(
         title="Privacy odometer",

@@ -45,6 +45,19 @@ class Settings(BaseSettings):
     db_max_overflow: int = Field(
         default=10, ge=0, validation_alias=AliasChoices("ODOMETER_DB_MAX_OVERFLOW")
     )
+    #: Worker processes that compute expensive charges before the budget's lock is taken
+    #: (``app/charging.py``); 0 = in the request's thread, without a CPU budget.
+    charge_workers: int = Field(
+        default=2, ge=0, le=64, validation_alias=AliasChoices("ODOMETER_CHARGE_WORKERS")
+    )
+    #: CPU seconds one request's charge may use before it is refused (422 ChargeTooExpensive).
+    charge_cpu_seconds: float = Field(
+        default=1.0, gt=0, le=60, validation_alias=AliasChoices("ODOMETER_CHARGE_CPU_SECONDS")
+    )
+    #: Seconds a request waits for a free charge worker before a 503 with Retry-After.
+    charge_wait_seconds: float = Field(
+        default=5.0, gt=0, le=300, validation_alias=AliasChoices("ODOMETER_CHARGE_WAIT_SECONDS")
+    )
     #: PEM file of the Ed25519 key that signs ledger checkpoints (``odometer
     #: checkpoint-keygen``); unset = no checkpoints are signed (no silent throw-away key).
     checkpoint_key: str | None = Field(

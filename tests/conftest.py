@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,11 @@ from app.settings import Settings
 from tests.support import ADMIN_KEY, PG_SKIP_REASON, Backend, fresh_database, postgres_url
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+# The suite builds hundreds of apps: they compute charges in the request's thread (still before
+# the lock) instead of starting two worker processes each. The charge workers themselves are
+# tested with real servers in tests/concurrency/test_bounded_requests.py.
+os.environ.setdefault("ODOMETER_CHARGE_WORKERS", "0")
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

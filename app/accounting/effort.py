@@ -50,6 +50,12 @@ def _walk(decl: Declaration) -> Iterator[Declaration]:
         yield from _walk(decl.mechanism)
 
 
+def may_be_expensive(decl: Declaration) -> bool:
+    """Whether ``decl``'s charge may need numerical work beyond a closed form (a PLD, an RDP
+    series, a composition): the service computes those before taking a lock."""
+    return any(isinstance(node, DPSGD | Subsampled | Composed) for node in _walk(decl))
+
+
 def subsampled_gaussian_leaves(decl: Declaration) -> set[tuple[str, Decimal, Decimal]]:
     """The distinct subsampled-Gaussian parameter sets in ``decl``: ("poisson", σ/Δ, q) for
     DP-SGD runs and Poisson-subsampled Gaussians, ("wor", σ/Δ, m/n) without replacement."""

@@ -16,11 +16,13 @@ Settling or cancelling a reservation is applied to every upper level that holds 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Final
 
-from app.accounting.declarations import Declaration
+from app.accounting import memo
+from app.accounting.declarations import Declaration, DeclarationError
 from app.accounting.filters import (
     AccountingConfig,
     Decision,
@@ -134,3 +136,27 @@ def finish_uppers(
         d = cancel(config, state, own) if cell is None else settle(config, state, own, cell)
         out.append(LevelOutcome(name, d, d.state))
     return tuple(out)
+
+
+def precompute_levels(
+    dataset: Filter,
+    declaration: Declaration,
+    organisation: Filter | None,
+    quota: Filter | None,
+    sub_budget: str | None,
+    conversion_delta: Decimal | None,
+) -> dict[object, object]:
+    """The memo table (:mod:`app.accounting.memo`) of deciding ``declaration`` at every level,
+    computed on the filters as read before the lock: the charges do not depend on the state, so
+    the decision under the lock finds them there. A declaration the levels refuse to account
+    (422) leaves what was computed before the error; the decision raises it again."""
+    with memo.charges() as table, contextlib.suppress(DeclarationError):
+        decide_levels(
+            dataset,
+            declaration,
+            organisation=organisation,
+            quota=quota,
+            sub_budget=sub_budget,
+            conversion_delta=conversion_delta,
+        )
+    return dict(table)

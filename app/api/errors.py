@@ -52,6 +52,7 @@ ERROR_STATUS: Final[dict[str, int]] = {
     "InvalidConfig": 422,
     "IdempotencyKeyReused": 422,
     "NotAnAnalyst": 422,
+    "ChargeTooExpensive": 422,
     "InternalError": 500,
     "ServiceUnavailable": 503,
     # the accounting core's state-transition codes: conflicts are 409, malformed requests 422
@@ -82,6 +83,8 @@ def error_response(
     status = ERROR_STATUS[code]
     if status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    if status == 503:
+        headers = {"Retry-After": "1", **(headers or {})}
     return JSONResponse(error_payload(code, detail, **fields), status_code=status, headers=headers)
 
 
@@ -181,6 +184,8 @@ _DESCRIPTIONS: Final[dict[int, str]] = {
     409: "Conflict with the current state",
     413: "PayloadTooLarge: body above the size limit",
     422: "ValidationError, InvalidDeclaration, UnsupportedInMode, InvalidConfig, UnknownCell, "
-    "IdempotencyKeyReused",
-    503: "ServiceUnavailable: the database is busy or unreachable",
+    "IdempotencyKeyReused, ChargeTooExpensive (the charge needs more CPU than one request may "
+    "use; nothing was charged)",
+    503: "ServiceUnavailable: the database is busy or unreachable, or no charge worker was free "
+    "in time (retry after Retry-After; nothing was charged)",
 }

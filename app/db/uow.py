@@ -16,6 +16,7 @@ from types import TracebackType
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.charging import ChargeWorkers
 from app.db.engine import make_engine, read_only
 from app.db.repositories import (
     ApiKeyRepository,
@@ -46,6 +47,8 @@ class Database:
     #: BEGIN IMMEDIATE remains the lock that counts (across processes).
     write_gate: threading.Lock | None = None
     signer: Signer | None = None
+    #: where expensive charges are computed before a lock is taken (``None``: in the thread)
+    charges: ChargeWorkers | None = None
 
     @classmethod
     def from_engine(cls, engine: Engine) -> Database:
@@ -120,6 +123,12 @@ class UnitOfWork:
         self.grants = GrantRepository(self.session)
         self.checkpoints = CheckpointRepository(self.session)
         return self
+
+    @property
+    def charges(self) -> ChargeWorkers | None:
+        """The charge workers of this unit of work's database (``None``: compute in the
+        request's thread)."""
+        return self._database.charges
 
     @property
     def signer(self) -> Signer | None:

@@ -22,9 +22,10 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 
-from app.accounting import Decision, Declaration, Reservation, fmt, state_to_json
+from app.accounting import Decision, Declaration, Reservation, fmt, memo, state_to_json
 from app.accounting import cancel as accounting_cancel
 from app.accounting import settle as accounting_settle
+from app.accounting.effort import may_be_expensive
 from app.accounting.levels import (
     DATASET,
     Filter,
@@ -32,6 +33,7 @@ from app.accounting.levels import (
     LevelsDecision,
     decide_levels,
     finish_uppers,
+    precompute_levels,
 )
 from app.db.models import Dataset, Grant, IdempotencyRecord, Invocation, Organisation
 from app.db.uow import UnitOfWork
@@ -193,7 +195,8 @@ def register_invocation(
         declaration=request.declaration.to_json(),
         **request.extras(),
     )
-    with uow:
+    known = _charges_before_lock(uow, principal, dataset_id, request, idempotency_key)
+    with memo.charges(known), uow:
         org, ds, grant = lock_levels(uow, principal, dataset_id, admitting=True)
         stored = stored_response(uow, principal, idempotency_key, digest)
         if stored is not None:
@@ -205,6 +208,48 @@ def register_invocation(
         record_response(uow, principal, idempotency_key, digest, ds.id, response)
         commit(uow)
     return response
+
+
+def _read_levels(uow: UnitOfWork, principal: Principal, dataset_id: str) -> tuple[Dataset, Uppers]:
+    """The dataset and its upper levels as they are now, without locking (a read
+    transaction must be open)."""
+    ds = visible_dataset(uow, principal, dataset_id, lock=False)
+    grant = uow.grants.get(ds.id, principal.id) if principal.role is Role.ANALYST else None
+    org = uow.organisations.get(ds.organisation)
+    return ds, Uppers(organisation_level(org, ds, admitting=True), quota_level(grant))
+
+
+def _charges_before_lock(
+    uow: UnitOfWork,
+    principal: Principal,
+    dataset_id: str,
+    request: InvocationRequest,
+    idempotency_key: str | None = None,
+) -> dict[object, object] | None:
+    """The declaration's charges at every level, computed before any lock is taken — in a
+    charge worker with a CPU budget (:mod:`app.charging`) — so that the decision under the
+    lock only looks them up (:mod:`app.accounting.memo`). ``None`` for declarations whose
+    charge is a closed form, and for a repeated idempotent request (its stored response is
+    returned without deciding anything). Raises ``ChargeTooExpensive`` (422) or
+    ``ChargeWorkersBusy`` (503): nothing is written then."""
+    if not may_be_expensive(request.declaration):
+        return None
+    with uow.read_only():
+        if idempotency_key is not None and uow.idempotency.get(principal.id, idempotency_key):
+            return None
+        ds, uppers = _read_levels(uow, principal, dataset_id)
+        args = (
+            load_filter(ds),
+            request.declaration,
+            uppers.organisation.filter if uppers.organisation else None,
+            uppers.quota.filter if uppers.quota else None,
+            request.sub_budget,
+            request.conversion_delta,
+        )
+    workers = uow.charges
+    if workers is None:
+        return precompute_levels(*args)
+    return workers.compute(precompute_levels, *args)
 
 
 def _decide(
@@ -348,11 +393,9 @@ def preview_invocation(
     uow: UnitOfWork, principal: Principal, dataset_id: str, request: InvocationRequest
 ) -> Preview:
     """The decision :func:`register_invocation` would take now; nothing is written."""
-    with uow.read_only():
-        ds = visible_dataset(uow, principal, dataset_id, lock=False)
-        grant = uow.grants.get(ds.id, principal.id) if principal.role is Role.ANALYST else None
-        org = uow.organisations.get(ds.organisation)
-        uppers = Uppers(organisation_level(org, ds, admitting=True), quota_level(grant))
+    known = _charges_before_lock(uow, principal, dataset_id, request)
+    with memo.charges(known), uow.read_only():
+        ds, uppers = _read_levels(uow, principal, dataset_id)
         levels = _decide(load_filter(ds), uppers, request, exhaustive=False)
     decision = levels.reported
     return Preview(

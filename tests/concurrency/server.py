@@ -56,6 +56,7 @@ def start_server(
     workers: int = 1,
     factory: str = "app.main:create_app",
     port: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> Server:
     port = port or free_port()
     env = {
@@ -63,6 +64,7 @@ def start_server(
         "DATABASE_URL": database_url,
         "ODOMETER_ADMIN_KEY": ADMIN_KEY,
         "PYTHONPATH": str(ROOT),
+        **(env or {}),
     }
     cmd = [
         sys.executable,

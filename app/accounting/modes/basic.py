@@ -64,6 +64,7 @@ from app.accounting.exact import (
     to_float_down,
     to_float_up,
 )
+from app.accounting.memo import memoised
 from app.accounting.modes.common import (
     ConfigError,
     Decision,
@@ -343,6 +344,14 @@ def _poisson_gaussian_params(
     return None
 
 
+@memoised
+def charge(decl: Declaration, conversion_delta: Decimal) -> EpsDelta:
+    """:func:`eps_delta` of a whole declaration: the ``basic`` charge (memoised, so that the
+    service can compute it before taking the budget's lock; :mod:`app.accounting.memo`)."""
+    return eps_delta(decl, conversion_delta)
+
+
+@memoised
 def charge_floor(decl: Declaration, conversion_delta: Decimal) -> EpsDelta | None:
     """A lower bound on :func:`eps_delta` where the tight charge is expensive, else ``None``.
 
@@ -524,7 +533,7 @@ def _admit_basic(
             f"ε {fmt(floor.epsilon)})",
             zero,
         )
-    cost = eps_delta(decl, conv)
+    cost = charge(decl, conv)
     requested = EpsilonDelta(cost.epsilon, cost.delta)
     new_e = add_up(state.spent_epsilon, state.reserved_epsilon, cost.epsilon)
     new_d = add_up(state.spent_delta, cost.delta)

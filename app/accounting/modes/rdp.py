@@ -56,6 +56,7 @@ from app.accounting.exact import (
     to_float_down,
     to_float_up,
 )
+from app.accounting.memo import memoised
 from app.accounting.modes.common import (
     ConfigError,
     Decision,
@@ -409,13 +410,25 @@ def _rdp_remaining(
     return RdpCurve(config.orders, tuple(rem.tolist()), sub_down(config.delta_approx, delta))
 
 
+@memoised
+def charged_curve(
+    decl: Declaration, relation: Relation, orders: tuple[float, ...]
+) -> tuple[FloatArray, Decimal]:
+    """:func:`rdp_curve` on a configuration's grid, after the work check (a 422 before any
+    series is summed; :mod:`app.accounting.effort`). Memoised, so that the service can compute
+    it before taking the budget's lock (:mod:`app.accounting.memo`); the array is read-only."""
+    effort.check_curve_work(decl, orders)
+    curve, delta = rdp_curve(decl, relation, np.asarray(orders, dtype=np.float64))
+    curve.setflags(write=False)
+    return curve, delta
+
+
 def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decision:
     """Admit iff Σδ + δ_i ≤ δ_A and some live α has S(α) + ε_i(α) ≤ B(α); then add to every
     S(α) (rounded up) and kill orders that crossed B(α) (Feldman–Zrnic 2021 Thm 4.3 per order;
     docs/accounting.md, *rdp*)."""
     grid = _grid(config.orders, config.thresholds)
-    effort.check_curve_work(decl, config.orders)  # 422 before any series is summed
-    curve, delta = rdp_curve(decl, config.relation, grid.orders)
+    curve, delta = charged_curve(decl, config.relation, config.orders)
     requested = RdpCurve(config.orders, tuple(curve.tolist()), delta)
     new_delta = add_up(state.delta, delta)
     old = np.asarray(state.rdp, dtype=np.float64)

@@ -59,7 +59,12 @@ def register_invocation(
     metrics: MetricsDep,
     idempotency_key: IdempotencyKeyDep = None,
 ) -> Response:
-    """Declare an invocation: 201 accepted (charged) or reserved (ODP), 409 BudgetExceeded."""
+    """Declare an invocation: 201 accepted (charged) or reserved (ODP), 409 BudgetExceeded.
+
+    The charge is computed before the dataset's budget is locked, within a CPU budget per
+    request (default 1 s, ``ODOMETER_CHARGE_CPU_SECONDS``): past it the answer is 422
+    ``ChargeTooExpensive`` and nothing is charged; when no charge worker is free in time, 503
+    with ``Retry-After`` (retry with the same ``Idempotency-Key``)."""
     result = service.register_invocation(
         uow, principal, dataset_id, _request(body), idempotency_key
     )
