@@ -1,21 +1,28 @@
-"""How much numerical work a declaration's charge needs, known before any of it is done.
+"""How much numerical work a declaration's charge needs, and the limit on it.
 
 Most charges are closed forms. The expensive ones are the subsampled-Gaussian RDP series
-(Mironov–Talwar–Zhang 2019: up to 1,000 erfc terms per fractional order, ≈ 0.2 ms per order in
-the worst regimes measured here) and PLD accounting (bounded separately in
-:mod:`app.accounting.pld`). A ``composed`` declaration can hold hundreds of such items with
-different parameters, nested up to four levels, so the work of one charge is the number of
-*distinct* subsampled-Gaussian parameter sets (equal ones are computed once) times the cost of one
-curve on the grid in use. :func:`curve_work` estimates that cost in units of about a millisecond
-of CPU on this project's reference machine, and :func:`check_curve_work` refuses, with a message
-that says what to change, a declaration whose charge would exceed :data:`MAX_CURVE_WORK` — before
-anything is computed. The estimate is a pure function of the declaration and the grid, so the
-same declaration is always refused or always accounted (a replay agrees with the service).
+(Mironov–Talwar–Zhang 2019: up to 1,000 erfc terms per fractional order; the without-replacement
+bound of Wang–Balle–Kasiviswanathan 2019: α terms per integer order) and PLD accounting (bounded
+separately in :mod:`app.accounting.pld`). A ``composed`` declaration can hold hundreds of such
+items with different parameters, nested up to four levels.
+
+The work is counted, not timed: :func:`count` adds the number of series terms a curve evaluated
+to the :class:`Meter` of the current charge, and a curve served from a cache is charged the
+terms it took when it was computed (:func:`measure`), so the count is a pure function of the
+declaration and the grid. :func:`limited` opens a meter for one charge; past
+:data:`MAX_SERIES_TERMS` it raises :class:`DeclarationError` (a 422 that says what to change) —
+after at most one more curve than the limit allows, since the count is checked per curve. The
+same declaration is therefore always refused or always accounted, and a replay agrees with the
+service. :func:`declaration_curve_work` is the a-priori estimate ``basic`` mode uses to pick its
+grid before computing anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
 
@@ -28,8 +35,63 @@ from app.accounting.declarations import (
     Subsampled,
 )
 
-MAX_CURVE_WORK: Final = 600.0
-"""Most work units (≈ ms of CPU) the subsampled-Gaussian curves of one charge may need."""
+MAX_SERIES_TERMS: Final = 3_000_000
+"""Most series terms the subsampled-Gaussian curves of one charge may evaluate (≈ 0.5 s of CPU
+here in the slowest regime measured, σ = 10^12 with q near 0 or 1)."""
+
+
+@dataclass(slots=True)
+class Meter:
+    """Series terms counted so far for one charge; ``limit`` ``None``: count only."""
+
+    limit: int | None = None
+    terms: int = 0
+
+
+_METER: ContextVar[Meter | None] = ContextVar("work_meter", default=None)
+
+
+def count(terms: int) -> None:
+    """Add ``terms`` to the current meter (if any); past its limit, refuse the declaration."""
+    meter = _METER.get()
+    if meter is None:
+        return
+    meter.terms += terms
+    if meter.limit is not None and meter.terms > meter.limit:
+        raise DeclarationError(
+            "accounting this declaration's subsampled-Gaussian items needs more work than one "
+            f"request may do (over {meter.limit:,} RDP series terms). Merge segments that share "
+            "(noise multiplier, sample rate), declare the run as several invocations, or use a "
+            "grid with fewer fractional orders",
+            field="mechanism",
+        )
+
+
+@contextmanager
+def measure() -> Iterator[Meter]:
+    """A fresh meter without a limit for the block (what one cached curve cost)."""
+    meter = Meter()
+    token = _METER.set(meter)
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+
+
+@contextmanager
+def limited(limit: int = MAX_SERIES_TERMS) -> Iterator[Meter]:
+    """A meter for one charge, refusing past ``limit`` terms (nested charges share the
+    outermost one)."""
+    if _METER.get() is not None:
+        yield _METER.get()  # type: ignore[misc]
+        return
+    meter = Meter(limit)
+    token = _METER.set(meter)
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+
 
 _FIXED: Final = 1.0
 """Work of one subsampled-Gaussian curve besides its fractional orders (integer orders, setup)."""
@@ -87,17 +149,3 @@ def curve_work(scheme: str, orders: tuple[float, ...]) -> float:
 def declaration_curve_work(decl: Declaration, orders: tuple[float, ...]) -> float:
     """Estimated work units of every subsampled-Gaussian curve ``decl`` needs on ``orders``."""
     return sum(curve_work(scheme, orders) for scheme, _, _ in subsampled_gaussian_leaves(decl))
-
-
-def check_curve_work(decl: Declaration, orders: tuple[float, ...]) -> None:
-    """Refuse (422) a declaration whose curves would need more than :data:`MAX_CURVE_WORK`."""
-    leaves = subsampled_gaussian_leaves(decl)
-    work = sum(curve_work(scheme, orders) for scheme, _, _ in leaves)
-    if work > MAX_CURVE_WORK:
-        raise DeclarationError(
-            f"this declaration has {len(leaves)} distinct subsampled-Gaussian parameter sets; "
-            f"accounting them on this grid of {len(orders)} RDP orders needs more work than one "
-            "request may do. Merge segments that share (noise multiplier, sample rate), declare "
-            "the run as several invocations, or use fewer fractional orders",
-            field="mechanism",
-        )

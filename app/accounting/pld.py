@@ -26,12 +26,12 @@ interval 1e-3 gives 5.19625 (+0.07 %) in ≈ 0.1 s, which is the default here.
 Bounded work. The cost of a PLD is the length of its grids: the single-step PMF spans the
 privacy-loss range [ε_lower, ε_upper] of the connect-the-dots bounds divided by the interval
 (≈ 2.5 µs a point to build), and the T-fold self-composition is one FFT over the
-Chernoff-truncated support dp_accounting computes (``compute_self_convolve_bounds``, ≈ 0.3 µs a
+Chernoff-truncated support dp_accounting computes (``compute_self_convolve_bounds``, ≈ 0.5 µs a
 point with the hockey stick). Both lengths are known *before* the expensive step: the loss range
 from the mechanism's privacy-loss object, the composed support from the single-step PMF. A
 valid-looking declaration (σ = 0.01 with q = 0.99; 10^6 steps at σ = 0.5) needs grids of
 10^7–10^8 points at the default interval: minutes of CPU. :func:`plan_poisson_gaussian` keeps the
-estimated work within :data:`WORK_LIMIT_US` (≈ 0.75 s of CPU here) by doubling the interval as
+estimated work within :data:`WORK_LIMIT_US` (≈ 0.6 s of CPU here) by doubling the interval as
 needed. A coarser grid is still a pessimistic discretisation, so the ε stays an upper bound; it
 is only less tight, and only where the default grid does not fit (ε in the hundreds, or step
 counts in the 10^5s and more). Every declaration that fits at the default interval is computed
@@ -64,13 +64,13 @@ DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-3
 _DELTA_SAFETY = 1e-6
 """Relative reduction of the target δ that absorbs floating-point noise of the FFT composition."""
 
-WORK_LIMIT_US: Final = 750_000.0
+WORK_LIMIT_US: Final = 600_000.0
 """Most estimated work of one PLD, in µs of CPU on the reference machine (see :func:`_work`)."""
 
 _BUILD_US_PER_POINT: Final = 2.6
 """Building the single-step PMFs, per point (both directions counted)."""
 
-_COMPOSE_US_PER_POINT: Final = 0.3
+_COMPOSE_US_PER_POINT: Final = 0.5
 """The FFT self-composition and the hockey stick, per point of the composed grids."""
 
 _TAIL_MASS_TRUNCATION: Final = 1e-15

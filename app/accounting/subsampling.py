@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from app.accounting import effort
 from app.accounting.conversions import (
     _MACH_EPS,
     FloatArray,
@@ -31,6 +32,9 @@ from app.accounting.conversions import (
 )
 
 _MAX_TERMS_FRAC = 1000
+
+_CURVE_OVERHEAD_TERMS = 3000
+"""What evaluating one curve costs besides its terms, counted as terms (≈ 0.5 ms here)."""
 """Term budget of the fractional-order MTZ series (dp_accounting ``_MAX_STEPS_LOG_A_FRAC``)."""
 
 _FRACTION_PASSES = (48, 192)
@@ -389,6 +393,7 @@ def poisson_gaussian_rdp(rate: float, noise_multiplier: float, orders: npt.Array
     gauss_up = _round_up_array(np.asarray(gauss, dtype=np.float64), 4 * _MACH_EPS * gauss)
     if q == 1.0 or math.isinf(inv2s2):
         return gauss_up
+    effort.count(_CURVE_OVERHEAD_TERMS)
     out = np.full_like(a, np.inf)
     finite = np.isfinite(a)
     is_int = finite & (a == np.floor(a))
@@ -402,6 +407,7 @@ def poisson_gaussian_rdp(rate: float, noise_multiplier: float, orders: npt.Array
 
     if np.any(int_exact):
         uniq, inverse = np.unique(int_targets[int_exact], return_inverse=True)
+        effort.count(int(uniq.sum()) + int(uniq.size))  # α + 1 terms per integer order
         log_a, err = _mtz_log_a_int(q, inv2s2, uniq)
         cgf_up = (log_a + err)[inverse]  # upper bound of log A at the integer order
         out[int_exact] = cgf_up / (int_targets[int_exact] - 1.0)
@@ -420,6 +426,7 @@ def poisson_gaussian_rdp(rate: float, noise_multiplier: float, orders: npt.Array
                 continue
             final = n_terms == _MAX_TERMS_FRAC + 1
             todo = ~ok
+            effort.count(int(todo.sum()) * n_terms)
             la, er, done = _mtz_log_a_frac(q, sigma, alphas[todo], n_terms, final=final)
             log_a[todo], err[todo], ok[todo] = la, er, done
             if np.all(ok):
@@ -589,6 +596,7 @@ def wor_gaussian_rdp(m: int, n: int, noise_multiplier: float, orders: npt.ArrayL
     small = [v for v in needed if v <= _WOR_EXACT_MAX]
     deltas = _wor_forward_diffs(sigma, max(small)) if small else None
     cgf: dict[int, tuple[float, float]] = {1: (0.0, 0.0)}
+    effort.count(sum(needed))  # α terms per integer order of the bound
     for v in needed:
         cgf[v] = _wor_log_a_int(gamma, sigma, v, deltas if v <= _WOR_EXACT_MAX else None)
     out = np.full_like(a, np.inf)

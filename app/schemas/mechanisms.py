@@ -175,10 +175,10 @@ class Composed(StrictModel):
 
     Work limit: the subsampled-Gaussian items (``dp_sgd``, ``subsampled`` Gaussians, at any
     depth) are charged through one RDP series per distinct (noise multiplier, sample rate);
-    a declaration whose series would exceed one request's work limit on the dataset's grid is
-    refused with 422 ``InvalidDeclaration`` before anything is computed (merge segments that
-    share parameters, or split the run). In ``basic`` mode up to four of them get their own PLD;
-    above that they are charged by their RDP bounds."""
+    a declaration whose series would evaluate more than 3,000,000 terms on the dataset's grid
+    (about half a second of CPU) is refused with 422 ``InvalidDeclaration``, nothing charged
+    (merge segments that share parameters, or split the run). In ``basic`` mode up to four of
+    them get their own PLD; above that they are charged by their RDP bounds."""
 
     type: Literal["composed"]
     mechanisms: list[Mechanism] | None = optional(min_length=1, max_length=MAX_COMPOSED_ITEMS)
@@ -189,7 +189,7 @@ class Composed(StrictModel):
 class DPSGD(StrictModel):
     """DP-SGD: ``steps`` Poisson-subsampled Gaussian steps (rate q, noise multiplier σ).
 
-    In ``basic`` mode the run is charged by PLD accounting on a grid bounded to about 0.75 s of
+    In ``basic`` mode the run is charged by PLD accounting on a grid bounded to about 0.6 s of
     CPU (coarser, still an upper bound, where the default grid would need more); where even
     that does not fit, by its RDP bound. A run whose ε is far beyond the remaining budget is
     refused on a cheap lower bound, named in the 409 ("the charge is at least …")."""

@@ -143,13 +143,11 @@ def _pld_items(decl: Declaration) -> int:
 
 def effort_for(decl: Declaration) -> Effort:
     """The :class:`Effort` of ``decl``: the dense grid unless its curves would cost more than
-    :data:`DENSE_CURVES` (then :data:`COARSE_ORDERS`, refused with a 422 if even those exceed
-    :data:`app.accounting.effort.MAX_CURVE_WORK`); one PLD each for up to
-    :data:`MAX_PLD_ITEMS` PLD items, sharing one PLD's work limits."""
+    :data:`DENSE_CURVES` by the a-priori estimate (then :data:`COARSE_ORDERS`); one PLD each
+    for up to :data:`MAX_PLD_ITEMS` PLD items, sharing one PLD's work limits."""
     orders = DENSE_ORDERS
     if effort.declaration_curve_work(decl, tuple(DENSE_ORDERS.tolist())) > DENSE_CURVES:
         orders = COARSE_ORDERS
-        effort.check_curve_work(decl, tuple(COARSE_ORDERS.tolist()))
     items = _pld_items(decl)
     return Effort(orders, max(items, 1) if items <= MAX_PLD_ITEMS else None)
 
@@ -346,9 +344,11 @@ def _poisson_gaussian_params(
 
 @memoised
 def charge(decl: Declaration, conversion_delta: Decimal) -> EpsDelta:
-    """:func:`eps_delta` of a whole declaration: the ``basic`` charge (memoised, so that the
-    service can compute it before taking the budget's lock; :mod:`app.accounting.memo`)."""
-    return eps_delta(decl, conversion_delta)
+    """:func:`eps_delta` of a whole declaration: the ``basic`` charge, within the work limit of
+    one charge (:mod:`app.accounting.effort`; a 422 past it). Memoised, so that the service can
+    compute it before taking the budget's lock (:mod:`app.accounting.memo`)."""
+    with effort.limited():
+        return eps_delta(decl, conversion_delta)
 
 
 @memoised

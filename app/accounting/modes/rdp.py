@@ -357,16 +357,22 @@ def _rdp_curve(
 
 
 @functools.lru_cache(maxsize=512)
-def _poisson_gaussian_cached(rate: float, sigma: float, orders: tuple[float, ...]) -> FloatArray:
-    curve = ss.poisson_gaussian_rdp(rate, sigma, np.asarray(orders, dtype=np.float64))
+def _poisson_gaussian_cached(
+    rate: float, sigma: float, orders: tuple[float, ...]
+) -> tuple[FloatArray, int]:
+    with effort.measure() as meter:
+        curve = ss.poisson_gaussian_rdp(rate, sigma, np.asarray(orders, dtype=np.float64))
     curve.setflags(write=False)  # shared between calls: never mutated
-    return curve
+    return curve, meter.terms
 
 
 def _poisson_gaussian(rate: float, sigma: float, orders: FloatArray) -> FloatArray:
     """Mironov–Talwar–Zhang 2019 curve of one Poisson-subsampled Gaussian step, memoised per
-    (q, σ, grid): DP-SGD jobs repeat the same parameters, and the series costs ~1 ms."""
-    return _poisson_gaussian_cached(rate, sigma, tuple(orders.tolist()))
+    (q, σ, grid): DP-SGD jobs repeat the same parameters, and the series costs ~1 ms. A cached
+    curve is charged to the current work meter as if computed (:mod:`app.accounting.effort`)."""
+    curve, terms = _poisson_gaussian_cached(rate, sigma, tuple(orders.tolist()))
+    effort.count(terms)
+    return curve
 
 
 def _gaussian_rho(decl: Gaussian) -> Decimal:
@@ -414,11 +420,11 @@ def _rdp_remaining(
 def charged_curve(
     decl: Declaration, relation: Relation, orders: tuple[float, ...]
 ) -> tuple[FloatArray, Decimal]:
-    """:func:`rdp_curve` on a configuration's grid, after the work check (a 422 before any
-    series is summed; :mod:`app.accounting.effort`). Memoised, so that the service can compute
+    """:func:`rdp_curve` on a configuration's grid, within the work limit (a 422 past it;
+    :mod:`app.accounting.effort`). Memoised, so that the service can compute
     it before taking the budget's lock (:mod:`app.accounting.memo`); the array is read-only."""
-    effort.check_curve_work(decl, orders)
-    curve, delta = rdp_curve(decl, relation, np.asarray(orders, dtype=np.float64))
+    with effort.limited():
+        curve, delta = rdp_curve(decl, relation, np.asarray(orders, dtype=np.float64))
     curve.setflags(write=False)
     return curve, delta
 
