@@ -78,6 +78,22 @@ def fresh_database(kind: str, tmp_dir: Path) -> Iterator[Backend]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# ---------------------------------------------------------------------------- service shortcuts
+def service_dataset(uow: Any, name: str, epsilon: str = "1", mode: str = "basic") -> str:
+    """A dataset (δ_B = 1e-5, add/remove) created through the service as the admin; its id."""
+    from app.services import datasets
+    from app.services.principals import Principal, Role
+
+    new = datasets.NewDataset(
+        name=name,
+        epsilon=epsilon,
+        delta="0.00001",
+        relation="add_remove",
+        accounting={"mode": mode},
+    )
+    return str(datasets.create_dataset(uow, Principal("admin", Role.ADMIN, None), new)["id"])
+
+
 # ---------------------------------------------------------------------------- API shortcuts
 def basic_dataset(
     client: Any, epsilon: Any = 1, delta: Any = "0.000001", **extra: Any

@@ -171,7 +171,7 @@ def _composed(inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dic
     )
 
 
-def _heterogeneous_dp_sgd(n: int, base_sigma: float) -> dict[str, Any]:
+def heterogeneous_dp_sgd(n: int, base_sigma: float) -> dict[str, Any]:
     """n DP-SGD segments with distinct (σ, q): no two curves can be shared."""
     return {
         "type": "composed",
@@ -192,7 +192,7 @@ declarations = st.one_of(
     _odp(),
     _composed(_leaf()),
     _composed(_composed(_leaf())),
-    st.sampled_from([_heterogeneous_dp_sgd(256, 0.5), _heterogeneous_dp_sgd(256, 1e6)]),
+    st.sampled_from([heterogeneous_dp_sgd(256, 0.5), heterogeneous_dp_sgd(256, 1e6)]),
 )
 
 NAMED_WORST_CASES: dict[str, dict[str, Any]] = {
@@ -232,7 +232,7 @@ NAMED_WORST_CASES: dict[str, dict[str, Any]] = {
             for i in range(100)
         ],
     },
-    "composed DP-SGD, 256 segments of 10^7 steps": _heterogeneous_dp_sgd(256, 0.5),
+    "composed DP-SGD, 256 segments of 10^7 steps": heterogeneous_dp_sgd(256, 0.5),
 }
 
 

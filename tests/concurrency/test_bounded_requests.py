@@ -15,22 +15,14 @@ from typing import Any
 
 import httpx
 
+from tests.accounting.test_bounded_work import NAMED_WORST_CASES, heterogeneous_dp_sgd
 from tests.concurrency.server import Server, running_server
 from tests.support import AUTH, Backend
 
+#: The issue's two requests (they took 70 s and more than 4 minutes of CPU before).
 HEAVY: dict[str, dict[str, Any]] = {
-    "dp_sgd q=0.5 σ=0.5 10^6 steps": {
-        "type": "dp_sgd",
-        "noise_multiplier": "0.5",
-        "sample_rate": "0.5",
-        "steps": 1000000,
-    },
-    "subsampled Gaussian q=1-1e-6 σ=1e-3": {
-        "type": "subsampled",
-        "scheme": "poisson",
-        "rate": "0.999999",
-        "mechanism": {"type": "gaussian", "sigma": "0.001", "sensitivity": "1"},
-    },
+    name: NAMED_WORST_CASES[name]
+    for name in ("dp_sgd q=0.5 σ=0.5 10^6 steps", "subsampled Gaussian q=1-1e-6 σ=1e-3")
 }
 ORDINARY = {"type": "pure_dp", "epsilon": "0.0001"}
 ENV = {"ODOMETER_CHARGE_WORKERS": "2", "ODOMETER_CHARGE_CPU_SECONDS": "1"}
@@ -133,19 +125,8 @@ def test_sigterm_does_not_wait_for_charges_in_flight(
         with httpx.Client(base_url=server.base_url, timeout=60) as client:
             heavy_ds = _dataset(client, "1000000")
         _warm(server, heavy_ds)
-        stalls = {
-            # 256 distinct 10^7-step DP-SGD segments: bounded, but the longest decision there is
-            "type": "composed",
-            "mechanisms": [
-                {
-                    "type": "dp_sgd",
-                    "noise_multiplier": f"{0.5 + 0.001 * i:.3f}",
-                    "sample_rate": f"{0.001 + 0.0037 * i:.4f}",
-                    "steps": 10**7 - i,
-                }
-                for i in range(256)
-            ],
-        }
+        # 256 distinct 10^7-step DP-SGD segments: bounded, but among the longest decisions
+        stalls = heterogeneous_dp_sgd(256, 0.5)
 
         def send() -> None:
             with httpx.Client(base_url=server.base_url, timeout=60) as client:

@@ -14,8 +14,9 @@ from app.accounting.amounts import EpsilonDelta
 from app.accounting.levels import precompute_levels
 from app.accounting.modes import basic
 from app.db.uow import UnitOfWork
-from app.services import datasets, invocations
+from app.services import invocations
 from app.services.principals import Principal, Role
+from tests.support import service_dataset
 
 ADMIN = Principal("admin", Role.ADMIN, None)
 DP_SGD = {"type": "dp_sgd", "noise_multiplier": "1.1", "sample_rate": "0.01", "steps": 1000}
@@ -24,17 +25,7 @@ DP_SGD = {"type": "dp_sgd", "noise_multiplier": "1.1", "sample_rate": "0.01", "s
 def test_the_charge_is_computed_while_no_transaction_is_open(
     uow: UnitOfWork, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ds = datasets.create_dataset(
-        uow,
-        ADMIN,
-        datasets.NewDataset(
-            name="before-lock",
-            epsilon="10",
-            delta="0.00001",
-            relation="add_remove",
-            accounting={"mode": "basic"},
-        ),
-    )
+    ds = {"id": service_dataset(uow, "before-lock", epsilon="10")}
     calls: list[bool] = []
     real = basic.eps_delta
 

@@ -17,9 +17,10 @@ from app.accounting import parse_declaration
 from app.db.uow import UnitOfWork
 from app.schemas.common import render
 from app.schemas.invocations import InvocationFinished
-from app.services import datasets, invocations
+from app.services import invocations
 from app.services.principals import Principal, Role
 from tests.concurrency import broken_builds
+from tests.support import service_dataset
 
 ADMIN = Principal("admin", Role.ADMIN, None)
 SEAMS = ("stored_response", "commit", "accounting_settle", "accounting_cancel")
@@ -43,17 +44,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch, calls: list[str], name: str) -> None:
 def test_the_service_calls_through_every_seam(
     uow: UnitOfWork, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ds = datasets.create_dataset(
-        uow,
-        ADMIN,
-        datasets.NewDataset(
-            name="seams",
-            epsilon="1",
-            delta="0.00001",
-            relation="add_remove",
-            accounting={"mode": "basic"},
-        ),
-    )
+    ds = {"id": service_dataset(uow, "seams")}
     calls: list[str] = []
     for name in SEAMS:
         _spy(monkeypatch, calls, name)
