@@ -13,11 +13,14 @@ Poisson-subsampled Gaussian (one step, or the first step of a DP-SGD run — com
 lowers ε) is never below the exact ε of one step, computed here from dp_accounting's continuous
 privacy-loss objects (both directions of the hockey stick, bisection on ε), and a refusal
 decided on a lower bound never names a bound above that exact value either.
+
+60 examples by default; ``ODOMETER_LONG_TESTS=1`` runs 1,500.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from decimal import Decimal
 from typing import Any
@@ -337,7 +340,7 @@ def test_the_issues_requests_are_refused_on_their_lower_bound() -> None:
 
 
 @settings(
-    max_examples=60,
+    max_examples=1500 if os.environ.get("ODOMETER_LONG_TESTS") == "1" else 60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,
