@@ -23,6 +23,7 @@ from app.api.routers import (
     reports,
 )
 from app.charging import ChargeWorkers
+from app.db.queue import FairQueue
 from app.db.uow import Database
 from app.services.checkpoints import signer_from_settings
 from app.settings import Settings, get_settings
@@ -48,6 +49,12 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         database or Database.from_settings(settings),
         signer=signer_from_settings(settings),
         charges=charges,
+        # PostgreSQL only: measured there +40 % throughput and p99/p50 7 → 1.5 on a hot dataset
+        # at 32 clients; on SQLite the file lock between processes dominates and it cost 15 %
+        # (benchmarks/RESULTS.md, *Fair queueing*)
+        queue=FairQueue()
+        if settings.fair_queue and "sqlite" not in settings.database_url
+        else None,
     )
     metrics = Metrics()
 

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     charge_wait_seconds: float = Field(
         default=5.0, gt=0, le=300, validation_alias=AliasChoices("ODOMETER_CHARGE_WAIT_SECONDS")
     )
+    #: Serve each dataset's writers first come, first served within a server process
+    #: (``app/db/queue.py``) before they wait on the database's row lock (PostgreSQL only).
+    fair_queue: bool = Field(default=True, validation_alias=AliasChoices("ODOMETER_FAIR_QUEUE"))
     #: PEM file of the Ed25519 key that signs ledger checkpoints (``odometer
     #: checkpoint-keygen``); unset = no checkpoints are signed (no silent throw-away key).
     checkpoint_key: str | None = Field(

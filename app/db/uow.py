@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.charging import ChargeWorkers
 from app.db.engine import make_engine, read_only
+from app.db.queue import FairQueue
 from app.db.repositories import (
     ApiKeyRepository,
     CheckpointRepository,
@@ -49,6 +50,9 @@ class Database:
     signer: Signer | None = None
     #: where expensive charges are computed before a lock is taken (``None``: in the thread)
     charges: ChargeWorkers | None = None
+    #: first-come-first-served turns per dataset in this process (``None``: the database's
+    #: lock alone decides the order)
+    queue: FairQueue | None = None
 
     @classmethod
     def from_engine(cls, engine: Engine) -> Database:
@@ -123,6 +127,12 @@ class UnitOfWork:
         self.grants = GrantRepository(self.session)
         self.checkpoints = CheckpointRepository(self.session)
         return self
+
+    def turn(self, dataset_id: str) -> AbstractContextManager[None]:
+        """This request's turn on ``dataset_id`` among this process's writers (first come,
+        first served; :mod:`app.db.queue`), to be taken before the write transaction opens."""
+        queue = self._database.queue
+        return nullcontext() if queue is None else queue.turn(dataset_id)
 
     @property
     def charges(self) -> ChargeWorkers | None:

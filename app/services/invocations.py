@@ -196,7 +196,7 @@ def register_invocation(
         **request.extras(),
     )
     known = _charges_before_lock(uow, principal, dataset_id, request, idempotency_key)
-    with memo.charges(known), uow:
+    with uow.turn(dataset_id), memo.charges(known), uow:
         org, ds, grant = lock_levels(uow, principal, dataset_id, admitting=True)
         stored = stored_response(uow, principal, idempotency_key, digest)
         if stored is not None:
@@ -446,7 +446,7 @@ def _finish_reservation(
     """Settle (``cell``) or cancel (``None``) a reservation at every level that holds it."""
     operation = "cancel_invocation" if cell is None else "settle_invocation"
     digest = fingerprint(operation, dataset_id=dataset_id, invocation_id=invocation_id, cell=cell)
-    with uow:
+    with uow.turn(dataset_id), uow:
         # Lock order: organisation → dataset → grant (as on registration), then the
         # invocation the dataset owns.
         org, ds, grant = lock_levels(uow, principal, dataset_id)
