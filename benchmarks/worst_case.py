@@ -12,8 +12,8 @@ are imported.
 ``git worktree`` of an earlier commit), in the same run, case by case, so the two columns are
 measured under the same machine load:
 
-    git worktree add /tmp/before fec6aa8~1
-    .venv/bin/python -m benchmarks.worst_case --before /tmp/before   # → benchmarks/RESULTS.md
+    git worktree add ../before fec6aa8~1
+    .venv/bin/python -m benchmarks.worst_case --before ../before   # → benchmarks/RESULTS.md
     .venv/bin/python -m benchmarks.worst_case --cap 5 --no-write      # a quicker look
 """
 
