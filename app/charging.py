@@ -141,8 +141,13 @@ class ChargeWorkers:
             if self._started or self._closed or self.workers <= 0:
                 return
             self._started = True
-        for _ in range(self.workers):
-            self._spawn()
+        try:
+            for _ in range(self.workers):
+                self._spawn()
+        except Exception:  # e.g. no processes allowed: still serve, computing in the thread
+            log.exception("charge workers could not start; charges are computed in-thread")
+            self.close()
+            self.workers = 0
 
     def _spawn(self) -> None:
         context = multiprocessing.get_context("spawn")
@@ -183,6 +188,8 @@ class ChargeWorkers:
         failed (the request then computes inline and raises the real error itself)."""
         if self.workers <= 0:
             return job(*args)
+        if self._closed:
+            raise ChargeWorkersBusy("the service is shutting down; retry (nothing was charged)")
         self.start()
         try:
             worker = self._idle.get(timeout=self.wait_seconds)

@@ -89,3 +89,26 @@ def test_no_free_worker_in_time_is_a_503_and_close_does_not_wait() -> None:
 def test_inline_mode_runs_the_job_in_the_callers_thread() -> None:
     pool = ChargeWorkers(workers=0)
     assert pool.compute(charge_jobs.table, 5) == {("job", (5,)): 10}
+
+
+def test_after_close_a_request_is_answered_at_once() -> None:
+    pool = ChargeWorkers(workers=1, cpu_seconds=1.0, wait_seconds=30)
+    pool.close()
+    started = time.monotonic()
+    with pytest.raises(ChargeWorkersBusy, match="shutting down"):
+        pool.compute(charge_jobs.table, 1)
+    assert time.monotonic() - started < 1.0
+
+
+def test_workers_that_cannot_start_fall_back_to_the_callers_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = ChargeWorkers(workers=2)
+
+    def cannot_spawn() -> None:
+        raise OSError("no processes left")
+
+    monkeypatch.setattr(pool, "_spawn", cannot_spawn)
+    pool.start()
+    assert pool.workers == 0
+    assert pool.compute(charge_jobs.table, 4) == {("job", (4,)): 8}
