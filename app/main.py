@@ -45,16 +45,16 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     charges = ChargeWorkers(
         settings.charge_workers, settings.charge_cpu_seconds, settings.charge_wait_seconds
     )
+    base = database or Database.from_settings(settings)
+    # The fair queue on PostgreSQL only: measured there +40 % throughput and p99/p50 7 → 1.5 on
+    # a hot dataset at 32 clients; on SQLite the file lock between processes dominates and it
+    # cost 15 % (benchmarks/RESULTS.md, *Fair queueing*).
+    fair = settings.fair_queue and base.engine.dialect.name == "postgresql"
     db = replace(
-        database or Database.from_settings(settings),
+        base,
         signer=signer_from_settings(settings),
         charges=charges,
-        # PostgreSQL only: measured there +40 % throughput and p99/p50 7 → 1.5 on a hot dataset
-        # at 32 clients; on SQLite the file lock between processes dominates and it cost 15 %
-        # (benchmarks/RESULTS.md, *Fair queueing*)
-        queue=FairQueue()
-        if settings.fair_queue and "sqlite" not in settings.database_url
-        else None,
+        queue=FairQueue() if fair else None,
     )
     metrics = Metrics()
 

@@ -82,8 +82,9 @@ def measure() -> Iterator[Meter]:
 def limited(limit: int = MAX_SERIES_TERMS) -> Iterator[Meter]:
     """A meter for one charge, refusing past ``limit`` terms (nested charges share the
     outermost one)."""
-    if _METER.get() is not None:
-        yield _METER.get()  # type: ignore[misc]
+    outer = _METER.get()
+    if outer is not None:
+        yield outer
         return
     meter = Meter(limit)
     token = _METER.set(meter)
@@ -103,26 +104,27 @@ _WOR_PER_ORDER: Final = 0.05
 """Work of one integer order of the without-replacement bound (Wang–Balle–Kasiviswanathan)."""
 
 
-def _walk(decl: Declaration) -> Iterator[Declaration]:
+def walk(decl: Declaration) -> Iterator[Declaration]:
+    """``decl`` and every declaration nested in it (composed items, subsampled mechanisms)."""
     yield decl
     if isinstance(decl, Composed):
         for item, _ in decl.items:
-            yield from _walk(item)
+            yield from walk(item)
     elif isinstance(decl, Subsampled):
-        yield from _walk(decl.mechanism)
+        yield from walk(decl.mechanism)
 
 
 def may_be_expensive(decl: Declaration) -> bool:
     """Whether ``decl``'s charge may need numerical work beyond a closed form (a PLD, an RDP
     series, a composition): the service computes those before taking a lock."""
-    return any(isinstance(node, DPSGD | Subsampled | Composed) for node in _walk(decl))
+    return any(isinstance(node, DPSGD | Subsampled | Composed) for node in walk(decl))
 
 
 def subsampled_gaussian_leaves(decl: Declaration) -> set[tuple[str, Decimal, Decimal]]:
     """The distinct subsampled-Gaussian parameter sets in ``decl``: ("poisson", σ/Δ, q) for
     DP-SGD runs and Poisson-subsampled Gaussians, ("wor", σ/Δ, m/n) without replacement."""
     out: set[tuple[str, Decimal, Decimal]] = set()
-    for node in _walk(decl):
+    for node in walk(decl):
         if isinstance(node, DPSGD):
             out.add(("poisson", node.noise_multiplier, node.sample_rate))
         elif isinstance(node, Subsampled) and isinstance(node.mechanism, Gaussian):

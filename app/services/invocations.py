@@ -224,28 +224,36 @@ def _charges_before_lock(
     principal: Principal,
     dataset_id: str,
     request: InvocationRequest,
-    idempotency_key: str | None = None,
+    idempotency_key: str | None,
 ) -> dict[object, object] | None:
-    """The declaration's charges at every level, computed before any lock is taken — in a
-    charge worker with a CPU budget (:mod:`app.charging`) — so that the decision under the
-    lock only looks them up (:mod:`app.accounting.memo`). ``None`` for declarations whose
-    charge is a closed form, and for a repeated idempotent request (its stored response is
-    returned without deciding anything). Raises ``ChargeTooExpensive`` (422) or
-    ``ChargeWorkersBusy`` (503): nothing is written then."""
+    """The declaration's charges at every level, computed before any lock is taken, so that the
+    decision under the lock only looks them up (:mod:`app.accounting.memo`). ``None`` for
+    declarations whose charge is a closed form, and for a repeated idempotent request (its
+    stored response is returned without deciding anything)."""
     if not may_be_expensive(request.declaration):
         return None
     with uow.read_only():
         if idempotency_key is not None and uow.idempotency.get(principal.id, idempotency_key):
             return None
         ds, uppers = _read_levels(uow, principal, dataset_id)
-        args = (
-            load_filter(ds),
-            request.declaration,
-            uppers.organisation.filter if uppers.organisation else None,
-            uppers.quota.filter if uppers.quota else None,
-            request.sub_budget,
-            request.conversion_delta,
-        )
+        dataset = load_filter(ds)
+    return _compute_charges(uow, request, dataset, uppers)
+
+
+def _compute_charges(
+    uow: UnitOfWork, request: InvocationRequest, dataset: Filter, uppers: Uppers
+) -> dict[object, object] | None:
+    """The memo table of deciding ``request`` on these filters, computed by a charge worker
+    with a CPU budget (:mod:`app.charging`), or in this thread without one. Raises
+    ``ChargeTooExpensive`` (422) or ``ChargeWorkersBusy`` (503): nothing is written then."""
+    args = (
+        dataset,
+        request.declaration,
+        uppers.organisation.filter if uppers.organisation else None,
+        uppers.quota.filter if uppers.quota else None,
+        request.sub_budget,
+        request.conversion_delta,
+    )
     workers = uow.charges
     if workers is None:
         return precompute_levels(*args)
@@ -393,10 +401,15 @@ def preview_invocation(
     uow: UnitOfWork, principal: Principal, dataset_id: str, request: InvocationRequest
 ) -> Preview:
     """The decision :func:`register_invocation` would take now; nothing is written."""
-    known = _charges_before_lock(uow, principal, dataset_id, request)
-    with memo.charges(known), uow.read_only():
+    with uow.read_only():
         ds, uppers = _read_levels(uow, principal, dataset_id)
-        levels = _decide(load_filter(ds), uppers, request, exhaustive=False)
+        dataset = load_filter(ds)
+    # Nothing is written: the decision is taken on this snapshot, outside the transaction,
+    # with the charges computed as for a registration (in a worker, within the CPU budget).
+    expensive = may_be_expensive(request.declaration)
+    known = _compute_charges(uow, request, dataset, uppers) if expensive else None
+    with memo.charges(known):
+        levels = _decide(dataset, uppers, request, exhaustive=False)
     decision = levels.reported
     return Preview(
         status=decision.outcome,

@@ -24,8 +24,9 @@ from typing import Any, Final, Literal
 import numpy as np
 import numpy.typing as npt
 
-from app.accounting import bounds, effort, pld
+from app.accounting import bounds, pld
 from app.accounting import conversions as cv
+from app.accounting import effort as work
 from app.accounting import subsampling as ss
 from app.accounting.amounts import EpsilonDelta
 from app.accounting.declarations import (
@@ -123,22 +124,17 @@ class Effort:
 def _pld_items(decl: Declaration) -> int:
     """Distinct PLD computations ``decl`` may need (DP-SGD runs, Poisson-subsampled Gaussians,
     and the repeated Gaussian of a one-item composition)."""
-    keys: set[object] = set()
-    stack: list[Declaration] = [decl]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Composed):
-            if len(node.items) == 1 and isinstance(node.items[0][0], Gaussian):
-                keys.add(node)
-            stack.extend(item for item, _ in node.items)
-        elif isinstance(node, DPSGD):
-            keys.add(node)
-        elif isinstance(node, Subsampled):
-            if node.scheme == "poisson" and isinstance(node.mechanism, Gaussian):
-                keys.add(node)
-            else:
-                stack.append(node.mechanism)
-    return len(keys)
+    return len({node for node in work.walk(decl) if _needs_pld(node)})
+
+
+def _needs_pld(node: Declaration) -> bool:
+    if isinstance(node, DPSGD):
+        return True
+    if isinstance(node, Subsampled):
+        return node.scheme == "poisson" and isinstance(node.mechanism, Gaussian)
+    if isinstance(node, Composed):
+        return len(node.items) == 1 and isinstance(node.items[0][0], Gaussian)
+    return False
 
 
 def effort_for(decl: Declaration) -> Effort:
@@ -146,7 +142,7 @@ def effort_for(decl: Declaration) -> Effort:
     :data:`DENSE_CURVES` by the a-priori estimate (then :data:`COARSE_ORDERS`); one PLD each
     for up to :data:`MAX_PLD_ITEMS` PLD items, sharing one PLD's work limits."""
     orders = DENSE_ORDERS
-    if effort.declaration_curve_work(decl, tuple(DENSE_ORDERS.tolist())) > DENSE_CURVES:
+    if work.declaration_curve_work(decl, tuple(DENSE_ORDERS.tolist())) > DENSE_CURVES:
         orders = COARSE_ORDERS
     items = _pld_items(decl)
     return Effort(orders, max(items, 1) if items <= MAX_PLD_ITEMS else None)
@@ -347,7 +343,7 @@ def charge(decl: Declaration, conversion_delta: Decimal) -> EpsDelta:
     """:func:`eps_delta` of a whole declaration: the ``basic`` charge, within the work limit of
     one charge (:mod:`app.accounting.effort`; a 422 past it). Memoised, so that the service can
     compute it before taking the budget's lock (:mod:`app.accounting.memo`)."""
-    with effort.limited():
+    with work.limited():
         return eps_delta(decl, conversion_delta)
 
 
@@ -523,14 +519,14 @@ def _admit_basic(
         raise DeclarationError("conversion_delta exceeds the dataset's delta budget")
     zero = EpsilonDelta()
     floor = charge_floor(decl, conv)
-    if floor is not None and _exceeds(config, state, floor) is not None:
+    exceeded = None if floor is None else _exceeds(config, state, floor)
+    if floor is not None and exceeded is not None:
         # Refused on a lower bound: the tight charge is at least this, so it cannot fit either.
         return reject(
             state,
             EpsilonDelta(floor.epsilon, floor.delta),
             _basic_remaining(config, state),
-            f"{_exceeds(config, state, floor)} budget exceeded (the charge is at least "
-            f"ε {fmt(floor.epsilon)})",
+            f"{exceeded} budget exceeded (the charge is at least ε {fmt(floor.epsilon)})",
             zero,
         )
     cost = charge(decl, conv)
