@@ -23,6 +23,7 @@ from app.api.routers import (
     reports,
 )
 from app.charging import ChargeWorkers
+from app.db.groups import GroupCommit
 from app.db.queue import FairQueue
 from app.db.uow import Database
 from app.services.checkpoints import signer_from_settings
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         signer=signer_from_settings(settings),
         charges=charges,
         queue=FairQueue() if fair else None,
+        groups=GroupCommit(settings.group_commit) if settings.group_commit > 1 else None,
     )
     metrics = Metrics()
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
+from app.db.admission import StoredResponse, stored_responses
 from app.db.models import (
     ApiKey,
     Dataset,
     Grant,
-    IdempotencyRecord,
     Invocation,
     LedgerCheckpoint,
     LedgerEntry,
@@ -138,17 +138,28 @@ class InvocationRepository:
 
 
 class IdempotencyRepository:
+    """Stored responses by ``(principal, key)``. Within one transaction it remembers what it
+    read (:meth:`prefetch`: a group's keys in one query) and what the transaction is about to
+    store (:meth:`remember`), so that a key repeated inside one group replays the first."""
+
     def __init__(self, session: Session) -> None:
         self.session = session
+        self._known: dict[tuple[str, str], StoredResponse | None] = {}
 
-    def get(self, principal_id: str, key: str) -> IdempotencyRecord | None:
-        stmt = select(IdempotencyRecord).where(
-            IdempotencyRecord.principal_id == principal_id, IdempotencyRecord.key == key
-        )
-        return self.session.scalars(stmt).one_or_none()
+    def prefetch(self, principal_id: str, keys: Iterable[str]) -> None:
+        wanted = [k for k in keys if (principal_id, k) not in self._known]
+        if not wanted:
+            return
+        found = stored_responses(self.session.connection(), principal_id, wanted)
+        for key in wanted:
+            self._known[principal_id, key] = found.get(key)
 
-    def add(self, record: IdempotencyRecord) -> None:
-        self.session.add(record)
+    def get(self, principal_id: str, key: str) -> StoredResponse | None:
+        self.prefetch(principal_id, (key,))
+        return self._known[principal_id, key]
+
+    def remember(self, principal_id: str, key: str, record: StoredResponse) -> None:
+        self._known[principal_id, key] = record
 
 
 class ApiKeyRepository:
@@ -179,27 +190,15 @@ class OrganisationRepository:
     def get_for_update(self, organisation_id: str) -> Organisation | None:
         """Hold the organisation-level aggregate (its cap filter) until the transaction ends.
 
-        Why: the cap spans datasets, so two invocations on different datasets of one
-        organisation must not both pass the cap check. Lock order everywhere: organisation →
-        dataset → grant (a fixed order, so no two writers wait on each other in a cycle).
+        Why: setting a cap must not race with admissions spending under it; admissions take
+        the row in the same statement as the dataset (:func:`app.db.admission.read_levels`).
+        Lock order everywhere: organisation → dataset → grant (a fixed order, so no two writers
+        wait on each other in a cycle).
         """
         stmt = (
             select(Organisation)
             .where(Organisation.id == organisation_id)
             .with_for_update()
-            .execution_options(populate_existing=True)
-        )
-        return self.session.scalars(stmt).one_or_none()
-
-    def get_for_share(self, organisation_id: str) -> Organisation | None:
-        """Hold the organisation row against changes (``FOR SHARE``) while several writers may
-        hold it together: admissions under an organisation without a cap never write its row,
-        so they need only that the cap does not appear under them (setting a cap takes the row
-        ``FOR UPDATE`` and waits). SQLite serialises all writers anyway and ignores it."""
-        stmt = (
-            select(Organisation)
-            .where(Organisation.id == organisation_id)
-            .with_for_update(read=True)
             .execution_options(populate_existing=True)
         )
         return self.session.scalars(stmt).one_or_none()

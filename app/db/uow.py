@@ -10,14 +10,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.charging import ChargeWorkers
+from app.db.admission import OrganisationModes
 from app.db.engine import make_engine, read_only
+from app.db.groups import GroupCommit
 from app.db.queue import FairQueue
 from app.db.repositories import (
     ApiKeyRepository,
@@ -53,6 +56,11 @@ class Database:
     #: first-come-first-served turns per dataset in this process (``None``: the database's
     #: lock alone decides the order)
     queue: FairQueue | None = None
+    #: concurrent registrations of one caller on one dataset share a transaction (``None``:
+    #: one transaction each; :mod:`app.db.groups`)
+    groups: GroupCommit[Any, Any] | None = None
+    #: which datasets' organisations had a cap when last seen (the organisation lock to ask for)
+    org_modes: OrganisationModes = field(default_factory=OrganisationModes)
 
     @classmethod
     def from_engine(cls, engine: Engine) -> Database:
@@ -133,6 +141,15 @@ class UnitOfWork:
         first served; :mod:`app.db.queue`), to be taken before the write transaction opens."""
         queue = self._database.queue
         return nullcontext() if queue is None else queue.turn(dataset_id)
+
+    @property
+    def database(self) -> Database:
+        return self._database
+
+    def connection(self) -> Connection:
+        """The connection of this unit of work's transaction (begun if it was not yet), for
+        the Core statements of :mod:`app.db.admission`."""
+        return self.session.connection()
 
     @property
     def charges(self) -> ChargeWorkers | None:

@@ -11,10 +11,11 @@ from app.accounting import (
     config_from_json,
     state_from_json,
 )
-from app.db.models import Dataset, Grant, LedgerCheckpoint, LedgerEntry, Organisation
+from app.db.admission import DatasetRow, Writes
+from app.db.models import Dataset, LedgerCheckpoint, LedgerEntry
 from app.db.uow import UnitOfWork
 from app.ledger import EntryContent, EntryKind, Signer, next_entry
-from app.services.errors import ConcurrentUpdate, NotFound
+from app.services.errors import NotFound
 from app.services.principals import Principal, Role
 
 
@@ -43,43 +44,7 @@ def visible_dataset(
     return ds
 
 
-def lock_levels(
-    uow: UnitOfWork, principal: Principal, dataset_id: str, *, admitting: bool = False
-) -> tuple[Organisation | None, Dataset, Grant | None]:
-    """Lock every budget level of an invocation on ``dataset_id`` in the one fixed order
-    organisation → dataset → the caller's grant (quota), so that writers spending at several
-    levels never wait on each other in a cycle (no deadlocks). The dataset's organisation never
-    changes, so reading it before taking the locks is safe.
-
-    ``admitting``: an admission under an organisation without a cap does not write the
-    organisation row, so it shares the row instead of holding it alone; otherwise every
-    admission on any dataset of the organisation would queue behind every other (the service
-    benchmark measured 76 req/s on 1,000 datasets of one organisation against 118 with one
-    organisation each). Settle and cancel may write the cap's state and always hold it alone.
-    """
-    ds = uow.datasets.get(dataset_id)
-    if ds is None or not may_see(uow, principal, ds):
-        raise NotFound(f"dataset '{dataset_id}' not found")
-    seen = uow.organisations.get(ds.organisation)
-    if admitting and seen is not None and seen.cap_json is None:
-        org = uow.organisations.get_for_share(ds.organisation)
-        if org is not None and org.cap_json is not None:
-            # a cap was set between the two reads: a shared lock must not be upgraded (two
-            # sharers upgrading deadlock), so the caller retries and locks the row alone
-            raise ConcurrentUpdate("the organisation's cap changed concurrently; retry")
-    else:
-        org = uow.organisations.get_for_update(ds.organisation)
-    locked = uow.datasets.get_for_update(dataset_id)
-    assert locked is not None
-    grant = None
-    if principal.role is Role.ANALYST:
-        grant = uow.grants.get_for_update(dataset_id, principal.id)
-        if grant is None:  # revoked meanwhile
-            raise NotFound(f"dataset '{dataset_id}' not found")
-    return org, locked, grant
-
-
-def load_filter(ds: Dataset) -> tuple[AccountingConfig, FilterState]:
+def load_filter(ds: Dataset | DatasetRow) -> tuple[AccountingConfig, FilterState]:
     """The dataset's configuration and current state (O(1): no ledger fold)."""
     config = config_from_json(ds.config_json)
     return config, state_from_json(config, ds.state_json)
@@ -125,6 +90,48 @@ def append_entry(
     if signer is not None and signer.due(entry.seq):
         record_checkpoint(uow, signer, ds.id, entry.seq, entry.hash, entry.at)
     return entry
+
+
+def stage_entry(
+    uow: UnitOfWork,
+    writes: Writes,
+    ds: DatasetRow,
+    *,
+    kind: EntryKind,
+    actor: str,
+    at: str,
+    state: dict[str, Any],
+    **content: Unpack[EntryContent],
+) -> int:
+    """:func:`append_entry` for the Core write path: the next entry of ``ds``'s chain joins
+    ``writes`` and the locked row's head and state move with it (written together by
+    :func:`app.db.admission.write`). Returns the entry's ``seq``."""
+    made = next_entry(
+        dataset_id=ds.id,
+        head_seq=ds.last_seq,
+        head_hash=ds.head_hash,
+        kind=kind,
+        actor=actor,
+        at=at,
+        accounting_version=ACCOUNTING_VERSION,
+        state=state,
+        **content,
+    )
+    writes.ledger.append(made.to_export())
+    ds.last_seq, ds.head_hash, ds.state_json, ds.updated_at = made.seq, made.hash, state, at
+    signer = uow.signer
+    if signer is not None and signer.due(made.seq):
+        writes.checkpoints.append(
+            {
+                "dataset_id": ds.id,
+                "seq": made.seq,
+                "head_hash": made.hash,
+                "signed_at": at,
+                "key_id": signer.key_id,
+                "signature": signer.sign(ds.id, made.seq, made.hash, at),
+            }
+        )
+    return made.seq
 
 
 def record_checkpoint(

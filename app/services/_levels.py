@@ -2,10 +2,11 @@
 
 Each level is one more privacy filter of the pure core; the rule that combines them with the
 dataset's is :func:`app.accounting.levels.decide_levels`. The caller holds the three aggregates
-(``lock_levels``); this module loads the upper levels' filters from their rows, writes their new
-states back and says what the ledger records of them. The organisation cap's filter lives here
-(not in :mod:`app.services.organisations`) because both the organisations and the principals
-services create organisation rows, and the invocations service spends at the cap.
+(:func:`app.db.admission.read_levels`); this module loads the upper levels' filters from their
+rows, sets their new states on them and says what the ledger records of them. The organisation
+cap's filter lives here (not in :mod:`app.services.organisations`) because both the
+organisations and the principals services create organisation rows, and the invocations service
+spends at the cap.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from app.accounting import (
 )
 from app.accounting.amounts import Amount
 from app.accounting.levels import ORGANISATION, QUOTA, Filter, LevelOutcome
-from app.db.models import Dataset, Grant, Organisation
+from app.db.admission import GrantRow, OrgRow
+from app.db.models import Organisation
 from app.services._common import utc_now
 
 __all__ = [
@@ -72,7 +74,7 @@ def new_organisation_row(organisation_id: str, name: str) -> Organisation:
     )
 
 
-def cap_filter(org: Organisation, relation: str) -> tuple[AccountingConfig, FilterState]:
+def cap_filter(org: Organisation | OrgRow, relation: str) -> tuple[AccountingConfig, FilterState]:
     """The organisation-level ``basic`` filter under ``relation`` (a dataset's)."""
     eps, dlt = (org.cap_json["epsilon"], org.cap_json["delta"]) if org.cap_json else _UNCAPPED
     config = make_config(eps, dlt, relation, {"mode": "basic"})
@@ -88,31 +90,34 @@ class Level:
     owner: str  # organisation id | analyst id
     config: AccountingConfig
     state: FilterState
-    org: Organisation | None = None
-    grant: Grant | None = None
+    org: OrgRow | None = None
+    grant: GrantRow | None = None
 
     @property
     def filter(self) -> Filter:
         return self.config, self.state
 
     def store(self, state: FilterState) -> None:
-        """Write the level's new state to its row (inside the caller's transaction)."""
+        """Set the level's new state on its row (written with the transaction's other writes:
+        :func:`app.db.admission.write`)."""
         if self.org is not None:
             self.org.cap_state_json = state_to_json(state)
+            self.org.dirty = True
         elif self.grant is not None:
             self.grant.quota_state_json = state_to_json(state)
+            self.grant.dirty = True
 
 
-def organisation_level(org: Organisation | None, ds: Dataset, *, admitting: bool) -> Level | None:
-    """The cap level; when admitting only if a cap is in force (settle/cancel of a reservation
-    taken under a cap always go back to the counted state)."""
+def organisation_level(org: OrgRow | None, relation: str, *, admitting: bool) -> Level | None:
+    """The cap level under a dataset's ``relation``; when admitting only if a cap is in force
+    (settle/cancel of a reservation taken under a cap always go back to the counted state)."""
     if org is None or (admitting and org.cap_json is None):
         return None
-    config, state = cap_filter(org, ds.relation)
+    config, state = cap_filter(org, relation)
     return Level(ORGANISATION, org.id, config, state, org=org)
 
 
-def quota_level(grant: Grant | None) -> Level | None:
+def quota_level(grant: GrantRow | None) -> Level | None:
     if grant is None or grant.quota_config_json is None or grant.quota_state_json is None:
         return None
     config = config_from_json(grant.quota_config_json)

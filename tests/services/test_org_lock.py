@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.db.uow import Database, UnitOfWork
-from app.services._aggregate import lock_levels
+from app.services.invocations import lock_levels
 from app.services.principals import Principal, Role
 from tests.support import AUTH, Backend, new_organisation
 
