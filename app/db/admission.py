@@ -26,22 +26,20 @@ rows that do not match are never locked.
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Final, Literal, cast
 
-from sqlalchemy import Connection, Integer, String, Table, insert, select, text, update
-from sqlalchemy.sql.dml import Insert, Update
-from sqlalchemy.sql.selectable import TextualSelect
+from sqlalchemy import JSON, Connection, Table
 
 from app.db.models import (
     Dataset,
     Grant,
     IdempotencyRecord,
     Invocation,
-    Json,
     LedgerCheckpoint,
     LedgerEntry,
     Organisation,
@@ -128,70 +126,71 @@ class StoredResponse:
     response_body: str
 
 
-# ---------------------------------------------------------------------------- the lock
-_COLUMNS: Final[tuple[tuple[str, Any], ...]] = (
-    ("d_id", String),
-    ("d_organisation", String),
-    ("d_relation", String),
-    ("d_config", Json),
-    ("d_state", Json),
-    ("d_last_seq", Integer),
-    ("d_head_hash", String),
-    ("o_id", String),
-    ("o_cap", Json),
-    ("o_cap_state", Json),
-)
-_GRANT_COLUMNS: Final[tuple[tuple[str, Any], ...]] = (
-    ("g_id", Integer),
-    ("g_principal", String),
-    ("g_quota_config", Json),
-    ("g_quota_state", Json),
-)
-_INVOCATION_COLUMNS: Final[tuple[tuple[str, Any], ...]] = (
-    ("i_id", String),
-    ("i_status", String),
-    ("i_actor", String),
-    ("i_reservation", Json),
-    ("i_levels", Json),
-)
+# ---------------------------------------------------------------------------- statements
+# The statements are written out once per dialect and shape (``lru_cache``) and run through
+# the driver (``exec_driver_sql``): measured, SQLAlchemy compiled a multi-row INSERT inside a
+# common table expression anew on every call (≈ 3 ms of CPU per admission), and its compiled
+# cache did not help. PostgreSQL receives the same text each time, so psycopg prepares it
+# server-side after a few executions.
+def _param(dialect: str, name: str) -> str:
+    return f"%({name})s" if dialect == "postgresql" else f":{name}"
+
+
+def _json_param(dialect: str, name: str) -> str:
+    # psycopg sends a ``str`` parameter untyped; the column is ``json``
+    return f"CAST(%({name})s AS JSON)" if dialect == "postgresql" else f":{name}"
+
+
+def _dump(value: Any) -> str | None:
+    """A JSON column's value as stored (SQL NULL for ``None``, as ``Json(none_as_null)``)."""
+    return None if value is None else json.dumps(value)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _parse(value: Any) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def _loader(conn: Connection) -> Callable[[Any], Any]:
+    """How a JSON column's value is read: psycopg parses ``json`` itself; SQLite returns the
+    text."""
+    return _identity if conn.dialect.name == "postgresql" else _parse
+
+
+def _json_columns(table: Table) -> frozenset[str]:
+    return frozenset(c.name for c in table.columns if isinstance(c.type, JSON))
 
 
 @lru_cache(maxsize=64)
-def _lock_statement(
+def _lock_sql(
     dialect: str, org_lock: OrgLock | None, analyst: bool, scoped: bool, invocation: bool
-) -> TextualSelect:
+) -> str:
     """``SELECT`` the organisation, the dataset, the analyst's grant (joined: no grant, no row)
     and optionally one invocation of the dataset; lock them when ``org_lock`` is given."""
+    p = partial(_param, dialect)
     cols = [
-        "d.id AS d_id, d.organisation AS d_organisation, d.relation AS d_relation",
-        "d.config_json AS d_config, d.state_json AS d_state, d.last_seq AS d_last_seq",
-        "d.head_hash AS d_head_hash",
-        "o.id AS o_id, o.cap_json AS o_cap, o.cap_state_json AS o_cap_state",
+        "d.id, d.organisation, d.relation, d.config_json, d.state_json, d.last_seq, d.head_hash",
+        "o.id, o.cap_json, o.cap_state_json",
     ]
     joins = ["FROM organisations o JOIN datasets d ON d.organisation = o.id"]
-    types: list[tuple[str, Any]] = list(_COLUMNS)
     if analyst:
-        cols.append(
-            "g.id AS g_id, g.principal_id AS g_principal, g.quota_config_json AS g_quota_config,"
-            " g.quota_state_json AS g_quota_state"
-        )
-        joins.append("JOIN grants g ON g.dataset_id = d.id AND g.principal_id = :principal")
-        types += _GRANT_COLUMNS
+        cols.append("g.id, g.principal_id, g.quota_config_json, g.quota_state_json")
+        joins.append(f"JOIN grants g ON g.dataset_id = d.id AND g.principal_id = {p('principal')}")
     if invocation:
-        cols.append(
-            "i.id AS i_id, i.status AS i_status, i.actor AS i_actor,"
-            " i.reservation AS i_reservation, i.levels AS i_levels"
-        )
-        joins.append("LEFT JOIN invocations i ON i.id = :invocation AND i.dataset_id = d.id")
-        types += _INVOCATION_COLUMNS
-    where = "WHERE d.id = :dataset" + (" AND d.organisation = :scope" if scoped else "")
+        cols.append("i.id, i.status, i.actor, i.reservation, i.levels")
+        joins.append(f"LEFT JOIN invocations i ON i.id = {p('invocation')} AND i.dataset_id = d.id")
+    where = f"WHERE d.id = {p('dataset')}" + (
+        f" AND d.organisation = {p('scope')}" if scoped else ""
+    )
     locks = ""
     if org_lock is not None and dialect == "postgresql":
         org_clause = "FOR SHARE OF o" if org_lock == "share" else "FOR UPDATE OF o"
         # the locking clauses' order is the lock order: organisation → dataset → grant
         locks = f" {org_clause} FOR UPDATE OF d" + (", g" if analyst else "")
-    sql = f"SELECT {', '.join(cols)} {' '.join(joins)} {where}{locks}"
-    return text(sql).columns(**{name: type_ for name, type_ in types})
+    return f"SELECT {', '.join(cols)} {' '.join(joins)} {where}{locks}"
 
 
 def read_levels(
@@ -207,7 +206,7 @@ def read_levels(
     ``scope`` (an organisation; ``None``: all) and, for an analyst, holding a grant; locked
     when ``org_lock`` is given. ``None`` when the caller may not see the dataset (or it does
     not exist): nothing was locked then."""
-    stmt = _lock_statement(
+    sql = _lock_sql(
         conn.dialect.name,
         org_lock,
         analyst is not None,
@@ -221,76 +220,72 @@ def read_levels(
         params["principal"] = analyst
     if invocation_id is not None:
         params["invocation"] = invocation_id
-    row = conn.execute(stmt, params).mappings().first()
+    row = conn.exec_driver_sql(sql, params).first()
     if row is None:
         return None
+    load = _loader(conn)
+    dataset = DatasetRow(row[0], row[1], row[2], load(row[3]), load(row[4]), row[5], row[6])
+    org = OrgRow(row[7], load(row[8]), load(row[9]))
+    rest = row[10:]
     grant = None
     if analyst is not None:
-        grant = GrantRow(
-            row["g_id"], row["g_principal"], row["g_quota_config"], row["g_quota_state"]
-        )
+        grant = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]))
+        rest = rest[4:]
     inv = None
-    if invocation_id is not None and row["i_id"] is not None:
-        inv = InvocationRow(
-            row["i_id"], row["i_status"], row["i_actor"], row["i_reservation"], row["i_levels"]
-        )
-    return Locked(
-        OrgRow(row["o_id"], row["o_cap"], row["o_cap_state"]),
-        DatasetRow(
-            row["d_id"],
-            row["d_organisation"],
-            row["d_relation"],
-            row["d_config"],
-            row["d_state"],
-            row["d_last_seq"],
-            row["d_head_hash"],
-        ),
-        grant,
-        inv,
-    )
+    if invocation_id is not None and rest[0] is not None:
+        inv = InvocationRow(rest[0], rest[1], rest[2], load(rest[3]), load(rest[4]))
+    return Locked(org, dataset, grant, inv)
 
 
 @lru_cache(maxsize=4)
-def _grant_statement(dialect: str) -> TextualSelect:
+def _grant_sql(dialect: str) -> str:
     lock = " FOR UPDATE" if dialect == "postgresql" else ""
-    sql = (
+    p = partial(_param, dialect)
+    return (
         "SELECT id, principal_id, quota_config_json, quota_state_json FROM grants"
-        f" WHERE dataset_id = :dataset AND principal_id = :principal{lock}"
-    )
-    return text(sql).columns(
-        id=Integer, principal_id=String, quota_config_json=Json, quota_state_json=Json
+        f" WHERE dataset_id = {p('dataset')} AND principal_id = {p('principal')}{lock}"
     )
 
 
 def lock_grant(conn: Connection, dataset_id: str, principal_id: str) -> GrantRow | None:
     """Another analyst's grant (settled by the admin), locked after the dataset (the fixed
     order's last lock)."""
-    stmt = _grant_statement(conn.dialect.name)
-    row = conn.execute(stmt, {"dataset": dataset_id, "principal": principal_id}).first()
-    return None if row is None else GrantRow(row[0], row[1], row[2], row[3])
+    sql = _grant_sql(conn.dialect.name)
+    row = conn.exec_driver_sql(sql, {"dataset": dataset_id, "principal": principal_id}).first()
+    if row is None:
+        return None
+    load = _loader(conn)
+    return GrantRow(row[0], row[1], load(row[2]), load(row[3]))
 
 
 class OrganisationModes:
-    """This process's last knowledge of which organisations have a cap in force: the guess of
-    the organisation lock an admission asks for (verified under the lock)."""
+    """This process's last knowledge of which datasets' organisations have a cap in force:
+    the guess of the organisation lock an admission asks for (verified under the lock)."""
 
     def __init__(self) -> None:
         self._capped: dict[str, bool] = {}
         self._lock = threading.Lock()
 
-    def guess(self, organisation: str | None) -> OrgLock:
-        if organisation is None:
-            return "share"
-        return "update" if self._capped.get(organisation, False) else "share"
+    def guess(self, dataset_id: str) -> OrgLock:
+        return "update" if self._capped.get(dataset_id, False) else "share"
 
-    def learn(self, organisation: str, capped: bool) -> None:
+    def learn(self, dataset_id: str, capped: bool) -> None:
         with self._lock:
             if len(self._capped) > 100_000:
                 self._capped.clear()
-            self._capped[organisation] = capped
+            self._capped[dataset_id] = capped
 
 
 # ---------------------------------------------------------------------------- idempotency
+@lru_cache(maxsize=128)
+def _stored_sql(dialect: str, n: int) -> str:
+    keys = ", ".join(_param(dialect, f"k{i}") for i in range(n))
+    return (
+        'SELECT "key", fingerprint, outcome, response_body FROM idempotency_keys'
+        f' WHERE principal_id = {_param(dialect, "principal")} AND "key" IN ({keys})'
+    )
+
+
 def stored_responses(
     conn: Connection, principal_id: str, keys: Iterable[str]
 ) -> dict[str, StoredResponse]:
@@ -298,13 +293,10 @@ def stored_responses(
     wanted = sorted(set(keys))
     if not wanted:
         return {}
-    t = _IDEMPOTENCY.c
-    stmt = select(t.key, t.fingerprint, t.outcome, t.response_body).where(
-        t.principal_id == principal_id, t.key.in_(wanted)
-    )
+    params = {"principal": principal_id} | {f"k{i}": k for i, k in enumerate(wanted)}
+    rows = conn.exec_driver_sql(_stored_sql(conn.dialect.name, len(wanted)), params)
     return {
-        key: StoredResponse(fingerprint, outcome, body)
-        for key, fingerprint, outcome, body in conn.execute(stmt)
+        key: StoredResponse(fingerprint, outcome, body) for key, fingerprint, outcome, body in rows
     }
 
 
@@ -323,6 +315,75 @@ class Writes:
         return bool(self.ledger or self.idempotency)
 
 
+_LEDGER_COLUMNS: Final = tuple(c.name for c in _LEDGER.columns if c.name != "id")
+_INVOCATION_COLUMNS: Final = tuple(c.name for c in _INVOCATIONS.columns)
+_IDEMPOTENCY_COLUMNS: Final = tuple(c.name for c in _IDEMPOTENCY.columns if c.name != "id")
+_CHECKPOINT_COLUMNS: Final = tuple(c.name for c in _CHECKPOINTS.columns if c.name != "id")
+_INSERTS: Final = {
+    "l": ("ledger_entries", _LEDGER_COLUMNS),
+    "i": ("invocations", _INVOCATION_COLUMNS),
+    "k": ("idempotency_keys", _IDEMPOTENCY_COLUMNS),
+    "c": ("ledger_checkpoints", _CHECKPOINT_COLUMNS),
+}
+_FINISHED_COLUMNS: Final = ("status", "cell", "charge", "refund", "updated_at")
+_DATASET_COLUMNS: Final = ("state_json", "last_seq", "head_hash", "updated_at")
+#: JSON columns by statement prefix
+_JSON: Final = {
+    "l": _json_columns(_LEDGER),
+    "i": _json_columns(_INVOCATIONS),
+    "f": _json_columns(_INVOCATIONS),
+    "d": _json_columns(_DATASETS),
+    "o": _json_columns(_ORGS),
+    "g": _json_columns(_GRANTS),
+    "k": frozenset[str](),
+    "c": frozenset[str](),
+}
+
+
+def _value(dialect: str, prefix: str, column: str, name: str) -> str:
+    if column in _JSON[prefix]:
+        return _json_param(dialect, name)
+    return _param(dialect, name)
+
+
+@lru_cache(maxsize=1024)
+def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    """The statements of a write of ``shape`` (prefix, rows): the inserts, the invocations
+    finished, the organisation's and grants' new states, the dataset's new head. PostgreSQL:
+    one statement, every part but the last a data-modifying CTE of the last (each runs,
+    exactly once, whether or not the last refers to it)."""
+    parts: list[str] = []
+    for prefix, n in shape:
+        if prefix in _INSERTS:
+            table, columns = _INSERTS[prefix]
+            names = ", ".join(f'"{c}"' for c in columns)
+            rows = ", ".join(
+                "("
+                + ", ".join(_value(dialect, prefix, c, f"{prefix}{r}_{c}") for c in columns)
+                + ")"
+                for r in range(n)
+            )
+            parts.append(f"INSERT INTO {table} ({names}) VALUES {rows}")
+            continue
+        table, columns, key = {
+            "f": ("invocations", _FINISHED_COLUMNS, "id"),
+            "o": ("organisations", ("cap_state_json",), "id"),
+            "g": ("grants", ("quota_state_json",), "id"),
+            "d": ("datasets", _DATASET_COLUMNS, "id"),
+        }[prefix]
+        for r in range(n):
+            sets = ", ".join(
+                f'"{c}" = {_value(dialect, prefix, c, f"{prefix}{r}_{c}")}' for c in columns
+            )
+            parts.append(
+                f"UPDATE {table} SET {sets} WHERE {key} = {_param(dialect, f'{prefix}{r}_key')}"
+            )
+    if dialect != "postgresql" or len(parts) == 1:
+        return tuple(parts)
+    *ctes, last = parts
+    return ("WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(ctes)) + f" {last}",)
+
+
 def write(
     conn: Connection,
     writes: Writes,
@@ -331,73 +392,53 @@ def write(
     grants: Sequence[GrantRow],
 ) -> None:
     """Write ``writes`` and the levels' new states: one statement on PostgreSQL."""
-    statements: list[Insert | Update] = []
-    if writes.ledger:
-        statements.append(insert(_LEDGER).values(writes.ledger))
-    if writes.invocations:
-        statements.append(insert(_INVOCATIONS).values(writes.invocations))
-    if writes.idempotency:
-        statements.append(insert(_IDEMPOTENCY).values(writes.idempotency))
-    if writes.checkpoints:
-        statements.append(insert(_CHECKPOINTS).values(writes.checkpoints))
-    for inv in writes.finished:
-        statements.append(
-            update(_INVOCATIONS)
-            .where(_INVOCATIONS.c.id == inv.id)
-            .values(
-                status=inv.status,
-                cell=inv.cell,
-                charge=inv.charge,
-                refund=inv.refund,
-                updated_at=inv.updated_at,
-            )
-        )
+    params: dict[str, Any] = {}
+    shape: list[tuple[str, int]] = []
+
+    def rows(prefix: str, items: Sequence[dict[str, Any]], key: str | None = None) -> None:
+        if not items:
+            return
+        json_columns = _JSON[prefix]
+        for r, item in enumerate(items):
+            for column, value in item.items():
+                params[f"{prefix}{r}_{column}"] = _dump(value) if column in json_columns else value
+        shape.append((prefix, len(items)))
+
+    rows("l", writes.ledger)
+    rows("i", writes.invocations)
+    rows("k", writes.idempotency)
+    rows("c", writes.checkpoints)
+    rows(
+        "f",
+        [
+            {
+                "key": inv.id,
+                "status": inv.status,
+                "cell": inv.cell,
+                "charge": inv.charge,
+                "refund": inv.refund,
+                "updated_at": inv.updated_at,
+            }
+            for inv in writes.finished
+        ],
+    )
     if org is not None and org.dirty:
-        statements.append(
-            update(_ORGS).where(_ORGS.c.id == org.id).values(cap_state_json=org.cap_state_json)
-        )
-    for grant in grants:
-        if grant.dirty:
-            statements.append(
-                update(_GRANTS)
-                .where(_GRANTS.c.id == grant.id)
-                .values(quota_state_json=grant.quota_state_json)
-            )
+        rows("o", [{"key": org.id, "cap_state_json": org.cap_state_json}])
+    rows("g", [{"key": g.id, "quota_state_json": g.quota_state_json} for g in grants if g.dirty])
     if dataset.updated_at is not None:
-        statements.append(
-            update(_DATASETS)
-            .where(_DATASETS.c.id == dataset.id)
-            .values(
-                state_json=dataset.state_json,
-                last_seq=dataset.last_seq,
-                head_hash=dataset.head_hash,
-                updated_at=dataset.updated_at,
-            )
+        rows(
+            "d",
+            [
+                {
+                    "key": dataset.id,
+                    "state_json": dataset.state_json,
+                    "last_seq": dataset.last_seq,
+                    "head_hash": dataset.head_hash,
+                    "updated_at": dataset.updated_at,
+                }
+            ],
         )
-    if not statements:
+    if not shape:
         return
-    if conn.dialect.name != "postgresql" or len(statements) == 1:
-        for stmt in statements:
-            conn.execute(stmt)
-        return
-    # PostgreSQL: every statement but the last as a data-modifying CTE of the last (all of
-    # them run, exactly once, whether or not the last refers to them).
-    *ctes, last = statements
-    conn.execute(last.add_cte(*(s.cte(f"w{i}") for i, s in enumerate(ctes))))
-
-
-__all__ = [
-    "DatasetRow",
-    "GrantRow",
-    "InvocationRow",
-    "Locked",
-    "OrgLock",
-    "OrgRow",
-    "OrganisationModes",
-    "StoredResponse",
-    "Writes",
-    "lock_grant",
-    "read_levels",
-    "stored_responses",
-    "write",
-]
+    for sql in _write_sql(conn.dialect.name, tuple(shape)):
+        conn.exec_driver_sql(sql, params)

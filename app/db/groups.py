@@ -52,6 +52,11 @@ class GroupCommit(Generic[P, R]):
         self._lines: dict[Hashable, deque[_Waiter[P, R]]] = {}
         self._busy: set[Hashable] = set()
 
+    def waiting(self, key: Hashable) -> int:
+        """How many requests on ``key`` wait for a group (not counting the one running)."""
+        with self._lock:
+            return len(self._lines.get(key, ()))
+
     def run(
         self,
         key: Hashable,

@@ -1,0 +1,184 @@
+"""Group commit in the invocations service: registrations of one caller on one dataset that
+arrive while an earlier one is being written share the next transaction, are decided one after
+another in arrival order, and each gets its own answer (SQLite and PostgreSQL).
+
+Shown able to fail: with ``_decide_group`` deciding every member on the state the group's lock
+read (not on the state the previous member left), the budget test failed on SQLite and
+PostgreSQL: all six requests of a budget for four were admitted."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from app.accounting import parse_declaration
+from app.db.groups import GroupCommit
+from app.db.uow import Database, UnitOfWork
+from app.ledger.chain import verify_chain
+from app.services import invocations
+from app.services.errors import IdempotencyKeyReused
+from app.services.principals import Principal, Role
+from tests.support import service_dataset
+
+ADMIN = Principal("admin", Role.ADMIN, None)
+PURE = {"type": "pure_dp", "epsilon": "0.25"}
+
+
+@pytest.fixture
+def grouped(database: Database) -> Database:
+    return replace(database, groups=GroupCommit(64))
+
+
+class HeldCommit:
+    """The service's commit seam, counting; the first commit waits until released, so that
+    the requests behind it gather."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+        self.real = invocations.commit
+
+    def __call__(self, uow: UnitOfWork) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            assert self.release.wait(10)
+        self.real(uow)
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldCommit]:
+    commit = HeldCommit()
+    monkeypatch.setattr(invocations, "commit", commit)
+    yield commit
+    commit.release.set()
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def _register_in_order(
+    database: Database,
+    dataset_id: str,
+    calls: list[tuple[dict[str, Any], str | None]],
+    release: threading.Event,
+) -> list[invocations.RecordedResponse | BaseException]:
+    """Register ``calls`` (declaration, idempotency key) from one thread each, each started
+    once the previous one is in line behind the first (held) commit; then release it."""
+    groups = database.groups
+    assert groups is not None
+    out: list[invocations.RecordedResponse | BaseException | None] = [None] * len(calls)
+
+    def call(i: int, declaration: dict[str, Any], key: str | None) -> None:
+        request = invocations.InvocationRequest(parse_declaration(declaration))
+        try:
+            out[i] = invocations.register_invocation(
+                UnitOfWork(database), ADMIN, dataset_id, request, key
+            )
+        except BaseException as exc:  # noqa: BLE001 - the outcome under test
+            out[i] = exc
+
+    threads = []
+    for i, (declaration, key) in enumerate(calls):
+        t = threading.Thread(target=call, args=(i, declaration, key))
+        t.start()
+        threads.append(t)
+        if i > 0:  # the first holds its commit; the others line up behind it, in order
+            _wait_until(lambda i=i: groups.waiting((dataset_id, ADMIN.id)) == i)
+        else:
+            time.sleep(0.05)
+    release.set()
+    for t in threads:
+        t.join(20)
+    assert all(o is not None for o in out)
+    return [o for o in out if o is not None]
+
+
+def _ledger(database: Database, dataset_id: str) -> list[dict[str, Any]]:
+    uow = UnitOfWork(database)
+    with uow.read_only():
+        rows = uow.ledger.page(dataset_id, after_seq=0, limit=1000, up_to_seq=10**9)
+        return [r.to_export() for r in rows]
+
+
+def _body(outcome: object) -> dict[str, Any]:
+    assert isinstance(outcome, invocations.RecordedResponse), outcome
+    body: dict[str, Any] = json.loads(outcome.body)
+    return body
+
+
+def test_a_group_spends_in_arrival_order_and_refuses_past_the_budget(
+    grouped: Database, held: HeldCommit
+) -> None:
+    ds = service_dataset(UnitOfWork(grouped), "group", epsilon="1")  # four charges of 0.25 fit
+    outcomes = _register_in_order(grouped, ds, [(PURE, None)] * 6, held.release)
+    statuses = [o.outcome for o in outcomes if isinstance(o, invocations.RecordedResponse)]
+    assert statuses == ["created"] * 4 + ["BudgetExceeded"] * 2
+    # one commit for the first, one for the five that waited behind it
+    assert held.calls == 2
+    seqs = [_body(o)["ledger_seq"] for o in outcomes]
+    assert seqs == [2, 3, 4, 5, 6, 7]
+    remaining = [Decimal(_body(o)["remaining"]["epsilon"]) for o in outcomes[:4]]
+    assert remaining == [Decimal("0.75"), Decimal("0.5"), Decimal("0.25"), Decimal("0")]
+    entries = _ledger(grouped, ds)
+    assert [e["seq"] for e in entries] == [1, 2, 3, 4, 5, 6, 7]
+    assert [e["kind"] for e in entries[1:]] == ["invocation_accepted"] * 4 + [
+        "invocation_rejected"
+    ] * 2
+    assert verify_chain(entries) == []
+
+
+def test_a_key_repeated_inside_a_group_replays_the_first_answer(
+    grouped: Database, held: HeldCommit
+) -> None:
+    ds = service_dataset(UnitOfWork(grouped), "group-keys", epsilon="10")
+    other = {"type": "pure_dp", "epsilon": "0.5"}
+    outcomes = _register_in_order(
+        grouped,
+        ds,
+        [(PURE, "first"), (PURE, "k"), (PURE, "k"), (other, "k"), (PURE, None)],
+        held.release,
+    )
+    first, again = outcomes[1], outcomes[2]
+    assert isinstance(first, invocations.RecordedResponse)
+    assert isinstance(again, invocations.RecordedResponse)
+    assert not first.replayed and again.replayed and again.body == first.body
+    assert isinstance(outcomes[3], IdempotencyKeyReused)  # same key, another request: 422
+    assert _body(outcomes[4])["ledger_seq"] == 4
+    assert [e["seq"] for e in _ledger(grouped, ds)] == [1, 2, 3, 4]
+
+
+def test_a_failed_group_is_not_half_applied_and_each_request_is_answered_alone(
+    grouped: Database, held: HeldCommit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds = service_dataset(UnitOfWork(grouped), "group-fail", epsilon="10")
+    real_write = invocations.write
+    failed: list[int] = []
+
+    def write(conn: Any, writes: Any, *args: Any) -> None:
+        if len(writes.ledger) > 1 and not failed:  # the group's write fails once
+            failed.append(len(writes.ledger))
+            real_write(conn, writes, *args)  # written, then the transaction is lost
+            raise IntegrityError("INSERT", {}, Exception("ledger_entries: lost connection"))
+        real_write(conn, writes, *args)
+
+    monkeypatch.setattr(invocations, "write", write)
+    outcomes = _register_in_order(
+        grouped, ds, [(PURE, None), (PURE, "a"), (PURE, "b"), (PURE, None)], held.release
+    )
+    assert failed == [3]
+    assert [_body(o)["ledger_seq"] for o in outcomes] == [2, 3, 4, 5]
+    entries = _ledger(grouped, ds)
+    assert [e["seq"] for e in entries] == [1, 2, 3, 4, 5]
+    assert verify_chain(entries) == []
