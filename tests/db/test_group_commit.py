@@ -53,7 +53,7 @@ def _start(
         def call(item: int = item) -> None:
             try:
                 out[item] = groups.run(KEY, item, rec)
-            except BaseException as exc:  # noqa: BLE001 - the outcome under test
+            except BaseException as exc:
                 out[item] = exc
 
         t = threading.Thread(target=call, name=f"caller-{item}")
