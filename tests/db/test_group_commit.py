@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import pytest
 
@@ -42,6 +43,10 @@ class _Recorder:
         return [ValueError(f"odd {i}") if i % 2 and i > 100 else i * 10 for i in items]
 
 
+def _waiting(groups: GroupCommit[int, int], n: int) -> bool:
+    return groups.waiting(KEY) == n
+
+
 def _start(
     groups: GroupCommit[int, int], rec: _Recorder, items: Sequence[int]
 ) -> tuple[list[threading.Thread], dict[int, object]]:
@@ -62,7 +67,7 @@ def _start(
         if n == 0:
             _wait_until(lambda: len(rec.groups) == 1)
         else:
-            _wait_until(lambda n=n: groups.waiting(KEY) == n)
+            _wait_until(partial(_waiting, groups, n))
     return threads, out
 
 

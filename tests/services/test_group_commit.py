@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from app.accounting import parse_declaration
+from app.db import admission
 from app.db.groups import GroupCommit
 from app.db.uow import Database, UnitOfWork
 from app.ledger.chain import verify_chain
@@ -68,6 +70,10 @@ def _wait_until(condition: Callable[[], bool]) -> None:
         time.sleep(0.001)
 
 
+def _waiting(groups: GroupCommit[Any, Any], key: tuple[str, str], n: int) -> bool:
+    return groups.waiting(key) == n
+
+
 def _register_in_order(
     database: Database,
     dataset_id: str,
@@ -95,7 +101,7 @@ def _register_in_order(
         t.start()
         threads.append(t)
         if i > 0:  # the first holds its commit; the others line up behind it, in order
-            _wait_until(lambda i=i: groups.waiting((dataset_id, ADMIN.id)) == i)
+            _wait_until(partial(_waiting, groups, (dataset_id, ADMIN.id), i))
         else:
             time.sleep(0.05)
     release.set()
@@ -163,7 +169,7 @@ def test_a_failed_group_is_not_half_applied_and_each_request_is_answered_alone(
     grouped: Database, held: HeldCommit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ds = service_dataset(UnitOfWork(grouped), "group-fail", epsilon="10")
-    real_write = invocations.write
+    real_write = admission.write
     failed: list[int] = []
 
     def write(conn: Any, writes: Any, *args: Any) -> None:
