@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from functools import partial
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import pytest
