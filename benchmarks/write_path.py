@@ -22,6 +22,7 @@ Writes the section of ``benchmarks/RESULTS.md`` between the ``write-path`` marke
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -83,12 +84,70 @@ db.dispose()
 """
 
 
-def probe(checkout: Path, url: str, count: int, keyed: bool) -> float:
+#: The same through the app's ASGI interface (routing, dependencies, validation, middleware,
+#: the thread hop; no sockets, no uvicorn), in one event loop, one request at a time.
+_EDGE_PROBE = r"""
+import asyncio, json, resource, sys
+from app.main import create_app
+from app.settings import Settings
+
+url, count, keyed = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+KEY = "k" * 32
+app = create_app(Settings(database_url=url, admin_key=KEY, charge_workers=0))
+
+async def call(path, body, key=None):
+    headers = [(b"host", b"bench"), (b"authorization", f"Bearer {KEY}".encode()),
+               (b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if key is not None:
+        headers.append((b"idempotency-key", key.encode()))
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "root_path": "", "headers": headers,
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "state": {}}
+    done = False
+    async def receive():
+        nonlocal done
+        if done:
+            await asyncio.sleep(3600)
+        done = True
+        return {"type": "http.request", "body": body, "more_body": False}
+    out = {}
+    async def send(message):
+        if message["type"] == "http.response.start":
+            out["status"] = message["status"]
+        else:
+            out["body"] = out.get("body", b"") + message.get("body", b"")
+    await app(scope, receive, send)
+    return out
+
+async def main():
+    async with app.router.lifespan_context(app):
+        created = await call("/v1/datasets", json.dumps({"name": "w", "budget": {
+            "epsilon": "1000000", "delta": "0.00001"}, "accounting": {"mode": "basic"}}).encode())
+        path = "/v1/datasets/" + json.loads(created["body"])["id"] + "/invocations"
+        body = json.dumps({"mechanism": {"type": "pure_dp", "epsilon": "0.001"}}).encode()
+        for i in range(200):
+            assert (await call(path, body, f"w{i}" if keyed else None))["status"] == 201
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        for i in range(count):
+            out = await call(path, body, f"k{i}" if keyed else None)
+            assert out["status"] == 201, out
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    print(json.dumps({"cpu_ms": 1000 * cpu / count}))
+
+asyncio.run(main())
+"""
+PROBES = {"service": _PROBE, "service + ASGI app": _EDGE_PROBE}
+
+
+def probe(checkout: Path, url: str, count: int, keyed: bool, script: str = _PROBE) -> float:
     """CPU ms per registration of ``checkout``'s service on a freshly migrated ``url``."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     env.pop("ODOMETER_DATABASE_URL", None)
     out = subprocess.run(
-        [sys.executable, "-c", _PROBE, url, str(count), "1" if keyed else "0"],
+        [sys.executable, "-c", script, url, str(count), "1" if keyed else "0"],
         cwd=checkout,
         env=env,
         capture_output=True,
@@ -125,15 +184,16 @@ def in_process(
     with tempfile.TemporaryDirectory(prefix="odometer-write-path-") as tmp:
         workdir, n = Path(tmp), 0
         for backend in backends:
-            for keyed in (False, True):
+            for (layer, script), keyed in itertools.product(PROBES.items(), (False, True)):
                 samples: dict[str, list[float]] = {label: [] for label in checkouts}
                 for _ in range(rounds):
                     for label, checkout in checkouts.items():
                         n += 1
                         url = _fresh(backend, pg_url, workdir, checkout, n)
-                        samples[label].append(probe(checkout, url, count, keyed))
+                        samples[label].append(probe(checkout, url, count, keyed, script))
                 row = {
                     "backend": backend,
+                    "layer": layer,
                     "keyed": keyed,
                     "cpu_ms": {k: round(statistics.median(v), 3) for k, v in samples.items()},
                     "samples": samples,
@@ -219,18 +279,21 @@ def render(result: dict[str, Any]) -> str:
         f"Run {result['started'][:16].replace('T', ' ')} UTC on {result['machine']}; load "
         f"average at start {result['loadavg']}. Command: `{result['command']}`.",
         "",
-        "**CPU per registration in process** (the service's `register_invocation` in a loop, "
-        "`basic`, one request per transaction, no HTTP; median of "
-        f"{result['rounds']} interleaved rounds of {result['count']:,} registrations). Columns: "
-        + "; ".join(f"*{k}* = {v}" for k, v in result["checkouts"].items())
-        + ".",
+        "**CPU per registration in process**, `basic`, one request at a time, median of "
+        f"{result['rounds']} interleaved rounds of {result['count']:,} registrations each in a "
+        "fresh process: *service* = the service's `register_invocation` in a loop (no HTTP); "
+        "*service + ASGI app* = the same request through the app's ASGI interface (routing, "
+        "authentication, validation, middleware, the thread hop; no sockets, no uvicorn). "
+        "Columns: " + "; ".join(f"*{k}* = {v}" for k, v in result["checkouts"].items()) + ".",
         "",
-        "| backend | Idempotency-Key | " + " | ".join(labels) + " |",
-        "|---|---|" + "---|" * len(labels),
+        "| backend | layer | Idempotency-Key | " + " | ".join(labels) + " |",
+        "|---|---|---|" + "---|" * len(labels),
     ]
     for row in result["in_process"]:
         cells = " | ".join(f"{_f(row['cpu_ms'][k], 2)} ms" for k in labels)
-        lines.append(f"| {row['backend']} | {'yes' if row['keyed'] else 'no'} | {cells} |")
+        lines.append(
+            f"| {row['backend']} | {row['layer']} | {'yes' if row['keyed'] else 'no'} | {cells} |"
+        )
     lines += [
         "",
         "**Group commit over HTTP** (uvicorn, 2 workers, N clients on one hot `basic` dataset; "
