@@ -36,9 +36,9 @@ class Spy:
 @pytest.fixture
 def spy(client: TestClient) -> Iterator[Spy]:
     fast = next(
-        r.app  # type: ignore[attr-defined]
+        app
         for r in client.app.router.routes  # type: ignore[attr-defined]
-        if isinstance(getattr(r, "app", None), FastRegister)
+        if isinstance(app := getattr(r, "app", None), FastRegister)
     )
     spy = Spy(fast)
     fast.route = spy  # type: ignore[assignment]
