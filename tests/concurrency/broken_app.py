@@ -20,16 +20,17 @@ failures (409 ConcurrentUpdate / 5xx), not an overspend.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Engine, select
 
 import app.services.invocations as invocations
 from app.db.admission import Locked, read_levels
 from app.db.engine import make_engine, read_only
 from app.db.models import Dataset
-from app.db.uow import Database, UnitOfWork
+from app.db.uow import Database, UnitOfWork, WriteGate
 from app.main import create_app
 from app.services.principals import Principal
 from app.settings import get_settings
@@ -57,9 +58,22 @@ def _unlocked_read_levels(conn: Connection, dataset_id: str, **kwargs: Any) -> L
     return _real_read_levels(conn, dataset_id, **kwargs)
 
 
+def _database(engine: Engine) -> Database:
+    """The app's database without the SQLite writers' file lock (:class:`WriteGate`): that
+    gate orders the writers of every process before their transactions begin, so on SQLite it
+    would serialise the broken builds' unlocked reads too; each process still queues its own
+    writers (as before the gate took a file lock). PostgreSQL has no gate."""
+    database = Database.from_engine(engine)
+    if database.write_gate is None:
+        return database
+    return replace(database, write_gate=WriteGate(None))
+
+
 def create_stale_check_app() -> FastAPI:
     setattr(invocations, "lock_levels", _stale_lock_levels)  # noqa: B010
-    return create_app()
+    settings = get_settings()
+    engine = make_engine(settings.database_url, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+    return create_app(settings, _database(engine))
 
 
 def create_unlocked_app() -> FastAPI:
@@ -67,4 +81,4 @@ def create_unlocked_app() -> FastAPI:
     settings = get_settings()
     engine = make_engine(settings.database_url, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     # every transaction begins DEFERRED on SQLite (the reader option, used for writers too)
-    return create_app(settings, Database.from_engine(read_only(engine)))
+    return create_app(settings, _database(read_only(engine)))
