@@ -58,12 +58,14 @@ def pg_drop(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def migrate(database_url: str) -> None:
-    """``alembic upgrade head`` on a fresh database, as ``make run`` does."""
-    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
+def migrate(database_url: str, root: Path = ROOT) -> None:
+    """``alembic upgrade head`` on a fresh database, as ``make run`` does (with the
+    migrations of the checkout at ``root``)."""
+    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(root)}
+    env.pop("ODOMETER_DATABASE_URL", None)
     subprocess.run(
         [sys.executable, "-m", "alembic", "upgrade", "head"],
-        cwd=ROOT,
+        cwd=root,
         env=env,
         check=True,
         capture_output=True,

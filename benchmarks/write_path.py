@@ -165,15 +165,7 @@ def _fresh(backend: str, pg_url: str, workdir: Path, checkout: Path, n: int) -> 
         url = pg_recreate(pg_url)
     else:
         url = f"sqlite:///{workdir / f'probe-{n}.db'}"
-    env = {**os.environ, "PYTHONPATH": str(checkout), "DATABASE_URL": url}
-    env.pop("ODOMETER_DATABASE_URL", None)
-    subprocess.run(
-        [sys.executable, "-m", "alembic", "upgrade", "head"],
-        cwd=checkout,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    migrate(url, checkout)
     return url
 
 

@@ -14,7 +14,7 @@ from app.accounting import (
 from app.db.admission import DatasetRow, Writes
 from app.db.models import Dataset, LedgerCheckpoint, LedgerEntry
 from app.db.uow import UnitOfWork
-from app.ledger import EntryContent, EntryKind, Signer, next_entry
+from app.ledger import Entry, EntryContent, EntryKind, Signer, next_entry
 from app.services.errors import NotFound
 from app.services.principals import Principal, Role
 
@@ -50,6 +50,29 @@ def load_filter(ds: Dataset | DatasetRow) -> tuple[AccountingConfig, FilterState
     return config, state_from_json(config, ds.state_json)
 
 
+def _next_entry(
+    ds: Dataset | DatasetRow,
+    *,
+    kind: EntryKind,
+    actor: str,
+    at: str,
+    state: dict[str, Any],
+    **content: Unpack[EntryContent],
+) -> Entry:
+    """The entry that follows ``ds``'s head."""
+    return next_entry(
+        dataset_id=ds.id,
+        head_seq=ds.last_seq,
+        head_hash=ds.head_hash,
+        kind=kind,
+        actor=actor,
+        at=at,
+        accounting_version=ACCOUNTING_VERSION,
+        state=state,
+        **content,
+    )
+
+
 def append_entry(
     uow: UnitOfWork,
     ds: Dataset,
@@ -66,17 +89,7 @@ def append_entry(
     The caller holds the aggregate (``visible_dataset(lock=True)`` or a new dataset), so
     ``last_seq + 1`` is the next gapless sequence number.
     """
-    made = next_entry(
-        dataset_id=ds.id,
-        head_seq=ds.last_seq,
-        head_hash=ds.head_hash,
-        kind=kind,
-        actor=actor,
-        at=at,
-        accounting_version=ACCOUNTING_VERSION,
-        state=state,
-        **content,
-    )
+    made = _next_entry(ds, kind=kind, actor=actor, at=at, state=state, **content)
     entry = LedgerEntry.from_export(made.to_export())
     uow.ledger.append(entry)
     ds.last_seq = entry.seq
@@ -106,17 +119,7 @@ def stage_entry(
     """:func:`append_entry` for the Core write path: the next entry of ``ds``'s chain joins
     ``writes`` and the locked row's head and state move with it (written together by
     :func:`app.db.admission.write`). Returns the entry's ``seq``."""
-    made = next_entry(
-        dataset_id=ds.id,
-        head_seq=ds.last_seq,
-        head_hash=ds.head_hash,
-        kind=kind,
-        actor=actor,
-        at=at,
-        accounting_version=ACCOUNTING_VERSION,
-        state=state,
-        **content,
-    )
+    made = _next_entry(ds, kind=kind, actor=actor, at=at, state=state, **content)
     writes.ledger.append(made.to_export())
     ds.last_seq, ds.head_hash, ds.state_json, ds.updated_at = made.seq, made.hash, state, at
     signer = uow.signer
