@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -23,3 +24,14 @@ def write_section(block: str, path: Path = RESULTS) -> None:
     else:
         new = old.rstrip("\n") + "\n\n" + new_block + "\n"
     path.write_text(new, "utf-8")
+
+
+def commit_of(checkout: Path, fmt: str = "%h") -> str | None:
+    """``git log -1 --format=fmt`` of a checkout (``None`` when it is not a git checkout)."""
+    out = subprocess.run(
+        ["git", "-C", str(checkout), "log", "-1", f"--format={fmt}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return out or None

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.results import write_section
+from benchmarks.results import commit_of, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- worst-case: begin -->"
@@ -232,12 +232,7 @@ def main() -> int:
         rows.append((case, after, old))
     label = None
     if before is not None:
-        sha = subprocess.run(
-            ["git", "-C", str(before), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
+        sha = commit_of(before)
         label = f"commit {sha}" if sha else "an earlier commit"
     text = render(rows, args.cap, label)
     if not args.no_write:

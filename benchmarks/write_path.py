@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.results import write_section
+from benchmarks.results import commit_of, write_section
 from benchmarks.service import MODES
 from benchmarks.service_setup import (
     ADMIN_KEY,
@@ -350,13 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     la = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     described = {}
     for label, path in checkouts.items():
-        rev = subprocess.run(
-            ["git", "-C", str(path), "log", "-1", "--format=%h %s"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        described[label] = f"`{rev[:80]}`" if rev else str(path)
+        rev = commit_of(path, "%h %s")
+        described[label] = f"`{rev[:80]}`" if rev else "a checkout that is not a git worktree"
     result = {
         "started": started,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "

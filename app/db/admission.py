@@ -63,7 +63,6 @@ class DatasetRow:
     with each decision of the transaction."""
 
     id: str
-    organisation: str
     relation: str
     config_json: dict[str, Any]
     state_json: dict[str, Any]
@@ -172,7 +171,7 @@ def _lock_sql(
     and optionally one invocation of the dataset; lock them when ``org_lock`` is given."""
     p = partial(_param, dialect)
     cols = [
-        "d.id, d.organisation, d.relation, d.config_json, d.state_json, d.last_seq, d.head_hash",
+        "d.id, d.relation, d.config_json, d.state_json, d.last_seq, d.head_hash",
         "o.id, o.cap_json, o.cap_state_json",
     ]
     joins = ["FROM organisations o JOIN datasets d ON d.organisation = o.id"]
@@ -224,9 +223,9 @@ def read_levels(
     if row is None:
         return None
     load = _loader(conn)
-    dataset = DatasetRow(row[0], row[1], row[2], load(row[3]), load(row[4]), row[5], row[6])
-    org = OrgRow(row[7], load(row[8]), load(row[9]))
-    rest = row[10:]
+    dataset = DatasetRow(row[0], row[1], load(row[2]), load(row[3]), row[4], row[5])
+    org = OrgRow(row[6], load(row[7]), load(row[8]))
+    rest = row[9:]
     grant = None
     if analyst is not None:
         grant = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]))
@@ -270,6 +269,8 @@ class OrganisationModes:
         return "update" if self._capped.get(dataset_id, False) else "share"
 
     def learn(self, dataset_id: str, capped: bool) -> None:
+        if self._capped.get(dataset_id) is capped:
+            return  # what is known already (the common case: no lock taken)
         with self._lock:
             if len(self._capped) > 100_000:
                 self._capped.clear()
@@ -320,13 +321,20 @@ _INVOCATION_COLUMNS: Final = tuple(c.name for c in _INVOCATIONS.columns)
 _IDEMPOTENCY_COLUMNS: Final = tuple(c.name for c in _IDEMPOTENCY.columns if c.name != "id")
 _CHECKPOINT_COLUMNS: Final = tuple(c.name for c in _CHECKPOINTS.columns if c.name != "id")
 _INSERTS: Final = {
-    "l": ("ledger_entries", _LEDGER_COLUMNS),
-    "i": ("invocations", _INVOCATION_COLUMNS),
-    "k": ("idempotency_keys", _IDEMPOTENCY_COLUMNS),
-    "c": ("ledger_checkpoints", _CHECKPOINT_COLUMNS),
+    "l": (_LEDGER.name, _LEDGER_COLUMNS),
+    "i": (_INVOCATIONS.name, _INVOCATION_COLUMNS),
+    "k": (_IDEMPOTENCY.name, _IDEMPOTENCY_COLUMNS),
+    "c": (_CHECKPOINTS.name, _CHECKPOINT_COLUMNS),
 }
 _FINISHED_COLUMNS: Final = ("status", "cell", "charge", "refund", "updated_at")
 _DATASET_COLUMNS: Final = ("state_json", "last_seq", "head_hash", "updated_at")
+#: The updates by statement prefix: table, columns set, key column
+_UPDATES: Final = {
+    "f": (_INVOCATIONS.name, _FINISHED_COLUMNS, "id"),
+    "o": (_ORGS.name, ("cap_state_json",), "id"),
+    "g": (_GRANTS.name, ("quota_state_json",), "id"),
+    "d": (_DATASETS.name, _DATASET_COLUMNS, "id"),
+}
 #: JSON columns by statement prefix
 _JSON: Final = {
     "l": _json_columns(_LEDGER),
@@ -365,12 +373,7 @@ def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, .
             )
             parts.append(f"INSERT INTO {table} ({names}) VALUES {rows}")
             continue
-        table, columns, key = {
-            "f": ("invocations", _FINISHED_COLUMNS, "id"),
-            "o": ("organisations", ("cap_state_json",), "id"),
-            "g": ("grants", ("quota_state_json",), "id"),
-            "d": ("datasets", _DATASET_COLUMNS, "id"),
-        }[prefix]
+        table, columns, key = _UPDATES[prefix]
         for r in range(n):
             sets = ", ".join(
                 f'"{c}" = {_value(dialect, prefix, c, f"{prefix}{r}_{c}")}' for c in columns

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -86,14 +87,16 @@ def _take_turns_with(holder: subprocess.Popen[str], tmp_path: Path, database: Pa
 
 def test_writers_of_one_process_take_turns(tmp_path: Path) -> None:
     gate = WriteGate.for_database(str(tmp_path / "x.db"))
-    inside = []
+    inside: list[str] = []
+    seen_together: list[int] = []  # how many writers were inside at each entry
     order: list[str] = []
 
     def write(name: str) -> None:
         gate.acquire()
         try:
             inside.append(name)
-            assert len(inside) == 1
+            seen_together.append(len(inside))
+            time.sleep(0.002)  # long enough for a second writer to get in, were it let
             order.append(name)
             inside.pop()
         finally:
@@ -105,6 +108,7 @@ def test_writers_of_one_process_take_turns(tmp_path: Path) -> None:
     for t in threads:
         t.join(5)
     assert sorted(order) == [f"w{i}" for i in range(8)]
+    assert seen_together == [1] * 8
 
 
 @pytest.mark.parametrize("database", [None, "", ":memory:"])
