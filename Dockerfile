@@ -9,8 +9,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /srv/odometer
 COPY pyproject.toml README.md ./
+COPY core ./core
+COPY client ./client
 COPY app ./app
-RUN pip install .
+# three distributions of one repository: the client (the `odometer` command), the accounting
+# core and ledger format, and the server
+RUN pip install ./client ./core .
 COPY alembic.ini ./
 COPY migrations ./migrations
 

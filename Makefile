@@ -7,17 +7,28 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test lint openapi install dev bench-accounting bench-service bench-worst-case
+.PHONY: run test lint openapi client-sync install dev bench-accounting bench-service bench-worst-case
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+# Three distributions of one repository, installed editable in one resolver run: the server
+# (.), the accounting core and verifier (./core) and the client (./client). A stamp in the venv
+# keeps `make run` and `make test` from reinstalling while no pyproject.toml changed.
+PYPROJECTS := pyproject.toml core/pyproject.toml client/pyproject.toml
 
-dev: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(VENV)/.installed: $(PYPROJECTS) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ./client -e ./core -e .
+	@touch $@
+
+$(VENV)/.installed-dev: $(PYPROJECTS) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ./client -e ./core -e '.[dev]'
+	@touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+dev: $(VENV)/.installed-dev
 
 ## run: migrate the database (SQLite ./odometer.db unless DATABASE_URL is set) and serve
 run: install
@@ -45,14 +56,19 @@ test: dev
 
 ## lint: ruff (check and format), mypy --strict over app, tests and benchmarks, layer contracts
 lint: dev
-	$(BIN)/ruff check app tests migrations benchmarks
-	$(BIN)/ruff format --check app tests migrations benchmarks
+	$(BIN)/ruff check app core client tests migrations benchmarks examples
+	$(BIN)/ruff format --check app core client tests migrations benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache --no-logo
 
-## openapi: regenerate the committed OpenAPI document
-openapi: install
+## openapi: regenerate the committed OpenAPI document and the client's copy of its schemas
+openapi: dev
 	$(BIN)/python -m app.cli openapi -o openapi/openapi.json
+	$(BIN)/python -m odometer_client.contract openapi/openapi.json
+
+## client-sync: regenerate the synchronous client from the asynchronous source (unasync)
+client-sync: dev
+	$(BIN)/python client/generate_sync.py
 
 ## bench-accounting: admission latency, MTZ speed and tightness → benchmarks/RESULTS.md
 bench-accounting: dev

@@ -2,7 +2,8 @@
 
 The accounting core bounds its own work (``docs/accounting.md``, *Bounded work*). This module
 is the service's second line: the expensive part of a decision — the declaration's charge, which
-does not depend on the budget's state (:mod:`app.accounting.memo`) — is computed *before* the
+does not depend on the budget's state (:mod:`odometer_core.accounting.memo`) — is computed *before*
+the
 request takes any lock, in one of a few worker processes, and a job that runs past its CPU budget
 is stopped there without holding anything else up:
 
@@ -104,7 +105,7 @@ def _serve(conn: Connection) -> None:  # pragma: no cover - runs in the worker p
 
 def _warm_up() -> None:  # pragma: no cover - runs in the worker processes
     """Import the accounting core and dp_accounting before the first job (≈ 0.5 s)."""
-    from app.accounting import pld
+    from odometer_core.accounting import pld
 
     with contextlib.suppress(Exception):
         pld.plan_poisson_gaussian(1.0, 0.5, 1)

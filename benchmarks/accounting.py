@@ -26,9 +26,11 @@ import dp_accounting
 import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
 
-from app.accounting.conversions import pure_dp_rdp
-from app.accounting.declarations import Declaration, parse_declaration
-from app.accounting.filters import (
+from benchmarks import rdp_speed
+from benchmarks.results import write_section
+from odometer_core.accounting.conversions import pure_dp_rdp
+from odometer_core.accounting.declarations import Declaration, parse_declaration
+from odometer_core.accounting.filters import (
     AccountingConfig,
     FilterState,
     admit,
@@ -36,8 +38,6 @@ from app.accounting.filters import (
     make_config,
     settle,
 )
-from benchmarks import rdp_speed
-from benchmarks.results import write_section
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 BEGIN, END = "<!-- accounting:begin -->", "<!-- accounting:end -->"
@@ -270,7 +270,7 @@ def render(lat: list[dict[str | int, Any]], speed: dict[str, Any], tight: dict[s
         "",
         "Raw differences of ~1e-6 near α = 1 are dp_accounting's truncated fractional-order "
         "series (it drops the tail; ours adds a proven bound on it), see "
-        "`app/accounting/subsampling.py`.",
+        "`core/odometer_core/accounting/subsampling.py`.",
     ]
     lines += [
         "",

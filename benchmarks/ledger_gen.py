@@ -4,7 +4,8 @@ Each entry is built exactly as the service builds it (``app.services._aggregate.
 with the arguments of ``app.services.datasets.create_dataset`` / ``change_budget`` and
 ``app.services.invocations.register_invocation`` / ``_finish_reservation``): the same pure
 accounting calls (``make_config``, ``admit``, ``settle``, ``cancel``, ``change_budget``), the
-same payload fields and :func:`app.ledger.chain.entry_hash`. Only the database round trips are
+same payload fields and :func:`odometer_core.ledger.chain.entry_hash`. Only the database round
+trips are
 left out, which makes 10^6 entries feasible. ``tests/reliability/test_tampering.py`` checks the
 equivalence against a ledger written through the real services.
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from app.accounting import (
+from odometer_core.accounting import (
     ACCOUNTING_VERSION,
     Reservation,
     admit,
@@ -35,8 +36,8 @@ from app.accounting import (
     settle,
     state_to_json,
 )
-from app.accounting.amounts import amount_json
-from app.ledger import EntryKind, next_entry
+from odometer_core.accounting.amounts import amount_json
+from odometer_core.ledger import EntryKind, next_entry
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Speed of the vectorised Poisson-subsampled-Gaussian RDP versus dp_accounting.
 
-Times :func:`app.accounting.subsampling.poisson_gaussian_rdp` on dp_accounting's 156 default
+Times :func:`odometer_core.accounting.subsampling.poisson_gaussian_rdp` on dp_accounting's 156
+default
 orders against dp_accounting's ``RdpAccountant`` composing one
 ``PoissonSampledDpEvent(q, GaussianDpEvent(σ))`` and reading its RDP on the same orders, for a
 few (q, σ). Reports median wall times (``time.perf_counter``) and the largest relative
@@ -23,7 +24,7 @@ from absl import logging as absl_logging
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from app.accounting.subsampling import poisson_gaussian_rdp
+from odometer_core.accounting.subsampling import poisson_gaussian_rdp
 
 #: (q, σ) pairs: the brief's DP-SGD run, MNIST-like, Opacus test, a non-convergent case
 #: (dp_accounting returns ∞ at α ∈ [1.1, 1.7]), and a tiny-RDP case.

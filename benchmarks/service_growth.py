@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.ledger.chain import PAYLOAD_FIELDS
 from benchmarks.ledger_gen import DATASET_NAME, generate
+from odometer_core.ledger.chain import PAYLOAD_FIELDS
 
 _JSON_FIELDS = frozenset(
     {"declaration", "request", "charge", "requested", "refund", "reservation", "config",

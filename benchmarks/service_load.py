@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.ledger import EntryKind
+from odometer_core.ledger import EntryKind
 
 #: A ledger row's JSON columns, at the size of a service row (``pure_dp`` acceptance).
 _DECLARATION = {"type": "pure_dp", "epsilon": "0.001"}

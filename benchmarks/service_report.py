@@ -33,8 +33,8 @@ MIN_PROFILE_SAMPLES = 50
 
 #: Profile categories, first match wins (a frame substring anywhere in the sampled stack).
 _CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("accounting core (`admit`)", ("app/accounting/",)),
-    ("ledger hash (canonical JSON + SHA-256)", ("app/ledger/chain",)),
+    ("accounting core (`admit`)", ("core/odometer_core/accounting/",)),
+    ("ledger hash (canonical JSON + SHA-256)", ("core/odometer_core/ledger/chain",)),
     ("DB: the lock statement (`read_levels`)", ("read_levels (app/db/admission",)),
     ("DB: the write statement (`write`)", ("write (app/db/admission",)),
     ("DB: COMMIT", ("commit (app/services/invocations",)),

@@ -131,7 +131,7 @@ CASES: tuple[Case, ...] = (
 _RUNNER = """
 import json, resource, sys
 import dp_accounting.pld.pld_privacy_accountant  # imported before the clock starts
-from app.accounting import admit, initial_state, make_config, parse_declaration
+from odometer_core.accounting import admit, initial_state, make_config, parse_declaration
 mode, relation, accounting, mechanism = json.loads(sys.argv[1])
 config = make_config(10, "1e-5", relation, accounting)
 state = initial_state(config)

@@ -58,7 +58,7 @@ DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/odometer_write_path"
 #: One process's measurement: run with the checkout's directory first on ``sys.path``.
 _PROBE = r"""
 import json, os, resource, sys
-from app.accounting import parse_declaration
+from odometer_core.accounting import parse_declaration
 from app.db.uow import Database, UnitOfWork
 from app.services import datasets, invocations
 from app.services.principals import Principal, Role

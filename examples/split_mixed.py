@@ -15,7 +15,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.client import BudgetExceeded, OdometerClient, declarations
+from odometer_client import BudgetExceeded, OdometerClient, declarations
 
 
 def _client(argv: Sequence[str] | None) -> OdometerClient:

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.client import OdometerClient, declarations
+from odometer_client import OdometerClient, declarations
 
 
 def _client(argv: Sequence[str] | None) -> OdometerClient:

@@ -15,7 +15,9 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.accounting import (
+from app.schemas.common import BudgetExceededBody, ErrorBody
+from app.services.errors import ServiceError
+from odometer_core.accounting import (
     TRANSITION_CODES,
     AmountError,
     ConfigError,
@@ -23,8 +25,6 @@ from app.accounting import (
     InvalidTransition,
     UnsupportedInMode,
 )
-from app.schemas.common import BudgetExceededBody, ErrorBody
-from app.services.errors import ServiceError
 
 log = logging.getLogger("odometer")
 

@@ -23,7 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.ledger.chain import PAYLOAD_FIELDS
+from odometer_core.ledger.chain import PAYLOAD_FIELDS
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -101,7 +101,7 @@ class LedgerEntry(Base):
 
     @classmethod
     def from_export(cls, entry: dict[str, Any]) -> LedgerEntry:
-        """The row of an entry as hashed (:meth:`app.ledger.Entry.to_export`)."""
+        """The row of an entry as hashed (:meth:`odometer_core.ledger.Entry.to_export`)."""
         return cls(**{f: entry[f] for f in (*PAYLOAD_FIELDS, "hash")})
 
     def to_export(self) -> dict[str, Any]:

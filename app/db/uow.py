@@ -35,8 +35,8 @@ from app.db.repositories import (
     OrganisationRepository,
     PrincipalRepository,
 )
-from app.ledger.checkpoints import Signer
 from app.settings import Settings
+from odometer_core.ledger.checkpoints import Signer
 
 
 class WriteGate:

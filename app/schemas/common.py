@@ -18,8 +18,8 @@ from pydantic import (
     model_validator,
 )
 
-from app.accounting import AmountError, fmt, parse_amount
-from app.accounting.exact import ONE, ZERO
+from odometer_core.accounting import AmountError, fmt, parse_amount
+from odometer_core.accounting.exact import ONE, ZERO
 
 DECIMAL_PATTERN = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 

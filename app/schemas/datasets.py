@@ -6,9 +6,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.accounting.modes.rdp import MAX_RDP_ORDERS
-from app.accounting.modes.split import MAX_SUB_BUDGETS
 from app.schemas.common import Amount, Delta, StrictModel, optional
+from odometer_core.accounting.modes.rdp import MAX_RDP_ORDERS
+from odometer_core.accounting.modes.split import MAX_SUB_BUDGETS
 
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 

@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.accounting import Declaration
 from app.schemas.common import Delta, StrictModel, optional
 from app.schemas.mechanisms import CELL_PATTERN, Mechanism, to_declaration
+from odometer_core.accounting import Declaration
 
 
 class InvocationCreate(StrictModel):

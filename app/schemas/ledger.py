@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
-from app.ledger import EntryKind as StoredKind
+from odometer_core.ledger import EntryKind as StoredKind
 
 EntryKind = Literal[
     "dataset_created",

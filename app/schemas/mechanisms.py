@@ -3,7 +3,7 @@
 These models give the OpenAPI document one schema per kind and refuse unknown fields; the
 accounting core's ``parse_declaration`` (closed registry) remains the authority on values and
 is applied by :func:`to_declaration`. Field names and limits mirror
-``app/accounting/declarations.py``.
+``core/odometer_core/accounting/declarations.py``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from app.accounting import Declaration, parse_declaration
-from app.accounting.declarations import (
+from app.schemas.common import NOT_A_BOOLEAN, Amount, StrictModel, optional
+from odometer_core.accounting import Declaration, parse_declaration
+from odometer_core.accounting.declarations import (
     MAX_CELLS,
     MAX_COMPOSED_ITEMS,
     MAX_COUNT,
@@ -21,7 +22,6 @@ from app.accounting.declarations import (
     MAX_POPULATION,
     MAX_STEPS,
 )
-from app.schemas.common import NOT_A_BOOLEAN, Amount, StrictModel, optional
 
 CELL_PATTERN = r"^[A-Za-z0-9_.:=+\-]{1,64}$"
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from app.accounting import (
+from app.db.admission import DatasetRow, Writes
+from app.db.models import Dataset, LedgerCheckpoint, LedgerEntry
+from app.db.uow import UnitOfWork
+from app.services.errors import NotFound
+from app.services.principals import Principal, Role
+from odometer_core.accounting import (
     ACCOUNTING_VERSION,
     AccountingConfig,
     FilterState,
     config_from_json,
     state_from_json,
 )
-from app.db.admission import DatasetRow, Writes
-from app.db.models import Dataset, LedgerCheckpoint, LedgerEntry
-from app.db.uow import UnitOfWork
-from app.ledger import Entry, EntryContent, EntryKind, Signer, next_entry
-from app.services.errors import NotFound
-from app.services.principals import Principal, Role
+from odometer_core.ledger import Entry, EntryContent, EntryKind, Signer, next_entry
 
 
 def may_see(uow: UnitOfWork, principal: Principal, ds: Dataset) -> bool:

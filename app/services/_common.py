@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from app.ledger.chain import canonical_bytes
+from odometer_core.ledger.chain import canonical_bytes
 
 
 def new_id(prefix: str) -> str:

@@ -1,7 +1,8 @@
 """The budget levels above a dataset, as rows: the organisation's cap and the analyst's quota.
 
 Each level is one more privacy filter of the pure core; the rule that combines them with the
-dataset's is :func:`app.accounting.levels.decide_levels`. The caller holds the three aggregates
+dataset's is :func:`odometer_core.accounting.levels.decide_levels`. The caller holds the three
+aggregates
 (:func:`app.db.admission.read_levels`); this module loads the upper levels' filters from their
 rows, sets their new states on them and says what the ledger records of them. The organisation
 cap's filter lives here (not in :mod:`app.services.organisations`) because both the
@@ -15,7 +16,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, overload
 
-from app.accounting import (
+from app.db.admission import GrantRow, OrgRow
+from app.db.models import Organisation
+from app.services._common import utc_now
+from odometer_core.accounting import (
     AccountingConfig,
     Decision,
     FilterState,
@@ -26,11 +30,8 @@ from app.accounting import (
     state_from_json,
     state_to_json,
 )
-from app.accounting.amounts import Amount
-from app.accounting.levels import ORGANISATION, QUOTA, Filter, LevelOutcome
-from app.db.admission import GrantRow, OrgRow
-from app.db.models import Organisation
-from app.services._common import utc_now
+from odometer_core.accounting.amounts import Amount
+from odometer_core.accounting.levels import ORGANISATION, QUOTA, Filter, LevelOutcome
 
 __all__ = [
     "ORGANISATION",

@@ -1,6 +1,7 @@
 """Signed checkpoints of ledger heads: recording, listing and signing on demand.
 
-The keys, the signed statement and the offline audit are :mod:`app.ledger.checkpoints`; the
+The keys, the signed statement and the offline audit are :mod:`odometer_core.ledger.checkpoints`;
+the
 signer is the application's (``create_app`` builds it from ``ODOMETER_CHECKPOINT_KEY`` and
 ``ODOMETER_CHECKPOINT_EVERY`` and hands it to the database the units of work are opened on), and
 a ledger append signs through it in its own transaction (:func:`app.services._aggregate.
@@ -15,12 +16,12 @@ from sqlalchemy.exc import IntegrityError
 
 from app.db.models import LedgerCheckpoint
 from app.db.uow import UnitOfWork
-from app.ledger.checkpoints import ALGORITHM, Signer, public_pem, signer_from_file
 from app.services._aggregate import record_checkpoint, visible_dataset
 from app.services._common import utc_now
 from app.services.errors import ConcurrentUpdate, ServiceError
 from app.services.principals import Principal
 from app.settings import Settings
+from odometer_core.ledger.checkpoints import ALGORITHM, Signer, public_pem, signer_from_file
 
 
 class CheckpointsDisabled(ServiceError):

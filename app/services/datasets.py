@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.accounting import (
+from app.db.models import Dataset
+from app.db.uow import UnitOfWork
+from app.services._aggregate import append_entry, load_filter, visible_dataset
+from app.services._common import new_id, utc_now
+from app.services.errors import NotFound
+from app.services.principals import Principal, Role
+from odometer_core.accounting import (
     AccountingConfig,
     FilterState,
     config_to_json,
@@ -16,17 +22,11 @@ from app.accounting import (
     state_to_json,
     status,
 )
-from app.accounting import (
+from odometer_core.accounting import (
     change_budget as accounting_change_budget,
 )
-from app.db.models import Dataset
-from app.db.uow import UnitOfWork
-from app.ledger import EntryKind
-from app.ledger.chain import GENESIS_HASH
-from app.services._aggregate import append_entry, load_filter, visible_dataset
-from app.services._common import new_id, utc_now
-from app.services.errors import NotFound
-from app.services.principals import Principal, Role
+from odometer_core.ledger import EntryKind
+from odometer_core.ledger.chain import GENESIS_HASH
 
 #: Datasets created by the admin (who belongs to no organisation) land here.
 DEFAULT_ORGANISATION = "default"

@@ -13,7 +13,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from app.accounting import (
+from app.db.models import Grant
+from app.db.uow import UnitOfWork
+from app.services._aggregate import append_entry, load_filter, visible_dataset
+from app.services._common import utc_now
+from app.services.errors import AlreadyExists, NotFound, ServiceError
+from app.services.principals import Principal, Role
+from odometer_core.accounting import (
     AccountingConfig,
     config_to_json,
     fmt,
@@ -22,13 +28,7 @@ from app.accounting import (
     parse_amount,
     state_to_json,
 )
-from app.db.models import Grant
-from app.db.uow import UnitOfWork
-from app.ledger import EntryKind
-from app.services._aggregate import append_entry, load_filter, visible_dataset
-from app.services._common import utc_now
-from app.services.errors import AlreadyExists, NotFound, ServiceError
-from app.services.principals import Principal, Role
+from odometer_core.ledger import EntryKind
 
 
 class NotAnAnalyst(ServiceError):

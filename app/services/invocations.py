@@ -1,7 +1,7 @@
 """Invocation use cases: register (admit), preview, settle, cancel, read.
 
 Register follows one path: lock the levels → idempotency lookup → decide at every level
-(:func:`app.accounting.levels.decide_levels`, pure) → append the ledger entry, store the
+(:func:`odometer_core.accounting.levels.decide_levels`, pure) → append the ledger entry, store the
 levels' states and the invocation row → render the response once and store it under the
 idempotency key → commit → return. A rejection is a decision, not an error: it is written to
 the ledger and recorded as an invocation with status ``rejected``, and then answered with 409.
@@ -23,19 +23,6 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 
-from app.accounting import Decision, Declaration, Reservation, fmt, memo, state_to_json
-from app.accounting import cancel as accounting_cancel
-from app.accounting import settle as accounting_settle
-from app.accounting.effort import may_be_expensive
-from app.accounting.levels import (
-    DATASET,
-    Filter,
-    LevelOutcome,
-    LevelsDecision,
-    decide_levels,
-    finish_uppers,
-    precompute_levels,
-)
 from app.db.admission import (
     DatasetRow,
     GrantRow,
@@ -50,7 +37,6 @@ from app.db.admission import (
 )
 from app.db.models import Invocation
 from app.db.uow import UnitOfWork
-from app.ledger import EntryKind
 from app.schemas.common import BudgetExceededBody, render
 from app.schemas.invocations import InvocationCreated, InvocationFinished, InvocationOut, Preview
 from app.services._aggregate import load_filter, stage_entry, visible_dataset
@@ -71,6 +57,20 @@ from app.services.errors import (
     NotFound,
 )
 from app.services.principals import Principal, Role
+from odometer_core.accounting import Decision, Declaration, Reservation, fmt, memo, state_to_json
+from odometer_core.accounting import cancel as accounting_cancel
+from odometer_core.accounting import settle as accounting_settle
+from odometer_core.accounting.effort import may_be_expensive
+from odometer_core.accounting.levels import (
+    DATASET,
+    Filter,
+    LevelOutcome,
+    LevelsDecision,
+    decide_levels,
+    finish_uppers,
+    precompute_levels,
+)
+from odometer_core.ledger import EntryKind
 
 #: Outcome codes of recorded responses that are not errors (the API maps them to 201 / 200).
 CREATED = "created"
@@ -396,7 +396,7 @@ def _charges_before_lock(
     idempotency_key: str | None,
 ) -> dict[object, object] | None:
     """The declaration's charges at every level, computed before any lock is taken, so that the
-    decision under the lock only looks them up (:mod:`app.accounting.memo`). ``None`` for
+    decision under the lock only looks them up (:mod:`odometer_core.accounting.memo`). ``None`` for
     declarations whose charge is a closed form, and for a repeated idempotent request (its
     stored response is returned without deciding anything)."""
     if not may_be_expensive(request.declaration):

@@ -8,9 +8,9 @@ from typing import Any
 
 from app.db.repositories import LedgerFilter
 from app.db.uow import UnitOfWork
-from app.ledger.replay import ReplayVerdict, replay
 from app.services._aggregate import visible_dataset
 from app.services.principals import Principal
+from odometer_core.ledger.replay import ReplayVerdict, replay
 
 #: Entries fetched per short read transaction while streaming.
 BATCH_SIZE = 500

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.accounting import change_budget as accounting_change_budget
-from app.accounting import fmt, status
 from app.db.models import Organisation
 from app.db.uow import UnitOfWork
 from app.services._common import new_id, utc_now
 from app.services._levels import cap_filter, new_organisation_row
 from app.services.errors import AlreadyExists, NotFound
 from app.services.principals import Principal, Role
+from odometer_core.accounting import change_budget as accounting_change_budget
+from odometer_core.accounting import fmt, status
 
 
 def organisation_view(org: Organisation) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The report is one streaming pass over the dataset's ledger, read in batches of
 :data:`BATCH_SIZE` entries, each in its own short read transaction (like
 :func:`app.services.ledger.read_ledger`), up to the head seen when the report started. Every
-entry is fed to a :class:`~app.ledger.replay.Replayer` and to a :class:`_Tally`, so memory
+entry is fed to a :class:`~odometer_core.ledger.replay.Replayer` and to a :class:`_Tally`, so memory
 is bounded by the number of analysts, distinct rejection reasons (capped) and series points
 (≤ :data:`MAX_POINTS`), never by the length of the ledger.
 
@@ -20,12 +20,18 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.accounting import AccountingConfig, config_from_json, fmt, state_from_json, status
 from app.db.uow import UnitOfWork
-from app.ledger import EntryKind
-from app.ledger.replay import Replayer
 from app.services._aggregate import visible_dataset
 from app.services.principals import Principal
+from odometer_core.accounting import (
+    AccountingConfig,
+    config_from_json,
+    fmt,
+    state_from_json,
+    status,
+)
+from odometer_core.ledger import EntryKind
+from odometer_core.ledger.replay import Replayer
 
 #: Entries fetched per short read transaction.
 BATCH_SIZE = 500

@@ -9,7 +9,7 @@
 This revision renames the keys in the stored configurations and states (datasets, their
 sub-budgets, analyst quotas) and in the invocations' stored request extras and reservations;
 the invocations' column keeps its name. Ledger entries are append-only and keep the names they
-were hashed with; the replay reads them through ``app.accounting.legacy``.
+were hashed with; the replay reads them through ``odometer_core.accounting.legacy``.
 
 Revision ID: 0004
 Revises: 0003

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.accounting import (
+from odometer_core.accounting import (
     DeclarationError,
     UnsupportedInMode,
     admit,
@@ -38,7 +38,7 @@ from app.accounting import (
     parse_declaration,
     pld,
 )
-from app.accounting.modes import rdp as rdp_mode
+from odometer_core.accounting.modes import rdp as rdp_mode
 
 CPU_LIMIT = 1.0  # seconds of CPU for one decision
 

@@ -1,4 +1,4 @@
-"""Tests of app.accounting.conversions against reference vectors and dp_accounting.
+"""Tests of odometer_core.accounting.conversions against reference vectors and dp_accounting.
 
 Reference vectors: public reference values (numbered #k below) and values computed
 independently of this code (scipy, cross-checked with mpmath at 40–60 digits): the exact μ-GDP
@@ -18,7 +18,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.accounting import conversions as cv
+from odometer_core.accounting import conversions as cv
 
 DEFAULT_ORDERS = np.array(rdp_lib.DEFAULT_RDP_ORDERS, dtype=np.float64)
 

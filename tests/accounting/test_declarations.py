@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.accounting import declarations as dc
-from app.accounting.declarations import (
+from odometer_core.accounting import declarations as dc
+from odometer_core.accounting.declarations import (
     KINDS,
     PTR,
     SVT,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.accounting.exact import (
+from odometer_core.accounting.exact import (
     INFINITY,
     ZERO,
     AmountError,

@@ -18,10 +18,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.accounting import conversions as cv
-from app.accounting.amounts import amount_json
-from app.accounting.declarations import Declaration, parse_declaration
-from app.accounting.filters import (
+from odometer_core.accounting import conversions as cv
+from odometer_core.accounting.amounts import amount_json
+from odometer_core.accounting.declarations import Declaration, parse_declaration
+from odometer_core.accounting.filters import (
     AccountingConfig,
     BasicConfig,
     BasicState,

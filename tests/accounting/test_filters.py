@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from app.accounting import conversions as cv
-from app.accounting.amounts import amount_json
-from app.accounting.declarations import DeclarationError, parse_declaration
-from app.accounting.filters import (
+from odometer_core.accounting import conversions as cv
+from odometer_core.accounting.amounts import amount_json
+from odometer_core.accounting.declarations import DeclarationError, parse_declaration
+from odometer_core.accounting.filters import (
     BasicState,
     InvalidTransition,
     RDPConfig,
@@ -27,7 +27,7 @@ from app.accounting.filters import (
     state_to_json,
     status,
 )
-from app.accounting.modes.common import UnsupportedInMode
+from odometer_core.accounting.modes.common import UnsupportedInMode
 
 PURE_01 = parse_declaration({"type": "pure_dp", "epsilon": "0.1"})
 ODP = parse_declaration(
@@ -339,7 +339,7 @@ def test_rdp_dp_sgd_admitted_and_matches_mtz() -> None:
     assert isinstance(cfg, RDPConfig)
     import numpy as np
 
-    from app.accounting.subsampling import poisson_gaussian_rdp
+    from odometer_core.accounting.subsampling import poisson_gaussian_rdp
 
     ref = poisson_gaussian_rdp(0.01, 1.1, np.asarray(cfg.orders)) * 10000
     got = np.array([float(x) for x in d.charge.to_json()["rdp"]])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.accounting import (
+from odometer_core.accounting import (
     AccountingConfig,
     FilterState,
     Reservation,
@@ -13,8 +13,8 @@ from app.accounting import (
     parse_declaration,
     status,
 )
-from app.accounting.amounts import amount_json
-from app.accounting.levels import (
+from odometer_core.accounting.amounts import amount_json
+from odometer_core.accounting.levels import (
     DATASET,
     ORGANISATION,
     QUOTA,

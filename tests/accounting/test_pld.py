@@ -1,4 +1,4 @@
-"""Tests of app.accounting.pld (PLD accounting inside one fixed-schedule invocation)."""
+"""Tests of odometer_core.accounting.pld (PLD accounting inside one fixed-schedule invocation)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from app.accounting import conversions as cv
-from app.accounting import pld
+from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import pld
 
 
 def test_dp_sgd_reference_vector_14_is_an_upper_bound_within_half_a_percent() -> None:

@@ -7,7 +7,7 @@ import ast
 import pkgutil
 from pathlib import Path
 
-import app.accounting
+import odometer_core.accounting
 
 ALLOWED_TOP = {
     "__future__",
@@ -24,7 +24,7 @@ ALLOWED_TOP = {
     "numpy",
     "scipy",
     "dp_accounting",
-    "app",
+    "odometer_core",
     "bisect",
     "operator",
     "enum",
@@ -33,14 +33,10 @@ ALLOWED_TOP = {
     "contextlib",
 }
 FORBIDDEN_APP = (
-    "app.api",
-    "app.cli",
-    "app.client",
-    "app.db",
-    "app.ledger",
-    "app.main",
-    "app.schemas",
-    "app.services",
+    "app",
+    "odometer_client",
+    "odometer_core.ledger",
+    "odometer_core.verify",
 )
 
 
@@ -55,12 +51,14 @@ def _imports(path: Path) -> set[str]:
 
 
 def _module_files() -> list[Path]:
-    """Every module of ``app.accounting`` as ``pkgutil`` finds it, checked against the files on
-    disk, so that a module in a new subpackage cannot be missed."""
-    root = Path(app.accounting.__file__).parent
-    found = [Path(app.accounting.__file__)]
-    for info in pkgutil.walk_packages(app.accounting.__path__, "app.accounting."):
-        relative = info.name.removeprefix("app.accounting.").replace(".", "/")
+    """Every module of ``odometer_core.accounting`` as ``pkgutil`` finds it, checked against the
+    files on disk, so that a module in a new subpackage cannot be missed."""
+    root = Path(odometer_core.accounting.__file__).parent
+    found = [Path(odometer_core.accounting.__file__)]
+    for info in pkgutil.walk_packages(
+        odometer_core.accounting.__path__, "odometer_core.accounting."
+    ):
+        relative = info.name.removeprefix("odometer_core.accounting.").replace(".", "/")
         path = root / (f"{relative}/__init__.py" if info.ispkg else f"{relative}.py")
         assert path.is_file(), info.name
         found.append(path)
@@ -73,8 +71,8 @@ def test_accounting_imports_only_stdlib_numpy_scipy() -> None:
         for name in _imports(path):
             assert name.split(".")[0] in ALLOWED_TOP, f"{path.name} imports {name}"
             assert not name.startswith(FORBIDDEN_APP), f"{path.name} imports {name}"
-            if name.startswith("app."):
-                assert name.startswith("app.accounting"), f"{path.name} imports {name}"
+            if name.startswith("odometer_core"):
+                assert name.startswith("odometer_core.accounting"), f"{path.name} imports {name}"
 
 
 def test_dp_accounting_only_in_the_pld_module() -> None:

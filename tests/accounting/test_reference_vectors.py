@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
 
-from app.accounting import pld
-from app.accounting.conversions import rdp_to_epsilon
-from app.accounting.declarations import parse_declaration
-from app.accounting.filters import RDPConfig, admit, initial_state, make_config
-from app.accounting.subsampling import poisson_gaussian_rdp
+from odometer_core.accounting import pld
+from odometer_core.accounting.conversions import rdp_to_epsilon
+from odometer_core.accounting.declarations import parse_declaration
+from odometer_core.accounting.filters import RDPConfig, admit, initial_state, make_config
+from odometer_core.accounting.subsampling import poisson_gaussian_rdp
 
 
 def test_row_6_and_7_basic_composition_of_eps_delta_events() -> None:

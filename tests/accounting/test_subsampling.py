@@ -1,4 +1,4 @@
-"""Tests of app.accounting.subsampling against reference vectors and dp_accounting."""
+"""Tests of odometer_core.accounting.subsampling against reference vectors and dp_accounting."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.accounting import conversions as cv
-from app.accounting import subsampling as ss
+from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import subsampling as ss
 
 DEFAULT_ORDERS = np.array(rdp_lib.DEFAULT_RDP_ORDERS, dtype=np.float64)
 

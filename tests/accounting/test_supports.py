@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.accounting import (
+from odometer_core.accounting import (
     UnsupportedInMode,
     admit,
     initial_state,

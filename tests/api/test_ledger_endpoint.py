@@ -9,9 +9,9 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from app.cli import main
-from app.ledger.chain import GENESIS_HASH, PAYLOAD_FIELDS, entry_hash
-from app.ledger.formats import load_export
-from app.ledger.replay import replay
+from odometer_core.ledger.chain import GENESIS_HASH, PAYLOAD_FIELDS, entry_hash
+from odometer_core.ledger.formats import load_export
+from odometer_core.ledger.replay import replay
 from tests.support import AUTH, basic_dataset
 
 

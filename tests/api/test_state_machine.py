@@ -56,9 +56,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from app.accounting.exact import ZERO
-from app.ledger.replay import Replayer
 from app.services import invocations as invocation_service
+from odometer_core.accounting.exact import ZERO
+from odometer_core.ledger.replay import Replayer
 from tests.support import AUTH, Backend
 
 LONG = os.environ.get("ODOMETER_LONG_TESTS") == "1"

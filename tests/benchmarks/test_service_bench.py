@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.ledger.replay import replay
 from app.main import create_app
 from app.settings import Settings
 from benchmarks import service
 from benchmarks.service_growth import prefill_sqlite
+from odometer_core.ledger.replay import replay
 from tests.support import ADMIN_KEY, AUTH, ledger, migrate
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.client import OdometerClient, RetryPolicy
+from odometer_client import OdometerClient, RetryPolicy
 from tests.client.live import ADMIN_KEY, Server, live_server
 
 FAST_RETRY = RetryPolicy(retries=3, backoff=0.001, max_backoff=0.01)

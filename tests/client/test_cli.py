@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from app.cli import main
-from app.client import NotFound, OdometerClient
-from app.client import declarations as d
+from odometer_client import NotFound, OdometerClient
+from odometer_client import declarations as d
 from tests.client.live import ADMIN_KEY, Server
 from tests.support import ROOT
 

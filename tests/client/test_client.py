@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.client import (
+from odometer_client import (
     AsyncOdometerClient,
     BudgetExceeded,
     Conflict,
@@ -18,8 +18,9 @@ from app.client import (
     ReservationNotSettled,
     Unauthorized,
 )
-from app.client import declarations as d
-from app.client.ledger import load_entries, verify_entries
+from odometer_client import declarations as d
+from odometer_client.ledger import verify_entries
+from odometer_core.ledger.formats import load_export as load_entries
 from tests.client.conftest import FAST_RETRY
 from tests.client.live import ADMIN_KEY, Server
 

@@ -10,7 +10,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from app.client import (
+from odometer_client import (
     AsyncOdometerClient,
     BudgetExceeded,
     InvalidRequest,
@@ -19,7 +19,7 @@ from app.client import (
     ServerError,
     TransportError,
 )
-from app.client import declarations as d
+from odometer_client import declarations as d
 from tests.client.conftest import FAST_RETRY
 from tests.client.live import ADMIN_KEY, Server
 

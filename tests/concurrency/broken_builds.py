@@ -36,9 +36,9 @@ from typing import Any, cast
 from fastapi import FastAPI
 
 import app.services.invocations as invocations
-from app.accounting import filters
 from app.db.uow import UnitOfWork
 from app.main import create_app
+from odometer_core.accounting import filters
 
 GOOD = "app.main:create_app"
 ENV = "ODOMETER_TEST_BROKEN_BUILD"
@@ -102,7 +102,8 @@ def create_forget_refunds_app() -> FastAPI:
     def cancel(config: Any, state: Any, reservation: Any) -> Any:
         return _keep_reservation(real_cancel(config, state, reservation), state)
 
-    # the service's own references (``from app.accounting import settle as ...``): the dataset
+    # the service's own references (``from odometer_core.accounting import settle as ...``): the
+    # dataset
     # level's settle / cancel
     _break(invocations, "accounting_settle", settle, expected=real_settle)
     _break(invocations, "accounting_cancel", cancel, expected=real_cancel)

@@ -27,8 +27,8 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.accounting.filters import status as filter_status
-from app.ledger.replay import Replayer
+from odometer_core.accounting.filters import status as filter_status
+from odometer_core.ledger.replay import Replayer
 from tests.support import AUTH
 
 JSON_HEADERS = {**AUTH, "content-type": "application/json"}

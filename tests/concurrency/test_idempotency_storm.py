@@ -17,13 +17,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from app.accounting import parse_declaration
 from app.db.uow import Database, UnitOfWork
 from app.services import datasets, invocations
 from app.services.errors import IdempotencyConflict
 from app.services.ledger import verify_ledger
 from app.services.principals import Principal, Role
 from app.settings import Settings
+from odometer_core.accounting import parse_declaration
 from tests.concurrency.broken_builds import server_factory
 from tests.concurrency.server import running_server
 from tests.support import AUTH, Backend

@@ -19,7 +19,8 @@ the auditor's replay reports e.g. ``invocation_settled: recomputed state ... sto
 match the replay.
 
 It also found a real bug: at 32 × 500 an ``rdp`` budget change could leave every order dead
-(dead orders were counted as fitting the new budget); fixed in ``app/accounting/modes/rdp.py``
+(dead orders were counted as fitting the new budget); fixed in
+``core/odometer_core/accounting/modes/rdp.py``
 ``_over_budget``, regression test ``tests/reliability/test_rdp_budget_change.py``.
 """
 

@@ -10,10 +10,10 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from app.accounting import ACCOUNTING_VERSION
 from app.db.engine import make_engine
 from app.db.models import Base
 from app.db.uow import Database
+from odometer_core.accounting import ACCOUNTING_VERSION
 from tests.support import ROOT, Backend
 
 
@@ -103,9 +103,9 @@ def test_0004_renames_the_final_conversion_share_both_ways(fresh_backend: Backen
     below 0004) and an open reservation's ``sub_budget``, which settles after the upgrade."""
     from fastapi.testclient import TestClient
 
-    from app.ledger.replay import replay
     from app.main import create_app
     from app.settings import Settings
+    from odometer_core.ledger.replay import replay
     from tests.support import ADMIN_KEY, AUTH
 
     cfg = Config(str(ROOT / "alembic.ini"))

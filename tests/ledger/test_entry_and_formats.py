@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.accounting import ACCOUNTING_VERSION
-from app.ledger import GENESIS_HASH, ChainWalker, Entry, EntryKind, entry_hash, next_entry
-from app.ledger.formats import EXPORT_FORMATS, load_export, write_export
+from odometer_core.accounting import ACCOUNTING_VERSION
+from odometer_core.ledger import GENESIS_HASH, ChainWalker, Entry, EntryKind, entry_hash, next_entry
+from odometer_core.ledger.formats import EXPORT_FORMATS, load_export, write_export
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from app.accounting import ACCOUNTING_VERSION
-from app.accounting.legacy import VERSION_1_0
-from app.ledger import entry_hash, replay
-from app.ledger.chain import GENESIS_HASH
+from odometer_core.accounting import ACCOUNTING_VERSION
+from odometer_core.accounting.legacy import VERSION_1_0
+from odometer_core.ledger import entry_hash, replay
+from odometer_core.ledger.chain import GENESIS_HASH
 from tests.support import AUTH
 
 OLD_NAMES = {

@@ -38,12 +38,12 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from app import cli
-from app.client.ledger import write_export
 from app.db.uow import Database
-from app.ledger import checkpoints
-from app.ledger.chain import entry_hash
 from app.main import create_app
 from app.settings import Settings
+from odometer_core.ledger import checkpoints
+from odometer_core.ledger.chain import entry_hash
+from odometer_core.ledger.formats import write_export
 from tests.support import ADMIN_KEY, AUTH, Backend, basic_dataset, ledger, new_principal
 
 EVERY = 5

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import pytest
 
-from app.accounting.filters import (
+from odometer_core.accounting.filters import (
     InvalidTransition,
     RDPConfig,
     RDPState,

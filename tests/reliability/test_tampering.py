@@ -4,7 +4,7 @@ One export of 100,000 entries is generated per module by ``benchmarks/ledger_gen
 service's entry construction without HTTP or database; :func:`test_generator_matches_service`
 checks it against a ledger written through the real services, entry for entry, hashes
 included). The untouched export verifies (hash chain + full replay through the accounting core,
-:class:`app.ledger.replay.Replayer`, the engine of ``replay()`` and ``odometer verify``).
+:class:`odometer_core.ledger.replay.Replayer`, the engine of ``replay()`` and ``odometer verify``).
 
 Then 1,000 seeded random single-entry tamperings of six kinds are verified: byte flip inside a
 field value, delete an entry, swap two adjacent entries, insert an entry (an exact duplicate,
@@ -45,14 +45,14 @@ from typing import Any
 import pytest
 
 from app import cli
-from app.accounting import parse_declaration
-from app.client.ledger import write_export
 from app.db.uow import UnitOfWork
-from app.ledger.chain import PAYLOAD_FIELDS, entry_hash
-from app.ledger.replay import Replayer, replay
 from app.services import datasets, invocations, ledger
 from app.services.principals import Principal, Role
 from benchmarks.ledger_gen import ACCOUNTING, DATASET_NAME, build, generate, random_ops
+from odometer_core.accounting import parse_declaration
+from odometer_core.ledger.chain import PAYLOAD_FIELDS, entry_hash
+from odometer_core.ledger.formats import write_export
+from odometer_core.ledger.replay import Replayer, replay
 
 N_ENTRIES = 100_000
 N_TAMPERINGS = 1_000
@@ -408,7 +408,7 @@ def test_binary_float_in_an_export_line_is_refused(
 def test_canonical_encoding_refuses_floats_anywhere() -> None:
     """The write path's float check (iterative since the speed-up) still refuses floats and
     non-string keys at any depth, names where, and leaves the canonical bytes unchanged."""
-    from app.ledger.chain import canonical_bytes, loads_strict
+    from odometer_core.ledger.chain import canonical_bytes, loads_strict
 
     for value, where in [
         ({"a": [1, {"b": 0.5}]}, "$.a[1].b"),

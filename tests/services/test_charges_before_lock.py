@@ -1,5 +1,5 @@
 """Charges are computed before the budget's lock is taken, and a charge computed for another
-configuration is never used (app/accounting/memo.py, app/services/invocations.py)."""
+configuration is never used (core/odometer_core/accounting/memo.py, app/services/invocations.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from app.accounting import admit, initial_state, make_config, memo, parse_declaration
-from app.accounting.amounts import EpsilonDelta
-from app.accounting.levels import precompute_levels
-from app.accounting.modes import basic
 from app.db.uow import UnitOfWork
 from app.services import invocations
 from app.services.principals import Principal, Role
+from odometer_core.accounting import admit, initial_state, make_config, memo, parse_declaration
+from odometer_core.accounting.amounts import EpsilonDelta
+from odometer_core.accounting.levels import precompute_levels
+from odometer_core.accounting.modes import basic
 from tests.support import service_dataset
 
 ADMIN = Principal("admin", Role.ADMIN, None)

@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from app.accounting import parse_declaration
 from app.db import admission
 from app.db.groups import GroupCommit
 from app.db.uow import Database, UnitOfWork
-from app.ledger.chain import verify_chain
 from app.services import invocations
 from app.services.errors import IdempotencyKeyReused
 from app.services.principals import Principal, Role
+from odometer_core.accounting import parse_declaration
+from odometer_core.ledger.chain import verify_chain
 from tests.support import service_dataset
 
 ADMIN = Principal("admin", Role.ADMIN, None)

@@ -13,11 +13,11 @@ from fastapi.testclient import TestClient
 
 from app import cli
 from app.db.uow import UnitOfWork
-from app.ledger.chain import GENESIS_HASH, entry_hash
-from app.ledger.replay import replay
 from app.services import ledger as ledger_service
 from app.services.principals import Principal, Role
 from app.settings import get_settings
+from odometer_core.ledger.chain import GENESIS_HASH, entry_hash
+from odometer_core.ledger.replay import replay
 from tests.support import (
     AUTH,
     Backend,

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from app.accounting import parse_declaration
 from app.db.uow import UnitOfWork
-from app.ledger.chain import entry_hash, verify_chain
-from app.ledger.replay import replay
 from app.services import datasets, invocations, ledger
 from app.services.errors import InvocationNotReserved
 from app.services.principals import Principal, Role
+from odometer_core.accounting import parse_declaration
+from odometer_core.ledger.chain import entry_hash, verify_chain
+from odometer_core.ledger.replay import replay
 
 ADMIN = Principal("admin", Role.ADMIN, None)
 # An admin acting as analyst: analysts need a grant, whose ledger entry would shift the

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from app.accounting import parse_declaration
 from app.db.uow import UnitOfWork
 from app.schemas.common import render
 from app.schemas.invocations import InvocationFinished
 from app.services import invocations
 from app.services.principals import Principal, Role
+from odometer_core.accounting import parse_declaration
 from tests.concurrency import broken_builds
 from tests.support import service_dataset
 

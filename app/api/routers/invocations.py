@@ -14,7 +14,6 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
-from app.accounting import DeclarationError
 from app.api.deps import AnalystDep, IdempotencyKeyDep, InvocationReaderDep, MetricsDep, UowDep
 from app.api.errors import ERROR_STATUS, responses
 from app.db.uow import UnitOfWork
@@ -29,6 +28,7 @@ from app.schemas.invocations import (
 from app.services import invocations as service
 from app.services.errors import ServiceError
 from app.services.principals import Principal, Role, admin_principal, authenticate
+from odometer_core.accounting import DeclarationError
 
 router = APIRouter(prefix="/v1/datasets/{dataset_id}/invocations", tags=["invocations"])
 

@@ -11,9 +11,9 @@ from fastapi.responses import StreamingResponse
 from app.api.deps import AuditorDep, UowDep
 from app.api.errors import responses
 from app.db.repositories import LedgerFilter
-from app.ledger.formats import csv_chunks, json_page_chunks
 from app.schemas.ledger import EntryKind, LedgerPageOut, ledger_time
 from app.services import ledger as service
+from odometer_core.ledger.formats import csv_chunks, json_page_chunks
 
 router = APIRouter(prefix="/v1/datasets/{dataset_id}/ledger", tags=["ledger"])
 
