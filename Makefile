@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test lint openapi client-sync install dev bench-accounting bench-service bench-worst-case
+.PHONY: run test lint openapi client-generated install dev bench-accounting bench-service bench-worst-case
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,11 +64,11 @@ lint: dev
 ## openapi: regenerate the committed OpenAPI document and the client's copy of its schemas
 openapi: dev
 	$(BIN)/python -m app.cli openapi -o openapi/openapi.json
-	$(BIN)/python -m odometer_client.contract openapi/openapi.json
+	$(BIN)/python client/generate.py
 
-## client-sync: regenerate the synchronous client from the asynchronous source (unasync)
-client-sync: dev
-	$(BIN)/python client/generate_sync.py
+## client-generated: the sync client from the async source (unasync) and the client's contract
+client-generated: dev
+	$(BIN)/python client/generate.py
 
 ## bench-accounting: admission latency, MTZ speed and tightness → benchmarks/RESULTS.md
 bench-accounting: dev

@@ -20,7 +20,7 @@ import httpx
 from odometer_client import contract
 from odometer_client.declarations import Mechanism
 from odometer_client.errors import ApiError, InvalidRequest, error_for
-from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement
+from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement, decimals
 
 T = TypeVar("T")
 
@@ -264,6 +264,83 @@ def grant(
         idempotency_key=new_key(idempotency_key),
         resend="unsent",
     )
+
+
+def list_grants(ds: str) -> Call[list[dict[str, Any]]]:
+    return Call("GET", f"/v1/datasets/{ds}/grants", _listed("grants"))
+
+
+def revoke_grant(ds: str, principal_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", f"/v1/datasets/{ds}/grants/{principal_id}", _document)
+
+
+# ---------------------------------------------------------------------------- tenancy
+def list_organisations() -> Call[list[dict[str, Any]]]:
+    return Call("GET", "/v1/organisations", _listed("organisations"))
+
+
+def create_organisation(name: str) -> Call[dict[str, Any]]:
+    return Call(
+        "POST",
+        "/v1/organisations",
+        _document,
+        body=_validated("OrganisationCreate", {"name": name}),
+        resend="unsent",  # not idempotency-keyed on the server: never sent twice
+    )
+
+
+def set_organisation_cap(
+    organisation_id: str, epsilon: Number | None, delta: Number | None
+) -> Call[dict[str, Any]]:
+    """The organisation's cap (ε, δ); both ``None`` removes it (sets absolute values, so a
+    resend has the same outcome)."""
+    if (epsilon is None) != (delta is None):
+        raise ValueError("give both epsilon and delta of the cap, or neither to remove it")
+    body = None
+    if epsilon is not None and delta is not None:
+        body = _validated("Cap", {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)})
+    return Call("PATCH", f"/v1/organisations/{organisation_id}/cap", _document, body=body)
+
+
+def list_principals() -> Call[list[dict[str, Any]]]:
+    return Call("GET", "/v1/principals", _listed("principals"))
+
+
+def create_principal(name: str, role: str, organisation_id: str | None) -> Call[dict[str, Any]]:
+    data: dict[str, Any] = {"name": name, "role": role}
+    if organisation_id is not None:
+        data["organisation_id"] = organisation_id
+    return Call(
+        "POST",
+        "/v1/principals",
+        _document,
+        body=_validated("PrincipalCreate", data),
+        resend="unsent",
+    )
+
+
+def issue_key(principal_id: str, expires_at: str | None) -> Call[dict[str, Any]]:
+    body = None if expires_at is None else _validated("KeyCreate", {"expires_at": expires_at})
+    return Call(
+        "POST", f"/v1/principals/{principal_id}/keys", _document, body=body, resend="unsent"
+    )
+
+
+def revoke_key(key_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", f"/v1/keys/{key_id}", _document)
+
+
+def _document(obj: Any) -> dict[str, Any]:
+    """A response document with its amounts as ``Decimal``."""
+    out: dict[str, Any] = decimals(_as_dict(obj))
+    return out
+
+
+def _listed(key: str) -> Callable[[Any], list[dict[str, Any]]]:
+    def decode(obj: Any) -> list[dict[str, Any]]:
+        return [_document(item) for item in obj[key]]
+
+    return decode
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,10 @@
     odometer datasets list | odometer datasets show DATASET
     odometer budget set DATASET --epsilon E --delta D [--sub-budget NAME]
     odometer grant DATASET PRINCIPAL [--quota-epsilon E --quota-delta D]
+    odometer grants list DATASET | odometer grants revoke DATASET PRINCIPAL
+    odometer orgs list | create NAME | cap ORG (--epsilon E --delta D | --remove)
+    odometer principals list | create NAME --role ROLE [--organisation ORG]
+    odometer keys issue PRINCIPAL [--expires-at T] | odometer keys revoke KEY_ID
     odometer export DATASET -o FILE [--format jsonl|csv|json]
     odometer report DATASET
 
@@ -180,6 +184,158 @@ def _grant(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int
     else:
         suffix = f" with quota {_eps_delta(quota)}" if quota else ""
         out.write(f"granted {args.principal} on {args.dataset}{suffix}\n")
+    return 0
+
+
+def _grants_list(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    grants = client.grants(args.dataset)
+    if args.json:
+        _dump(grants, out)
+        return 0
+    rows: list[Sequence[str]] = [("principal", "quota", "quota spent", "granted by", "at")]
+    for g in grants:
+        spent = (g.get("quota_state") or {}).get("spent")
+        rows.append(
+            (
+                g["principal_id"],
+                _eps_delta(g.get("quota")),
+                _eps_delta(spent),
+                g.get("created_by", "-"),
+                g.get("created_at", "-"),
+            )
+        )
+    if len(rows) == 1:
+        out.write(f"no grants on {args.dataset}\n")
+    else:
+        _table(rows, out)
+    return 0
+
+
+def _grants_revoke(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    result = client.revoke_grant(args.dataset, args.principal)
+    if args.json:
+        _dump(result, out)
+    else:
+        out.write(f"revoked {args.principal}'s grant on {args.dataset}\n")
+    return 0
+
+
+def _organisation_id(client: OdometerClient, ref: str) -> str:
+    """An organisation named by id or by its exact name; an unknown or ambiguous reference is
+    an error, never a new organisation."""
+    found = client.organisations()
+    by_id = [str(o["id"]) for o in found if o["id"] == ref]
+    by_name = [str(o["id"]) for o in found if o["name"] == ref]
+    if by_id:
+        return by_id[0]
+    if len(by_name) == 1:
+        return by_name[0]
+    if by_name:
+        raise OdometerError(f"{len(by_name)} organisations are named {ref!r}: give its id")
+    raise OdometerError(f"no organisation {ref!r} (by id or name) is visible to this key")
+
+
+def _org_rows(orgs: Sequence[Mapping[str, Any]], out: TextIO) -> None:
+    rows: list[Sequence[str]] = [("id", "name", "cap", "spent", "reserved ε", "remaining")]
+    for o in orgs:
+        rows.append(
+            (
+                o["id"],
+                o["name"],
+                _eps_delta(o.get("cap")),
+                _eps_delta(o.get("spent")),
+                _text((o.get("reserved") or {}).get("epsilon")),
+                _eps_delta(o.get("remaining")),
+            )
+        )
+    _table(rows, out)
+
+
+def _orgs_list(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    orgs = client.organisations()
+    if args.json:
+        _dump(orgs, out)
+    else:
+        _org_rows(orgs, out)
+    return 0
+
+
+def _orgs_create(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    org = client.create_organisation(args.name)
+    if args.json:
+        _dump(org, out)
+    elif args.quiet:
+        out.write(f"{org['id']}\n")
+    else:
+        out.write(f"created organisation {org['id']} {org['name']!r}\n")
+    return 0
+
+
+def _orgs_cap(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    if args.remove == (args.epsilon is not None or args.delta is not None):
+        raise OdometerError("give --epsilon and --delta, or --remove")
+    if not args.remove and (args.epsilon is None or args.delta is None):
+        raise OdometerError("a cap needs both --epsilon and --delta")
+    org = client.set_organisation_cap(
+        _organisation_id(client, args.organisation), args.epsilon, args.delta
+    )
+    if args.json:
+        _dump(org, out)
+    else:
+        _org_rows([org], out)
+    return 0
+
+
+def _principals_list(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    principals = client.principals()
+    if args.json:
+        _dump(principals, out)
+        return 0
+    rows: list[Sequence[str]] = [("id", "name", "role", "organisation", "created")]
+    for p in principals:
+        rows.append(
+            (p["id"], p["name"], p["role"], _text(p.get("organisation_id")), p["created_at"])
+        )
+    _table(rows, out)
+    return 0
+
+
+def _principals_create(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    organisation = (
+        None if args.organisation is None else _organisation_id(client, args.organisation)
+    )
+    principal = client.create_principal(args.name, args.role, organisation_id=organisation)
+    if args.json:
+        _dump(principal, out)
+    elif args.quiet:
+        out.write(f"{principal['id']}\n")
+    else:
+        out.write(
+            f"created {principal['role']} {principal['id']} {principal['name']!r} "
+            f"in {_text(principal.get('organisation_id'))}\n"
+        )
+    return 0
+
+
+def _keys_issue(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    key = client.issue_key(args.principal, expires_at=args.expires_at)
+    if args.json:
+        _dump(key, out)
+        return 0
+    sys.stderr.write(
+        f"key {key['id']} for {key['principal_id']} (expires {_text(key.get('expires_at'))}); "
+        "shown once, the server keeps only its hash:\n"
+    )
+    out.write(f"{key['key']}\n")
+    return 0
+
+
+def _keys_revoke(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    result = client.revoke_key(args.key_id)
+    if args.json:
+        _dump(result, out)
+    else:
+        out.write(f"revoked key {result['id']} of {result['principal_id']}\n")
     return 0
 
 
@@ -388,6 +544,56 @@ def register(sub: Any) -> None:
     grant.add_argument("--quota-epsilon", help="the analyst's quota ε inside this dataset")
     grant.add_argument("--quota-delta", help="the analyst's quota δ (with --quota-epsilon)")
     grant.set_defaults(run=_client_command(_grant))
+
+    grants = sub.add_parser("grants", help="list or revoke a dataset's grants (server)")
+    gsub = grants.add_subparsers(dest="grants_command", required=True)
+    glist = gsub.add_parser("list", parents=[common], help="principals granted a dataset")
+    glist.add_argument("dataset")
+    glist.set_defaults(run=_client_command(_grants_list))
+    grevoke = gsub.add_parser("revoke", parents=[common], help="withdraw a principal's grant")
+    grevoke.add_argument("dataset")
+    grevoke.add_argument("principal")
+    grevoke.set_defaults(run=_client_command(_grants_revoke))
+
+    orgs = sub.add_parser("orgs", help="organisations and their caps (server)")
+    osub = orgs.add_subparsers(dest="orgs_command", required=True)
+    olist = osub.add_parser("list", parents=[common], help="organisations with cap and spend")
+    olist.set_defaults(run=_client_command(_orgs_list))
+    ocreate = osub.add_parser("create", parents=[common], help="create an organisation (admin)")
+    ocreate.add_argument("name")
+    ocreate.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+    ocreate.set_defaults(run=_client_command(_orgs_create))
+    ocap = osub.add_parser("cap", parents=[common], help="set or remove an organisation's cap")
+    ocap.add_argument("organisation", help="the organisation's id or exact name")
+    ocap.add_argument("--epsilon")
+    ocap.add_argument("--delta")
+    ocap.add_argument("--remove", action="store_true", help="remove the cap")
+    ocap.set_defaults(run=_client_command(_orgs_cap))
+
+    principals = sub.add_parser("principals", help="list and create principals (server)")
+    psub = principals.add_subparsers(dest="principals_command", required=True)
+    plist = psub.add_parser("list", parents=[common], help="principals visible to the key")
+    plist.set_defaults(run=_client_command(_principals_list))
+    pcreate = psub.add_parser("create", parents=[common], help="create a principal")
+    pcreate.add_argument("name")
+    pcreate.add_argument(
+        "--role", required=True, choices=["curator", "analyst", "auditor", "admin"]
+    )
+    pcreate.add_argument(
+        "--organisation", help="id or exact name (default: the caller's organisation)"
+    )
+    pcreate.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+    pcreate.set_defaults(run=_client_command(_principals_create))
+
+    keys = sub.add_parser("keys", help="issue and revoke API keys (server)")
+    ksub = keys.add_subparsers(dest="keys_command", required=True)
+    kissue = ksub.add_parser("issue", parents=[common], help="a new key for a principal")
+    kissue.add_argument("principal", help="the principal's id")
+    kissue.add_argument("--expires-at", help="ISO 8601 time after which the key is refused")
+    kissue.set_defaults(run=_client_command(_keys_issue))
+    krevoke = ksub.add_parser("revoke", parents=[common], help="revoke a key at once")
+    krevoke.add_argument("key_id")
+    krevoke.set_defaults(run=_client_command(_keys_revoke))
 
     export = sub.add_parser(
         "export", parents=[common], help="stream a dataset's whole ledger to a file (server)"

@@ -9,7 +9,7 @@ that the document uses: ``$ref``, ``type``, ``const``, ``enum``, ``anyOf``, ``on
 discriminator, ``properties``, ``required``, ``additionalProperties``, numeric and length
 bounds, ``pattern`` and ``items``.
 
-``python -m odometer_client.contract openapi/openapi.json`` rewrites ``contract.json``.
+``python client/generate.py`` (``make client-generated``) rewrites ``contract.json``.
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from collections.abc import Iterator, Mapping
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 #: The request bodies the client sends, and the response documents its result types read.
@@ -34,6 +32,7 @@ REQUEST_SCHEMAS = (
     "OrganisationCreate",
     "PrincipalCreate",
     "KeyCreate",
+    "Cap",
 )
 RESPONSE_SCHEMAS = (
     "DatasetOut",
@@ -237,17 +236,3 @@ def _check_array(
 def _describe(value: Any) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Rewrite ``contract.json`` from an OpenAPI document (the committed one by default)."""
-    args = sys.argv[1:] if argv is None else argv
-    source = Path(args[0] if args else "openapi/openapi.json")
-    document = extract(json.loads(source.read_text("utf-8")))
-    target = Path(__file__).with_name("contract.json")
-    target.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", "utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, ClassVar
 
 _DECIMAL = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|Infinity)$")
 #: Keys whose string values are names, never amounts.
@@ -44,6 +44,9 @@ def _cells(reservation: Mapping[str, Any] | None) -> dict[str, Decimal]:
 @dataclass(frozen=True)
 class Dataset:
     """A dataset and its budget status (``status`` in the mode's units and as (ε, δ))."""
+
+    #: The response documents (contract schemas) this type is read from.
+    SCHEMAS: ClassVar[tuple[str, ...]] = ("DatasetOut",)
 
     id: str
     name: str
@@ -111,6 +114,9 @@ class Dataset:
 class Invocation:
     """A registered invocation (``accepted``, ``reserved``, …) or one read back."""
 
+    #: The response documents (contract schemas) this type is read from.
+    SCHEMAS: ClassVar[tuple[str, ...]] = ("InvocationCreated", "InvocationOut")
+
     id: str
     dataset_id: str
     status: str
@@ -155,6 +161,9 @@ class Invocation:
 class Settlement:
     """A settled or cancelled reservation: what is charged now and what was refunded."""
 
+    #: The response documents (contract schemas) this type is read from.
+    SCHEMAS: ClassVar[tuple[str, ...]] = ("InvocationFinished",)
+
     id: str
     dataset_id: str
     status: str
@@ -183,6 +192,9 @@ class Settlement:
 @dataclass(frozen=True)
 class PreviewResult:
     """The decision a registration would get now (nothing written)."""
+
+    #: The response documents (contract schemas) this type is read from.
+    SCHEMAS: ClassVar[tuple[str, ...]] = ("Preview",)
 
     status: str
     charge: dict[str, Any]

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator() -> object:
-    spec = importlib.util.spec_from_file_location("generate_sync", ROOT / "client/generate_sync.py")
+    spec = importlib.util.spec_from_file_location("generate", ROOT / "client/generate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -22,7 +22,7 @@ def _generator() -> object:
 def test_committed_sync_client_is_generated_from_the_async_source() -> None:
     generator = _generator()
     committed = (ROOT / "client/odometer_client/_sync/client.py").read_text("utf-8")
-    assert committed == generator.generated()  # type: ignore[attr-defined]
+    assert committed == generator.generated_sync()  # type: ignore[attr-defined]
 
 
 def test_both_clients_have_the_same_methods_and_signatures() -> None:

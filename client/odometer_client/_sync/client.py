@@ -1,11 +1,11 @@
-# Generated from odometer_client/_async/client.py by client/generate_sync.py (unasync):
-# do not edit; edit the asynchronous source and run `make client-sync`.
-"""The client of the privacy odometer, in one source for both flavours.
+# Generated from odometer_client/_async/client.py by client/generate.py (unasync):
+# do not edit; edit the asynchronous source and run `make client-generated`.
+"""The client of the privacy odometer, written once for both flavours.
 
-This file is the asynchronous client (``httpx.AsyncClient``: ``await`` each call, ``async with
-client.reserve(...) as r``). The synchronous client, ``_sync/client.py``, is generated from it
-by unasync (``make client-sync``; ``tests/client/test_unasync.py`` fails when the committed file
-is stale): edit this file only.
+``_async/client.py`` is the asynchronous client (``httpx.AsyncClient``: ``await`` each call,
+``async with client.reserve(...) as r``); ``_sync/client.py``, the synchronous one, is generated
+from it by unasync (``make client-generated``; ``tests/client/test_unasync.py`` fails when the
+committed file is stale). Edit the asynchronous source only.
 """
 
 from __future__ import annotations
@@ -154,6 +154,51 @@ class OdometerClient:
         return self._send(
             _core.grant(_core.dataset_id(dataset), principal_id, quota, idempotency_key)
         )
+
+    def grants(self, dataset: str | Dataset) -> list[dict[str, Any]]:
+        """The dataset's grants (principal, quota and what the quota has spent)."""
+        return self._send(_core.list_grants(_core.dataset_id(dataset)))
+
+    def revoke_grant(self, dataset: str | Dataset, principal_id: str) -> dict[str, Any]:
+        """Withdraw a principal's access to a dataset (its ledger history stays)."""
+        return self._send(_core.revoke_grant(_core.dataset_id(dataset), principal_id))
+
+    # ------------------------------------------------------------------ organisations
+    def organisations(self) -> list[dict[str, Any]]:
+        """The organisations the key can see, with cap, spent, reserved and remaining."""
+        return self._send(_core.list_organisations())
+
+    def create_organisation(self, name: str) -> dict[str, Any]:
+        """A new organisation (admins)."""
+        return self._send(_core.create_organisation(name))
+
+    def set_organisation_cap(
+        self,
+        organisation_id: str,
+        epsilon: Number | None = None,
+        delta: Number | None = None,
+    ) -> dict[str, Any]:
+        """Set the organisation's cap (ε, δ) over all its datasets; no amounts removes it."""
+        return self._send(_core.set_organisation_cap(organisation_id, epsilon, delta))
+
+    # ------------------------------------------------------------------ principals and keys
+    def principals(self) -> list[dict[str, Any]]:
+        """The principals the key can see."""
+        return self._send(_core.list_principals())
+
+    def create_principal(
+        self, name: str, role: str, *, organisation_id: str | None = None
+    ) -> dict[str, Any]:
+        """A new principal (``curator``, ``analyst``, ``auditor``; ``admin`` for admins)."""
+        return self._send(_core.create_principal(name, role, organisation_id))
+
+    def issue_key(self, principal_id: str, *, expires_at: str | None = None) -> dict[str, Any]:
+        """A new API key for a principal: ``key`` is shown once (the server keeps a hash)."""
+        return self._send(_core.issue_key(principal_id, expires_at))
+
+    def revoke_key(self, key_id: str) -> dict[str, Any]:
+        """Revoke an API key at once."""
+        return self._send(_core.revoke_key(key_id))
 
     # ------------------------------------------------------------------ invocations
     def register(

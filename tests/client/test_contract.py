@@ -1,0 +1,166 @@
+"""The client's copy of the contract is the committed OpenAPI document's, and its result types
+read only what the server's response schemas promise (without importing the server)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from odometer_client import contract
+from odometer_client.declarations import Mechanism
+from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement
+
+ROOT = Path(__file__).resolve().parents[2]
+OPENAPI = json.loads((ROOT / "openapi/openapi.json").read_text("utf-8"))
+
+
+def test_bundled_contract_is_the_committed_openapi_documents() -> None:
+    assert contract.bundled() == contract.extract(OPENAPI)
+    assert contract.bundled()["openapi_version"] == OPENAPI["info"]["version"]
+
+
+def test_every_declaration_type_of_the_server_is_in_the_contract() -> None:
+    mapping = OPENAPI["components"]["schemas"]["InvocationCreate"]["properties"]["mechanism"]
+    kinds = set(mapping["discriminator"]["mapping"])
+    assert kinds == set(contract.schema(contract.MECHANISM)["discriminator"]["mapping"])
+    assert {"pure_dp", "gaussian", "odp", "svt", "dp_sgd", "composed"} <= kinds
+
+
+class Recording(Mapping[str, Any]):
+    """A response document that records which keys the client reads: ``doc[key]`` (needed)
+    into ``read``, ``doc.get(key)`` (optional) into ``optional``."""
+
+    def __init__(
+        self, data: Mapping[str, Any], read: set[str], optional: set[str], path: str = ""
+    ) -> None:
+        self._data, self._read, self._optional, self._path = dict(data), read, optional, path
+        self._copying = 0  # ``dict(doc)`` (the ``raw`` copy) reads every key: not a use
+
+    def keys(self) -> Any:
+        self._copying = len(self._data)
+        return self._data.keys()
+
+    def _value(self, key: str) -> Any:
+        value = self._data[key]
+        if isinstance(value, Mapping):
+            return Recording(value, self._read, self._optional, f"{self._path}{key}.")
+        return value
+
+    def __getitem__(self, key: str) -> Any:
+        if self._copying:
+            self._copying -= 1
+            return self._data[key]
+        self._read.add(self._path + key)
+        return self._value(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._optional.add(self._path + key)
+        return self._value(key) if key in self._data else default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def _example(name: str) -> dict[str, Any]:
+    """A document with every property of a response schema (nested objects one level down)."""
+    node = contract.schema(name)
+    out: dict[str, Any] = {}
+    for key, prop in node.get("properties", {}).items():
+        ref = prop.get("$ref") or next(
+            (o["$ref"] for o in prop.get("anyOf", ()) if "$ref" in o), None
+        )
+        if ref is not None:
+            inner = contract.schema(ref.rsplit("/", 1)[1])
+            out[key] = {k: "1" for k in inner.get("properties", {})}
+        elif prop.get("type") == "integer":
+            out[key] = 1
+        elif prop.get("type") == "object":
+            out[key] = {}
+        else:
+            out[key] = "x"
+    return out
+
+
+def _declared(name: str) -> set[str]:
+    """Top-level and one-level-nested property names of a response schema."""
+    node = contract.schema(name)
+    names: set[str] = set()
+    for key, prop in node.get("properties", {}).items():
+        names.add(key)
+        ref = prop.get("$ref") or next(
+            (o["$ref"] for o in prop.get("anyOf", ()) if "$ref" in o), None
+        )
+        if ref is not None:
+            names.update(f"{key}.{k}" for k in contract.schema(ref.rsplit("/", 1)[1])["properties"])
+    return names
+
+
+def _reads(model: Any, name: str) -> tuple[set[str], set[str]]:
+    read: set[str] = set()
+    optional: set[str] = set()
+    model.from_json(Recording(_example(name), read, optional))
+    return read, optional
+
+
+@pytest.mark.parametrize("model", [Dataset, Invocation, Settlement, PreviewResult])
+def test_result_types_read_only_what_the_response_schemas_declare(model: Any) -> None:
+    """What a result type needs is required by every schema it is read from; what it reads
+    optionally is declared by at least one of them."""
+    assert model.SCHEMAS
+    anywhere: set[str] = set()
+    optional_reads: set[str] = set()
+    for name in model.SCHEMAS:
+        read, optional = _reads(model, name)
+        required = set(contract.schema(name).get("required", ()))
+        needed = {key for key in read if "." not in key}
+        assert needed <= required, f"{model.__name__} needs {needed - required} from {name}"
+        assert read <= _declared(name), f"{model.__name__} reads {read - _declared(name)}"
+        anywhere |= _declared(name)
+        optional_reads |= optional
+    assert optional_reads <= anywhere, f"{model.__name__} reads {optional_reads - anywhere}"
+
+
+def test_a_field_the_server_drops_is_caught() -> None:
+    """The check above fails when a schema no longer declares a field the client reads."""
+    read, optional = _reads(Dataset, "DatasetOut")
+    assert "relation" in optional | read
+    declared = _declared("DatasetOut") - {"relation"}
+    assert not (optional | read) <= declared
+
+
+@pytest.mark.parametrize(
+    "body,problem",
+    [
+        ({"type": "svt", "epsilon1": 1, "epsilon2": 1, "c": 0}, "$.c: must be ≥ 1"),
+        ({"type": "pure_dp", "epsilon": "1", "extra": 1}, "$.extra: unknown field"),
+        ({"type": "gaussian"}, "$.sigma: required"),
+        ({"type": "teleport"}, "$.type: 'teleport' is not one of"),
+        ({"type": "pure_dp", "epsilon": "one"}, '$.epsilon: "one" matches none'),
+        ({"type": "pure_dp", "epsilon": True}, "$.epsilon: true matches none"),
+    ],
+)
+def test_contract_check_refuses_what_the_server_refuses(body: dict[str, Any], problem: str) -> None:
+    problems = contract.check(contract.MECHANISM, body)
+    assert any(p.startswith(problem) for p in problems), problems
+
+
+def test_contract_check_accepts_every_helper_shape() -> None:
+    for body in (
+        {"type": "pure_dp", "epsilon": "0.5"},
+        {"type": "gaussian", "sigma": 2, "sensitivity": "1"},
+        {"type": "odp", "cells": [{"name": "a", "epsilon": "0.1"}], "delta": "1e-7"},
+        {
+            "type": "composed",
+            "mechanisms": [{"type": "laplace", "scale": "1"}, {"type": "gaussian", "sigma": 1}],
+        },
+    ):
+        assert contract.check(contract.MECHANISM, body) == []
+    with pytest.raises(ValueError, match="c: must be ≥ 1"):
+        Mechanism(type="svt", epsilon1="1", epsilon2="1", c=0)
