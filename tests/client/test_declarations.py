@@ -12,6 +12,7 @@ from dp_accounting import dp_event as ev
 
 from odometer_client import Mechanism, OdometerClient
 from odometer_client import declarations as d
+from odometer_client.adapters.dp_accounting import from_dp_event
 from odometer_core.accounting import parse_declaration
 
 
@@ -67,44 +68,42 @@ def test_basic_helpers() -> None:
 
 
 def test_from_dp_event_mappings() -> None:
-    assert _json(d.from_dp_event(ev.GaussianDpEvent(2.0))) == {
+    assert _json(from_dp_event(ev.GaussianDpEvent(2.0))) == {
         "type": "gaussian",
         "sigma": "2",
         "sensitivity": "1",
     }
-    assert _json(d.from_dp_event(ev.LaplaceDpEvent(0.5)))["scale"] == "0.5"
-    sub = _json(d.from_dp_event(ev.PoissonSampledDpEvent(0.5, ev.LaplaceDpEvent(1.0))))
+    assert _json(from_dp_event(ev.LaplaceDpEvent(0.5)))["scale"] == "0.5"
+    sub = _json(from_dp_event(ev.PoissonSampledDpEvent(0.5, ev.LaplaceDpEvent(1.0))))
     assert sub["scheme"] == "poisson" and sub["rate"] == "0.5"
-    wor = _json(
-        d.from_dp_event(ev.SampledWithoutReplacementDpEvent(100, 10, ev.LaplaceDpEvent(1.0)))
-    )
+    wor = _json(from_dp_event(ev.SampledWithoutReplacementDpEvent(100, 10, ev.LaplaceDpEvent(1.0))))
     assert (wor["scheme"], wor["m"], wor["n"]) == ("without_replacement", 10, 100)
-    self_composed = _json(d.from_dp_event(ev.SelfComposedDpEvent(ev.LaplaceDpEvent(1.0), 7)))
+    self_composed = _json(from_dp_event(ev.SelfComposedDpEvent(ev.LaplaceDpEvent(1.0), 7)))
     assert (self_composed["type"], self_composed["count"]) == ("composed", 7)
     composed = _json(
-        d.from_dp_event(
+        from_dp_event(
             ev.ComposedDpEvent([ev.GaussianDpEvent(1.0), ev.NoOpDpEvent(), ev.LaplaceDpEvent(2.0)])
         )
     )
     assert [x["type"] for x in composed["mechanisms"]] == ["gaussian", "laplace"]
-    assert _json(d.from_dp_event(ev.NoOpDpEvent())) == {"type": "pure_dp", "epsilon": "0"}
-    assert _json(d.from_dp_event(ev.ZCDpEvent(0.5, 0))) == {"type": "zcdp", "rho": "0.5"}
+    assert _json(from_dp_event(ev.NoOpDpEvent())) == {"type": "pure_dp", "epsilon": "0"}
+    assert _json(from_dp_event(ev.ZCDpEvent(0.5, 0))) == {"type": "zcdp", "rho": "0.5"}
     sgd = _json(
-        d.from_dp_event(
+        from_dp_event(
             ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.01, ev.GaussianDpEvent(1.1)), 1000)
         )
     )
     assert sgd["type"] == "dp_sgd" and sgd["steps"] == 1000
-    rr = d.from_dp_event(ev.RandomizedResponseDpEvent(0.5, 2))
+    rr = from_dp_event(ev.RandomizedResponseDpEvent(0.5, 2))
     assert rr.type == "randomized_response" and rr.epsilon >= Decimal(math.log(3))
     assert float(rr.epsilon) == pytest.approx(math.log(3), rel=1e-9)
-    rr4 = d.from_dp_event(ev.RandomizedResponseDpEvent(0.5, 4))
+    rr4 = from_dp_event(ev.RandomizedResponseDpEvent(0.5, 4))
     assert rr4.type == "pure_dp" and float(rr4.epsilon) == pytest.approx(math.log(5))
 
 
 def test_from_dp_event_rounds_towards_less_privacy() -> None:
     """Binary floats: σ rounds down, rates round up (never a cheaper declaration)."""
-    sgd = d.from_dp_event(
+    sgd = from_dp_event(
         ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.01, ev.GaussianDpEvent(1.1)), 10)
     )
     assert sgd.type == "dp_sgd"
@@ -130,7 +129,7 @@ def test_from_dp_event_rounds_towards_less_privacy() -> None:
 )
 def test_from_dp_event_refuses_everything_else(event: object) -> None:
     with pytest.raises(ValueError):
-        d.from_dp_event(event)
+        from_dp_event(event)
 
 
 def test_from_dp_event_refuses_subclasses() -> None:
@@ -138,14 +137,14 @@ def test_from_dp_event_refuses_subclasses() -> None:
         pass
 
     with pytest.raises(ValueError, match="allow-list"):
-        d.from_dp_event(Sneaky(1.0))
+        from_dp_event(Sneaky(1.0))
 
 
 def test_server_charge_matches_dp_accounting_rdp(client: OdometerClient) -> None:
     """A converted DP-SGD event in rdp mode: the service's ε equals RdpAccountant's."""
     event = ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.004, ev.GaussianDpEvent(1.0)), 2000)
     ds = client.create_dataset("decl-rdp", "3", "0.00001", accounting={"mode": "rdp"})
-    client.register(ds, d.from_dp_event(event))
+    client.register(ds, from_dp_event(event))
     status = client.get_dataset(ds)
     accountant = dp_accounting.rdp.RdpAccountant([float(o) for o in status.status["orders"]])
     accountant.compose(event)
@@ -156,18 +155,18 @@ def test_server_charge_matches_dp_accounting_rdp(client: OdometerClient) -> None
         ev.PoissonSampledDpEvent(0.004, ev.ComposedDpEvent([ev.GaussianDpEvent(1.0)])), 2000
     )
     ds2 = client.create_dataset("decl-rdp-generic", "3", "0.00001", accounting={"mode": "rdp"})
-    client.register(ds2, d.from_dp_event(generic))
+    client.register(ds2, from_dp_event(generic))
     assert float(client.get_dataset(ds2).spent["epsilon"]) == pytest.approx(expected, rel=1e-3)
 
 
 def test_server_charge_matches_dp_accounting_pure_and_zcdp(client: OdometerClient) -> None:
     basic = client.create_dataset("decl-basic", "10", "0.000001")
-    laplace = client.preview(basic, d.from_dp_event(ev.LaplaceDpEvent(0.5)))
+    laplace = client.preview(basic, from_dp_event(ev.LaplaceDpEvent(0.5)))
     assert laplace.charge["epsilon"] == Decimal(2)  # ε = Δ/b exactly
     composed = client.preview(
-        basic, d.from_dp_event(ev.SelfComposedDpEvent(ev.LaplaceDpEvent(2.0), 6))
+        basic, from_dp_event(ev.SelfComposedDpEvent(ev.LaplaceDpEvent(2.0), 6))
     )
     assert composed.charge["epsilon"] == Decimal(3)
     zc = client.create_dataset("decl-zcdp", "2", "0.000001", accounting={"mode": "zcdp"})
-    gauss = client.preview(zc, d.from_dp_event(ev.GaussianDpEvent(5.0)))
+    gauss = client.preview(zc, from_dp_event(ev.GaussianDpEvent(5.0)))
     assert float(gauss.charge["rho"]) == pytest.approx(1 / (2 * 25.0))

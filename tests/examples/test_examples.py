@@ -123,3 +123,11 @@ def test_readme_quick_start(example_server: Server) -> None:
     assert "{'epsilon': Decimal('0.3'), 'delta': Decimal('0')}" in proc.stdout
     assert "epsilon=0.2, delta=1E-7" in proc.stdout or "epsilon=0.2" in proc.stdout
     assert "replay verification: OK" in proc.stdout
+
+
+def test_opendp_laplace_runs_only_what_is_admitted(example_server: Server) -> None:
+    _, result = _run(example_server, "opendp_laplace")
+    assert result["opendp_epsilon"] == pytest.approx(0.4)  # sensitivity 100 / scale 250
+    assert result["declared_epsilon"] >= Decimal(result["opendp_epsilon"])
+    assert len(result["released"]) == 2 and result["refused"] == 2  # a third ε = 0.4 exceeds 1
+    assert result["spent_epsilon"] == 2 * result["declared_epsilon"]
