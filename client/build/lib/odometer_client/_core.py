@@ -1,0 +1,425 @@
+"""What the sync and async clients share: request building (checked against the server's
+contract, :mod:`odometer_client.contract`), the retry policy and response decoding. Transport
+lives in the client classes (``_async.py``, and ``_sync.py`` generated from it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Generic, Literal, TypeVar
+
+import httpx
+
+from odometer_client import contract
+from odometer_client.declarations import Mechanism
+from odometer_client.errors import ApiError, InvalidRequest, error_for
+from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement, decimals
+
+T = TypeVar("T")
+
+#: What an amount may be given as: exact ``Decimal``, ``int``, decimal text, or ``float``
+#: (read through its shortest ``repr``, as the server does).
+Number = Decimal | int | float | str
+#: A mechanism: a declaration (see :mod:`odometer_client.declarations`) or its JSON form.
+MechanismLike = Mechanism | Mapping[str, Any]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+#: Retried responses: the server could not work (5xx), a concurrent duplicate of the same
+#: idempotency key is still in flight (409 ``IdempotencyConflict``), or a concurrent change
+#: made the server roll the request back (409 ``ConcurrentUpdate``: nothing was applied).
+#: Never any other 4xx.
+RETRY_STATUSES = frozenset({500, 502, 503, 504})
+RETRY_ERROR_CODES = frozenset({"IdempotencyConflict", "ConcurrentUpdate"})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and jitter (``retries`` extra attempts)."""
+
+    retries: int = 3
+    backoff: float = 0.1
+    max_backoff: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        base: float = min(self.max_backoff, self.backoff * (2**attempt))
+        return base * (0.5 + random.random() / 2)
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One HTTP call: how to send it, whether a resend is safe, how to read the answer.
+
+    ``resend``: ``"always"`` (reads, idempotency-keyed or naturally idempotent writes) or
+    ``"unsent"`` (only when the connection failed before the request could reach the server).
+    """
+
+    method: str
+    path: str
+    decode: Callable[[Any], T]
+    body: dict[str, Any] | None = None
+    params: list[tuple[str, str]] = field(default_factory=list)
+    idempotency_key: str | None = None
+    resend: Literal["always", "unsent"] = "always"
+
+    def headers(self) -> dict[str, str]:
+        return {IDEMPOTENCY_HEADER: self.idempotency_key} if self.idempotency_key else {}
+
+
+async def asleep(seconds: float) -> None:
+    """The asynchronous client's pause between retries (``sleep`` in the generated one)."""
+    await asyncio.sleep(seconds)
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def resolve(base_url: str | None, api_key: str | None) -> tuple[str, str]:
+    url = base_url or os.environ.get("ODOMETER_URL") or DEFAULT_URL
+    key = api_key or os.environ.get("ODOMETER_API_KEY") or ""
+    return url.rstrip("/"), key
+
+
+def new_key(given: str | None) -> str:
+    return given or str(uuid.uuid4())
+
+
+def dataset_id(dataset: str | Dataset) -> str:
+    return dataset.id if isinstance(dataset, Dataset) else dataset
+
+
+def invocation_id(invocation: str | Invocation) -> str:
+    return invocation.id if isinstance(invocation, Invocation) else invocation
+
+
+def _validated(schema: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a request body against the server's contract before it is sent."""
+    body: dict[str, Any] = _jsonable(data)
+    problems = contract.check(schema, body)
+    if problems:
+        raise InvalidRequest(
+            422,
+            {
+                "error": "ValidationError",
+                "detail": f"refused before sending: {'; '.join(problems)}",
+                "client_side": True,
+            },
+        )
+    return body
+
+
+def _amount_text(value: Number) -> Number:
+    """Decimals travel as decimal strings (floats and ints pass as JSON numbers)."""
+    return str(value) if isinstance(value, Decimal) else value
+
+
+def mechanism_json(mechanism: MechanismLike) -> dict[str, Any]:
+    if isinstance(mechanism, Mechanism):
+        return mechanism.to_json()
+    return dict(mechanism)
+
+
+# ---------------------------------------------------------------------------- calls
+def create_dataset(
+    name: str,
+    epsilon: Number,
+    delta: Number,
+    relation: str,
+    accounting: Mapping[str, Any] | None,
+    idempotency_key: str | None,
+) -> Call[Dataset]:
+    data: dict[str, Any] = {
+        "name": name,
+        "budget": {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)},
+        "relation": relation,
+    }
+    if accounting is not None:
+        data["accounting"] = _jsonable(accounting)
+    return Call(
+        "POST",
+        "/v1/datasets",
+        Dataset.from_json,
+        body=_validated("DatasetCreate", data),
+        idempotency_key=new_key(idempotency_key),
+        resend="unsent",  # dataset creation is not idempotency-keyed on the server
+    )
+
+
+def list_datasets(limit: int, offset: int) -> Call[tuple[list[Dataset], int | None]]:
+    def decode(obj: Any) -> tuple[list[Dataset], int | None]:
+        return [Dataset.from_json(d) for d in obj["datasets"]], obj.get("next_offset")
+
+    return Call(
+        "GET", "/v1/datasets", decode, params=[("limit", str(limit)), ("offset", str(offset))]
+    )
+
+
+def get_dataset(ds: str) -> Call[Dataset]:
+    return Call("GET", f"/v1/datasets/{ds}", Dataset.from_json)
+
+
+def change_budget(
+    ds: str,
+    epsilon: Number,
+    delta: Number,
+    sub_budget: str | None,
+    final_conversion_delta: Number | None,
+    idempotency_key: str | None,
+) -> Call[Dataset]:
+    data: dict[str, Any] = {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)}
+    if sub_budget is not None:
+        data["sub_budget"] = sub_budget
+    if final_conversion_delta is not None:
+        data["final_conversion_delta"] = _amount_text(final_conversion_delta)
+    return Call(
+        "PATCH",
+        f"/v1/datasets/{ds}/budget",
+        Dataset.from_json,
+        body=_validated("BudgetPatch", data),
+        idempotency_key=new_key(idempotency_key),
+        resend="always",  # sets absolute values: a resend has the same outcome
+    )
+
+
+def _invocation_body(
+    mechanism: MechanismLike, sub_budget: str | None, conversion_delta: Number | None
+) -> dict[str, Any]:
+    data: dict[str, Any] = {"mechanism": mechanism_json(mechanism)}
+    if sub_budget is not None:
+        data["sub_budget"] = sub_budget
+    if conversion_delta is not None:
+        data["conversion_delta"] = _amount_text(conversion_delta)
+    return _validated("InvocationCreate", data)
+
+
+def register(
+    ds: str,
+    mechanism: MechanismLike,
+    sub_budget: str | None,
+    conversion_delta: Number | None,
+    idempotency_key: str | None,
+) -> Call[Invocation]:
+    return Call(
+        "POST",
+        f"/v1/datasets/{ds}/invocations",
+        Invocation.from_json,
+        body=_invocation_body(mechanism, sub_budget, conversion_delta),
+        idempotency_key=new_key(idempotency_key),
+    )
+
+
+def preview(
+    ds: str, mechanism: MechanismLike, sub_budget: str | None, conversion_delta: Number | None
+) -> Call[PreviewResult]:
+    return Call(
+        "POST",
+        f"/v1/datasets/{ds}/invocations/preview",
+        PreviewResult.from_json,
+        body=_invocation_body(mechanism, sub_budget, conversion_delta),
+    )
+
+
+def settle(ds: str, inv: str, cell: str, idempotency_key: str | None) -> Call[Settlement]:
+    return Call(
+        "POST",
+        f"/v1/datasets/{ds}/invocations/{inv}/settle",
+        Settlement.from_json,
+        body=_validated("SettleRequest", {"cell": cell}),
+        idempotency_key=new_key(idempotency_key),
+    )
+
+
+def cancel(ds: str, inv: str, idempotency_key: str | None) -> Call[Settlement]:
+    return Call(
+        "POST",
+        f"/v1/datasets/{ds}/invocations/{inv}/cancel",
+        Settlement.from_json,
+        idempotency_key=new_key(idempotency_key),
+    )
+
+
+def get_invocation(ds: str, inv: str) -> Call[Invocation]:
+    return Call("GET", f"/v1/datasets/{ds}/invocations/{inv}", Invocation.from_json)
+
+
+def grant(
+    ds: str, principal_id: str, quota: Mapping[str, Number] | None, idempotency_key: str | None
+) -> Call[dict[str, Any]]:
+    body: dict[str, Any] = {"principal_id": principal_id}
+    if quota is not None:
+        body["quota"] = {k: _amount_text(v) for k, v in quota.items()}
+    return Call(
+        "POST",
+        f"/v1/datasets/{ds}/grants",
+        _as_dict,
+        body=body,
+        idempotency_key=new_key(idempotency_key),
+        resend="unsent",
+    )
+
+
+def list_grants(ds: str) -> Call[list[dict[str, Any]]]:
+    return Call("GET", f"/v1/datasets/{ds}/grants", _listed("grants"))
+
+
+def revoke_grant(ds: str, principal_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", f"/v1/datasets/{ds}/grants/{principal_id}", _document)
+
+
+# ---------------------------------------------------------------------------- tenancy
+def list_organisations() -> Call[list[dict[str, Any]]]:
+    return Call("GET", "/v1/organisations", _listed("organisations"))
+
+
+def create_organisation(name: str) -> Call[dict[str, Any]]:
+    return Call(
+        "POST",
+        "/v1/organisations",
+        _document,
+        body=_validated("OrganisationCreate", {"name": name}),
+        resend="unsent",  # not idempotency-keyed on the server: never sent twice
+    )
+
+
+def set_organisation_cap(
+    organisation_id: str, epsilon: Number | None, delta: Number | None
+) -> Call[dict[str, Any]]:
+    """The organisation's cap (ε, δ); both ``None`` removes it (sets absolute values, so a
+    resend has the same outcome)."""
+    if (epsilon is None) != (delta is None):
+        raise ValueError("give both epsilon and delta of the cap, or neither to remove it")
+    body = None
+    if epsilon is not None and delta is not None:
+        body = _validated("Cap", {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)})
+    return Call("PATCH", f"/v1/organisations/{organisation_id}/cap", _document, body=body)
+
+
+def list_principals() -> Call[list[dict[str, Any]]]:
+    return Call("GET", "/v1/principals", _listed("principals"))
+
+
+def create_principal(name: str, role: str, organisation_id: str | None) -> Call[dict[str, Any]]:
+    data: dict[str, Any] = {"name": name, "role": role}
+    if organisation_id is not None:
+        data["organisation_id"] = organisation_id
+    return Call(
+        "POST",
+        "/v1/principals",
+        _document,
+        body=_validated("PrincipalCreate", data),
+        resend="unsent",
+    )
+
+
+def issue_key(principal_id: str, expires_at: str | None) -> Call[dict[str, Any]]:
+    body = None if expires_at is None else _validated("KeyCreate", {"expires_at": expires_at})
+    return Call(
+        "POST", f"/v1/principals/{principal_id}/keys", _document, body=body, resend="unsent"
+    )
+
+
+def revoke_key(key_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", f"/v1/keys/{key_id}", _document)
+
+
+def _document(obj: Any) -> dict[str, Any]:
+    """A response document with its amounts as ``Decimal``."""
+    out: dict[str, Any] = decimals(_as_dict(obj))
+    return out
+
+
+def _listed(key: str) -> Callable[[Any], list[dict[str, Any]]]:
+    def decode(obj: Any) -> list[dict[str, Any]]:
+        return [_document(item) for item in obj[key]]
+
+    return decode
+
+
+@dataclass(frozen=True)
+class LedgerQuery:
+    after_seq: int = 0
+    page_size: int = 1000
+    since: str | None = None
+    until: str | None = None
+    actor: str | None = None
+    kinds: tuple[str, ...] = ()
+
+
+def ledger_page(ds: str, q: LedgerQuery, after_seq: int) -> Call[dict[str, Any]]:
+    params = [("after_seq", str(after_seq)), ("limit", str(q.page_size))]
+    for name in ("since", "until", "actor"):
+        value = getattr(q, name)
+        if value is not None:
+            params.append((name, value))
+    params.extend(("kind", k) for k in q.kinds)
+    return Call("GET", f"/v1/datasets/{ds}/ledger", _as_dict, params=params)
+
+
+def get_report(ds: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"/v1/datasets/{ds}/report", _as_dict)
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    return dict(obj) if isinstance(obj, Mapping) else {"value": obj}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------- responses
+def retryable_response(response: httpx.Response, call: Call[Any]) -> bool:
+    """5xx and duplicates in flight, for calls that are safe to resend (a non-keyed write
+    that reached the server may have been applied before the error)."""
+    if call.resend != "always":
+        return False
+    if response.status_code in RETRY_STATUSES:
+        return True
+    if response.status_code == 409:
+        return _error_code(response) in RETRY_ERROR_CODES
+    return False
+
+
+def retryable_exception(exc: httpx.TransportError, call: Call[Any]) -> bool:
+    """Transport failures are retried; for non-keyed writes only if nothing was sent."""
+    if call.resend == "always":
+        return True
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body.get("error") if isinstance(body, dict) else None
+
+
+def decode(call: Call[T], response: httpx.Response) -> T:
+    if response.status_code >= 400:
+        raise to_error(response)
+    return call.decode(response.json())
+
+
+def to_error(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()
+    except (ValueError, json.JSONDecodeError):
+        body = None
+    if not isinstance(body, dict):
+        body = {"error": response.reason_phrase or "Error", "detail": response.text[:500]}
+    return error_for(response.status_code, body)

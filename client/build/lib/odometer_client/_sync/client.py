@@ -1,0 +1,406 @@
+# Generated from odometer_client/_async/client.py by client/generate.py (unasync):
+# do not edit; edit the asynchronous source and run `make client-generated`.
+"""The client of the privacy odometer, written once for both flavours.
+
+``_async/client.py`` is the asynchronous client (``httpx.AsyncClient``: ``await`` each call,
+``async with client.reserve(...) as r``); ``_sync/client.py``, the synchronous one, is generated
+from it by unasync (``make client-generated``; ``tests/client/test_unasync.py`` fails when the
+committed file is stale). Edit the asynchronous source only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from odometer_client import _core
+from odometer_client._core import Call, LedgerQuery, MechanismLike, Number, RetryPolicy
+from odometer_client.errors import NotFound, ReservationNotSettled, TransportError
+from odometer_client.exports import ExportFormat, ExportWriter
+from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement
+
+T = TypeVar("T")
+
+
+class OdometerClient:
+    """Typed client of the privacy odometer.
+
+    ``base_url`` and ``api_key`` default to ``$ODOMETER_URL`` (else ``http://127.0.0.1:8000``)
+    and ``$ODOMETER_API_KEY``. Mutating calls send an ``Idempotency-Key`` (a fresh uuid4
+    unless given) and are retried with the *same* key on connection errors, timeouts and 5xx
+    (``retry``: bounded, exponential backoff); 4xx answers are never retried. Amounts are
+    ``Decimal`` in and out.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        url, key = _core.resolve(base_url, api_key)
+        self.base_url = url
+        self.retry = retry or RetryPolicy()
+        self._http = http or httpx.Client(
+            base_url=url,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    # ------------------------------------------------------------------ plumbing
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> OdometerClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _send(self, call: Call[T]) -> T:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    call.method,
+                    call.path,
+                    json=call.body,
+                    params=tuple(call.params),
+                    headers=call.headers(),
+                )
+            except httpx.TransportError as exc:
+                if attempt >= self.retry.retries or not _core.retryable_exception(exc, call):
+                    raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
+            else:
+                if attempt >= self.retry.retries or not _core.retryable_response(response, call):
+                    return _core.decode(call, response)
+            _core.sleep(self.retry.delay(attempt))
+            attempt += 1
+
+    # ------------------------------------------------------------------ datasets
+    def create_dataset(
+        self,
+        name: str,
+        epsilon: Number,
+        delta: Number,
+        relation: str = "add_remove",
+        accounting: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Dataset:
+        """Create a dataset with budget (ε, δ); ``accounting`` e.g. ``{"mode": "rdp"}``."""
+        return self._send(
+            _core.create_dataset(name, epsilon, delta, relation, accounting, idempotency_key)
+        )
+
+    def list_datasets(self, *, page_size: int = 100) -> list[Dataset]:
+        """Every dataset visible to the key (all pages)."""
+        out: list[Dataset] = []
+        offset: int | None = 0
+        while offset is not None:
+            page, offset = self._send(_core.list_datasets(page_size, offset))
+            out.extend(page)
+        return out
+
+    def get_dataset(self, dataset: str | Dataset) -> Dataset:
+        return self._send(_core.get_dataset(_core.dataset_id(dataset)))
+
+    def change_budget(
+        self,
+        dataset: str | Dataset,
+        epsilon: Number,
+        delta: Number,
+        *,
+        sub_budget: str | None = None,
+        final_conversion_delta: Number | None = None,
+        idempotency_key: str | None = None,
+    ) -> Dataset:
+        """New target (ε, δ) (never below spent + reserved: ``Conflict`` BudgetBelowSpent)."""
+        return self._send(
+            _core.change_budget(
+                _core.dataset_id(dataset),
+                epsilon,
+                delta,
+                sub_budget,
+                final_conversion_delta,
+                idempotency_key,
+            )
+        )
+
+    def grant(
+        self,
+        dataset: str | Dataset,
+        principal_id: str,
+        *,
+        quota: Mapping[str, Number] | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Grant a principal access to a dataset, optionally with a quota (ε, δ)."""
+        return self._send(
+            _core.grant(_core.dataset_id(dataset), principal_id, quota, idempotency_key)
+        )
+
+    def grants(self, dataset: str | Dataset) -> list[dict[str, Any]]:
+        """The dataset's grants (principal, quota and what the quota has spent)."""
+        return self._send(_core.list_grants(_core.dataset_id(dataset)))
+
+    def revoke_grant(self, dataset: str | Dataset, principal_id: str) -> dict[str, Any]:
+        """Withdraw a principal's access to a dataset (its ledger history stays)."""
+        return self._send(_core.revoke_grant(_core.dataset_id(dataset), principal_id))
+
+    # ------------------------------------------------------------------ organisations
+    def organisations(self) -> list[dict[str, Any]]:
+        """The organisations the key can see, with cap, spent, reserved and remaining."""
+        return self._send(_core.list_organisations())
+
+    def create_organisation(self, name: str) -> dict[str, Any]:
+        """A new organisation (admins)."""
+        return self._send(_core.create_organisation(name))
+
+    def set_organisation_cap(
+        self,
+        organisation_id: str,
+        epsilon: Number | None = None,
+        delta: Number | None = None,
+    ) -> dict[str, Any]:
+        """Set the organisation's cap (ε, δ) over all its datasets; no amounts removes it."""
+        return self._send(_core.set_organisation_cap(organisation_id, epsilon, delta))
+
+    # ------------------------------------------------------------------ principals and keys
+    def principals(self) -> list[dict[str, Any]]:
+        """The principals the key can see."""
+        return self._send(_core.list_principals())
+
+    def create_principal(
+        self, name: str, role: str, *, organisation_id: str | None = None
+    ) -> dict[str, Any]:
+        """A new principal (``curator``, ``analyst``, ``auditor``; ``admin`` for admins)."""
+        return self._send(_core.create_principal(name, role, organisation_id))
+
+    def issue_key(self, principal_id: str, *, expires_at: str | None = None) -> dict[str, Any]:
+        """A new API key for a principal: ``key`` is shown once (the server keeps a hash)."""
+        return self._send(_core.issue_key(principal_id, expires_at))
+
+    def revoke_key(self, key_id: str) -> dict[str, Any]:
+        """Revoke an API key at once."""
+        return self._send(_core.revoke_key(key_id))
+
+    # ------------------------------------------------------------------ invocations
+    def register(
+        self,
+        dataset: str | Dataset,
+        mechanism: MechanismLike,
+        *,
+        sub_budget: str | None = None,
+        conversion_delta: Number | None = None,
+        idempotency_key: str | None = None,
+    ) -> Invocation:
+        """Declare an invocation before it runs: ``accepted`` (charged) or ``reserved``
+        (ODP). Raises ``BudgetExceeded`` (409), ``InvalidRequest`` (422), …"""
+        return self._send(
+            _core.register(
+                _core.dataset_id(dataset), mechanism, sub_budget, conversion_delta, idempotency_key
+            )
+        )
+
+    def preview(
+        self,
+        dataset: str | Dataset,
+        mechanism: MechanismLike,
+        *,
+        sub_budget: str | None = None,
+        conversion_delta: Number | None = None,
+    ) -> PreviewResult:
+        """The decision a registration would get now; nothing is written."""
+        return self._send(
+            _core.preview(_core.dataset_id(dataset), mechanism, sub_budget, conversion_delta)
+        )
+
+    def settle(
+        self,
+        dataset: str | Dataset,
+        invocation: str | Invocation,
+        cell: str,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Settlement:
+        """Name the cell the released output fell in; the rest of the reserved ε is refunded."""
+        return self._send(
+            _core.settle(
+                _core.dataset_id(dataset),
+                _core.invocation_id(invocation),
+                cell,
+                idempotency_key,
+            )
+        )
+
+    def cancel(
+        self,
+        dataset: str | Dataset,
+        invocation: str | Invocation,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Settlement:
+        """Release a reservation whose mechanism never ran (full refund)."""
+        return self._send(
+            _core.cancel(
+                _core.dataset_id(dataset), _core.invocation_id(invocation), idempotency_key
+            )
+        )
+
+    def get_invocation(self, dataset: str | Dataset, invocation: str | Invocation) -> Invocation:
+        return self._send(
+            _core.get_invocation(_core.dataset_id(dataset), _core.invocation_id(invocation))
+        )
+
+    @contextmanager
+    def reserve(
+        self,
+        dataset: str | Dataset,
+        mechanism: MechanismLike,
+        *,
+        sub_budget: str | None = None,
+        conversion_delta: Number | None = None,
+        idempotency_key: str | None = None,
+    ) -> Iterator[Reservation]:
+        """Register, yield a reservation handle, and make sure it ends settled or cancelled.
+
+        - the block raises before ``r.settle()`` (and before ``r.mark_ran()``): the
+          reservation is cancelled (full refund) and the exception re-raised;
+        - the block raises after ``r.mark_ran()``: nothing is refunded (the mechanism ran);
+        - the block ends normally without settling: :class:`ReservationNotSettled` is raised
+          and the reservation stays charged at its worst cell (safe); never a silent refund.
+
+        Non-ODP mechanisms are ``accepted`` (charged in full) at once: nothing to settle.
+        """
+        inv = self.register(
+            dataset,
+            mechanism,
+            sub_budget=sub_budget,
+            conversion_delta=conversion_delta,
+            idempotency_key=idempotency_key,
+        )
+        r = Reservation(self, inv)
+        try:
+            yield r
+        except BaseException as exc:
+            if r.open and not r.ran:
+                try:
+                    r.cancel()
+                except Exception as cancel_exc:  # keep the user's exception primary
+                    exc.add_note(f"odometer: cancelling {inv.id} failed: {cancel_exc!r}")
+            raise
+        if r.open:
+            raise ReservationNotSettled(inv.dataset_id, inv.id)
+
+    # ------------------------------------------------------------------ ledger
+    def ledger(
+        self,
+        dataset: str | Dataset,
+        *,
+        after_seq: int = 0,
+        page_size: int = 1000,
+        since: str | None = None,
+        until: str | None = None,
+        actor: str | None = None,
+        kinds: tuple[str, ...] = (),
+    ) -> Iterator[dict[str, Any]]:
+        """Ledger entries in ``seq`` order, exactly as hashed, fetched page by page."""
+        ds = _core.dataset_id(dataset)
+        q = LedgerQuery(after_seq, page_size, since, until, actor, kinds)
+        cursor: int | None = after_seq
+        while cursor is not None:
+            page = self._send(_core.ledger_page(ds, q, cursor))
+            for entry in page["entries"]:
+                yield entry
+            cursor = page.get("next_after_seq")
+
+    def export(
+        self,
+        dataset: str | Dataset,
+        path: str | Path,
+        format: ExportFormat = "json",
+        *,
+        page_size: int = 10_000,
+    ) -> int:
+        """Write the whole ledger to ``path`` (``json``: the server's document shape,
+        ``jsonl``: one entry per line, ``csv``: the server's columns), streamed page by page;
+        returns the count. Every format is accepted by ``odometer verify``."""
+        ds = _core.dataset_id(dataset)
+        with Path(path).open("w", encoding="utf-8", newline="") as out:
+            writer = ExportWriter(ds, out, format)
+            for entry in self.ledger(ds, page_size=page_size):
+                writer.write(entry)
+            return writer.close()
+
+    def report(self, dataset: str | Dataset) -> dict[str, Any] | None:
+        """``GET …/report`` if the server has it, else ``None`` (see ``odometer_client.ledger``)."""
+        try:
+            return self._send(_core.get_report(_core.dataset_id(dataset)))
+        except NotFound as exc:
+            if exc.detail == "Not Found":  # the framework's 404: no such route on this server
+                return None
+            raise
+
+
+class Reservation:
+    """A handle on a registered invocation inside ``client.reserve(...)``."""
+
+    def __init__(self, client: OdometerClient, invocation: Invocation) -> None:
+        self._client = client
+        self.invocation = invocation
+        self.result: Settlement | None = None
+        self.ran = False
+
+    @property
+    def id(self) -> str:
+        return self.invocation.id
+
+    @property
+    def status(self) -> str:
+        return self.result.status if self.result else self.invocation.status
+
+    @property
+    def cells(self) -> dict[str, Any]:
+        """The reserved cells and their ε (``Decimal``)."""
+        return self.invocation.cells
+
+    @property
+    def open(self) -> bool:
+        """Still reserved (neither settled nor cancelled, and not a plain acceptance)."""
+        return self.result is None and self.invocation.status == "reserved"
+
+    def mark_ran(self) -> None:
+        """Record that the mechanism ran: an exception from now on no longer cancels."""
+        self.ran = True
+
+    def settle(self, cell: str, *, idempotency_key: str | None = None) -> Settlement:
+        self.ran = True
+        self.result = self._client.settle(
+            self.invocation.dataset_id, self.invocation.id, cell, idempotency_key=idempotency_key
+        )
+        return self.result
+
+    def cancel(self, *, idempotency_key: str | None = None) -> Settlement:
+        self.result = self._client.cancel(
+            self.invocation.dataset_id, self.invocation.id, idempotency_key=idempotency_key
+        )
+        return self.result
+
+
+__all__ = ["OdometerClient", "Reservation"]

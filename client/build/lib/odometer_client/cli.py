@@ -1,0 +1,661 @@
+"""``odometer`` subcommands for curators and auditors, talking to a running server.
+
+    odometer datasets create NAME --epsilon E --delta D [--mode basic|zcdp|rdp|gdp]
+    odometer datasets list | odometer datasets show DATASET
+    odometer budget set DATASET --epsilon E --delta D [--sub-budget NAME]
+    odometer grant DATASET PRINCIPAL [--quota-epsilon E --quota-delta D]
+    odometer grants list DATASET | odometer grants revoke DATASET PRINCIPAL
+    odometer orgs list | create NAME | cap ORG (--epsilon E --delta D | --remove)
+    odometer principals list | create NAME --role ROLE [--organisation ORG]
+    odometer keys issue PRINCIPAL [--expires-at T] | odometer keys revoke KEY_ID
+    odometer export DATASET -o FILE [--format jsonl|csv|json]
+    odometer report DATASET
+
+Every command takes ``--url`` (``$ODOMETER_URL``), ``--key`` (``$ODOMETER_API_KEY``) and
+``--json`` (machine-readable output). ``odometer verify FILE`` (offline) reads every export.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, TextIO
+
+from odometer_client._sync.client import OdometerClient
+from odometer_client.errors import ApiError, OdometerError
+from odometer_client.exports import EXPORT_FORMATS, fmt
+from odometer_client.ledger import summarize
+from odometer_client.models import Dataset
+
+Runner = Callable[[argparse.Namespace, OdometerClient, TextIO], int]
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return fmt(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _dump(value: Any, out: TextIO) -> None:
+    out.write(json.dumps(value, indent=2, ensure_ascii=False, default=_default) + "\n")
+
+
+def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+        if n == 0:
+            out.write("  ".join("-" * w for w in widths) + "\n")
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, Decimal):
+        return fmt(value)  # plain notation, as the server writes amounts
+    return str(value)
+
+
+def _eps_delta(obj: Mapping[str, Any] | None) -> str:
+    if not obj:
+        return "-"
+    parts = [f"{k}={_text(obj[k])}" for k in ("epsilon", "delta") if k in obj]
+    return ", ".join(parts) if parts else "-"
+
+
+def _dataset_lines(ds: Dataset, out: TextIO) -> None:
+    st = ds.status
+    rows = [
+        ("dataset", f"{ds.id}  {ds.name!r}"),
+        ("mode / relation", f"{ds.mode} / {ds.relation}"),
+        ("budget", _eps_delta(st.get("budget"))),
+        ("spent (ε, δ)", _eps_delta(ds.spent)),
+    ]
+    if "reserved" in st:
+        rows.append(
+            (
+                "reserved ε",
+                f"{_text(st['reserved'].get('epsilon'))} ({st['reserved'].get('open', 0)} open)",
+            )
+        )
+    if "epsilon" in st.get("remaining", {}):
+        rows.append(("remaining", _eps_delta(st["remaining"])))
+    for name, sub in st.get("sub_budgets", {}).items():
+        rem = sub.get("remaining", {})
+        remaining = _eps_delta(rem) if "epsilon" in rem else "curve (see --json)"
+        rows.append(
+            (
+                f"  sub-budget {name}",
+                f"{sub.get('mode')}: budget {_eps_delta(sub.get('budget'))}; "
+                f"spent {_eps_delta(sub.get('spent_eps_delta'))}; remaining {remaining}",
+            )
+        )
+    rows.append(("ledger head", f"seq {ds.last_seq}  {ds.head_hash}"))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out.write(f"{k.ljust(width)}  {v}\n")
+
+
+# ---------------------------------------------------------------------------- commands
+def _accounting(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.accounting:
+        parsed: dict[str, Any] = json.loads(args.accounting)
+        return parsed
+    return {"mode": args.mode} if args.mode else None
+
+
+def _datasets_create(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    ds = client.create_dataset(
+        args.name, args.epsilon, args.delta, args.relation, _accounting(args)
+    )
+    if args.json:
+        _dump(ds.raw, out)
+    elif args.quiet:
+        out.write(f"{ds.id}\n")
+    else:
+        out.write(f"created {ds.id}\n")
+        _dataset_lines(ds, out)
+    return 0
+
+
+def _datasets_list(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    datasets = client.list_datasets()
+    if args.json:
+        _dump([d.raw for d in datasets], out)
+        return 0
+    rows: list[Sequence[str]] = [("id", "name", "mode", "budget", "spent (ε, δ)", "remaining")]
+    for d in datasets:
+        rem = d.status.get("remaining", {})
+        rows.append(
+            (
+                d.id,
+                d.name,
+                d.mode,
+                _eps_delta(d.budget),
+                _eps_delta(d.spent),
+                _eps_delta(rem) if "epsilon" in rem else "-",
+            )
+        )
+    if len(rows) == 1:
+        out.write("no datasets\n")
+    else:
+        _table(rows, out)
+    return 0
+
+
+def _datasets_show(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    ds = client.get_dataset(args.dataset)
+    if args.json:
+        _dump(ds.raw, out)
+    else:
+        _dataset_lines(ds, out)
+    return 0
+
+
+def _budget_set(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    ds = client.change_budget(
+        args.dataset,
+        args.epsilon,
+        args.delta,
+        sub_budget=args.sub_budget,
+        final_conversion_delta=args.final_conversion_delta,
+    )
+    if args.json:
+        _dump(ds.raw, out)
+    else:
+        out.write(f"budget of {ds.id} changed\n")
+        _dataset_lines(ds, out)
+    return 0
+
+
+def _grant(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    quota: dict[str, str] | None = None
+    if (args.quota_epsilon is None) != (args.quota_delta is None):
+        sys.stderr.write("error: a quota needs both --quota-epsilon and --quota-delta\n")
+        return 2
+    if args.quota_epsilon is not None:
+        quota = {"epsilon": args.quota_epsilon, "delta": args.quota_delta}
+    result = client.grant(args.dataset, args.principal, quota=quota)
+    if args.json:
+        _dump(result, out)
+    else:
+        suffix = f" with quota {_eps_delta(quota)}" if quota else ""
+        out.write(f"granted {args.principal} on {args.dataset}{suffix}\n")
+    return 0
+
+
+def _grants_list(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    grants = client.grants(args.dataset)
+    if args.json:
+        _dump(grants, out)
+        return 0
+    rows: list[Sequence[str]] = [("principal", "quota", "quota spent", "granted by", "at")]
+    for g in grants:
+        spent = (g.get("quota_state") or {}).get("spent")
+        rows.append(
+            (
+                g["principal_id"],
+                _eps_delta(g.get("quota")),
+                _eps_delta(spent),
+                g.get("created_by", "-"),
+                g.get("created_at", "-"),
+            )
+        )
+    if len(rows) == 1:
+        out.write(f"no grants on {args.dataset}\n")
+    else:
+        _table(rows, out)
+    return 0
+
+
+def _grants_revoke(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    result = client.revoke_grant(args.dataset, args.principal)
+    if args.json:
+        _dump(result, out)
+    else:
+        out.write(f"revoked {args.principal}'s grant on {args.dataset}\n")
+    return 0
+
+
+def _organisation_id(client: OdometerClient, ref: str) -> str:
+    """An organisation named by id or by its exact name; an unknown or ambiguous reference is
+    an error, never a new organisation."""
+    found = client.organisations()
+    by_id = [str(o["id"]) for o in found if o["id"] == ref]
+    by_name = [str(o["id"]) for o in found if o["name"] == ref]
+    if by_id:
+        return by_id[0]
+    if len(by_name) == 1:
+        return by_name[0]
+    if by_name:
+        raise OdometerError(f"{len(by_name)} organisations are named {ref!r}: give its id")
+    raise OdometerError(f"no organisation {ref!r} (by id or name) is visible to this key")
+
+
+def _org_rows(orgs: Sequence[Mapping[str, Any]], out: TextIO) -> None:
+    rows: list[Sequence[str]] = [("id", "name", "cap", "spent", "reserved ε", "remaining")]
+    for o in orgs:
+        rows.append(
+            (
+                o["id"],
+                o["name"],
+                _eps_delta(o.get("cap")),
+                _eps_delta(o.get("spent")),
+                _text((o.get("reserved") or {}).get("epsilon")),
+                _eps_delta(o.get("remaining")),
+            )
+        )
+    _table(rows, out)
+
+
+def _orgs_list(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    orgs = client.organisations()
+    if args.json:
+        _dump(orgs, out)
+    else:
+        _org_rows(orgs, out)
+    return 0
+
+
+def _orgs_create(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    org = client.create_organisation(args.name)
+    if args.json:
+        _dump(org, out)
+    elif args.quiet:
+        out.write(f"{org['id']}\n")
+    else:
+        out.write(f"created organisation {org['id']} {org['name']!r}\n")
+    return 0
+
+
+def _orgs_cap(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    if args.remove == (args.epsilon is not None or args.delta is not None):
+        raise OdometerError("give --epsilon and --delta, or --remove")
+    if not args.remove and (args.epsilon is None or args.delta is None):
+        raise OdometerError("a cap needs both --epsilon and --delta")
+    org = client.set_organisation_cap(
+        _organisation_id(client, args.organisation), args.epsilon, args.delta
+    )
+    if args.json:
+        _dump(org, out)
+    else:
+        _org_rows([org], out)
+    return 0
+
+
+def _principals_list(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    principals = client.principals()
+    if args.json:
+        _dump(principals, out)
+        return 0
+    rows: list[Sequence[str]] = [("id", "name", "role", "organisation", "created")]
+    for p in principals:
+        rows.append(
+            (p["id"], p["name"], p["role"], _text(p.get("organisation_id")), p["created_at"])
+        )
+    _table(rows, out)
+    return 0
+
+
+def _principals_create(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    organisation = (
+        None if args.organisation is None else _organisation_id(client, args.organisation)
+    )
+    principal = client.create_principal(args.name, args.role, organisation_id=organisation)
+    if args.json:
+        _dump(principal, out)
+    elif args.quiet:
+        out.write(f"{principal['id']}\n")
+    else:
+        out.write(
+            f"created {principal['role']} {principal['id']} {principal['name']!r} "
+            f"in {_text(principal.get('organisation_id'))}\n"
+        )
+    return 0
+
+
+def _keys_issue(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    key = client.issue_key(args.principal, expires_at=args.expires_at)
+    if args.json:
+        _dump(key, out)
+        return 0
+    sys.stderr.write(
+        f"key {key['id']} for {key['principal_id']} (expires {_text(key.get('expires_at'))}); "
+        "shown once, the server keeps only its hash:\n"
+    )
+    out.write(f"{key['key']}\n")
+    return 0
+
+
+def _keys_revoke(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    result = client.revoke_key(args.key_id)
+    if args.json:
+        _dump(result, out)
+    else:
+        out.write(f"revoked key {result['id']} of {result['principal_id']}\n")
+    return 0
+
+
+def _export(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    count = client.export(args.dataset, args.output, args.format)
+    if args.json:
+        _dump({"dataset_id": args.dataset, "entries": count, "path": args.output}, out)
+    else:
+        out.write(f"wrote {count} entries of {args.dataset} to {args.output} ({args.format})\n")
+    return 0
+
+
+def _report(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    server_report = client.report(args.dataset)
+    if server_report is not None:
+        report = server_report
+    else:
+        ds = client.get_dataset(args.dataset)
+        report = summarize(ds.raw, list(client.ledger(ds, page_size=10_000)), verify=args.verify)
+        report["source"] = "client"
+    if report.get("source") != "client":
+        if args.json:
+            _dump(report, out)
+        else:
+            _server_report_lines(report, out)
+        return 0 if report["verification"]["ok"] else 1
+    if args.json:
+        _dump(report, out)
+        return 0
+    _dataset_lines(client.get_dataset(args.dataset), out)
+    ledger = report["ledger"]
+    out.write(f"\nledger: {ledger['entries']} entries; by kind:\n")
+    for kind, n in ledger["kinds"].items():
+        out.write(f"  {kind:<22} {n}\n")
+    out.write(f"refunded ε (settlements and cancellations): {report['refunded_epsilon']}\n")
+    if report["curve_charges"]:
+        out.write(f"curve-based charges (no scalar ε per entry): {report['curve_charges']}\n")
+    actors = report["actors"]
+    if actors:
+        out.write("\nper actor:\n")
+        rows: list[Sequence[str]] = [
+            (
+                "actor",
+                "invocations",
+                "rejected",
+                "settled",
+                "cancelled",
+                "net ε",
+                "net δ",
+                "refunded ε",
+            )
+        ]
+        for actor, row in actors.items():
+            rows.append(
+                (
+                    actor,
+                    str(row["invocations"]),
+                    str(row["rejected"]),
+                    str(row["settled"]),
+                    str(row["cancelled"]),
+                    row["epsilon"],
+                    row["delta"],
+                    row["refunded_epsilon"],
+                )
+            )
+        _table(rows, out)
+    verification = report.get("verification")
+    if verification is not None:
+        verdict = "OK" if verification["ok"] else "FAILED"
+        out.write(
+            f"\nreplay verification: {verdict} ({verification['entries']} entries, "
+            f"head {verification['head_hash']})\n"
+        )
+        for problem in verification["problems"]:
+            out.write(f"  problem: {problem}\n")
+        return 0 if verification["ok"] else 1
+    return 0
+
+
+def _amounts(obj: Mapping[str, Any] | None) -> str:
+    """Every scalar amount of a report field (ε, δ, ρ, μ²), exact as the server wrote it."""
+    return ", ".join(f"{k}={v}" for k, v in (obj or {}).items()) or "-"
+
+
+def _server_report_lines(report: Mapping[str, Any], out: TextIO) -> None:
+    """The server's report (``GET …/report``) as text: guarantee and status, refunds,
+    rejections, ledger summary, per-analyst totals, chain head and the replay verdict."""
+    ds, st, unit = report["dataset"], report["status"], report["series"]["unit"]
+    rows: list[Sequence[str]] = [
+        ("dataset", f"{ds['id']}  {ds['name']!r}"),
+        ("mode / relation", f"{ds['mode']} / {ds['relation']}"),
+        ("budget", _amounts(st.get("budget"))),
+        ("spent", _amounts(st.get("spent"))),
+        ("remaining", _amounts(st.get("remaining"))),
+        ("refunds (ODP savings)", _amounts(report["refunds"]["odp_savings"])),
+        ("refunds (all)", _amounts(report["refunds"]["total"])),
+    ]
+    rejections = report["rejections"]
+    levels = ", ".join(f"{k}: {n}" for k, n in rejections["by_level"].items())
+    rows.append(("rejections", f"{rejections['total']}" + (f" ({levels})" if levels else "")))
+    for name, value in rows:
+        out.write(f"{name + ':':<24}{value}\n")
+    for reason, n in rejections["by_reason"].items():
+        out.write(f"  {n:>5}  {reason}\n")
+    ledger = report["ledger"]
+    out.write(f"\nledger: {ledger['entries']} entries; by kind:\n")
+    for kind, n in ledger["kinds"].items():
+        out.write(f"  {kind:<22} {n}\n")
+    if report["analysts"]:
+        out.write(f"\nper analyst ({unit}):\n")
+        table: list[Sequence[str]] = [
+            (
+                "actor",
+                "name",
+                "accepted",
+                "reserved",
+                "rejected",
+                "settled",
+                "cancelled",
+                "charged",
+                "refunded",
+            )
+        ]
+        for a in report["analysts"]:
+            table.append(
+                (
+                    a["actor"],
+                    a["name"] or "-",
+                    *(str(a[k]) for k in ("accepted", "reserved", "rejected", "settled")),
+                    str(a["cancelled"]),
+                    a["charged"].get(unit, "0"),
+                    a["refunded"].get(unit, "0"),
+                )
+            )
+        _table(table, out)
+    head, verdict = report["chain_head"], report["verification"]
+    out.write(f"\nchain head: seq {head['seq']} {head['hash']}\n")
+    outcome = "OK" if verdict["ok"] else "FAILED"
+    out.write(f"replay verification: {outcome} ({verdict['entries']} entries)\n")
+    for problem in verdict["problems"]:
+        out.write(f"  problem: {problem}\n")
+
+
+# ---------------------------------------------------------------------------- wiring
+def _connection_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", help="server URL (default $ODOMETER_URL or http://127.0.0.1:8000)")
+    common.add_argument("--key", help="API key (default $ODOMETER_API_KEY)")
+    common.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    return common
+
+
+def _client_command(runner: Runner) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        out = sys.stdout
+        try:
+            with OdometerClient(args.url, args.key) as client:
+                return runner(args, client, out)
+        except ApiError as exc:
+            if args.json:
+                _dump({"status": exc.status_code, **exc.body}, sys.stderr)
+            else:
+                sys.stderr.write(f"error: {exc}\n")
+            return 1
+        except OdometerError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return 1
+
+    return run
+
+
+def register(sub: Any) -> None:
+    """Add the client subcommands to the ``odometer`` parser's subparsers."""
+    common = _connection_options()
+
+    datasets = sub.add_parser("datasets", help="create, list and show datasets (server)")
+    dsub = datasets.add_subparsers(dest="datasets_command", required=True)
+    create = dsub.add_parser("create", parents=[common], help="create a dataset")
+    create.add_argument("name")
+    create.add_argument("--epsilon", required=True)
+    create.add_argument("--delta", required=True)
+    create.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"])
+    create.add_argument("--mode", choices=["basic", "zcdp", "rdp", "gdp"])
+    create.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+    create.add_argument("--accounting", help='full accounting JSON, e.g. \'{"mode": "split", …}\'')
+    create.set_defaults(run=_client_command(_datasets_create))
+    lst = dsub.add_parser("list", parents=[common], help="datasets with their budget status")
+    lst.set_defaults(run=_client_command(_datasets_list))
+    show = dsub.add_parser("show", parents=[common], help="one dataset's budget status")
+    show.add_argument("dataset")
+    show.set_defaults(run=_client_command(_datasets_show))
+
+    budget = sub.add_parser("budget", help="change a dataset's budget (server)")
+    bsub = budget.add_subparsers(dest="budget_command", required=True)
+    bset = bsub.add_parser("set", parents=[common], help="new target (ε, δ)")
+    bset.add_argument("dataset")
+    bset.add_argument("--epsilon", required=True)
+    bset.add_argument("--delta", required=True)
+    bset.add_argument("--sub-budget", help="sub-budget of a split dataset")
+    bset.add_argument("--final-conversion-delta")
+    bset.set_defaults(run=_client_command(_budget_set))
+
+    grant = sub.add_parser("grant", parents=[common], help="grant an analyst a dataset (server)")
+    grant.add_argument("dataset")
+    grant.add_argument("principal")
+    grant.add_argument("--quota-epsilon", help="the analyst's quota ε inside this dataset")
+    grant.add_argument("--quota-delta", help="the analyst's quota δ (with --quota-epsilon)")
+    grant.set_defaults(run=_client_command(_grant))
+
+    grants = sub.add_parser("grants", help="list or revoke a dataset's grants (server)")
+    gsub = grants.add_subparsers(dest="grants_command", required=True)
+    glist = gsub.add_parser("list", parents=[common], help="principals granted a dataset")
+    glist.add_argument("dataset")
+    glist.set_defaults(run=_client_command(_grants_list))
+    grevoke = gsub.add_parser("revoke", parents=[common], help="withdraw a principal's grant")
+    grevoke.add_argument("dataset")
+    grevoke.add_argument("principal")
+    grevoke.set_defaults(run=_client_command(_grants_revoke))
+
+    orgs = sub.add_parser("orgs", help="organisations and their caps (server)")
+    osub = orgs.add_subparsers(dest="orgs_command", required=True)
+    olist = osub.add_parser("list", parents=[common], help="organisations with cap and spend")
+    olist.set_defaults(run=_client_command(_orgs_list))
+    ocreate = osub.add_parser("create", parents=[common], help="create an organisation (admin)")
+    ocreate.add_argument("name")
+    ocreate.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+    ocreate.set_defaults(run=_client_command(_orgs_create))
+    ocap = osub.add_parser("cap", parents=[common], help="set or remove an organisation's cap")
+    ocap.add_argument("organisation", help="the organisation's id or exact name")
+    ocap.add_argument("--epsilon")
+    ocap.add_argument("--delta")
+    ocap.add_argument("--remove", action="store_true", help="remove the cap")
+    ocap.set_defaults(run=_client_command(_orgs_cap))
+
+    principals = sub.add_parser("principals", help="list and create principals (server)")
+    psub = principals.add_subparsers(dest="principals_command", required=True)
+    plist = psub.add_parser("list", parents=[common], help="principals visible to the key")
+    plist.set_defaults(run=_client_command(_principals_list))
+    pcreate = psub.add_parser("create", parents=[common], help="create a principal")
+    pcreate.add_argument("name")
+    pcreate.add_argument(
+        "--role", required=True, choices=["curator", "analyst", "auditor", "admin"]
+    )
+    pcreate.add_argument(
+        "--organisation", help="id or exact name (default: the caller's organisation)"
+    )
+    pcreate.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+    pcreate.set_defaults(run=_client_command(_principals_create))
+
+    keys = sub.add_parser("keys", help="issue and revoke API keys (server)")
+    ksub = keys.add_subparsers(dest="keys_command", required=True)
+    kissue = ksub.add_parser("issue", parents=[common], help="a new key for a principal")
+    kissue.add_argument("principal", help="the principal's id")
+    kissue.add_argument("--expires-at", help="ISO 8601 time after which the key is refused")
+    kissue.set_defaults(run=_client_command(_keys_issue))
+    krevoke = ksub.add_parser("revoke", parents=[common], help="revoke a key at once")
+    krevoke.add_argument("key_id")
+    krevoke.set_defaults(run=_client_command(_keys_revoke))
+
+    export = sub.add_parser(
+        "export", parents=[common], help="stream a dataset's whole ledger to a file (server)"
+    )
+    export.add_argument("dataset")
+    export.add_argument("-o", "--output", required=True)
+    export.add_argument("--format", default="jsonl", choices=EXPORT_FORMATS)
+    export.set_defaults(run=_client_command(_export))
+
+    report = sub.add_parser(
+        "report", parents=[common], help="status, ledger summary and replay verification (server)"
+    )
+    report.add_argument("dataset")
+    report.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="skip the local replay (servers without a report route; the server always replays)",
+    )
+    report.set_defaults(run=_client_command(_report))
+
+
+# ---------------------------------------------------------------------------- the command line
+#: Entry-point group of commands other distributions add: ``verify`` (privacy-odometer-core)
+#: and the operator commands (the server).
+PLUGIN_GROUP = "odometer.commands"
+
+
+def _verify_missing(args: argparse.Namespace) -> int:
+    sys.stderr.write(
+        "odometer verify: the offline verifier is not installed: "
+        "pip install 'privacy-odometer-client[verify]'\n"
+    )
+    return 2
+
+
+def _add_plugins(sub: Any) -> None:
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        try:
+            entry.load()(sub)
+        except Exception as exc:  # a broken plug-in must not take the client commands down
+            sys.stderr.write(f"odometer: commands of {entry.value} unavailable: {exc}\n")
+    if "verify" not in sub.choices:
+        missing = sub.add_parser("verify", help="replay a ledger export (needs the verify extra)")
+        missing.add_argument("args", nargs=argparse.REMAINDER)
+        missing.set_defaults(run=_verify_missing)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``odometer``: the client commands and every installed plug-in's."""
+    parser = argparse.ArgumentParser(
+        prog="odometer", description="Command line of the privacy odometer service."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    register(sub)
+    _add_plugins(sub)
+    args = parser.parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

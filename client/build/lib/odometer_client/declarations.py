@@ -1,0 +1,222 @@
+"""Declarations from what analysts already have.
+
+Every helper returns a :class:`Mechanism`: the declaration's fields as Python values (exact
+``Decimal`` amounts, nested mechanisms), checked on construction against the server's contract
+(the committed OpenAPI document, :mod:`odometer_client.contract`), ready for
+``client.register`` / ``client.reserve``.
+
+Numbers may be ``Decimal``, ``int``, decimal text or ``float`` (read through ``repr``, as the
+server does). The adapters (:mod:`odometer_client.adapters`) read the binary floats of other
+libraries with *directed* rounding (:data:`UP`, :data:`DOWN`) so that a declaration is never
+less private than what the library states.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
+from typing import Any
+
+from odometer_client import contract
+
+Number = Decimal | int | float | str
+
+
+class Mechanism:
+    """A declaration the server accepts: ``type`` and its fields, read as attributes
+    (``d.dp_sgd(1.1, 0.01, epochs=3).steps == 300``); :meth:`to_json` is what is sent."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, **fields: Any) -> None:
+        object.__setattr__(self, "_fields", {k: v for k, v in fields.items() if v is not None})
+        problems = contract.check(contract.MECHANISM, self.to_json())
+        if problems:
+            raise ValueError(f"not a valid {fields.get('type')} declaration: {'; '.join(problems)}")
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._fields[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a declaration is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mechanism) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
+        return f"Mechanism({inner})"
+
+    @property
+    def type(self) -> str:
+        return str(self._fields["type"])
+
+    def to_json(self) -> dict[str, Any]:
+        """The declaration as the server reads it (amounts as decimal strings)."""
+        return {k: _json(v) for k, v in self._fields.items()}
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, Mechanism):
+        return value.to_json()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    return value
+
+
+def _d(value: Number) -> Decimal:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite number: {value!r}")
+        return Decimal(repr(value))
+    return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def pure_dp(epsilon: Number) -> Mechanism:
+    return Mechanism(type="pure_dp", epsilon=_d(epsilon))
+
+
+def approx_dp(epsilon: Number, delta: Number) -> Mechanism:
+    return Mechanism(type="approx_dp", epsilon=_d(epsilon), delta=_d(delta))
+
+
+def zcdp(rho: Number, *, xi: Number | None = None, delta: Number | None = None) -> Mechanism:
+    return Mechanism(
+        type="zcdp",
+        rho=_d(rho),
+        xi=None if xi is None else _d(xi),
+        delta=None if delta is None else _d(delta),
+    )
+
+
+def gaussian(sigma: Number, sensitivity: Number | None = None) -> Mechanism:
+    """Gaussian noise of standard deviation σ on a query of ℓ₂ sensitivity Δ (default 1)."""
+    return Mechanism(
+        type="gaussian",
+        sigma=_d(sigma),
+        sensitivity=None if sensitivity is None else _d(sensitivity),
+    )
+
+
+def laplace(scale: Number, sensitivity: Number | None = None) -> Mechanism:
+    """Laplace noise of scale b on a query of ℓ₁ sensitivity Δ (default 1): ε = Δ/b."""
+    return Mechanism(
+        type="laplace",
+        scale=_d(scale),
+        sensitivity=None if sensitivity is None else _d(sensitivity),
+    )
+
+
+def odp(cells: Mapping[str, Number], delta: Number | None = None) -> Mechanism:
+    """An output-dependent partition: cell name → ε of outputs in that cell, and one δ."""
+    return Mechanism(
+        type="odp",
+        cells=[{"name": name, "epsilon": _d(eps)} for name, eps in cells.items()],
+        delta=None if delta is None else _d(delta),
+    )
+
+
+def svt(epsilon1: Number, epsilon2: Number, c: int) -> Mechanism:
+    """Sparse vector with at most ``c`` ⊤ answers; settle to cell ``f"tops={k}"`` where k
+    is the number of ⊤ answers released (cell ε = ε₁ + (k/c)·ε₂)."""
+    return Mechanism(type="svt", epsilon1=_d(epsilon1), epsilon2=_d(epsilon2), c=c)
+
+
+def subsampled(
+    mechanism: Mechanism,
+    *,
+    rate: Number | None = None,
+    m_of: tuple[int, int] | None = None,
+) -> Mechanism:
+    """``mechanism`` on a Poisson subsample of rate q (``rate=q``; add/remove datasets) or on
+    m records drawn without replacement out of n (``m_of=(m, n)``; replace-one datasets)."""
+    if (rate is None) == (m_of is None):
+        raise ValueError("give exactly one of rate (Poisson) or m_of=(m, n) (without replacement)")
+    if rate is not None:
+        return Mechanism(type="subsampled", scheme="poisson", rate=_d(rate), mechanism=mechanism)
+    assert m_of is not None
+    return Mechanism(
+        type="subsampled",
+        scheme="without_replacement",
+        m=m_of[0],
+        n=m_of[1],
+        mechanism=mechanism,
+    )
+
+
+def composed(*mechanisms: Mechanism, count: int | None = None) -> Mechanism:
+    """Non-adaptive composition inside one invocation: several mechanisms, or one mechanism
+    repeated ``count`` times."""
+    if count is not None:
+        if len(mechanisms) != 1:
+            raise ValueError("count repeats exactly one mechanism")
+        return Mechanism(type="composed", mechanism=mechanisms[0], count=count)
+    if not mechanisms:
+        raise ValueError("compose at least one mechanism")
+    return Mechanism(type="composed", mechanisms=list(mechanisms))
+
+
+def dp_sgd(
+    noise_multiplier: Number,
+    sample_rate: Number | None = None,
+    steps: int | None = None,
+    epochs: Number | None = None,
+    dataset_size: int | None = None,
+    batch_size: int | None = None,
+    delta: Number | None = None,
+) -> Mechanism:
+    """DP-SGD as Opacus users state it.
+
+    - ``noise_multiplier`` σ: noise std divided by the clipping norm (Opacus
+      ``noise_multiplier``);
+    - ``sample_rate`` q: the Poisson sampling rate; if omitted, ``batch_size / dataset_size``
+      (Opacus ``sample_rate = 1 / len(data_loader)`` for an expected batch size);
+    - ``steps``: the number of noisy steps; if omitted, ``epochs × ⌈1/q⌉`` (with dataset and
+      batch size: ``epochs × ⌈dataset_size / batch_size⌉``), rounded **up** to a whole step —
+      never fewer steps than Opacus' ``int(epochs / sample_rate)``;
+    - ``delta``: the δ at which ``basic`` mode converts the run (ignored by RDP-based modes).
+    """
+    if sample_rate is None:
+        if dataset_size is None or batch_size is None:
+            raise ValueError("give sample_rate, or both dataset_size and batch_size")
+        if not 0 < batch_size <= dataset_size:
+            raise ValueError("need 0 < batch_size ≤ dataset_size")
+        q = UP.divide(Decimal(batch_size), Decimal(dataset_size))  # rounded up
+    else:
+        q = _d(sample_rate)
+    if steps is None:
+        if epochs is None:
+            raise ValueError("give steps, or epochs (steps = epochs × ⌈1/sample_rate⌉)")
+        if dataset_size is not None and batch_size is not None:
+            per_epoch = -(-dataset_size // batch_size)
+        else:
+            if q <= 0:
+                raise ValueError("sample_rate must be > 0")
+            per_epoch = math.ceil(Decimal(1) / q)
+        steps = math.ceil(_d(epochs) * per_epoch)
+    elif epochs is not None:
+        raise ValueError("give steps or epochs, not both")
+    return Mechanism(
+        type="dp_sgd",
+        noise_multiplier=_d(noise_multiplier),
+        sample_rate=q,
+        steps=steps,
+        delta=None if delta is None else _d(delta),
+    )
+
+
+# ---------------------------------------------------------------------------- rounding
+#: 17 significant digits rounded up / down: binary floats read towards less privacy.
+UP = Context(prec=17, rounding=ROUND_CEILING)
+DOWN = Context(prec=17, rounding=ROUND_FLOOR)

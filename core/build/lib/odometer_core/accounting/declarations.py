@@ -1,0 +1,820 @@
+"""Invocation declarations: what an analyst says will run, before it runs.
+
+Every kind is an immutable, validated dataclass with a canonical JSON form. Parsing goes
+through a **closed registry** (:data:`KINDS`): a payload's ``"type"`` selects one of the
+classes below and nothing else is ever imported or constructed from a payload. A stored
+``type`` never changes meaning; a new meaning gets a new kind.
+
+The declarations say *what ran*; how it is counted lives in the modes of
+:mod:`odometer_core.accounting.modes`, reached through :mod:`odometer_core.accounting.filters`
+(events kept apart from
+accountants, as in Google's ``dp_accounting``).
+
+Output-dependent (ODP) kinds — ``odp`` and the templates ``svt``, ``ptr``, ``iterative`` and
+``tested_release`` — expose :meth:`OdpCapable.partition`: the named cells with their ε and the
+single δ of the partition (Hartmann et al. 2022, Definition 2).
+
+The module is long (about 800 lines) because it is one closed registry: each kind's validation,
+bounds and canonical JSON sit next to the parser that is the only way to build it, so that no
+kind can be constructed from a payload without passing through them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from itertools import pairwise
+from typing import Any, ClassVar, Final, Literal
+
+from odometer_core.accounting.exact import (
+    ONE,
+    UP,
+    ZERO,
+    AmountError,
+    add_up,
+    fmt,
+    mul_up,
+    parse_amount,
+)
+
+# ---------------------------------------------------------------------------- limits
+#: "Absurd sizes" are rejected; these bounds keep every computation
+#: finite and every payload small.
+MAX_PRIVACY_PARAMETER: Final = Decimal(10) ** 6  # ε, ρ, ξ, μ, τ
+MAX_MECHANISM_PARAMETER: Final = Decimal(10) ** 12  # σ, b, Δ
+MAX_CELLS: Final = 1024
+MAX_CURVE_POINTS: Final = 256
+MAX_COMPOSED_ITEMS: Final = 256
+MAX_COUNT: Final = 10**7
+MAX_STEPS: Final = 10**7
+MAX_DEPTH: Final = 4
+MAX_POPULATION: Final = 10**12
+MAX_ORDER: Final = Decimal(10) ** 6
+CELL_NAME: Final = re.compile(r"^[A-Za-z0-9_.:=+\-]{1,64}$")
+
+Relation = Literal["add_remove", "replace_one"]
+RELATIONS: Final[tuple[str, ...]] = ("add_remove", "replace_one")
+
+
+class DeclarationError(ValueError):
+    """A declaration is malformed, out of range, or not valid for the dataset (→ HTTP 422)."""
+
+    def __init__(self, detail: str, *, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.field = field
+
+
+# ---------------------------------------------------------------------------- field parsing
+def _amount(
+    params: Mapping[str, Any],
+    name: str,
+    *,
+    default: Decimal | None = None,
+    upper: Decimal = MAX_PRIVACY_PARAMETER,
+    positive: bool = False,
+    below_one: bool = False,
+) -> Decimal:
+    if name not in params:
+        if default is None:
+            raise DeclarationError(f"missing field '{name}'", field=name)
+        return default
+    try:
+        d = parse_amount(params[name], name)
+    except AmountError as exc:
+        raise DeclarationError(str(exc), field=name) from None
+    if d < 0:
+        raise DeclarationError(f"{name} must be ≥ 0, got {fmt(d)}", field=name)
+    if positive and d == 0:
+        raise DeclarationError(f"{name} must be > 0", field=name)
+    if below_one and d >= 1:
+        raise DeclarationError(f"{name} must be < 1, got {fmt(d)}", field=name)
+    if d > upper:
+        raise DeclarationError(f"{name} must be ≤ {fmt(upper)}, got {fmt(d)}", field=name)
+    return d
+
+
+def _integer(params: Mapping[str, Any], name: str, *, lower: int, upper: int) -> int:
+    if name not in params:
+        raise DeclarationError(f"missing field '{name}'", field=name)
+    v = params[name]
+    if isinstance(v, bool):
+        raise DeclarationError(f"{name} must be an integer", field=name)
+    if isinstance(v, str) and re.fullmatch(r"[0-9]{1,15}", v.strip()):
+        v = int(v)
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
+        v = int(v)
+    if not isinstance(v, int):
+        raise DeclarationError(f"{name} must be an integer", field=name)
+    if not lower <= v <= upper:
+        raise DeclarationError(f"{name} must be in [{lower}, {upper}], got {v}", field=name)
+    return v
+
+
+def _only(params: Mapping[str, Any], allowed: Sequence[str], kind: str) -> None:
+    unknown = sorted(set(params) - set(allowed) - {"type"})
+    if unknown:
+        raise DeclarationError(f"unknown field(s) for '{kind}': {', '.join(unknown)}")
+
+
+def _list(params: Mapping[str, Any], name: str, limit: int) -> list[Any]:
+    v = params.get(name)
+    if not isinstance(v, list):
+        raise DeclarationError(f"{name} must be a list", field=name)
+    if not v:
+        raise DeclarationError(f"{name} must not be empty", field=name)
+    if len(v) > limit:
+        raise DeclarationError(f"{name} has more than {limit} entries", field=name)
+    return v
+
+
+# ---------------------------------------------------------------------------- base classes
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """Base of every kind. Subclasses set :attr:`kind` and implement the codec."""
+
+    kind: ClassVar[str] = ""
+
+    def to_json(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> Declaration:  # pragma: no cover
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class OdpPartition:
+    """An ODP partition (Hartmann et al. 2022, Definition 2): named cells, each with ε_k, one δ.
+
+    The mechanism is then (max_k ε_k, δ)-DP (Lemma 4), and in a basic-composition filter the
+    realised cell's ε_k is the charge (Hartmann et al. 2022, Theorem 7 and Algorithm 1 line 14).
+    """
+
+    cells: tuple[tuple[str, Decimal], ...]
+    delta: Decimal
+
+    @property
+    def worst_epsilon(self) -> Decimal:
+        """sup_k ε_k: the (ε, δ)-DP guarantee of the whole mechanism (Lemma 4)."""
+        return max(e for _, e in self.cells)
+
+    def epsilon_of(self, cell: str) -> Decimal | None:
+        """ε of the named cell, or ``None`` when the cell was not declared."""
+        for name, eps in self.cells:
+            if name == cell:
+                return eps
+        return None
+
+
+class OdpCapable:
+    """Mixin for kinds with an output-dependent partition."""
+
+    def partition(self) -> OdpPartition:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------- plain kinds
+@dataclass(frozen=True, slots=True)
+class PureDP(Declaration):
+    """ε-DP (Dwork–McSherry–Nissim–Smith 2006)."""
+
+    kind: ClassVar[str] = "pure_dp"
+    epsilon: Decimal
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "epsilon": fmt(self.epsilon)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> PureDP:
+        _only(params, ["epsilon"], cls.kind)
+        return cls(_amount(params, "epsilon"))
+
+
+@dataclass(frozen=True, slots=True)
+class ApproxDP(Declaration):
+    """(ε, δ)-DP (Dwork–Kenthapadi–McSherry–Mironov–Naor 2006)."""
+
+    kind: ClassVar[str] = "approx_dp"
+    epsilon: Decimal
+    delta: Decimal
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "epsilon": fmt(self.epsilon), "delta": fmt(self.delta)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> ApproxDP:
+        _only(params, ["epsilon", "delta"], cls.kind)
+        return cls(_amount(params, "epsilon"), _amount(params, "delta", below_one=True))
+
+
+@dataclass(frozen=True, slots=True)
+class ZCDP(Declaration):
+    """(ξ, ρ)-zCDP, δ-approximate when δ > 0 (Bun–Steinke 2016, Def. 1.1 and §8)."""
+
+    kind: ClassVar[str] = "zcdp"
+    rho: Decimal
+    xi: Decimal = ZERO
+    delta: Decimal = ZERO
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "rho": fmt(self.rho),
+            "xi": fmt(self.xi),
+            "delta": fmt(self.delta),
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> ZCDP:
+        _only(params, ["rho", "xi", "delta"], cls.kind)
+        return cls(
+            _amount(params, "rho"),
+            _amount(params, "xi", default=ZERO),
+            _amount(params, "delta", default=ZERO, below_one=True),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RDPCurve(Declaration):
+    """An RDP curve known at finitely many orders only (Mironov 2017, Def. 4).
+
+    Orders must be strictly increasing and > 1; values non-negative and non-decreasing (RDP is
+    non-decreasing in α, Mironov 2017 Prop. 9 / van Erven–Harremoës Thm 3) — a curve that
+    decreases is not a valid RDP bound and is rejected rather than repaired.
+    """
+
+    kind: ClassVar[str] = "rdp"
+    orders: tuple[Decimal, ...]
+    values: tuple[Decimal, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "orders": [fmt(a) for a in self.orders],
+            "values": [fmt(v) for v in self.values],
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> RDPCurve:
+        _only(params, ["orders", "values"], cls.kind)
+        raw_orders = _list(params, "orders", MAX_CURVE_POINTS)
+        raw_values = _list(params, "values", MAX_CURVE_POINTS)
+        if len(raw_orders) != len(raw_values):
+            raise DeclarationError("orders and values must have the same length")
+        orders = tuple(_amount({"order": a}, "order", upper=MAX_ORDER) for a in raw_orders)
+        values = tuple(_amount({"value": v}, "value") for v in raw_values)
+        for a in orders:
+            if a <= 1:
+                raise DeclarationError(f"RDP orders must be > 1, got {fmt(a)}", field="orders")
+        for prev, nxt in pairwise(orders):
+            if nxt <= prev:
+                raise DeclarationError("RDP orders must be strictly increasing", field="orders")
+        for prev, nxt in pairwise(values):
+            if nxt < prev:
+                raise DeclarationError(
+                    "RDP values must be non-decreasing in the order (RDP is monotone in α)",
+                    field="values",
+                )
+        return cls(orders, values)
+
+
+@dataclass(frozen=True, slots=True)
+class GDP(Declaration):
+    """μ-Gaussian DP (Dong–Roth–Su 2019, Def. 2.6)."""
+
+    kind: ClassVar[str] = "gdp"
+    mu: Decimal
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "mu": fmt(self.mu)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> GDP:
+        _only(params, ["mu"], cls.kind)
+        return cls(_amount(params, "mu"))
+
+
+@dataclass(frozen=True, slots=True)
+class MCDP(Declaration):
+    """(μ, τ)-mean-concentrated DP (Dwork–Rothblum 2016).
+
+    Implies (μ − τ²/2, τ²/2)-zCDP (Bun–Steinke 2016, Lemma 4.2); see
+    :func:`odometer_core.accounting.conversions.mcdp_to_zcdp`.
+    """
+
+    kind: ClassVar[str] = "mcdp"
+    mu: Decimal
+    tau: Decimal
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "mu": fmt(self.mu), "tau": fmt(self.tau)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> MCDP:
+        _only(params, ["mu", "tau"], cls.kind)
+        return cls(_amount(params, "mu"), _amount(params, "tau"))
+
+
+@dataclass(frozen=True, slots=True)
+class Gaussian(Declaration):
+    """Gaussian mechanism with noise std σ and ℓ₂ sensitivity Δ.
+
+    ρ = Δ²/(2σ²) (Bun–Steinke 2016 Prop. 1.6), μ = Δ/σ (Dong–Roth–Su 2019 Thm 2.7),
+    RDP αΔ²/(2σ²) (Mironov 2017 Prop. 7), exact (ε, δ) by Balle–Wang 2018 Thm 8.
+    """
+
+    kind: ClassVar[str] = "gaussian"
+    sigma: Decimal
+    sensitivity: Decimal = ONE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "sigma": fmt(self.sigma), "sensitivity": fmt(self.sensitivity)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> Gaussian:
+        _only(params, ["sigma", "sensitivity"], cls.kind)
+        return cls(
+            _amount(params, "sigma", upper=MAX_MECHANISM_PARAMETER),
+            _amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
+        )
+
+    @property
+    def ratio(self) -> Decimal:
+        """Δ/σ (∞ when σ = 0 and Δ > 0; 0 when Δ = 0)."""
+        if self.sensitivity == 0:
+            return ZERO
+        if self.sigma == 0:
+            return Decimal("Infinity")
+        return UP.divide(self.sensitivity, self.sigma)
+
+
+@dataclass(frozen=True, slots=True)
+class Laplace(Declaration):
+    """Laplace mechanism with scale b and ℓ₁ sensitivity Δ: ε = Δ/b (Dwork et al. 2006);
+    exact RDP curve by Mironov 2017 Prop. 6."""
+
+    kind: ClassVar[str] = "laplace"
+    scale: Decimal
+    sensitivity: Decimal = ONE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "scale": fmt(self.scale), "sensitivity": fmt(self.sensitivity)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> Laplace:
+        _only(params, ["scale", "sensitivity"], cls.kind)
+        return cls(
+            _amount(params, "scale", upper=MAX_MECHANISM_PARAMETER),
+            _amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
+        )
+
+    @property
+    def epsilon(self) -> Decimal:
+        """ε = Δ/b, rounded up (∞ when b = 0 < Δ)."""
+        if self.sensitivity == 0:
+            return ZERO
+        if self.scale == 0:
+            return Decimal("Infinity")
+        return UP.divide(self.sensitivity, self.scale)
+
+
+@dataclass(frozen=True, slots=True)
+class RandomizedResponse(Declaration):
+    """Binary randomized response with parameter ε (Warner 1965): ε-DP, and its RDP curve is
+    exactly the tight pure-DP curve (Steinke 2024, Thm 4)."""
+
+    kind: ClassVar[str] = "randomized_response"
+    epsilon: Decimal
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "epsilon": fmt(self.epsilon)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> RandomizedResponse:
+        _only(params, ["epsilon"], cls.kind)
+        return cls(_amount(params, "epsilon"))
+
+
+@dataclass(frozen=True, slots=True)
+class Exponential(Declaration):
+    """Exponential mechanism with privacy parameter ε (McSherry–Talwar 2007): ε-DP and
+    ε-bounded-range, hence ε²/8-zCDP (Cesar–Rogers 2021, Lemma 3.2)."""
+
+    kind: ClassVar[str] = "exponential"
+    epsilon: Decimal
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "epsilon": fmt(self.epsilon)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> Exponential:
+        _only(params, ["epsilon"], cls.kind)
+        return cls(_amount(params, "epsilon"))
+
+
+# ---------------------------------------------------------------------------- ODP kinds
+@dataclass(frozen=True, slots=True)
+class ODP(Declaration, OdpCapable):
+    """An explicit ODP partition: named cells with ε_k and one δ (Hartmann et al. 2022,
+    Definition 2)."""
+
+    kind: ClassVar[str] = "odp"
+    cells: tuple[tuple[str, Decimal], ...]
+    delta: Decimal = ZERO
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "cells": [{"name": n, "epsilon": fmt(e)} for n, e in self.cells],
+            "delta": fmt(self.delta),
+        }
+
+    def partition(self) -> OdpPartition:
+        return OdpPartition(self.cells, self.delta)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> ODP:
+        _only(params, ["cells", "delta"], cls.kind)
+        raw = _list(params, "cells", MAX_CELLS)
+        cells: list[tuple[str, Decimal]] = []
+        seen: set[str] = set()
+        for item in raw:
+            if not isinstance(item, Mapping):
+                raise DeclarationError("each cell must be an object {name, epsilon}", field="cells")
+            _only(item, ["name", "epsilon"], "cell")
+            name = item.get("name")
+            if not isinstance(name, str) or not CELL_NAME.match(name):
+                raise DeclarationError(
+                    "cell names must match [A-Za-z0-9_.:=+-]{1,64}", field="cells"
+                )
+            if name in seen:
+                raise DeclarationError(f"duplicate cell name '{name}'", field="cells")
+            seen.add(name)
+            cells.append((name, _amount(item, "epsilon")))
+        return cls(tuple(cells), _amount(params, "delta", default=ZERO, below_one=True))
+
+
+@dataclass(frozen=True, slots=True)
+class SVT(Declaration, OdpCapable):
+    """Sparse vector technique with at most c ⊤ answers (Hartmann et al. 2022, Algorithm 2).
+
+    Lemma 8: the cell of outputs with exactly c' ⊤ answers has ε(c') = ε₁ + (c'/c)·ε₂, and the
+    mechanism is ODP with δ = 0. Cells are named ``tops=c'`` for c' = 0..c.
+    """
+
+    kind: ClassVar[str] = "svt"
+    epsilon1: Decimal
+    epsilon2: Decimal
+    c: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "epsilon1": fmt(self.epsilon1),
+            "epsilon2": fmt(self.epsilon2),
+            "c": self.c,
+        }
+
+    def partition(self) -> OdpPartition:
+        cells = tuple(
+            (
+                f"tops={k}",
+                add_up(
+                    self.epsilon1, UP.divide(mul_up(Decimal(k), self.epsilon2), Decimal(self.c))
+                ),
+            )
+            for k in range(self.c + 1)
+        )
+        return OdpPartition(cells, ZERO)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> SVT:
+        _only(params, ["epsilon1", "epsilon2", "c"], cls.kind)
+        return cls(
+            _amount(params, "epsilon1"),
+            _amount(params, "epsilon2"),
+            _integer(params, "c", lower=1, upper=MAX_CELLS - 1),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PTR(Declaration, OdpCapable):
+    """Propose-test-release (Hartmann et al. 2022, Definition 9 and Lemma 10).
+
+    ``tests = 1``: one (ε, δ)-PTR function — released value cell 2ε, ⊥ cell ε (Def. 9 with
+    the ε-DP release). ``tests = 2``: the IQR construction of Lemma 10 — value 3ε, ⊥ 2ε. δ is
+    the PTR function's δ and is charged in full.
+    """
+
+    kind: ClassVar[str] = "ptr"
+    epsilon: Decimal
+    delta: Decimal
+    tests: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "epsilon": fmt(self.epsilon),
+            "delta": fmt(self.delta),
+            "tests": self.tests,
+        }
+
+    def partition(self) -> OdpPartition:
+        t = Decimal(self.tests)
+        return OdpPartition(
+            (("value", mul_up(t + 1, self.epsilon)), ("bottom", mul_up(t, self.epsilon))),
+            self.delta,
+        )
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> PTR:
+        _only(params, ["epsilon", "delta", "tests"], cls.kind)
+        tests = _integer(params, "tests", lower=1, upper=2) if "tests" in params else 1
+        return cls(_amount(params, "epsilon"), _amount(params, "delta", below_one=True), tests)
+
+
+@dataclass(frozen=True, slots=True)
+class Iterative(Declaration, OdpCapable):
+    """Iterative mechanism with data-dependent early stopping (Hartmann et al. 2022,
+    Algorithm 3, Lemma 11).
+
+    Each step is (ε_step, δ_step)-DP; the run may stop at the declared points k_1 < … < k_n.
+    With COMP = basic composition, stopping point k has ε^k = k·ε_step and δ^k = k·δ_step, and
+    Lemma 11 makes the whole mechanism ODP with cells ``stop=k`` (ε^k) and
+    δ = Σ_i δ^{k_i} — summed over **all** potential stopping points, reserved in full.
+    """
+
+    kind: ClassVar[str] = "iterative"
+    step_epsilon: Decimal
+    step_delta: Decimal
+    stopping_points: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "step_epsilon": fmt(self.step_epsilon),
+            "step_delta": fmt(self.step_delta),
+            "stopping_points": list(self.stopping_points),
+        }
+
+    def partition(self) -> OdpPartition:
+        cells = tuple(
+            (f"stop={k}", mul_up(Decimal(k), self.step_epsilon)) for k in self.stopping_points
+        )
+        delta = add_up(*(mul_up(Decimal(k), self.step_delta) for k in self.stopping_points))
+        return OdpPartition(cells, delta)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> Iterative:
+        _only(params, ["step_epsilon", "step_delta", "stopping_points"], cls.kind)
+        raw = _list(params, "stopping_points", MAX_CELLS)
+        points = tuple(
+            _integer({"stopping_point": k}, "stopping_point", lower=1, upper=MAX_STEPS) for k in raw
+        )
+        for prev, nxt in pairwise(points):
+            if nxt <= prev:
+                raise DeclarationError(
+                    "stopping_points must be strictly increasing", field="stopping_points"
+                )
+        part = cls(
+            _amount(params, "step_epsilon"),
+            _amount(params, "step_delta", below_one=True),
+            points,
+        )
+        if part.partition().delta >= 1:
+            raise DeclarationError("the summed δ over all stopping points must be < 1")
+        return part
+
+
+@dataclass(frozen=True, slots=True)
+class TestedRelease(Declaration, OdpCapable):
+    """Output perturbation with a DP quality test (Hartmann et al. 2022, Algorithm 5, Corollary 18).
+
+    Cells ``released`` (ε₁) and ``bottom`` (ε₂, the ⊥ answer), valid when ε₁ ≥ ε₂; one δ.
+    """
+
+    kind: ClassVar[str] = "tested_release"
+    epsilon_release: Decimal
+    epsilon_bottom: Decimal
+    delta: Decimal = ZERO
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "epsilon_release": fmt(self.epsilon_release),
+            "epsilon_bottom": fmt(self.epsilon_bottom),
+            "delta": fmt(self.delta),
+        }
+
+    def partition(self) -> OdpPartition:
+        return OdpPartition(
+            (("released", self.epsilon_release), ("bottom", self.epsilon_bottom)), self.delta
+        )
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> TestedRelease:
+        _only(params, ["epsilon_release", "epsilon_bottom", "delta"], cls.kind)
+        decl = cls(
+            _amount(params, "epsilon_release"),
+            _amount(params, "epsilon_bottom"),
+            _amount(params, "delta", default=ZERO, below_one=True),
+        )
+        if decl.epsilon_bottom > decl.epsilon_release:
+            raise DeclarationError("Corollary 18 needs epsilon_release ≥ epsilon_bottom")
+        return decl
+
+
+# ---------------------------------------------------------------------------- wrappers
+@dataclass(frozen=True, slots=True)
+class Subsampled(Declaration):
+    """An inner mechanism run on a random subsample.
+
+    ``poisson`` with rate q needs the add/remove relation; ``without_replacement`` (m of n)
+    needs replace-one (Balle–Barthe–Gaboardi 2018). The inner kind may not be an ODP kind
+    (its cells describe the inner output space, not amplified probabilities).
+    """
+
+    kind: ClassVar[str] = "subsampled"
+    scheme: Literal["poisson", "without_replacement"]
+    mechanism: Declaration
+    rate: Decimal | None = None
+    m: int | None = None
+    n: int | None = None
+
+    @property
+    def gamma(self) -> Decimal:
+        """The sampling probability q (Poisson) or m/n (without replacement)."""
+        if self.scheme == "poisson":
+            assert self.rate is not None
+            return self.rate
+        assert self.m is not None and self.n is not None
+        return UP.divide(Decimal(self.m), Decimal(self.n))
+
+    @property
+    def required_relation(self) -> Relation:
+        """The neighbouring relation under which the amplification theorem holds."""
+        return "add_remove" if self.scheme == "poisson" else "replace_one"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind, "scheme": self.scheme}
+        if self.scheme == "poisson":
+            assert self.rate is not None
+            out["rate"] = fmt(self.rate)
+        else:
+            out["m"] = self.m
+            out["n"] = self.n
+        out["mechanism"] = self.mechanism.to_json()
+        return out
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> Subsampled:
+        scheme = params.get("scheme")
+        if scheme == "poisson":
+            _only(params, ["scheme", "rate", "mechanism"], cls.kind)
+            rate = _amount(params, "rate", upper=ONE)
+            inner = _parse(params.get("mechanism"), depth + 1)
+            decl = cls("poisson", inner, rate=rate)
+        elif scheme == "without_replacement":
+            _only(params, ["scheme", "m", "n", "mechanism"], cls.kind)
+            n = _integer(params, "n", lower=1, upper=MAX_POPULATION)
+            m = _integer(params, "m", lower=0, upper=n)
+            inner = _parse(params.get("mechanism"), depth + 1)
+            decl = cls("without_replacement", inner, m=m, n=n)
+        else:
+            raise DeclarationError(
+                "scheme must be 'poisson' or 'without_replacement'", field="scheme"
+            )
+        if isinstance(inner, OdpCapable):
+            raise DeclarationError("an ODP partition cannot be subsampled", field="mechanism")
+        return decl
+
+
+@dataclass(frozen=True, slots=True)
+class Composed(Declaration):
+    """Non-adaptive composition of a fixed list of mechanisms inside one invocation.
+
+    Items are (declaration, count) pairs: ``{"mechanisms": [...]}`` gives count 1 each,
+    ``{"mechanism": ..., "count": k}`` one item with count k. ODP kinds cannot be composed
+    (their cell would be a product space; declare them as separate invocations).
+    """
+
+    kind: ClassVar[str] = "composed"
+    items: tuple[tuple[Declaration, int], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        if len(self.items) == 1 and self.items[0][1] != 1:
+            decl, count = self.items[0]
+            return {"type": self.kind, "mechanism": decl.to_json(), "count": count}
+        out: list[dict[str, Any]] = []
+        for decl, count in self.items:
+            out.extend([decl.to_json()] * count)
+        return {"type": self.kind, "mechanisms": out}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> Composed:
+        if "mechanisms" in params:
+            _only(params, ["mechanisms"], cls.kind)
+            raw = _list(params, "mechanisms", MAX_COMPOSED_ITEMS)
+            items = tuple((_parse(r, depth + 1), 1) for r in raw)
+        else:
+            _only(params, ["mechanism", "count"], cls.kind)
+            inner = _parse(params.get("mechanism"), depth + 1)
+            items = ((inner, _integer(params, "count", lower=1, upper=MAX_COUNT)),)
+        for decl, _ in items:
+            if isinstance(decl, OdpCapable):
+                raise DeclarationError(
+                    "ODP partitions cannot be composed inside one invocation", field="mechanisms"
+                )
+        return cls(items)
+
+
+@dataclass(frozen=True, slots=True)
+class DPSGD(Declaration):
+    """DP-SGD (Abadi et al. 2016): ``steps`` Poisson-subsampled Gaussian steps, sample rate q,
+    noise multiplier σ (std / clipping norm), as Opacus users state them.
+
+    ``delta`` is the δ at which ``basic`` mode converts the run to one (ε, δ) charge (PLD,
+    tight for this fixed schedule); RDP-based modes charge the exact Mironov–Talwar–Zhang 2019
+    curve × steps and ignore it.
+    """
+
+    kind: ClassVar[str] = "dp_sgd"
+    noise_multiplier: Decimal
+    sample_rate: Decimal
+    steps: int
+    delta: Decimal | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.kind,
+            "noise_multiplier": fmt(self.noise_multiplier),
+            "sample_rate": fmt(self.sample_rate),
+            "steps": self.steps,
+        }
+        if self.delta is not None:
+            out["delta"] = fmt(self.delta)
+        return out
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> DPSGD:
+        _only(params, ["noise_multiplier", "sample_rate", "steps", "delta"], cls.kind)
+        delta = (
+            _amount(params, "delta", below_one=True, positive=True) if "delta" in params else None
+        )
+        return cls(
+            _amount(params, "noise_multiplier", upper=MAX_MECHANISM_PARAMETER, positive=True),
+            _amount(params, "sample_rate", upper=ONE, positive=True),
+            _integer(params, "steps", lower=1, upper=MAX_STEPS),
+            delta,
+        )
+
+
+#: The closed registry: the only classes a payload can name.
+KINDS: Final[dict[str, type[Declaration]]] = {
+    cls.kind: cls
+    for cls in (
+        PureDP,
+        ApproxDP,
+        ZCDP,
+        RDPCurve,
+        GDP,
+        MCDP,
+        Gaussian,
+        Laplace,
+        RandomizedResponse,
+        Exponential,
+        ODP,
+        SVT,
+        PTR,
+        Iterative,
+        TestedRelease,
+        Subsampled,
+        Composed,
+        DPSGD,
+    )
+}
+
+
+def _parse(obj: object, depth: int) -> Declaration:
+    if depth > MAX_DEPTH:
+        raise DeclarationError(f"declarations may nest at most {MAX_DEPTH} levels")
+    if not isinstance(obj, Mapping):
+        raise DeclarationError("a mechanism must be a JSON object with a 'type'")
+    kind = obj.get("type")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise DeclarationError(
+            f"unknown mechanism type {kind!r}; expected one of {', '.join(sorted(KINDS))}",
+            field="type",
+        )
+    return KINDS[kind].from_params(obj, depth)
+
+
+def parse_declaration(obj: object) -> Declaration:
+    """Validate a JSON object and build its declaration (closed registry, no imports).
+
+    Raises :class:`DeclarationError` with a message that names the offending field.
+    """
+    return _parse(obj, 0)

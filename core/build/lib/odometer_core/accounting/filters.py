@@ -1,0 +1,310 @@
+"""Privacy filters: the dispatch from a dataset's configuration to its mode.
+
+Every mode lives in one module of :mod:`odometer_core.accounting.modes` (configuration, state,
+charge,
+admission, settle/cancel, budget change, status, codec); this module is the small, uniform
+front the rest of the service uses. :func:`admit` is a **pure** function of (configuration,
+state, declaration) returning a :class:`Decision` with the new state; :func:`settle` and
+:func:`cancel` finish ODP reservations in ``basic`` mode (and ``basic`` sub-budgets);
+:func:`change_budget` moves a dataset's target. States are O(1) (O(|Λ|) in ``rdp``), updated
+incrementally, and serialise losslessly, so a ledger replays to the exact same state.
+
+Each filter halts *before* an invocation whose predictable cost would cross the budget, so it is
+valid under full adaptivity; the guarantee of each mode, with its theorem, is in its module's
+docstring and in ``docs/accounting.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, TypeAlias
+
+from odometer_core.accounting.declarations import RELATIONS, Declaration, DeclarationError, Relation
+from odometer_core.accounting.exact import fmt
+from odometer_core.accounting.modes import (
+    MODES,
+    LeafConfig,
+    LeafState,
+    budget,
+    leaf_config_from_json,
+    leaf_config_to_json,
+    leaf_mode,
+    leaf_state_to_json,
+    leaf_status,
+    make_leaf,
+)
+from odometer_core.accounting.modes import split as split_mode
+from odometer_core.accounting.modes.basic import BasicConfig, BasicState
+from odometer_core.accounting.modes.common import (
+    TRANSITION_CODES,
+    ConfigError,
+    Decision,
+    InvalidTransition,
+    Reservation,
+    UnsupportedInMode,
+    check_relation,
+)
+from odometer_core.accounting.modes.gdp import GDPConfig, GDPState
+from odometer_core.accounting.modes.rdp import DEFAULT_RDP_ORDERS, RDPConfig, RDPState
+from odometer_core.accounting.modes.split import SplitConfig, SplitState
+from odometer_core.accounting.modes.zcdp import ZCDPConfig, ZCDPState
+
+AccountingConfig: TypeAlias = LeafConfig | SplitConfig
+FilterState: TypeAlias = LeafState | SplitState
+
+
+# ---------------------------------------------------------------------------- configuration
+def make_config(
+    epsilon: object, delta: object, relation: object, accounting: Mapping[str, Any] | None
+) -> AccountingConfig:
+    """Build and validate a dataset's accounting configuration (:class:`ConfigError` if bad)."""
+    eps, dlt = budget(epsilon, delta)
+    if relation not in RELATIONS:
+        raise ConfigError("relation must be 'add_remove' or 'replace_one'")
+    rel: Relation = "add_remove" if relation == "add_remove" else "replace_one"
+    acc = dict(accounting or {"mode": "basic"})
+    if acc.get("mode", "basic") == "split":
+        return split_mode.parse(eps, dlt, rel, acc)
+    return make_leaf(eps, dlt, rel, acc)
+
+
+def initial_state(config: AccountingConfig) -> FilterState:
+    """The state of a dataset on which nothing has been spent."""
+    if isinstance(config, SplitConfig):
+        return split_mode.initial_state(config)
+    state: LeafState = leaf_mode(config).initial_state(config)
+    return state
+
+
+# ---------------------------------------------------------------------------- admission
+def _leaf_of(config: AccountingConfig, sub_budget: str | None) -> LeafConfig:
+    """The leaf filter an invocation spends: the dataset's, or the named sub-budget's."""
+    if isinstance(config, SplitConfig):
+        return config.sub_budget(sub_budget)
+    if sub_budget is not None:
+        raise DeclarationError("'sub_budget' is only allowed on split datasets", field="sub_budget")
+    return config
+
+
+def supports(
+    config: AccountingConfig, declaration: Declaration, *, sub_budget: str | None = None
+) -> bool:
+    """Whether the dataset (or its sub-budget ``sub_budget``) can account ``declaration`` at all —
+    the rule :func:`admit` applies before charging (a ``False`` there is HTTP 422, not a budget
+    decision). Like dp_accounting's ``supports()``, it is checked before composing."""
+    return leaf_mode(_leaf_of(config, sub_budget)).unsupported(declaration) is None
+
+
+def admit(
+    config: AccountingConfig,
+    state: FilterState,
+    declaration: Declaration,
+    *,
+    sub_budget: str | None = None,
+    conversion_delta: Decimal | None = None,
+) -> Decision:
+    """Decide one invocation: accept (charged), reserve (ODP in ``basic``) or reject.
+
+    Pure: the same (config, state, declaration) always gives the same decision, and a
+    rejection returns the input state unchanged. Raises :class:`DeclarationError` (including
+    :class:`UnsupportedInMode`, the rule of :func:`supports`) for declarations the dataset
+    cannot account at all — those are invalid requests, not budget decisions.
+    """
+    check_relation(declaration, config.relation)
+    leaf = _leaf_of(config, sub_budget)
+    why = leaf_mode(leaf).unsupported(declaration)
+    if why is not None:
+        raise UnsupportedInMode(why)
+    if isinstance(config, SplitConfig):
+        assert isinstance(state, SplitState)
+        return split_mode.admit(config, state, declaration, sub_budget, conversion_delta)
+    return leaf_mode(config).admit(config, state, declaration, conversion_delta)
+
+
+# ---------------------------------------------------------------------------- settle / cancel
+def _reserving(
+    config: AccountingConfig, state: FilterState, reservation: Reservation
+) -> tuple[LeafConfig, LeafState]:
+    """The leaf filter holding ``reservation`` (the dataset's, or its sub-budget's)."""
+    if isinstance(config, SplitConfig):
+        assert isinstance(state, SplitState) and reservation.sub_budget is not None
+        return config.sub_budget(reservation.sub_budget), state.get(reservation.sub_budget)
+    assert not isinstance(state, SplitState)
+    return config, state
+
+
+def _finish(
+    config: AccountingConfig, state: FilterState, reservation: Reservation, cell: str | None
+) -> Decision:
+    leaf, leaf_state = _reserving(config, state, reservation)
+    mode = leaf_mode(leaf)
+    if mode.settle is None or mode.cancel is None:
+        raise InvalidTransition(
+            "NotSettleable", "a-posteriori settlement exists only in mode 'basic'"
+        )
+    if cell is None:
+        decision = mode.cancel(leaf, leaf_state, reservation)
+    else:
+        decision = mode.settle(leaf, leaf_state, reservation, cell)
+    if isinstance(config, SplitConfig):
+        assert isinstance(state, SplitState) and reservation.sub_budget is not None
+        return Decision(
+            decision.outcome,
+            state.put(reservation.sub_budget, decision.state),
+            decision.charge,
+            decision.requested,
+            decision.remaining,
+            decision.reason,
+            decision.reservation,
+            decision.refund,
+            decision.sub_budget,
+        )
+    return decision
+
+
+def settle(
+    config: AccountingConfig, state: FilterState, reservation: Reservation, cell: str
+) -> Decision:
+    """Charge the released output's cell and refund the rest of the reservation's ε
+    (:func:`odometer_core.accounting.modes.basic.settle`)."""
+    return _finish(config, state, reservation, cell)
+
+
+def cancel(config: AccountingConfig, state: FilterState, reservation: Reservation) -> Decision:
+    """Release a reservation whose mechanism never ran (:func:`odometer_core.accounting.modes.basic.
+    cancel`)."""
+    return _finish(config, state, reservation, None)
+
+
+# ---------------------------------------------------------------------------- budget changes
+def change_budget(
+    config: AccountingConfig,
+    state: FilterState,
+    epsilon: object,
+    delta: object,
+    *,
+    sub_budget: str | None = None,
+    final_conversion_delta: object = None,
+) -> tuple[AccountingConfig, FilterState]:
+    """A curator raises or lowers a budget; never below what is spent or reserved. For
+    ``zcdp``/``rdp`` the conversion share δ_c is kept unless given (and follows δ_B when all of
+    δ_B went to conversion). On a split dataset, ``sub_budget`` names the sub-budget to change;
+    without it the dataset total changes (≥ Σ sub-budgets).
+
+    Returns the new configuration and the state with ``rdp`` orders that the new thresholds
+    put over budget marked dead."""
+    eps, dlt = budget(epsilon, delta)
+    if isinstance(config, SplitConfig):
+        assert isinstance(state, SplitState)
+        new_split = split_mode.change_budget(
+            config, state, eps, dlt, sub_budget, final_conversion_delta
+        )
+        return new_split, split_mode.after_budget_change(new_split, state)
+    if sub_budget is not None:
+        raise ConfigError("'sub_budget' is only allowed on split datasets")
+    assert not isinstance(state, SplitState)
+    mode = leaf_mode(config)
+    new: LeafConfig = mode.change_budget(config, state, eps, dlt, final_conversion_delta)
+    problem = mode.over_budget(new, state)
+    if problem:
+        raise InvalidTransition("BudgetBelowSpent", problem)
+    new_state: LeafState = mode.after_budget_change(new, state)
+    return new, new_state
+
+
+def recheck_dead(config: AccountingConfig, state: FilterState) -> FilterState:
+    """The state after a budget change: in ``rdp``, orders over the new thresholds die and
+    orders dead for good stay dead; other modes are unchanged."""
+    if isinstance(config, SplitConfig):
+        assert isinstance(state, SplitState)
+        return split_mode.after_budget_change(config, state)
+    assert not isinstance(state, SplitState)
+    new_state: LeafState = leaf_mode(config).after_budget_change(config, state)
+    return new_state
+
+
+# ---------------------------------------------------------------------------- status
+def status(config: AccountingConfig, state: FilterState) -> dict[str, Any]:
+    """Budget status in the mode's own units and as (ε, δ).
+
+    ``spent_eps_delta`` in ``zcdp``/``rdp``/``gdp`` is a conversion of the running totals,
+    labelled ``certified: false``: the certified guarantee is the filter target."""
+    if isinstance(config, SplitConfig):
+        assert isinstance(state, SplitState)
+        return split_mode.status(config, state)
+    assert not isinstance(state, SplitState)
+    return leaf_status(config, state)
+
+
+def eps_delta_guarantee(config: AccountingConfig) -> dict[str, str]:
+    """The certified (ε, δ) of everything ever released: the filter target."""
+    return {"epsilon": fmt(config.epsilon), "delta": fmt(config.delta)}
+
+
+# ---------------------------------------------------------------------------- JSON codecs
+def config_to_json(config: AccountingConfig) -> dict[str, Any]:
+    """Lossless JSON of a configuration (floats as ``repr`` text, amounts as decimal text)."""
+    if isinstance(config, SplitConfig):
+        return split_mode.config_to_json(config)
+    return leaf_config_to_json(config)
+
+
+def config_from_json(obj: Mapping[str, Any]) -> AccountingConfig:
+    """Inverse of :func:`config_to_json` (derived values are read back, not recomputed, so a
+    replay uses exactly the thresholds that were in force)."""
+    if obj["mode"] == "split":
+        return split_mode.config_from_json(obj)
+    return leaf_config_from_json(obj)
+
+
+def state_to_json(state: FilterState) -> dict[str, Any]:
+    """Lossless JSON of a filter state."""
+    if isinstance(state, SplitState):
+        return split_mode.state_to_json(state)
+    return leaf_state_to_json(state)
+
+
+def state_from_json(config: AccountingConfig, obj: Mapping[str, Any]) -> FilterState:
+    """Inverse of :func:`state_to_json` for a state of ``config``'s mode."""
+    if isinstance(config, SplitConfig):
+        return split_mode.state_from_json(config, obj)
+    state: LeafState = leaf_mode(config).state_from_json(obj)
+    return state
+
+
+__all__ = [
+    "DEFAULT_RDP_ORDERS",
+    "MODES",
+    "TRANSITION_CODES",
+    "AccountingConfig",
+    "BasicConfig",
+    "BasicState",
+    "ConfigError",
+    "Decision",
+    "FilterState",
+    "GDPConfig",
+    "GDPState",
+    "InvalidTransition",
+    "RDPConfig",
+    "RDPState",
+    "Reservation",
+    "SplitConfig",
+    "SplitState",
+    "ZCDPConfig",
+    "ZCDPState",
+    "admit",
+    "cancel",
+    "change_budget",
+    "config_from_json",
+    "config_to_json",
+    "eps_delta_guarantee",
+    "initial_state",
+    "make_config",
+    "recheck_dead",
+    "settle",
+    "state_from_json",
+    "state_to_json",
+    "status",
+    "supports",
+]

@@ -1,0 +1,81 @@
+"""Reading what earlier accounting versions wrote.
+
+Every ledger entry records the accounting version it was written with, and entries are
+append-only: an entry keeps the JSON it was hashed with forever. When a version renames a stored
+field, the replay upgrades older entries with the functions here before re-running them, so a
+ledger that spans versions still verifies end to end.
+
+Version 1.1.0 renamed two things so that each name says one thing:
+
+- in ``zcdp`` and ``rdp`` the share δ_c of δ_B that pays for converting the filter's total into
+  (ε, δ) is ``final_conversion_delta``; 1.0.0 called it ``delta_conversion``, one transposition
+  away from ``basic`` mode's unrelated per-invocation ``conversion_delta``;
+- the fixed parts of a ``split`` budget are *sub-budgets* (``sub_budgets`` in a configuration and
+  a state, ``sub_budget`` in a request and a reservation); 1.0.0 called them ``ledgers`` /
+  ``ledger``, the word the service also uses for its audit log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+VERSION_1_0: Final = "1.0.0"
+
+VERSION_1_1: Final = "1.1.0"
+"""Same fields as 1.2.0. Version 1.2.0 bounds the work of one charge (``basic`` mode; see
+``docs/accounting.md``, *Bounded work*) and so differs from 1.1.0 only where 1.1.0 took
+seconds to hours of CPU: a refusal decided on a lower bound records that bound as ``requested``;
+a PLD whose default grid exceeds the work limit is computed on a coarser grid; a ``composed``
+declaration with more than four PLD items charges them by RDP inside its basic-composition
+candidate. A 1.1.0 ledger without such entries replays identically under 1.2.0."""
+
+_RENAMED_1_0: Final = {
+    "delta_conversion": "final_conversion_delta",
+    "ledgers": "sub_budgets",
+    "ledger": "sub_budget",
+}
+
+
+def _renamed(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {_RENAMED_1_0.get(k, k): v for k, v in obj.items()}
+
+
+def upgrade_config(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A configuration as written by version 1.0.0, in today's form (sub-budgets included)."""
+    if obj is None:
+        return None
+    out = _renamed(obj)
+    if isinstance(out.get("sub_budgets"), list):
+        out["sub_budgets"] = [_renamed(item) for item in out["sub_budgets"]]
+    return out
+
+
+def upgrade_flat(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A state, a reservation or a request's extras, in today's field names."""
+    return None if obj is None else _renamed(obj)
+
+
+def upgrade_level(part: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What an entry records of an upper budget level (its config, state and reservation)."""
+    if part is None:
+        return None
+    out = dict(part)
+    if "config" in out:
+        out["config"] = upgrade_config(out["config"])
+    if "reservation" in out:
+        out["reservation"] = upgrade_flat(out["reservation"])
+    return out
+
+
+def upgrade_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A version 1.0.0 ledger entry with today's field names (its hash is left as written:
+    the chain is checked on the entry as stored, before it is upgraded)."""
+    out = dict(entry)
+    out["config"] = upgrade_config(entry.get("config"))
+    for name in ("request", "state", "reservation"):
+        out[name] = upgrade_flat(entry.get(name))
+    for level in ("org", "quota"):
+        if entry.get(level) is not None:
+            out[level] = upgrade_level(entry.get(level))
+    return out

@@ -1,0 +1,163 @@
+"""One invocation decided at every budget level it spends at (pure).
+
+An invocation on a dataset spends at up to three levels: the dataset's own filter, the
+organisation's cap (when one is in force) and the analyst's quota (when the grant sets one).
+Each level is an ordinary filter of this core. The rule that combines them:
+
+* every level decides on the state it holds (the same declaration and conversion δ; the
+  sub-budget choice applies to the dataset only: the upper levels are leaf filters);
+* the first refusal in the order dataset, organisation, quota is the one reported;
+* on a refusal nothing changes at any level; otherwise every level moves to its new state.
+
+Settling or cancelling a reservation is applied to every upper level that holds it
+(:func:`finish_uppers`); the dataset's own settle / cancel is :func:`~.filters.settle` /
+:func:`~.filters.cancel`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Final
+
+from odometer_core.accounting import memo
+from odometer_core.accounting.declarations import Declaration, DeclarationError
+from odometer_core.accounting.filters import (
+    AccountingConfig,
+    Decision,
+    FilterState,
+    Reservation,
+    admit,
+    cancel,
+    settle,
+)
+
+DATASET: Final = "dataset"
+ORGANISATION: Final = "organisation"
+QUOTA: Final = "quota"
+
+#: A level's filter: its configuration and the state it holds now.
+Filter = tuple[AccountingConfig, FilterState]
+
+
+@dataclass(frozen=True, slots=True)
+class LevelOutcome:
+    """One level's decision and the state it holds afterwards (its new state if the
+    invocation is admitted at every level, the state it held otherwise)."""
+
+    name: str  # DATASET | ORGANISATION | QUOTA
+    decision: Decision
+    state: FilterState
+
+
+@dataclass(frozen=True, slots=True)
+class LevelsDecision:
+    """The outcome of :func:`decide_levels`.
+
+    ``uppers`` are the organisation and quota outcomes, in that order, for the levels in
+    force (and, with ``exhaustive=False``, only up to the first refusal); ``refused_by`` names
+    the level whose refusal is reported, ``None`` when every level admits.
+    """
+
+    dataset: LevelOutcome
+    uppers: tuple[LevelOutcome, ...]
+    refused_by: str | None
+
+    @property
+    def admitted(self) -> bool:
+        return self.refused_by is None
+
+    @property
+    def refusal(self) -> Decision | None:
+        """The reported refusal (the first level that refused), if any."""
+        for outcome in (self.dataset, *self.uppers):
+            if outcome.name == self.refused_by:
+                return outcome.decision
+        return None
+
+    @property
+    def reported(self) -> Decision:
+        """The decision to show: the refusal, or the dataset's decision when admitted."""
+        return self.refusal or self.dataset.decision
+
+    def upper(self, name: str) -> LevelOutcome | None:
+        return next((o for o in self.uppers if o.name == name), None)
+
+
+def decide_levels(
+    dataset: Filter,
+    declaration: Declaration,
+    *,
+    organisation: Filter | None = None,
+    quota: Filter | None = None,
+    sub_budget: str | None = None,
+    conversion_delta: Decimal | None = None,
+    exhaustive: bool = True,
+) -> LevelsDecision:
+    """Decide ``declaration`` at the dataset, the organisation cap and the quota.
+
+    ``organisation`` / ``quota`` are ``None`` when that level is not in force. With
+    ``exhaustive`` (registration: the ledger records every level's decision) every level
+    decides even after a refusal; without it (a preview) deciding stops at the first refusal.
+    Raises what :func:`~.filters.admit` raises, in the level order.
+    """
+    decisions = [
+        (
+            DATASET,
+            dataset,
+            admit(*dataset, declaration, sub_budget=sub_budget, conversion_delta=conversion_delta),
+        )
+    ]
+    for name, level in ((ORGANISATION, organisation), (QUOTA, quota)):
+        if level is None or not (exhaustive or decisions[-1][2].admitted):
+            continue
+        decisions.append(
+            (name, level, admit(*level, declaration, conversion_delta=conversion_delta))
+        )
+    refused_by = next((name for name, _, d in decisions if not d.admitted), None)
+    outcomes = [
+        LevelOutcome(name, d, d.state if refused_by is None else held)
+        for name, (_, held), d in decisions
+    ]
+    return LevelsDecision(outcomes[0], tuple(outcomes[1:]), refused_by)
+
+
+def finish_uppers(
+    uppers: tuple[tuple[str, Filter], ...], reservation: Reservation, cell: str | None
+) -> tuple[LevelOutcome, ...]:
+    """Settle (``cell``) or cancel (``None``) each upper level's share of a reservation.
+
+    The upper levels are leaf filters: the reservation's sub-budget is the dataset's only.
+    """
+    own = replace(reservation, sub_budget=None)
+    out = []
+    for name, (config, state) in uppers:
+        d = cancel(config, state, own) if cell is None else settle(config, state, own, cell)
+        out.append(LevelOutcome(name, d, d.state))
+    return tuple(out)
+
+
+def precompute_levels(
+    dataset: Filter,
+    declaration: Declaration,
+    organisation: Filter | None,
+    quota: Filter | None,
+    sub_budget: str | None,
+    conversion_delta: Decimal | None,
+) -> dict[object, object]:
+    """The memo table (:mod:`odometer_core.accounting.memo`) of deciding ``declaration`` at every
+    level,
+    computed on the filters as read before the lock: the charges do not depend on the state, so
+    the decision under the lock finds them there. A declaration the levels refuse to account
+    (422) leaves what was computed before the error; the decision raises it again."""
+    with memo.charges() as table, contextlib.suppress(DeclarationError):
+        decide_levels(
+            dataset,
+            declaration,
+            organisation=organisation,
+            quota=quota,
+            sub_budget=sub_budget,
+            conversion_delta=conversion_delta,
+        )
+    return dict(table)

@@ -1,0 +1,712 @@
+"""``basic`` mode: the basic-composition privacy filter with output-dependent (ODP) refunds.
+
+Admission (Hartmann et al. 2022, Algorithm 1, lines 9–10): an invocation is admitted iff
+E + R + max_k ε_k ≤ ε_B and D + δ ≤ δ_B, where E is the realised ε, R the ε still reserved by open
+ODP reservations (at their worst cell) and D the δ charged. An ODP declaration is reserved at its
+worst cell; once its mechanism ran, settling charges the released cell's ε_k and refunds the rest
+(Algorithm 1, line 14; Theorem 7), δ is never refunded; a cancel (the mechanism never ran)
+returns both. Valid under full adaptivity by the basic filter of Rogers–Roth–Ullman–Vadhan 2016
+with ODP charges (Hartmann et al. 2022, Thm 7): everything released is (ε_B, δ_B)-DP.
+
+The charge of one invocation is the tightest sound single (ε, δ) this module knows for it; a
+curve-based guarantee (zCDP, RDP, GDP, Gaussian, DP-SGD) is converted at the dataset's
+``conversion_delta`` (or the request's own), which is charged as part of δ. See
+``docs/accounting.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any, Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from odometer_core.accounting import bounds, pld
+from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import effort as work
+from odometer_core.accounting import subsampling as ss
+from odometer_core.accounting.amounts import EpsilonDelta
+from odometer_core.accounting.declarations import (
+    DPSGD,
+    GDP,
+    KINDS,
+    MCDP,
+    ZCDP,
+    ApproxDP,
+    Composed,
+    Declaration,
+    DeclarationError,
+    Exponential,
+    Gaussian,
+    Laplace,
+    OdpCapable,
+    OdpPartition,
+    PureDP,
+    RandomizedResponse,
+    RDPCurve,
+    Relation,
+    Subsampled,
+)
+from odometer_core.accounting.exact import (
+    DOWN,
+    INFINITY,
+    UP,
+    ZERO,
+    add_up,
+    budget_from_float,
+    cost_from_float,
+    fmt,
+    mul_up,
+    sub_down,
+    sub_up,
+    to_float_down,
+    to_float_up,
+)
+from odometer_core.accounting.memo import memoised
+from odometer_core.accounting.modes.common import (
+    ConfigError,
+    Decision,
+    InvalidTransition,
+    Mode,
+    Reservation,
+    UnsupportedInMode,
+    amount,
+    only,
+    reject,
+)
+from odometer_core.accounting.modes.rdp import rdp_curve
+from odometer_core.accounting.modes.zcdp import zcdp_pair
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Orders used to compose RDP curves *inside one invocation* in ``basic`` mode before the
+#: final CKS conversion (dp_accounting's default grid: 1.25 … 256 plus 512, 1024).
+DENSE_ORDERS: Final[FloatArray] = np.array(
+    [1 + x / 10.0 for x in range(1, 100)]
+    + [12.0, 14.0, 16.0, 20.0, 24.0, 28.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0],
+    dtype=np.float64,
+)
+
+
+#: The RDP grid of ``composed`` declarations with more distinct subsampled-Gaussian items than
+#: :data:`DENSE_CURVES` allows (the dense grid's 99 fractional orders would cost too much):
+#: dp_accounting's coarse default orders up to 256.
+COARSE_ORDERS: Final[FloatArray] = np.array(
+    [
+        *(1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.0, 10.0, 12.0),
+        *(16.0, 20.0, 24.0, 32.0, 64.0, 128.0, 256.0),
+    ],
+    dtype=np.float64,
+)
+
+#: Most work units (:mod:`odometer_core.accounting.effort`) a charge may spend on the dense grid.
+DENSE_CURVES: Final = 300.0
+
+#: Most distinct PLD-charged items of one declaration that each get their own PLD (sharing the
+#: work limits of one); above it their (ε, δ) come from their RDP curves.
+MAX_PLD_ITEMS: Final = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Effort:
+    """How one declaration's charge is computed, fixed before any of it is (so that the same
+    declaration is always charged the same way): the RDP grid of composed declarations, and
+    ``pld_share`` — each PLD gets 1/``pld_share`` of the work limits, or ``None``: no PLD, the
+    RDP bound instead."""
+
+    orders: FloatArray
+    pld_share: int | None
+
+
+def _pld_items(decl: Declaration) -> int:
+    """Distinct PLD computations ``decl`` may need (DP-SGD runs, Poisson-subsampled Gaussians,
+    and the repeated Gaussian of a one-item composition)."""
+    return len({node for node in work.walk(decl) if _needs_pld(node)})
+
+
+def _needs_pld(node: Declaration) -> bool:
+    if isinstance(node, DPSGD):
+        return True
+    if isinstance(node, Subsampled):
+        return node.scheme == "poisson" and isinstance(node.mechanism, Gaussian)
+    if isinstance(node, Composed):
+        return len(node.items) == 1 and isinstance(node.items[0][0], Gaussian)
+    return False
+
+
+def effort_for(decl: Declaration) -> Effort:
+    """The :class:`Effort` of ``decl``: the dense grid unless its curves would cost more than
+    :data:`DENSE_CURVES` by the a-priori estimate (then :data:`COARSE_ORDERS`); one PLD each
+    for up to :data:`MAX_PLD_ITEMS` PLD items, sharing one PLD's work limits."""
+    orders = DENSE_ORDERS
+    if work.declaration_curve_work(decl, tuple(DENSE_ORDERS.tolist())) > DENSE_CURVES:
+        orders = COARSE_ORDERS
+    items = _pld_items(decl)
+    return Effort(orders, max(items, 1) if items <= MAX_PLD_ITEMS else None)
+
+
+@dataclass(frozen=True, slots=True)
+class BasicConfig:
+    """``basic``: target (ε_B, δ_B); ``conversion_delta`` is the default δ at which curve-based
+    declarations (zCDP, RDP, GDP, Gaussian, DP-SGD without its own δ) are converted to (ε, δ)."""
+
+    epsilon: Decimal
+    delta: Decimal
+    relation: Relation
+    conversion_delta: Decimal
+    mode: Literal["basic"] = "basic"
+
+
+@dataclass(frozen=True, slots=True)
+class BasicState:
+    """E (realised ε), reserved ε (open reservations at worst case), D (δ, charged in full)."""
+
+    spent_epsilon: Decimal = ZERO
+    reserved_epsilon: Decimal = ZERO
+    spent_delta: Decimal = ZERO
+    open_reservations: int = 0
+
+
+# ---------------------------------------------------------------------------- configuration
+def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> BasicConfig:
+    """``{"mode": "basic", "conversion_delta"?}``: the conversion δ defaults to δ_B / 10."""
+    only(acc, ("mode", "conversion_delta"))
+    default_conv = DOWN.divide(dlt, Decimal(10)) if dlt > 0 else ZERO
+    conv = amount(acc, "conversion_delta", default=default_conv)
+    if conv > dlt:
+        raise ConfigError("conversion_delta must be ≤ the budget delta")
+    return BasicConfig(eps, dlt, rel, conv)
+
+
+def initial_state(config: BasicConfig) -> BasicState:
+    return BasicState()
+
+
+# ---------------------------------------------------------------------------- charge
+def unsupported(decl: Declaration) -> str | None:
+    """``basic`` converts every declaration kind to (ε, δ)."""
+    if type(decl) in KINDS.values():
+        return None
+    return f"no (ε, δ) conversion for kind '{decl.kind}'"
+
+
+@dataclass(frozen=True, slots=True)
+class EpsDelta:
+    """A ``basic``-mode charge: (ε, δ), with the ODP partition when output-dependent."""
+
+    epsilon: Decimal
+    delta: Decimal
+    partition: OdpPartition | None = None
+
+
+def _pure_epsilon(decl: Declaration) -> Decimal | None:
+    """ε of kinds that are pure ε-DP by definition, else ``None``."""
+    if isinstance(decl, PureDP | RandomizedResponse | Exponential):
+        return decl.epsilon
+    if isinstance(decl, Laplace):
+        return decl.epsilon
+    if isinstance(decl, GDP) and decl.mu == 0:
+        return ZERO
+    return None
+
+
+def eps_delta(
+    decl: Declaration, conversion_delta: Decimal, effort: Effort | None = None
+) -> EpsDelta:
+    """The tightest sound single (ε, δ) for one invocation, within bounded work.
+
+    ``conversion_delta`` is the δ spent to turn a curve-based guarantee (zCDP, RDP, GDP,
+    Gaussian) into (ε, δ); it is added to the declaration's own δ. Pure kinds never use it.
+    ``effort`` is fixed once for the whole declaration (:func:`effort_for`) and passed down to
+    nested items. Raises :class:`DeclarationError` when even the cheapest sound method would
+    need more work than one request may do.
+    """
+    if effort is None:
+        effort = effort_for(decl)
+    pure = _pure_epsilon(decl)
+    if pure is not None:
+        return EpsDelta(pure, ZERO)
+    if isinstance(decl, ApproxDP):
+        return EpsDelta(decl.epsilon, decl.delta)
+    if isinstance(decl, OdpCapable):
+        part = decl.partition()
+        return EpsDelta(part.worst_epsilon, part.delta, part)
+    dc = to_float_down(conversion_delta)
+    if isinstance(decl, ZCDP | MCDP):
+        xi, rho = zcdp_pair(decl)
+        if rho == 0:
+            return EpsDelta(xi, decl.delta if isinstance(decl, ZCDP) else ZERO)
+        eps = _conv_or_inf(dc, lambda: cv.zcdp_epsilon(to_float_up(rho), dc))
+        own_delta = decl.delta if isinstance(decl, ZCDP) else ZERO
+        return EpsDelta(add_up(xi, eps), add_up(own_delta, conversion_delta))
+    if isinstance(decl, RDPCurve):
+        orders = np.array([float(a) for a in decl.orders])
+        values = np.array([to_float_up(v) for v in decl.values])
+        eps = _conv_or_inf(dc, lambda: cv.rdp_to_epsilon(orders, values, dc)[0])
+        return EpsDelta(eps, conversion_delta)
+    if isinstance(decl, GDP):
+        eps = _conv_or_inf(dc, lambda: cv.gdp_epsilon(to_float_up(decl.mu), dc))
+        return EpsDelta(eps, conversion_delta)
+    if isinstance(decl, Gaussian):
+        if decl.sensitivity == 0:
+            return EpsDelta(ZERO, ZERO)
+        if decl.sigma == 0:
+            return EpsDelta(INFINITY, conversion_delta)
+        eps = _conv_or_inf(
+            dc,
+            lambda: cv.analytic_gaussian_epsilon(
+                to_float_down(decl.sigma), to_float_up(decl.sensitivity), dc
+            ),
+        )
+        return EpsDelta(eps, conversion_delta)
+    if isinstance(decl, Subsampled):
+        return _subsampled_eps_delta(decl, conversion_delta, effort)
+    if isinstance(decl, DPSGD):
+        delta = decl.delta if decl.delta is not None else conversion_delta
+        d = to_float_down(delta)
+        eps = _conv_or_inf(
+            d,
+            lambda: _poisson_gaussian_epsilon(
+                decl,
+                to_float_down(decl.noise_multiplier),
+                to_float_up(decl.sample_rate),
+                decl.steps,
+                d,
+                effort,
+            ),
+        )
+        return EpsDelta(eps, delta)
+    if isinstance(decl, Composed):
+        return _composed_eps_delta(decl, conversion_delta, effort)
+    raise UnsupportedInMode(f"no (ε, δ) conversion for kind '{decl.kind}'")
+
+
+def _poisson_gaussian_epsilon(
+    decl: Declaration, sigma: float, q: float, steps: int, delta: float, effort: Effort
+) -> float:
+    """ε at δ of ``steps`` Poisson-subsampled Gaussian steps: PLD accounting on a bounded grid
+    (:func:`odometer_core.accounting.pld.plan_poisson_gaussian`, with ``1/effort.pld_share`` of the
+    work
+    limit); where no bounded grid exists (σ so small that the loss range overflows, or a step
+    count whose composition alone outgrows the grid) or the declaration has too many PLD items
+    to afford one each, the Mironov–Talwar–Zhang 2019 RDP curve of ``decl`` on
+    ``effort.orders``, converted by Canonne–Kamath–Steinke 2020 Prop. 12 — sound for the same
+    fixed schedule, looser. Where the grid had to be coarsened, the smaller of the two."""
+    if effort.pld_share is not None:
+        try:
+            plan = pld.plan_poisson_gaussian(sigma, q, steps, share=effort.pld_share)
+        except pld.PldUnavailable:
+            pass
+        else:
+            eps = pld.plan_epsilon(plan, delta)
+            # A coarsened grid can be looser than the RDP bound: both are sound, take the less.
+            return min(eps, _rdp_epsilon(decl, delta, effort)) if plan.coarsened else eps
+    return _rdp_epsilon(decl, delta, effort)
+
+
+def _rdp_epsilon(decl: Declaration, delta: float, effort: Effort) -> float:
+    """ε at δ of ``decl``'s RDP curve on ``effort.orders`` (CKS20 Prop. 12)."""
+    curve, _ = rdp_curve(decl, "add_remove", effort.orders)
+    return float(cv.rdp_to_epsilon(effort.orders, curve, delta)[0])
+
+
+def _poisson_gaussian_params(
+    decl: Declaration, conversion_delta: Decimal
+) -> tuple[float, float, int, Decimal] | None:
+    """(σ, q, T, δ) of a DP-SGD run or a Poisson-subsampled Gaussian (T = 1) charged by PLD,
+    else ``None``."""
+    if isinstance(decl, DPSGD):
+        delta = decl.delta if decl.delta is not None else conversion_delta
+        return (
+            to_float_down(decl.noise_multiplier),
+            to_float_up(decl.sample_rate),
+            decl.steps,
+            delta,
+        )
+    if (
+        isinstance(decl, Subsampled)
+        and decl.scheme == "poisson"
+        and isinstance(decl.mechanism, Gaussian)
+        and decl.mechanism.sensitivity > 0
+        and decl.mechanism.sigma > 0
+    ):
+        assert decl.rate is not None
+        nm = to_float_down(UP.divide(decl.mechanism.sigma, decl.mechanism.sensitivity))
+        return nm, to_float_up(decl.rate), 1, conversion_delta
+    return None
+
+
+@memoised
+def charge(decl: Declaration, conversion_delta: Decimal) -> EpsDelta:
+    """:func:`eps_delta` of a whole declaration: the ``basic`` charge, within the work limit of
+    one charge (:mod:`odometer_core.accounting.effort`; a 422 past it). Memoised, so that the
+    service can
+    compute it before taking the budget's lock (:mod:`odometer_core.accounting.memo`)."""
+    with work.limited():
+        return eps_delta(decl, conversion_delta)
+
+
+@memoised
+def charge_floor(decl: Declaration, conversion_delta: Decimal) -> EpsDelta | None:
+    """A lower bound on :func:`eps_delta` where the tight charge is expensive, else ``None``.
+
+    Only for PLD-charged declarations whose default grid does not fit the work limits
+    (:func:`odometer_core.accounting.pld.fits_default_grid`): there a refusal needs no PLD at all
+    when
+    this bound already exceeds what is left (:mod:`odometer_core.accounting.bounds`). Everywhere
+    else the
+    tight charge is cheap and the admission rule is unchanged.
+    """
+    params = _poisson_gaussian_params(decl, conversion_delta)
+    if params is None:
+        return None
+    sigma, q, steps, delta = params
+    if delta <= 0 or q <= 0 or pld.fits_default_grid(sigma, q, steps):
+        return None
+    floor = bounds.poisson_gaussian_epsilon_floor(sigma, q, steps, to_float_up(delta))
+    return EpsDelta(budget_from_float(floor), delta)
+
+
+def _conv_or_inf(delta: float, compute: object) -> Decimal:
+    """Run a conversion at δ > 0; at δ = 0 a non-pure guarantee gives ε = ∞ (never admitted)."""
+    if delta <= 0:
+        return INFINITY
+    assert callable(compute)
+    return cost_from_float(float(compute()))
+
+
+def _subsampled_eps_delta(decl: Subsampled, conversion_delta: Decimal, effort: Effort) -> EpsDelta:
+    """Amplification by subsampling for (ε, δ) (Balle–Barthe–Gaboardi 2018, Thm 8 / 9):
+    ε' = log(1 + γ(e^ε − 1)), δ' = γδ. A Poisson-subsampled Gaussian is converted by PLD
+    accounting instead (tight for this fixed single-step schedule)."""
+    inner = decl.mechanism
+    if (
+        decl.scheme == "poisson"
+        and isinstance(inner, Gaussian)
+        and inner.sensitivity > 0
+        and inner.sigma > 0
+        and conversion_delta > 0
+    ):
+        assert decl.rate is not None
+        d = to_float_down(conversion_delta)
+        eps = cost_from_float(
+            _poisson_gaussian_epsilon(
+                decl,
+                to_float_down(UP.divide(inner.sigma, inner.sensitivity)),
+                to_float_up(decl.rate),
+                1,
+                d,
+                effort,
+            )
+        )
+        return EpsDelta(eps, conversion_delta)
+    base = eps_delta(inner, conversion_delta, effort)
+    if base.epsilon.is_infinite():
+        return EpsDelta(INFINITY, base.delta)
+    gamma = to_float_up(decl.gamma)
+    if decl.scheme == "poisson":
+        e, d = ss.poisson_amplify(to_float_up(base.epsilon), to_float_up(base.delta), gamma)
+    else:
+        assert decl.m is not None and decl.n is not None
+        e, d = ss.wor_amplify(to_float_up(base.epsilon), to_float_up(base.delta), decl.m, decl.n)
+    return EpsDelta(cost_from_float(e), cost_from_float(d))
+
+
+def _composed_eps_delta(decl: Composed, conversion_delta: Decimal, effort: Effort) -> EpsDelta:
+    """Non-adaptive composition inside one invocation: the smallest ε among complete, sound
+    (ε, δ) bounds, each carrying every δ its items owe (their own, nested and amplified δ, plus
+    the conversion δ it spends):
+
+    (a) basic composition of the items' (ε, δ) (Dwork–Lei 2009 / Dwork et al. 2006), the
+        conversion δ split evenly over the items that need one;
+    (b) RDP composition of the items' curves (each (ε, δ) item as its randomized-response curve
+        plus δ, Steinke 2024 Thm 4), converted once by CKS20 Prop. 12 at the conversion δ;
+    (c) for one repeated Gaussian, PLD accounting (tight for this fixed schedule).
+
+    (b) is computed first; (a) is skipped when a cheap lower bound on it
+    (:func:`_composition_floor`) already exceeds (b), since it cannot be the smallest then —
+    the result is the same, without (a)'s per-item PLD work.
+    """
+    if conversion_delta <= 0 or all(_pure_epsilon(d) is not None for d, _ in decl.items):
+        return _basic_composition(decl, ZERO, effort)
+    candidates: list[EpsDelta] = []
+    needing = sum(
+        c for d, c in decl.items if _pure_epsilon(d) is None and not isinstance(d, ApproxDP)
+    )
+    share = Decimal(to_float_down(UP.divide(conversion_delta, Decimal(max(needing, 1)))))
+    rdp_candidate: EpsDelta | None = None
+    try:
+        curve, curve_delta = rdp_curve(decl, "add_remove", effort.orders)
+        e, _ = cv.rdp_to_epsilon(effort.orders, curve, to_float_down(conversion_delta))
+        rdp_candidate = EpsDelta(cost_from_float(e), add_up(curve_delta, conversion_delta))
+        candidates.append(rdp_candidate)
+    except UnsupportedInMode:
+        pass
+    if (
+        rdp_candidate is None
+        or effort.pld_share is None  # (a) needs no PLD then: cheap, no pruning needed
+        or _composition_floor(decl, share) <= rdp_candidate.epsilon
+    ):
+        candidates.append(_basic_composition(decl, share, effort))
+    if len(decl.items) == 1 and effort.pld_share is not None:
+        d, count = decl.items[0]
+        if isinstance(d, Gaussian) and d.sigma > 0 and d.sensitivity > 0:
+            nm = to_float_down(UP.divide(d.sigma, d.sensitivity))
+            try:
+                e = pld.pld_epsilon_gaussian(
+                    nm, count, to_float_down(conversion_delta), share=effort.pld_share
+                )
+                candidates.append(EpsDelta(cost_from_float(e), conversion_delta))
+            except pld.PldUnavailable:
+                pass  # σ/√count below the float range: (a) and (b) already say ε = ∞
+    return min(candidates, key=lambda c: (c.epsilon, c.delta))
+
+
+def _composition_floor(decl: Composed, share: Decimal) -> Decimal:
+    """A lower bound on candidate (a), Σ count·ε_i at δ ``share``: exact for pure and (ε, δ)
+    items, :func:`odometer_core.accounting.bounds.poisson_gaussian_epsilon_floor` for PLD-charged
+    items,
+    zero for the rest (zero is always a lower bound)."""
+    total = ZERO
+    for item, count in decl.items:
+        exact = _pure_epsilon(item)
+        if exact is None and isinstance(item, ApproxDP):
+            exact = item.epsilon
+        if exact is None:
+            params = _poisson_gaussian_params(item, share)
+            if params is not None and params[3] > 0:
+                sigma, q, steps, delta = params
+                exact = budget_from_float(
+                    bounds.poisson_gaussian_epsilon_floor(sigma, q, steps, to_float_up(delta))
+                )
+        if exact is not None:
+            total = DOWN.add(total, DOWN.multiply(Decimal(count), exact))
+    return total
+
+
+def _basic_composition(decl: Composed, share: Decimal, effort: Effort) -> EpsDelta:
+    """Σ count·ε_i and Σ count·δ_i of the items' own conversions at δ ``share`` each."""
+    eps, delta = ZERO, ZERO
+    for item, count in decl.items:
+        ed = eps_delta(item, share, effort)
+        eps = add_up(eps, mul_up(Decimal(count), ed.epsilon))
+        delta = add_up(delta, mul_up(Decimal(count), ed.delta))
+    return EpsDelta(eps, delta)
+
+
+# ---------------------------------------------------------------------------- admission
+def _basic_remaining(config: BasicConfig, state: BasicState) -> EpsilonDelta:
+    return EpsilonDelta(
+        sub_down(sub_down(config.epsilon, state.spent_epsilon), state.reserved_epsilon),
+        sub_down(config.delta, state.spent_delta),
+    )
+
+
+def _exceeds(config: BasicConfig, state: BasicState, cost: EpsDelta) -> str | None:
+    """Which budget ``cost`` would exceed ("epsilon" / "delta"), or ``None`` if it fits."""
+    if add_up(state.spent_epsilon, state.reserved_epsilon, cost.epsilon) > config.epsilon:
+        return "epsilon"
+    if add_up(state.spent_delta, cost.delta) > config.delta:
+        return "delta"
+    return None
+
+
+def _admit_basic(
+    config: BasicConfig, state: BasicState, decl: Declaration, conversion_delta: Decimal | None
+) -> Decision:
+    """Hartmann et al. 2022, Algorithm 1 (lines 9–10): admit iff E + reserved + max_k ε_k ≤ ε_B and
+    D + δ_i ≤ δ_B; an ODP declaration is reserved at its worst cell, δ charged in full."""
+    conv = config.conversion_delta if conversion_delta is None else conversion_delta
+    if conv > config.delta:
+        raise DeclarationError("conversion_delta exceeds the dataset's delta budget")
+    zero = EpsilonDelta()
+    floor = charge_floor(decl, conv)
+    exceeded = None if floor is None else _exceeds(config, state, floor)
+    if floor is not None and exceeded is not None:
+        # Refused on a lower bound: the tight charge is at least this, so it cannot fit either.
+        return reject(
+            state,
+            EpsilonDelta(floor.epsilon, floor.delta),
+            _basic_remaining(config, state),
+            f"{exceeded} budget exceeded (the charge is at least ε {fmt(floor.epsilon)})",
+            zero,
+        )
+    cost = charge(decl, conv)
+    requested = EpsilonDelta(cost.epsilon, cost.delta)
+    new_e = add_up(state.spent_epsilon, state.reserved_epsilon, cost.epsilon)
+    new_d = add_up(state.spent_delta, cost.delta)
+    if new_e > config.epsilon or new_d > config.delta:
+        which = "epsilon" if new_e > config.epsilon else "delta"
+        return reject(
+            state, requested, _basic_remaining(config, state), f"{which} budget exceeded", zero
+        )
+    if cost.partition is not None and len(cost.partition.cells) > 1:
+        new_state = replace(
+            state,
+            reserved_epsilon=add_up(state.reserved_epsilon, cost.epsilon),
+            spent_delta=new_d,
+            open_reservations=state.open_reservations + 1,
+        )
+        return Decision(
+            "reserved",
+            new_state,
+            requested,
+            requested,
+            _basic_remaining(config, new_state),
+            reservation=Reservation(cost.partition),
+        )
+    new_state = replace(
+        state, spent_epsilon=add_up(state.spent_epsilon, cost.epsilon), spent_delta=new_d
+    )
+    return Decision(
+        "accepted", new_state, requested, requested, _basic_remaining(config, new_state)
+    )
+
+
+def admit(
+    config: BasicConfig, state: BasicState, decl: Declaration, conversion_delta: Decimal | None
+) -> Decision:
+    return _admit_basic(config, state, decl, conversion_delta)
+
+
+# ---------------------------------------------------------------------------- settle / cancel
+def _open(state: BasicState) -> None:
+    if state.open_reservations < 1:  # pragma: no cover - guarded by the service
+        raise InvalidTransition("NoOpenReservation", "no open reservation on this budget")
+
+
+def settle(config: BasicConfig, state: BasicState, reservation: Reservation, cell: str) -> Decision:
+    """Charge the released cell's ε_k and refund max_j ε_j − ε_k (Hartmann et al. 2022,
+    Algorithm 1 line 14, Theorem 7). δ was charged in full at reservation and is **never**
+    refunded. A cell that was not declared raises :class:`InvalidTransition`."""
+    _open(state)
+    eps_cell = reservation.partition.epsilon_of(cell)
+    if eps_cell is None:
+        names = ", ".join(n for n, _ in reservation.partition.cells[:20])
+        raise InvalidTransition("UnknownCell", f"cell '{cell}' was not declared (cells: {names})")
+    worst = reservation.partition.worst_epsilon
+    new_state = replace(
+        state,
+        spent_epsilon=add_up(state.spent_epsilon, eps_cell),
+        reserved_epsilon=sub_up(state.reserved_epsilon, worst),
+        open_reservations=state.open_reservations - 1,
+    )
+    refund = sub_down(worst, eps_cell)
+    return Decision(
+        "accepted",
+        new_state,
+        EpsilonDelta(eps_cell),
+        EpsilonDelta(worst, reservation.partition.delta),
+        _basic_remaining(config, new_state),
+        refund=EpsilonDelta(refund),
+        sub_budget=reservation.sub_budget,
+    )
+
+
+def cancel(config: BasicConfig, state: BasicState, reservation: Reservation) -> Decision:
+    """Release a reservation whose mechanism never ran: nothing was released, so the worst-case
+    ε and the δ are both returned (no output left the trusted boundary)."""
+    _open(state)
+    worst = reservation.partition.worst_epsilon
+    new_state = replace(
+        state,
+        reserved_epsilon=sub_up(state.reserved_epsilon, worst),
+        spent_delta=sub_up(state.spent_delta, reservation.partition.delta),
+        open_reservations=state.open_reservations - 1,
+    )
+    return Decision(
+        "accepted",
+        new_state,
+        EpsilonDelta(),
+        EpsilonDelta(worst, reservation.partition.delta),
+        _basic_remaining(config, new_state),
+        refund=EpsilonDelta(worst, reservation.partition.delta),
+        sub_budget=reservation.sub_budget,
+    )
+
+
+# ---------------------------------------------------------------------------- budget change
+def change_budget(
+    config: BasicConfig,
+    state: BasicState,
+    eps: Decimal,
+    dlt: Decimal,
+    final_conversion_delta: object,
+) -> BasicConfig:
+    """New (ε_B, δ_B); the conversion δ is capped at the new δ_B."""
+    return BasicConfig(eps, dlt, config.relation, min(config.conversion_delta, dlt))
+
+
+def over_budget(config: BasicConfig, state: BasicState) -> str | None:
+    used = add_up(state.spent_epsilon, state.reserved_epsilon)
+    if used > config.epsilon or state.spent_delta > config.delta:
+        return f"spent + reserved is ({fmt(used)}, {fmt(state.spent_delta)})"
+    return None
+
+
+# ---------------------------------------------------------------------------- status
+def status(config: BasicConfig, state: BasicState) -> dict[str, Any]:
+    """Spent, reserved and remaining (ε, δ); spent + reserved is a certified (ε, δ)."""
+    return {
+        "spent": {"epsilon": fmt(state.spent_epsilon), "delta": fmt(state.spent_delta)},
+        "reserved": {"epsilon": fmt(state.reserved_epsilon), "open": state.open_reservations},
+        "remaining": _basic_remaining(config, state).to_json(),
+        "conversion_delta": fmt(config.conversion_delta),
+        "spent_eps_delta": {
+            "epsilon": fmt(add_up(state.spent_epsilon, state.reserved_epsilon)),
+            "delta": fmt(state.spent_delta),
+            "certified": True,
+        },
+    }
+
+
+# ---------------------------------------------------------------------------- codec
+def config_to_json(config: BasicConfig) -> dict[str, Any]:
+    return {"conversion_delta": fmt(config.conversion_delta)}
+
+
+def config_from_json(
+    eps: Decimal, dlt: Decimal, rel: Relation, obj: Mapping[str, Any]
+) -> BasicConfig:
+    return BasicConfig(eps, dlt, rel, Decimal(obj["conversion_delta"]))
+
+
+def state_to_json(state: BasicState) -> dict[str, Any]:
+    return {
+        "spent_epsilon": fmt(state.spent_epsilon),
+        "reserved_epsilon": fmt(state.reserved_epsilon),
+        "spent_delta": fmt(state.spent_delta),
+        "open_reservations": state.open_reservations,
+    }
+
+
+def state_from_json(obj: Mapping[str, Any]) -> BasicState:
+    return BasicState(
+        Decimal(obj["spent_epsilon"]),
+        Decimal(obj["reserved_epsilon"]),
+        Decimal(obj["spent_delta"]),
+        int(obj["open_reservations"]),
+    )
+
+
+MODE = Mode(
+    name="basic",
+    config_type=BasicConfig,
+    state_type=BasicState,
+    parse=parse,
+    initial_state=initial_state,
+    unsupported=unsupported,
+    admit=admit,
+    change_budget=change_budget,
+    over_budget=over_budget,
+    status=status,
+    config_to_json=config_to_json,
+    config_from_json=config_from_json,
+    state_to_json=state_to_json,
+    state_from_json=state_from_json,
+    settle=settle,
+    cancel=cancel,
+)

@@ -1,0 +1,222 @@
+"""What every accounting mode shares: decisions, reservations, errors, parsing helpers, and the
+:class:`Mode` record through which the dispatch in :mod:`odometer_core.accounting.filters` reaches
+a mode.
+
+A mode is one module of this package holding its configuration, state, charge, admission,
+settle/cancel (where it has reservations), budget change, status and JSON codec, and exporting
+one :class:`Mode` that names those functions. Adding a mode is one module plus one line in
+:data:`odometer_core.accounting.filters.LEAF_MODES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Final, Literal
+
+from odometer_core.accounting.amounts import Amount
+from odometer_core.accounting.declarations import (
+    DPSGD,
+    Composed,
+    Declaration,
+    DeclarationError,
+    OdpPartition,
+    Relation,
+    Subsampled,
+)
+from odometer_core.accounting.exact import INFINITY, AmountError, fmt, parse_amount
+
+
+class ConfigError(ValueError):
+    """Invalid dataset / accounting configuration (→ HTTP 422)."""
+
+
+class UnsupportedInMode(DeclarationError):
+    """The dataset's mode has no sound charge for this declaration kind (→ HTTP 422)."""
+
+
+#: Every code an :class:`InvalidTransition` carries, with whether it is a conflict with the
+#: current state (True → HTTP 409) or a malformed request (False → HTTP 422).
+TRANSITION_CODES: Final[dict[str, bool]] = {
+    "UnknownCell": False,
+    "NotSettleable": True,
+    "NoOpenReservation": True,
+    "BudgetBelowSpent": True,
+    "BudgetAboveTotal": True,
+}
+
+
+class InvalidTransition(ValueError):
+    """A settle / cancel / budget change that is not allowed in this state (→ HTTP 409/422)."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """An open ODP reservation (``basic`` mode): the partition and the sub-budget it lives in."""
+
+    partition: OdpPartition
+    sub_budget: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sub_budget": self.sub_budget,
+            "cells": [{"name": n, "epsilon": fmt(e)} for n, e in self.partition.cells],
+            "delta": fmt(self.partition.delta),
+        }
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any]) -> Reservation:
+        cells = tuple((c["name"], Decimal(c["epsilon"])) for c in obj["cells"])
+        return Reservation(OdpPartition(cells, Decimal(obj["delta"])), obj.get("sub_budget"))
+
+
+Outcome = Literal["accepted", "reserved", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The result of :func:`~odometer_core.accounting.filters.admit`, ``settle`` or ``cancel``.
+
+    ``charge`` is what this step adds to the ledger in the mode's units (zero on rejection);
+    ``requested`` what the invocation asked for; ``remaining`` the budget left afterwards (for a
+    rejection: what was left, unchanged); ``refund`` what a settle or cancel gave back. All are
+    typed amounts (:mod:`odometer_core.accounting.amounts`), formatted only at the edge.
+    """
+
+    outcome: Outcome
+    state: Any
+    charge: Amount
+    requested: Amount
+    remaining: Amount
+    reason: str | None = None
+    reservation: Reservation | None = None
+    refund: Amount | None = None
+    sub_budget: str | None = None
+
+    @property
+    def admitted(self) -> bool:
+        return self.outcome != "rejected"
+
+
+def reject(state: Any, requested: Amount, remaining: Amount, why: str, zero: Amount) -> Decision:
+    """A rejection: nothing charged, the state unchanged."""
+    return Decision("rejected", state, zero, requested, remaining, reason=why)
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """One leaf accounting mode, as the dispatch sees it (each function takes that mode's own
+    config and state types; see the mode's module for their signatures and citations)."""
+
+    name: str
+    config_type: type
+    state_type: type
+    #: (ε_B, δ_B, relation, the ``accounting`` object) → config; raises :class:`ConfigError`
+    parse: Callable[[Decimal, Decimal, Relation, Mapping[str, Any]], Any]
+    initial_state: Callable[[Any], Any]
+    #: why this mode cannot account the declaration (the 422 message), or ``None``
+    unsupported: Callable[[Declaration], str | None]
+    #: (config, state, declaration, conversion δ or None) → decision
+    admit: Callable[[Any, Any, Declaration, Decimal | None], Decision]
+    #: (config, state, ε_B, δ_B, final-conversion δ or None) → new config
+    change_budget: Callable[[Any, Any, Decimal, Decimal, object], Any]
+    #: why the state would not fit under the config (``None`` when it fits)
+    over_budget: Callable[[Any, Any], str | None]
+    status: Callable[[Any, Any], dict[str, Any]]
+    config_to_json: Callable[[Any], dict[str, Any]]
+    config_from_json: Callable[[Decimal, Decimal, Relation, Mapping[str, Any]], Any]
+    state_to_json: Callable[[Any], dict[str, Any]]
+    state_from_json: Callable[[Mapping[str, Any]], Any]
+    #: the state after a budget change (orders over new thresholds die in ``rdp``)
+    after_budget_change: Callable[[Any, Any], Any] = lambda config, state: state
+    #: settle (config, state, reservation, cell) and cancel (config, state, reservation) of an
+    #: ODP reservation, in the modes that reserve (``None``: this mode never reserves)
+    settle: Callable[[Any, Any, Reservation, str], Decision] | None = None
+    cancel: Callable[[Any, Any, Reservation], Decision] | None = None
+
+
+def check_relation(decl: Declaration, relation: Relation) -> None:
+    """Reject amplification claims under the wrong neighbouring relation .
+
+    Poisson subsampling (and DP-SGD, which is Poisson-subsampled) is analysed under
+    add/remove; sampling without replacement under replace-one (Balle–Barthe–Gaboardi 2018;
+    Wang–Balle–Kasiviswanathan 2019). Nested declarations are checked recursively.
+    """
+    if isinstance(decl, Subsampled):
+        if decl.required_relation != relation:
+            raise DeclarationError(
+                f"{decl.scheme} subsampling is analysed under the '{decl.required_relation}' "
+                f"relation but the dataset uses '{relation}'",
+                field="scheme",
+            )
+        check_relation(decl.mechanism, relation)
+    elif isinstance(decl, DPSGD):
+        if relation != "add_remove":
+            raise DeclarationError(
+                "dp_sgd uses Poisson subsampling, analysed under 'add_remove', "
+                f"but the dataset uses '{relation}'"
+            )
+    elif isinstance(decl, Composed):
+        for item, _ in decl.items:
+            check_relation(item, relation)
+
+
+# ---------------------------------------------------------------------------- parsing helpers
+def amount(obj: Mapping[str, Any], name: str, *, default: Decimal | None = None) -> Decimal:
+    """A non-negative exact amount from a configuration object (:class:`ConfigError` if not)."""
+    if name not in obj or obj[name] is None:
+        if default is None:
+            raise ConfigError(f"missing '{name}'")
+        return default
+    try:
+        d = parse_amount(obj[name], name)
+    except AmountError as exc:
+        raise ConfigError(str(exc)) from None
+    if d < 0:
+        raise ConfigError(f"{name} must be ≥ 0")
+    return d
+
+
+def check_budget(epsilon: Decimal, delta: Decimal) -> None:
+    if epsilon <= 0:
+        raise ConfigError("budget epsilon must be > 0")
+    if epsilon > Decimal(10) ** 6:
+        raise ConfigError("budget epsilon must be ≤ 1000000")
+    if delta >= 1:
+        raise ConfigError("budget delta must be < 1")
+
+
+def only(obj: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(obj) - set(allowed))
+    if unknown:
+        raise ConfigError(f"unknown field(s): {', '.join(unknown)}")
+
+
+def float_text(x: float) -> str:
+    """A float's lossless text (its shortest ``repr``)."""
+    return repr(float(x))
+
+
+__all__ = [
+    "INFINITY",
+    "TRANSITION_CODES",
+    "ConfigError",
+    "Decision",
+    "InvalidTransition",
+    "Mode",
+    "Outcome",
+    "Reservation",
+    "UnsupportedInMode",
+    "amount",
+    "check_budget",
+    "check_relation",
+    "float_text",
+    "only",
+    "reject",
+]

@@ -1,0 +1,607 @@
+"""``rdp`` mode: an approximate-RDP privacy filter over a grid of orders Λ.
+
+Each order α has a threshold B(α) = ε_B + [log(w_α δ_c) + log(α−1) − α log(1−1/α)]/(α−1), the
+Canonne–Kamath–Steinke 2020 (Prop. 12) conversion inverted at the order's share w_α·δ_c of δ_c
+(Σw_α ≤ 1, a union bound over Λ), rounded down. Admission: Σδ_i + δ ≤ δ_A and some live order has
+S(α) + ε(α) ≤ B(α); the curve is then added at every order (rounded up) and orders that crossed
+their threshold die for good. Per order this is the RDP filter of Feldman–Zrnic 2021 (Thm 4.3),
+valid under full adaptivity; by the union bound everything released is (ε_B, δ_A + δ_c)-DP. See
+``docs/accounting.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any, Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import effort
+from odometer_core.accounting import subsampling as ss
+from odometer_core.accounting.amounts import RdpCurve
+from odometer_core.accounting.declarations import (
+    DPSGD,
+    GDP,
+    MCDP,
+    ZCDP,
+    ApproxDP,
+    Composed,
+    Declaration,
+    DeclarationError,
+    Exponential,
+    Gaussian,
+    Laplace,
+    OdpCapable,
+    PureDP,
+    RandomizedResponse,
+    RDPCurve,
+    Relation,
+    Subsampled,
+)
+from odometer_core.accounting.exact import (
+    ONE,
+    UP,
+    ZERO,
+    add_up,
+    cost_from_float,
+    fmt,
+    mul_up,
+    sub_down,
+    to_float_down,
+    to_float_up,
+)
+from odometer_core.accounting.memo import memoised
+from odometer_core.accounting.modes.common import (
+    ConfigError,
+    Decision,
+    Mode,
+    UnsupportedInMode,
+    amount,
+    float_text,
+    only,
+    reject,
+)
+from odometer_core.accounting.modes.zcdp import zcdp_pair
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Default order grid of ``rdp`` mode: 16 orders covering the optima of Gaussian and DP-SGD
+#: workloads at ε between ~0.5 and ~20 (the optimal α of dp_accounting's conversions for the
+#: reference vectors lie between 1.5 and 64).
+DEFAULT_RDP_ORDERS: Final[tuple[float, ...]] = (
+    1.5,
+    1.75,
+    2.0,
+    2.5,
+    3.0,
+    4.0,
+    5.0,
+    6.0,
+    8.0,
+    10.0,
+    12.0,
+    16.0,
+    20.0,
+    32.0,
+    48.0,
+    64.0,
+)
+
+
+MAX_RDP_ORDERS: Final = 64
+
+
+#: Relative margin by which derived RDP thresholds are rounded down (see _rdp_thresholds).
+THRESHOLD_MARGIN: Final = 1e-12
+_EPS: Final = float(np.finfo(np.float64).eps)
+
+
+@dataclass(frozen=True, slots=True)
+class RDPConfig:
+    """``rdp``: grid Λ, weights w_α, δ_B = δ_A + δ_c and per-order thresholds
+    B(α) = ε_B + [log(w_α δ_c) + log(α−1) − α log(1−1/α)]/(α−1) (rounded down; −∞ = dropped)."""
+
+    epsilon: Decimal
+    delta: Decimal
+    relation: Relation
+    final_conversion_delta: Decimal
+    delta_approx: Decimal
+    orders: tuple[float, ...]
+    weights: tuple[float, ...]
+    thresholds: tuple[float, ...]
+    mode: Literal["rdp"] = "rdp"
+
+    @property
+    def orders_array(self) -> np.ndarray[Any, np.dtype[np.float64]]:
+        return np.asarray(self.orders, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class RDPState:
+    """S(α) per order (float64, rounded up on every sum), dead orders, Σδ."""
+
+    rdp: tuple[float, ...]
+    dead: tuple[bool, ...]
+    delta: Decimal = ZERO
+
+
+# ---------------------------------------------------------------------------- configuration
+def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> RDPConfig:
+    """``{"mode": "rdp", "final_conversion_delta"?, "orders"?, "weights"?}``: δ_c defaults to δ_B,
+    the grid to :data:`DEFAULT_RDP_ORDERS`, the weights to equal shares."""
+    only(acc, ("mode", "final_conversion_delta", "orders", "weights"))
+    dc = amount(acc, "final_conversion_delta", default=dlt)
+    if dc > dlt:
+        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
+    orders = _orders(acc.get("orders"))
+    weights = _weights(acc.get("weights"), len(orders))
+    return make(eps, dlt, rel, dc, orders, weights)
+
+
+def _orders(raw: object) -> tuple[float, ...]:
+    if raw is None:
+        return DEFAULT_RDP_ORDERS
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_RDP_ORDERS:
+        raise ConfigError(f"orders must be a list of 1–{MAX_RDP_ORDERS} numbers")
+    out: list[float] = []
+    for a in raw:
+        d = amount({"order": a}, "order")
+        if d <= 1 or d > 10**6:
+            raise ConfigError("RDP orders must be in (1, 1e6]")
+        out.append(float(d))
+    if sorted(set(out)) != out:
+        raise ConfigError("orders must be strictly increasing")
+    return tuple(out)
+
+
+def _weights(raw: object, n: int) -> tuple[float, ...]:
+    if raw is None:
+        return tuple([1.0 / n] * n)
+    if not isinstance(raw, list) or len(raw) != n:
+        raise ConfigError("weights must have one entry per order")
+    ws = [amount({"weight": w}, "weight") for w in raw]
+    if add_up(*ws) > ONE:
+        raise ConfigError("weights must sum to ≤ 1 (union bound over the orders)")
+    return tuple(to_float_down(w) for w in ws)
+
+
+def _rdp_thresholds(
+    epsilon: Decimal, delta_c: Decimal, orders: tuple[float, ...], weights: tuple[float, ...]
+) -> tuple[float, ...]:
+    """B(α) = ε_B + [log(w_α δ_c) + log(α−1) − α·log(1−1/α)]/(α−1), rounded down; orders whose
+    B(α) ≤ 0 are dropped (−∞). Inverting CKS20 Prop. 12 at per-order δ w_α·δ_c
+    (docs/accounting.md, *rdp*)."""
+    eb = to_float_down(epsilon)
+    dc = to_float_down(delta_c)
+    out: list[float] = []
+    for a, w in zip(orders, weights, strict=True):
+        if dc <= 0 or w <= 0:
+            out.append(-math.inf)
+            continue
+        b = eb + (math.log(w) + math.log(dc) + math.log(a - 1) - a * math.log1p(-1 / a)) / (a - 1)
+        # Round down with a relative margin far above the float error of the logs above
+        # (~1e-15), so that the CKS conversion of B(α) gives δ ≤ w_α·δ_c exactly as computed.
+        b = math.nextafter(b - THRESHOLD_MARGIN * (1.0 + abs(b)), -math.inf)
+        out.append(b if b > 0 else -math.inf)
+    return tuple(out)
+
+
+def make(
+    eps: Decimal,
+    dlt: Decimal,
+    rel: Relation,
+    dc: Decimal,
+    orders: tuple[float, ...],
+    weights: tuple[float, ...],
+) -> RDPConfig:
+    return RDPConfig(
+        eps,
+        dlt,
+        rel,
+        dc,
+        sub_down(dlt, dc),
+        orders,
+        weights,
+        _rdp_thresholds(eps, dc, orders, weights),
+    )
+
+
+def initial_state(config: RDPConfig) -> RDPState:
+    dead = tuple(b == -math.inf for b in config.thresholds)
+    return RDPState(tuple([0.0] * len(config.orders)), dead)
+
+
+# ---------------------------------------------------------------------------- charge
+def unsupported(decl: Declaration) -> str | None:
+    """Why ``decl`` has no RDP curve here (the 422 message), or ``None``."""
+    if isinstance(decl, Composed):
+        for item, _ in decl.items:
+            why = unsupported(item)
+            if why is not None:
+                return why
+        return None
+    if isinstance(decl, Subsampled):
+        if isinstance(decl.mechanism, Gaussian):
+            return None
+        return _SUBSAMPLED_ONLY_GAUSSIAN
+    if isinstance(
+        decl,
+        PureDP
+        | RandomizedResponse
+        | ApproxDP
+        | Laplace
+        | Exponential
+        | ZCDP
+        | MCDP
+        | GDP
+        | Gaussian
+        | RDPCurve
+        | OdpCapable
+        | DPSGD,
+    ):
+        return None
+    return f"kind '{decl.kind}' is not supported in mode 'rdp'"
+
+
+_SUBSAMPLED_ONLY_GAUSSIAN: Final = (
+    "RDP amplification by subsampling is implemented for the Gaussian mechanism only "
+    "(Mironov–Talwar–Zhang 2019; Wang–Balle–Kasiviswanathan 2019 Thm 27); declare the "
+    "subsampled mechanism's own RDP curve with type 'rdp' instead"
+)
+
+
+def rdp_curve(
+    decl: Declaration, relation: Relation, orders: FloatArray
+) -> tuple[FloatArray, Decimal]:
+    """(ε_i(α) for α in ``orders``, δ_i) charged in ``rdp`` mode.
+
+    Curves: pure ε → randomized-response curve (Steinke 2024 Thm 4);
+    (ε, δ) → (that curve, δ); ρ → ξ + ρα; Gaussian → αΔ²/(2σ²) (Mironov 2017 Prop. 7);
+    Laplace → Mironov 2017 Prop. 6; exponential → Cesar–Rogers bounded-range curve;
+    Poisson-subsampled Gaussian and DP-SGD → Mironov–Talwar–Zhang 2019 (exact, fractional
+    orders); without-replacement Gaussian → Wang–Balle–Kasiviswanathan 2019 Thm 27;
+    user curves → at each α the smallest supplied value at a supplied order ≥ α (RDP is
+    non-decreasing in α), ∞ where none exists. The result is rounded up element-wise.
+    """
+    curve, delta = _rdp_curve(decl, relation, orders)
+    with np.errstate(over="ignore", invalid="raise"):
+        # A closed-form curve here is at most a few float operations (ξ + ρ·α, α·μ²/2):
+        # a relative margin of 4 machine epsilons plus one ulp covers their rounding.
+        curve = np.nextafter(np.maximum(curve, 0.0) * (1.0 + 4.0 * _EPS), np.inf)
+    if np.isnan(curve).any():  # pragma: no cover - conversions never return NaN
+        raise DeclarationError("RDP curve evaluation produced NaN")
+    return curve, delta
+
+
+def _rdp_curve(
+    decl: Declaration, relation: Relation, orders: FloatArray
+) -> tuple[FloatArray, Decimal]:
+    if isinstance(decl, PureDP | RandomizedResponse):
+        return cv.pure_dp_rdp(to_float_up(decl.epsilon), orders), ZERO
+    if isinstance(decl, ApproxDP):
+        return cv.pure_dp_rdp(to_float_up(decl.epsilon), orders), decl.delta
+    if isinstance(decl, Laplace):
+        if decl.sensitivity == 0:
+            return np.zeros_like(orders), ZERO
+        if decl.scale == 0:
+            return np.full_like(orders, math.inf), ZERO
+        return cv.laplace_rdp(
+            to_float_down(decl.scale), to_float_up(decl.sensitivity), orders
+        ), ZERO
+    if isinstance(decl, Exponential):
+        return cv.exponential_rdp(to_float_up(decl.epsilon), orders), ZERO
+    if isinstance(decl, ZCDP | MCDP):
+        xi, rho = zcdp_pair(decl)
+        own = decl.delta if isinstance(decl, ZCDP) else ZERO
+        return to_float_up(xi) + to_float_up(rho) * orders, own
+    if isinstance(decl, GDP):
+        mu = to_float_up(decl.mu)
+        return orders * (mu * mu / 2.0), ZERO
+    if isinstance(decl, Gaussian):
+        if decl.sensitivity == 0:
+            return np.zeros_like(orders), ZERO
+        if decl.sigma == 0:
+            return np.full_like(orders, math.inf), ZERO
+        # αΔ²/(2σ²) (Mironov 2017 Prop. 7): the exact ρ = Δ²/(2σ²) rounded up, times α;
+        # the single float product is covered by rdp_curve's final round-up.
+        return orders * to_float_up(_gaussian_rho(decl)), ZERO
+    if isinstance(decl, RDPCurve):
+        supplied = np.array([float(a) for a in decl.orders])
+        values = np.array([to_float_up(v) for v in decl.values])
+        idx = np.searchsorted(supplied, orders, side="left")
+        out = np.full_like(orders, math.inf)
+        ok = idx < len(supplied)
+        out[ok] = values[idx[ok]]
+        return out, ZERO
+    if isinstance(decl, OdpCapable):
+        part = decl.partition()
+        return cv.pure_dp_rdp(to_float_up(part.worst_epsilon), orders), part.delta
+    if isinstance(decl, Subsampled):
+        inner = decl.mechanism
+        if isinstance(inner, Gaussian):
+            if inner.sensitivity == 0:
+                return np.zeros_like(orders), ZERO
+            if inner.sigma == 0:
+                return np.full_like(orders, math.inf), ZERO
+            nm = to_float_down(UP.divide(inner.sigma, inner.sensitivity))
+            if decl.scheme == "poisson":
+                assert decl.rate is not None
+                return _poisson_gaussian(to_float_up(decl.rate), nm, orders), ZERO
+            assert decl.m is not None and decl.n is not None
+            return ss.wor_gaussian_rdp(decl.m, decl.n, nm, orders), ZERO
+        raise UnsupportedInMode(
+            "RDP amplification by subsampling is implemented for the Gaussian mechanism only "
+            "(Mironov–Talwar–Zhang 2019; Wang–Balle–Kasiviswanathan 2019 Thm 27); declare the "
+            "subsampled mechanism's own RDP curve with type 'rdp' instead"
+        )
+    if isinstance(decl, DPSGD):
+        step = _poisson_gaussian(
+            to_float_up(decl.sample_rate), to_float_down(decl.noise_multiplier), orders
+        )
+        return step * float(decl.steps), ZERO
+    if isinstance(decl, Composed):
+        total = np.zeros_like(orders)
+        delta = ZERO
+        for item, count in decl.items:
+            c, d = _rdp_curve(item, relation, orders)
+            total = total + float(count) * c
+            delta = add_up(delta, mul_up(Decimal(count), d))
+        return total, delta
+    raise UnsupportedInMode(f"kind '{decl.kind}' is not supported in mode 'rdp'")
+
+
+@functools.lru_cache(maxsize=512)
+def _poisson_gaussian_cached(
+    rate: float, sigma: float, orders: tuple[float, ...]
+) -> tuple[FloatArray, int]:
+    with effort.measure() as meter:
+        curve = ss.poisson_gaussian_rdp(rate, sigma, np.asarray(orders, dtype=np.float64))
+    curve.setflags(write=False)  # shared between calls: never mutated
+    return curve, meter.terms
+
+
+def _poisson_gaussian(rate: float, sigma: float, orders: FloatArray) -> FloatArray:
+    """Mironov–Talwar–Zhang 2019 curve of one Poisson-subsampled Gaussian step, memoised per
+    (q, σ, grid): DP-SGD jobs repeat the same parameters, and the series costs ~1 ms. A cached
+    curve is charged to the current work meter as if computed
+    (:mod:`odometer_core.accounting.effort`)."""
+    curve, terms = _poisson_gaussian_cached(rate, sigma, tuple(orders.tolist()))
+    effort.count(terms)
+    return curve
+
+
+def _gaussian_rho(decl: Gaussian) -> Decimal:
+    """ρ = Δ²/(2σ²) of a Gaussian with σ > 0 (Bun–Steinke 2016 Prop. 1.6), rounded up."""
+    r = UP.divide(decl.sensitivity, decl.sigma)
+    return UP.divide(mul_up(r, r), Decimal(2))
+
+
+# ---------------------------------------------------------------------------- admission
+@functools.lru_cache(maxsize=256)
+def _grid(orders: tuple[float, ...], thresholds: tuple[float, ...]) -> _Grid:
+    """Arrays and text of a configuration's grid, built once per configuration (hot path)."""
+    return _Grid(
+        np.asarray(orders, dtype=np.float64),
+        np.asarray(thresholds, dtype=np.float64),
+        [repr(a) for a in orders],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    orders: np.ndarray[Any, np.dtype[np.float64]]
+    thresholds: np.ndarray[Any, np.dtype[np.float64]]
+    order_text: list[str]
+
+
+def _floats_text(values: np.ndarray[Any, np.dtype[np.float64]]) -> list[str]:
+    return [repr(v) for v in values.tolist()]
+
+
+def _rdp_remaining(
+    config: RDPConfig,
+    grid: _Grid,
+    rdp: np.ndarray[Any, np.dtype[np.float64]],
+    dead: np.ndarray[Any, np.dtype[np.bool_]],
+    delta: Decimal,
+) -> RdpCurve:
+    with np.errstate(invalid="ignore"):
+        rem = np.where(dead, 0.0, np.maximum(grid.thresholds - rdp, 0.0))
+    rem = np.where(rem > 0, np.nextafter(rem, -np.inf), 0.0)  # remaining rounds down
+    return RdpCurve(config.orders, tuple(rem.tolist()), sub_down(config.delta_approx, delta))
+
+
+@memoised
+def charged_curve(
+    decl: Declaration, relation: Relation, orders: tuple[float, ...]
+) -> tuple[FloatArray, Decimal]:
+    """:func:`rdp_curve` on a configuration's grid, within the work limit (a 422 past it;
+    :mod:`odometer_core.accounting.effort`). Memoised, so that the service can compute
+    it before taking the budget's lock (:mod:`odometer_core.accounting.memo`); the array is
+    read-only."""
+    with effort.limited():
+        curve, delta = rdp_curve(decl, relation, np.asarray(orders, dtype=np.float64))
+    curve.setflags(write=False)
+    return curve, delta
+
+
+def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decision:
+    """Admit iff Σδ + δ_i ≤ δ_A and some live α has S(α) + ε_i(α) ≤ B(α); then add to every
+    S(α) (rounded up) and kill orders that crossed B(α) (Feldman–Zrnic 2021 Thm 4.3 per order;
+    docs/accounting.md, *rdp*)."""
+    grid = _grid(config.orders, config.thresholds)
+    curve, delta = charged_curve(decl, config.relation, config.orders)
+    requested = RdpCurve(config.orders, tuple(curve.tolist()), delta)
+    new_delta = add_up(state.delta, delta)
+    old = np.asarray(state.rdp, dtype=np.float64)
+    dead = np.asarray(state.dead, dtype=np.bool_)
+    with np.errstate(over="ignore"):
+        s = np.nextafter(old + curve, np.inf)
+    fits = (~dead) & (s <= grid.thresholds)
+    if new_delta > config.delta_approx or not fits.any():
+        why = (
+            "delta budget exceeded"
+            if new_delta > config.delta_approx
+            else "RDP budget exceeded at every live order"
+        )
+        zero = RdpCurve(config.orders, (0.0,) * len(config.orders))
+        remaining = _rdp_remaining(config, grid, old, dead, state.delta)
+        return reject(state, requested, remaining, why, zero)
+    new_dead = dead | (s > grid.thresholds)
+    new_state = RDPState(tuple(s.tolist()), tuple(new_dead.tolist()), new_delta)
+    remaining = _rdp_remaining(config, grid, s, new_dead, new_delta)
+    return Decision("accepted", new_state, requested, requested, remaining)
+
+
+def admit(
+    config: RDPConfig, state: RDPState, decl: Declaration, conversion_delta: Decimal | None
+) -> Decision:
+    return _admit_rdp(config, state, decl)
+
+
+# ---------------------------------------------------------------------------- budget change
+def change_budget(
+    config: RDPConfig, state: RDPState, eps: Decimal, dlt: Decimal, final_conversion_delta: object
+) -> RDPConfig:
+    """New (ε_B, δ_B) on the same grid and weights: δ_c follows δ_B when it was the whole of
+    it, else stays (or is given); the thresholds are recomputed."""
+    if final_conversion_delta is not None:
+        dc = amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
+    elif config.final_conversion_delta == config.delta:
+        dc = dlt
+    else:
+        dc = config.final_conversion_delta
+    if dc > dlt:
+        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
+    return make(eps, dlt, config.relation, dc, config.orders, config.weights)
+
+
+def over_budget(config: RDPConfig, state: RDPState) -> str | None:
+    if state.delta > config.delta_approx:
+        return f"spent delta is {fmt(state.delta)}"
+    # a dead order stays dead (its stopping time has passed), so only live orders can keep
+    # the filter open
+    live = [
+        not d and s <= b for s, b, d in zip(state.rdp, config.thresholds, state.dead, strict=True)
+    ]
+    if not any(live):
+        return "the spent RDP curve exceeds the new threshold at every live order"
+    return None
+
+
+def recheck_dead(config: RDPConfig, state: RDPState) -> RDPState:
+    """After a budget change, orders over the new thresholds die and orders dead for good stay
+    dead (a dead order never revives: its stopping time has passed)."""
+    dead = tuple(
+        d or s > b for d, s, b in zip(state.dead, state.rdp, config.thresholds, strict=True)
+    )
+    return replace(state, dead=dead)
+
+
+# ---------------------------------------------------------------------------- status
+def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
+    """Budget and spend per order; ``spent_eps_delta`` converts the running curve (an
+    estimate: the certified guarantee is the filter's target)."""
+    return {
+        "delta_approx": fmt(config.delta_approx),
+        "final_conversion_delta": fmt(config.final_conversion_delta),
+        "orders": [repr(a) for a in config.orders],
+        "thresholds": [repr(b) for b in config.thresholds],
+        "spent": {
+            "rdp": [repr(s) for s in state.rdp],
+            "delta": fmt(state.delta),
+            "dead": list(state.dead),
+        },
+        "remaining": _rdp_remaining(
+            config,
+            _grid(config.orders, config.thresholds),
+            np.asarray(state.rdp),
+            np.asarray(state.dead),
+            state.delta,
+        ).to_json(),
+        "spent_eps_delta": {
+            "epsilon": _estimate_rdp(config, state),
+            "delta": fmt(add_up(state.delta, config.final_conversion_delta)),
+            "certified": False,
+        },
+    }
+
+
+def _estimate_rdp(config: RDPConfig, state: RDPState) -> str:
+    if config.final_conversion_delta <= 0:
+        return "Infinity" if any(state.rdp) else "0"
+    if not any(state.rdp):
+        return "0"
+    e, _ = cv.rdp_to_epsilon(
+        config.orders_array, np.asarray(state.rdp), to_float_down(config.final_conversion_delta)
+    )
+    return fmt(cost_from_float(e))
+
+
+# ---------------------------------------------------------------------------- codec
+def config_to_json(config: RDPConfig) -> dict[str, Any]:
+    return {
+        "final_conversion_delta": fmt(config.final_conversion_delta),
+        "delta_approx": fmt(config.delta_approx),
+        "orders": [float_text(a) for a in config.orders],
+        "weights": [float_text(w) for w in config.weights],
+        "thresholds": [float_text(b) for b in config.thresholds],
+    }
+
+
+def config_from_json(
+    eps: Decimal, dlt: Decimal, rel: Relation, obj: Mapping[str, Any]
+) -> RDPConfig:
+    """Derived values (thresholds) are read back, not recomputed, so a replay uses exactly the
+    thresholds that were in force."""
+    return RDPConfig(
+        eps,
+        dlt,
+        rel,
+        Decimal(obj["final_conversion_delta"]),
+        Decimal(obj["delta_approx"]),
+        tuple(float(a) for a in obj["orders"]),
+        tuple(float(w) for w in obj["weights"]),
+        tuple(float(b) for b in obj["thresholds"]),
+    )
+
+
+def state_to_json(state: RDPState) -> dict[str, Any]:
+    return {
+        "rdp": [float_text(s) for s in state.rdp],
+        "dead": list(state.dead),
+        "delta": fmt(state.delta),
+    }
+
+
+def state_from_json(obj: Mapping[str, Any]) -> RDPState:
+    return RDPState(
+        tuple(float(s) for s in obj["rdp"]),
+        tuple(bool(d) for d in obj["dead"]),
+        Decimal(obj["delta"]),
+    )
+
+
+MODE = Mode(
+    name="rdp",
+    config_type=RDPConfig,
+    state_type=RDPState,
+    parse=parse,
+    initial_state=initial_state,
+    unsupported=unsupported,
+    admit=admit,
+    change_budget=change_budget,
+    over_budget=over_budget,
+    status=status,
+    config_to_json=config_to_json,
+    config_from_json=config_from_json,
+    state_to_json=state_to_json,
+    state_from_json=state_from_json,
+    after_budget_change=recheck_dead,
+)

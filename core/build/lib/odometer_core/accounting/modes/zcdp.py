@@ -1,0 +1,334 @@
+"""``zcdp`` mode: an approximate-zCDP privacy filter.
+
+Admission: Σρ_i + ρ ≤ ρ_B and Σδ_i + δ ≤ δ_A, where the dataset's δ_B = δ_A + δ_c and ρ_B is the
+largest ρ whose conversion at ε_B costs at most δ_c (Canonne–Kamath–Steinke 2020, Cor. 13),
+rounded down. Valid under full adaptivity by the approximate-zCDP filter of Whitehouse–Ramdas–
+Rogers–Wu 2023 (Thm 1; Feldman–Zrnic 2021 Rem. 4.4 for the RDP form), so everything released is
+(ε_B, δ_A + δ_c)-DP. See ``docs/accounting.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+from odometer_core.accounting import conversions as cv
+from odometer_core.accounting.amounts import RhoDelta
+from odometer_core.accounting.declarations import (
+    DPSGD,
+    GDP,
+    MCDP,
+    ZCDP,
+    ApproxDP,
+    Composed,
+    Declaration,
+    Exponential,
+    Gaussian,
+    Laplace,
+    OdpCapable,
+    PureDP,
+    RandomizedResponse,
+    RDPCurve,
+    Relation,
+    Subsampled,
+)
+from odometer_core.accounting.exact import (
+    INFINITY,
+    UP,
+    ZERO,
+    add_up,
+    budget_from_float,
+    cost_from_float,
+    fmt,
+    mul_up,
+    sub_down,
+    to_float_down,
+    to_float_up,
+)
+from odometer_core.accounting.modes.common import (
+    ConfigError,
+    Decision,
+    Mode,
+    UnsupportedInMode,
+    amount,
+    only,
+    reject,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ZCDPConfig:
+    """``zcdp``: δ_B = δ_A + δ_c; ρ_B = max{ρ : CKS δ(ρ, ε_B) ≤ δ_c}, rounded down."""
+
+    epsilon: Decimal
+    delta: Decimal
+    relation: Relation
+    final_conversion_delta: Decimal
+    delta_approx: Decimal
+    rho_budget: Decimal
+    mode: Literal["zcdp"] = "zcdp"
+
+
+@dataclass(frozen=True, slots=True)
+class ZCDPState:
+    """Σρ and Σδ of admitted invocations."""
+
+    rho: Decimal = ZERO
+    delta: Decimal = ZERO
+
+
+# ---------------------------------------------------------------------------- configuration
+def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> ZCDPConfig:
+    """``{"mode": "zcdp", "final_conversion_delta"?}``: δ_c defaults to the whole δ_B."""
+    only(acc, ("mode", "final_conversion_delta"))
+    dc = amount(acc, "final_conversion_delta", default=dlt)
+    if dc > dlt:
+        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
+    return make(eps, dlt, rel, dc)
+
+
+def make(eps: Decimal, dlt: Decimal, rel: Relation, dc: Decimal) -> ZCDPConfig:
+    rho_b = (
+        budget_from_float(cv.zcdp_rho_budget(to_float_down(eps), to_float_down(dc)))
+        if dc > 0
+        else ZERO
+    )
+    return ZCDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), rho_b)
+
+
+def initial_state(config: ZCDPConfig) -> ZCDPState:
+    return ZCDPState()
+
+
+# ---------------------------------------------------------------------------- charge
+def unsupported(decl: Declaration) -> str | None:
+    """Why ``decl`` has no certified zCDP charge (the 422 message), or ``None``."""
+    if isinstance(decl, Composed):
+        for item, _ in decl.items:
+            why = unsupported(item)
+            if why is not None:
+                return why
+        return None
+    if isinstance(decl, RDPCurve | Subsampled | DPSGD):
+        return (
+            f"'{decl.kind}' has no certified zCDP bound (a finite RDP grid does not certify "
+            "zCDP and subsampling does not improve ρ); use a dataset or sub-budget in mode 'rdp'"
+        )
+    if isinstance(
+        decl,
+        ZCDP
+        | MCDP
+        | PureDP
+        | RandomizedResponse
+        | Laplace
+        | Exponential
+        | ApproxDP
+        | GDP
+        | Gaussian
+        | OdpCapable,
+    ):
+        return None
+    return f"kind '{decl.kind}' is not supported in mode 'zcdp'"
+
+
+def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
+    """(ρ, δ) charged in ``zcdp`` mode.
+
+    - ρ-zCDP / (ξ, ρ)-zCDP → ξ + ρ (RDP ξ + ρα ≤ (ξ + ρ)α for α ≥ 1; Bun–Steinke 2016 Def. 1.1);
+    - pure ε (and randomized response, Laplace at ε = Δ/b) → ε·tanh(ε/2), tight
+      (Steinke 2024, "Sharp RDP & zCDP from pure DP", Thm 5; ≤ ε²/2 of BS16 Prop. 1.4);
+    - exponential mechanism → min(ε²/8, ε·tanh(ε/2)) (Cesar–Rogers 2021 Lemma 3.2);
+    - (ε, δ) → (ε²/2, δ) (Bun–Steinke 2016 Prop. 1.13 / §8; the tighter tanh form for δ > 0
+      is not used);
+    - μ-GDP → μ²/2 and Gaussian → Δ²/(2σ²) (BS16 Prop. 1.6);
+    - mCDP → ξ + ρ via BS16 Lemma 4.2; ODP → its worst cell as pure / approximate DP;
+    - composed → Σ count·ρ, Σ count·δ (BS16 Lemma 2.3).
+    RDP grid curves, subsampled mechanisms and DP-SGD are rejected: a finite grid does not
+    certify zCDP and subsampling does not improve ρ (a lower bound of Steinke 2022).
+    """
+    if isinstance(decl, ZCDP):
+        return add_up(decl.xi, decl.rho), decl.delta
+    if isinstance(decl, MCDP):
+        xi, rho = zcdp_pair(decl)
+        return add_up(xi, rho), ZERO
+    if isinstance(decl, PureDP | RandomizedResponse | Laplace):
+        return _pure_rho(decl.epsilon), ZERO
+    if isinstance(decl, Exponential):
+        eps8 = UP.divide(mul_up(decl.epsilon, decl.epsilon), Decimal(8))
+        return min(eps8, _pure_rho(decl.epsilon)), ZERO
+    if isinstance(decl, ApproxDP):
+        if decl.delta == 0:
+            return _pure_rho(decl.epsilon), ZERO
+        return UP.divide(mul_up(decl.epsilon, decl.epsilon), Decimal(2)), decl.delta
+    if isinstance(decl, GDP):
+        return UP.divide(mul_up(decl.mu, decl.mu), Decimal(2)), ZERO
+    if isinstance(decl, Gaussian):
+        r = decl.ratio
+        if r.is_infinite():
+            return INFINITY, ZERO
+        return UP.divide(mul_up(r, r), Decimal(2)), ZERO
+    if isinstance(decl, OdpCapable):
+        part = decl.partition()
+        return zcdp_charge(ApproxDP(part.worst_epsilon, part.delta))
+    if isinstance(decl, Composed):
+        rho, delta = ZERO, ZERO
+        for item, count in decl.items:
+            r, d = zcdp_charge(item)
+            rho = add_up(rho, mul_up(Decimal(count), r))
+            delta = add_up(delta, mul_up(Decimal(count), d))
+        return rho, delta
+    if isinstance(decl, RDPCurve | Subsampled | DPSGD):
+        raise UnsupportedInMode(
+            f"'{decl.kind}' has no certified zCDP bound (a finite RDP grid does not certify "
+            "zCDP and subsampling does not improve ρ); use a dataset or sub-budget in mode 'rdp'"
+        )
+    raise UnsupportedInMode(f"kind '{decl.kind}' is not supported in mode 'zcdp'")
+
+
+def zcdp_pair(decl: ZCDP | MCDP) -> tuple[Decimal, Decimal]:
+    """(ξ, ρ) of a zCDP or mCDP declaration; mCDP via Bun–Steinke 2016 Lemma 4.2
+    ((μ, τ)-mCDP ⇒ (μ − τ²/2, τ²/2)-zCDP), with ξ clamped at 0 (a larger ξ is conservative)."""
+    if isinstance(decl, ZCDP):
+        return decl.xi, decl.rho
+    rho = UP.divide(mul_up(decl.tau, decl.tau), Decimal(2))
+    xi = UP.subtract(decl.mu, rho)
+    return (xi if xi > 0 else ZERO), rho
+
+
+def _pure_rho(epsilon: Decimal) -> Decimal:
+    """ε·tanh(ε/2), rounded up (Steinke 2024 Thm 5); ε for ε ≥ 1e3 where tanh = 1."""
+    if epsilon == 0:
+        return ZERO
+    e = to_float_up(epsilon)
+    return cost_from_float(cv.pure_dp_zcdp(e))
+
+
+# ---------------------------------------------------------------------------- admission
+def _zcdp_remaining(config: ZCDPConfig, state: ZCDPState) -> RhoDelta:
+    return RhoDelta(
+        sub_down(config.rho_budget, state.rho), sub_down(config.delta_approx, state.delta)
+    )
+
+
+def _admit_zcdp(config: ZCDPConfig, state: ZCDPState, decl: Declaration) -> Decision:
+    """Admit iff Σρ + ρ_i ≤ ρ_B and Σδ + δ_i ≤ δ_A (WRRW23 approximate-zCDP filter)."""
+    rho, delta = zcdp_charge(decl)
+    requested = RhoDelta(rho, delta)
+    new_rho = add_up(state.rho, rho)
+    new_delta = add_up(state.delta, delta)
+    if new_rho > config.rho_budget or new_delta > config.delta_approx:
+        which = "rho" if new_rho > config.rho_budget else "delta"
+        return reject(
+            state,
+            requested,
+            _zcdp_remaining(config, state),
+            f"{which} budget exceeded",
+            RhoDelta(),
+        )
+    new_state = ZCDPState(new_rho, new_delta)
+    return Decision("accepted", new_state, requested, requested, _zcdp_remaining(config, new_state))
+
+
+def admit(
+    config: ZCDPConfig, state: ZCDPState, decl: Declaration, conversion_delta: Decimal | None
+) -> Decision:
+    return _admit_zcdp(config, state, decl)
+
+
+# ---------------------------------------------------------------------------- budget change
+def change_budget(
+    config: ZCDPConfig, state: ZCDPState, eps: Decimal, dlt: Decimal, final_conversion_delta: object
+) -> ZCDPConfig:
+    """New (ε_B, δ_B): δ_c follows δ_B when it was the whole of it, else stays (or is given)."""
+    if final_conversion_delta is not None:
+        dc = amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
+    elif config.final_conversion_delta == config.delta:
+        dc = dlt
+    else:
+        dc = config.final_conversion_delta
+    if dc > dlt:
+        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
+    return make(eps, dlt, config.relation, dc)
+
+
+def over_budget(config: ZCDPConfig, state: ZCDPState) -> str | None:
+    if state.rho > config.rho_budget or state.delta > config.delta_approx:
+        return f"spent is rho={fmt(state.rho)}, delta={fmt(state.delta)}"
+    return None
+
+
+# ---------------------------------------------------------------------------- status
+def status(config: ZCDPConfig, state: ZCDPState) -> dict[str, Any]:
+    """Budget and spend in ρ; ``spent_eps_delta`` converts the running total (an estimate: the
+    certified guarantee is the filter's target)."""
+    est = _estimate_zcdp(state.rho, config.final_conversion_delta)
+    return {
+        "rho_budget": fmt(config.rho_budget),
+        "delta_approx": fmt(config.delta_approx),
+        "final_conversion_delta": fmt(config.final_conversion_delta),
+        "spent": {"rho": fmt(state.rho), "delta": fmt(state.delta)},
+        "remaining": _zcdp_remaining(config, state).to_json(),
+        "spent_eps_delta": {
+            "epsilon": est,
+            "delta": fmt(add_up(state.delta, config.final_conversion_delta)),
+            "certified": False,
+        },
+    }
+
+
+def _estimate_zcdp(rho: Decimal, delta_c: Decimal) -> str:
+    if rho == 0:
+        return "0"
+    if delta_c <= 0:
+        return "Infinity"
+    return fmt(cost_from_float(cv.zcdp_epsilon(float(rho), to_float_down(delta_c))))
+
+
+# ---------------------------------------------------------------------------- codec
+def config_to_json(config: ZCDPConfig) -> dict[str, Any]:
+    return {
+        "final_conversion_delta": fmt(config.final_conversion_delta),
+        "delta_approx": fmt(config.delta_approx),
+        "rho_budget": fmt(config.rho_budget),
+    }
+
+
+def config_from_json(
+    eps: Decimal, dlt: Decimal, rel: Relation, obj: Mapping[str, Any]
+) -> ZCDPConfig:
+    return ZCDPConfig(
+        eps,
+        dlt,
+        rel,
+        Decimal(obj["final_conversion_delta"]),
+        Decimal(obj["delta_approx"]),
+        Decimal(obj["rho_budget"]),
+    )
+
+
+def state_to_json(state: ZCDPState) -> dict[str, Any]:
+    return {"rho": fmt(state.rho), "delta": fmt(state.delta)}
+
+
+def state_from_json(obj: Mapping[str, Any]) -> ZCDPState:
+    return ZCDPState(Decimal(obj["rho"]), Decimal(obj["delta"]))
+
+
+MODE = Mode(
+    name="zcdp",
+    config_type=ZCDPConfig,
+    state_type=ZCDPState,
+    parse=parse,
+    initial_state=initial_state,
+    unsupported=unsupported,
+    admit=admit,
+    change_budget=change_budget,
+    over_budget=over_budget,
+    status=status,
+    config_to_json=config_to_json,
+    config_from_json=config_from_json,
+    state_to_json=state_to_json,
+    state_from_json=state_from_json,
+)

@@ -1,0 +1,42 @@
+"""The ledger: every decision of a dataset's budget, append-only and hash-chained.
+
+A pure package (it imports the accounting core, nothing of the web, the database, the services
+or the client; checked by the layer contracts in ``pyproject.toml``), shared by the service,
+the command line, the Python client and the offline verifier:
+
+- :mod:`odometer_core.ledger.entry`: :class:`EntryKind`, the typed :class:`Entry` and the one
+builder
+  :func:`next_entry` that chains an entry to its dataset's head;
+- :mod:`odometer_core.ledger.chain`: the canonical encoding, the entry hash and the chain walker;
+- :mod:`odometer_core.ledger.formats`: the export formats (JSON, JSON lines, CSV), written and read;
+- :mod:`odometer_core.ledger.replay`: the replay of a ledger through the accounting core;
+- :mod:`odometer_core.ledger.checkpoints`: signed checkpoints of a head and their offline audit.
+"""
+
+from odometer_core.ledger.chain import (
+    GENESIS_HASH,
+    PAYLOAD_FIELDS,
+    ChainProblem,
+    ChainWalker,
+    entry_hash,
+)
+from odometer_core.ledger.checkpoints import CheckpointAudit, Signer
+from odometer_core.ledger.entry import Entry, EntryContent, EntryKind, next_entry
+from odometer_core.ledger.replay import Replayer, ReplayVerdict, replay
+
+__all__ = [
+    "GENESIS_HASH",
+    "PAYLOAD_FIELDS",
+    "ChainProblem",
+    "ChainWalker",
+    "CheckpointAudit",
+    "Entry",
+    "EntryContent",
+    "EntryKind",
+    "ReplayVerdict",
+    "Replayer",
+    "Signer",
+    "entry_hash",
+    "next_entry",
+    "replay",
+]

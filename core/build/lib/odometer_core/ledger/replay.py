@@ -1,0 +1,357 @@
+"""Replay a ledger through the accounting core and check it end to end.
+
+:func:`replay` takes the entries of one dataset in ``seq`` order (as exported: every payload
+field plus ``hash``), checks the hash chain (:mod:`odometer_core.ledger.chain`) and re-runs every
+entry:
+
+- ``dataset_created``  → ``config_from_json`` + ``initial_state``
+- ``budget_changed``   → ``change_budget`` with the stored arguments
+- ``invocation_accepted|reserved|rejected`` → ``admit`` with the stored declaration and extras
+- ``invocation_settled`` → ``settle`` with the reservation opened earlier and the stored cell
+- ``invocation_cancelled`` → ``cancel`` of that reservation
+- ``grant_changed`` → an analyst's quota filter starts (``initial_state``) or ends
+
+Quota levels are replayed per analyst as well: every entry's ``quota`` part is recomputed
+with the quota filter opened by the latest ``grant_changed`` for that analyst. A rejection by
+an upper level (organisation or quota) must leave the dataset state unchanged and charge
+nothing here. The organisation level spans datasets, so one dataset's ledger cannot replay it;
+its charges are recorded (``org``) and their sum over the organisation's datasets is the
+organisation's counted state.
+
+After each step the recomputed state (``state_to_json``) must equal the stored ``state``
+exactly, and the recomputed outcome, charge, refund, reservation and configuration must equal
+what was recorded. No database access: the offline verifier uses this module as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from odometer_core.accounting import (
+    ACCOUNTING_VERSION,
+    AccountingConfig,
+    Declaration,
+    FilterState,
+    Reservation,
+    admit,
+    cancel,
+    change_budget,
+    config_from_json,
+    config_to_json,
+    initial_state,
+    legacy,
+    parse_declaration,
+    settle,
+    state_to_json,
+)
+from odometer_core.accounting.amounts import amount_json
+from odometer_core.ledger.chain import GENESIS_HASH, ChainProblem, ChainWalker
+from odometer_core.ledger.entry import EntryKind
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayVerdict:
+    """The result of a replay: ``ok`` iff no problem was found."""
+
+    ok: bool
+    entries: int
+    head_hash: str
+    state: dict[str, Any] | None
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "entries": self.entries,
+            "head_hash": self.head_hash,
+            "state": self.state,
+            "problems": self.problems,
+        }
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _expect(what: str, recomputed: object, stored: object) -> None:
+    if recomputed != stored:
+        raise _Mismatch(f"{what}: recomputed {recomputed!r}, stored {stored!r}")
+
+
+class _Declarations:
+    """``parse_declaration`` memoised by the text (``repr``) of the stored declaration.
+
+    A long ledger repeats a handful of declarations (the same mechanism run again and again),
+    and parsing one (validation, Decimal parsing) cost as much as admitting it. Declarations
+    are immutable, so one parsed object serves every entry with the same text. Only
+    declarations whose ``to_json()`` equals the stored object are kept, so a hit also means
+    the round-trip check passed. The key is ``repr`` of the stored dict (C speed; equal
+    ``repr`` of JSON values means equal values, and ``"1"``, ``1``, ``1.0`` and ``True`` all
+    differ). Bounded: the table is emptied when it reaches ``limit``.
+    """
+
+    __slots__ = ("_known", "limit")
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._known: dict[str, Declaration] = {}
+        self.limit = limit
+
+    def parse(self, stored: Any) -> Declaration:
+        """The declaration of ``stored``; :class:`_Mismatch` if it does not round-trip."""
+        key = repr(stored) if type(stored) is dict else None
+        if key is not None:
+            known = self._known.get(key)
+            if known is not None:
+                return known
+        declaration = parse_declaration(stored)
+        _expect("declaration", declaration.to_json(), stored)
+        if key is not None:
+            if len(self._known) >= self.limit:
+                self._known.clear()
+            self._known[key] = declaration
+        return declaration
+
+
+def replay(entries: Iterable[Mapping[str, Any]]) -> ReplayVerdict:
+    """Verify the chain and recompute every state; stops re-running at the first mismatch
+    (later states would differ anyway) but keeps checking the chain. ``entries`` is consumed
+    once, as it streams (see :class:`Replayer`)."""
+    replayer = Replayer()
+    for entry in entries:
+        replayer.feed(entry)
+    return replayer.verdict()
+
+
+class Replayer:
+    """:func:`replay` one entry at a time: memory stays bounded by the open reservations and
+    quotas, not by the length of the ledger. :meth:`snapshot` copies the position reached, so
+    a verification can resume from there (e.g. re-checking a ledger changed after some entry).
+
+    ``check_chain=False`` re-runs the entries only: ``odometer verify`` walks the hash chain in
+    a second process and adds its problems with :meth:`add_chain_problems`. ``strict_json``
+    is passed to the :class:`ChainWalker` (entries parsed by ``loads_strict``).
+    """
+
+    def __init__(self, *, check_chain: bool = True, strict_json: bool = False) -> None:
+        self.chain = ChainWalker(strict_json=strict_json)
+        self.check_chain = check_chain
+        self.declarations = _Declarations()
+        self.chain_problems: list[str] = []
+        self.replay_problems: list[str] = []
+        self.config: AccountingConfig | None = None
+        self.state: FilterState | None = None
+        self.reservations: dict[str, Reservation] = {}
+        self.quotas: dict[str, tuple[AccountingConfig, FilterState]] = {}
+        self.entries = 0
+        self.head_hash = GENESIS_HASH
+        self.stopped = False
+
+    def feed(self, entry: Mapping[str, Any]) -> None:
+        """Check the next entry's chain link and, until the first mismatch, re-run it."""
+        if self.check_chain:
+            self.add_chain_problems(self.chain.check(entry))
+        self.entries += 1
+        position = self.entries
+        self.head_hash = str(entry.get("hash"))
+        if self.stopped:
+            return
+        try:
+            entry = _current(entry)
+            self.config, self.state = _step(
+                entry, position, self.config, self.state, self.reservations, self.declarations
+            )
+            _quota_step(entry, self.quotas, self.declarations)
+        except _Mismatch as exc:
+            self.replay_problems.append(f"entry {position} ({entry.get('kind')}): {exc}")
+            self.stopped = True
+        except Exception as exc:  # a corrupted entry must give a verdict, not a crash
+            self.replay_problems.append(
+                f"entry {position} ({entry.get('kind')}): cannot replay: {exc!r}"
+            )
+            self.stopped = True
+
+    def add_chain_problems(self, problems: Iterable[ChainProblem]) -> None:
+        """Record hash-chain defects (from :attr:`chain` or a walker run elsewhere)."""
+        self.chain_problems.extend(
+            f"entry {p.position} (seq {p.seq!r}): {p.problem}" for p in problems
+        )
+
+    def snapshot(self) -> Replayer:
+        """An independent copy of this replayer at the current position."""
+        twin = Replayer(check_chain=self.check_chain)
+        twin.chain = ChainWalker(
+            self.chain.prev_hash,
+            self.chain.position,
+            self.chain.dataset,
+            strict_json=self.chain.strict_json,
+        )
+        twin.declarations = self.declarations  # immutable values: sharing is safe
+        twin.chain_problems = list(self.chain_problems)
+        twin.replay_problems = list(self.replay_problems)
+        twin.config, twin.state = self.config, self.state
+        twin.reservations = dict(self.reservations)
+        twin.quotas = dict(self.quotas)
+        twin.entries, twin.head_hash, twin.stopped = self.entries, self.head_hash, self.stopped
+        return twin
+
+    def verdict(self) -> ReplayVerdict:
+        problems = [*self.chain_problems, *self.replay_problems]
+        return ReplayVerdict(
+            ok=not problems,
+            entries=self.entries,
+            head_hash=self.head_hash,
+            state=state_to_json(self.state) if self.state is not None else None,
+            problems=problems,
+        )
+
+
+def _current(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The entry in today's field names: as written, or upgraded from an earlier accounting
+    version this verifier still reads (:mod:`odometer_core.accounting.legacy`)."""
+    version = entry.get("accounting_version")
+    if version == ACCOUNTING_VERSION or version == legacy.VERSION_1_1:
+        return entry
+    if version == legacy.VERSION_1_0:
+        return legacy.upgrade_entry(entry)
+    raise _Mismatch(
+        f"recorded with accounting version {version!r}; this verifier implements "
+        f"{ACCOUNTING_VERSION!r} (and reads {legacy.VERSION_1_1!r} and {legacy.VERSION_1_0!r})"
+    )
+
+
+def _step(
+    entry: Mapping[str, Any],
+    position: int,
+    config: AccountingConfig | None,
+    state: FilterState | None,
+    reservations: dict[str, Reservation],
+    declarations: _Declarations,
+) -> tuple[AccountingConfig, FilterState]:
+    kind = entry.get("kind")
+    request: Mapping[str, Any] = entry.get("request") or {}
+    if kind == EntryKind.DATASET_CREATED:
+        if position != 1:
+            raise _Mismatch("dataset_created after the first entry")
+        config = config_from_json(entry["config"])
+        _expect("config", config_to_json(config), entry["config"])
+        state = initial_state(config)
+    elif config is None or state is None:
+        raise _Mismatch("the ledger does not start with dataset_created")
+    elif kind == EntryKind.BUDGET_CHANGED:
+        config, state = change_budget(
+            config,
+            state,
+            request["epsilon"],
+            request["delta"],
+            sub_budget=request.get("sub_budget"),
+            final_conversion_delta=request.get("final_conversion_delta"),
+        )
+        _expect("config", config_to_json(config), entry["config"])
+    elif kind == EntryKind.GRANT_CHANGED:
+        pass
+    elif kind in (
+        EntryKind.INVOCATION_ACCEPTED,
+        EntryKind.INVOCATION_RESERVED,
+        EntryKind.INVOCATION_REJECTED,
+    ):
+        declaration = declarations.parse(entry["declaration"])
+        conversion = request.get("conversion_delta")
+        decision = admit(
+            config,
+            state,
+            declaration,
+            sub_budget=request.get("sub_budget"),
+            conversion_delta=None if conversion is None else Decimal(conversion),
+        )
+        if kind == EntryKind.INVOCATION_REJECTED and decision.admitted:
+            # Refused by an upper level: that level must say so, and nothing moves here.
+            upper = [entry.get("org"), entry.get("quota")]
+            if not any(p and p.get("outcome") == "rejected" for p in upper):
+                raise _Mismatch("rejected, but neither the dataset nor an upper level refused")
+            _expect("charge", None, entry["charge"])
+            _expect("requested", amount_json(decision.requested), entry["requested"])
+            _expect("state", state_to_json(state), entry["state"])
+            return config, state
+        _expect("outcome", f"invocation_{decision.outcome}", kind)
+        _expect("charge", amount_json(decision.charge), entry["charge"])
+        _expect("requested", amount_json(decision.requested), entry["requested"])
+        reservation = decision.reservation.to_json() if decision.reservation else None
+        _expect("reservation", reservation, entry["reservation"])
+        if decision.reservation is not None:
+            reservations[str(entry["invocation_id"])] = decision.reservation
+        state = decision.state
+    elif kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED):
+        open_reservation = reservations.pop(str(entry["invocation_id"]), None)
+        if open_reservation is None:
+            raise _Mismatch("no open reservation for this invocation")
+        _expect("reservation", open_reservation.to_json(), entry["reservation"])
+        if kind == EntryKind.INVOCATION_SETTLED:
+            decision = settle(config, state, open_reservation, request["cell"])
+        else:
+            decision = cancel(config, state, open_reservation)
+        _expect("charge", amount_json(decision.charge), entry["charge"])
+        _expect("refund", amount_json(decision.refund), entry["refund"])
+        state = decision.state
+    else:
+        raise _Mismatch(f"unknown entry kind {kind!r}")
+    _expect("state", state_to_json(state), entry["state"])
+    return config, state
+
+
+def _quota_step(
+    entry: Mapping[str, Any],
+    quotas: dict[str, tuple[AccountingConfig, FilterState]],
+    declarations: _Declarations,
+) -> None:
+    """Replay the analyst-quota part of one entry (see the module docstring)."""
+    part: Mapping[str, Any] | None = entry.get("quota")
+    if part is None:
+        return
+    owner = str(part["id"])
+    kind = entry.get("kind")
+    if kind == EntryKind.GRANT_CHANGED:
+        if part.get("config") is None:
+            quotas.pop(owner, None)
+            return
+        config = config_from_json(part["config"])
+        _expect("quota config", config_to_json(config), part["config"])
+        state = initial_state(config)
+        _expect("quota state", state_to_json(state), part["state"])
+        quotas[owner] = (config, state)
+        return
+    if owner not in quotas:
+        raise _Mismatch(f"quota of '{owner}' charged without a grant")
+    config, state = quotas[owner]
+    if kind in (
+        EntryKind.INVOCATION_ACCEPTED,
+        EntryKind.INVOCATION_RESERVED,
+        EntryKind.INVOCATION_REJECTED,
+    ):
+        request: Mapping[str, Any] = entry.get("request") or {}
+        conversion = request.get("conversion_delta")
+        decision = admit(
+            config,
+            state,
+            declarations.parse(entry["declaration"]),
+            conversion_delta=None if conversion is None else Decimal(conversion),
+        )
+        _expect("quota outcome", decision.outcome, part["outcome"])
+        _expect("quota requested", amount_json(decision.requested), part["requested"])
+    elif kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED):
+        reservation = Reservation.from_json(entry["reservation"])
+        reservation = Reservation(reservation.partition, None)
+        if kind == EntryKind.INVOCATION_SETTLED:
+            request = entry.get("request") or {}
+            decision = settle(config, state, reservation, request["cell"])
+        else:
+            decision = cancel(config, state, reservation)
+    else:
+        raise _Mismatch(f"a quota part on a {kind!r} entry")
+    if part["applied"]:
+        _expect("quota charge", amount_json(decision.charge), part["charge"])
+        state = decision.state
+    _expect("quota state", state_to_json(state), part["state"])
+    quotas[owner] = (config, state)

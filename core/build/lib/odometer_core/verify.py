@@ -1,0 +1,196 @@
+"""``odometer verify``: the offline ledger verifier, an auditor's tool.
+
+odometer verify EXPORT [--checkpoints FILE --public-key PEM] [--jobs N]
+    replay a ledger export (JSON, JSONL or CSV) and check its chain (JSON lines are streamed:
+    bounded memory), and against the operator's signed checkpoints (truncation, rewriting)
+
+The command is a plug-in of the client's ``odometer`` command line (entry point group
+``odometer.commands``): installing this distribution alone gives an auditor ``odometer verify``
+without the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from odometer_core.ledger.chain import ChainProblem, ChainWalker
+from odometer_core.ledger.formats import (
+    UnreadableLine,
+    iter_jsonl_export,
+    load_export,
+    looks_like_jsonl,
+)
+
+# The replay imports what it needs when it runs: the chain-walking process never loads the
+# accounting core. None of these deferred imports hides a cycle
+# (tests/architecture/test_layers.py finds none).
+if TYPE_CHECKING:
+    from odometer_core.ledger.checkpoints import CheckpointAudit
+    from odometer_core.ledger.replay import Replayer
+
+#: From this size on, ``--jobs auto`` walks the hash chain in a second process.
+PARALLEL_FROM_BYTES = 16 * 1024 * 1024
+
+
+def walk_chain_file(path: str) -> list[ChainProblem]:
+    """The hash-chain defects of a JSON-lines export (the second process of ``verify``).
+
+    Stops quietly at an unreadable line: the replaying process reads the same bytes and
+    reports it.
+    """
+    walker = ChainWalker(strict_json=True)
+    problems: list[ChainProblem] = []
+    with Path(path).open(encoding="utf-8") as stream:
+        try:
+            for entry in iter_jsonl_export(stream, strict=True):
+                problems.extend(walker.check(entry))
+        except UnreadableLine:
+            pass
+    return problems
+
+
+def _feed_all(
+    replayer: Replayer, stream: Iterable[str], audit: CheckpointAudit | None
+) -> str | None:
+    """Feed every entry; the reason the stream stopped early (an unreadable line), if any."""
+    try:
+        for entry in iter_jsonl_export(stream, strict=True):
+            replayer.feed(entry)
+            if audit is not None:
+                audit.see(replayer.entries, entry)
+    except UnreadableLine as exc:
+        return str(exc)
+    return None
+
+
+def verify_jsonl_file(path: Path, *, jobs: int, audit: CheckpointAudit | None) -> dict[str, Any]:
+    """Chain walk + replay (+ checkpoint audit) of a JSON-lines export, streamed.
+
+    With ``jobs=2`` the chain is walked by a second process over the same file while this one
+    replays: the two halves of the work take about as long each, and the machine has cores
+    to spare. Both stream, so memory stays bounded in each.
+    """
+    from odometer_core.ledger.replay import Replayer
+
+    replayer = Replayer(check_chain=jobs == 1, strict_json=True)
+    if jobs == 1:
+        with path.open(encoding="utf-8") as stream:
+            stopped = _feed_all(replayer, stream, audit)
+    else:
+        context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
+        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            chain = pool.submit(walk_chain_file, str(path))
+            with path.open(encoding="utf-8") as stream:
+                stopped = _feed_all(replayer, stream, audit)
+            try:
+                problems = chain.result()
+            except BrokenProcessPool:  # the helper died (e.g. killed): walk here instead
+                problems = walk_chain_file(str(path))
+            replayer.add_chain_problems(problems)
+    return _report(replayer.verdict().to_json(), stopped, audit)
+
+
+def _report(
+    verdict: dict[str, Any], stopped: str | None, audit: CheckpointAudit | None
+) -> dict[str, Any]:
+    """The verdict with an unreadable line and the checkpoint audit folded in."""
+    problems: list[str] = verdict["problems"]
+    if stopped is not None:
+        problems.append(stopped)
+    if audit is not None:
+        checkpoint_problems = audit.finish(verdict["entries"])
+        problems.extend(checkpoint_problems)
+        verdict["checkpoints"] = audit.summary()
+    verdict["ok"] = not problems
+    return verdict
+
+
+def _load_audit(args: argparse.Namespace) -> CheckpointAudit | None:
+    if args.checkpoints is None and args.public_key is None:
+        return None
+    if args.checkpoints is None or args.public_key is None:
+        raise SystemExit("odometer verify: --checkpoints and --public-key go together")
+    from odometer_core.ledger.checkpoints import CheckpointAudit, load_public_key, read_checkpoints
+
+    try:
+        key = load_public_key(Path(args.public_key).read_bytes())
+        text = Path(args.checkpoints).read_text("utf-8")
+        return CheckpointAudit(read_checkpoints(text), key)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"odometer verify: cannot read the checkpoints or key: {exc}") from None
+
+
+def _say(verdict: dict[str, Any]) -> int:
+    """Print the verdict (JSON on stdout, one human line on stderr); the exit code."""
+    print(json.dumps(verdict, indent=2, ensure_ascii=False))
+    if verdict["ok"]:
+        signed = verdict.get("checkpoints")
+        extra = f", {signed['matched']} signed checkpoint(s) match" if signed else ""
+        print(f"VERIFIED: {verdict['entries']} entries{extra}", file=sys.stderr)
+        return 0
+    print(f"FAILED: {verdict['problems'][0]}", file=sys.stderr)
+    return 1
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from odometer_core.ledger.replay import replay
+
+    audit = _load_audit(args)
+    if args.export != "-":
+        path = Path(args.export)
+        with path.open(encoding="utf-8") as stream:
+            first = ""
+            for first in stream:
+                if first.strip():
+                    break
+        if looks_like_jsonl(first):
+            # Streamed: a JSON-lines export of any length is verified in bounded memory.
+            jobs = args.jobs
+            if jobs == 0:
+                big = path.stat().st_size >= PARALLEL_FROM_BYTES
+                jobs = 2 if big and (os.cpu_count() or 1) > 1 else 1
+            return _say(verify_jsonl_file(path, jobs=jobs, audit=audit))
+    text = sys.stdin.read() if args.export == "-" else Path(args.export).read_text("utf-8")
+    entries = load_export(text)
+    if audit is None:
+        return _say(replay(entries).to_json())
+    replayer_input = list(entries)
+    verdict = replay(replayer_input).to_json()
+    for position, entry in enumerate(replayer_input, start=1):
+        audit.see(position, entry)
+    return _say(_report(verdict, None, audit))
+
+
+def register(sub: Any) -> None:
+    """Add ``verify`` to the ``odometer`` command line (an ``odometer.commands`` plug-in)."""
+    verify = sub.add_parser("verify", help="replay a ledger export and check its hash chain")
+    verify.add_argument(
+        "export", help="JSON or CSV export of one dataset's whole ledger ('-' = stdin)"
+    )
+    verify.add_argument(
+        "--checkpoints",
+        metavar="FILE",
+        help="signed checkpoints (JSON lines or the JSON of GET …/checkpoints) to check the "
+        "export against: signatures, (seq, hash) on the chain, no truncation",
+    )
+    verify.add_argument(
+        "--public-key", metavar="PEM", help="the operator's checkpoint public key (PEM)"
+    )
+    verify.add_argument(
+        "--jobs",
+        type=int,
+        choices=[0, 1, 2],
+        default=0,
+        help="processes for a JSON-lines export: 2 walks the chain beside the replay, "
+        "0 (default) picks 2 for large files on a multi-core machine",
+    )
+    verify.set_defaults(run=_verify)

@@ -1,0 +1,133 @@
+"""The client and the verifier install on their own: each into a real fresh virtual
+environment, offline, from wheels built from this source tree (dependencies repacked from the
+installed copies, resolved by pip from their real metadata)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from odometer_client import OdometerClient
+from odometer_client import declarations as d
+from tests.client.wheelhouse import (
+    ROOT,
+    fresh_venv,
+    installed,
+    pip_install,
+    wheelhouse,
+)
+
+#: What the client must never bring: the numeric stack, the web framework, the database layer.
+HEAVY = {"numpy", "scipy", "fastapi", "starlette", "sqlalchemy", "uvicorn", "psycopg", "pydantic"}
+#: What the verifier must never bring: the server's stack.
+SERVER = {"fastapi", "starlette", "sqlalchemy", "uvicorn", "psycopg", "alembic", "pydantic"}
+#: Import time budget of ``import odometer_client`` (the best of five runs: the machine is shared).
+IMPORT_BUDGET_S = 0.150
+
+
+@pytest.fixture(scope="module")
+def house(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return wheelhouse(
+        ["privacy-odometer-client", "privacy-odometer-core"], tmp_path_factory.mktemp("wheels")
+    )
+
+
+@pytest.fixture(scope="module")
+def client_env(house: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    python = fresh_venv(tmp_path_factory.mktemp("client-venv") / "venv")
+    pip_install(python, house, "privacy-odometer-client")
+    yield python
+
+
+def test_the_three_distributions_are_versioned_together() -> None:
+    versions = {}
+    for folder in (ROOT, ROOT / "core", ROOT / "client"):
+        project = tomllib.loads((folder / "pyproject.toml").read_text("utf-8"))["project"]
+        versions[project["name"]] = project["version"]
+        pins = [r for r in project["dependencies"] if r.startswith("privacy-odometer")]
+        for extra in project.get("optional-dependencies", {}).values():
+            pins += [r for r in extra if r.startswith("privacy-odometer")]
+        assert all(pin.endswith("==" + project["version"]) for pin in pins), pins
+    assert len(set(versions.values())) == 1, versions
+    assert set(versions) == {"privacy-odometer", "privacy-odometer-core", "privacy-odometer-client"}
+
+
+def test_client_installs_with_httpx_alone(client_env: Path) -> None:
+    found = installed(client_env)
+    assert "privacy-odometer-client" in found and "httpx" in found
+    assert found & HEAVY == set()
+    assert "privacy-odometer-core" not in found and "privacy-odometer" not in found
+
+
+def test_client_imports_fast_and_loads_nothing_heavy(client_env: Path) -> None:
+    probe = (
+        "import sys, time, json\n"
+        "t = time.perf_counter()\n"
+        "import odometer_client\n"
+        "elapsed = time.perf_counter() - t\n"
+        "print(json.dumps({'s': elapsed, 'modules': sorted(sys.modules)}))\n"
+    )
+    runs = [
+        json.loads(
+            subprocess.run(
+                [str(client_env), "-I", "-c", probe],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=client_env.parent,  # not the repository: nothing of the source tree
+                timeout=60,
+            ).stdout
+        )
+        for _ in range(5)
+    ]
+    top = {m.split(".")[0] for m in runs[0]["modules"]}
+    assert top & (HEAVY | {"app", "odometer_core", "dp_accounting", "opendp"}) == set()
+    assert "httpx" in top
+    assert min(r["s"] for r in runs) < IMPORT_BUDGET_S, [r["s"] for r in runs]
+
+
+def test_client_alone_says_how_to_get_the_verifier(client_env: Path, tmp_path: Path) -> None:
+    odometer = client_env.parent / "odometer"
+    proc = subprocess.run(
+        [str(odometer), "verify", str(tmp_path / "x.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "odometer verify: the offline verifier is not installed: "
+        "pip install 'privacy-odometer-client[verify]'\n"
+    )
+
+
+def test_verifier_alone_verifies_a_servers_export(
+    house: Path, tmp_path_factory: pytest.TempPathFactory, client: OdometerClient
+) -> None:
+    ds = client.create_dataset("verifier-alone", "1", "0.000001")
+    client.register(ds, d.pure_dp("0.25"))
+    with client.reserve(ds, d.odp({"a": "0.1", "b": "0.3"})) as r:
+        r.settle("a")
+    export = tmp_path_factory.mktemp("export") / "ledger.jsonl"
+    assert client.export(ds, export, "jsonl") == 4
+    python = fresh_venv(tmp_path_factory.mktemp("verifier-venv") / "venv")
+    pip_install(python, house, "privacy-odometer-core")
+    assert installed(python) & SERVER == set()
+    odometer = python.parent / "odometer"
+    ok = subprocess.run(
+        [str(odometer), "verify", str(export)], capture_output=True, text=True, timeout=120
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr.strip() == "VERIFIED: 4 entries"
+    assert json.loads(ok.stdout)["ok"] is True
+    tampered = export.with_name("tampered.jsonl")
+    tampered.write_text(export.read_text("utf-8").replace('"0.25"', '"0.05"', 1), "utf-8")
+    bad = subprocess.run(
+        [str(odometer), "verify", str(tampered)], capture_output=True, text=True, timeout=120
+    )
+    assert bad.returncode == 1 and bad.stderr.startswith("FAILED: ")
