@@ -13,7 +13,6 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -51,7 +50,6 @@ def build_local(names: list[str], out: Path) -> None:
 def closure(requirements: list[str]) -> set[str]:
     """The installed third-party distributions that ``requirements`` need, transitively
     (markers evaluated for this interpreter, extras followed when named)."""
-    env = default_environment()
     todo = [Requirement(r) for r in requirements]
     seen: set[str] = set()
     while todo:
@@ -66,7 +64,7 @@ def closure(requirements: list[str]) -> set[str]:
             inner = Requirement(text)
             wanted = ["", *sorted(req.extras)]
             if inner.marker is None or any(
-                inner.marker.evaluate({**env, "extra": extra}) for extra in wanted
+                inner.marker.evaluate({"extra": extra}) for extra in wanted
             ):
                 todo.append(inner)
     return seen
