@@ -36,6 +36,9 @@ def _checkpoint_keygen(args: argparse.Namespace) -> int:
     except FileExistsError:
         print(f"odometer: {path} exists (use --force to replace the key)", file=sys.stderr)
         return 1
+    except OSError as exc:
+        print(f"odometer: cannot create {path}: {exc.strerror}", file=sys.stderr)
+        return 1
     with os.fdopen(fd, "wb") as out:
         os.fchmod(out.fileno(), 0o600)  # also when --force replaced an older, laxer file
         out.write(pem)

@@ -142,6 +142,15 @@ def _say(verdict: dict[str, Any]) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    """``odometer verify``; an unreadable export is one line on stderr, never a traceback."""
+    try:
+        return _verify_export(args)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SystemExit(f"odometer verify: cannot read {args.export}: {reason}") from None
+
+
+def _verify_export(args: argparse.Namespace) -> int:
     from odometer_core.ledger.replay import replay
 
     audit = _load_audit(args)
