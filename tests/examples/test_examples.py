@@ -131,3 +131,22 @@ def test_opendp_laplace_runs_only_what_is_admitted(example_server: Server) -> No
     assert result["declared_epsilon"] >= Decimal(result["opendp_epsilon"])
     assert len(result["released"]) == 2 and result["refused"] == 2  # a third ε = 0.4 exceeds 1
     assert result["spent_epsilon"] == 2 * result["declared_epsilon"]
+
+
+def test_readme_opendp_example(example_server: Server) -> None:
+    """The README's OpenDP snippet, verbatim, against a real server."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    after = readme.split("<!-- opendp-example", 1)[1]
+    snippet = after.split("```python\n", 1)[1].split("\n```", 1)[0]
+    env = {**os.environ, "ODOMETER_URL": example_server.base_url, "ODOMETER_API_KEY": ADMIN_KEY}
+    proc = subprocess.run(
+        [sys.executable, "-c", snippet],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("released ")
+    float(proc.stdout.split()[1])  # the noisy value OpenDP released
