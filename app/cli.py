@@ -4,10 +4,10 @@ group ``odometer.commands``; they need the server installed).
 odometer checkpoint-keygen -o FILE
                                   write a checkpoint signing key, print its public key
 odometer openapi [-o FILE]        write the OpenAPI document
-odometer create-key --principal ID --role ROLE [--organisation ORG]
+odometer create-key --principal ID --role ROLE [--organisation ORG [--create-organisation]]
                                   issue an API key (uses DATABASE_URL)
-odometer bootstrap-admin --name NAME
-                                  create an admin principal and print its key once
+odometer bootstrap-admin --name NAME [--force]
+                                  create the first admin principal and print its key once
 
 ``python -m app.cli …`` runs the whole ``odometer`` command line.
 """
@@ -64,30 +64,49 @@ def _openapi(args: argparse.Namespace) -> int:
     return 0
 
 
-def _create_key(args: argparse.Namespace) -> int:
-    from app.db.uow import Database, UnitOfWork
-    from app.services.principals import Role, issue_api_key
+def _database() -> Any:
+    from app.db.uow import Database
     from app.settings import get_settings
 
-    database = Database.from_settings(get_settings())
+    return Database.from_settings(get_settings())
+
+
+def _create_key(args: argparse.Namespace) -> int:
+    from app.db.uow import UnitOfWork
+    from app.services.errors import ServiceError
+    from app.services.principals import Role, operator_key
+
+    database = _database()
     try:
-        token = issue_api_key(
-            UnitOfWork(database), args.principal, Role(args.role), args.organisation
+        organisation, token = operator_key(
+            UnitOfWork(database),
+            args.principal,
+            Role(args.role),
+            args.organisation,
+            create_organisation=args.create_organisation,
         )
+    except ServiceError as exc:
+        print(f"odometer create-key: {exc.detail}", file=sys.stderr)
+        return 1
     finally:
         database.dispose()
+    where = f" in organisation {organisation}" if organisation else ""
+    print(f"{args.role} key for {args.principal}{where} (shown once):", file=sys.stderr)
     print(token)
     return 0
 
 
 def _bootstrap_admin(args: argparse.Namespace) -> int:
-    from app.db.uow import Database, UnitOfWork
+    from app.db.uow import UnitOfWork
+    from app.services.errors import ServiceError
     from app.services.principals import bootstrap_admin
-    from app.settings import get_settings
 
-    database = Database.from_settings(get_settings())
+    database = _database()
     try:
-        principal_id, token = bootstrap_admin(UnitOfWork(database), args.name)
+        principal_id, token = bootstrap_admin(UnitOfWork(database), args.name, force=args.force)
+    except ServiceError as exc:
+        print(f"odometer bootstrap-admin: {exc.detail}", file=sys.stderr)
+        return 1
     finally:
         database.dispose()
     print(f"admin principal {principal_id}; key (shown once, stored hashed):", file=sys.stderr)
@@ -108,14 +127,26 @@ def register(sub: Any) -> None:
     openapi.add_argument("-o", "--output", default="-")
     openapi.set_defaults(run=_openapi)
     key = sub.add_parser("create-key", help="issue an API key (stored hashed)")
-    key.add_argument("--principal", required=True)
+    key.add_argument("--principal", required=True, help="principal id (created when missing)")
     key.add_argument("--role", required=True, choices=["curator", "analyst", "auditor", "admin"])
-    key.add_argument("--organisation", default="default")
+    key.add_argument(
+        "--organisation",
+        help="organisation id or exact name (a new principal: default 'default'); an unknown "
+        "one is an error",
+    )
+    key.add_argument(
+        "--create-organisation",
+        action="store_true",
+        help="create the organisation named by --organisation if there is none",
+    )
     key.set_defaults(run=_create_key)
     bootstrap = sub.add_parser(
         "bootstrap-admin", help="create the first admin principal and print its key once"
     )
     bootstrap.add_argument("--name", required=True)
+    bootstrap.add_argument(
+        "--force", action="store_true", help="create another admin even if one exists"
+    )
     bootstrap.set_defaults(run=_bootstrap_admin)
 
 

@@ -225,6 +225,10 @@ class PrincipalRepository:
     def get(self, principal_id: str) -> Principal | None:
         return self.session.get(Principal, principal_id)
 
+    def with_role(self, role: str) -> Sequence[Principal]:
+        stmt = select(Principal).where(Principal.role == role)
+        return self.session.scalars(stmt.order_by(Principal.created_at, Principal.id)).all()
+
     def list(self, organisation: str | None) -> Sequence[Principal]:
         stmt = select(Principal).order_by(Principal.created_at, Principal.id)
         if organisation is not None:

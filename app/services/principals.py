@@ -23,7 +23,7 @@ from app.db.models import ApiKey
 from app.db.uow import UnitOfWork
 from app.services._common import new_id, utc_now
 from app.services._levels import new_organisation_row
-from app.services.errors import Forbidden, NotFound, Unauthorized
+from app.services.errors import AlreadyExists, Forbidden, NotFound, Unauthorized
 
 TOKEN_PREFIX = "odo_"
 ADMIN_PRINCIPAL_ID = "admin"
@@ -150,9 +150,79 @@ def issue_api_key(uow: UnitOfWork, principal_id: str, role: Role, organisation: 
     return token
 
 
-def bootstrap_admin(uow: UnitOfWork, name: str) -> tuple[str, str]:
-    """Create an admin principal and its first key: ``(principal id, token)``."""
+def operator_key(
+    uow: UnitOfWork,
+    principal_id: str,
+    role: Role,
+    organisation: str | None,
+    *,
+    create_organisation: bool = False,
+) -> tuple[str | None, str]:
+    """``odometer create-key``: a key for a principal, created when missing; ``(organisation
+    id, token)``. Nothing is guessed: the organisation is named by id or exact name (unknown:
+    ``NotFound``, unless ``create_organisation`` asks for it by that name), and an existing
+    principal keeps its role and organisation (another one asked for: ``Forbidden``)."""
     with uow:
+        row = uow.principals.get(principal_id)
+        if row is not None:
+            if row.role != role.value:
+                raise Forbidden(
+                    f"principal '{principal_id}' is a {row.role}; a {role.value} key is refused "
+                    "(a principal's role never changes: create another principal)"
+                )
+            if organisation is not None and _organisation_id(uow, organisation) != (
+                row.organisation_id
+            ):
+                raise Forbidden(
+                    f"principal '{principal_id}' belongs to organisation "
+                    f"'{row.organisation_id}', not '{organisation}'"
+                )
+        else:
+            org = None
+            if role is not Role.ADMIN:
+                org = _organisation_id(
+                    uow, organisation or "default", create=create_organisation
+                )
+            row = models.Principal(
+                id=principal_id,
+                name=principal_id,
+                role=role.value,
+                organisation_id=org,
+                created_at=utc_now(),
+            )
+            uow.principals.add(row)
+            uow.session.flush()
+        _, token = _add_key(uow, row, None)
+        uow.commit()
+    return row.organisation_id, token
+
+
+def _organisation_id(uow: UnitOfWork, ref: str, *, create: bool = False) -> str:
+    """The organisation named ``ref``, by id first, then by exact (unique) name."""
+    found = uow.organisations.get(ref) or uow.organisations.by_name(ref)
+    if found is not None:
+        return found.id
+    if not create:
+        raise NotFound(
+            f"no organisation '{ref}' (by id or name); create it with "
+            "--create-organisation or POST /v1/organisations"
+        )
+    row = new_organisation_row(new_id("org"), ref)
+    uow.organisations.add(row)
+    uow.session.flush()
+    return row.id
+
+
+def bootstrap_admin(uow: UnitOfWork, name: str, *, force: bool = False) -> tuple[str, str]:
+    """Create an admin principal and its first key: ``(principal id, token)``. Refused when an
+    admin principal exists, unless ``force``: the command must not mint admins on re-runs."""
+    with uow:
+        admins = uow.principals.with_role(Role.ADMIN.value)
+        if admins and not force:
+            raise AlreadyExists(
+                f"an admin principal exists already ({admins[0].id}); "
+                "use --force to create another"
+            )
         row = models.Principal(
             id=new_id("prn"),
             name=name,

@@ -7,6 +7,7 @@ then resolves the real dependency metadata offline."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -21,12 +22,19 @@ ROOT = Path(__file__).resolve().parents[2]
 LOCAL = {
     "privacy-odometer-client": ROOT / "client",
     "privacy-odometer-core": ROOT / "core",
-    "privacy-odometer": ROOT,
 }
 
 
 def build_local(names: list[str], out: Path) -> None:
-    """Wheels of the repository's distributions, built from the source tree (no index)."""
+    """Wheels of the repository's distributions, built from a copy of the source tree (no
+    index; the build's scratch folders stay out of the repository)."""
+    sources = out / "src"
+    for name in names:
+        shutil.copytree(
+            LOCAL[name],
+            sources / name,
+            ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv"),
+        )
     subprocess.run(
         [
             sys.executable,
@@ -39,7 +47,7 @@ def build_local(names: list[str], out: Path) -> None:
             "--no-index",
             "-w",
             str(out),
-            *(str(LOCAL[n]) for n in names),
+            *(str(sources / n) for n in names),
         ],
         check=True,
         capture_output=True,
@@ -89,7 +97,8 @@ def repack_installed(name: str, out: Path) -> Path:
 
 
 def wheelhouse(distributions: list[str], out: Path) -> Path:
-    """Everything ``pip install --no-index --find-links out`` needs for ``distributions``."""
+    """Everything ``pip install --no-index --find-links out`` needs for ``distributions``
+    (of the repository's own: the client and the core)."""
     out.mkdir(parents=True, exist_ok=True)
     build_local(distributions, out)
     needed: list[str] = []

@@ -102,7 +102,8 @@ def test_a_dump_holds_no_plaintext_key(
             monkeypatch.setenv("DATABASE_URL", fresh_backend.url)
             get_settings.cache_clear()
             try:
-                assert cli.main(["bootstrap-admin", "--name", "root"]) == 0
+                # --force: the database may hold an admin already (bootstrap-admin refuses a second)
+                assert cli.main(["bootstrap-admin", "--name", "root", "--force"]) == 0
             finally:
                 get_settings.cache_clear()
             tokens.append(capsys.readouterr().out.strip())

@@ -259,7 +259,8 @@ def test_bootstrap_admin_prints_a_working_key(
     monkeypatch.setenv("DATABASE_URL", backend.url)
     get_settings.cache_clear()
     try:
-        assert cli.main(["bootstrap-admin", "--name", "first admin"]) == 0
+        # --force: the database may hold an admin already (bootstrap-admin refuses a second)
+        assert cli.main(["bootstrap-admin", "--name", "first admin", "--force"]) == 0
     finally:
         get_settings.cache_clear()
     token = capsys.readouterr().out.strip()
