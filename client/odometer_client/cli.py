@@ -22,7 +22,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from odometer_client._sync.client import OdometerClient
 from odometer_client.errors import ApiError, OdometerError
@@ -644,11 +644,16 @@ def _add_plugins(sub: Any) -> None:
         missing.set_defaults(run=_verify_missing)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (the full usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``odometer``: the client commands and every installed plug-in's."""
-    parser = argparse.ArgumentParser(
-        prog="odometer", description="Command line of the privacy odometer service."
-    )
+    parser = _Parser(prog="odometer", description="Command line of the privacy odometer service.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     register(sub)
     _add_plugins(sub)

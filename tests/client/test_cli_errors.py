@@ -24,6 +24,17 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 CASES = [
     (
+        ["datasets", "create", "x"],
+        "odometer datasets create: the following arguments are required: --epsilon, --delta "
+        "(see odometer datasets create --help)",
+    ),
+    (["teleport"], "odometer: argument COMMAND: invalid choice: 'teleport'"),
+    (
+        ["principals", "create", "x", "--role", "king"],
+        "odometer principals create: argument --role: invalid choice: 'king'",
+    ),
+    (["verify", "x", "--jobs", "7"], "odometer verify: argument --jobs: invalid choice: 7"),
+    (
         ["verify", "{root}/missing.jsonl"],
         "odometer verify: cannot read {root}/missing.jsonl: No such file or directory",
     ),
