@@ -39,7 +39,9 @@ run: install
 	  key="$$(cat $(KEY_FILE))"; \
 	  echo "ODOMETER_ADMIN_KEY not set: using the demo admin key stored in $(KEY_FILE)"; \
 	fi; \
-	echo "Privacy odometer:  http://$(HOST):$(PORT)   (API docs: http://$(HOST):$(PORT)/docs)"; \
+	echo "Privacy odometer:  http://$(HOST):$(PORT)"; \
+	echo "Dashboard:         http://$(HOST):$(PORT)/dashboard"; \
+	echo "API docs:          http://$(HOST):$(PORT)/docs"; \
 	echo "Admin key:         $$key"; \
 	echo "Database:          $${DATABASE_URL:-sqlite:///./odometer.db}"; \
 	ODOMETER_ADMIN_KEY="$$key" exec $(BIN)/python -m app.serve \
