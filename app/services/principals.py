@@ -128,26 +128,35 @@ def _ensure_organisation(uow: UnitOfWork, organisation: str) -> None:
 
 
 def issue_api_key(uow: UnitOfWork, principal_id: str, role: Role, organisation: str) -> str:
-    """Create a key for a principal (created with its organisation when missing) and return
-    the token (shown once, stored hashed). Operator path of ``odometer create-key``."""
+    """Create a key for a principal (created with the organisation of id ``organisation`` when
+    missing) and return the token (shown once, stored hashed). Seeds test and benchmark
+    databases; the operator's ``odometer create-key`` is :func:`operator_key`, which never
+    creates an organisation it was not asked to."""
     with uow:
         row = uow.principals.get(principal_id)
         if row is None:
             org = None if role is Role.ADMIN else organisation
             if org is not None:
                 _ensure_organisation(uow, org)
-            row = models.Principal(
-                id=principal_id,
-                name=principal_id,
-                role=role.value,
-                organisation_id=org,
-                created_at=utc_now(),
-            )
-            uow.principals.add(row)
-            uow.session.flush()
+            row = _new_principal(uow, principal_id, role, org)
         _, token = _add_key(uow, row, None)
         uow.commit()
     return token
+
+
+def _new_principal(
+    uow: UnitOfWork, principal_id: str, role: Role, organisation_id: str | None
+) -> models.Principal:
+    row = models.Principal(
+        id=principal_id,
+        name=principal_id,
+        role=role.value,
+        organisation_id=organisation_id,
+        created_at=utc_now(),
+    )
+    uow.principals.add(row)
+    uow.session.flush()
+    return row
 
 
 def operator_key(
@@ -183,15 +192,7 @@ def operator_key(
                 org = _organisation_id(
                     uow, organisation or "default", create=create_organisation
                 )
-            row = models.Principal(
-                id=principal_id,
-                name=principal_id,
-                role=role.value,
-                organisation_id=org,
-                created_at=utc_now(),
-            )
-            uow.principals.add(row)
-            uow.session.flush()
+            row = _new_principal(uow, principal_id, role, org)
         _, token = _add_key(uow, row, None)
         uow.commit()
     return row.organisation_id, token
