@@ -189,9 +189,7 @@ def operator_key(
         else:
             org = None
             if role is not Role.ADMIN:
-                org = _organisation_id(
-                    uow, organisation or "default", create=create_organisation
-                )
+                org = _organisation_id(uow, organisation or "default", create=create_organisation)
             row = _new_principal(uow, principal_id, role, org)
         _, token = _add_key(uow, row, None)
         uow.commit()
@@ -221,8 +219,7 @@ def bootstrap_admin(uow: UnitOfWork, name: str, *, force: bool = False) -> tuple
         admins = uow.principals.with_role(Role.ADMIN.value)
         if admins and not force:
             raise AlreadyExists(
-                f"an admin principal exists already ({admins[0].id}); "
-                "use --force to create another"
+                f"an admin principal exists already ({admins[0].id}); use --force to create another"
             )
         row = models.Principal(
             id=new_id("prn"),
