@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test lint openapi client-generated install dev bench-accounting bench-service bench-worst-case
+.PHONY: run test browser-deps lint openapi client-generated install dev bench-accounting bench-service bench-worst-case
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,14 +47,18 @@ run: install
 	ODOMETER_ADMIN_KEY="$$key" exec $(BIN)/python -m app.serve \
 	  --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
-## test: the whole suite (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set)
+## test: the whole suite (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set;
+## the browser tests are skipped, saying why, when no Chromium is installed: `make browser-deps`)
 test: dev
-	@# the dashboard's browser tests drive the system Chromium; install it if missing (soft)
-	@[ -x /usr/bin/chromium ] || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
-	  apt-get install -y -q chromium >/dev/null || \
-	  { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
-	  echo "chromium could not be installed: the browser tests will be skipped"
 	$(BIN)/python -m pytest
+
+## browser-deps: the system Chromium the dashboard's and the API docs' browser tests drive
+## (Debian's package; needs root; .ci/run calls it). Playwright never downloads a browser here.
+browser-deps:
+	@if command -v chromium >/dev/null 2>&1; then echo "chromium: $$(command -v chromium)"; \
+	else apt-get install -y -q chromium >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	  command -v chromium; fi
 
 ## lint: ruff (check and format), mypy --strict over app, tests and benchmarks, layer contracts
 lint: dev

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.routing import Route
 
+from app.api import docs
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodySizeLimitMiddleware, Metrics, MetricsMiddleware
 from app.api.routers import (
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         summary="Per-dataset differential-privacy budgets with an append-only, hash-chained ledger",
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        docs_url=None,  # served from the installed package instead (app/api/docs.py)
         redoc_url=None,
     )
     app.state.settings = settings
@@ -102,6 +104,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         app.include_router(module.router)
     app.include_router(reports.router)  # dataset reports and the dashboard
     app.include_router(checkpoints.router)  # signed ledger-head checkpoints
+    app.include_router(docs.router)  # /docs and /redoc, no CDN
     # Added last = outermost: metrics see every response, including 413s.
     _lean_register(app)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
