@@ -204,10 +204,23 @@ def test_the_output_is_part_of_the_idempotent_request(client: TestClient) -> Non
     assert [e["kind"] for e in ledger(client, dsid)].count("invocation_settled") == 1
 
 
-def test_the_digest_is_exported_and_verifies_offline(client: TestClient, tmp_path: Path) -> None:
+def test_the_digest_is_exported_and_verifies_offline(
+    client: TestClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     dsid, inv = _reserve(client, PTR)
     output = {"median": "17.25", "label": "Größe"}
     assert _settle(client, dsid, inv, {"output": output}).status_code == 200
+    _, named = _reserve(client, PTR)  # another dataset's invocation: no settlement here
+    published = tmp_path / "published.json"
+    published.write_text(json.dumps(output, indent=2, ensure_ascii=False), encoding="utf-8")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**output, "median": "17.5"}), encoding="utf-8")
+    refused = tmp_path / "refused.json"
+    refused.write_text("null", encoding="utf-8")
+    as_json = client.get(f"/v1/datasets/{dsid}/ledger", headers=AUTH).json()["entries"]
+    jsonl = tmp_path / "ledger.jsonl"
+    jsonl.write_text("".join(json.dumps(e) + "\n" for e in as_json), encoding="utf-8")
+    paths = [jsonl]
     for fmt in ("csv", "json"):
         r = client.get(
             f"/v1/datasets/{dsid}/ledger", params={"format": fmt, "limit": 1000}, headers=AUTH
@@ -215,6 +228,43 @@ def test_the_digest_is_exported_and_verifies_offline(client: TestClient, tmp_pat
         assert r.status_code == 200, r.text
         entries = load_export(r.text)
         assert entries[-1]["request"]["output_digest"] == _sha256(output)
-        path = tmp_path / f"ledger.{fmt}"
-        path.write_text(r.text, encoding="utf-8")
+        paths.append(tmp_path / f"ledger.{fmt}")
+        paths[-1].write_text(r.text, encoding="utf-8")
+    for path in paths:
         assert main(["verify", str(path)]) == 0
+        # the published output matches the settlement's digest and cell
+        capsys.readouterr()
+        assert main(["verify", str(path), "--output", f"{inv}={published}"]) == 0
+        assert json.loads(capsys.readouterr().out)["outputs"] == {"checked": 1, "matched": 1}
+        # another output, ⊥ (another cell too), or an invocation the ledger did not settle
+        assert main(["verify", str(path), "--output", f"{inv}={other}"]) == 1
+        assert "the ledger recorded " + _sha256(output) in capsys.readouterr().out
+        assert main(["verify", str(path), "--output", f"{inv}={refused}"]) == 1
+        problems = json.loads(capsys.readouterr().out)["problems"]
+        assert any("lies in cell 'bottom', the ledger charged 'value'" in p for p in problems)
+        assert main(["verify", str(path), "--output", f"{named}={published}"]) == 1
+        assert "the ledger has no settlement" in capsys.readouterr().out
+
+
+def test_verify_reports_an_output_settled_by_naming_its_cell(
+    client: TestClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsid, inv = _reserve(client, SVT)
+    assert _settle(client, dsid, inv, {"cell": "tops=1"}).status_code == 200
+    export = tmp_path / "ledger.json"
+    export.write_text(client.get(f"/v1/datasets/{dsid}/ledger", headers=AUTH).text)
+    answers = tmp_path / "answers.json"
+    answers.write_text("[false, true]")
+    capsys.readouterr()
+    assert main(["verify", str(export), "--output", f"{inv}={answers}"]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert problems == [
+        f"output of {inv} (seq 3): was settled by naming its cell: the ledger records no "
+        "output digest"
+    ]
+    floats = tmp_path / "floats.json"
+    floats.write_text("[0.5]")
+    with pytest.raises(SystemExit, match="binary float"):
+        main(["verify", str(export), "--output", f"{inv}={floats}"])
+    with pytest.raises(SystemExit, match="INVOCATION_ID=FILE"):
+        main(["verify", str(export), "--output", str(answers)])
