@@ -48,6 +48,7 @@ ERROR_STATUS: Final[dict[str, int]] = {
     # the request is understood but invalid
     "ValidationError": 422,
     "InvalidDeclaration": 422,
+    "InvalidOutput": 422,
     "UnsupportedInMode": 422,
     "InvalidConfig": 422,
     "IdempotencyKeyReused": 422,

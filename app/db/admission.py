@@ -101,6 +101,8 @@ class InvocationRow:
     actor: str
     reservation: dict[str, Any] | None
     levels: dict[str, Any] | None
+    #: the declaration as registered (a settle from the released output derives its cell)
+    declaration: dict[str, Any] | None = None
     charge: dict[str, Any] | None = None
     refund: dict[str, Any] | None = None
     cell: str | None = None
@@ -179,7 +181,7 @@ def _lock_sql(
         cols.append("g.id, g.principal_id, g.quota_config_json, g.quota_state_json")
         joins.append(f"JOIN grants g ON g.dataset_id = d.id AND g.principal_id = {p('principal')}")
     if invocation:
-        cols.append("i.id, i.status, i.actor, i.reservation, i.levels")
+        cols.append("i.id, i.status, i.actor, i.reservation, i.levels, i.declaration")
         joins.append(f"LEFT JOIN invocations i ON i.id = {p('invocation')} AND i.dataset_id = d.id")
     where = f"WHERE d.id = {p('dataset')}" + (
         f" AND d.organisation = {p('scope')}" if scoped else ""
@@ -232,7 +234,7 @@ def read_levels(
         rest = rest[4:]
     inv = None
     if invocation_id is not None and rest[0] is not None:
-        inv = InvocationRow(rest[0], rest[1], rest[2], load(rest[3]), load(rest[4]))
+        inv = InvocationRow(rest[0], rest[1], rest[2], load(rest[3]), load(rest[4]), load(rest[5]))
     return Locked(org, dataset, grant, inv)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue, model_validator
 
 from app.schemas.common import Delta, StrictModel, optional
 from app.schemas.mechanisms import CELL_PATTERN, Mechanism, to_declaration
@@ -27,9 +27,45 @@ class InvocationCreate(StrictModel):
 
 
 class SettleRequest(StrictModel):
-    """The cell of the ODP partition the released output fell in."""
+    """The cell of the ODP partition the released output fell in: named (``cell``), derived
+    by the service from the released output (``output``, templates only), or both (they must
+    agree). ``docs/http-api.md`` lists each template's output form."""
 
-    cell: str = Field(pattern=CELL_PATTERN)
+    cell: str | None = optional(
+        pattern=CELL_PATTERN, description="the cell the released output fell in"
+    )
+    output: JsonValue = Field(
+        default=None,
+        description="the released output, or the part that decides the cell (svt: the answers "
+        "in order, true = ⊤; ptr: null for ⊥ or the released value; iterative: the number of "
+        "iterations run; tested_release: the test's verdict, true = passed). Numbers as "
+        "integers or decimal strings: its SHA-256 over canonical JSON is recorded in the "
+        "ledger. null is a value here (⊥), unlike elsewhere",
+        examples=[[False, True, False, True]],
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nulls(cls, data: Any) -> Any:
+        """Nulls are refused as everywhere, except in ``output``: ⊥ is a released output."""
+        if isinstance(data, dict):
+            nulls = sorted(str(k) for k, v in data.items() if v is None and k != "output")
+            if nulls:
+                raise ValueError(
+                    f"null is not allowed (omit the field instead): {', '.join(nulls)}"
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _cell_or_output(self) -> SettleRequest:
+        if self.cell is None and not self.has_output:
+            raise ValueError("send the cell, the released output, or both")
+        return self
+
+    @property
+    def has_output(self) -> bool:
+        """Whether ``output`` was sent (``null`` is an output: ⊥)."""
+        return "output" in self.model_fields_set
 
 
 class InvocationCreated(BaseModel):
@@ -60,6 +96,11 @@ class InvocationFinished(BaseModel):
     dataset_id: str
     status: Literal["settled", "cancelled"]
     cell: str | None = None
+    output_digest: str | None = Field(
+        default=None,
+        description="SHA-256 (hex) of the released output's canonical JSON, as recorded in "
+        "the ledger's settle entry; only when the output was sent",
+    )
     charge: dict[str, Any]
     refund: dict[str, Any]
     remaining: dict[str, Any]

@@ -39,6 +39,13 @@ class InvocationNotReserved(ServiceError):
     code = "InvocationNotReserved"
 
 
+class InvalidOutput(ServiceError):
+    """A settle's released output is impossible for the template, belongs to a declaration
+    settled by naming the cell, or lies in another cell than the one named."""
+
+    code = "InvalidOutput"
+
+
 class IdempotencyKeyReused(ServiceError):
     """The key was used before with a different request (Stripe: 422)."""
 

@@ -18,7 +18,8 @@ import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from enum import Enum
+from typing import Any, Final
 
 from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
@@ -53,11 +54,22 @@ from app.services.errors import (
     ConcurrentUpdate,
     IdempotencyConflict,
     IdempotencyKeyReused,
+    InvalidOutput,
     InvocationNotReserved,
     NotFound,
 )
 from app.services.principals import Principal, Role
-from odometer_core.accounting import Decision, Declaration, Reservation, fmt, memo, state_to_json
+from odometer_core.accounting import (
+    Decision,
+    Declaration,
+    DeclarationError,
+    Reservation,
+    cell_from_output,
+    fmt,
+    memo,
+    parse_declaration,
+    state_to_json,
+)
 from odometer_core.accounting import cancel as accounting_cancel
 from odometer_core.accounting import settle as accounting_settle
 from odometer_core.accounting.effort import may_be_expensive
@@ -71,6 +83,7 @@ from odometer_core.accounting.levels import (
     precompute_levels,
 )
 from odometer_core.ledger import EntryKind
+from odometer_core.ledger import output_digest as sha256_of_output
 
 #: Outcome codes of recorded responses that are not errors (the API maps them to 201 / 200).
 CREATED = "created"
@@ -136,6 +149,7 @@ class Finished:
     uppers: tuple[LevelOutcome, ...]
     ledger_seq: int
     at: str
+    output_digest: str | None = None
 
 
 def entry_kind(status: str) -> EntryKind:
@@ -598,16 +612,89 @@ def preview_invocation(
 
 
 # ---------------------------------------------------------------------------- settle / cancel
+class _NoOutput(Enum):
+    """The type of :data:`NO_OUTPUT` (``None`` is an output: ⊥)."""
+
+    NO_OUTPUT = "no output"
+
+
+#: A settle that sent no released output (it names the cell).
+NO_OUTPUT: Final = _NoOutput.NO_OUTPUT
+
+
+@dataclass(frozen=True, slots=True)
+class _Settle:
+    """What a settle says: the cell named, the released output, its digest (when sent)."""
+
+    cell: str | None
+    output: object
+    digest: str | None
+
+    def request(self) -> dict[str, Any]:
+        """The fields that give the request its meaning (the idempotency fingerprint's): an
+        output's digest only when one was sent, so that cell-only fingerprints are as before."""
+        out: dict[str, Any] = {"cell": self.cell}
+        if self.digest is not None:
+            out["output_digest"] = self.digest
+        return out
+
+
 def settle_invocation(
     uow: UnitOfWork,
     principal: Principal,
     dataset_id: str,
     invocation_id: str,
-    cell: str,
+    cell: str | None,
     idempotency_key: str | None = None,
+    *,
+    output: object = NO_OUTPUT,
 ) -> RecordedResponse:
-    """Charge the released output's cell and refund the rest of the reservation (ε only)."""
-    return _finish_reservation(uow, principal, dataset_id, invocation_id, cell, idempotency_key)
+    """Charge the released output's cell and refund the rest of the reservation (ε only).
+
+    The cell is named (``cell``), derived from the released ``output`` by the template
+    (:func:`odometer_core.accounting.cell_from_output`), or both, which must agree; an output's
+    SHA-256 over canonical JSON is recorded in the settle entry (``request.output_digest``).
+    """
+    if output is NO_OUTPUT:
+        if cell is None:
+            raise InvalidOutput("send the cell, the released output, or both", field="cell")
+        settling = _Settle(cell, output, None)
+    else:
+        settling = _Settle(cell, output, _digest(output))
+    return _finish_reservation(uow, principal, dataset_id, invocation_id, settling, idempotency_key)
+
+
+def _digest(output: object) -> str:
+    try:
+        return sha256_of_output(output)
+    except (TypeError, ValueError) as exc:
+        raise InvalidOutput(
+            f"the output cannot be recorded: {exc} (send numbers as integers or decimal "
+            "strings: the ledger records the SHA-256 of its canonical JSON, which has no "
+            "binary floats)",
+            field="output",
+        ) from None
+
+
+def _settled_cell(inv: InvocationRow, settling: _Settle) -> str:
+    """The cell to charge: the one named, or the one the released output lies in (both sent:
+    they must agree). Checked before anything is staged: a refusal changes nothing."""
+    if settling.output is NO_OUTPUT:
+        assert settling.cell is not None
+        return settling.cell
+    assert inv.declaration is not None
+    try:
+        derived = cell_from_output(parse_declaration(inv.declaration), settling.output)
+    except DeclarationError as exc:
+        raise InvalidOutput(exc.detail, field="output") from None
+    if settling.cell is not None and settling.cell != derived:
+        raise InvalidOutput(
+            f"the cell named, '{settling.cell}', contradicts the output, which lies in "
+            f"cell '{derived}'",
+            field="cell",
+            derived_cell=derived,
+        )
+    return derived
 
 
 def cancel_invocation(
@@ -626,12 +713,21 @@ def _finish_reservation(
     principal: Principal,
     dataset_id: str,
     invocation_id: str,
-    cell: str | None,
+    settling: _Settle | None,
     idempotency_key: str | None,
 ) -> RecordedResponse:
-    """Settle (``cell``) or cancel (``None``) a reservation at every level that holds it."""
-    operation = "cancel_invocation" if cell is None else "settle_invocation"
-    digest = fingerprint(operation, dataset_id=dataset_id, invocation_id=invocation_id, cell=cell)
+    """Settle (``settling``) or cancel (``None``) a reservation at every level that holds it."""
+    if settling is None:
+        digest = fingerprint(
+            "cancel_invocation", dataset_id=dataset_id, invocation_id=invocation_id, cell=None
+        )
+    else:
+        digest = fingerprint(
+            "settle_invocation",
+            dataset_id=dataset_id,
+            invocation_id=invocation_id,
+            **settling.request(),
+        )
     with uow.turn(dataset_id), uow:
         # One statement locks organisation → dataset → grant (as on registration; settle may
         # write the cap's state, so the organisation is held alone) and reads the invocation
@@ -643,9 +739,13 @@ def _finish_reservation(
         if stored is not None:
             return stored
         inv = _reserved_invocation(principal, locked, invocation_id)
+        cell = None if settling is None else _settled_cell(inv, settling)
+        output_digest = None if settling is None else settling.digest
         quota_grant, uppers = _holding_levels(uow, inv, locked)
         writes = Writes()
-        finished = _write_finish(uow, writes, principal, locked.dataset, inv, uppers, cell)
+        finished = _write_finish(
+            uow, writes, principal, locked.dataset, inv, uppers, cell, output_digest
+        )
         response = RecordedResponse(OK, render(_finished_body(finished)), finished.status)
         record_response(uow, writes, principal, idempotency_key, digest, dataset_id, response)
         _write(uow, writes, locked, locked.grant, quota_grant)
@@ -695,6 +795,7 @@ def _write_finish(
     inv: InvocationRow,
     uppers: Uppers,
     cell: str | None,
+    output_digest: str | None = None,
 ) -> Finished:
     """Settle / cancel at the dataset and the levels above; stage the entry and the row."""
     assert inv.reservation is not None
@@ -715,7 +816,7 @@ def _write_finish(
         actor=principal.id,
         at=at,
         invocation_id=inv.id,
-        request={"cell": cell} if cell is not None else {},
+        request=_settle_request(cell, output_digest),
         charge=wire(decision.charge),
         requested=wire(decision.requested),
         refund=wire(decision.refund),
@@ -727,7 +828,17 @@ def _write_finish(
     inv.status, inv.cell, inv.updated_at = status, cell, at
     inv.charge, inv.refund = wire(decision.charge), wire(decision.refund)
     writes.finished.append(inv)
-    return Finished(inv.id, ds.id, status, cell, decision, outcomes, seq, at)
+    return Finished(inv.id, ds.id, status, cell, decision, outcomes, seq, at, output_digest)
+
+
+def _settle_request(cell: str | None, output_digest: str | None) -> dict[str, Any]:
+    """The entry's ``request``: ``{}`` for a cancel, the cell for a settle, and the released
+    output's digest when it was sent (absent otherwise, as in every earlier entry)."""
+    if cell is None:
+        return {}
+    if output_digest is None:
+        return {"cell": cell}
+    return {"cell": cell, "output_digest": output_digest}
 
 
 def _finished_body(f: Finished) -> InvocationFinished:
@@ -736,6 +847,7 @@ def _finished_body(f: Finished) -> InvocationFinished:
         dataset_id=f.dataset_id,
         status=f.status,
         cell=f.cell,
+        output_digest=f.output_digest,
         charge=wire(f.dataset.charge),
         refund=wire(f.dataset.refund),
         remaining=wire(f.dataset.remaining),

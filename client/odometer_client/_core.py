@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Generic, Literal, TypeVar
+from enum import Enum
+from typing import Any, Final, Generic, Literal, TypeVar
 
 import httpx
 
@@ -227,12 +228,38 @@ def preview(
     )
 
 
-def settle(ds: str, inv: str, cell: str, idempotency_key: str | None) -> Call[Settlement]:
+class _NoOutput(Enum):
+    """The type of :data:`NO_OUTPUT`."""
+
+    NO_OUTPUT = "no output"
+
+
+#: ``settle(..., output=...)`` not given: ``None`` is an output (⊥, a refused PTR).
+NO_OUTPUT: Final = _NoOutput.NO_OUTPUT
+
+
+def settle(
+    ds: str, inv: str, cell: str | None, output: Any, idempotency_key: str | None
+) -> Call[Settlement]:
+    body: dict[str, Any] = {}
+    if cell is not None:
+        body["cell"] = cell
+    if output is not NO_OUTPUT:
+        body["output"] = output
+    if not body:
+        raise InvalidRequest(
+            422,
+            {
+                "error": "ValidationError",
+                "detail": "refused before sending: give the cell, the released output, or both",
+                "client_side": True,
+            },
+        )
     return Call(
         "POST",
         f"/v1/datasets/{ds}/invocations/{inv}/settle",
         Settlement.from_json,
-        body=_validated("SettleRequest", {"cell": cell}),
+        body=_validated("SettleRequest", body),
         idempotency_key=new_key(idempotency_key),
     )
 

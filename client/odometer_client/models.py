@@ -172,6 +172,8 @@ class Settlement:
     refund: dict[str, Any]
     remaining: dict[str, Any]
     ledger_seq: int
+    #: SHA-256 (hex) of the released output as recorded in the ledger (settled from an output)
+    output_digest: str | None
     raw: dict[str, Any]
 
     @classmethod
@@ -185,6 +187,7 @@ class Settlement:
             refund=_amounts(obj, "refund"),
             remaining=_amounts(obj, "remaining"),
             ledger_seq=int(obj["ledger_seq"]),
+            output_digest=obj.get("output_digest"),
             raw=dict(obj),
         )
 

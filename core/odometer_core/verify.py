@@ -1,8 +1,9 @@
 """``odometer verify``: the offline ledger verifier, an auditor's tool.
 
-odometer verify EXPORT [--checkpoints FILE --public-key PEM] [--jobs N]
+odometer verify EXPORT [--checkpoints FILE --public-key PEM] [--jobs N] [--output INV=FILE …]
     replay a ledger export (JSON, JSONL or CSV) and check its chain (JSON lines are streamed:
-    bounded memory), and against the operator's signed checkpoints (truncation, rewriting)
+    bounded memory), against the operator's signed checkpoints (truncation, rewriting), and
+    against published outputs (the digest and the cell of each one's settlement)
 
 The command is a plug-in of the client's ``odometer`` command line (entry point group
 ``odometer.commands``): installing this distribution alone gives an auditor ``odometer verify``
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -150,10 +152,44 @@ def _verify(args: argparse.Namespace) -> int:
         raise SystemExit(f"odometer verify: cannot read {args.export}: {reason}") from None
 
 
+def _load_outputs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--output INV=FILE``: each published output, read as strict JSON (no binary floats:
+    the ledger's digest is over canonical JSON, which has none)."""
+    from odometer_core.ledger.chain import loads_strict
+
+    outputs: dict[str, Any] = {}
+    for item in args.output or ():
+        inv, sep, path = item.partition("=")
+        if not sep or not inv or not path:
+            raise SystemExit(f"odometer verify: --output wants INVOCATION_ID=FILE, got {item!r}")
+        try:
+            outputs[inv] = loads_strict(Path(path).read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"odometer verify: cannot read the output {path}: {exc}") from None
+    return outputs
+
+
+def _with_outputs(
+    verdict: dict[str, Any], outputs: dict[str, Any], entries: Iterable[dict[str, Any]]
+) -> dict[str, Any]:
+    """The verdict with the published outputs matched against their settle entries."""
+    if not outputs:
+        return verdict
+    from odometer_core.ledger.outputs import check_outputs
+
+    found = check_outputs(entries, outputs)
+    for problems in found.values():
+        verdict["problems"].extend(problems)
+    verdict["outputs"] = {"checked": len(found), "matched": sum(not p for p in found.values())}
+    verdict["ok"] = not verdict["problems"]
+    return verdict
+
+
 def _verify_export(args: argparse.Namespace) -> int:
     from odometer_core.ledger.replay import replay
 
     audit = _load_audit(args)
+    outputs = _load_outputs(args)
     if args.export != "-":
         path = Path(args.export)
         with path.open(encoding="utf-8") as stream:
@@ -167,16 +203,23 @@ def _verify_export(args: argparse.Namespace) -> int:
             if jobs == 0:
                 big = path.stat().st_size >= PARALLEL_FROM_BYTES
                 jobs = 2 if big and (os.cpu_count() or 1) > 1 else 1
-            return _say(verify_jsonl_file(path, jobs=jobs, audit=audit))
+            verdict = verify_jsonl_file(path, jobs=jobs, audit=audit)
+            if outputs:  # a second streamed pass, for the few invocations named
+                # an unreadable line is already in the replay's verdict (not ok)
+                with path.open(encoding="utf-8") as stream, suppress(UnreadableLine):
+                    verdict = _with_outputs(
+                        verdict, outputs, iter_jsonl_export(stream, strict=True)
+                    )
+            return _say(verdict)
     text = sys.stdin.read() if args.export == "-" else Path(args.export).read_text("utf-8")
     entries = load_export(text)
     if audit is None:
-        return _say(replay(entries).to_json())
+        return _say(_with_outputs(replay(entries).to_json(), outputs, entries))
     replayer_input = list(entries)
     verdict = replay(replayer_input).to_json()
     for position, entry in enumerate(replayer_input, start=1):
         audit.see(position, entry)
-    return _say(_report(verdict, None, audit))
+    return _say(_with_outputs(_report(verdict, None, audit), outputs, replayer_input))
 
 
 def register(sub: Any) -> None:
@@ -201,5 +244,12 @@ def register(sub: Any) -> None:
         default=0,
         help="processes for a JSON-lines export: 2 walks the chain beside the replay, "
         "0 (default) picks 2 for large files on a multi-core machine",
+    )
+    verify.add_argument(
+        "--output",
+        action="append",
+        metavar="INV=FILE",
+        help="a published output of invocation INV (JSON, numbers as integers or decimal "
+        "strings): its settlement must record its SHA-256 and charge its cell (repeatable)",
     )
     verify.set_defaults(run=_verify)

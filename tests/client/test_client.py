@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from decimal import Decimal
 from pathlib import Path
 
@@ -58,6 +59,36 @@ def test_register_preview_settle_cancel(client: OdometerClient) -> None:
     assert read.status == "settled" and read.cell == "none"
     status = client.get_dataset(ds).status
     assert status["spent"] == {"epsilon": Decimal("0.2"), "delta": Decimal("1E-7")}
+
+
+def test_settle_from_the_released_output(client: OdometerClient) -> None:
+    ds = client.create_dataset("c-output", "5", "0.000001")
+    svt = client.register(ds, d.svt("0.1", "0.3", 3))
+    done = client.settle(ds, svt, output=[False, True, False, True])
+    assert (done.status, done.cell) == ("settled", "tops=2")
+    assert done.charge["epsilon"] == Decimal("0.3")
+    expected = hashlib.sha256(b"[false,true,false,true]").hexdigest()
+    assert done.output_digest == expected
+    ptr = {"type": "ptr", "epsilon": "0.1", "delta": "0"}
+    # None is an output (⊥), not "no output"; a Decimal value is sent as decimal text
+    refused = client.settle(ds, client.register(ds, ptr), output=None)
+    assert (refused.cell, refused.charge["epsilon"]) == ("bottom", Decimal("0.1"))
+    released = client.settle(ds, client.register(ds, ptr), "value", output=Decimal("17.25"))
+    assert released.output_digest == hashlib.sha256(b'"17.25"').hexdigest()
+    with client.reserve(ds, d.svt("0.1", "0.3", 3)) as r:
+        r.settle(output=[])
+    assert (r.status, r.result and r.result.cell) == ("settled", "tops=0")
+    with pytest.raises(InvalidRequest) as contradiction:
+        client.settle(ds, client.register(ds, ptr), "bottom", output="1")
+    assert contradiction.value.error == "InvalidOutput"
+    with pytest.raises(InvalidRequest) as floats:
+        client.settle(ds, client.register(ds, ptr), output=17.25)
+    assert floats.value.error == "InvalidOutput"
+    with pytest.raises(InvalidRequest) as neither:
+        client.settle(ds, svt)
+    assert neither.value.body["client_side"] is True
+    entries = list(client.ledger(ds, kinds=("invocation_settled",)))
+    assert entries[0]["request"] == {"cell": "tops=2", "output_digest": expected}
 
 
 def test_typed_errors(client: OdometerClient, server: Server) -> None:

@@ -61,6 +61,13 @@ EXPECT = {
     "docs/http-api.md#0": ["\n409\n", '"error":"BudgetExceeded"', '"level":"dataset"'],
     "docs/http-api.md#1": ['{"epsilon": "0.3", "delta": "0"}', "VERIFIED: 3 entries"],
     "docs/http-api.md#3": ['"kind":"invocation_accepted"'],
+    "docs/http-api.md#4": [
+        "tops=2\n",
+        '{"epsilon": "0.3", "delta": "0"}',
+        "output digest matches: ",
+        '"error":"InvalidOutput"',
+        "\n422\nreserved\n",
+    ],
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from decimal import Decimal
 from typing import Any
@@ -216,3 +217,74 @@ def test_truncation_is_detected_against_the_stored_head(uow: UnitOfWork) -> None
     assert truncated.ok  # a prefix is a valid chain on its own ...
     assert truncated.head_hash != head["head_hash"]  # ... but not the published head
     assert verify_chain(entries) == []
+
+
+def _rehashed(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chain re-linked and re-hashed after an edit (what a writer of that content would
+    have produced)."""
+    prev = entries[0]["prev_hash"]
+    for e in entries:
+        e["prev_hash"] = prev
+        e["hash"] = prev = entry_hash(e)
+    return entries
+
+
+def _output_history(uow: UnitOfWork) -> tuple[str, list[dict[str, Any]]]:
+    """Settles from released outputs (SVT answers, PTR ⊥, an iterative stopping step) beside
+    one that names its cell."""
+    ds = datasets.create_dataset(
+        uow, ADMIN, datasets.NewDataset("outputs", "10", "0.001", "add_remove", {"mode": "basic"})
+    )
+    dsid = str(ds["id"])
+    svt = _register(uow, dsid, {"type": "svt", "epsilon1": "0.1", "epsilon2": "0.3", "c": 3})
+    ptr = _register(uow, dsid, {"type": "ptr", "epsilon": "0.2", "delta": "1e-9"})
+    it = _register(
+        uow,
+        dsid,
+        {"type": "iterative", "step_epsilon": "0.01", "step_delta": "0", "stopping_points": [5, 9]},
+    )
+    named = _register(uow, dsid, {"type": "svt", "epsilon1": "0.1", "epsilon2": "0.3", "c": 3})
+    outputs = {svt["id"]: [True, False, True], ptr["id"]: None, it["id"]: 5}
+    for inv, output in outputs.items():
+        invocations.settle_invocation(uow, ALICE, dsid, inv, None, output=output)
+    invocations.settle_invocation(uow, ALICE, dsid, named["id"], "tops=1")
+    return dsid, _export(uow, dsid)
+
+
+def test_settles_from_outputs_record_the_digest_and_replay(uow: UnitOfWork) -> None:
+    dsid, entries = _output_history(uow)
+    settled = [e for e in entries if e["kind"] == "invocation_settled"]
+    assert [e["request"] for e in settled] == [
+        {"cell": "tops=2", "output_digest": hashlib.sha256(b"[true,false,true]").hexdigest()},
+        {"cell": "bottom", "output_digest": hashlib.sha256(b"null").hexdigest()},
+        {"cell": "stop=5", "output_digest": hashlib.sha256(b"5").hexdigest()},
+        {"cell": "tops=1"},
+    ]
+    assert [e["charge"]["epsilon"] for e in settled] == ["0.3", "0.2", "0.05", "0.2"]
+    verdict = replay(entries)
+    assert verdict.ok, verdict.problems
+    assert verdict.head_hash == datasets.get_dataset(uow, ADMIN, dsid)["ledger"]["head_hash"]
+    assert ledger.verify_ledger(uow, ADMIN, dsid).ok
+
+
+def test_a_settle_entry_without_a_digest_replays_to_the_same_states(uow: UnitOfWork) -> None:
+    """The format before outputs were accepted: ``request`` holds the cell alone."""
+    _, entries = _output_history(uow)
+    old = copy.deepcopy(entries)
+    for e in old:
+        if e["kind"] == "invocation_settled":
+            e["request"].pop("output_digest", None)
+    verdict = replay(_rehashed(old))
+    assert verdict.ok, verdict.problems
+    assert verdict.state == replay(entries).state == entries[-1]["state"]
+
+
+@pytest.mark.parametrize("digest", ["", "abc", "G" * 64, "A" * 64, 5])
+def test_a_malformed_output_digest_is_refused(uow: UnitOfWork, digest: object) -> None:
+    _, entries = _output_history(uow)
+    bad = copy.deepcopy(entries)
+    settle = next(e for e in bad if e["kind"] == "invocation_settled")
+    settle["request"]["output_digest"] = digest
+    verdict = replay(_rehashed(bad))
+    assert not verdict.ok
+    assert any("output_digest is not a SHA-256 hex digest" in p for p in verdict.problems)

@@ -111,9 +111,22 @@ def settle_invocation(
     metrics: MetricsDep,
     idempotency_key: IdempotencyKeyDep = None,
 ) -> Response:
-    """Name the released output's cell; the rest of the reservation's ε is refunded."""
+    """Settle a reservation at the released output's cell; the rest of its ε is refunded.
+
+    Name the cell (``cell``), or send the released output (``output``) and the service
+    derives the cell from the template (svt, ptr, iterative, tested_release), or both: they
+    must agree. An impossible output, an output for a plain ``odp`` declaration, or a cell
+    that contradicts the output is 422 ``InvalidOutput`` and changes nothing. The output's
+    SHA-256 over canonical JSON is recorded in the ledger entry and answered as
+    ``output_digest``."""
     result = service.settle_invocation(
-        uow, principal, dataset_id, invocation_id, body.cell, idempotency_key
+        uow,
+        principal,
+        dataset_id,
+        invocation_id,
+        body.cell,
+        idempotency_key,
+        output=body.output if body.has_output else service.NO_OUTPUT,
     )
     metrics.record_decision(result.decision)
     return recorded_response(result)

@@ -235,16 +235,28 @@ class OdometerClient:
         self,
         dataset: str | Dataset,
         invocation: str | Invocation,
-        cell: str,
+        cell: str | None = None,
         *,
+        output: Any = _core.NO_OUTPUT,
         idempotency_key: str | None = None,
     ) -> Settlement:
-        """Name the cell the released output fell in; the rest of the reserved ε is refunded."""
+        """Settle at the cell the released output fell in; the rest of the reserved ε is
+        refunded.
+
+        Name the ``cell``, or give the released ``output`` (or the part of it that decides
+        the cell) and the server derives the cell: ``svt`` the answers in order (``True`` =
+        ⊤), ``ptr`` ``None`` (⊥) or the released value, ``iterative`` the number of
+        iterations run, ``tested_release`` the test's verdict (``True`` = passed). Both may
+        be given; they must agree. Numbers in an output as ``int``, ``Decimal`` or decimal
+        text: the server records the SHA-256 of its canonical JSON
+        (``Settlement.output_digest``), which has no binary floats.
+        """
         return self._send(
             _core.settle(
                 _core.dataset_id(dataset),
                 _core.invocation_id(invocation),
                 cell,
+                output,
                 idempotency_key,
             )
         )
@@ -389,10 +401,22 @@ class Reservation:
         """Record that the mechanism ran: an exception from now on no longer cancels."""
         self.ran = True
 
-    def settle(self, cell: str, *, idempotency_key: str | None = None) -> Settlement:
+    def settle(
+        self,
+        cell: str | None = None,
+        *,
+        output: Any = _core.NO_OUTPUT,
+        idempotency_key: str | None = None,
+    ) -> Settlement:
+        """Settle at ``cell``, or at the cell of the released ``output`` (see the client's
+        ``settle``)."""
         self.ran = True
         self.result = self._client.settle(
-            self.invocation.dataset_id, self.invocation.id, cell, idempotency_key=idempotency_key
+            self.invocation.dataset_id,
+            self.invocation.id,
+            cell,
+            output=output,
+            idempotency_key=idempotency_key,
         )
         return self.result
 

@@ -39,6 +39,7 @@ from odometer_core.accounting.filters import (
     supports,
 )
 from odometer_core.accounting.modes.common import UnsupportedInMode
+from odometer_core.accounting.outputs import cell_from_output
 
 #: Recorded in every ledger row: a replay must use the same accounting rules (entries of 1.0.0,
 #: whose only difference is a field name, are read through :mod:`odometer_core.accounting.legacy`;
@@ -62,6 +63,7 @@ __all__ = [
     "UnsupportedInMode",
     "admit",
     "cancel",
+    "cell_from_output",
     "change_budget",
     "config_from_json",
     "config_to_json",

@@ -19,6 +19,7 @@ from odometer_core.ledger.chain import (
     ChainProblem,
     ChainWalker,
     entry_hash,
+    output_digest,
 )
 from odometer_core.ledger.checkpoints import CheckpointAudit, Signer
 from odometer_core.ledger.entry import Entry, EntryContent, EntryKind, next_entry
@@ -38,5 +39,6 @@ __all__ = [
     "Signer",
     "entry_hash",
     "next_entry",
+    "output_digest",
     "replay",
 ]

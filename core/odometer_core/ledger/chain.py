@@ -141,6 +141,14 @@ def canonical_bytes(value: Any) -> bytes:
     return _dumps(value)
 
 
+def output_digest(output: Any) -> str:
+    """SHA-256 hex digest of a released output's :func:`canonical_bytes`: what a settle entry
+    records (``request.output_digest``) so that an auditor can match the ledger to the
+    publication without the ledger holding the output. Binary floats and ``NaN`` are refused
+    (``TypeError`` / ``ValueError``) as in entries: their text is not a stable encoding."""
+    return hashlib.sha256(canonical_bytes(output)).hexdigest()
+
+
 def _payload(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {
         k: v for k, v in entry.items() if k != "hash" and not (k in OPTIONAL_FIELDS and v is None)

@@ -8,6 +8,7 @@ entry:
 - ``budget_changed``   → ``change_budget`` with the stored arguments
 - ``invocation_accepted|reserved|rejected`` → ``admit`` with the stored declaration and extras
 - ``invocation_settled`` → ``settle`` with the reservation opened earlier and the stored cell
+  (and the released output's digest, when recorded, checked for its form)
 - ``invocation_cancelled`` → ``cancel`` of that reservation
 - ``grant_changed`` → an analyst's quota filter starts (``initial_state``) or ends
 
@@ -25,10 +26,11 @@ what was recorded. No database access: the offline verifier uses this module as 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from odometer_core.accounting import (
     ACCOUNTING_VERSION,
@@ -50,6 +52,10 @@ from odometer_core.accounting import (
 from odometer_core.accounting.amounts import amount_json
 from odometer_core.ledger.chain import GENESIS_HASH, ChainProblem, ChainWalker
 from odometer_core.ledger.entry import EntryKind
+
+#: The form of a settle entry's ``output_digest``, the SHA-256 of the released output
+#: (:func:`~odometer_core.ledger.chain.output_digest`; the ledger keeps no more of the output).
+_HEX_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +295,7 @@ def _step(
             raise _Mismatch("no open reservation for this invocation")
         _expect("reservation", open_reservation.to_json(), entry["reservation"])
         if kind == EntryKind.INVOCATION_SETTLED:
+            _check_output_digest(request)
             decision = settle(config, state, open_reservation, request["cell"])
         else:
             decision = cancel(config, state, open_reservation)
@@ -299,6 +306,15 @@ def _step(
         raise _Mismatch(f"unknown entry kind {kind!r}")
     _expect("state", state_to_json(state), entry["state"])
     return config, state
+
+
+def _check_output_digest(request: Mapping[str, Any]) -> None:
+    """A settle from the released output records the output's SHA-256 (``output_digest``, 64
+    lowercase hex digits); settles that named their cell, and every entry written before
+    outputs were accepted, have none and replay unchanged."""
+    digest = request.get("output_digest")
+    if digest is not None and not (isinstance(digest, str) and _HEX_DIGEST.fullmatch(digest)):
+        raise _Mismatch("output_digest is not a SHA-256 hex digest")
 
 
 def _quota_step(
