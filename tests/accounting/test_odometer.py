@@ -180,7 +180,7 @@ def test_basic_reading_is_the_exact_running_sum(data: st.DataObject) -> None:
                 state = settle(config, state, decision.reservation, end).state
                 ref_eps -= Fraction(e) - Fraction("0.01" if end == "low" else e)
         r = check_common(config, state)
-        assert r["source"] == "basic"
+        assert r["source"] == "basic" and r["level"] is None
         assert Fraction(Decimal(r["epsilon"])) == ref_eps
         assert Fraction(Decimal(r["delta"])) == ref_delta
         if _stop(data, r, threshold, released):
@@ -236,6 +236,13 @@ def test_curve_mode_reading_covers_the_non_adaptive_value(data: st.DataObject, m
         assert float(eps) >= gaussian_epsilon_floor(mu, conv_delta)
         if total == 0:
             assert eps == 0 and r["level"] == 0
+        # the ladder's own value: the reading below ε_B, the reason for the cap above it
+        ladder = Decimal(r["ladder_epsilon"]) if r["ladder_epsilon"] is not None else None
+        if r["source"] == "ladder":
+            assert ladder == eps
+        else:
+            assert r["source"] == "filter" and eps == config.epsilon
+            assert ladder is None or ladder >= config.epsilon
         if _stop(data, r, threshold, released):
             break
 
@@ -475,5 +482,8 @@ def test_reference_vector_split_and_the_cap() -> None:
         config, state, parse_declaration({"type": "zcdp", "rho": "0.009"}), sub_budget="z"
     ).state
     z = status(config, state)["sub_budgets"]["z"]["odometer"]
-    assert (z["epsilon"], z["delta"], z["source"]) == ("1", "0.000001", "filter")
+    assert (z["epsilon"], z["delta"], z["source"], z["level"]) == ("1", "0.000001", "filter", 1)
+    top = float(status(config, state)["sub_budgets"]["z"]["rho_budget"])
+    assert float(z["ladder_epsilon"]) == pytest.approx(cks_zcdp_epsilon(top, share(1e-6, 1)))
+    assert Decimal(z["ladder_epsilon"]) > 1
     assert reading(config, state)["epsilon"] == "1.3"

@@ -101,18 +101,20 @@ class Reading:
     source: Source
     theorem: str
     level: int | None = None
+    #: the ladder's own reading before the cap at ε_B (``None`` where no ladder applies): alone,
+    #: it is certified at the ladder's δ pool (docs/accounting.md)
+    ladder_epsilon: Decimal | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        return {
             "epsilon": fmt(self.epsilon),
             "delta": fmt(self.delta),
             "certified": True,
             "source": self.source,
+            "level": self.level,
+            "ladder_epsilon": None if self.ladder_epsilon is None else fmt(self.ladder_epsilon),
             "theorem": self.theorem,
         }
-        if self.level is not None:
-            out["level"] = self.level
-        return out
 
 
 # ---------------------------------------------------------------------------- the ladder
@@ -171,10 +173,14 @@ def capped(
     filter_theorem: str,
 ) -> Reading:
     """The ladder's reading at δ_B, or the filter's target (ε_B, δ_B) when the ladder says more
-    or does not apply: a reading never exceeds the target the filter certifies."""
-    if ladder is not None and ladder[0] < epsilon_budget:
-        return Reading(ladder[0], delta_budget, "ladder", theorem, ladder[1])
-    return Reading(epsilon_budget, delta_budget, "filter", filter_theorem)
+    or does not apply: a reading never exceeds the target the filter certifies. The ladder's
+    own value is kept (``ladder_epsilon``) in both cases."""
+    if ladder is None:
+        return Reading(epsilon_budget, delta_budget, "filter", filter_theorem)
+    eps, level = ladder
+    if eps < epsilon_budget:
+        return Reading(eps, delta_budget, "ladder", theorem, level, eps)
+    return Reading(epsilon_budget, delta_budget, "filter", filter_theorem, level, eps)
 
 
 def rdp_ladder_epsilon(
