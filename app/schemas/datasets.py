@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.common import Amount, Delta, StrictModel, optional
 from odometer_core.accounting.modes.rdp import MAX_RDP_ORDERS
@@ -115,6 +115,45 @@ class LedgerHead(BaseModel):
     head_hash: str
 
 
+class OdometerReading(BaseModel):
+    """A certified odometer reading: an (ε, δ) for everything released on the dataset so far,
+    valid whenever the analysts stop, however adaptively they chose (docs/accounting.md,
+    *Certified odometer readings*). Never more than the budget (ε_B, δ_B)."""
+
+    epsilon: str = Field(description="ε of the reading, exact decimal text, rounded up")
+    delta: str = Field(
+        description="δ of the reading: the spent δ in mode basic; δ_B (fixed in advance) in "
+        "zcdp, rdp and gdp; the sum over the sub-budgets in split"
+    )
+    certified: Literal[True] = Field(description="always true: the reading is a guarantee")
+    source: Literal["basic", "ladder", "filter", "split"] = Field(
+        description="which statement certifies it: basic (the running sums), ladder (a level "
+        "of the ladder of filters), filter (the filter's target, when the ladder would say "
+        "more or does not apply), split (the sum of the sub-budgets' readings)"
+    )
+    level: int | None = Field(
+        description="the ladder level holding the running total (0: nothing spent); null where "
+        "no ladder applies"
+    )
+    ladder_epsilon: str | None = Field(
+        description="the ladder's own ε before the cap at ε_B, certified alone at the ladder's "
+        "δ (docs/accounting.md); null where no ladder applies"
+    )
+    theorem: str = Field(description="the theorems the reading rests on")
+
+
+class DatasetStatus(BaseModel):
+    """Budget status in the mode's own units (each mode adds its own fields: spent, remaining,
+    reserved, …, and ``spent_eps_delta``, an (ε, δ) that is certified only where it says so),
+    with the certified ``odometer`` reading."""
+
+    model_config = ConfigDict(extra="allow")
+
+    mode: str
+    budget: dict[str, str] = Field(description="the target (ε_B, δ_B)")
+    odometer: OdometerReading
+
+
 class DatasetOut(BaseModel):
     """A dataset with its budget status in the mode's units and as (ε, δ)."""
 
@@ -127,7 +166,7 @@ class DatasetOut(BaseModel):
     created_at: str
     updated_at: str
     config: dict[str, Any]
-    status: dict[str, Any]
+    status: DatasetStatus
     ledger: LedgerHead
 
 

@@ -228,8 +228,11 @@ def recheck_dead(config: AccountingConfig, state: FilterState) -> FilterState:
 def status(config: AccountingConfig, state: FilterState) -> dict[str, Any]:
     """Budget status in the mode's own units and as (ε, δ).
 
-    ``spent_eps_delta`` in ``zcdp``/``rdp``/``gdp`` is a conversion of the running totals,
-    labelled ``certified: false``: the certified guarantee is the filter target."""
+    ``odometer`` is the certified reading of what has been released so far, valid at any
+    stopping time the analysts choose adaptively, never above the target
+    (:mod:`odometer_core.accounting.odometer`). ``spent_eps_delta`` in ``zcdp``/``rdp``/``gdp``
+    is a conversion of the running totals as if the history had been fixed in advance,
+    labelled ``certified: false, estimate: true``."""
     if isinstance(config, SplitConfig):
         assert isinstance(state, SplitState)
         return split_mode.status(config, state)

@@ -27,6 +27,7 @@ import numpy.typing as npt
 from odometer_core.accounting import bounds, pld
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import effort as work
+from odometer_core.accounting import odometer as odo
 from odometer_core.accounting import subsampling as ss
 from odometer_core.accounting.amounts import EpsilonDelta
 from odometer_core.accounting.declarations import (
@@ -79,6 +80,7 @@ from odometer_core.accounting.modes.common import (
 )
 from odometer_core.accounting.modes.rdp import rdp_curve
 from odometer_core.accounting.modes.zcdp import zcdp_pair
+from odometer_core.accounting.odometer import Reading
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -648,8 +650,27 @@ def over_budget(config: BasicConfig, state: BasicState) -> str | None:
 
 
 # ---------------------------------------------------------------------------- status
+def odometer(config: BasicConfig, state: BasicState) -> Reading:
+    """The certified odometer reading: the running sums (E + R, D) themselves.
+
+    Basic composition holds along every transcript: with each invocation's (ε_i, δ_i) chosen
+    from the history, the privacy loss of a transcript stopped at any stopping time is at most
+    the Σε_i charged along it, up to a δ of at most the Σδ_i charged along it (Rogers–Roth–
+    Ullman–Vadhan 2016, basic composition; Hartmann et al. 2022, Thm 7 for settled ODP cells;
+    open reservations count at their worst cell). The filter keeps both sums within
+    (ε_B, δ_B), so the reading never exceeds the target. Derivation: docs/accounting.md,
+    *Certified odometer readings*."""
+    return Reading(
+        add_up(state.spent_epsilon, state.reserved_epsilon),
+        state.spent_delta,
+        "basic",
+        odo.THEOREM_BASIC,
+    )
+
+
 def status(config: BasicConfig, state: BasicState) -> dict[str, Any]:
-    """Spent, reserved and remaining (ε, δ); spent + reserved is a certified (ε, δ)."""
+    """Spent, reserved and remaining (ε, δ); spent + reserved is a certified (ε, δ), also given
+    as the ``odometer`` reading."""
     return {
         "spent": {"epsilon": fmt(state.spent_epsilon), "delta": fmt(state.spent_delta)},
         "reserved": {"epsilon": fmt(state.reserved_epsilon), "open": state.open_reservations},
@@ -659,7 +680,9 @@ def status(config: BasicConfig, state: BasicState) -> dict[str, Any]:
             "epsilon": fmt(add_up(state.spent_epsilon, state.reserved_epsilon)),
             "delta": fmt(state.spent_delta),
             "certified": True,
+            "estimate": False,
         },
+        "odometer": odometer(config, state).to_json(),
     }
 
 
@@ -709,4 +732,5 @@ MODE = Mode(
     state_from_json=state_from_json,
     settle=settle,
     cancel=cancel,
+    odometer=odometer,
 )

@@ -26,6 +26,7 @@ from odometer_core.accounting.declarations import (
     Subsampled,
 )
 from odometer_core.accounting.exact import INFINITY, AmountError, fmt, parse_amount
+from odometer_core.accounting.odometer import Reading
 
 
 class ConfigError(ValueError):
@@ -139,6 +140,9 @@ class Mode:
     #: ODP reservation, in the modes that reserve (``None``: this mode never reserves)
     settle: Callable[[Any, Any, Reservation, str], Decision] | None = None
     cancel: Callable[[Any, Any, Reservation], Decision] | None = None
+    #: the certified odometer reading (config, state) → reading
+    #: (:mod:`odometer_core.accounting.odometer`); every leaf mode sets it
+    odometer: Callable[[Any, Any], Reading] | None = None
 
 
 def check_relation(decl: Declaration, relation: Relation) -> None:

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import odometer as odo
 from odometer_core.accounting.amounts import MuSquared
 from odometer_core.accounting.declarations import GDP, Composed, Declaration, Gaussian, Relation
 from odometer_core.accounting.exact import (
@@ -28,6 +29,7 @@ from odometer_core.accounting.exact import (
     mul_up,
     sub_down,
     to_float_down,
+    to_float_up,
 )
 from odometer_core.accounting.modes.common import (
     Decision,
@@ -36,6 +38,7 @@ from odometer_core.accounting.modes.common import (
     only,
     reject,
 )
+from odometer_core.accounting.odometer import Reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +150,30 @@ def over_budget(config: GDPConfig, state: GDPState) -> str | None:
     return None
 
 
+def odometer(config: GDPConfig, state: GDPState) -> Reading:
+    """The certified odometer reading: the ladder of GDP filters over μ²
+    (:mod:`odometer_core.accounting.odometer`), levels μ_B²·r^−(k−1), δ shares of δ_B, each
+    level μ_k = √c_k converted by Dong–Roth–Su 2019, Cor. 2.13; capped at the filter's target.
+    Each level is a μ_k-GDP filter (Smith–Thakurta 2022). The reading's δ is δ_B, fixed in
+    advance (the ladder spends at most δ_B)."""
+    ladder = odo.ladder_epsilon(
+        to_float_up(state.mu_squared),
+        to_float_down(config.mu_squared_budget),
+        to_float_down(config.delta),
+        _gdp_level_epsilon,
+    )
+    return odo.capped(ladder, config.epsilon, config.delta, odo.THEOREM_GDP, odo.FILTER_GDP)
+
+
+def _gdp_level_epsilon(mu_squared: float, delta: float) -> float:
+    """ε of √(μ²)-GDP at δ (Dong–Roth–Su 2019, Cor. 2.13), the square root rounded up."""
+    return cv.gdp_epsilon(math.nextafter(math.sqrt(mu_squared), math.inf), delta)
+
+
 def status(config: GDPConfig, state: GDPState) -> dict[str, Any]:
-    """Budget and spend in μ²; ``spent_eps_delta`` converts the running μ (an estimate)."""
+    """Budget and spend in μ²; ``odometer`` is the certified reading at any stopping time;
+    ``spent_eps_delta`` converts the running μ as if the history had been fixed in advance (an
+    estimate, ``certified: false``)."""
     mu = math.sqrt(float(state.mu_squared))
     return {
         "mu_squared_budget": fmt(config.mu_squared_budget),
@@ -160,7 +185,9 @@ def status(config: GDPConfig, state: GDPState) -> dict[str, Any]:
             else "0",
             "delta": fmt(config.delta),
             "certified": False,
+            "estimate": True,
         },
+        "odometer": odometer(config, state).to_json(),
     }
 
 
@@ -197,4 +224,5 @@ MODE = Mode(
     config_from_json=config_from_json,
     state_to_json=state_to_json,
     state_from_json=state_from_json,
+    odometer=odometer,
 )

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import effort
+from odometer_core.accounting import odometer as odo
 from odometer_core.accounting import subsampling as ss
 from odometer_core.accounting.amounts import RdpCurve
 from odometer_core.accounting.declarations import (
@@ -68,6 +69,7 @@ from odometer_core.accounting.modes.common import (
     reject,
 )
 from odometer_core.accounting.modes.zcdp import zcdp_pair
+from odometer_core.accounting.odometer import Reading
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -505,9 +507,41 @@ def recheck_dead(config: RDPConfig, state: RDPState) -> RDPState:
 
 
 # ---------------------------------------------------------------------------- status
+def odometer(config: RDPConfig, state: RDPState) -> Reading:
+    """The certified odometer reading: one ladder of RDP filters per order of the grid
+    (:mod:`odometer_core.accounting.odometer`), levels B(α)·r^−(k−1), δ shares
+    w_α·δ_c·6/(π²k²) (a union bound over orders and levels), each level converted by
+    Canonne–Kamath–Steinke 2020, Prop. 12 at its order; the smallest reading over the orders,
+    capped at the filter's target.
+
+    Each (α, level) is an RDP filter at order α (Feldman–Zrnic 2021, Thm 4.3). The ladder covers
+    histories without approximate declarations (Σδ = 0); after one, the reading is the target
+    (ε_B, δ_B) (conservative, as in ``zcdp``). The reading's δ is δ_B, fixed in advance (the
+    ladder itself spends at most δ_c ≤ δ_B). The grid, weights and thresholds are the
+    configuration's; nothing here changes them."""
+    ladder = None
+    if state.delta == 0:
+        ladder = odo.rdp_ladder_epsilon(
+            state.rdp,
+            config.orders,
+            config.thresholds,
+            config.weights,
+            to_float_down(config.final_conversion_delta),
+            _rdp_level_epsilon,
+        )
+    return odo.capped(ladder, config.epsilon, config.delta, odo.THEOREM_RDP, odo.FILTER_RDP)
+
+
+def _rdp_level_epsilon(alpha: float, level: float, delta: float) -> float:
+    """ε of (α, level)-RDP at δ (Canonne–Kamath–Steinke 2020, Prop. 12, at the one order α)."""
+    eps, _ = cv.rdp_to_epsilon(np.array([alpha]), np.array([level]), delta)
+    return float(eps)
+
+
 def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
-    """Budget and spend per order; ``spent_eps_delta`` converts the running curve (an
-    estimate: the certified guarantee is the filter's target)."""
+    """Budget and spend per order; ``odometer`` is the certified reading at any stopping time;
+    ``spent_eps_delta`` converts the running curve as if the history had been fixed in advance
+    (an estimate, ``certified: false``)."""
     return {
         "delta_approx": fmt(config.delta_approx),
         "final_conversion_delta": fmt(config.final_conversion_delta),
@@ -529,7 +563,9 @@ def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
             "epsilon": _estimate_rdp(config, state),
             "delta": fmt(add_up(state.delta, config.final_conversion_delta)),
             "certified": False,
+            "estimate": True,
         },
+        "odometer": odometer(config, state).to_json(),
     }
 
 
@@ -604,4 +640,5 @@ MODE = Mode(
     state_to_json=state_to_json,
     state_from_json=state_from_json,
     after_budget_change=recheck_dead,
+    odometer=odometer,
 )

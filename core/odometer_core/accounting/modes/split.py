@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Final, Literal
 
+from odometer_core.accounting import odometer as odo
 from odometer_core.accounting.declarations import Declaration, DeclarationError, Relation
 from odometer_core.accounting.exact import add_up, fmt
 from odometer_core.accounting.modes import (
@@ -32,6 +33,7 @@ from odometer_core.accounting.modes.common import (
     InvalidTransition,
     only,
 )
+from odometer_core.accounting.odometer import Reading
 
 MAX_SUB_BUDGETS: Final = 32
 
@@ -173,11 +175,28 @@ def after_budget_change(config: SplitConfig, state: SplitState) -> SplitState:
 
 
 # ---------------------------------------------------------------------------- status
+def odometer(config: SplitConfig, state: SplitState) -> Reading:
+    """The certified odometer reading: the sum of the sub-budgets' readings. The sub-budgets run
+    concurrently and adaptively; their guarantees add by concurrent composition (Vadhan–Zhang
+    2023, Thm 1.3; Haney et al. 2023 carry filters and odometers with adaptively chosen
+    privacy-loss parameters over to concurrent composition). Each reading is at most its
+    sub-budget and the sub-budgets sum to at most (ε_B, δ_B)."""
+    parts = []
+    for name, sub in config.sub_budgets:
+        reading = leaf_mode(sub).odometer
+        assert reading is not None  # every leaf mode has one
+        parts.append(reading(sub, state.get(name)))
+    return odo.split_sum(parts, config.epsilon, config.delta)
+
+
 def status(config: SplitConfig, state: SplitState) -> dict[str, Any]:
+    """The dataset's budget, each sub-budget's status, and the certified ``odometer`` reading
+    of the whole dataset (the sum of the sub-budgets')."""
     return {
         "mode": "split",
         "budget": {"epsilon": fmt(config.epsilon), "delta": fmt(config.delta)},
         "sub_budgets": {n: leaf_status(c, state.get(n)) for n, c in config.sub_budgets},
+        "odometer": odometer(config, state).to_json(),
     }
 
 

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import odometer as odo
 from odometer_core.accounting.amounts import RhoDelta
 from odometer_core.accounting.declarations import (
     DPSGD,
@@ -56,6 +57,7 @@ from odometer_core.accounting.modes.common import (
     only,
     reject,
 )
+from odometer_core.accounting.odometer import Reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,9 +262,31 @@ def over_budget(config: ZCDPConfig, state: ZCDPState) -> str | None:
 
 
 # ---------------------------------------------------------------------------- status
+def odometer(config: ZCDPConfig, state: ZCDPState) -> Reading:
+    """The certified odometer reading: the ladder of zCDP filters over ρ
+    (:mod:`odometer_core.accounting.odometer`), levels ρ_B·r^−(k−1), δ shares of δ_c, each
+    level converted by Canonne–Kamath–Steinke 2020, Cor. 13; capped at the filter's target.
+
+    The ladder covers histories of pure zCDP (Σδ = 0): each level is then a ρ_k-zCDP filter
+    (Whitehouse–Ramdas–Rogers–Wu 2023, Thm 1; Feldman–Zrnic 2021, Rem. 4.4). Once an
+    approximate declaration (δ_i > 0) was admitted, the reading is the target (ε_B, δ_B)
+    (conservative: the union bound over levels would count δ_A once per level). The reading's
+    δ is δ_B, fixed in advance (the ladder itself spends at most δ_c ≤ δ_B)."""
+    ladder = None
+    if state.delta == 0:
+        ladder = odo.ladder_epsilon(
+            to_float_up(state.rho),
+            to_float_down(config.rho_budget),
+            to_float_down(config.final_conversion_delta),
+            cv.zcdp_epsilon,
+        )
+    return odo.capped(ladder, config.epsilon, config.delta, odo.THEOREM_ZCDP, odo.FILTER_ZCDP)
+
+
 def status(config: ZCDPConfig, state: ZCDPState) -> dict[str, Any]:
-    """Budget and spend in ρ; ``spent_eps_delta`` converts the running total (an estimate: the
-    certified guarantee is the filter's target)."""
+    """Budget and spend in ρ; ``odometer`` is the certified reading at any stopping time;
+    ``spent_eps_delta`` converts the running total as if the history had been fixed in advance
+    (an estimate, ``certified: false``)."""
     est = _estimate_zcdp(state.rho, config.final_conversion_delta)
     return {
         "rho_budget": fmt(config.rho_budget),
@@ -274,7 +298,9 @@ def status(config: ZCDPConfig, state: ZCDPState) -> dict[str, Any]:
             "epsilon": est,
             "delta": fmt(add_up(state.delta, config.final_conversion_delta)),
             "certified": False,
+            "estimate": True,
         },
+        "odometer": odometer(config, state).to_json(),
     }
 
 
@@ -331,4 +357,5 @@ MODE = Mode(
     config_from_json=config_from_json,
     state_to_json=state_to_json,
     state_from_json=state_from_json,
+    odometer=odometer,
 )
