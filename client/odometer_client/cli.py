@@ -74,6 +74,9 @@ def _dataset_lines(ds: Dataset, out: TextIO) -> None:
         ("budget", _eps_delta(st.get("budget"))),
         ("spent (ε, δ)", _eps_delta(ds.spent)),
     ]
+    if ds.odometer:
+        # the guarantee of what was released, valid at any stopping time (certified)
+        rows.append(("guarantee so far", f"{_eps_delta(ds.odometer)} ({ds.odometer['source']})"))
     if "reserved" in st:
         rows.append(
             (

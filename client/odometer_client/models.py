@@ -95,6 +95,14 @@ class Dataset:
         return {"epsilon": total_eps, "delta": total_delta}
 
     @property
+    def odometer(self) -> dict[str, Any]:
+        """The certified reading of what has been released so far: an (ε, δ) that holds at
+        whatever point the analysts chose to stop (``status.odometer``: ``epsilon``, ``delta``,
+        ``source``, ``theorem``; docs/accounting.md, *Certified odometer readings*). Empty from
+        a server without it."""
+        return dict(self.status.get("odometer") or {})
+
+    @property
     def remaining_epsilon(self) -> Decimal | None:
         """Remaining ε on a ``basic`` dataset (``None`` in curve-based modes)."""
         value = self.status.get("remaining", {}).get("epsilon")

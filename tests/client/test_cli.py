@@ -80,6 +80,21 @@ def test_rdp_dataset_and_budget_below_spent(
     assert code == 1 and json.loads(err)["status"] == 409
 
 
+def test_show_gives_the_certified_reading(
+    server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ds = client.create_dataset("cli-odometer", "1", "0.000001", accounting={"mode": "zcdp"})
+    client.register(ds, d.zcdp("0.01"))
+    reading = client.get_dataset(ds.id).odometer
+    assert reading["source"] == "ladder" and reading["delta"] == Decimal("0.000001")
+    # never below the non-adaptive conversion of the same spend, never above the budget
+    assert client.get_dataset(ds.id).spent["epsilon"] < reading["epsilon"] < 1
+    code, out, _ = _run(server, capsys, "datasets", "show", ds.id)
+    assert code == 0
+    line = next(row for row in out.splitlines() if row.startswith("guarantee so far"))
+    assert line.endswith(f"epsilon={reading['epsilon']}, delta=0.000001 (ladder)")
+
+
 def test_export_verify_and_report(
     server: Server,
     client: OdometerClient,
