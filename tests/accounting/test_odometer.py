@@ -274,25 +274,20 @@ def test_an_approximate_declaration_moves_the_reading_to_the_target(
             assert (r["epsilon"], r["delta"]) == ("1", "0.000001")
 
 
+#: A basic and a zcdp sub-budget, (1, 10⁻⁶) each, of a (2, 2·10⁻⁶) dataset.
+SPLIT = {
+    "mode": "split",
+    "sub_budgets": [
+        {"name": "b", "budget": {"epsilon": "1", "delta": "1e-6"}},
+        {"name": "z", "budget": {"epsilon": "1", "delta": "1e-6"}, "accounting": {"mode": "zcdp"}},
+    ],
+}
+
+
 @SETTINGS
 @given(data=st.data())
 def test_split_reading_is_the_sum_of_its_parts(data: st.DataObject) -> None:
-    config = make_config(
-        "2",
-        "2e-6",
-        "add_remove",
-        {
-            "mode": "split",
-            "sub_budgets": [
-                {"name": "b", "budget": {"epsilon": "1", "delta": "1e-6"}},
-                {
-                    "name": "z",
-                    "budget": {"epsilon": "1", "delta": "1e-6"},
-                    "accounting": {"mode": "zcdp"},
-                },
-            ],
-        },
-    )
+    config = make_config("2", "2e-6", "add_remove", SPLIT)
     state = initial_state(config)
     pure_total, rho_total = Fraction(0), Fraction(0)
     for _ in range(data.draw(st.integers(1, 15))):
@@ -448,22 +443,7 @@ def test_reference_vector_gdp() -> None:
 def test_reference_vector_split_and_the_cap() -> None:
     """A basic and a zcdp sub-budget: the dataset's reading is their sum; a zcdp sub-budget spent
     close to ρ_B reads its target (ε_k, δ_k), never more."""
-    config = make_config(
-        "2",
-        "2e-6",
-        "add_remove",
-        {
-            "mode": "split",
-            "sub_budgets": [
-                {"name": "b", "budget": {"epsilon": "1", "delta": "1e-6"}},
-                {
-                    "name": "z",
-                    "budget": {"epsilon": "1", "delta": "1e-6"},
-                    "accounting": {"mode": "zcdp"},
-                },
-            ],
-        },
-    )
+    config = make_config("2", "2e-6", "add_remove", SPLIT)
     state = initial_state(config)
     state = admit(
         config, state, parse_declaration({"type": "pure_dp", "epsilon": "0.3"}), sub_budget="b"
