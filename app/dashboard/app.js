@@ -46,7 +46,7 @@
 
   function explain(err) {
     if (err.status === 401) return "The key was refused (unknown, revoked or expired).";
-    if (err.status === 403) return "This key's role may not read reports and ledgers (auditor needed).";
+    if (err.status === 403) return "This key's role may not read reports and ledgers (curator or auditor needed).";
     if (err.status === 404) return "Not found (or not visible to this key).";
     return `Request failed: ${err.message}`;
   }

@@ -41,10 +41,13 @@ class SpendPointOut(BaseModel):
 
     seq: int
     at: str
-    spent: str
+    spent: str = Field(description="spent, open reservations included (what is committed)")
     budget: str
     spent_delta: str
     budget_delta: str
+    reserved: str = Field(
+        description="the open reservations counted in ``spent`` (settled spend: the difference)"
+    )
 
 
 class SpendSeries(BaseModel):

@@ -30,6 +30,7 @@ from odometer_core.accounting import (
     state_from_json,
     status,
 )
+from odometer_core.accounting.levels import DATASET, ORGANISATION, QUOTA, reported_refusal
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.replay import Replayer
 
@@ -96,6 +97,19 @@ class SpendPoint:
     budget: Decimal
     spent_delta: Decimal
     budget_delta: Decimal
+    reserved: Decimal = Decimal(0)
+
+
+def reserved_measure(view: Mapping[str, Any]) -> Decimal:
+    """The open reservations of a :func:`status` view in its series unit (ε: only the basic
+    mode reserves, for one-shot ODP declarations; a split adds its sub-budgets'), already
+    counted in :func:`spend_measure`'s ``spent``."""
+    if view["mode"] == "split":
+        return sum((reserved_measure(sub) for sub in view["sub_budgets"].values()), Decimal(0))
+    reserved = view.get("reserved")
+    if view["mode"] == "basic" and isinstance(reserved, Mapping):
+        return Decimal(reserved["epsilon"])
+    return Decimal(0)
 
 
 def spend_measure(view: Mapping[str, Any]) -> tuple[str, Decimal, Decimal, Decimal, Decimal, bool]:
@@ -145,13 +159,27 @@ def spend_measure(view: Mapping[str, Any]) -> tuple[str, Decimal, Decimal, Decim
 
 
 def rejection_level(entry: Mapping[str, Any]) -> str:
-    """Which budget level refused an ``invocation_rejected`` entry (see replay.py: an upper
-    level that refused says so in its part; otherwise the dataset's filter did)."""
-    for level, key in (("organisation", "org"), ("quota", "quota")):
-        part = entry.get(key)
-        if isinstance(part, Mapping) and part.get("outcome") == "rejected":
-            return level
-    return "dataset"
+    """Which budget level's refusal an ``invocation_rejected`` entry reports: exactly the
+    ``level`` of the 409 that answered it.
+
+    What each level decided is read back from the entry: the dataset refused when the entry
+    carries its charge (a refusal above the dataset records none, a dataset refusal records its
+    zero charge: ``_dataset_charge`` in :mod:`app.services.invocations`; the replay checks it);
+    an upper level refused when its part says ``rejected``. The reported level is then chosen
+    by the one rule the registration used, :func:`~odometer_core.accounting.levels.reported_refusal`
+    (the first refusal in the order dataset, organisation, quota)."""
+
+    def refused(part: object) -> bool:
+        return isinstance(part, Mapping) and part.get("outcome") == "rejected"
+
+    level = reported_refusal(
+        (
+            (DATASET, entry.get("charge") is not None),
+            (ORGANISATION, refused(entry.get("org"))),
+            (QUOTA, refused(entry.get("quota"))),
+        )
+    )
+    return level or DATASET
 
 
 class _Tally:
@@ -222,11 +250,14 @@ class _Tally:
                 self._config = config_from_json(self._config_json)
             view = status(self._config, state_from_json(self._config, entry["state"]))
             unit, spent, budget, spent_delta, budget_delta, certified = spend_measure(view)
+            reserved = reserved_measure(view)
         except Exception:  # a corrupted entry: no point here; the replay verdict reports it
             return
         self.unit, self.certified = unit, certified
         self.series.append(
-            SpendPoint(seq, str(entry.get("at")), spent, budget, spent_delta, budget_delta)
+            SpendPoint(
+                seq, str(entry.get("at")), spent, budget, spent_delta, budget_delta, reserved
+            )
         )
 
 
@@ -317,6 +348,7 @@ def dataset_report(
                     "budget": fmt(p.budget),
                     "spent_delta": fmt(p.spent_delta),
                     "budget_delta": fmt(p.budget_delta),
+                    "reserved": fmt(p.reserved),
                 }
                 for p in tally.series
             ],

@@ -293,7 +293,7 @@ def test_svg_charts_are_well_formed_and_escape_names(client: TestClient) -> None
     assert root.tag == f"{SVG}svg"
     assert root.findtext(f"{SVG}title") == "Spend vs budget (epsilon) of dataset report <demo>"
     polylines = {p.get("class"): p.get("points", "") for p in root.iter(f"{SVG}polyline")}
-    assert set(polylines) == {"spent", "budget"}
+    assert set(polylines) == {"spent", "committed", "budget"}
     # a step line: a start, two vertices per point, and the head's value held one stride on
     assert len(polylines["spent"].split()) == 1 + 2 * 13 + 1
     assert len({pt.split(",")[1] for pt in polylines["budget"].split()}) == 1  # horizontal
@@ -307,7 +307,11 @@ def test_svg_charts_are_well_formed_and_escape_names(client: TestClient) -> None
     labels = [t.text for g in root.iter(f"{SVG}g") for t in g.findall(f"{SVG}text")]
     assert ANN[:27] + "…" in labels and BOB in labels and "cid" in labels
     bars = [g for g in root.iter(f"{SVG}g") if g.get("class") == "analyst"]
-    assert [g.findtext(f"{SVG}text[2]") for g in bars] == ["0.5", "0.15", "0"]
+    assert [g.findtext(f"{SVG}text[2]") for g in bars] == [
+        "net 0.5, refunded 0",
+        "net 0.15, refunded 0.2",
+        "net 0, refunded 0.15",
+    ]
 
 
 def test_report_refusals_change_nothing(client: TestClient) -> None:
@@ -370,3 +374,99 @@ def test_other_modes_report_in_their_own_units(client: TestClient) -> None:
     assert report["verification"]["ok"] is True
     chart = client.get(f"/v1/datasets/{rdp}/report/spend.svg", headers=AUTH).text
     assert ET.fromstring(chart).tag == f"{SVG}svg"
+
+
+def test_rejection_levels_are_the_409s_levels_when_several_levels_refuse(
+    client: TestClient,
+) -> None:
+    """The dataset (ε = 1) and Dan's quota (ε 0.3) both refuse his ε 0.9 once ε 0.8 is spent
+    (0.2 of it his):
+    the 409 reports the first refusal in the order dataset, organisation, quota, and so must
+    the report. The quota alone refuses ε 0.2 (0.2 + 0.2 > 0.3, 0.8 + 0.2 ≤ 1); the
+    organisation cap (ε 1.5 over two datasets) alone refuses ε 0.9 on a second dataset (ε 2)
+    once 0.8 + 0.2 is counted.
+
+    Shown able to fail: with the report's old rule (an upper level's ``rejected`` part wins
+    over the dataset's refusal), this test failed on the summed counts: the quota got 2, the
+    dataset none (``{'organisation': 1, 'quota': 2} == {'dataset': 2, …}``)."""
+    org = new_organisation(client)
+    r = client.patch(
+        f"/v1/organisations/{org}/cap",
+        json={"epsilon": "1.5", "delta": "0.00001"},
+        headers=AUTH,
+    )
+    assert r.status_code == 200, r.text
+    ds = basic_dataset(client, organisation_id=org)["id"]
+    other = basic_dataset(client, epsilon=2, organisation_id=org)["id"]
+    dan, dan_key = new_principal(client, org, "analyst", name="Dan")
+    grant(client, ds, dan, quota={"epsilon": "0.3", "delta": "0.000001"})
+    grant(client, other, dan)
+    assert _invoke(client, ds, AUTH, pure("0.6")).status_code == 201
+    assert _invoke(client, ds, dan_key, pure("0.2")).status_code == 201
+    levels: list[str] = []
+    for dataset, mechanism in ((ds, pure("0.9")), (ds, pure("0.2")), (ds, pure("0.5"))):
+        r = _invoke(client, dataset, dan_key, mechanism)
+        assert r.status_code == 409, r.text
+        levels.append(r.json()["level"])
+    # ε 0.9: the dataset (0.8 + 0.9 > 1) and the quota (0.2 + 0.9 > 0.3) both refuse
+    # ε 0.2: only the quota refuses; ε 0.5: the dataset and the quota both refuse
+    assert levels == ["dataset", "quota", "dataset"]
+    entries = ledger(client, ds)
+    both = [e for e in entries if e["kind"] == "invocation_rejected"]
+    assert [e["quota"]["outcome"] for e in both] == ["rejected"] * 3  # the quota refused all
+    assert _invoke(client, other, AUTH, pure("0.2")).status_code == 201  # org: 0.8 + 0.2
+    r = _invoke(client, other, dan_key, pure("0.9"))  # 1.1 ≤ 2 admitted; the cap: 1.9 > 1.5
+    assert (r.status_code, r.json()["level"]) == (409, "organisation")
+    levels.append(r.json()["level"])
+    counts: dict[str, int] = {}
+    for dataset in (ds, other):
+        report = client.get(f"/v1/datasets/{dataset}/report", headers=AUTH).json()
+        assert report["verification"]["ok"] is True
+        for level, n in report["rejections"]["by_level"].items():
+            counts[level] = counts.get(level, 0) + n
+        assert sum(report["rejections"]["by_level"].values()) == report["rejections"]["total"]
+    assert counts == {"dataset": 2, "organisation": 1, "quota": 1}
+    assert counts == {level: levels.count(level) for level in set(levels)}
+    for entry in both:
+        assert service.rejection_level(entry) in ("dataset", "quota")
+
+
+def test_a_curator_reads_its_own_organisations_reports_and_ledgers(client: TestClient) -> None:
+    """Curators run their datasets: they read the report, its charts and the ledger of their
+    organisation's datasets; another organisation's are invisible (404), as for auditors."""
+    ds, ids, _ = _scenario(client)
+    _, curator = new_principal(client, ids["org"], "curator")
+    _, stranger = new_principal(client, new_organisation(client), "curator")
+    before = ledger(client, ds)
+    report = client.get(f"/v1/datasets/{ds}/report", headers=curator)
+    assert report.status_code == 200, report.text
+    assert report.json()["rejections"]["by_level"] == {"dataset": 1, "quota": 1}
+    assert report.json()["chain_head"]["seq"] == len(before) == 13
+    for suffix in ("/spend.svg", "/analysts.svg"):
+        r = client.get(f"/v1/datasets/{ds}/report{suffix}", headers=curator)
+        assert r.status_code == 200 and ET.fromstring(r.text).tag == f"{SVG}svg"
+    r = client.get(f"/v1/datasets/{ds}/ledger", headers=curator)
+    assert r.status_code == 200 and [e["seq"] for e in r.json()["entries"]] == list(range(1, 14))
+    for suffix in ("/report", "/report/spend.svg", "/ledger"):
+        r = client.get(f"/v1/datasets/{ds}{suffix}", headers=stranger)
+        assert (r.status_code, r.json()["error"]) == (404, "NotFound")
+    assert ledger(client, ds) == before
+
+
+def test_report_series_separates_open_reservations(client: TestClient) -> None:
+    """``spent`` counts open reservations (what is committed); ``reserved`` says how much of it
+    is reserved, so spent − reserved is what was settled or accepted outright."""
+    ds = basic_dataset(client)["id"]
+    assert _invoke(client, ds, AUTH, pure("0.1")).status_code == 201
+    inv = _invoke(client, ds, AUTH, _odp("0", none="0.05", some="0.25")).json()
+    r = client.post(
+        f"/v1/datasets/{ds}/invocations/{inv['id']}/settle", json={"cell": "some"}, headers=AUTH
+    )
+    assert r.status_code == 200, r.text
+    points = client.get(f"/v1/datasets/{ds}/report", headers=AUTH).json()["series"]["points"]
+    assert [(p["spent"], p["reserved"]) for p in points] == [
+        ("0", "0"),
+        ("0.1", "0"),
+        ("0.35", "0.25"),
+        ("0.35", "0"),
+    ]

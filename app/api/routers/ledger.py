@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from app.api.deps import AuditorDep, UowDep
+from app.api.deps import ReportReaderDep, UowDep
 from app.api.errors import responses
 from app.db.repositories import LedgerFilter
 from app.schemas.ledger import EntryKind, LedgerPageOut, ledger_time
@@ -32,7 +32,7 @@ router = APIRouter(prefix="/v1/datasets/{dataset_id}/ledger", tags=["ledger"])
 )
 def read_ledger(
     dataset_id: str,
-    principal: AuditorDep,
+    principal: ReportReaderDep,
     uow: UowDep,
     after_seq: Annotated[
         int, Query(ge=0, le=2**62, description="cursor: entries with seq > this")
