@@ -11,6 +11,7 @@ remaining down, docs/dashboard.md); each element's ``<title>`` carries the exact
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -38,8 +39,9 @@ CHAR_W = 7
 UNIT_SYMBOL = {"epsilon": "ε", "delta": "δ", "rho": "ρ", "mu_squared": "μ²"}
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _HEADER = '<?xml version="1.0" encoding="UTF-8"?>\n'
-#: Time-axis steps in seconds: 4 to 6 ticks over any span from seconds to years.
+#: Time-axis steps in seconds: 4 to 6 ticks over any span from milliseconds to years.
 _TIME_STEPS = (
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
     1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
     86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400, 91 * 86400, 182 * 86400, 365 * 86400,
 )  # fmt: skip
@@ -115,20 +117,27 @@ def _when(at: str) -> datetime:
 
 
 def _time_ticks(start: datetime, end: datetime) -> tuple[list[datetime], str]:
-    """4 to 6 round instants within [start, end] and the strftime format that tells them
-    apart (times within a day, dates beyond)."""
-    span = max((end - start).total_seconds(), 1.0)
-    step = next((s for s in _TIME_STEPS if span / s <= 5), _TIME_STEPS[-1])
-    first = int(start.timestamp()) // step * step + step
-    ticks = [
-        datetime.fromtimestamp(t, UTC)
-        for t in range(first, int(end.timestamp()) + 1, step)
-        if t >= start.timestamp()
-    ]
-    fmt = "%H:%M:%S" if step < 60 else "%H:%M" if step < 86400 else "%Y-%m-%d"
-    if step < 86400 and start.date() != end.date():
-        fmt = "%m-%d %H:%M"
+    """Round instants within [start, end], at most 6 (the smallest step that gives no more),
+    and the strftime format that tells them apart (milliseconds, seconds, minutes, dates)."""
+    span = max((end - start).total_seconds(), 0.001)
+    step = next((s for s in _TIME_STEPS if span / s <= 6), _TIME_STEPS[-1])
+    t0, t1 = start.timestamp(), end.timestamp()
+    k = math.ceil(t0 / step - 1e-9)
+    ticks = []
+    while k * step <= t1 + 1e-9:
+        ticks.append(datetime.fromtimestamp(k * step, UTC))
+        k += 1
+    fmt = "%H:%M:%S.%f" if step < 1 else "%H:%M:%S" if step < 60 else "%H:%M"
+    if step >= 86400:
+        fmt = "%Y-%m-%d"
+    elif start.date() != end.date():
+        fmt = "%m-%d " + fmt
     return ticks, fmt
+
+
+def _time_label(at: datetime, fmt: str) -> str:
+    label = at.strftime(fmt)
+    return label[:-3] if fmt.endswith("%f") else label  # milliseconds, not microseconds
 
 
 def spend_chart(report: Mapping[str, Any]) -> str:
@@ -194,7 +203,7 @@ def spend_chart(report: Mapping[str, Any]) -> str:
         body += [
             f'<line x1="{x(at)}" y1="{base_y}" x2="{x(at)}" y2="{base_y + 4}" stroke="#555"/>',
             f'<text class="xtick" x="{x(at)}" y="{base_y + 17}" text-anchor="middle">'
-            f"{text(at.strftime(time_format))}</text>",
+            f"{text(_time_label(at, time_format))}</text>",
         ]
     legend = [
         (SPENT_COLOUR, "spent", "", now_spent, True),
