@@ -235,8 +235,7 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
 
     Shown able to fail: with ``shown`` in ``app/dashboard/app.js`` returning its input
     unrounded, this test failed on the heavy dataset's gauge (``'spent ε
-    0.21510012438242689937'`` shown for ``'spent ε 0.215101'``); with the page's tables back
-    to automatic layout and no wrapping, on the sideways-scroll check."""
+    0.21510012438242689937'`` shown for ``'spent ε 0.215101'``)."""
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

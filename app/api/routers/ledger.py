@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 
 from app.api.deps import ReportReaderDep, UowDep
@@ -47,6 +48,17 @@ def read_ledger(
     format: Annotated[Literal["json", "csv"], Query()] = "json",
 ) -> StreamingResponse:
     """Ledger entries in ``seq`` order, exactly as hashed (verifiable offline)."""
+    if since is not None and until is not None and ledger_time(until) <= ledger_time(since):
+        # an empty window is a mistake in the request, not an empty answer
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("query", "until"),
+                    "msg": "until must be later than since",
+                    "type": "value_error",
+                }
+            ]
+        )
     page = service.read_ledger(
         uow,
         principal,
