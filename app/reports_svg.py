@@ -91,6 +91,15 @@ def nice_ticks(top: Decimal, count: int = 5) -> list[Decimal]:
     return ticks
 
 
+def tick_labels(ticks: Sequence[Decimal]) -> list[str]:
+    """The ticks' labels in one notation: plain, or scientific for all of them when the
+    largest is below 10⁻⁴ or from 10⁷ (so 5e-8 never sits under 0.00000015)."""
+    top = ticks[-1]
+    if top and not -4 <= top.adjusted() < 7:
+        return ["0" if not t else format(t.normalize(), "e") for t in ticks]
+    return [shown(t, up=False) for t in ticks]
+
+
 def _svg(width: int, height: int, title: str, desc: str, body: Sequence[str]) -> str:
     return (
         _HEADER + f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -140,13 +149,44 @@ def _time_label(at: datetime, fmt: str) -> str:
     return label[:-3] if fmt.endswith("%f") else label  # milliseconds, not microseconds
 
 
+def _legend(
+    items: Sequence[tuple[str, str, str, Decimal, bool]], unit: str, left: int
+) -> tuple[list[str], int]:
+    """The legend's markup (colour, series name, dash pattern, value now, rounded up?) and
+    its number of rows: an item that would cross the right edge starts a new row. Each item's
+    ``<title>`` holds the exact value."""
+    symbol = UNIT_SYMBOL.get(unit, unit)
+    body: list[str] = []
+    at_x, row = left, 0
+    for colour, what, dash, value, up in items:
+        label = f"{what} {shown(value, up=up)} {symbol}"
+        width = 24 + CHAR_W * len(label)
+        if at_x > left and at_x + width > WIDTH - RIGHT:
+            at_x, row = left, row + 1
+        y = 42 + 16 * row
+        body += [
+            f'<g class="legend"><title>{text(what)}: {text(value)} {text(unit)} (exact)</title>',
+            f'<line x1="{at_x}" y1="{y - 4}" x2="{at_x + 18}" y2="{y - 4}" stroke="{colour}" '
+            f'stroke-width="3" stroke-dasharray="{dash or "none"}"/>',
+            f'<text x="{at_x + 24}" y="{y}">{text(label)}</text></g>',
+        ]
+        at_x += width + 18
+    return body, row + 1
+
+
+def _span_label(start: datetime, end: datetime) -> str:
+    """The time axis' caption: its first and last entries' instants (UTC, to the second)."""
+    first = start.strftime("%Y-%m-%d %H:%M:%S")
+    last = end.strftime("%H:%M:%S" if end.date() == start.date() else "%Y-%m-%d %H:%M:%S")
+    return f"time (UTC), ledger entries from {first} to {last}"
+
+
 def spend_chart(report: Mapping[str, Any]) -> str:
     """Spend vs budget over time: what is spent (settled and accepted), what is committed
     (spent + open reservations) and the budget, as step lines; x is the ledger time (UTC),
     y the series unit with 4 to 6 nice ticks."""
     series = report["series"]
     unit, points = str(series["unit"]), list(series["points"])
-    symbol = UNIT_SYMBOL.get(unit, unit)
     name = report["dataset"]["name"]
     title = f"Spend vs budget ({unit}) of dataset {name}"
     if not points:
@@ -156,9 +196,19 @@ def spend_chart(report: Mapping[str, Any]) -> str:
     budget = [Decimal(p["budget"]) for p in points]
     times = [_when(str(p["at"])) for p in points]
     ticks = nice_ticks(max([*committed, *budget, Decimal(0)]))
-    labels = [shown(t, up=False) for t in ticks]
+    labels = tick_labels(ticks)
     left = max(48, CHAR_W * max(len(s) for s in labels) + 16)
-    plot_w, plot_h = WIDTH - left - RIGHT, SPEND_HEIGHT - TOP - BOTTOM
+    legend, legend_rows = _legend(
+        [
+            (SPENT_COLOUR, "spent", "", spent[-1], True),
+            (COMMITTED_COLOUR, "spent + reserved", "2 2", committed[-1], True),
+            (BUDGET_COLOUR, "budget", "6 4", budget[-1], False),
+        ],
+        unit,
+        left,
+    )
+    plot_top = TOP + 16 * (legend_rows - 1)
+    plot_w, plot_h = WIDTH - left - RIGHT, SPEND_HEIGHT - plot_top - BOTTOM
     start = times[0]
     end = max(times[-1], start + timedelta(seconds=1))
     end += (end - start) / 20  # the last value holds a little, so a final step stays visible
@@ -168,7 +218,7 @@ def spend_chart(report: Mapping[str, Any]) -> str:
         return _num(left + plot_w * (at - start).total_seconds() / span)
 
     def y(value: Decimal) -> str:
-        return _num(Decimal(TOP + plot_h) - Decimal(plot_h) * min(value, top) / top)
+        return _num(Decimal(plot_top + plot_h) - Decimal(plot_h) * min(value, top) / top)
 
     def steps(values: Sequence[Decimal], first: Decimal) -> str:
         level = y(first)
@@ -186,10 +236,10 @@ def spend_chart(report: Mapping[str, Any]) -> str:
         f"{len(points)} points up to ledger entry {points[-1]['seq']}; spent {now_committed} "
         f"of {now_budget} {unit}, of which {reserved} reserved."
     )
-    base_y, right_x = TOP + plot_h, left + plot_w
+    base_y, right_x = plot_top + plot_h, left + plot_w
     body = [
         f'<text x="{left}" y="22" font-size="15" font-weight="bold">'
-        f"{_label(title, (WIDTH - left) // 8)}</text>",
+        f"{_label(title, (WIDTH - left - RIGHT) * 12 // (15 * CHAR_W))}</text>",
     ]
     for tick, label in zip(ticks, labels, strict=True):
         body += [
@@ -205,17 +255,11 @@ def spend_chart(report: Mapping[str, Any]) -> str:
             f'<text class="xtick" x="{x(at)}" y="{base_y + 17}" text-anchor="middle">'
             f"{text(_time_label(at, time_format))}</text>",
         ]
-    legend = [
-        (SPENT_COLOUR, "spent", "", now_spent, True),
-        (COMMITTED_COLOUR, "spent + reserved", "", now_committed, True),
-        (BUDGET_COLOUR, "budget", "6 4", Decimal(now_budget), False),
-    ]
     body += [
         f'<line x1="{left}" y1="{base_y}" x2="{right_x}" y2="{base_y}" stroke="#555"/>',
-        f'<line x1="{left}" y1="{TOP}" x2="{left}" y2="{base_y}" stroke="#555"/>',
-        f'<text x="{right_x}" y="{base_y + 36}" text-anchor="end" fill="#555">time (UTC) '
-        f"{text(start.strftime('%Y-%m-%d'))} → {_label(points[-1]['at'], 40)}</text>",
-        f'<text x="{left - 6}" y="{TOP - 10}" text-anchor="end" fill="#555">{text(symbol)}</text>',
+        f'<line x1="{left}" y1="{plot_top}" x2="{left}" y2="{base_y}" stroke="#555"/>',
+        f'<text x="{right_x}" y="{base_y + 36}" text-anchor="end" fill="#555">'
+        f"{text(_span_label(start, times[-1]))}</text>",
         f'<polyline class="budget" points="{steps(budget, budget[0])}" fill="none" '
         f'stroke="{BUDGET_COLOUR}" stroke-width="2" stroke-dasharray="6 4"/>',
         f'<polyline class="committed" points="{steps(committed, Decimal(0))}" fill="none" '
@@ -223,16 +267,7 @@ def spend_chart(report: Mapping[str, Any]) -> str:
         f'<polyline class="spent" points="{steps(spent, Decimal(0))}" fill="none" '
         f'stroke="{SPENT_COLOUR}" stroke-width="2.5"/>',
     ]
-    at_x = left
-    for colour, what, dash, value, up in legend:
-        label = f"{what} {shown(value, up=up)} {symbol}"
-        body += [
-            f'<g class="legend"><title>{text(what)}: {text(value)} {text(unit)} (exact)</title>',
-            f'<line x1="{at_x}" y1="42" x2="{at_x + 18}" y2="42" stroke="{colour}" '
-            f'stroke-width="3" stroke-dasharray="{dash or "none"}"/>',
-            f'<text x="{at_x + 24}" y="46">{text(label)}</text></g>',
-        ]
-        at_x += 24 + CHAR_W * len(label) + 18
+    body += legend
     return _svg(WIDTH, SPEND_HEIGHT, title, desc, body)
 
 
@@ -258,7 +293,8 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
     top = ticks[-1]
     base_y = height - BOTTOM + 8
     body = [
-        f'<text x="{margin}" y="22" font-size="15" font-weight="bold">{_label(title, 80)}</text>',
+        f'<text x="{margin}" y="22" font-size="15" font-weight="bold">'
+        f"{_label(title, (WIDTH - margin - RIGHT) * 12 // (15 * CHAR_W))}</text>",
         f'<rect x="{margin}" y="34" width="14" height="10" fill="{SPENT_COLOUR}"/>',
         f'<text x="{margin + 20}" y="43">net charge (open reservations included)</text>',
         f'<rect x="{margin + 300}" y="34" width="14" height="10" fill="{REFUND_COLOUR}"/>',
@@ -266,13 +302,13 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
     ]
     if not shown_rows:
         body.append(f'<text x="{margin}" y="{TOP + 16}">No invocations yet.</text>')
-    for tick in ticks:
+    for tick, label in zip(ticks, tick_labels(ticks), strict=True):
         tx = _num(x0 + plot_w * tick / top)
         body += [
             f'<line class="grid" x1="{tx}" y1="{TOP - 4}" x2="{tx}" y2="{base_y}" '
             'stroke="#eaeef2"/>',
             f'<text class="xtick" x="{tx}" y="{base_y + 16}" text-anchor="middle">'
-            f"{text(shown(tick, up=False))}</text>",
+            f"{text(label)}</text>",
         ]
     body.append(
         f'<text x="{_num(x0 + plot_w)}" y="{base_y + 32}" text-anchor="end" fill="#555">'

@@ -13,6 +13,8 @@ Every figure below is exact and was worked out by hand from those amounts.
 
 from __future__ import annotations
 
+import itertools
+import re
 import xml.etree.ElementTree as ET
 from decimal import Decimal
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app import reports_svg
 from app.db.repositories import LedgerRepository
 from app.db.uow import UnitOfWork
 from app.services import reports as service
@@ -470,3 +473,94 @@ def test_report_series_separates_open_reservations(client: TestClient) -> None:
         ("0.35", "0.25"),
         ("0.35", "0"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("exact", "up", "expected"),
+    [
+        ("0.21510012438242689937", True, "0.215101"),
+        ("0.21510012438242689937", False, "0.2151"),
+        ("0.78489987561757310063", False, "0.784899"),
+        ("0.78489987561757310063", True, "0.7849"),
+        ("1.09844507457322930014666666666666666666666666666666666666667", True, "1.09845"),
+        ("999999.5", True, "1000000"),
+        ("999999.5", False, "999999"),
+        ("0.0000001234567", True, "0.000000123457"),
+        ("1.2345678E-21", False, "1.23456e-21"),
+        ("-0.1234567", True, "-0.123456"),
+        ("-0.1234567", False, "-0.123457"),
+        ("0.000001", False, "0.000001"),
+        ("0", True, "0"),
+        ("2.50", False, "2.5"),
+    ],
+)
+def test_shown_amounts_round_in_the_direction_that_never_flatters(
+    exact: str, up: bool, expected: str
+) -> None:
+    """At most 6 significant digits; spent rounds towards +∞, what remains towards −∞."""
+    got = reports_svg.shown(exact, up=up)
+    assert got == expected
+    assert (Decimal(got) >= Decimal(exact)) if up else (Decimal(got) <= Decimal(exact))
+
+
+def test_nice_ticks_are_4_to_6_round_steps_covering_the_top() -> None:
+    for digits in ("1", "1.0001", "1.1", "2", "2.5", "2.6", "3", "4.9", "5", "5.01", "7.3", "9.99"):
+        for power in range(-12, 7):
+            top = Decimal(digits).scaleb(power)
+            ticks = reports_svg.nice_ticks(top)
+            step = ticks[1]
+            mantissa = step.scaleb(-step.adjusted()).normalize()
+            assert mantissa in {Decimal(1), Decimal(2), Decimal("2.5"), Decimal(5)}, (top, step)
+            assert 4 <= len(ticks) <= 6, (top, ticks)
+            assert ticks[0] == 0 and ticks[-2] < top <= ticks[-1], (top, ticks)
+            assert all(b - a == step for a, b in itertools.pairwise(ticks))
+
+
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])", re.IGNORECASE)
+
+
+def test_charts_keep_labels_inside_and_amounts_short(client: TestClient) -> None:
+    """A zcdp dataset (its ρ budget has 20 significant digits), a long dataset name and long
+    analyst names: every label fits in the picture (by the renderer's glyph width), every
+    printed amount has at most 8 significant digits, the value axis has 4 to 6 ticks, and the
+    spend chart draws spent and spent + reserved as two series, labelled so."""
+    org = new_organisation(client)
+    ds = basic_dataset(client, organisation_id=org, name="z" * 120, accounting={"mode": "zcdp"})[
+        "id"
+    ]
+    for i, name in enumerate(("n" * 90, "bob", "Zoë")):
+        pid, key = new_principal(client, org, "analyst", name=name)
+        grant(client, ds, pid)
+        mechanism = {"type": "gaussian", "sigma": str(7 + i), "sensitivity": 1}
+        assert _invoke(client, ds, key, mechanism).status_code == 201
+    report = client.get(f"/v1/datasets/{ds}/report", headers=AUTH).json()
+    assert len(report["status"]["rho_budget"].lstrip("0.")) > 8  # a long exact value
+    for chart in ("spend", "analysts"):
+        root = ET.fromstring(client.get(f"/v1/datasets/{ds}/report/{chart}.svg", headers=AUTH).text)
+        width = float(root.get("width") or 0)
+        for t in root.iter(f"{SVG}text"):
+            label = t.text or ""
+            size = float(t.get("font-size") or 12) / 12
+            extent = reports_svg.CHAR_W * size * len(label)
+            x = float(t.get("x") or 0)
+            anchor = t.get("text-anchor") or "start"
+            lo = x - extent if anchor == "end" else x - extent / 2 if anchor == "middle" else x
+            assert lo >= 0 and lo + extent <= width, (chart, label, lo, extent)
+            long = [
+                n
+                for n in NUMBER.findall(label)
+                if len(n.split("e")[0].replace(".", "").lstrip("0")) > 8
+            ]
+            assert long == [], (chart, label)
+        if chart == "spend":
+            assert 4 <= len([t for t in root.iter(f"{SVG}text") if t.get("class") == "ytick"]) <= 6
+            legend = [g.findtext(f"{SVG}text") or "" for g in root.iter(f"{SVG}g")]
+            budget = reports_svg.shown(report["status"]["rho_budget"], up=False)
+            spent = reports_svg.shown(report["status"]["spent"]["rho"], up=True)
+            assert legend == [
+                f"spent {spent} ρ",
+                f"spent + reserved {spent} ρ",
+                f"budget {budget} ρ",
+            ]
+            classes = {p.get("class") for p in root.iter(f"{SVG}polyline")}
+            assert classes == {"spent", "committed", "budget"}
