@@ -250,6 +250,9 @@ def spend_chart(report: Mapping[str, Any]) -> str:
         ]
     time_ticks, time_format = _time_ticks(start, end)
     for at in time_ticks:
+        half = CHAR_W * len(_time_label(at, time_format)) / 2
+        if not half <= float(x(at)) <= WIDTH - half:
+            continue  # its label would not fit in the picture
         body += [
             f'<line x1="{x(at)}" y1="{base_y}" x2="{x(at)}" y2="{base_y + 4}" stroke="#555"/>',
             f'<text class="xtick" x="{x(at)}" y="{base_y + 17}" text-anchor="middle">'
