@@ -11,6 +11,7 @@
   const KEY = "odometer.apiKey";
   const PAGE = 20;
   const DIGITS = 6;
+  const MAX_GRANT_READS = 50; // the organisation view reads the grants of this many datasets
   const SVG_NS = "http://www.w3.org/2000/svg";
   const UNIT = { epsilon: "ε", delta: "δ", rho: "ρ", mu_squared: "μ²" };
   const KINDS = ["dataset_created", "budget_changed", "grant_changed", "invocation_accepted",
@@ -216,17 +217,24 @@
   }
 
   // ------------------------------------------------------------------ organisation, datasets
-  async function loadOrganisation() {
+  // The organisation view: cap, datasets, principals and the analysts' quotas, from the
+  // organisations, principals, datasets and grants endpoints (grants: curators and auditors).
+  async function loadOrganisation(datasets) {
     const [orgs, people] = await Promise.all([
       api("/v1/organisations"), api("/v1/principals").catch(() => ({ principals: [] })),
     ]);
     state.names = {};
     for (const p of people.principals) state.names[p.id] = p.name;
+    const grants = await Promise.all(datasets.slice(0, MAX_GRANT_READS).map((ds) =>
+      api(`/v1/datasets/${encodeURIComponent(ds.id)}/grants`)
+        .then((body) => body.grants.map((g) => ({ ...g, dataset: ds })))
+        .catch(() => [])));
     const box = $("organisations");
     box.replaceChildren();
     for (const org of orgs.organisations) {
       const card = document.createElement("div");
       card.className = "org";
+      card.dataset.id = org.id;
       const title = document.createElement("h3");
       title.textContent = org.name;
       card.appendChild(title);
@@ -244,20 +252,45 @@
         cap.textContent = "No organisation-wide cap.";
       }
       card.appendChild(cap);
+      const own = datasets.filter((ds) => ds.organisation === org.id);
+      const list = document.createElement("p");
+      list.textContent = `Datasets (${own.length}): ${own.map((ds) => ds.name).join(" · ") || "none"}`;
+      card.appendChild(list);
       const members = people.principals.filter((p) => p.organisation_id === org.id);
       const who = document.createElement("p");
       who.className = "members";
-      who.textContent = members.length
-        ? members.map((p) => `${p.name} (${p.role})`).join(" · ") : "";
+      who.textContent = `People: ${members.map((p) => `${p.name} (${p.role})`).join(" · ") || "none visible"}`;
       card.appendChild(who);
+      const quotas = grants.flat().filter((g) => g.dataset.organisation === org.id);
+      if (quotas.length) card.appendChild(quotaTable(quotas));
       box.appendChild(card);
     }
+  }
+
+  function quotaTable(grants) {
+    const table = document.createElement("table");
+    table.className = "quotas compact";
+    const head = table.createTHead().insertRow();
+    for (const text of ["Analyst", "Dataset", "Quota"]) {
+      const th = document.createElement("th");
+      th.textContent = text;
+      head.appendChild(th);
+    }
+    const body = table.createTBody();
+    for (const g of grants) {
+      const tr = body.insertRow();
+      cell(tr, nameOf(g.principal_id), "name").title = g.principal_id;
+      cell(tr, g.dataset.name).title = g.dataset.id;
+      if (g.quota) tr.appendChild(amountNode("td", g.quota, false, "quota"));
+      else cell(tr, "no quota", "quota");
+    }
+    return table;
   }
 
   async function loadDatasets() {
     say("");
     const body = await api("/v1/datasets?limit=1000");
-    await loadOrganisation().catch((e) => say(explain(e)));
+    await loadOrganisation(body.datasets).catch((e) => say(explain(e)));
     const tbody = $("datasets").querySelector("tbody");
     tbody.replaceChildren();
     for (const ds of body.datasets) {

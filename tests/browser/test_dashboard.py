@@ -249,6 +249,15 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
     page.locator(".org").first.wait_for(timeout=15_000)
     assert row.locator("td.name").inner_text() == "census"
     assert page.locator("#datasets tbody tr").count() == 2
+    # the organisation view: its datasets, people by name and the quotas of the grants
+    org = page.locator(".org")
+    assert org.count() == 1
+    assert "Datasets (2): svt-heavy · census" in org.inner_text()
+    quotas = [
+        [td.inner_text() for td in tr.locator("td").all()]
+        for tr in org.locator("table.quotas tbody tr").all()
+    ]
+    assert quotas == [[HOSTILE, "census", "ε 0.6, δ 0.000001"]]
     for ds in (world.dataset, world.heavy):
         status = _api(world, f"/v1/datasets/{ds}")["status"]
         gauge = _gauge(page.locator(f'#datasets tr[data-id="{ds}"] .gauge'))
