@@ -390,6 +390,22 @@
     }
   }
 
+  function showMechanisms(report) {
+    const tbody = $("mechanisms").querySelector("tbody");
+    tbody.replaceChildren();
+    for (const m of report.mechanisms || []) {
+      const tr = document.createElement("tr");
+      tr.dataset.kind = m.kind;
+      cell(tr, m.kind, "name");
+      for (const k of ["accepted", "reserved", "settled", "cancelled", "rejected"]) {
+        cell(tr, m[k], "num");
+      }
+      tr.appendChild(amountNode("td", m.charged, true, "num"));
+      tr.appendChild(amountNode("td", m.refunded, false, "num"));
+      tbody.appendChild(tr);
+    }
+  }
+
   async function selectDataset(ds) {
     say("");
     state.dataset = ds;
@@ -404,6 +420,7 @@
     if (!$("refunds").textContent) $("refunds").textContent = "none";
     countsTable("rejections", report.rejections.by_level);
     countsTable("kinds", report.ledger.kinds);
+    showMechanisms(report);
     $("chain-head").textContent = `seq ${report.chain_head.seq}, ${report.chain_head.hash}`;
     const verdict = $("verdict");
     verdict.textContent = verdictText(report.verification);

@@ -73,6 +73,20 @@ class AnalystTotalsOut(BaseModel):
     curve_charges: int = Field(description="charges with no scalar amount (rdp curves)")
 
 
+class MechanismTotalsOut(BaseModel):
+    """One declaration kind's totals (``pure_dp``, ``gaussian``, ``odp``, …): net charge
+    (open reservations included), refunds and counts by outcome."""
+
+    kind: str
+    charged: Amounts
+    refunded: Amounts
+    accepted: int
+    reserved: int
+    rejected: int
+    settled: int
+    cancelled: int
+
+
 class Refunds(BaseModel):
     """Refunds of settlements and cancellations; ``odp_savings`` counts settlements only."""
 
@@ -122,6 +136,9 @@ class ReportOut(BaseModel):
     )
     series: SpendSeries
     analysts: list[AnalystTotalsOut]
+    mechanisms: list[MechanismTotalsOut] = Field(
+        description="totals per declaration kind, in kind order"
+    )
     refunds: Refunds
     rejections: Rejections
     ledger: LedgerSummary

@@ -4,8 +4,9 @@ The report is one streaming pass over the dataset's ledger, read in batches of
 :data:`BATCH_SIZE` entries, each in its own short read transaction (like
 :func:`app.services.ledger.read_ledger`), up to the head seen when the report started. Every
 entry is fed to a :class:`~odometer_core.ledger.replay.Replayer` and to a :class:`_Tally`, so memory
-is bounded by the number of analysts, distinct rejection reasons (capped) and series points
-(≤ :data:`MAX_POINTS`), never by the length of the ledger.
+is bounded by the number of analysts, declaration kinds, open reservations (as the replay's),
+distinct rejection reasons (capped) and series points (≤ :data:`MAX_POINTS`), never by the
+length of the ledger.
 
 Amounts stay exact: they are added as :class:`~decimal.Decimal` and returned as decimal
 strings (``fmt``); only the SVG renderer turns them into coordinates.
@@ -85,6 +86,24 @@ class AnalystTotals:
     settled: int = 0
     cancelled: int = 0
     curve_charges: int = 0
+
+
+@dataclass(slots=True)
+class MechanismTotals:
+    """One declaration kind's totals; ``charged`` is net of refunds (open reservations
+    included)."""
+
+    charged: dict[str, Decimal] = field(default_factory=dict)
+    refunded: dict[str, Decimal] = field(default_factory=dict)
+    accepted: int = 0
+    reserved: int = 0
+    rejected: int = 0
+    settled: int = 0
+    cancelled: int = 0
+
+
+#: The kind a settlement or cancellation is counted under when its reservation was not seen.
+UNKNOWN_KIND = "(unknown)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +208,10 @@ class _Tally:
         self.stride = max(1, math.ceil(head_seq / MAX_POINTS))
         self.head_seq = head_seq
         self.analysts: dict[str, AnalystTotals] = {}
+        self.mechanisms: dict[str, MechanismTotals] = {}
+        # the declaration kind of each open reservation (settle and cancel entries do not
+        # repeat the declaration): bounded by the open reservations, not the ledger's length
+        self._open_kinds: dict[str, str] = {}
         self.refunds: dict[str, Decimal] = {}
         self.odp_savings: dict[str, Decimal] = {}
         self.rejections = 0
@@ -207,29 +230,44 @@ class _Tally:
         if isinstance(entry.get("config"), Mapping):
             self._config_json = entry["config"]
             self._config = None  # parsed lazily, only if a series point needs it
+        declaration = entry.get("declaration")
+        declared = str(declaration.get("type")) if isinstance(declaration, Mapping) else None
+        invocation = str(entry.get("invocation_id"))
         if kind in _CHARGING:
             row = self.analysts.setdefault(actor, AnalystTotals())
+            mech = self.mechanisms.setdefault(declared or UNKNOWN_KIND, MechanismTotals())
             charge = amounts(entry.get("charge"))
             _add(row.charged, charge)
+            _add(mech.charged, charge)
             if "epsilon" not in charge and "rho" not in charge and "mu_squared" not in charge:
                 row.curve_charges += 1
             if kind == EntryKind.INVOCATION_ACCEPTED:
                 row.accepted += 1
+                mech.accepted += 1
             else:
                 row.reserved += 1
+                mech.reserved += 1
+                self._open_kinds[invocation] = declared or UNKNOWN_KIND
         elif kind in _RELEASING:
             row = self.analysts.setdefault(actor, AnalystTotals())
+            mech = self.mechanisms.setdefault(
+                self._open_kinds.pop(invocation, UNKNOWN_KIND), MechanismTotals()
+            )
             refund = amounts(entry.get("refund"))
-            _add(row.charged, refund, -1)
-            _add(row.refunded, refund)
+            for totals in (row, mech):
+                _add(totals.charged, refund, -1)
+                _add(totals.refunded, refund)
             _add(self.refunds, refund)
             if kind == EntryKind.INVOCATION_SETTLED:
                 row.settled += 1
+                mech.settled += 1
                 _add(self.odp_savings, refund)
             else:
                 row.cancelled += 1
+                mech.cancelled += 1
         elif kind == EntryKind.INVOCATION_REJECTED:
             self.analysts.setdefault(actor, AnalystTotals()).rejected += 1
+            self.mechanisms.setdefault(declared or UNKNOWN_KIND, MechanismTotals()).rejected += 1
             self.rejections += 1
             self.by_level[rejection_level(entry)] += 1
             reason = str(entry.get("reason") or "(no reason recorded)")
@@ -357,6 +395,9 @@ def dataset_report(
             _analyst_json(actor, names.get(actor), row)
             for actor, row in sorted(tally.analysts.items())
         ],
+        "mechanisms": [
+            _mechanism_json(kind, row) for kind, row in sorted(tally.mechanisms.items())
+        ],
         "refunds": {"total": _text(tally.refunds), "odp_savings": _text(tally.odp_savings)},
         "rejections": {
             "total": tally.rejections,
@@ -404,4 +445,17 @@ def _analyst_json(actor: str, name: str | None, row: AnalystTotals) -> dict[str,
         "settled": row.settled,
         "cancelled": row.cancelled,
         "curve_charges": row.curve_charges,
+    }
+
+
+def _mechanism_json(kind: str, row: MechanismTotals) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "charged": _text(row.charged),
+        "refunded": _text(row.refunded),
+        "accepted": row.accepted,
+        "reserved": row.reserved,
+        "rejected": row.rejected,
+        "settled": row.settled,
+        "cancelled": row.cancelled,
     }

@@ -144,6 +144,31 @@ def test_report_of_a_known_scenario(client: TestClient) -> None:
         1,
     )
     assert sum(Decimal(a["charged"]["epsilon"]) for a in report["analysts"]) == Decimal("0.65")
+    # per declaration kind: pure ε 0.1 + 0.2 + 0.3 accepted, two refused; ODP reserved 0.25
+    # (δ 10⁻⁷) settled to 0.05 and 0.15 cancelled: net ε 0.05, refunds 0.2 + 0.15
+    assert report["mechanisms"] == [
+        {
+            "kind": "odp",
+            "charged": {"epsilon": "0.05", "delta": "0.0000001"},
+            "refunded": {"epsilon": "0.35", "delta": "0"},
+            "accepted": 0,
+            "reserved": 2,
+            "rejected": 0,
+            "settled": 1,
+            "cancelled": 1,
+        },
+        {
+            "kind": "pure_dp",
+            "charged": {"epsilon": "0.6", "delta": "0"},
+            "refunded": {},
+            "accepted": 3,
+            "reserved": 0,
+            "rejected": 2,
+            "settled": 0,
+            "cancelled": 0,
+        },
+    ]
+    assert sum(Decimal(m["charged"]["epsilon"]) for m in report["mechanisms"]) == Decimal("0.65")
     assert report["refunds"] == {
         "total": {"epsilon": "0.35", "delta": "0"},
         "odp_savings": {"epsilon": "0.2", "delta": "0"},

@@ -294,6 +294,15 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
         for tr in page.locator("#rejections tbody tr").all()
     }
     assert shown_levels == expected
+    mechanisms = [
+        [td.inner_text() for td in tr.locator("td").all()]
+        for tr in page.locator("#mechanisms tbody tr").all()
+    ]
+    # pure ε 0.25 + 0.5 accepted, 3 refused; ODP reserved 0.3 (δ 10⁻⁷), settled to 0.1
+    assert mechanisms == [
+        ["odp", "0", "1", "1", "0", "0", "ε 0.1, δ 0.0000001", "ε 0.2, δ 0"],
+        ["pure_dp", "2", "0", "0", "0", "3", "ε 0.75, δ 0", ""],
+    ]
     detail = _gauge(page.locator("#detail-gauge .gauge"))
     assert detail == census
     assert page.locator("#verdict").inner_text().startswith("OK — 9 entries replayed")
