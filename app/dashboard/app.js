@@ -419,6 +419,7 @@
     $("refunds").replaceChildren(amountNode("span", report.refunds.odp_savings, false));
     if (!$("refunds").textContent) $("refunds").textContent = "none";
     countsTable("rejections", report.rejections.by_level);
+    countsTable("reasons", report.rejections.by_reason);
     countsTable("kinds", report.ledger.kinds);
     showMechanisms(report);
     $("chain-head").textContent = `seq ${report.chain_head.seq}, ${report.chain_head.hash}`;

@@ -13,6 +13,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ class World:
     heavy: str
     analyst: str
     levels: list[str]
+    modes: dict[str, str]  # a zcdp and an rdp dataset, each with one Gaussian
 
 
 def _post(http: httpx.Client, path: str, body: Any, key: str = ADMIN_KEY) -> Any:
@@ -133,7 +135,17 @@ def _build(server: Server) -> World:
         gaussian = {"mechanism": {"type": "gaussian", "sigma": "20", "sensitivity": 1}}
         _post(http, f"/v1/datasets/{heavy}/invocations", gaussian)
         _post(http, f"/v1/datasets/{heavy}/invocations", odp)
-    return World(server, keys["auditor"], keys["curator"], ds, heavy, ids["analyst"], levels)
+        modes = {}
+        for mode in ("zcdp", "rdp"):
+            body = {
+                "name": f"{mode}-set",
+                "budget": {"epsilon": 1, "delta": "0.000001"},
+                "organisation_id": org,
+                "accounting": {"mode": mode},
+            }
+            modes[mode] = _post(http, "/v1/datasets", body)["id"]
+            _post(http, f"/v1/datasets/{modes[mode]}/invocations", gaussian)
+    return World(server, keys["auditor"], keys["curator"], ds, heavy, ids["analyst"], levels, modes)
 
 
 @pytest.fixture(scope="module")
@@ -248,11 +260,11 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
     row.wait_for(timeout=15_000)
     page.locator(".org").first.wait_for(timeout=15_000)
     assert row.locator("td.name").inner_text() == "census"
-    assert page.locator("#datasets tbody tr").count() == 2
+    assert page.locator("#datasets tbody tr").count() == 4
     # the organisation view: its datasets, people by name and the quotas of the grants
     org = page.locator(".org")
     assert org.count() == 1
-    assert "Datasets (2): svt-heavy · census" in org.inner_text()
+    assert "Datasets (4): svt-heavy · census · zcdp-set · rdp-set" in org.inner_text()
     quotas = [
         [td.inner_text() for td in tr.locator("td").all()]
         for tr in org.locator("table.quotas tbody tr").all()
@@ -276,6 +288,26 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
     assert heavy["spent"] == ("spent ε 0.215101", "0.21510012438242689937")
     assert heavy["reserved"] == ("reserved ε 0.3", "0.3")
     assert heavy["remaining"] == ("remaining ε 0.484899", "0.48489987561757310063")
+    # other modes count in their own unit (zcdp: ρ); rdp in its (ε, δ) estimate, whose
+    # remaining part the page works out exactly as budget − spent
+    zcdp = _api(world, f"/v1/datasets/{world.modes['zcdp']}")["status"]
+    gauge = _gauge(page.locator(f'#datasets tr[data-id="{world.modes["zcdp"]}"] .gauge'))
+    assert gauge == {
+        "spent": (f"spent ρ {shown(zcdp['spent']['rho'], up=True)}", zcdp["spent"]["rho"]),
+        "reserved": ("reserved ρ 0", "0"),
+        "remaining": (
+            f"remaining ρ {shown(zcdp['remaining']['rho'], up=False)}",
+            zcdp["remaining"]["rho"],
+        ),
+        "budget": (f"of ρ {shown(zcdp['rho_budget'], up=False)}", zcdp["rho_budget"]),
+    }
+    rdp = _api(world, f"/v1/datasets/{world.modes['rdp']}")["status"]
+    estimate = rdp["spent_eps_delta"]["epsilon"]
+    left = Decimal(rdp["budget"]["epsilon"]) - Decimal(estimate)
+    gauge = _gauge(page.locator(f'#datasets tr[data-id="{world.modes["rdp"]}"] .gauge'))
+    assert gauge["spent"] == (f"spent ε {shown(estimate, up=True)}", estimate)
+    assert gauge["remaining"][0] == f"remaining ε {shown(left, up=False)}"
+    assert Decimal(gauge["remaining"][1] or "") == left
     census = _gauge(page.locator(f'#datasets tr[data-id="{world.dataset}"] .gauge'))
     assert census["remaining"] == ("remaining ε 0.15", "0.15")
     _no_sideways_scroll(page)
@@ -294,6 +326,12 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
         for tr in page.locator("#rejections tbody tr").all()
     }
     assert shown_levels == expected
+    reasons = {
+        tr.get_attribute("data-key"): int(tr.locator("td.count").inner_text())
+        for tr in page.locator("#reasons tbody tr").all()
+    }
+    assert reasons == report["rejections"]["by_reason"]
+    assert reasons == {"epsilon budget exceeded": 2, "quota level: epsilon budget exceeded": 1}
     mechanisms = [
         [td.inner_text() for td in tr.locator("td").all()]
         for tr in page.locator("#mechanisms tbody tr").all()
@@ -364,6 +402,15 @@ def test_ledger_pages_and_a_curator_sees_its_own_reports(
     assert page.locator("#page-info").inner_text() == "entries 1–3 of 3"
     assert page.locator("#page-prev").is_disabled() and page.locator("#page-next").is_disabled()
     assert page.locator("#message").inner_text() == ""
+    # the page rounds; the export keeps the exact amounts
+    charge = page.locator('#ledger tr[data-seq="2"] td.charge')
+    assert charge.inner_text() == "ε 0.215101, δ 0.0000001"
+    assert charge.get_attribute("title") == "ε 0.21510012438242689937, δ 0.0000001"
+    with page.expect_download() as download:
+        page.click("#f-csv")
+    exported = Path(download.value.path()).read_text(encoding="utf-8")
+    assert len(exported.strip().splitlines()) == 1 + 3  # a header and the three entries
+    assert "0.21510012438242689937" in exported
     _no_sideways_scroll(page)
     assert _long_numbers(page) == []
     _screenshot(page, "dashboard-curator")
