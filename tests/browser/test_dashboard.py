@@ -247,7 +247,9 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
 
     Shown able to fail: with ``shown`` in ``app/dashboard/app.js`` returning its input
     unrounded, this test failed on the heavy dataset's gauge (``'spent ε
-    0.21510012438242689937'`` shown for ``'spent ε 0.215101'``)."""
+    0.21510012438242689937'`` shown for ``'spent ε 0.215101'``), and the scan of the visible
+    text, run first, found ``0.21510012438242689937`` and others; with the tables' cells kept on
+    one line (``white-space: nowrap``), the width check failed with ``1584 <= 1280``."""
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
