@@ -287,11 +287,17 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
     shown_rows, hidden = rows[:MAX_BARS], len(rows) - MAX_BARS
     title = f"Spend per analyst ({unit}) of dataset {report['dataset']['name']}"
     height = TOP + max(len(shown_rows), 1) * (BAR_HEIGHT + BAR_GAP) + BOTTOM
-    margin, label_w, value_w = 16, 200, 190
-    x0 = margin + label_w
-    plot_w = WIDTH - x0 - value_w - RIGHT
     charged = [Decimal(r["charged"].get(unit, "0")) for r in shown_rows]
     refunded = [Decimal(r["refunded"].get(unit, "0")) for r in shown_rows]
+    values = [
+        f"net {shown(c, up=True)}, refunded {shown(f, up=False)}"
+        for c, f in zip(charged, refunded, strict=True)
+    ]
+    # the value column is as wide as its longest label, so no label runs off the picture
+    margin, label_w = 16, 200
+    value_w = 16 + CHAR_W * max((len(v) for v in values), default=0)
+    x0 = margin + label_w
+    plot_w = WIDTH - x0 - value_w - RIGHT
     ticks = nice_ticks(max([c + f for c, f in zip(charged, refunded, strict=True)] + [Decimal(0)]))
     top = ticks[-1]
     base_y = height - BOTTOM + 8
@@ -332,8 +338,7 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
             f'fill="{SPENT_COLOUR}"/>',
             f'<rect x="{_num(x0 + w_charged)}" y="{y}" width="{_num(w_refund)}" '
             f'height="{BAR_HEIGHT}" fill="{REFUND_COLOUR}"/>',
-            f'<text x="{x0 + plot_w + 8}" y="{y + 15}">net {text(shown(net, up=True))}, '
-            f"refunded {text(shown(back, up=False))}</text></g>",
+            f'<text x="{x0 + plot_w + 8}" y="{y + 15}">{text(values[i])}</text></g>',
         ]
     if hidden > 0:
         body.append(f'<text x="{x0}" y="{height - 6}">… and {hidden} more analysts</text>')

@@ -544,39 +544,63 @@ def test_nice_ticks_are_4_to_6_round_steps_covering_the_top() -> None:
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])", re.IGNORECASE)
 
 
+def _labels_fit_and_amounts_are_short(root: ET.Element, chart: str) -> None:
+    """Every ``<text>`` inside the picture (by the renderer's glyph width) and no printed
+    amount with more than 8 significant digits."""
+    width = float(root.get("width") or 0)
+    for t in root.iter(f"{SVG}text"):
+        label = t.text or ""
+        size = float(t.get("font-size") or 12) / 12
+        extent = reports_svg.CHAR_W * size * len(label)
+        x = float(t.get("x") or 0)
+        anchor = t.get("text-anchor") or "start"
+        lo = x - extent if anchor == "end" else x - extent / 2 if anchor == "middle" else x
+        assert lo >= 0 and lo + extent <= width, (chart, label, lo, extent)
+        long = [
+            n
+            for n in NUMBER.findall(label)
+            if len(n.split("e")[0].replace(".", "").lstrip("0")) > 8
+        ]
+        assert long == [], (chart, label)
+
+
 def test_charts_keep_labels_inside_and_amounts_short(client: TestClient) -> None:
     """A zcdp dataset (its ρ budget has 20 significant digits), a long dataset name and long
-    analyst names: every label fits in the picture (by the renderer's glyph width), every
-    printed amount has at most 8 significant digits, the value axis has 4 to 6 ticks, and the
-    spend chart draws spent and spent + reserved as two series, labelled so."""
+    analyst names; a basic dataset whose amounts are tiny (ε ~10⁻⁷, the longest plain labels):
+    every label fits in the picture, every printed amount has at most 8 significant digits,
+    the value axis has 4 to 6 ticks, and the spend chart draws spent and spent + reserved as
+    two series, labelled so.
+
+    Shown able to fail: with the per-analyst value column at its old fixed 190 px, the tiny
+    dataset's ``net 0.000000223457, refunded 0`` (210 px from x = 514) ran off the picture."""
     org = new_organisation(client)
     ds = basic_dataset(client, organisation_id=org, name="z" * 120, accounting={"mode": "zcdp"})[
         "id"
     ]
+    tiny = basic_dataset(client, organisation_id=org, epsilon="0.00001")["id"]
+    odp = _odp("0", a="0.00000012345678", b="0.000000223456789")
     for i, name in enumerate(("n" * 90, "bob", "Zoë")):
         pid, key = new_principal(client, org, "analyst", name=name)
         grant(client, ds, pid)
+        grant(client, tiny, pid)
         mechanism = {"type": "gaussian", "sigma": str(7 + i), "sensitivity": 1}
         assert _invoke(client, ds, key, mechanism).status_code == 201
+        inv = _invoke(client, tiny, key, odp).json()
+        if i != 1:
+            r = client.post(
+                f"/v1/datasets/{tiny}/invocations/{inv['id']}/settle",
+                json={"cell": "a"},
+                headers=key,
+            )
+            assert r.status_code == 200, r.text
+    for chart in ("spend", "analysts"):
+        svg = client.get(f"/v1/datasets/{tiny}/report/{chart}.svg", headers=AUTH).text
+        _labels_fit_and_amounts_are_short(ET.fromstring(svg), chart)
     report = client.get(f"/v1/datasets/{ds}/report", headers=AUTH).json()
     assert len(report["status"]["rho_budget"].lstrip("0.")) > 8  # a long exact value
     for chart in ("spend", "analysts"):
         root = ET.fromstring(client.get(f"/v1/datasets/{ds}/report/{chart}.svg", headers=AUTH).text)
-        width = float(root.get("width") or 0)
-        for t in root.iter(f"{SVG}text"):
-            label = t.text or ""
-            size = float(t.get("font-size") or 12) / 12
-            extent = reports_svg.CHAR_W * size * len(label)
-            x = float(t.get("x") or 0)
-            anchor = t.get("text-anchor") or "start"
-            lo = x - extent if anchor == "end" else x - extent / 2 if anchor == "middle" else x
-            assert lo >= 0 and lo + extent <= width, (chart, label, lo, extent)
-            long = [
-                n
-                for n in NUMBER.findall(label)
-                if len(n.split("e")[0].replace(".", "").lstrip("0")) > 8
-            ]
-            assert long == [], (chart, label)
+        _labels_fit_and_amounts_are_short(root, chart)
         if chart == "spend":
             assert 4 <= len([t for t in root.iter(f"{SVG}text") if t.get("class") == "ytick"]) <= 6
             legend = [g.findtext(f"{SVG}text") or "" for g in root.iter(f"{SVG}g")]
