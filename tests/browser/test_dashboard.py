@@ -388,6 +388,36 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
     assert errors == []
 
 
+ROUNDING_CASES = [
+    "0.21510012438242689937",
+    "0.78489987561757310063",
+    "1.09844507457322930014666666666666666666666666666666666666667",
+    "999999.5",
+    "999999",
+    "0.0000001234567",
+    "1.2345678E-21",
+    "-0.1234567",
+    "0.000001",
+    "123456789.123",
+    "1E+25",
+    "0",
+    "2.50",
+    "0.1",
+]
+
+
+def test_the_page_rounds_as_the_charts_do(world: World, browser: BrowserContext) -> None:
+    """The page's rounding (JavaScript, on decimal strings) and the charts' (Python Decimal)
+    give the same text, in both directions."""
+    page = browser.new_page()
+    page.goto(f"{world.server.base_url}/dashboard")
+    cases = [[value, up] for value in ROUNDING_CASES for up in (True, False)]
+    got = page.evaluate(
+        "(cases) => cases.map(([value, up]) => window.odometerDashboard.shown(value, up))", cases
+    )
+    assert got == [shown(value, up=up) for value, up in cases]
+
+
 def test_ledger_pages_and_a_curator_sees_its_own_reports(
     world: World, browser: BrowserContext
 ) -> None:
