@@ -75,7 +75,8 @@ def shown(value: Decimal | str, *, up: bool, digits: int = DIGITS) -> str:
 
 def nice_ticks(top: Decimal, count: int = 5) -> list[Decimal]:
     """Ticks 0, s, 2s, … covering ``top`` with a step s of 1, 2, 2.5 or 5 × 10ᵏ: 4 to 6 ticks
-    (the classic "nice numbers" choice; Heckbert, *Graphics Gems*, 1990)."""
+    (Heckbert's "nice numbers for graph labels", *Graphics Gems*, 1990, with 2.5 added so
+    that a top just past 2 or 5 still gets 4 ticks)."""
     if top <= 0:
         return [Decimal(0), Decimal(1)]
     raw = top / (count - 1)

@@ -411,9 +411,10 @@ def test_the_page_rounds_as_the_charts_do(world: World, browser: BrowserContext)
     give the same text, in both directions."""
     page = browser.new_page()
     page.goto(f"{world.server.base_url}/dashboard")
-    cases = [[value, up] for value in ROUNDING_CASES for up in (True, False)]
+    cases = [(value, up) for value in ROUNDING_CASES for up in (True, False)]
     got = page.evaluate(
-        "(cases) => cases.map(([value, up]) => window.odometerDashboard.shown(value, up))", cases
+        "(cases) => cases.map(([value, up]) => window.odometerDashboard.shown(value, up))",
+        [[value, up] for value, up in cases],
     )
     assert got == [shown(value, up=up) for value, up in cases]
 
