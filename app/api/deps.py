@@ -77,6 +77,9 @@ CuratorDep = Annotated[Principal, Depends(require_role(Role.CURATOR))]
 GrantReaderDep = Annotated[Principal, Depends(require_role(Role.CURATOR, Role.AUDITOR))]
 AnalystDep = Annotated[Principal, Depends(require_role(Role.ANALYST))]
 AuditorDep = Annotated[Principal, Depends(require_role(Role.AUDITOR))]
+#: Reports and ledgers: auditors, and curators of the dataset's organisation (visibility is the
+#: service's check: another organisation's dataset is 404 for either).
+ReportReaderDep = Annotated[Principal, Depends(require_role(Role.CURATOR, Role.AUDITOR))]
 InvocationReaderDep = Annotated[Principal, Depends(require_role(Role.ANALYST, Role.AUDITOR))]
 ReaderDep = PrincipalDep
 

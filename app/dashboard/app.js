@@ -1,26 +1,98 @@
 // Privacy odometer dashboard: read-only, vanilla JS, no inline script (see the page's CSP).
 // Every value from the server is written with textContent; the SVG charts are parsed as XML,
 // stripped of anything active and imported as nodes, never assigned as HTML.
+// Amounts are exact decimal strings from the API. They are shown rounded to DIGITS
+// significant digits in the direction that never flatters (spent and reserved up, budgets
+// and what remains down), with the exact string in the element's title; no amount is ever
+// added up in floating point (floats only size the gauge's bars).
 "use strict";
 
 (function () {
   const KEY = "odometer.apiKey";
-  const RECENT = 20;
+  const PAGE = 20;
+  const DIGITS = 6;
+  const MAX_GRANT_READS = 50; // the organisation view reads the grants of this many datasets
   const SVG_NS = "http://www.w3.org/2000/svg";
   const UNIT = { epsilon: "ε", delta: "δ", rho: "ρ", mu_squared: "μ²" };
+  const KINDS = ["dataset_created", "budget_changed", "grant_changed", "invocation_accepted",
+    "invocation_reserved", "invocation_rejected", "invocation_settled", "invocation_cancelled"];
   const $ = (id) => document.getElementById(id);
+  const state = { names: {}, dataset: null, head: 0, cursors: [], after: 0, next: null };
 
-  function amounts(obj) {
+  // ------------------------------------------------------------------ exact decimal strings
+  function parseDec(text) {
+    const m = /^(-?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/.exec(String(text).trim());
+    if (!m || (m[2] === "" && !m[3])) return null;
+    const frac = m[3] || "";
+    let digits = (m[2] + frac).replace(/^0+/, "");
+    let exp = parseInt(m[4] || "0", 10) - frac.length;
+    if (digits === "") return { neg: false, digits: "0", exp: 0 };
+    while (digits.endsWith("0")) { digits = digits.slice(0, -1); exp += 1; }
+    return { neg: m[1] === "-", digits, exp };
+  }
+
+  function formatDec(d) {
+    if (d.digits === "0") return "0";
+    const sign = d.neg ? "-" : "";
+    const adjusted = d.digits.length - 1 + d.exp;
+    if (adjusted >= -7 && adjusted < 15) {
+      if (d.exp >= 0) return sign + d.digits + "0".repeat(d.exp);
+      const point = d.digits.length + d.exp;
+      if (point > 0) return sign + d.digits.slice(0, point) + "." + d.digits.slice(point);
+      return sign + "0." + "0".repeat(-point) + d.digits;
+    }
+    const rest = d.digits.slice(1);
+    return `${sign}${d.digits[0]}${rest ? "." + rest : ""}e${adjusted >= 0 ? "+" : ""}${adjusted}`;
+  }
+
+  // At most DIGITS significant digits, towards +∞ (up) or −∞ (down): never flattering.
+  function shown(text, up) {
+    const d = parseDec(text);
+    if (d === null) return String(text);
+    if (d.digits.length <= DIGITS) return formatDec(d);
+    const dropped = d.digits.slice(DIGITS);
+    let kept = BigInt(d.digits.slice(0, DIGITS));
+    if (/[1-9]/.test(dropped) && up !== d.neg) kept += 1n;
+    let digits = kept.toString();
+    let exp = d.exp + dropped.length;
+    while (digits.endsWith("0")) { digits = digits.slice(0, -1); exp += 1; }
+    return formatDec({ neg: d.neg, digits, exp });
+  }
+
+  // a − b exactly (for the rdp mode's ε estimate of what remains), never below zero.
+  function minus(a, b) {
+    const x = parseDec(a), y = parseDec(b);
+    if (x === null || y === null) return null;
+    const e = Math.min(x.exp, y.exp);
+    const big = (d) => (d.neg ? -1n : 1n) * BigInt(d.digits) * 10n ** BigInt(d.exp - e);
+    let diff = big(x) - big(y);
+    if (diff < 0n) diff = 0n;
+    return diff === 0n ? "0" : formatDec(parseDec(`${diff}e${e}`));
+  }
+
+  function amountText(obj, up) {
     if (!obj || typeof obj !== "object") return "";
-    return Object.keys(obj)
-      .filter((k) => typeof obj[k] === "string" || typeof obj[k] === "number")
-      .map((k) => `${UNIT[k] || k} ${obj[k]}`)
-      .join(", ");
+    return Object.keys(UNIT).filter((k) => typeof obj[k] === "string" || typeof obj[k] === "number")
+      .map((k) => `${UNIT[k]} ${shown(obj[k], up)}`).join(", ");
   }
 
-  function say(text) {
-    $("message").textContent = text || "";
+  function exactText(obj) {
+    if (!obj || typeof obj !== "object") return "";
+    return Object.keys(UNIT).filter((k) => obj[k] != null && typeof obj[k] !== "object")
+      .map((k) => `${UNIT[k]} ${obj[k]}`).join(", ");
   }
+
+  // An element showing an amount rounded, with the exact value on hover.
+  function amountNode(tag, obj, up, cls) {
+    const el = document.createElement(tag);
+    el.textContent = amountText(obj, up);
+    el.title = exactText(obj);
+    if (cls) el.className = cls;
+    return el;
+  }
+
+  // ------------------------------------------------------------------ HTTP
+  function say(text) { $("message").textContent = text || ""; }
 
   class HttpError extends Error {
     constructor(status, body) {
@@ -41,13 +113,14 @@
       try { body = await response.json(); } catch (e) { body = null; }
       throw new HttpError(response.status, body);
     }
-    return accept === "image/svg+xml" ? response.text() : response.json();
+    return accept && accept !== "application/json" ? response.text() : response.json();
   }
 
   function explain(err) {
     if (err.status === 401) return "The key was refused (unknown, revoked or expired).";
-    if (err.status === 403) return "This key's role may not read reports and ledgers (auditor needed).";
+    if (err.status === 403) return "This key's role may not read reports and ledgers (curator or auditor needed).";
     if (err.status === 404) return "Not found (or not visible to this key).";
+    if (err.status === 422) return `The filter was refused: ${err.message}`;
     return `Request failed: ${err.message}`;
   }
 
@@ -59,36 +132,173 @@
     return td;
   }
 
-  function spentOf(status) {
-    if (!status.mode) return "unreadable (see the replay verification)";
-    if (status.mode === "basic") {
-      return `${amounts(status.spent)} (reserved ε ${status.reserved.epsilon})`;
-    }
-    if (status.spent) return amounts(status.spent);
-    return "see sub-budgets";
+  function nameOf(id) {
+    const name = state.names[id];
+    return name ? name : id;
   }
 
-  function remainingOf(status) {
-    if (status.remaining) return amounts(status.remaining);
-    const parts = Object.entries(status.sub_budgets || {}).map(
-      ([name, sub]) => `${name}: ${remainingOf(sub)}`);
-    return parts.join("; ");
+  // ------------------------------------------------------------------ gauges
+  // The gauge of one leaf status, in the mode's own unit: [unit, spent, reserved, remaining,
+  // budget]; rdp counts in its (ε, δ) estimate (what remains is budget − estimate).
+  function measure(status) {
+    const mode = status.mode;
+    if (mode === "basic") {
+      return ["epsilon", status.spent.epsilon, status.reserved.epsilon,
+        status.remaining.epsilon, status.budget.epsilon];
+    }
+    if (mode === "zcdp") {
+      return ["rho", status.spent.rho, "0", status.remaining.rho, status.rho_budget];
+    }
+    if (mode === "gdp") {
+      return ["mu_squared", status.spent.mu_squared, "0", status.remaining.mu_squared,
+        status.mu_squared_budget];
+    }
+    const spent = status.spent_eps_delta.epsilon;
+    return ["epsilon", spent, "0", minus(status.budget.epsilon, spent), status.budget.epsilon];
+  }
+
+  function gaugeFor(status, label) {
+    const box = document.createElement("div");
+    box.className = "gauge";
+    if (!status || !status.mode) {
+      box.textContent = "unreadable (see the replay verification)";
+      return box;
+    }
+    if (status.mode === "split") {
+      for (const [name, sub] of Object.entries(status.sub_budgets || {})) {
+        box.appendChild(gaugeFor(sub, `sub-budget ${name}`));
+      }
+      return box;
+    }
+    const [unit, spent, reserved, remaining, budget] = measure(status);
+    const sym = UNIT[unit];
+    if (label) {
+      const head = document.createElement("div");
+      head.className = "gauge-label";
+      head.textContent = label;
+      box.appendChild(head);
+    }
+    const bar = document.createElement("div");
+    bar.className = "bar";
+    const total = Number(budget) || 1;
+    for (const [cls, value] of [["spent", spent], ["reserved", reserved]]) {
+      const part = document.createElement("span");
+      part.className = cls;
+      part.style.width = `${Math.min(100, (100 * Number(value)) / total)}%`;
+      bar.appendChild(part);
+    }
+    box.appendChild(bar);
+    const numbers = document.createElement("p");
+    numbers.className = "numbers";
+    const parts = [
+      ["spent", "spent", spent, true], ["reserved", "reserved", reserved, true],
+      ["remaining", "remaining", remaining, false], ["budget", "of", budget, false],
+    ];
+    for (const [cls, word, value, up] of parts) {
+      const span = document.createElement("span");
+      span.className = `g-${cls}`;
+      span.dataset.exact = value;
+      span.title = `${word} ${sym} ${value} (exact)`;
+      span.textContent = `${word} ${sym} ${shown(value, up)}`;
+      numbers.appendChild(span);
+    }
+    box.appendChild(numbers);
+    const ed = document.createElement("p");
+    ed.className = "eps-delta";
+    ed.append("as (ε, δ): spent ");
+    ed.appendChild(amountNode("span", status.spent_eps_delta, true, "g-ed-spent"));
+    ed.append(" of ");
+    ed.appendChild(amountNode("span", status.budget, false, "g-ed-budget"));
+    if (status.spent_eps_delta && status.spent_eps_delta.certified === false) {
+      ed.append(" (estimate, not certified)");
+    }
+    box.appendChild(ed);
+    return box;
+  }
+
+  // ------------------------------------------------------------------ organisation, datasets
+  // The organisation view: cap, datasets, principals and the analysts' quotas, from the
+  // organisations, principals, datasets and grants endpoints (grants: curators and auditors).
+  async function loadOrganisation(datasets) {
+    const [orgs, people] = await Promise.all([
+      api("/v1/organisations"), api("/v1/principals").catch(() => ({ principals: [] })),
+    ]);
+    state.names = {};
+    for (const p of people.principals) state.names[p.id] = p.name;
+    const grants = await Promise.all(datasets.slice(0, MAX_GRANT_READS).map((ds) =>
+      api(`/v1/datasets/${encodeURIComponent(ds.id)}/grants`)
+        .then((body) => body.grants.map((g) => ({ ...g, dataset: ds })))
+        .catch(() => [])));
+    const box = $("organisations");
+    box.replaceChildren();
+    for (const org of orgs.organisations) {
+      const card = document.createElement("div");
+      card.className = "org";
+      card.dataset.id = org.id;
+      const title = document.createElement("h3");
+      title.textContent = org.name;
+      card.appendChild(title);
+      const cap = document.createElement("p");
+      if (org.cap) {
+        cap.append("Cap ");
+        cap.appendChild(amountNode("span", org.cap, false));
+        cap.append(" — counted ");
+        cap.appendChild(amountNode("span", org.spent, true));
+        cap.append(", reserved ");
+        cap.appendChild(amountNode("span", org.reserved, true));
+        cap.append(", remaining ");
+        cap.appendChild(amountNode("span", org.remaining, false, "org-remaining"));
+      } else {
+        cap.textContent = "No organisation-wide cap.";
+      }
+      card.appendChild(cap);
+      const own = datasets.filter((ds) => ds.organisation === org.id);
+      const list = document.createElement("p");
+      list.textContent = `Datasets (${own.length}): ${own.map((ds) => ds.name).join(" · ") || "none"}`;
+      card.appendChild(list);
+      const members = people.principals.filter((p) => p.organisation_id === org.id);
+      const who = document.createElement("p");
+      who.className = "members";
+      who.textContent = `People: ${members.map((p) => `${p.name} (${p.role})`).join(" · ") || "none visible"}`;
+      card.appendChild(who);
+      const quotas = grants.flat().filter((g) => g.dataset.organisation === org.id);
+      if (quotas.length) card.appendChild(quotaTable(quotas));
+      box.appendChild(card);
+    }
+  }
+
+  function quotaTable(grants) {
+    const table = document.createElement("table");
+    table.className = "quotas compact";
+    const head = table.createTHead().insertRow();
+    for (const text of ["Analyst", "Dataset", "Quota"]) {
+      const th = document.createElement("th");
+      th.textContent = text;
+      head.appendChild(th);
+    }
+    const body = table.createTBody();
+    for (const g of grants) {
+      const tr = body.insertRow();
+      cell(tr, nameOf(g.principal_id), "name").title = g.principal_id;
+      cell(tr, g.dataset.name).title = g.dataset.id;
+      if (g.quota) tr.appendChild(amountNode("td", g.quota, false, "quota"));
+      else cell(tr, "no quota", "quota");
+    }
+    return table;
   }
 
   async function loadDatasets() {
     say("");
     const body = await api("/v1/datasets?limit=1000");
+    await loadOrganisation(body.datasets).catch((e) => say(explain(e)));
     const tbody = $("datasets").querySelector("tbody");
     tbody.replaceChildren();
     for (const ds of body.datasets) {
       const tr = document.createElement("tr");
       tr.dataset.id = ds.id;
-      cell(tr, ds.name, "name");
-      cell(tr, ds.id, "hash");
+      cell(tr, ds.name, "name").title = ds.id;
       cell(tr, ds.mode);
-      cell(tr, amounts(ds.status.budget), "num");
-      cell(tr, spentOf(ds.status), "num");
-      cell(tr, remainingOf(ds.status), "num remaining");
+      cell(tr, "", "gauge-cell").appendChild(gaugeFor(ds.status));
       const button = document.createElement("button");
       button.type = "button";
       button.textContent = "Show";
@@ -102,6 +312,7 @@
     if (!body.datasets.length) say("No datasets are visible to this key.");
   }
 
+  // ------------------------------------------------------------------ report
   function safeSvg(text) {
     const doc = new DOMParser().parseFromString(text, "image/svg+xml");
     const root = doc.documentElement;
@@ -127,59 +338,202 @@
   }
 
   function verdictText(v) {
+    if (!v) return "not run";
     if (v.ok) return `OK — ${v.entries} entries replayed, head hash matches`;
     return `FAILED (${v.problem_count} problems): ${v.first_problem}`;
   }
 
-  async function showLedger(ds, head) {
-    const after = Math.max(0, head - RECENT);
-    const body = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/ledger?after_seq=${after}&limit=${RECENT}`);
-    const tbody = $("ledger").querySelector("tbody");
+  function countsTable(id, counts) {
+    const tbody = $(id).querySelector("tbody");
     tbody.replaceChildren();
-    for (const e of body.entries.slice().reverse()) {
+    const entries = Object.entries(counts);
+    if (!entries.length) {
       const tr = document.createElement("tr");
-      cell(tr, e.seq, "num");
-      cell(tr, e.at);
-      cell(tr, e.kind);
-      cell(tr, e.actor);
-      cell(tr, amounts(e.charge), "num");
-      cell(tr, amounts(e.refund), "num");
-      cell(tr, e.reason);
-      cell(tr, e.hash.slice(0, 12) + "…", "hash").title = e.hash;
+      cell(tr, "none");
+      cell(tr, "0", "num");
+      tbody.appendChild(tr);
+    }
+    for (const [key, n] of entries) {
+      const tr = document.createElement("tr");
+      tr.dataset.key = key;
+      cell(tr, key);
+      cell(tr, n, "num count");
+      tbody.appendChild(tr);
+    }
+  }
+
+  async function showAnalysts(ds, report) {
+    const grants = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/grants`)
+      .catch(() => ({ grants: [] }));
+    const quotas = {};
+    for (const g of grants.grants) quotas[g.principal_id] = g.quota;
+    const tbody = $("analysts").querySelector("tbody");
+    tbody.replaceChildren();
+    const select = $("f-actor");
+    select.replaceChildren(new Option("anyone", ""));
+    const actors = new Set(report.analysts.map((a) => a.actor));
+    for (const g of grants.grants) actors.add(g.principal_id);
+    for (const a of report.analysts) if (a.name) state.names[a.actor] = a.name;
+    for (const actor of actors) select.appendChild(new Option(nameOf(actor), actor));
+    for (const a of report.analysts) {
+      const tr = document.createElement("tr");
+      cell(tr, nameOf(a.actor), "name").title = a.actor;
+      const quota = quotas[a.actor];
+      const q = cell(tr, "");
+      if (quota) q.appendChild(amountNode("span", quota, false)); else q.textContent = "—";
+      for (const k of ["accepted", "reserved", "settled", "cancelled", "rejected"]) {
+        cell(tr, a[k], "num");
+      }
+      tr.appendChild(amountNode("td", a.charged, true, "num"));
+      tr.appendChild(amountNode("td", a.refunded, false, "num"));
+      tbody.appendChild(tr);
+    }
+  }
+
+  function showMechanisms(report) {
+    const tbody = $("mechanisms").querySelector("tbody");
+    tbody.replaceChildren();
+    for (const m of report.mechanisms || []) {
+      const tr = document.createElement("tr");
+      tr.dataset.kind = m.kind;
+      cell(tr, m.kind, "name");
+      for (const k of ["accepted", "reserved", "settled", "cancelled", "rejected"]) {
+        cell(tr, m[k], "num");
+      }
+      tr.appendChild(amountNode("td", m.charged, true, "num"));
+      tr.appendChild(amountNode("td", m.refunded, false, "num"));
       tbody.appendChild(tr);
     }
   }
 
   async function selectDataset(ds) {
     say("");
+    state.dataset = ds;
     for (const tr of $("datasets").querySelectorAll("tbody tr")) {
       tr.classList.toggle("selected", tr.dataset.id === ds.id);
     }
     const base = `/v1/datasets/${encodeURIComponent(ds.id)}/report`;
     const report = await api(base);
-    const status = report.status || { budget: report.guarantee.budget };
     $("detail-title").textContent = `${report.dataset.name} (${report.dataset.mode})`;
-    $("budget").textContent = amounts(status.budget);
-    $("spent").textContent = spentOf(status);
-    $("remaining").textContent = remainingOf(status);
-    $("refunds").textContent = amounts(report.refunds.odp_savings) || "none";
-    $("rejections").textContent = `${report.rejections.total}` +
-      (report.rejections.total ? ` (${Object.entries(report.rejections.by_level)
-        .map(([k, n]) => `${k}: ${n}`).join(", ")})` : "");
+    $("detail-gauge").replaceChildren(gaugeFor(report.status));
+    $("refunds").replaceChildren(amountNode("span", report.refunds.odp_savings, false));
+    if (!$("refunds").textContent) $("refunds").textContent = "none";
+    countsTable("rejections", report.rejections.by_level);
+    countsTable("reasons", report.rejections.by_reason);
+    countsTable("kinds", report.ledger.kinds);
+    showMechanisms(report);
     $("chain-head").textContent = `seq ${report.chain_head.seq}, ${report.chain_head.hash}`;
     const verdict = $("verdict");
     verdict.textContent = verdictText(report.verification);
-    verdict.className = report.verification.ok ? "ok" : "failed";
+    verdict.className = report.verification && report.verification.ok ? "ok" : "failed";
     $("detail").hidden = false;
+    state.head = report.chain_head.seq;
+    clearFilters();
     await Promise.all([
       showChart("spend-chart", `${base}/spend.svg`),
       showChart("analysts-chart", `${base}/analysts.svg`),
-      showLedger(ds, report.chain_head.seq).catch((e) => say(explain(e))),
+      showAnalysts(ds, report).catch((e) => say(explain(e))),
     ]);
+    await firstPage().catch((e) => say(explain(e)));
     document.body.dataset.loaded = ds.id;
   }
 
+  // ------------------------------------------------------------------ ledger
+  function filters() {
+    const params = new URLSearchParams();
+    if ($("f-kind").value) params.append("kind", $("f-kind").value);
+    if ($("f-actor").value) params.append("actor", $("f-actor").value);
+    if ($("f-since").value) params.append("since", `${$("f-since").value}Z`);
+    if ($("f-until").value) params.append("until", `${$("f-until").value}Z`);
+    return params;
+  }
+
+  function filtered() { return [...filters().keys()].length > 0; }
+
+  function clearFilters() {
+    for (const id of ["f-kind", "f-actor", "f-since", "f-until"]) $(id).value = "";
+  }
+
+  function refusedAt(e) {
+    // The level the 409 reported: the dataset when the entry carries its (zero) charge,
+    // else the first upper level that refused (organisation, then quota).
+    if (e.charge != null) return "dataset";
+    if (e.org && e.org.outcome === "rejected") return "organisation";
+    return "quota";
+  }
+
+  async function showPage(after) {
+    const params = filters();
+    params.set("after_seq", String(after));
+    params.set("limit", String(PAGE));
+    const ds = state.dataset;
+    const body = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/ledger?${params}`);
+    state.after = after;
+    state.next = body.next_after_seq;
+    const tbody = $("ledger").querySelector("tbody");
+    tbody.replaceChildren();
+    for (const e of body.entries.slice().reverse()) {
+      const tr = document.createElement("tr");
+      tr.dataset.seq = e.seq;
+      cell(tr, e.seq, "num");
+      cell(tr, e.at.replace("T", " ").replace(/\.\d+Z$/, "Z")).title = e.at;
+      cell(tr, e.kind.replace("invocation_", ""), "kind").title = e.kind;
+      cell(tr, nameOf(e.actor), "actor").title = e.actor;
+      if (e.kind === "invocation_rejected") {
+        cell(tr, `— refused at ${refusedAt(e)} level`, "charge refused");
+      } else {
+        tr.appendChild(amountNode("td", e.charge, true, "num charge"));
+      }
+      tr.appendChild(amountNode("td", e.refund, false, "num"));
+      cell(tr, e.reason, "reason");
+      cell(tr, e.hash.slice(0, 10) + "…", "hash").title = e.hash;
+      tbody.appendChild(tr);
+    }
+    const seqs = body.entries.map((e) => e.seq);
+    $("page-info").textContent = seqs.length
+      ? `entries ${seqs[0]}–${seqs[seqs.length - 1]} of ${body.head_seq}`
+      : "no entries match";
+    $("page-prev").disabled = after === 0;
+    $("page-next").disabled = body.next_after_seq == null;
+  }
+
+  async function firstPage() {
+    state.cursors = [];
+    // unfiltered: the latest page (seqs are contiguous); filtered: from the start
+    await showPage(filtered() ? 0 : Math.max(0, state.head - PAGE));
+  }
+
+  async function earlier() {
+    if (state.cursors.length) {
+      await showPage(state.cursors.pop());
+    } else if (!filtered()) {
+      await showPage(Math.max(0, state.after - PAGE));
+    } else {
+      await showPage(0);
+    }
+  }
+
+  async function later() {
+    if (state.next == null) return;
+    state.cursors.push(state.after);
+    await showPage(state.next);
+  }
+
+  async function exportCsv() {
+    const params = filters();
+    params.set("format", "csv");
+    params.set("limit", "100000");
+    const ds = state.dataset;
+    const text = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/ledger?${params}`, "text/csv");
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([text], { type: "text/csv" }));
+    link.download = `${ds.id}-ledger.csv`;
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+  }
+
   function start() {
+    for (const kind of KINDS) $("f-kind").appendChild(new Option(kind, kind));
     $("key-form").addEventListener("submit", (event) => {
       event.preventDefault();
       sessionStorage.setItem(KEY, $("api-key").value.trim());
@@ -194,8 +548,23 @@
       $("login").hidden = false;
       say("Key forgotten.");
     });
+    $("ledger-filters").addEventListener("submit", (event) => {
+      event.preventDefault();
+      say("");
+      firstPage().then(() => { document.body.dataset.page = `${state.after}`; })
+        .catch((e) => say(explain(e)));
+    });
+    $("f-clear").addEventListener("click", () => {
+      clearFilters();
+      firstPage().catch((e) => say(explain(e)));
+    });
+    $("f-csv").addEventListener("click", () => exportCsv().catch((e) => say(explain(e))));
+    $("page-prev").addEventListener("click", () => earlier().catch((e) => say(explain(e))));
+    $("page-next").addEventListener("click", () => later().catch((e) => say(explain(e))));
     if (sessionStorage.getItem(KEY)) loadDatasets().catch((e) => say(explain(e)));
   }
 
+  // The rounding rule, readable by tests (it must agree with the charts' app.reports_svg.shown).
+  window.odometerDashboard = Object.freeze({ shown });
   document.addEventListener("DOMContentLoaded", start);
 })();

@@ -41,10 +41,13 @@ class SpendPointOut(BaseModel):
 
     seq: int
     at: str
-    spent: str
+    spent: str = Field(description="spent, open reservations included (what is committed)")
     budget: str
     spent_delta: str
     budget_delta: str
+    reserved: str = Field(
+        description="the open reservations counted in ``spent`` (settled spend: the difference)"
+    )
 
 
 class SpendSeries(BaseModel):
@@ -68,6 +71,20 @@ class AnalystTotalsOut(BaseModel):
     settled: int
     cancelled: int
     curve_charges: int = Field(description="charges with no scalar amount (rdp curves)")
+
+
+class MechanismTotalsOut(BaseModel):
+    """One declaration kind's totals (``pure_dp``, ``gaussian``, ``odp``, …): net charge
+    (open reservations included), refunds and counts by outcome."""
+
+    kind: str
+    charged: Amounts
+    refunded: Amounts
+    accepted: int
+    reserved: int
+    rejected: int
+    settled: int
+    cancelled: int
 
 
 class Refunds(BaseModel):
@@ -119,6 +136,9 @@ class ReportOut(BaseModel):
     )
     series: SpendSeries
     analysts: list[AnalystTotalsOut]
+    mechanisms: list[MechanismTotalsOut] = Field(
+        description="totals per declaration kind, in kind order"
+    )
     refunds: Refunds
     rejections: Rejections
     ledger: LedgerSummary

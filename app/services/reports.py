@@ -4,8 +4,9 @@ The report is one streaming pass over the dataset's ledger, read in batches of
 :data:`BATCH_SIZE` entries, each in its own short read transaction (like
 :func:`app.services.ledger.read_ledger`), up to the head seen when the report started. Every
 entry is fed to a :class:`~odometer_core.ledger.replay.Replayer` and to a :class:`_Tally`, so memory
-is bounded by the number of analysts, distinct rejection reasons (capped) and series points
-(≤ :data:`MAX_POINTS`), never by the length of the ledger.
+is bounded by the number of analysts, declaration kinds, open reservations (as the replay's),
+distinct rejection reasons (capped) and series points (≤ :data:`MAX_POINTS`), never by the
+length of the ledger.
 
 Amounts stay exact: they are added as :class:`~decimal.Decimal` and returned as decimal
 strings (``fmt``); only the SVG renderer turns them into coordinates.
@@ -30,6 +31,7 @@ from odometer_core.accounting import (
     state_from_json,
     status,
 )
+from odometer_core.accounting.levels import DATASET, ORGANISATION, QUOTA, reported_refusal
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.replay import Replayer
 
@@ -86,6 +88,24 @@ class AnalystTotals:
     curve_charges: int = 0
 
 
+@dataclass(slots=True)
+class MechanismTotals:
+    """One declaration kind's totals; ``charged`` is net of refunds (open reservations
+    included)."""
+
+    charged: dict[str, Decimal] = field(default_factory=dict)
+    refunded: dict[str, Decimal] = field(default_factory=dict)
+    accepted: int = 0
+    reserved: int = 0
+    rejected: int = 0
+    settled: int = 0
+    cancelled: int = 0
+
+
+#: The kind a settlement or cancellation is counted under when its reservation was not seen.
+UNKNOWN_KIND = "(unknown)"
+
+
 @dataclass(frozen=True, slots=True)
 class SpendPoint:
     """The dataset's spend right after entry ``seq`` (exact, in the series' unit)."""
@@ -96,6 +116,19 @@ class SpendPoint:
     budget: Decimal
     spent_delta: Decimal
     budget_delta: Decimal
+    reserved: Decimal = Decimal(0)
+
+
+def reserved_measure(view: Mapping[str, Any]) -> Decimal:
+    """The open reservations of a :func:`status` view in its series unit (ε: only the basic
+    mode reserves, for one-shot ODP declarations; a split adds its sub-budgets'), already
+    counted in :func:`spend_measure`'s ``spent``."""
+    if view["mode"] == "split":
+        return sum((reserved_measure(sub) for sub in view["sub_budgets"].values()), Decimal(0))
+    reserved = view.get("reserved")
+    if view["mode"] == "basic" and isinstance(reserved, Mapping):
+        return Decimal(reserved["epsilon"])
+    return Decimal(0)
 
 
 def spend_measure(view: Mapping[str, Any]) -> tuple[str, Decimal, Decimal, Decimal, Decimal, bool]:
@@ -145,13 +178,27 @@ def spend_measure(view: Mapping[str, Any]) -> tuple[str, Decimal, Decimal, Decim
 
 
 def rejection_level(entry: Mapping[str, Any]) -> str:
-    """Which budget level refused an ``invocation_rejected`` entry (see replay.py: an upper
-    level that refused says so in its part; otherwise the dataset's filter did)."""
-    for level, key in (("organisation", "org"), ("quota", "quota")):
-        part = entry.get(key)
-        if isinstance(part, Mapping) and part.get("outcome") == "rejected":
-            return level
-    return "dataset"
+    """Which budget level's refusal an ``invocation_rejected`` entry reports: exactly the
+    ``level`` of the 409 that answered it.
+
+    What each level decided is read back from the entry: the dataset refused when the entry
+    carries its charge (a refusal above the dataset records none, a dataset refusal records its
+    zero charge: ``_dataset_charge`` in :mod:`app.services.invocations`; the replay checks it);
+    an upper level refused when its part says ``rejected``. The reported level is then chosen
+    by the one rule the registration used, :func:`~odometer_core.accounting.levels.reported_refusal`
+    (the first refusal in the order dataset, organisation, quota)."""
+
+    def refused(part: object) -> bool:
+        return isinstance(part, Mapping) and part.get("outcome") == "rejected"
+
+    level = reported_refusal(
+        (
+            (DATASET, entry.get("charge") is not None),
+            (ORGANISATION, refused(entry.get("org"))),
+            (QUOTA, refused(entry.get("quota"))),
+        )
+    )
+    return level or DATASET
 
 
 class _Tally:
@@ -161,6 +208,10 @@ class _Tally:
         self.stride = max(1, math.ceil(head_seq / MAX_POINTS))
         self.head_seq = head_seq
         self.analysts: dict[str, AnalystTotals] = {}
+        self.mechanisms: dict[str, MechanismTotals] = {}
+        # the declaration kind of each open reservation (settle and cancel entries do not
+        # repeat the declaration): bounded by the open reservations, not the ledger's length
+        self._open_kinds: dict[str, str] = {}
         self.refunds: dict[str, Decimal] = {}
         self.odp_savings: dict[str, Decimal] = {}
         self.rejections = 0
@@ -179,29 +230,44 @@ class _Tally:
         if isinstance(entry.get("config"), Mapping):
             self._config_json = entry["config"]
             self._config = None  # parsed lazily, only if a series point needs it
+        declaration = entry.get("declaration")
+        declared = str(declaration.get("type")) if isinstance(declaration, Mapping) else None
+        invocation = str(entry.get("invocation_id"))
         if kind in _CHARGING:
             row = self.analysts.setdefault(actor, AnalystTotals())
+            mech = self.mechanisms.setdefault(declared or UNKNOWN_KIND, MechanismTotals())
             charge = amounts(entry.get("charge"))
             _add(row.charged, charge)
+            _add(mech.charged, charge)
             if "epsilon" not in charge and "rho" not in charge and "mu_squared" not in charge:
                 row.curve_charges += 1
             if kind == EntryKind.INVOCATION_ACCEPTED:
                 row.accepted += 1
+                mech.accepted += 1
             else:
                 row.reserved += 1
+                mech.reserved += 1
+                self._open_kinds[invocation] = declared or UNKNOWN_KIND
         elif kind in _RELEASING:
             row = self.analysts.setdefault(actor, AnalystTotals())
+            mech = self.mechanisms.setdefault(
+                self._open_kinds.pop(invocation, UNKNOWN_KIND), MechanismTotals()
+            )
             refund = amounts(entry.get("refund"))
-            _add(row.charged, refund, -1)
-            _add(row.refunded, refund)
+            for totals in (row, mech):
+                _add(totals.charged, refund, -1)
+                _add(totals.refunded, refund)
             _add(self.refunds, refund)
             if kind == EntryKind.INVOCATION_SETTLED:
                 row.settled += 1
+                mech.settled += 1
                 _add(self.odp_savings, refund)
             else:
                 row.cancelled += 1
+                mech.cancelled += 1
         elif kind == EntryKind.INVOCATION_REJECTED:
             self.analysts.setdefault(actor, AnalystTotals()).rejected += 1
+            self.mechanisms.setdefault(declared or UNKNOWN_KIND, MechanismTotals()).rejected += 1
             self.rejections += 1
             self.by_level[rejection_level(entry)] += 1
             reason = str(entry.get("reason") or "(no reason recorded)")
@@ -222,11 +288,14 @@ class _Tally:
                 self._config = config_from_json(self._config_json)
             view = status(self._config, state_from_json(self._config, entry["state"]))
             unit, spent, budget, spent_delta, budget_delta, certified = spend_measure(view)
+            reserved = reserved_measure(view)
         except Exception:  # a corrupted entry: no point here; the replay verdict reports it
             return
         self.unit, self.certified = unit, certified
         self.series.append(
-            SpendPoint(seq, str(entry.get("at")), spent, budget, spent_delta, budget_delta)
+            SpendPoint(
+                seq, str(entry.get("at")), spent, budget, spent_delta, budget_delta, reserved
+            )
         )
 
 
@@ -317,6 +386,7 @@ def dataset_report(
                     "budget": fmt(p.budget),
                     "spent_delta": fmt(p.spent_delta),
                     "budget_delta": fmt(p.budget_delta),
+                    "reserved": fmt(p.reserved),
                 }
                 for p in tally.series
             ],
@@ -324,6 +394,9 @@ def dataset_report(
         "analysts": [
             _analyst_json(actor, names.get(actor), row)
             for actor, row in sorted(tally.analysts.items())
+        ],
+        "mechanisms": [
+            _mechanism_json(kind, row) for kind, row in sorted(tally.mechanisms.items())
         ],
         "refunds": {"total": _text(tally.refunds), "odp_savings": _text(tally.odp_savings)},
         "rejections": {
@@ -372,4 +445,17 @@ def _analyst_json(actor: str, name: str | None, row: AnalystTotals) -> dict[str,
         "settled": row.settled,
         "cancelled": row.cancelled,
         "curve_charges": row.curve_charges,
+    }
+
+
+def _mechanism_json(kind: str, row: MechanismTotals) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "charged": _text(row.charged),
+        "refunded": _text(row.refunded),
+        "accepted": row.accepted,
+        "reserved": row.reserved,
+        "rejected": row.rejected,
+        "settled": row.settled,
+        "cancelled": row.cancelled,
     }

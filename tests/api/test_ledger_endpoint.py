@@ -71,6 +71,39 @@ def test_filters(client: TestClient) -> None:
     assert client.get(url, params={"kind": "nonsense"}, headers=AUTH).status_code == 422
 
 
+def test_filters_combine_and_an_empty_window_is_refused(client: TestClient) -> None:
+    """Kind, actor and time filters narrow each other and page with the cursor; ``until`` at
+    or before ``since`` is a 422 that names the parameter."""
+    dsid = _history(client)
+    url = f"/v1/datasets/{dsid}/ledger"
+    entries = client.get(url, headers=AUTH).json()["entries"]
+    second_at, last_at = entries[1]["at"], entries[-1]["at"]
+    params: list[tuple[str, str | int]] = [
+        ("actor", "admin"),
+        ("kind", "invocation_accepted"),
+        ("kind", "invocation_rejected"),
+        ("since", second_at),
+        ("limit", 1),
+    ]
+    first = client.get(url, params=params, headers=AUTH).json()
+    assert [e["seq"] for e in first["entries"]] == [2]
+    assert first["next_after_seq"] == 2
+    rest = client.get(url, params=[*params[:-1], ("after_seq", 2)], headers=AUTH).json()
+    assert [(e["seq"], e["kind"]) for e in rest["entries"]] == [
+        (3, "invocation_accepted"),
+        (4, "invocation_rejected"),
+        (5, "invocation_accepted"),
+    ]
+    window = [("since", second_at), ("until", last_at)]
+    inside = client.get(url, params=window, headers=AUTH).json()["entries"]
+    assert [e["seq"] for e in inside] == list(range(2, len(entries)))
+    for since, until in ((last_at, second_at), (second_at, second_at)):
+        r = client.get(url, params={"since": since, "until": until}, headers=AUTH)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"] == "ValidationError"
+        assert r.json()["detail"] == "query.until: until must be later than since"
+
+
 def test_csv_export_verifies_offline(client: TestClient, tmp_path: Path) -> None:
     dsid = _history(client)
     r = client.get(

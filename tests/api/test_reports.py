@@ -13,6 +13,8 @@ Every figure below is exact and was worked out by hand from those amounts.
 
 from __future__ import annotations
 
+import itertools
+import re
 import xml.etree.ElementTree as ET
 from decimal import Decimal
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app import reports_svg
 from app.db.repositories import LedgerRepository
 from app.db.uow import UnitOfWork
 from app.services import reports as service
@@ -141,6 +144,31 @@ def test_report_of_a_known_scenario(client: TestClient) -> None:
         1,
     )
     assert sum(Decimal(a["charged"]["epsilon"]) for a in report["analysts"]) == Decimal("0.65")
+    # per declaration kind: pure ε 0.1 + 0.2 + 0.3 accepted, two refused; ODP reserved 0.25
+    # (δ 10⁻⁷) settled to 0.05 and 0.15 cancelled: net ε 0.05, refunds 0.2 + 0.15
+    assert report["mechanisms"] == [
+        {
+            "kind": "odp",
+            "charged": {"epsilon": "0.05", "delta": "0.0000001"},
+            "refunded": {"epsilon": "0.35", "delta": "0"},
+            "accepted": 0,
+            "reserved": 2,
+            "rejected": 0,
+            "settled": 1,
+            "cancelled": 1,
+        },
+        {
+            "kind": "pure_dp",
+            "charged": {"epsilon": "0.6", "delta": "0"},
+            "refunded": {},
+            "accepted": 3,
+            "reserved": 0,
+            "rejected": 2,
+            "settled": 0,
+            "cancelled": 0,
+        },
+    ]
+    assert sum(Decimal(m["charged"]["epsilon"]) for m in report["mechanisms"]) == Decimal("0.65")
     assert report["refunds"] == {
         "total": {"epsilon": "0.35", "delta": "0"},
         "odp_savings": {"epsilon": "0.2", "delta": "0"},
@@ -293,7 +321,7 @@ def test_svg_charts_are_well_formed_and_escape_names(client: TestClient) -> None
     assert root.tag == f"{SVG}svg"
     assert root.findtext(f"{SVG}title") == "Spend vs budget (epsilon) of dataset report <demo>"
     polylines = {p.get("class"): p.get("points", "") for p in root.iter(f"{SVG}polyline")}
-    assert set(polylines) == {"spent", "budget"}
+    assert set(polylines) == {"spent", "committed", "budget"}
     # a step line: a start, two vertices per point, and the head's value held one stride on
     assert len(polylines["spent"].split()) == 1 + 2 * 13 + 1
     assert len({pt.split(",")[1] for pt in polylines["budget"].split()}) == 1  # horizontal
@@ -307,7 +335,11 @@ def test_svg_charts_are_well_formed_and_escape_names(client: TestClient) -> None
     labels = [t.text for g in root.iter(f"{SVG}g") for t in g.findall(f"{SVG}text")]
     assert ANN[:27] + "…" in labels and BOB in labels and "cid" in labels
     bars = [g for g in root.iter(f"{SVG}g") if g.get("class") == "analyst"]
-    assert [g.findtext(f"{SVG}text[2]") for g in bars] == ["0.5", "0.15", "0"]
+    assert [g.findtext(f"{SVG}text[2]") for g in bars] == [
+        "net 0.5, refunded 0",
+        "net 0.15, refunded 0.2",
+        "net 0, refunded 0.15",
+    ]
 
 
 def test_report_refusals_change_nothing(client: TestClient) -> None:
@@ -370,3 +402,214 @@ def test_other_modes_report_in_their_own_units(client: TestClient) -> None:
     assert report["verification"]["ok"] is True
     chart = client.get(f"/v1/datasets/{rdp}/report/spend.svg", headers=AUTH).text
     assert ET.fromstring(chart).tag == f"{SVG}svg"
+
+
+def test_rejection_levels_are_the_409s_levels_when_several_levels_refuse(
+    client: TestClient,
+) -> None:
+    """The dataset (ε = 1) and Dan's quota (ε 0.3) both refuse his ε 0.9 once ε 0.8 is spent
+    (0.2 of it his):
+    the 409 reports the first refusal in the order dataset, organisation, quota, and so must
+    the report. The quota alone refuses ε 0.2 (0.2 + 0.2 > 0.3, 0.8 + 0.2 ≤ 1); the
+    organisation cap (ε 1.5 over two datasets) alone refuses ε 0.9 on a second dataset (ε 2)
+    once 0.8 + 0.2 is counted.
+
+    Shown able to fail: with the report's old rule (an upper level's ``rejected`` part wins
+    over the dataset's refusal), this test failed on the summed counts: the quota got 2, the
+    dataset none (``{'organisation': 1, 'quota': 2} == {'dataset': 2, …}``)."""
+    org = new_organisation(client)
+    r = client.patch(
+        f"/v1/organisations/{org}/cap",
+        json={"epsilon": "1.5", "delta": "0.00001"},
+        headers=AUTH,
+    )
+    assert r.status_code == 200, r.text
+    ds = basic_dataset(client, organisation_id=org)["id"]
+    other = basic_dataset(client, epsilon=2, organisation_id=org)["id"]
+    dan, dan_key = new_principal(client, org, "analyst", name="Dan")
+    grant(client, ds, dan, quota={"epsilon": "0.3", "delta": "0.000001"})
+    grant(client, other, dan)
+    assert _invoke(client, ds, AUTH, pure("0.6")).status_code == 201
+    assert _invoke(client, ds, dan_key, pure("0.2")).status_code == 201
+    levels: list[str] = []
+    for dataset, mechanism in ((ds, pure("0.9")), (ds, pure("0.2")), (ds, pure("0.5"))):
+        r = _invoke(client, dataset, dan_key, mechanism)
+        assert r.status_code == 409, r.text
+        levels.append(r.json()["level"])
+    # ε 0.9: the dataset (0.8 + 0.9 > 1) and the quota (0.2 + 0.9 > 0.3) both refuse
+    # ε 0.2: only the quota refuses; ε 0.5: the dataset and the quota both refuse
+    assert levels == ["dataset", "quota", "dataset"]
+    entries = ledger(client, ds)
+    both = [e for e in entries if e["kind"] == "invocation_rejected"]
+    assert [e["quota"]["outcome"] for e in both] == ["rejected"] * 3  # the quota refused all
+    assert _invoke(client, other, AUTH, pure("0.2")).status_code == 201  # org: 0.8 + 0.2
+    r = _invoke(client, other, dan_key, pure("0.9"))  # 1.1 ≤ 2 admitted; the cap: 1.9 > 1.5
+    assert (r.status_code, r.json()["level"]) == (409, "organisation")
+    levels.append(r.json()["level"])
+    counts: dict[str, int] = {}
+    for dataset in (ds, other):
+        report = client.get(f"/v1/datasets/{dataset}/report", headers=AUTH).json()
+        assert report["verification"]["ok"] is True
+        for level, n in report["rejections"]["by_level"].items():
+            counts[level] = counts.get(level, 0) + n
+        assert sum(report["rejections"]["by_level"].values()) == report["rejections"]["total"]
+    assert counts == {"dataset": 2, "organisation": 1, "quota": 1}
+    assert counts == {level: levels.count(level) for level in set(levels)}
+    for entry in both:
+        assert service.rejection_level(entry) in ("dataset", "quota")
+
+
+def test_a_curator_reads_its_own_organisations_reports_and_ledgers(client: TestClient) -> None:
+    """Curators run their datasets: they read the report, its charts and the ledger of their
+    organisation's datasets; another organisation's are invisible (404), as for auditors."""
+    ds, ids, _ = _scenario(client)
+    _, curator = new_principal(client, ids["org"], "curator")
+    _, stranger = new_principal(client, new_organisation(client), "curator")
+    before = ledger(client, ds)
+    report = client.get(f"/v1/datasets/{ds}/report", headers=curator)
+    assert report.status_code == 200, report.text
+    assert report.json()["rejections"]["by_level"] == {"dataset": 1, "quota": 1}
+    assert report.json()["chain_head"]["seq"] == len(before) == 13
+    for suffix in ("/spend.svg", "/analysts.svg"):
+        r = client.get(f"/v1/datasets/{ds}/report{suffix}", headers=curator)
+        assert r.status_code == 200 and ET.fromstring(r.text).tag == f"{SVG}svg"
+    r = client.get(f"/v1/datasets/{ds}/ledger", headers=curator)
+    assert r.status_code == 200 and [e["seq"] for e in r.json()["entries"]] == list(range(1, 14))
+    for suffix in ("/report", "/report/spend.svg", "/ledger"):
+        r = client.get(f"/v1/datasets/{ds}{suffix}", headers=stranger)
+        assert (r.status_code, r.json()["error"]) == (404, "NotFound")
+    assert ledger(client, ds) == before
+
+
+def test_report_series_separates_open_reservations(client: TestClient) -> None:
+    """``spent`` counts open reservations (what is committed); ``reserved`` says how much of it
+    is reserved, so spent − reserved is what was settled or accepted outright."""
+    ds = basic_dataset(client)["id"]
+    assert _invoke(client, ds, AUTH, pure("0.1")).status_code == 201
+    inv = _invoke(client, ds, AUTH, _odp("0", none="0.05", some="0.25")).json()
+    r = client.post(
+        f"/v1/datasets/{ds}/invocations/{inv['id']}/settle", json={"cell": "some"}, headers=AUTH
+    )
+    assert r.status_code == 200, r.text
+    points = client.get(f"/v1/datasets/{ds}/report", headers=AUTH).json()["series"]["points"]
+    assert [(p["spent"], p["reserved"]) for p in points] == [
+        ("0", "0"),
+        ("0.1", "0"),
+        ("0.35", "0.25"),
+        ("0.35", "0"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("exact", "up", "expected"),
+    [
+        ("0.21510012438242689937", True, "0.215101"),
+        ("0.21510012438242689937", False, "0.2151"),
+        ("0.78489987561757310063", False, "0.784899"),
+        ("0.78489987561757310063", True, "0.7849"),
+        ("1.09844507457322930014666666666666666666666666666666666666667", True, "1.09845"),
+        ("999999.5", True, "1000000"),
+        ("999999.5", False, "999999"),
+        ("0.0000001234567", True, "0.000000123457"),
+        ("1.2345678E-21", False, "1.23456e-21"),
+        ("-0.1234567", True, "-0.123456"),
+        ("-0.1234567", False, "-0.123457"),
+        ("0.000001", False, "0.000001"),
+        ("0", True, "0"),
+        ("2.50", False, "2.5"),
+    ],
+)
+def test_shown_amounts_round_in_the_direction_that_never_flatters(
+    exact: str, up: bool, expected: str
+) -> None:
+    """At most 6 significant digits; spent rounds towards +∞, what remains towards −∞."""
+    got = reports_svg.shown(exact, up=up)
+    assert got == expected
+    assert (Decimal(got) >= Decimal(exact)) if up else (Decimal(got) <= Decimal(exact))
+
+
+def test_nice_ticks_are_4_to_6_round_steps_covering_the_top() -> None:
+    for digits in ("1", "1.0001", "1.1", "2", "2.5", "2.6", "3", "4.9", "5", "5.01", "7.3", "9.99"):
+        for power in range(-12, 7):
+            top = Decimal(digits).scaleb(power)
+            ticks = reports_svg.nice_ticks(top)
+            step = ticks[1]
+            mantissa = step.scaleb(-step.adjusted()).normalize()
+            assert mantissa in {Decimal(1), Decimal(2), Decimal("2.5"), Decimal(5)}, (top, step)
+            assert 4 <= len(ticks) <= 6, (top, ticks)
+            assert ticks[0] == 0 and ticks[-2] < top <= ticks[-1], (top, ticks)
+            assert all(b - a == step for a, b in itertools.pairwise(ticks))
+
+
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])", re.IGNORECASE)
+
+
+def _labels_fit_and_amounts_are_short(root: ET.Element, chart: str) -> None:
+    """Every ``<text>`` inside the picture (by the renderer's glyph width) and no printed
+    amount with more than 8 significant digits."""
+    width = float(root.get("width") or 0)
+    for t in root.iter(f"{SVG}text"):
+        label = t.text or ""
+        size = float(t.get("font-size") or 12) / 12
+        extent = reports_svg.CHAR_W * size * len(label)
+        x = float(t.get("x") or 0)
+        anchor = t.get("text-anchor") or "start"
+        lo = x - extent if anchor == "end" else x - extent / 2 if anchor == "middle" else x
+        assert lo >= 0 and lo + extent <= width, (chart, label, lo, extent)
+        long = [
+            n
+            for n in NUMBER.findall(label)
+            if len(n.split("e")[0].replace(".", "").lstrip("0")) > 8
+        ]
+        assert long == [], (chart, label)
+
+
+def test_charts_keep_labels_inside_and_amounts_short(client: TestClient) -> None:
+    """A zcdp dataset (its ρ budget has 20 significant digits), a long dataset name and long
+    analyst names; a basic dataset whose amounts are tiny (ε ~10⁻⁷, the longest plain labels):
+    every label fits in the picture, every printed amount has at most 8 significant digits,
+    the value axis has 4 to 6 ticks, and the spend chart draws spent and spent + reserved as
+    two series, labelled so.
+
+    Shown able to fail: with the per-analyst value column at its old fixed 190 px, the tiny
+    dataset's ``net 0.000000223457, refunded 0`` (210 px from x = 514) ran off the picture."""
+    org = new_organisation(client)
+    ds = basic_dataset(client, organisation_id=org, name="z" * 120, accounting={"mode": "zcdp"})[
+        "id"
+    ]
+    tiny = basic_dataset(client, organisation_id=org, epsilon="0.00001")["id"]
+    odp = _odp("0", a="0.00000012345678", b="0.000000223456789")
+    for i, name in enumerate(("n" * 90, "bob", "Zoë")):
+        pid, key = new_principal(client, org, "analyst", name=name)
+        grant(client, ds, pid)
+        grant(client, tiny, pid)
+        mechanism = {"type": "gaussian", "sigma": str(7 + i), "sensitivity": 1}
+        assert _invoke(client, ds, key, mechanism).status_code == 201
+        inv = _invoke(client, tiny, key, odp).json()
+        if i != 1:
+            r = client.post(
+                f"/v1/datasets/{tiny}/invocations/{inv['id']}/settle",
+                json={"cell": "a"},
+                headers=key,
+            )
+            assert r.status_code == 200, r.text
+    for chart in ("spend", "analysts"):
+        svg = client.get(f"/v1/datasets/{tiny}/report/{chart}.svg", headers=AUTH).text
+        _labels_fit_and_amounts_are_short(ET.fromstring(svg), chart)
+    report = client.get(f"/v1/datasets/{ds}/report", headers=AUTH).json()
+    assert len(report["status"]["rho_budget"].lstrip("0.")) > 8  # a long exact value
+    for chart in ("spend", "analysts"):
+        root = ET.fromstring(client.get(f"/v1/datasets/{ds}/report/{chart}.svg", headers=AUTH).text)
+        _labels_fit_and_amounts_are_short(root, chart)
+        if chart == "spend":
+            assert 4 <= len([t for t in root.iter(f"{SVG}text") if t.get("class") == "ytick"]) <= 6
+            legend = [g.findtext(f"{SVG}text") or "" for g in root.iter(f"{SVG}g")]
+            budget = reports_svg.shown(report["status"]["rho_budget"], up=False)
+            spent = reports_svg.shown(report["status"]["spent"]["rho"], up=True)
+            assert legend == [
+                f"spent {spent} ρ",
+                f"spent + reserved {spent} ρ",
+                f"budget {budget} ρ",
+            ]
+            classes = {p.get("class") for p in root.iter(f"{SVG}polyline")}
+            assert classes == {"spent", "committed", "budget"}

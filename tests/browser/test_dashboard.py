@@ -2,15 +2,18 @@
 
 The browser is the system's Chromium (Debian package ``chromium``), driven by Playwright
 with ``executable_path``: no browser is downloaded. ``ODOMETER_CHROMIUM`` overrides the
-binary. Screenshots are kept in ``test-artifacts/browser/`` at the repository root.
+binary. Screenshots are kept in ``$ODOMETER_SCREENSHOTS``, else ``test-artifacts/browser/`` at
+the repository root (ignored by git).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, sync_playwright
 
+from app.reports_svg import shown
 from tests.concurrency.server import Server, running_server
 from tests.support import ADMIN_KEY, ROOT, fresh_database
 
@@ -48,8 +52,12 @@ def chromium_binary() -> str | None:
 class World:
     server: Server
     auditor_key: str
+    curator_key: str
     dataset: str
+    heavy: str
     analyst: str
+    levels: list[str]
+    modes: dict[str, str]  # a zcdp and an rdp dataset, each with one Gaussian
 
 
 def _post(http: httpx.Client, path: str, body: Any, key: str = ADMIN_KEY) -> Any:
@@ -58,23 +66,41 @@ def _post(http: httpx.Client, path: str, body: Any, key: str = ADMIN_KEY) -> Any
     return r.json()
 
 
+def _refused(http: httpx.Client, path: str, body: Any, key: str) -> str:
+    """Register an invocation that must be refused; the 409's ``level``."""
+    r = http.post(path, json=body, headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 409, r.text
+    return str(r.json()["level"])
+
+
 def _build(server: Server) -> World:
-    """An organisation with an auditor, and a dataset (ε = 1, δ = 10⁻⁶) on which an analyst
-    with a hostile name spent ε 0.25 + an ODP reservation at 0.3 settled to 0.1: spent
-    ε 0.35, δ 10⁻⁷, remaining ε 0.65, δ 9·10⁻⁷."""
+    """An organisation with an auditor and a curator, and two datasets.
+
+    ``census`` (ε = 1, δ = 10⁻⁶): an analyst with a hostile name and a quota of ε 0.6 spent
+    ε 0.25 + an ODP reservation at 0.3 settled to 0.1 (ε 0.35, δ 10⁻⁷); the quota alone then
+    refuses ε 0.3 (0.65 > 0.6); the admin spends ε 0.5 (0.85); the dataset alone refuses the
+    analyst's ε 0.2 (1.05 > 1, quota 0.55 ≤ 0.6), and both refuse ε 0.5 (the 409 says
+    dataset). Spent ε 0.85, δ 10⁻⁷; remaining ε 0.15, δ 9·10⁻⁷.
+
+    ``heavy`` (ε = 1): a Gaussian (σ = 20) whose ε has 20 significant digits, and an open ODP
+    reservation (ε 0.3, its largest cell)."""
     with httpx.Client(base_url=server.base_url, timeout=30) as http:
         org = _post(http, "/v1/organisations", {"name": "browser-org"})["id"]
         keys = {}
         ids = {}
-        for role, name in (("auditor", "audrey"), ("analyst", HOSTILE)):
+        for role, name in (("auditor", "audrey"), ("analyst", HOSTILE), ("curator", "cora")):
             body = {"name": name, "role": role, "organisation_id": org}
             ids[role] = _post(http, "/v1/principals", body)["id"]
             keys[role] = _post(http, f"/v1/principals/{ids[role]}/keys", {})["key"]
-        _post(
+        heavy = _post(
             http,
             "/v1/datasets",
-            {"name": "other", "budget": {"epsilon": 2, "delta": 0}, "organisation_id": org},
-        )
+            {
+                "name": "svt-heavy",
+                "budget": {"epsilon": 1, "delta": "0.000001"},
+                "organisation_id": org,
+            },
+        )["id"]
         ds = _post(
             http,
             "/v1/datasets",
@@ -84,10 +110,10 @@ def _build(server: Server) -> World:
                 "organisation_id": org,
             },
         )["id"]
-        _post(http, f"/v1/datasets/{ds}/grants", {"principal_id": ids["analyst"]})
+        quota = {"epsilon": "0.6", "delta": "0.000001"}
+        _post(http, f"/v1/datasets/{ds}/grants", {"principal_id": ids["analyst"], "quota": quota})
         url = f"/v1/datasets/{ds}/invocations"
-        pure = {"mechanism": {"type": "pure_dp", "epsilon": "0.25"}}
-        _post(http, url, pure, keys["analyst"])
+        _post(http, url, {"mechanism": {"type": "pure_dp", "epsilon": "0.25"}}, keys["analyst"])
         odp = {
             "mechanism": {
                 "type": "odp",
@@ -97,7 +123,29 @@ def _build(server: Server) -> World:
         }
         inv = _post(http, url, odp, keys["analyst"])["id"]
         _post(http, f"{url}/{inv}/settle", {"cell": "none"}, keys["analyst"])
-    return World(server, keys["auditor"], ds, ids["analyst"])
+        levels = [
+            _refused(
+                http, url, {"mechanism": {"type": "pure_dp", "epsilon": "0.3"}}, keys["analyst"]
+            )
+        ]
+        _post(http, url, {"mechanism": {"type": "pure_dp", "epsilon": "0.5"}})
+        for eps in ("0.2", "0.5"):
+            body = {"mechanism": {"type": "pure_dp", "epsilon": eps}}
+            levels.append(_refused(http, url, body, keys["analyst"]))
+        gaussian = {"mechanism": {"type": "gaussian", "sigma": "20", "sensitivity": 1}}
+        _post(http, f"/v1/datasets/{heavy}/invocations", gaussian)
+        _post(http, f"/v1/datasets/{heavy}/invocations", odp)
+        modes = {}
+        for mode in ("zcdp", "rdp"):
+            body = {
+                "name": f"{mode}-set",
+                "budget": {"epsilon": 1, "delta": "0.000001"},
+                "organisation_id": org,
+                "accounting": {"mode": mode},
+            }
+            modes[mode] = _post(http, "/v1/datasets", body)["id"]
+            _post(http, f"/v1/datasets/{modes[mode]}/invocations", gaussian)
+    return World(server, keys["auditor"], keys["curator"], ds, heavy, ids["analyst"], levels, modes)
 
 
 @pytest.fixture(scope="module")
@@ -130,19 +178,78 @@ def browser(tmp_path: Path) -> Iterator[BrowserContext]:
 
 
 def _screenshot(page: Page, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
+    """A full-page screenshot into ``$ODOMETER_SCREENSHOTS`` (else ``test-artifacts/browser``,
+    ignored by git)."""
+    folder = Path(os.environ.get("ODOMETER_SCREENSHOTS") or ARTIFACTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 10_000  # a real picture, not an empty page
     return path
 
 
-def test_dashboard_shows_remaining_budget_charts_and_ledger(
+#: A number standing alone in the page's text (not a run of digits inside an id or a hash).
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])", re.IGNORECASE)
+
+
+def significant_digits(number: str) -> int:
+    mantissa = number.lower().split("e")[0].replace(".", "").lstrip("0")
+    return len(mantissa)
+
+
+def _long_numbers(page: Page) -> list[str]:
+    """Numbers on screen (the page's visible text and the charts' text) with more than 8
+    significant digits."""
+    visible = page.evaluate(
+        "() => document.body.innerText + ' ' + Array.from(document.querySelectorAll("
+        "'svg text')).map((t) => t.textContent).join(' ')"
+    )
+    return [n for n in NUMBER.findall(visible) if significant_digits(n) > 8]
+
+
+def _no_sideways_scroll(page: Page) -> None:
+    width = page.evaluate(
+        "() => [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]"
+    )
+    assert width[0] <= width[1], width
+
+
+def _api(world: World, path: str) -> Any:
+    r = httpx.get(
+        world.server.base_url + path,
+        headers={"Authorization": f"Bearer {world.auditor_key}"},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _gauge(locator: Any) -> dict[str, tuple[str, str | None]]:
+    """The gauge's numbers: part → (text shown, exact value in the title)."""
+    out = {}
+    for part in ("spent", "reserved", "remaining", "budget"):
+        span = locator.locator(f".g-{part}").first
+        out[part] = (span.inner_text(), span.get_attribute("data-exact"))
+    return out
+
+
+def _login(page: Page, world: World, key: str) -> None:
+    response = page.goto(f"{world.server.base_url}/dashboard")
+    assert response is not None and response.status == 200
+    page.fill("#api-key", key)
+    page.click("#use-key")
+
+
+def test_dashboard_gauges_rejections_ledger_and_layout(
     world: World, browser: BrowserContext
 ) -> None:
-    """Shown able to fail: with ``remainingOf`` in ``app/dashboard/app.js`` returning the
-    spent amounts instead, this test failed on the first ``remaining`` assertion
-    (``'ε 0.35, δ 0.0000001' == 'ε 0.65, δ 0.0000009'``)."""
+    """The dataset list and one dataset's panels at 1280 px, checked against the API.
+
+    Shown able to fail: with ``shown`` in ``app/dashboard/app.js`` returning its input
+    unrounded, this test failed on the heavy dataset's gauge (``'spent ε
+    0.21510012438242689937'`` shown for ``'spent ε 0.215101'``), and the scan of the visible
+    text, run first, found ``0.21510012438242689937`` and others; with the tables' cells kept on
+    one line (``white-space: nowrap``), the width check failed with ``1584 <= 1280``."""
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -150,53 +257,196 @@ def test_dashboard_shows_remaining_budget_charts_and_ledger(
         "console",
         lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None,
     )
-    response = page.goto(f"{world.server.base_url}/dashboard")
-    assert response is not None and response.status == 200
-    page.fill("#api-key", world.auditor_key)
-    page.click("#use-key")
+    _login(page, world, world.auditor_key)
     row = page.locator(f'#datasets tr[data-id="{world.dataset}"]')
     row.wait_for(timeout=15_000)
+    page.locator(".org").first.wait_for(timeout=15_000)
     assert row.locator("td.name").inner_text() == "census"
-    assert row.locator("td.remaining").inner_text() == "ε 0.65, δ 0.0000009"
-    assert page.locator("#datasets tbody tr").count() == 2
+    assert page.locator("#datasets tbody tr").count() == 4
+    # the organisation view: its datasets, people by name and the quotas of the grants
+    org = page.locator(".org")
+    assert org.count() == 1
+    assert "Datasets (4): svt-heavy · census · zcdp-set · rdp-set" in org.inner_text()
+    quotas = [
+        [td.inner_text() for td in tr.locator("td").all()]
+        for tr in org.locator("table.quotas tbody tr").all()
+    ]
+    assert quotas == [[HOSTILE, "census", "ε 0.6, δ 0.000001"]]
+    for ds in (world.dataset, world.heavy):
+        status = _api(world, f"/v1/datasets/{ds}")["status"]
+        gauge = _gauge(page.locator(f'#datasets tr[data-id="{ds}"] .gauge'))
+        exact = {
+            "spent": status["spent"]["epsilon"],
+            "reserved": status["reserved"]["epsilon"],
+            "remaining": status["remaining"]["epsilon"],
+            "budget": status["budget"]["epsilon"],
+        }
+        word = {"spent": "spent", "reserved": "reserved", "remaining": "remaining", "budget": "of"}
+        assert gauge == {
+            part: (f"{word[part]} ε {shown(value, up=part in ('spent', 'reserved'))}", value)
+            for part, value in exact.items()
+        }
+    heavy = _gauge(page.locator(f'#datasets tr[data-id="{world.heavy}"] .gauge'))
+    assert heavy["spent"] == ("spent ε 0.215101", "0.21510012438242689937")
+    assert heavy["reserved"] == ("reserved ε 0.3", "0.3")
+    assert heavy["remaining"] == ("remaining ε 0.484899", "0.48489987561757310063")
+    # other modes count in their own unit (zcdp: ρ); rdp in its (ε, δ) estimate, whose
+    # remaining part the page works out exactly as budget − spent
+    zcdp = _api(world, f"/v1/datasets/{world.modes['zcdp']}")["status"]
+    gauge = _gauge(page.locator(f'#datasets tr[data-id="{world.modes["zcdp"]}"] .gauge'))
+    assert gauge == {
+        "spent": (f"spent ρ {shown(zcdp['spent']['rho'], up=True)}", zcdp["spent"]["rho"]),
+        "reserved": ("reserved ρ 0", "0"),
+        "remaining": (
+            f"remaining ρ {shown(zcdp['remaining']['rho'], up=False)}",
+            zcdp["remaining"]["rho"],
+        ),
+        "budget": (f"of ρ {shown(zcdp['rho_budget'], up=False)}", zcdp["rho_budget"]),
+    }
+    rdp = _api(world, f"/v1/datasets/{world.modes['rdp']}")["status"]
+    estimate = rdp["spent_eps_delta"]["epsilon"]
+    left = Decimal(rdp["budget"]["epsilon"]) - Decimal(estimate)
+    gauge = _gauge(page.locator(f'#datasets tr[data-id="{world.modes["rdp"]}"] .gauge'))
+    assert gauge["spent"] == (f"spent ε {shown(estimate, up=True)}", estimate)
+    assert gauge["remaining"][0] == f"remaining ε {shown(left, up=False)}"
+    assert Decimal(gauge["remaining"][1] or "") == left
+    census = _gauge(page.locator(f'#datasets tr[data-id="{world.dataset}"] .gauge'))
+    assert census["remaining"] == ("remaining ε 0.15", "0.15")
+    _no_sideways_scroll(page)
+    assert _long_numbers(page) == []
     _screenshot(page, "dashboard-datasets")
 
     row.locator("button.show").click()
     page.wait_for_selector(f'body[data-loaded="{world.dataset}"]', timeout=15_000)
-    remaining = page.locator("#remaining")
-    assert remaining.is_visible()
-    assert remaining.inner_text() == "ε 0.65, δ 0.0000009"
-    assert page.locator("#spent").inner_text() == "ε 0.35, δ 0.0000001 (reserved ε 0)"
-    assert page.locator("#refunds").inner_text() == "ε 0.2, δ 0"
-    assert page.locator("#verdict").inner_text().startswith("OK — 5 entries replayed")
+    report = _api(world, f"/v1/datasets/{world.dataset}/report")
+    # rejections by level: the 409s' levels = the report's counts = the dashboard's
+    expected = {level: world.levels.count(level) for level in set(world.levels)}
+    assert expected == {"dataset": 2, "quota": 1}
+    assert report["rejections"]["by_level"] == expected
+    shown_levels = {
+        tr.get_attribute("data-key"): int(tr.locator("td.count").inner_text())
+        for tr in page.locator("#rejections tbody tr").all()
+    }
+    assert shown_levels == expected
+    reasons = {
+        tr.get_attribute("data-key"): int(tr.locator("td.count").inner_text())
+        for tr in page.locator("#reasons tbody tr").all()
+    }
+    assert reasons == report["rejections"]["by_reason"]
+    assert reasons == {"epsilon budget exceeded": 2, "quota level: epsilon budget exceeded": 1}
+    mechanisms = [
+        [td.inner_text() for td in tr.locator("td").all()]
+        for tr in page.locator("#mechanisms tbody tr").all()
+    ]
+    # pure ε 0.25 + 0.5 accepted, 3 refused; ODP reserved 0.3 (δ 10⁻⁷), settled to 0.1
+    assert mechanisms == [
+        ["odp", "0", "1", "1", "0", "0", "ε 0.1, δ 0.0000001", "ε 0.2, δ 0"],
+        ["pure_dp", "2", "0", "0", "0", "3", "ε 0.75, δ 0", ""],
+    ]
+    detail = _gauge(page.locator("#detail-gauge .gauge"))
+    assert detail == census
+    assert page.locator("#verdict").inner_text().startswith("OK — 9 entries replayed")
 
     spend = page.locator("#spend-chart > svg")
     assert spend.is_visible()
     box = spend.bounding_box()
-    assert box is not None and box["width"] > 600 and box["height"] > 300
+    assert box is not None and box["width"] > 500 and box["height"] > 200
     assert spend.locator("polyline.spent").count() == 1
+    assert spend.locator("polyline.committed").count() == 1
     assert spend.locator("polyline.budget").count() == 1
+    assert 4 <= spend.locator("text.ytick").count() <= 6
+    assert spend.locator("text.xtick").count() >= 2
     bars = page.locator("#analysts-chart > svg g.analyst")
-    assert bars.count() == 1
+    assert bars.count() == 2
     # the hostile name is shown as text and ran nothing
-    assert bars.locator("text").first.text_content() == HOSTILE[:27] + "…"
+    assert HOSTILE[:27] + "…" in bars.locator("text").all_text_contents()
     assert page.evaluate("() => window.__xss") is None
     assert page.locator("#analysts-chart img, #analysts-chart script").count() == 0
 
-    kinds = page.locator("#ledger tbody tr td:nth-child(3)").all_inner_texts()
-    assert kinds == [
-        "invocation_settled",
-        "invocation_reserved",
-        "invocation_accepted",
-        "grant_changed",
-        "dataset_created",
-    ]
+    # names, never principal ids, in the ledger and the per-analyst table
+    actors = page.locator("#ledger tbody td.actor").all_inner_texts()
+    assert actors and not [a for a in actors if a.startswith("prn_")]
+    assert HOSTILE in actors and "admin" in actors
+    assert page.locator("#ledger tbody tr").count() == 9
+    # filters: the rejections only, each with the level its 409 gave
+    page.select_option("#f-kind", "invocation_rejected")
+    page.click("#f-apply")
+    page.wait_for_function("() => document.querySelectorAll('#ledger tbody tr').length === 3")
+    refused = page.locator("#ledger tbody td.charge").all_inner_texts()
+    assert refused == [f"— refused at {level} level" for level in reversed(world.levels)]
+    page.select_option("#f-kind", "")
+    page.select_option("#f-actor", world.analyst)
+    page.click("#f-apply")
+    page.wait_for_function("() => document.querySelectorAll('#ledger tbody tr').length === 6")
+    assert set(page.locator("#ledger tbody td.actor").all_inner_texts()) == {HOSTILE}
+    _no_sideways_scroll(page)
+    assert _long_numbers(page) == []
     # the key lives in this tab's session storage only: no cookie was ever set
     assert page.evaluate("() => sessionStorage.getItem('odometer.apiKey')") == world.auditor_key
     assert browser.cookies() == []
-    path = _screenshot(page, "dashboard-dataset")
-    assert path.exists()
+    _screenshot(page, "dashboard-dataset")
     assert errors == []
+
+
+ROUNDING_CASES = [
+    "0.21510012438242689937",
+    "0.78489987561757310063",
+    "1.09844507457322930014666666666666666666666666666666666666667",
+    "999999.5",
+    "999999",
+    "0.0000001234567",
+    "1.2345678E-21",
+    "-0.1234567",
+    "0.000001",
+    "123456789.123",
+    "1E+25",
+    "0",
+    "2.50",
+    "0.1",
+]
+
+
+def test_the_page_rounds_as_the_charts_do(world: World, browser: BrowserContext) -> None:
+    """The page's rounding (JavaScript, on decimal strings) and the charts' (Python Decimal)
+    give the same text, in both directions."""
+    page = browser.new_page()
+    page.goto(f"{world.server.base_url}/dashboard")
+    cases = [(value, up) for value in ROUNDING_CASES for up in (True, False)]
+    got = page.evaluate(
+        "(cases) => cases.map(([value, up]) => window.odometerDashboard.shown(value, up))",
+        [[value, up] for value, up in cases],
+    )
+    assert got == [shown(value, up=up) for value, up in cases]
+
+
+def test_ledger_pages_and_a_curator_sees_its_own_reports(
+    world: World, browser: BrowserContext
+) -> None:
+    """A curator's key opens the same report; the ledger pages back and forth (20 a page:
+    the heavy dataset's 3 entries fit, census.s 9 too, so the pager is checked on its
+    bounds)."""
+    page = browser.new_page()
+    _login(page, world, world.curator_key)
+    row = page.locator(f'#datasets tr[data-id="{world.heavy}"]')
+    row.wait_for(timeout=15_000)
+    row.locator("button.show").click()
+    page.wait_for_selector(f'body[data-loaded="{world.heavy}"]', timeout=15_000)
+    assert page.locator("#ledger tbody tr").count() == 3
+    assert page.locator("#page-info").inner_text() == "entries 1–3 of 3"
+    assert page.locator("#page-prev").is_disabled() and page.locator("#page-next").is_disabled()
+    assert page.locator("#message").inner_text() == ""
+    # the page rounds; the export keeps the exact amounts
+    charge = page.locator('#ledger tr[data-seq="2"] td.charge')
+    assert charge.inner_text() == "ε 0.215101, δ 0.0000001"
+    assert charge.get_attribute("title") == "ε 0.21510012438242689937, δ 0.0000001"
+    with page.expect_download() as download:
+        page.click("#f-csv")
+    exported = Path(download.value.path()).read_text(encoding="utf-8")
+    assert len(exported.strip().splitlines()) == 1 + 3  # a header and the three entries
+    assert "0.21510012438242689937" in exported
+    _no_sideways_scroll(page)
+    assert _long_numbers(page) == []
+    _screenshot(page, "dashboard-curator")
 
 
 def test_a_refused_key_is_explained(world: World, browser: BrowserContext) -> None:

@@ -6,9 +6,10 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 
-from app.api.deps import AuditorDep, UowDep
+from app.api.deps import ReportReaderDep, UowDep
 from app.api.errors import responses
 from app.db.repositories import LedgerFilter
 from app.schemas.ledger import EntryKind, LedgerPageOut, ledger_time
@@ -32,7 +33,7 @@ router = APIRouter(prefix="/v1/datasets/{dataset_id}/ledger", tags=["ledger"])
 )
 def read_ledger(
     dataset_id: str,
-    principal: AuditorDep,
+    principal: ReportReaderDep,
     uow: UowDep,
     after_seq: Annotated[
         int, Query(ge=0, le=2**62, description="cursor: entries with seq > this")
@@ -47,6 +48,17 @@ def read_ledger(
     format: Annotated[Literal["json", "csv"], Query()] = "json",
 ) -> StreamingResponse:
     """Ledger entries in ``seq`` order, exactly as hashed (verifiable offline)."""
+    if since is not None and until is not None and ledger_time(until) <= ledger_time(since):
+        # an empty window is a mistake in the request, not an empty answer
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("query", "until"),
+                    "msg": "until must be later than since",
+                    "type": "value_error",
+                }
+            ]
+        )
     page = service.read_ledger(
         uow,
         principal,

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from app import reports_svg
-from app.api.deps import AuditorDep, UowDep
+from app.api.deps import ReportReaderDep, UowDep
 from app.api.errors import responses
 from app.dashboard import router as dashboard_router
 from app.db.uow import UnitOfWork
@@ -39,7 +39,7 @@ _SVG_RESPONSE: dict[int | str, dict[str, Any]] = {
     response_model=ReportOut,
     responses=responses(401, 403, 404, 503),
 )
-def dataset_report(dataset_id: str, principal: AuditorDep, uow: UowDep) -> dict[str, Any]:
+def dataset_report(dataset_id: str, principal: ReportReaderDep, uow: UowDep) -> dict[str, Any]:
     """Guarantee, spend over time, per-analyst totals, refunds, rejections, chain head and
     replay verdict (the whole ledger is replayed, in batches)."""
     return service.dataset_report(uow, principal, dataset_id)
@@ -51,7 +51,7 @@ def dataset_report(dataset_id: str, principal: AuditorDep, uow: UowDep) -> dict[
     response_class=Response,
     responses=_SVG_RESPONSE,
 )
-def spend_chart(dataset_id: str, principal: AuditorDep, uow: UowDep) -> Response:
+def spend_chart(dataset_id: str, principal: ReportReaderDep, uow: UowDep) -> Response:
     """Spend vs budget over the ledger, as an SVG chart."""
     return _chart(reports_svg.spend_chart, uow, principal, dataset_id)
 
@@ -62,7 +62,7 @@ def spend_chart(dataset_id: str, principal: AuditorDep, uow: UowDep) -> Response
     response_class=Response,
     responses=_SVG_RESPONSE,
 )
-def analysts_chart(dataset_id: str, principal: AuditorDep, uow: UowDep) -> Response:
+def analysts_chart(dataset_id: str, principal: ReportReaderDep, uow: UowDep) -> Response:
     """Net charge and refunds per analyst, as an SVG bar chart."""
     return _chart(reports_svg.analysts_chart, uow, principal, dataset_id)
 

@@ -17,6 +17,7 @@ Settling or cancelling a reservation is applied to every upper level that holds 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Final
@@ -85,6 +86,19 @@ class LevelsDecision:
         return next((o for o in self.uppers if o.name == name), None)
 
 
+#: The order in which the levels decide; the first that refused is the one reported.
+LEVEL_ORDER: Final = (DATASET, ORGANISATION, QUOTA)
+
+
+def reported_refusal(refusals: Iterable[tuple[str, bool]]) -> str | None:
+    """The level whose refusal is reported: the first, in :data:`LEVEL_ORDER`, of the levels
+    ``(name, refused)`` that refused; ``None`` when none did. The one rule for the 409's
+    ``level`` (:func:`decide_levels`) and for whoever reads a rejection back from the ledger
+    (the report)."""
+    refused = {name for name, did in refusals if did}
+    return next((name for name in LEVEL_ORDER if name in refused), None)
+
+
 def decide_levels(
     dataset: Filter,
     declaration: Declaration,
@@ -115,7 +129,7 @@ def decide_levels(
         decisions.append(
             (name, level, admit(*level, declaration, conversion_delta=conversion_delta))
         )
-    refused_by = next((name for name, _, d in decisions if not d.admitted), None)
+    refused_by = reported_refusal((name, not d.admitted) for name, _, d in decisions)
     outcomes = [
         LevelOutcome(name, d, d.state if refused_by is None else held)
         for name, (_, held), d in decisions
