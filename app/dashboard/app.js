@@ -213,6 +213,14 @@
       ed.append(" (estimate, not certified)");
     }
     box.appendChild(ed);
+    if (status.odometer) {
+      // the certified reading: valid whenever the analysts stop (rounded up: it is a cost)
+      const odo = document.createElement("p");
+      odo.className = "odometer";
+      odo.append("guarantee so far (certified at any stopping time): ");
+      odo.appendChild(amountNode("span", status.odometer, true, "g-odometer"));
+      box.appendChild(odo);
+    }
     return box;
   }
 

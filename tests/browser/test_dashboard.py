@@ -312,6 +312,14 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
     assert Decimal(gauge["remaining"][1] or "") == left
     census = _gauge(page.locator(f'#datasets tr[data-id="{world.dataset}"] .gauge'))
     assert census["remaining"] == ("remaining ε 0.15", "0.15")
+    # every gauge shows the certified odometer reading of its dataset, rounded up
+    for ds in (world.dataset, world.heavy, world.modes["zcdp"], world.modes["rdp"]):
+        reading = _api(world, f"/v1/datasets/{ds}")["status"]["odometer"]
+        node = page.locator(f'#datasets tr[data-id="{ds}"] .gauge .g-odometer')
+        assert node.inner_text() == (
+            f"ε {shown(reading['epsilon'], up=True)}, δ {shown(reading['delta'], up=True)}"
+        )
+        assert node.get_attribute("title") == f"ε {reading['epsilon']}, δ {reading['delta']}"
     _no_sideways_scroll(page)
     assert _long_numbers(page) == []
     _screenshot(page, "dashboard-datasets")
