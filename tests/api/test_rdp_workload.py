@@ -1,0 +1,113 @@
+"""Creating an ``rdp`` dataset for a declared workload, over HTTP, on both backends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from odometer_core.ledger.replay import replay
+from tests.support import AUTH, basic_dataset, ledger
+
+CHUNK: dict[str, Any] = {
+    "type": "dp_sgd",
+    "sample_rate": "0.01",
+    "noise_multiplier": "1",
+    "steps": 100,
+}
+
+
+def _accounting(workload: Any) -> dict[str, Any]:
+    return {"mode": "rdp", "workload": workload}
+
+
+def test_workload_dataset_shows_its_grid_and_expected_count(client: TestClient) -> None:
+    ds = basic_dataset(
+        client,
+        epsilon=3,
+        delta="0.000001",
+        accounting=_accounting([{"mechanism": CHUNK, "count": 20}]),
+    )
+    config = ds["config"]
+    workload = config["workload"]
+    assert workload["order"] == "7.49"
+    assert workload["share"] == "0.9"
+    assert workload["mechanisms"] == [{"mechanism": CHUNK, "count": 20, "expected_admitted": 16}]
+    assert config["weights"][config["orders"].index("7.49")] == "0.8999999999999999"
+    # the ledger's genesis entry carries the same configuration, and replays
+    entries = ledger(client, ds["id"])
+    assert entries[0]["kind"] == "dataset_created"
+    assert entries[0]["config"]["workload"] == workload
+    url = f"/v1/datasets/{ds['id']}/invocations"
+    accepted = 0
+    while True:
+        r = client.post(url, json={"mechanism": CHUNK}, headers=AUTH)
+        if r.status_code == 409:
+            break
+        assert r.status_code == 201, r.text
+        accepted += 1
+    assert accepted == 16  # what the response said to expect
+    r = client.patch(
+        f"/v1/datasets/{ds['id']}/budget", json={"epsilon": 4, "delta": "0.000001"}, headers=AUTH
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["config"]["orders"] == config["orders"]
+    assert replay(ledger(client, ds["id"])).ok
+
+
+BAD: list[tuple[str, Any]] = [
+    ("unknown kind", [{"mechanism": {"type": "nope"}, "count": 1}]),
+    ("zero count", [{"mechanism": CHUNK, "count": 0}]),
+    ("negative count", [{"mechanism": CHUNK, "count": -1}]),
+    ("huge count", [{"mechanism": CHUNK, "count": 10**9}]),
+    ("too many declarations", [{"mechanism": CHUNK, "count": 1}] * 9),
+    ("empty", []),
+    ("bad value", [{"mechanism": {"type": "pure_dp", "epsilon": "-1"}, "count": 1}]),
+    (
+        "unsupported in rdp",
+        [
+            {
+                "mechanism": {
+                    "type": "subsampled",
+                    "scheme": "poisson",
+                    "rate": "0.1",
+                    "mechanism": {"type": "laplace", "scale": "1", "sensitivity": "1"},
+                },
+                "count": 1,
+            }
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "workload"), BAD)
+def test_bad_workloads_are_422_and_create_nothing(
+    client: TestClient, name: str, workload: Any
+) -> None:
+    before = client.get("/v1/datasets", params={"limit": 1000}, headers=AUTH).json()["datasets"]
+    body = {
+        "name": "bad",
+        "budget": {"epsilon": 3, "delta": "0.000001"},
+        "accounting": _accounting(workload),
+    }
+    r = client.post("/v1/datasets", json=body, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert "workload" in r.text or "accounting" in r.text
+    after = client.get("/v1/datasets", params={"limit": 1000}, headers=AUTH).json()["datasets"]
+    assert len(after) == len(before)
+
+
+def test_workload_with_orders_is_422(client: TestClient) -> None:
+    body = {
+        "name": "bad",
+        "budget": {"epsilon": 3, "delta": "0.000001"},
+        "accounting": {
+            "mode": "rdp",
+            "orders": [2],
+            "workload": [{"mechanism": CHUNK, "count": 1}],
+        },
+    }
+    r = client.post("/v1/datasets", json=body, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert "not both" in r.text
