@@ -56,14 +56,18 @@ def test_workload_dataset_shows_its_grid_and_expected_count(client: TestClient) 
     assert replay(ledger(client, ds["id"])).ok
 
 
-BAD: list[tuple[str, Any]] = [
-    ("unknown kind", [{"mechanism": {"type": "nope"}, "count": 1}]),
-    ("zero count", [{"mechanism": CHUNK, "count": 0}]),
-    ("negative count", [{"mechanism": CHUNK, "count": -1}]),
-    ("huge count", [{"mechanism": CHUNK, "count": 10**9}]),
-    ("too many declarations", [{"mechanism": CHUNK, "count": 1}] * 9),
-    ("empty", []),
-    ("bad value", [{"mechanism": {"type": "pure_dp", "epsilon": "-1"}, "count": 1}]),
+BAD: list[tuple[str, Any, str]] = [
+    ("unknown kind", [{"mechanism": {"type": "nope"}, "count": 1}], "workload.0.mechanism"),
+    ("zero count", [{"mechanism": CHUNK, "count": 0}], "workload.0.count"),
+    ("negative count", [{"mechanism": CHUNK, "count": -1}], "workload.0.count"),
+    ("huge count", [{"mechanism": CHUNK, "count": 10**9}], "less than or equal to 1000000"),
+    ("too many declarations", [{"mechanism": CHUNK, "count": 1}] * 9, "at most 8 items"),
+    ("empty", [], "at least 1 item"),
+    (
+        "bad value",
+        [{"mechanism": {"type": "pure_dp", "epsilon": "-1"}, "count": 1}],
+        "workload[0].mechanism: epsilon must be ≥ 0",
+    ),
     (
         "unsupported in rdp",
         [
@@ -77,13 +81,14 @@ BAD: list[tuple[str, Any]] = [
                 "count": 1,
             }
         ],
+        "workload[0].mechanism: RDP amplification by subsampling",
     ),
 ]
 
 
-@pytest.mark.parametrize(("name", "workload"), BAD)
+@pytest.mark.parametrize(("name", "workload", "message"), BAD)
 def test_bad_workloads_are_422_and_create_nothing(
-    client: TestClient, name: str, workload: Any
+    client: TestClient, name: str, workload: Any, message: str
 ) -> None:
     before = client.get("/v1/datasets", params={"limit": 1000}, headers=AUTH).json()["datasets"]
     body = {
@@ -93,7 +98,8 @@ def test_bad_workloads_are_422_and_create_nothing(
     }
     r = client.post("/v1/datasets", json=body, headers=AUTH)
     assert r.status_code == 422, r.text
-    assert "workload" in r.text or "accounting" in r.text
+    assert r.json()["error"] in ("ValidationError", "InvalidConfig")
+    assert message in r.json()["detail"]
     after = client.get("/v1/datasets", params={"limit": 1000}, headers=AUTH).json()["datasets"]
     assert len(after) == len(before)
 
