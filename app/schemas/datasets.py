@@ -128,6 +128,17 @@ class BudgetPatch(StrictModel):
     delta: Amount
     sub_budget: str | None = optional(min_length=1, max_length=64)
     final_conversion_delta: Delta | None = optional()
+    workload: list[WorkloadItem] | None = optional(
+        min_length=1,
+        max_length=MAX_WORKLOAD_ITEMS,
+        description="rdp datasets, before the first charge: re-choose the order grid for this "
+        "expected workload (as at creation); 409 AlreadySpent once something is charged",
+    )
+
+    def workload_json(self) -> list[dict[str, Any]] | None:
+        if self.workload is None:
+            return None
+        return [item.model_dump(mode="json", exclude_none=True) for item in self.workload]
 
 
 class LedgerHead(BaseModel):

@@ -117,3 +117,42 @@ def test_workload_with_orders_is_422(client: TestClient) -> None:
     r = client.post("/v1/datasets", json=body, headers=AUTH)
     assert r.status_code == 422, r.text
     assert "not both" in r.text
+
+
+def test_workload_re_chooses_the_grid_before_the_first_charge_only(client: TestClient) -> None:
+    ds = basic_dataset(client, epsilon=3, delta="0.000001", accounting={"mode": "rdp"})
+    patch = f"/v1/datasets/{ds['id']}/budget"
+    body = {"epsilon": 3, "delta": "0.000001", "workload": [{"mechanism": CHUNK, "count": 20}]}
+    url = f"/v1/datasets/{ds['id']}/invocations"
+    # a rejected invocation charges nothing: the grid may still be re-chosen after it
+    r = client.post(url, json={"mechanism": {"type": "pure_dp", "epsilon": 50}}, headers=AUTH)
+    assert r.status_code == 409, r.text
+    r = client.patch(patch, json=body, headers=AUTH)
+    assert r.status_code == 200, r.text
+    workload = r.json()["config"]["workload"]
+    assert workload["order"] == "7.49"
+    assert workload["mechanisms"][0]["expected_admitted"] == 16
+    entries = ledger(client, ds["id"])
+    assert entries[-1]["kind"] == "budget_changed"
+    assert entries[-1]["request"]["workload"] == [{"mechanism": CHUNK, "count": 20}]
+    assert entries[-1]["config"]["workload"] == workload
+    r = client.post(url, json={"mechanism": CHUNK}, headers=AUTH)
+    assert r.status_code == 201, r.text
+    # once something is charged the weights are fixed for good
+    r = client.patch(patch, json=body, headers=AUTH)
+    assert r.status_code == 409, r.text
+    assert r.json()["error"] == "AlreadySpent"
+    # a plain budget change still works, keeps the grid, and everything replays
+    r = client.patch(patch, json={"epsilon": 4, "delta": "0.000001"}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert r.json()["config"]["workload"] == workload
+    assert replay(ledger(client, ds["id"])).ok
+
+
+def test_workload_on_another_mode_is_422(client: TestClient) -> None:
+    ds = basic_dataset(client, epsilon=3, delta="0.000001", accounting={"mode": "basic"})
+    body = {"epsilon": 3, "delta": "0.000001", "workload": [{"mechanism": CHUNK, "count": 20}]}
+    r = client.patch(f"/v1/datasets/{ds['id']}/budget", json=body, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert "'rdp' dataset" in r.json()["detail"]
+    assert ledger(client, ds["id"])[-1]["kind"] == "dataset_created"

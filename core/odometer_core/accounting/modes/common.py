@@ -44,6 +44,7 @@ TRANSITION_CODES: Final[dict[str, bool]] = {
     "NoOpenReservation": True,
     "BudgetBelowSpent": True,
     "BudgetAboveTotal": True,
+    "AlreadySpent": True,
 }
 
 
