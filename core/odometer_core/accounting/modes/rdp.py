@@ -7,6 +7,10 @@ S(α) + ε(α) ≤ B(α); the curve is then added at every order (rounded up) an
 their threshold die for good. Per order this is the RDP filter of Feldman–Zrnic 2021 (Thm 4.3),
 valid under full adaptivity; by the union bound everything released is (ε_B, δ_A + δ_c)-DP. See
 ``docs/accounting.md``.
+
+The weights only have to be fixed before the first charge, so they may depend on what the curator
+declares up front: new datasets get :data:`DEFAULT_RDP_WEIGHTS`, and a declared workload gets the
+grid :func:`choose_grid` picks for it (recorded in the configuration, read back on replay).
 """
 
 from __future__ import annotations
