@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev bench-accounting bench-service bench-worst-case
+.PHONY: run test browser-deps lint openapi client-generated install dev bench-accounting bench-grids bench-service bench-worst-case
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,10 @@ client-generated: dev
 ## bench-accounting: admission latency, MTZ speed and tightness → benchmarks/RESULTS.md
 bench-accounting: dev
 	$(BIN)/python -m benchmarks.accounting
+
+## bench-grids: what rdp mode admits with its default and workload-aware grids → benchmarks/RESULTS.md
+bench-grids: dev
+	$(BIN)/python -m benchmarks.grids
 
 ## bench-worst-case: CPU time of one admission decision on adversarial declarations → benchmarks/RESULTS.md
 bench-worst-case: dev

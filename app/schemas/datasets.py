@@ -6,8 +6,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas.common import Amount, Delta, StrictModel, optional
-from odometer_core.accounting.modes.rdp import MAX_RDP_ORDERS
+from app.schemas.common import NOT_A_BOOLEAN, Amount, Delta, StrictModel, optional
+from app.schemas.mechanisms import Mechanism
+from odometer_core.accounting.modes.rdp import (
+    MAX_RDP_ORDERS,
+    MAX_WORKLOAD_COUNT,
+    MAX_WORKLOAD_ITEMS,
+)
 from odometer_core.accounting.modes.split import MAX_SUB_BUDGETS
 
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
@@ -41,13 +46,28 @@ class ZcdpAccounting(StrictModel):
     final_conversion_delta: Amount | None = optional()
 
 
+class WorkloadItem(StrictModel):
+    """A declaration (as the register endpoint takes it) and how many times it is expected."""
+
+    mechanism: Mechanism
+    count: Annotated[int, Field(ge=1, le=MAX_WORKLOAD_COUNT), NOT_A_BOOLEAN]
+
+
 class RdpAccounting(StrictModel):
-    """Approximate RDP filter over a fixed order grid with weights."""
+    """Approximate RDP filter over a fixed order grid with weights; or, with ``workload``, the
+    grid the server chooses for the expected workload (the response's ``config.workload`` shows
+    the chosen order and the expected admitted counts)."""
 
     mode: Literal["rdp"]
     final_conversion_delta: Amount | None = optional()
     orders: list[Amount] | None = optional(min_length=1, max_length=MAX_RDP_ORDERS)
     weights: list[Amount] | None = optional(min_length=1, max_length=MAX_RDP_ORDERS)
+    workload: list[WorkloadItem] | None = optional(
+        min_length=1,
+        max_length=MAX_WORKLOAD_ITEMS,
+        description="expected workload (instead of orders/weights): the server puts 90 % of "
+        "the conversion δ on the order that admits most of it, the rest on the default orders",
+    )
 
 
 class GdpAccounting(StrictModel):
@@ -108,6 +128,17 @@ class BudgetPatch(StrictModel):
     delta: Amount
     sub_budget: str | None = optional(min_length=1, max_length=64)
     final_conversion_delta: Delta | None = optional()
+    workload: list[WorkloadItem] | None = optional(
+        min_length=1,
+        max_length=MAX_WORKLOAD_ITEMS,
+        description="rdp datasets, before the first charge: re-choose the order grid for this "
+        "expected workload (as at creation); 409 AlreadySpent once something is charged",
+    )
+
+    def workload_json(self) -> list[dict[str, Any]] | None:
+        if self.workload is None:
+            return None
+        return [item.model_dump(mode="json", exclude_none=True) for item in self.workload]
 
 
 class LedgerHead(BaseModel):

@@ -50,6 +50,8 @@ class BudgetChange:
     delta: object
     sub_budget: str | None = None
     final_conversion_delta: object = None
+    #: an ``rdp`` dataset's expected workload, before its first charge (the grid is re-chosen)
+    workload: list[dict[str, Any]] | None = None
 
 
 def dataset_view(ds: Dataset, config: AccountingConfig, state: FilterState) -> dict[str, Any]:
@@ -146,6 +148,7 @@ def change_budget(
             change.delta,
             sub_budget=change.sub_budget,
             final_conversion_delta=change.final_conversion_delta,
+            workload=change.workload,
         )
         at = utc_now()
         append_entry(
@@ -164,8 +167,9 @@ def change_budget(
 
 
 def budget_request(change: BudgetChange) -> dict[str, Any]:
-    """The ``request`` of a ``budget_changed`` entry: the arguments replay passes again."""
-    return {
+    """The ``request`` of a ``budget_changed`` entry: the arguments replay passes again
+    (``workload`` only when given, so that other entries keep their earlier shape)."""
+    out: dict[str, Any] = {
         "epsilon": _text(change.epsilon),
         "delta": _text(change.delta),
         "sub_budget": change.sub_budget,
@@ -173,6 +177,9 @@ def budget_request(change: BudgetChange) -> dict[str, Any]:
         if change.final_conversion_delta is None
         else _text(change.final_conversion_delta),
     }
+    if change.workload is not None:
+        out["workload"] = change.workload
+    return out
 
 
 def _text(value: object) -> str:

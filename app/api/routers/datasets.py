@@ -80,5 +80,6 @@ def change_budget(
             delta=body.delta,
             sub_budget=body.sub_budget,
             final_conversion_delta=body.final_conversion_delta,
+            workload=body.workload_json(),
         ),
     )

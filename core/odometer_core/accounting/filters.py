@@ -186,15 +186,22 @@ def change_budget(
     *,
     sub_budget: str | None = None,
     final_conversion_delta: object = None,
+    workload: object = None,
 ) -> tuple[AccountingConfig, FilterState]:
     """A curator raises or lowers a budget; never below what is spent or reserved. For
     ``zcdp``/``rdp`` the conversion share δ_c is kept unless given (and follows δ_B when all of
     δ_B went to conversion). On a split dataset, ``sub_budget`` names the sub-budget to change;
     without it the dataset total changes (≥ Σ sub-budgets).
 
+    ``workload`` (an ``rdp`` dataset on which nothing has been charged yet) re-chooses the grid
+    for that workload (:func:`~odometer_core.accounting.modes.rdp.choose_grid`): the weights are
+    still fixed before the first charge, which is all the filter's guarantee needs.
+
     Returns the new configuration and the state with ``rdp`` orders that the new thresholds
     put over budget marked dead."""
     eps, dlt = budget(epsilon, delta)
+    if workload is not None:
+        return _rechoose_grid(config, state, eps, dlt, final_conversion_delta, workload)
     if isinstance(config, SplitConfig):
         assert isinstance(state, SplitState)
         new_split = split_mode.change_budget(
@@ -211,6 +218,35 @@ def change_budget(
         raise InvalidTransition("BudgetBelowSpent", problem)
     new_state: LeafState = mode.after_budget_change(new, state)
     return new, new_state
+
+
+def _rechoose_grid(
+    config: AccountingConfig,
+    state: FilterState,
+    eps: Decimal,
+    dlt: Decimal,
+    final_conversion_delta: object,
+    workload: object,
+) -> tuple[AccountingConfig, FilterState]:
+    if not isinstance(config, RDPConfig):
+        raise ConfigError(
+            "a workload chooses the order grid of an 'rdp' dataset; this dataset's mode is "
+            f"'{config.mode}' (on a split dataset, give it in the sub-budget's accounting)"
+        )
+    assert isinstance(state, RDPState)
+    if state.delta != 0 or any(state.rdp):
+        raise InvalidTransition(
+            "AlreadySpent",
+            "the order grid can only be re-chosen before the first charge: its weights must be "
+            "fixed before anything is spent",
+        )
+    acc: dict[str, Any] = {"mode": "rdp", "workload": workload}
+    if final_conversion_delta is not None:
+        acc["final_conversion_delta"] = final_conversion_delta
+    elif config.final_conversion_delta != config.delta:
+        acc["final_conversion_delta"] = fmt(config.final_conversion_delta)
+    new = make_leaf(eps, dlt, config.relation, acc)
+    return new, initial_state(new)
 
 
 def recheck_dead(config: AccountingConfig, state: FilterState) -> FilterState:

@@ -254,6 +254,7 @@ def _step(
             request["delta"],
             sub_budget=request.get("sub_budget"),
             final_conversion_delta=request.get("final_conversion_delta"),
+            workload=request.get("workload"),
         )
         _expect("config", config_to_json(config), entry["config"])
     elif kind == EntryKind.GRANT_CHANGED:

@@ -45,6 +45,7 @@ TRANSITION_CODES: Final[dict[str, bool]] = {
     "NoOpenReservation": True,
     "BudgetBelowSpent": True,
     "BudgetAboveTotal": True,
+    "AlreadySpent": True,
 }
 
 
