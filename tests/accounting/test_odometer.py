@@ -399,8 +399,9 @@ def test_reference_vector_zcdp() -> None:
 
 
 def test_reference_vector_rdp() -> None:
-    """Default grid, ε_B = 1, δ_B = 10⁻⁶: three Gaussians σ = 10 → S(α) = 0.015·α."""
-    config = make_config("1", "1e-6", "add_remove", {"mode": "rdp"})
+    """The 16 default orders with equal weights (the default of datasets created before the
+    weighted default), ε_B = 1, δ_B = 10⁻⁶: three Gaussians σ = 10 → S(α) = 0.015·α."""
+    config = make_config("1", "1e-6", "add_remove", {"mode": "rdp", "weights": ["0.0625"] * 16})
     assert isinstance(config, RDPConfig)
     state = _run(config, [{"type": "gaussian", "sigma": "10", "sensitivity": 1}] * 3)
     r = reading(config, state)
