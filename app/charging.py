@@ -18,8 +18,10 @@ is stopped there without holding anything else up:
   once, so shutting down never waits for a computation.
 
 Workers are started with the ``spawn`` method (a fresh interpreter: no locks or threads inherited
-from the server) and import only the accounting core. With ``workers = 0`` the charge is computed
-in the request's own thread, still before the lock, without a CPU budget (embedded use, tests).
+from the server) and import only the accounting core; a worker takes jobs only once it has said
+it is ready, so its start-up never counts against a job's deadline. With ``workers = 0`` the
+charge is computed in the request's own thread, still before the lock, without a CPU budget
+(embedded use, tests).
 """
 
 from __future__ import annotations
@@ -67,6 +69,13 @@ class ChargeWorkersBusy(ServiceError):
 
 
 # ---------------------------------------------------------------------------- the worker side
+#: A worker's first message: it has imported the accounting core and may take jobs.
+READY = ("ready", None)
+#: How long a new worker may take to start before it is replaced (a spawn and the imports take
+#: ~1 s on an idle machine, several on an overloaded one).
+START_SECONDS = 60.0
+
+
 class _CpuBudgetSpent(BaseException):
     """Raised in a worker by its CPU timer (a BaseException: no ``except Exception`` in the
     accounting core can swallow it)."""
@@ -82,6 +91,10 @@ def _serve(conn: Connection) -> None:  # pragma: no cover - runs in the worker p
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers stop
     signal.signal(signal.SIGPROF, _on_cpu_timer)
     _warm_up()
+    try:
+        conn.send(READY)  # only now may the server hand this worker a job
+    except (EOFError, OSError):
+        return
     while True:
         try:
             job, args, budget = conn.recv()
@@ -164,7 +177,26 @@ class ChargeWorkers:
                 self._stop(worker)
                 return
             self._all.add(worker)
-        self._idle.put(worker)
+        threading.Thread(
+            target=self._admit_when_ready, args=(worker,), name="odometer-charge-ready", daemon=True
+        ).start()
+
+    def _admit_when_ready(self, worker: _Worker) -> None:
+        """Make ``worker`` idle once it says it is ready. Its start-up (a new interpreter and the
+        accounting core's imports) must not count against a job's wall deadline: on a loaded
+        machine a worker handed a job before it was ready was killed as unresponsive, and so was
+        its replacement, while requests were answered 503."""
+        try:
+            ready = worker.conn.poll(START_SECONDS) and worker.conn.recv() == READY
+        except (EOFError, OSError):
+            ready = False
+        if ready and not self._closed:
+            self._idle.put(worker)
+            return
+        if not self._closed:
+            log.warning("a charge worker did not start in %.0f s; replacing it", START_SECONDS)
+            time.sleep(1.0)  # a worker that cannot start must not be respawned in a tight loop
+        self._replace(worker)
 
     def _replace(self, worker: _Worker) -> None:
         """Kill ``worker`` and start another in the background (a spawn takes ~1 s)."""

@@ -199,10 +199,14 @@ def significant_digits(number: str) -> int:
 
 def _long_numbers(page: Page) -> list[str]:
     """Numbers on screen (the page's visible text and the charts' text) with more than 8
-    significant digits."""
+    significant digits. The ledger's hash prefixes are left out: they are hex, not amounts
+    (one of ten digits only, such as ``1501100621…``, read as a number)."""
     visible = page.evaluate(
-        "() => document.body.innerText + ' ' + Array.from(document.querySelectorAll("
-        "'svg text')).map((t) => t.textContent).join(' ')"
+        "() => { let text = document.body.innerText;"
+        " for (const h of document.querySelectorAll('td.hash'))"
+        " text = text.split(h.innerText).join(' ');"
+        " return text + ' ' + Array.from(document.querySelectorAll('svg text'))"
+        ".map((t) => t.textContent).join(' '); }"
     )
     return [n for n in NUMBER.findall(visible) if significant_digits(n) > 8]
 

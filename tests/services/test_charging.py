@@ -47,9 +47,19 @@ def test_a_failing_job_is_reported_as_none(workers: ChargeWorkers) -> None:
     assert workers.compute(charge_jobs.fail) is None
 
 
+def _wait_until_ready(pool: ChargeWorkers) -> None:
+    """Until every worker has started (a worker takes jobs only once it said it is ready)."""
+    deadline = time.monotonic() + 60
+    while pool._idle.qsize() < pool.workers:
+        assert time.monotonic() < deadline, "the charge workers did not start"
+        time.sleep(0.05)
+
+
 def test_a_worker_past_the_wall_deadline_is_replaced() -> None:
     pool = ChargeWorkers(workers=1, cpu_seconds=0.2, wait_seconds=30)
     try:
+        pool.start()
+        _wait_until_ready(pool)  # the deadline is the job's: the worker's start-up is not in it
         started = time.monotonic()
         with pytest.raises(ChargeWorkersBusy):
             pool.compute(charge_jobs.stall, 30.0)  # no CPU used: only the deadline ends it
@@ -63,6 +73,7 @@ def test_a_worker_past_the_wall_deadline_is_replaced() -> None:
 def test_no_free_worker_in_time_is_a_503_and_close_does_not_wait() -> None:
     pool = ChargeWorkers(workers=1, cpu_seconds=20.0, wait_seconds=0.5)
     pool.start()
+    _wait_until_ready(pool)
     outcome: list[BaseException] = []
 
     def hold() -> None:
