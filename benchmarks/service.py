@@ -160,22 +160,28 @@ def sqlite_backend(workdir: Path, many: int) -> Backend:
 def _service_run(
     server: Server, spec: dict[str, Any], profile_to: Path | None = None
 ) -> dict[str, Any]:
-    """One HTTP load, with the service's CPU time per answered request (ms): on a shared
+    """One HTTP load, with the service's CPU time per answered request (ms; all its processes,
+    and by role: :meth:`Server.cpu_by_role`): on a shared
     two-core machine this says how much of the latency is the service's own work. With
     ``profile_to``, one worker is sampled by py-spy meanwhile and the profile summarised."""
-    cpu0 = server.cpu_seconds()
+    cpu0 = server.cpu_by_role()
     spy = None
     if profile_to is not None and server.worker_pids():
         spy = start_profile(server.worker_pids()[0], spec["warmup"] + spec["duration"], profile_to)
     out = run_load(spec)
-    cpu = server.cpu_seconds() - cpu0
+    cpu1 = server.cpu_by_role()
     if spy is not None and profile_to is not None:
         spy.wait(120)
         if profile_to.exists():
             out["profile"] = service_report.profile_breakdown(profile_to)
     # the load runs warm-up + duration; requests are counted over the duration only
     total = out["ok"] * (spec["warmup"] + spec["duration"]) / spec["duration"]
+    by_role = {role: max(0.0, cpu1[role] - cpu0.get(role, 0.0)) for role in cpu1}
+    cpu = sum(by_role.values())
     out["service_cpu_ms_per_req"] = round(cpu * 1000 / total, 2) if total else None
+    out["service_cpu_ms_per_req_by_role"] = (
+        {role: round(v * 1000 / total, 3) for role, v in by_role.items()} if total else None
+    )
     return out
 
 

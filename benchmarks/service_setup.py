@@ -132,6 +132,36 @@ def free_port() -> int:
         return port
 
 
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def _spawned(pid: int) -> bool:
+    """A process started by multiprocessing's ``spawn`` (not its resource tracker)."""
+    try:
+        return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _cpu(pids: list[int]) -> float:
+    """CPU time (user + system, seconds) used so far by ``pids`` (the gone count 0)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 @dataclass
 class Server:
     """A uvicorn master and its workers, in a process group of their own."""
@@ -139,29 +169,48 @@ class Server:
     process: subprocess.Popen[bytes]
     port: int
     log_path: Path
+    workers: int = 1
 
     def worker_pids(self) -> list[int]:
-        """The processes serving requests: the spawned workers (not multiprocessing's
-        resource tracker), or the master itself when it runs a single worker."""
-        out = subprocess.run(
-            ["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True, check=False
-        ).stdout
-        workers = []
-        for pid in out.split():
-            with contextlib.suppress(OSError):
-                if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    workers.append(int(pid))
-        return workers or [self.process.pid]
+        """The processes serving requests: the spawned uvicorn workers, or the master itself
+        when it runs a single worker (its spawned children are then its charge workers)."""
+        if self.workers <= 1:
+            return [self.process.pid]
+        return [p for p in _children().get(self.process.pid, []) if _spawned(p)] or [
+            self.process.pid
+        ]
 
     def cpu_seconds(self) -> float:
-        """CPU time (user + system) used so far by the master and its workers."""
-        ticks = os.sysconf("SC_CLK_TCK")
-        total = 0
-        for pid in (self.process.pid, *self.worker_pids()):
-            with contextlib.suppress(OSError):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
-        return total / ticks
+        """CPU time (user + system) used so far by the whole server: every role of
+        :meth:`cpu_by_role` together."""
+        return sum(self.cpu_by_role().values())
+
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU time (user + system, seconds) used so far by each kind of the server's
+        processes: ``serving`` (the processes that run the app: the uvicorn workers, or the
+        master when it runs one worker), ``supervisor`` (uvicorn's master when it only
+        supervises workers), ``charge`` (the charge workers of :mod:`app.charging`, children
+        of a serving process; they work only on declarations whose charge may be expensive)
+        and ``other`` (multiprocessing's resource trackers). Kept apart so that idle processes
+        cannot pass for per-request work, and all counted so that work a request hands to a
+        child is not lost."""
+        children = _children()
+        master = self.process.pid
+        serving = self.worker_pids()
+        supervisor = [] if master in serving else [master]
+        charge: list[int] = []
+        other: list[int] = []
+        for parent in [*supervisor, *serving]:
+            for child in children.get(parent, []):
+                if child in serving:
+                    continue
+                (charge if parent in serving and _spawned(child) else other).append(child)
+        return {
+            "serving": _cpu(serving),
+            "supervisor": _cpu(supervisor),
+            "charge": _cpu(charge),
+            "other": _cpu(other),
+        }
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -208,7 +257,7 @@ def running_server(
         process = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    server = Server(process, port, log_path)
+    server = Server(process, port, log_path, workers)
     try:
         _wait_ready(server, workers)
         yield server
@@ -226,9 +275,23 @@ def _wait_ready(server: Server, workers: int) -> None:
             ready = workers == 1 or len(server.worker_pids()) >= workers
             if status == 200 and ready:
                 time.sleep(1.0)  # let every worker finish its start-up
+                _wait_charge_workers_idle(server, deadline)
                 return
         time.sleep(0.2)
     raise RuntimeError("server did not become ready")
+
+
+def _wait_charge_workers_idle(server: Server, deadline: float) -> None:
+    """Until the charge workers have finished their warm-up (importing the accounting core
+    takes ≈ 0.5 s of CPU each, more on a loaded machine): no charge-worker CPU for half a
+    second. Otherwise the first cell measured would count that start-up as request work."""
+    last = server.cpu_by_role()["charge"]
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = server.cpu_by_role()["charge"]
+        if now == last:
+            return
+        last = now
 
 
 def call(

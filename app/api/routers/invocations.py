@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import json
 import re
-from typing import Final
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final, TypeVar
 
 from fastapi import APIRouter
-from fastapi.concurrency import run_in_threadpool
 from fastapi.requests import Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
@@ -169,6 +173,29 @@ def get_invocation(
 #: What ``IdempotencyKeyDep`` admits (1–255 visible ASCII characters).
 _IDEMPOTENCY_KEY: Final = re.compile(r"[\x21-\x7e]{1,255}")
 
+#: Threads of this process that run the lean edge's blocking calls: as many as anyio lets
+#: FastAPI's sync routes use at once (its default capacity limiter, 40 tokens), so the
+#: concurrency the register route can reach is what it was through ``run_in_threadpool``;
+#: more calls wait in line, first in first out, as they waited for a token. Shared by every
+#: app of the process (as anyio's thread pool is); a thread starts only when a call finds none
+#: idle.
+REGISTER_THREADS: Final = 40
+_THREADS: Final = ThreadPoolExecutor(REGISTER_THREADS, thread_name_prefix="odometer-register")
+
+T = TypeVar("T")
+
+
+async def in_thread(call: Callable[..., T], *args: object) -> T:
+    """``call(*args)`` in one of the process's register threads, with the caller's context
+    variables (as ``run_in_threadpool``). Straight through the event loop's executor hand-off:
+    anyio's worker-thread machinery (capacity limiter, cancel scope, its own result queue) cost
+    ≈ 10 % of a worker's CPU at one client (``benchmarks/RESULTS.md``, *Server CPU at one
+    client*). The call is not abandoned if the request is cancelled: its transaction commits or
+    rolls back in its thread as it would have."""
+    context = contextvars.copy_context()
+    job = functools.partial(context.run, call, *args)
+    return await asyncio.get_running_loop().run_in_executor(_THREADS, job)
+
 
 def _replay(body: bytes) -> Receive:
     """A ``receive`` that hands the already read body to the route once more."""
@@ -206,7 +233,7 @@ class FastRegister:
             return
         principal, invocation, key = parsed
         state = request.app.state
-        result = await run_in_threadpool(
+        result = await in_thread(
             service.register_invocation,
             UnitOfWork(state.database),
             principal,
@@ -235,7 +262,7 @@ class FastRegister:
         if principal is None:
             uow = UnitOfWork(request.app.state.database)
             try:
-                principal = await run_in_threadpool(authenticate, uow, token, admin_key)
+                principal = await in_thread(authenticate, uow, token, admin_key)
             except ServiceError:
                 return None
         if not (principal.is_admin or principal.role is Role.ANALYST):
