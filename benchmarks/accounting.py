@@ -27,7 +27,7 @@ import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
 
 from benchmarks import rdp_speed
-from benchmarks.results import write_section
+from benchmarks.results import package_version, write_section
 from odometer_core.accounting.conversions import pure_dp_rdp
 from odometer_core.accounting.declarations import Declaration, parse_declaration
 from odometer_core.accounting.filters import (
@@ -237,7 +237,7 @@ def render(lat: list[dict[str | int, Any]], speed: dict[str, Any], tight: dict[s
         "",
         f"Run {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} on {platform.machine()}, "
         f"{platform.python_implementation()} {platform.python_version()}, "
-        f"numpy {np.__version__}, dp-accounting {_version('dp_accounting')}. "
+        f"numpy {np.__version__}, dp-accounting {package_version('dp_accounting')}. "
         "Command: `.venv/bin/python -m benchmarks.accounting` (or `make bench-accounting`).",
         "",
         "### Median `admit()` time (µs) by history length",
@@ -312,15 +312,6 @@ def render(lat: list[dict[str | int, Any]], speed: dict[str, Any], tight: dict[s
         lines.append(f"| {k} | {v} |")
     lines += ["", END]
     return "\n".join(lines)
-
-
-def _version(mod: str) -> str:
-    from importlib.metadata import version
-
-    try:
-        return version(mod.replace("_", "-"))
-    except Exception:  # pragma: no cover
-        return "?"
 
 
 def main() -> int:

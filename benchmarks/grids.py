@@ -29,7 +29,7 @@ from typing import Any
 import dp_accounting
 from dp_accounting import dp_event
 
-from benchmarks.results import write_section
+from benchmarks.results import package_version, write_section
 from odometer_core.accounting import (
     ConfigError,
     admit,
@@ -289,7 +289,7 @@ def render(
         "",
         f"Run {started} on {platform.machine()}, {os.cpu_count()} cores, load average at start "
         f"{load}; Python {platform.python_version()}, dp-accounting "
-        f"{_version('dp_accounting')}. Command: `.venv/bin/python -m benchmarks.grids`.",
+        f"{package_version('dp_accounting')}. Command: `.venv/bin/python -m benchmarks.grids`.",
         "",
         "Each workload is one declaration repeated until refused, δ_B = 1e-6 (all of it to the",
         "final conversion). Counts are invocations (× steps per chunk for DP-SGD). *old default*:",
@@ -333,15 +333,6 @@ def render(
         END,
     ]
     return "\n".join(lines)
-
-
-def _version(mod: str) -> str:
-    from importlib.metadata import version
-
-    try:
-        return version(mod.replace("_", "-"))
-    except Exception:  # pragma: no cover
-        return "?"
 
 
 def main() -> int:

@@ -35,3 +35,14 @@ def commit_of(checkout: Path, fmt: str = "%h") -> str | None:
         check=False,
     ).stdout.strip()
     return out or None
+
+
+def package_version(distribution: str) -> str:
+    """The installed version of ``distribution`` (``dp_accounting`` or ``dp-accounting``), for
+    the results' machine line; ``?`` when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution.replace("_", "-"))
+    except PackageNotFoundError:
+        return "?"

@@ -75,20 +75,6 @@ def _text(total: Mapping[str, Decimal]) -> dict[str, str]:
 
 
 @dataclass(slots=True)
-class AnalystTotals:
-    """What one actor spent: ``charged`` is net of refunds (open reservations included)."""
-
-    charged: dict[str, Decimal] = field(default_factory=dict)
-    refunded: dict[str, Decimal] = field(default_factory=dict)
-    accepted: int = 0
-    reserved: int = 0
-    rejected: int = 0
-    settled: int = 0
-    cancelled: int = 0
-    curve_charges: int = 0
-
-
-@dataclass(slots=True)
 class MechanismTotals:
     """One declaration kind's totals; ``charged`` is net of refunds (open reservations
     included)."""
@@ -100,6 +86,13 @@ class MechanismTotals:
     rejected: int = 0
     settled: int = 0
     cancelled: int = 0
+
+
+@dataclass(slots=True)
+class AnalystTotals(MechanismTotals):
+    """What one actor spent: the same totals, and how many charges had no scalar amount."""
+
+    curve_charges: int = 0
 
 
 #: The kind a settlement or cancellation is counted under when its reservation was not seen.
