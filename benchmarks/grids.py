@@ -67,6 +67,12 @@ def _sgd_event(q: str, sigma: str, steps: int) -> Any:
     )
 
 
+def _sgd_chunks(q: str, sigma: str, steps: int, epsilon: str) -> Workload:
+    """Chunks of ``steps`` DP-SGD steps under ε_B = ``epsilon``, counted in steps."""
+    name = f"DP-SGD q={q} σ={sigma}, {steps}-step chunks"
+    return Workload(name, epsilon, _sgd(q, sigma, steps), _sgd_event(q, sigma, steps), steps)
+
+
 def _gauss(sigma: str) -> dict[str, Any]:
     return {"type": "gaussian", "sigma": sigma, "sensitivity": "1"}
 
@@ -81,34 +87,10 @@ _MIXED_EVENT = dp_event.ComposedDpEvent(
 )
 
 WORKLOADS = [
-    Workload(
-        "DP-SGD q=0.01 σ=1, 100-step chunks",
-        "3",
-        _sgd("0.01", "1", 100),
-        _sgd_event("0.01", "1", 100),
-        100,
-    ),
-    Workload(
-        "DP-SGD q=0.001 σ=1.1, 100-step chunks",
-        "1",
-        _sgd("0.001", "1.1", 100),
-        _sgd_event("0.001", "1.1", 100),
-        100,
-    ),
-    Workload(
-        "DP-SGD q=0.05 σ=2, 10-step chunks",
-        "8",
-        _sgd("0.05", "2", 10),
-        _sgd_event("0.05", "2", 10),
-        10,
-    ),
-    Workload(
-        "DP-SGD q=0.004 σ=4, 1000-step chunks",
-        "1",
-        _sgd("0.004", "4", 1000),
-        _sgd_event("0.004", "4", 1000),
-        1000,
-    ),
+    _sgd_chunks("0.01", "1", 100, "3"),
+    _sgd_chunks("0.001", "1.1", 100, "1"),
+    _sgd_chunks("0.05", "2", 10, "8"),
+    _sgd_chunks("0.004", "4", 1000, "1"),
     Workload("Gaussian σ=20", "1", _gauss("20"), dp_event.GaussianDpEvent(20.0)),
     Workload("Gaussian σ=30", "8", _gauss("30"), dp_event.GaussianDpEvent(30.0)),
     Workload("Laplace b=10 (ε=0.1 each)", "1", _laplace("10"), dp_event.LaplaceDpEvent(10.0)),
