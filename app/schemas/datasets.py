@@ -68,6 +68,12 @@ class RdpAccounting(StrictModel):
         description="expected workload (instead of orders/weights): the server puts 90 % of "
         "the conversion δ on the order that admits most of it, the rest on the default orders",
     )
+    wor_bound: Literal["wbk19+bebp24", "wbk19"] | None = optional(
+        description="how a Gaussian subsampled without replacement is charged: 'wbk19+bebp24' "
+        "(default) takes, order by order, the smaller of Wang–Balle–Kasiviswanathan 2019 "
+        "Thm 27 and Birrell–Ebrahimi–Behnia–Pacheco 2024 Thm 3.4 (about 4× less at large "
+        "noise); 'wbk19' the first alone, as datasets created before accounting 1.3.0",
+    )
 
 
 class GdpAccounting(StrictModel):

@@ -156,3 +156,46 @@ def test_workload_on_another_mode_is_422(client: TestClient) -> None:
     assert r.status_code == 422, r.text
     assert "'rdp' dataset" in r.json()["detail"]
     assert ledger(client, ds["id"])[-1]["kind"] == "dataset_created"
+
+
+WOR_STEP: dict[str, Any] = {
+    "type": "subsampled",
+    "scheme": "without_replacement",
+    "m": 1000,
+    "n": 100000,
+    "mechanism": {"type": "gaussian", "sigma": "4", "sensitivity": "1"},
+}
+
+
+def _wor_chunks_admitted(client: TestClient, accounting: dict[str, Any]) -> tuple[int, str]:
+    ds = basic_dataset(
+        client, epsilon=1, delta="0.000001", relation="replace_one", accounting=accounting
+    )
+    url = f"/v1/datasets/{ds['id']}/invocations"
+    chunk = {"type": "composed", "mechanism": WOR_STEP, "count": 100}
+    accepted = 0
+    while (r := client.post(url, json={"mechanism": chunk}, headers=AUTH)).status_code == 201:
+        accepted += 1
+    assert r.status_code == 409, r.text
+    assert replay(ledger(client, ds["id"])).ok
+    return accepted, ds["config"].get("wor_bound", "absent")
+
+
+def test_without_replacement_bound_is_part_of_the_configuration(client: TestClient) -> None:
+    """New datasets charge the smaller of WBK19 and BEBP24 (55 chunks of 100 steps at σ = 4
+    under (1, 1e-6)); ``wbk19`` keeps the first alone (15 chunks); anything else is 422."""
+    assert _wor_chunks_admitted(client, {"mode": "rdp"}) == (55, "wbk19+bebp24")
+    assert _wor_chunks_admitted(client, {"mode": "rdp", "wor_bound": "wbk19"}) == (15, "absent")
+    before = client.get("/v1/datasets", headers=AUTH).json()
+    r = client.post(
+        "/v1/datasets",
+        json={
+            "name": "x",
+            "budget": {"epsilon": 1, "delta": "0.000001"},
+            "accounting": {"mode": "rdp", "wor_bound": "exact"},
+        },
+        headers=AUTH,
+    )
+    assert r.status_code == 422, r.text
+    assert "wor_bound" in r.text
+    assert client.get("/v1/datasets", headers=AUTH).json() == before

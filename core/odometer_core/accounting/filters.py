@@ -240,7 +240,8 @@ def _rechoose_grid(
             "the order grid can only be re-chosen before the first charge: its weights must be "
             "fixed before anything is spent",
         )
-    acc: dict[str, Any] = {"mode": "rdp", "workload": workload}
+    # the dataset keeps the without-replacement bound it was created with
+    acc: dict[str, Any] = {"mode": "rdp", "workload": workload, "wor_bound": config.wor_bound}
     if final_conversion_delta is not None:
         acc["final_conversion_delta"] = final_conversion_delta
     elif config.final_conversion_delta != config.delta:

@@ -30,6 +30,13 @@ a PLD whose default grid exceeds the work limit is computed on a coarser grid; a
 declaration with more than four PLD items charges them by RDP inside its basic-composition
 candidate. A 1.1.0 ledger without such entries replays identically under 1.2.0."""
 
+VERSION_1_2: Final = "1.2.0"
+"""Same fields as 1.3.0. Version 1.3.0 adds the ``wor_bound`` of an ``rdp`` configuration: new
+datasets charge a Gaussian subsampled without replacement by the smaller of WBK19 Thm 27 and
+Birrell–Ebrahimi–Behnia–Pacheco 2024 Thm 3.4 (``docs/accounting.md``, *Without-replacement
+Gaussian*). A configuration without the field, as every 1.2.0 one, charges by WBK19 alone, as
+1.2.0 did, so a 1.2.0 ledger replays identically under 1.3.0."""
+
 _RENAMED_1_0: Final = {
     "delta_conversion": "final_conversion_delta",
     "ledgers": "sub_budgets",

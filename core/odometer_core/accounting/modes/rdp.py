@@ -134,6 +134,15 @@ MAX_RDP_ORDERS: Final = 64
 
 #: Relative margin by which derived RDP thresholds are rounded down (see _rdp_thresholds).
 THRESHOLD_MARGIN: Final = 1e-12
+
+WOR_WBK19: Final = "wbk19"
+"""Without-replacement Gaussian charged by Wang–Balle–Kasiviswanathan 2019 Thm 27 alone."""
+
+WOR_TIGHT: Final = "wbk19+bebp24"
+"""… by the smaller of that and Birrell–Ebrahimi–Behnia–Pacheco 2024 Thm 3.4 at each integer
+order (:mod:`odometer_core.accounting.fswor`): the default of datasets created since."""
+
+WOR_BOUNDS: Final = (WOR_WBK19, WOR_TIGHT)
 _EPS: Final = float(np.finfo(np.float64).eps)
 
 
@@ -152,7 +161,14 @@ class RDPConfig:
     thresholds: tuple[float, ...]
     #: the workload the grid was chosen for (``None``: default or explicit grid)
     workload: WorkloadChoice | None = None
+    #: how a Gaussian subsampled without replacement is charged: :data:`WOR_TIGHT` (new datasets)
+    #: or :data:`WOR_WBK19` (datasets created before it, whose stored configuration lacks it)
+    wor_bound: str = "wbk19"
     mode: Literal["rdp"] = "rdp"
+
+    @property
+    def tight_wor(self) -> bool:
+        return self.wor_bound == WOR_TIGHT
 
     @property
     def orders_array(self) -> np.ndarray[Any, np.dtype[np.float64]]:
@@ -174,20 +190,23 @@ def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> 
     defaults to δ_B; the grid to :data:`DEFAULT_RDP_ORDERS` with :data:`DEFAULT_RDP_WEIGHTS`,
     given orders to equal weights; a ``workload`` (instead of orders and weights) has the grid
     chosen for it (:func:`choose_grid`)."""
-    only(acc, ("mode", "final_conversion_delta", "orders", "weights", "workload"))
+    only(acc, ("mode", "final_conversion_delta", "orders", "weights", "workload", "wor_bound"))
     dc = amount(acc, "final_conversion_delta", default=dlt)
+    wor = acc.get("wor_bound", WOR_TIGHT)
+    if wor not in WOR_BOUNDS:
+        raise ConfigError(f"wor_bound must be one of {', '.join(repr(w) for w in WOR_BOUNDS)}")
     if dc > dlt:
         raise ConfigError("final_conversion_delta must be ≤ the budget delta")
     if acc.get("workload") is not None:
         if acc.get("orders") is not None or acc.get("weights") is not None:
             raise ConfigError("give either a workload or orders/weights, not both")
-        return choose_grid(eps, dlt, rel, dc, parse_workload(acc["workload"], rel))
+        return choose_grid(eps, dlt, rel, dc, parse_workload(acc["workload"], rel), wor)
     orders = _orders(acc.get("orders"))
     if acc.get("orders") is None and acc.get("weights") is None:
         weights = tuple(to_float_down(Decimal(w)) for w in DEFAULT_RDP_WEIGHTS)
     else:
         weights = _weights(acc.get("weights"), len(orders))
-    return make(eps, dlt, rel, dc, orders, weights)
+    return replace(make(eps, dlt, rel, dc, orders, weights), wor_bound=wor)
 
 
 # ---------------------------------------------------------------------------- workload grids
@@ -268,7 +287,7 @@ def parse_workload(raw: object, rel: Relation) -> tuple[tuple[Declaration, int],
 
 
 def _workload_curve(
-    items: tuple[tuple[Declaration, int], ...], rel: Relation, orders: FloatArray
+    items: tuple[tuple[Declaration, int], ...], rel: Relation, orders: FloatArray, tight: bool
 ) -> tuple[FloatArray, Decimal]:
     """Σ n_k ε_k(α) and Σ n_k δ_k of a workload, within one charge's work limit
     (:mod:`odometer_core.accounting.effort`; a :class:`ConfigError` past it)."""
@@ -277,7 +296,7 @@ def _workload_curve(
     try:
         with effort.limited():
             for decl, n in items:
-                c, d = rdp_curve(decl, rel, orders)
+                c, d = rdp_curve(decl, rel, orders, tight=tight)
                 with np.errstate(over="ignore"):
                     total = total + float(n) * c
                 delta = add_up(delta, mul_up(Decimal(n), d))
@@ -304,6 +323,7 @@ def choose_grid(
     rel: Relation,
     dc: Decimal,
     items: tuple[tuple[Declaration, int], ...],
+    wor_bound: str = WOR_TIGHT,
 ) -> RDPConfig:
     """The grid of a dataset created for a declared workload.
 
@@ -319,7 +339,8 @@ def choose_grid(
     (``docs/accounting.md``, *rdp*).
     """
     cand = np.asarray(CANDIDATE_ORDERS, dtype=np.float64)
-    curve, delta = _workload_curve(items, rel, cand)
+    tight = wor_bound == WOR_TIGHT
+    curve, delta = _workload_curve(items, rel, cand, tight)
     share = to_float_down(WORKLOAD_SHARE)
     b = np.asarray(
         _rdp_thresholds(eps, dc, CANDIDATE_ORDERS, (share,) * len(CANDIDATE_ORDERS)),
@@ -334,7 +355,8 @@ def choose_grid(
     weight[best] = share
     orders = tuple(sorted(weight))
     config = make(eps, dlt, rel, dc, orders, tuple(weight[a] for a in orders))
-    final_curve, _ = _workload_curve(items, rel, config.orders_array)
+    config = replace(config, wor_bound=wor_bound)
+    final_curve, _ = _workload_curve(items, rel, config.orders_array, tight)
     t = _scale(
         np.asarray(config.thresholds, dtype=np.float64), final_curve, delta, config.delta_approx
     )
@@ -455,7 +477,7 @@ _SUBSAMPLED_ONLY_GAUSSIAN: Final = (
 
 
 def rdp_curve(
-    decl: Declaration, relation: Relation, orders: FloatArray
+    decl: Declaration, relation: Relation, orders: FloatArray, *, tight: bool = False
 ) -> tuple[FloatArray, Decimal]:
     """(ε_i(α) for α in ``orders``, δ_i) charged in ``rdp`` mode.
 
@@ -463,11 +485,12 @@ def rdp_curve(
     (ε, δ) → (that curve, δ); ρ → ξ + ρα; Gaussian → αΔ²/(2σ²) (Mironov 2017 Prop. 7);
     Laplace → Mironov 2017 Prop. 6; exponential → Cesar–Rogers bounded-range curve;
     Poisson-subsampled Gaussian and DP-SGD → Mironov–Talwar–Zhang 2019 (exact, fractional
-    orders); without-replacement Gaussian → Wang–Balle–Kasiviswanathan 2019 Thm 27;
+    orders); without-replacement Gaussian → Wang–Balle–Kasiviswanathan 2019 Thm 27, and with
+    ``tight`` the smaller of that and Birrell–Ebrahimi–Behnia–Pacheco 2024 Thm 3.4 per order;
     user curves → at each α the smallest supplied value at a supplied order ≥ α (RDP is
     non-decreasing in α), ∞ where none exists. The result is rounded up element-wise.
     """
-    curve, delta = _rdp_curve(decl, relation, orders)
+    curve, delta = _rdp_curve(decl, relation, orders, tight)
     with np.errstate(over="ignore", invalid="raise"):
         # A closed-form curve here is at most a few float operations (ξ + ρ·α, α·μ²/2):
         # a relative margin of 4 machine epsilons plus one ulp covers their rounding.
@@ -478,7 +501,7 @@ def rdp_curve(
 
 
 def _rdp_curve(
-    decl: Declaration, relation: Relation, orders: FloatArray
+    decl: Declaration, relation: Relation, orders: FloatArray, tight: bool = False
 ) -> tuple[FloatArray, Decimal]:
     if isinstance(decl, PureDP | RandomizedResponse):
         return cv.pure_dp_rdp(to_float_up(decl.epsilon), orders), ZERO
@@ -532,7 +555,7 @@ def _rdp_curve(
                 assert decl.rate is not None
                 return _poisson_gaussian(to_float_up(decl.rate), nm, orders), ZERO
             assert decl.m is not None and decl.n is not None
-            return ss.wor_gaussian_rdp(decl.m, decl.n, nm, orders), ZERO
+            return ss.wor_gaussian_rdp(decl.m, decl.n, nm, orders, tight=tight), ZERO
         raise UnsupportedInMode(
             "RDP amplification by subsampling is implemented for the Gaussian mechanism only "
             "(Mironov–Talwar–Zhang 2019; Wang–Balle–Kasiviswanathan 2019 Thm 27); declare the "
@@ -547,7 +570,7 @@ def _rdp_curve(
         total = np.zeros_like(orders)
         delta = ZERO
         for item, count in decl.items:
-            c, d = _rdp_curve(item, relation, orders)
+            c, d = _rdp_curve(item, relation, orders, tight)
             total = total + float(count) * c
             delta = add_up(delta, mul_up(Decimal(count), d))
         return total, delta
@@ -617,14 +640,14 @@ def _rdp_remaining(
 
 @memoised
 def charged_curve(
-    decl: Declaration, relation: Relation, orders: tuple[float, ...]
+    decl: Declaration, relation: Relation, orders: tuple[float, ...], tight: bool = False
 ) -> tuple[FloatArray, Decimal]:
     """:func:`rdp_curve` on a configuration's grid, within the work limit (a 422 past it;
     :mod:`odometer_core.accounting.effort`). Memoised, so that the service can compute
     it before taking the budget's lock (:mod:`odometer_core.accounting.memo`); the array is
     read-only."""
     with effort.limited():
-        curve, delta = rdp_curve(decl, relation, np.asarray(orders, dtype=np.float64))
+        curve, delta = rdp_curve(decl, relation, np.asarray(orders, dtype=np.float64), tight=tight)
     curve.setflags(write=False)
     return curve, delta
 
@@ -634,7 +657,7 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
     S(α) (rounded up) and kill orders that crossed B(α) (Feldman–Zrnic 2021 Thm 4.3 per order;
     docs/accounting.md, *rdp*)."""
     grid = _grid(config.orders, config.thresholds)
-    curve, delta = charged_curve(decl, config.relation, config.orders)
+    curve, delta = charged_curve(decl, config.relation, config.orders, config.tight_wor)
     requested = RdpCurve(config.orders, tuple(curve.tolist()), delta)
     new_delta = add_up(state.delta, delta)
     old = np.asarray(state.rdp, dtype=np.float64)
@@ -679,8 +702,8 @@ def change_budget(
         raise ConfigError("final_conversion_delta must be ≤ the budget delta")
     new = make(eps, dlt, config.relation, dc, config.orders, config.weights)
     # the record of the workload the grid was chosen for stays (its expected counts are those
-    # of the budget at creation)
-    return replace(new, workload=config.workload)
+    # of the budget at creation), and so does the without-replacement bound
+    return replace(new, workload=config.workload, wor_bound=config.wor_bound)
 
 
 def over_budget(config: RDPConfig, state: RDPState) -> str | None:
@@ -790,6 +813,8 @@ def config_to_json(config: RDPConfig) -> dict[str, Any]:
     }
     if config.workload is not None:  # absent on configurations without one (and older ones)
         out["workload"] = config.workload.to_json()
+    if config.wor_bound != WOR_WBK19:  # absent on configurations created before 1.3.0
+        out["wor_bound"] = config.wor_bound
     return out
 
 
@@ -810,6 +835,7 @@ def config_from_json(
         tuple(float(w) for w in obj["weights"]),
         tuple(float(b) for b in obj["thresholds"]),
         None if workload is None else WorkloadChoice.from_json(workload),
+        str(obj.get("wor_bound", WOR_WBK19)),
     )
 
 
