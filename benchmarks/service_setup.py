@@ -232,14 +232,18 @@ def running_server(
     *,
     nodelay: bool = True,
     pool_connections: int = 24,
+    app: str = "app.main:create_app",
+    env: dict[str, str] | None = None,
 ) -> Iterator[Server]:
     """``uvicorn app.main:create_app --factory --workers N``, access log off (as in
     production behind a proxy), until the block ends. ``nodelay``: through :mod:`app.serve`
     (TCP_NODELAY on the listener, as ``make run`` and the Dockerfile start it); otherwise the
     plain uvicorn command line, whose multi-worker mode leaves Nagle on.
-    ``pool_connections``: PostgreSQL connections of all workers together."""
+    ``pool_connections``: PostgreSQL connections of all workers together. ``app`` and ``env``:
+    another application factory to serve the same way, and variables for it."""
     port = free_port()
     env = {
+        **(env or {}),
         **os.environ,
         "DATABASE_URL": database_url,
         "ODOMETER_ADMIN_KEY": ADMIN_KEY,
@@ -249,7 +253,7 @@ def running_server(
     }
     launcher = ["app.serve", "--app"] if nodelay else ["uvicorn", "--factory"]
     cmd = [
-        sys.executable, "-m", *launcher, "app.main:create_app",
+        sys.executable, "-m", *launcher, app,
         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
         "--log-level", "warning", "--no-access-log",
     ]  # fmt: skip

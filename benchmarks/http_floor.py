@@ -1,0 +1,204 @@
+"""How close an HTTP service can come to the raw baseline on this machine, and how close ours is.
+
+Three systems, one hot budget row on PostgreSQL, closed-loop keep-alive clients from the load
+generator of ``benchmarks/service_load.py``, cells interleaved round by round (the order rotates
+each round, and the medians over rounds are reported):
+
+* *raw*: the raw baseline (psycopg 3 in the load generator's process, no HTTP);
+* *floor*: the same transaction behind uvicorn in a bare ASGI application
+  (``benchmarks/http_floor_app.py``: no framework, validation, authentication or accounting),
+  served as the service is (``python -m app.serve``, 2 workers, httptools, uvloop,
+  ``TCP_NODELAY``) — the least any HTTP service on this stack can cost per admission here;
+* *service*: ``POST /v1/datasets/{id}/invocations`` of a ``basic`` pure-ε declaration.
+
+Run from the repository root (PostgreSQL at ``--postgres``; a scratch database is created and
+dropped):
+
+    .venv/bin/python -m benchmarks.http_floor
+
+Writes the section between the ``http-floor`` markers of ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.results import write_section
+from benchmarks.service import DEFAULT_PG, MAX_CONNECTIONS, MODES, postgres_backend
+from benchmarks.service_setup import (
+    ADMIN_KEY,
+    Server,
+    create_dataset,
+    loadavg,
+    pg_drop,
+    run_load,
+    running_server,
+)
+
+BEGIN, END = "<!-- http-floor: begin -->", "<!-- http-floor: end -->"
+SYSTEMS = ("raw", "floor", "service")
+
+
+def _cell(system: str, n: int, timing: dict[str, float], targets: dict[str, Any]) -> dict[str, Any]:
+    if system == "raw":
+        spec = {**targets["raw"], **timing, "clients": n, "budgets": ["b00000"]}
+        return run_load(spec)
+    server: Server = targets[system]["server"]
+    spec = {
+        "kind": "http", "host": "127.0.0.1", "port": server.port, "key": ADMIN_KEY,
+        "paths": [targets[system]["path"]], "body": targets[system]["body"], "clients": n,
+        **timing,
+    }  # fmt: skip
+    cpu0 = server.cpu_seconds()
+    out = run_load(spec)
+    answered = out["ok"] * (timing["warmup"] + timing["duration"]) / timing["duration"]
+    out["cpu_ms"] = (server.cpu_seconds() - cpu0) * 1000 / answered if answered else None
+    return out
+
+
+def measure(url: str, clients: list[int], rounds: int, timing: dict[str, float]) -> list[Any]:
+    backend = postgres_backend(url, 1)
+    runs: list[dict[str, Any]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="odometer-floor-") as tmp:
+            log = Path(tmp) / "server.log"
+            floor_env = {
+                "FLOOR_DSN": backend.baseline["dsn"],
+                "FLOOR_CONNECTIONS": str(MAX_CONNECTIONS // 2),
+            }
+            with (
+                running_server(backend.service_url, log, 2) as service,
+                running_server(
+                    backend.service_url,
+                    log,
+                    2,
+                    app="benchmarks.http_floor_app:create_app",
+                    env=floor_env,
+                ) as floor,
+            ):
+                ds = create_dataset(service.port, "hot", "basic")
+                targets = {
+                    "raw": backend.baseline,
+                    "floor": {"server": floor, "path": "/b00000", "body": {}},
+                    "service": {
+                        "server": service,
+                        "path": f"/v1/datasets/{ds}/invocations",
+                        "body": {"mechanism": MODES["basic"]},
+                    },
+                }
+                for r in range(rounds):
+                    order = SYSTEMS[r % 3 :] + SYSTEMS[: r % 3]
+                    for n in clients:
+                        for system in order:
+                            la = loadavg()
+                            out = _cell(system, n, timing, targets)
+                            runs.append(
+                                {"round": r, "clients": n, "system": system, "load": la, **out}
+                            )
+                            print(
+                                runs[-1]["system"],
+                                n,
+                                out.get("throughput"),
+                                out.get("cpu_ms"),
+                                flush=True,
+                            )
+    finally:
+        pg_drop(backend.service_url)
+    return runs
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def render(runs: list[dict[str, Any]], started: str, command: str) -> str:
+    clients = sorted({r["clients"] for r in runs})
+    rounds = len({r["round"] for r in runs})
+    loads = [r["load"] for r in runs]
+    errors = sum(r.get("errors", 0) for r in runs)
+    lines = [
+        BEGIN,
+        "## The HTTP floor: the raw baseline's transaction behind uvicorn (issue 14)",
+        "",
+        f"Run {started} on {platform.machine()}, {os.cpu_count()} cores shared with other jobs "
+        f"(1-minute load {min(loads):.2f}–{max(loads):.2f}); Python {platform.python_version()}. "
+        f"Command: `{command}`. {rounds} rounds, cells interleaved (order rotated each round); "
+        "medians over rounds.",
+        "",
+        "*raw*: the raw baseline of the service benchmark (psycopg 3, no HTTP). *floor*: the same "
+        "transaction behind uvicorn in a bare ASGI application (`benchmarks/http_floor_app.py`: no "
+        "framework, validation, authentication or accounting), served as the service is "
+        "(`python -m app.serve`, 2 workers). *service*: registrations of a `basic` pure-ε "
+        "declaration. One hot budget row, PostgreSQL; CPU = all processes of the server, per "
+        "answered request.",
+        "",
+        "| N | raw req/s (p50 / p99 ms) | floor req/s (p50 / p99 ms), CPU ms | service req/s "
+        "(p50 / p99 ms), CPU ms | floor / raw | service / raw | service / floor |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n in clients:
+        cell: dict[str, dict[str, float]] = {}
+        for system in SYSTEMS:
+            rs = [r for r in runs if r["clients"] == n and r["system"] == system]
+            cell[system] = {
+                "tp": _median([r["throughput"] for r in rs]),
+                "p50": _median([r["p50_ms"] for r in rs]),
+                "p99": _median([r["p99_ms"] for r in rs]),
+                "cpu": _median([r["cpu_ms"] for r in rs if r.get("cpu_ms") is not None] or [0.0]),
+            }
+        raw, floor, svc = cell["raw"], cell["floor"], cell["service"]
+        lines.append(
+            f"| {n} | {raw['tp']:,.0f} ({raw['p50']:.1f} / {raw['p99']:.1f}) | "
+            f"{floor['tp']:,.0f} ({floor['p50']:.1f} / {floor['p99']:.1f}), {floor['cpu']:.2f} | "
+            f"{svc['tp']:,.0f} ({svc['p50']:.1f} / {svc['p99']:.1f}), {svc['cpu']:.2f} | "
+            f"{floor['tp'] / raw['tp']:.2f} | {svc['tp'] / raw['tp']:.2f} | "
+            f"{svc['tp'] / floor['tp']:.2f} |"
+        )
+    lines += [
+        "",
+        "Reading it: *floor / raw* is what HTTP and one Python process's event loop cost on this "
+        "machine before any work of the service's own; *service / floor* is what the service's "
+        "own work (parsing, authentication, the accounting decision, the ledger's hashing, its "
+        "connection handling) costs on top, and the CPU columns say the same per request. With N "
+        "closed-loop clients on one row the mean latency is N / throughput (Little's law), so a "
+        "p99 of 50 ms at N = 32 needs at least 640 req/s and a p99 within 1.6× of the mean.",
+        "",
+        f"Errors (non-2xx or transport) in every cell: **{errors}**.",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.http_floor", description=__doc__)
+    parser.add_argument("--postgres", default=DEFAULT_PG)
+    parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=1.5)
+    parser.add_argument("--no-results", action="store_true", help="print, do not write")
+    args = parser.parse_args(argv)
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    clients = [int(c) for c in args.clients.split(",")]
+    timing = {"duration": args.duration, "warmup": args.warmup}
+    runs = measure(args.postgres, clients, args.rounds, timing)
+    command = "python -m benchmarks.http_floor " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    text = render(runs, started, command.strip())
+    if not args.no_results:
+        write_section(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

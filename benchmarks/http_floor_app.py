@@ -1,0 +1,94 @@
+"""The least an HTTP service can do per admission: the raw baseline's transaction behind uvicorn.
+
+A bare ASGI application (no framework, no validation, no authentication, no accounting) that
+answers ``POST /<budget id>`` by running exactly the raw baseline's durable work of
+``benchmarks/service_load.py`` on PostgreSQL — ``BEGIN``; ``SELECT … FOR UPDATE`` of the budget
+row; ``UPDATE`` it; ``INSERT`` one hash-chained ledger row of the service's size; ``COMMIT`` —
+through psycopg 3 (async), then a small JSON body. Served the way the service is served
+(``python -m app.serve --app benchmarks.http_floor_app:create_app``: uvicorn with httptools and
+uvloop, ``TCP_NODELAY``), it measures what the HTTP edge and one process's event loop cost on
+this machine before any of the service's own work: ``benchmarks/http_floor.py`` runs it beside
+the raw baseline and the service. Benchmark code only; never part of the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from benchmarks.service_load import INSERT_COLUMNS, _ledger_row
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_INSERT = f"INSERT INTO bench_ledger ({INSERT_COLUMNS}) VALUES ({', '.join(['%s'] * 14)})"
+
+
+class FloorApp:
+    def __init__(self, dsn: str, connections: int) -> None:
+        self._dsn = dsn
+        self._size = connections
+        self._pool: asyncio.Queue[Any] | None = None
+
+    async def _startup(self) -> None:
+        import psycopg
+
+        pool: asyncio.Queue[Any] = asyncio.Queue()
+        for _ in range(self._size):
+            pool.put_nowait(await psycopg.AsyncConnection.connect(self._dsn))
+        self._pool = pool
+
+    async def _admit(self, budget: str) -> int:
+        assert self._pool is not None
+        conn = await self._pool.get()
+        try:
+            async with conn.transaction():
+                cur = await conn.execute(
+                    "SELECT last_seq, head_hash, spent FROM bench_budget WHERE id = %s FOR UPDATE",
+                    (budget,),
+                )
+                seq, head, spent = await cur.fetchone()
+                row = _ledger_row(budget, seq + 1, head, spent + 1)
+                await conn.execute(
+                    "UPDATE bench_budget SET last_seq = %s, head_hash = %s, spent = %s, "
+                    "state = %s WHERE id = %s",
+                    (seq + 1, row[-1], spent + 1, row[11], budget),
+                )
+                await conn.execute(_INSERT, row)
+            return int(seq) + 1
+        finally:
+            self._pool.put_nowait(conn)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await self._startup()
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        more = True
+        while more:  # drain the request body
+            message = await receive()
+            more = bool(message.get("more_body"))
+        if scope["path"] in ("/readyz", "/healthz"):
+            status, body = 200, b'{"status":"ok"}'
+        else:
+            seq = await self._admit(scope["path"].rsplit("/", 1)[-1])
+            status, body = 201, json.dumps({"status": "accepted", "seq": seq}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def create_app() -> FloorApp:
+    return FloorApp(os.environ["FLOOR_DSN"], int(os.environ.get("FLOOR_CONNECTIONS", "12")))
