@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev bench-accounting bench-grids bench-service bench-worst-case
+.PHONY: run test browser-deps lint openapi client-generated install dev bench-accounting bench-grids bench-service bench-worst-case bench-http-floor
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -91,3 +91,7 @@ bench-worst-case: dev
 ## bench-service: service vs raw-database throughput, p50/p99, ledger growth → benchmarks/RESULTS.md
 bench-service: dev
 	$(BIN)/python -m benchmarks.service $(BENCH_ARGS)
+
+## bench-http-floor: raw baseline vs its transaction behind bare uvicorn vs the service
+bench-http-floor: dev
+	$(BIN)/python -m benchmarks.http_floor
