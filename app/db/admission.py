@@ -34,6 +34,7 @@ from functools import lru_cache, partial
 from typing import Any, Final, Literal, cast
 
 from sqlalchemy import JSON, Connection, Table
+from sqlalchemy import exc as sa_exc
 
 from app.db.models import (
     Dataset,
@@ -129,10 +130,41 @@ class StoredResponse:
 
 # ---------------------------------------------------------------------------- statements
 # The statements are written out once per dialect and shape (``lru_cache``) and run through
-# the driver (``exec_driver_sql``): measured, SQLAlchemy compiled a multi-row INSERT inside a
-# common table expression anew on every call (≈ 3 ms of CPU per admission), and its compiled
-# cache did not help. PostgreSQL receives the same text each time, so psycopg prepares it
-# server-side after a few executions.
+# the driver (:func:`_run`, as ``exec_driver_sql`` would): measured, SQLAlchemy compiled a
+# multi-row INSERT inside a common table expression anew on every call (≈ 3 ms of CPU per
+# admission), and its compiled cache did not help. PostgreSQL receives the same text each
+# time, so psycopg prepares it server-side after a few executions.
+def _run(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
+    """Execute ``sql`` on the connection's DBAPI cursor and return its rows (empty for a
+    statement without any). The same statement text and parameters ``exec_driver_sql`` would
+    send, on the same DBAPI connection and so in the same transaction, without building an
+    execution context and a result object per statement (≈ 8 % of a serving worker's CPU at one
+    client, profiled). A driver error is raised as SQLAlchemy raises it (``IntegrityError``,
+    ``OperationalError``, …: what the services and the error handlers catch), and a
+    disconnect invalidates the connection, as SQLAlchemy does, so the pool does not hand it
+    out again."""
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    cursor = raw.cursor()
+    try:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description is not None else []
+    except conn.dialect.loaded_dbapi.Error as exc:
+        disconnected = conn.dialect.is_disconnect(exc, raw, cursor)
+        if disconnected:
+            conn.invalidate(exc)
+        raise sa_exc.DBAPIError.instance(
+            sql,
+            params,
+            exc,
+            conn.dialect.loaded_dbapi.Error,
+            connection_invalidated=disconnected,
+            dialect=conn.dialect,
+        ) from exc
+    finally:
+        cursor.close()
+
+
 def _param(dialect: str, name: str) -> str:
     return f"%({name})s" if dialect == "postgresql" else f":{name}"
 
@@ -221,9 +253,10 @@ def read_levels(
         params["principal"] = analyst
     if invocation_id is not None:
         params["invocation"] = invocation_id
-    row = conn.exec_driver_sql(sql, params).first()
-    if row is None:
+    rows = _run(conn, sql, params)
+    if not rows:
         return None
+    row = rows[0]
     load = _loader(conn)
     dataset = DatasetRow(row[0], row[1], load(row[2]), load(row[3]), row[4], row[5])
     org = OrgRow(row[6], load(row[7]), load(row[8]))
@@ -252,7 +285,8 @@ def lock_grant(conn: Connection, dataset_id: str, principal_id: str) -> GrantRow
     """Another analyst's grant (settled by the admin), locked after the dataset (the fixed
     order's last lock)."""
     sql = _grant_sql(conn.dialect.name)
-    row = conn.exec_driver_sql(sql, {"dataset": dataset_id, "principal": principal_id}).first()
+    rows = _run(conn, sql, {"dataset": dataset_id, "principal": principal_id})
+    row = rows[0] if rows else None
     if row is None:
         return None
     load = _loader(conn)
@@ -297,7 +331,7 @@ def stored_responses(
     if not wanted:
         return {}
     params = {"principal": principal_id} | {f"k{i}": k for i, k in enumerate(wanted)}
-    rows = conn.exec_driver_sql(_stored_sql(conn.dialect.name, len(wanted)), params)
+    rows = _run(conn, _stored_sql(conn.dialect.name, len(wanted)), params)
     return {
         key: StoredResponse(fingerprint, outcome, body) for key, fingerprint, outcome, body in rows
     }
@@ -446,4 +480,4 @@ def write(
     if not shape:
         return
     for sql in _write_sql(conn.dialect.name, tuple(shape)):
-        conn.exec_driver_sql(sql, params)
+        _run(conn, sql, params)
