@@ -19,14 +19,12 @@ import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from benchmarks.service_load import INSERT_COLUMNS, _ledger_row
+from benchmarks.service_load import pg_admit
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-
-_INSERT = f"INSERT INTO bench_ledger ({INSERT_COLUMNS}) VALUES ({', '.join(['%s'] * 14)})"
 
 
 class FloorApp:
@@ -47,20 +45,7 @@ class FloorApp:
         assert self._pool is not None
         conn = await self._pool.get()
         try:
-            async with conn.transaction():
-                cur = await conn.execute(
-                    "SELECT last_seq, head_hash, spent FROM bench_budget WHERE id = %s FOR UPDATE",
-                    (budget,),
-                )
-                seq, head, spent = await cur.fetchone()
-                row = _ledger_row(budget, seq + 1, head, spent + 1)
-                await conn.execute(
-                    "UPDATE bench_budget SET last_seq = %s, head_hash = %s, spent = %s, "
-                    "state = %s WHERE id = %s",
-                    (seq + 1, row[-1], spent + 1, row[11], budget),
-                )
-                await conn.execute(_INSERT, row)
-            return int(seq) + 1
+            return await pg_admit(conn, budget)
         finally:
             self._pool.put_nowait(conn)
 

@@ -216,6 +216,28 @@ INSERT_COLUMNS = (
 )
 
 
+_PG_INSERT = f"INSERT INTO bench_ledger ({INSERT_COLUMNS}) VALUES ({', '.join(['%s'] * 14)})"
+
+
+async def pg_admit(conn: Any, budget: str) -> int:
+    """The baseline's durable work for one admission on a psycopg ``AsyncConnection``; returns
+    the new ledger row's sequence number."""
+    async with conn.transaction():
+        cur = await conn.execute(
+            "SELECT last_seq, head_hash, spent FROM bench_budget WHERE id = %s FOR UPDATE",
+            (budget,),
+        )
+        seq, head, spent = await cur.fetchone()
+        row = _ledger_row(budget, seq + 1, head, spent + 1)
+        await conn.execute(
+            "UPDATE bench_budget SET last_seq = %s, head_hash = %s, spent = %s, "
+            "state = %s WHERE id = %s",
+            (seq + 1, row[-1], spent + 1, row[11], budget),
+        )
+        await conn.execute(_PG_INSERT, row)
+    return int(seq) + 1
+
+
 async def _pg_client(
     spec: dict[str, Any],
     pool: asyncio.Queue[Any],
@@ -225,7 +247,6 @@ async def _pg_client(
 ) -> None:
     budgets: list[str] = spec["budgets"]
     rng = random.Random(index)
-    insert = f"INSERT INTO bench_ledger ({INSERT_COLUMNS}) VALUES ({', '.join(['%s'] * 14)})"
     while True:
         start = time.perf_counter()
         if start >= window[1]:
@@ -233,19 +254,7 @@ async def _pg_client(
         budget = budgets[rng.randrange(len(budgets))]
         conn = await pool.get()
         try:
-            async with conn.transaction():
-                cur = await conn.execute(
-                    "SELECT last_seq, head_hash, spent FROM bench_budget WHERE id = %s FOR UPDATE",
-                    (budget,),
-                )
-                seq, head, spent = await cur.fetchone()
-                row = _ledger_row(budget, seq + 1, head, spent + 1)
-                await conn.execute(
-                    "UPDATE bench_budget SET last_seq = %s, head_hash = %s, spent = %s, "
-                    "state = %s WHERE id = %s",
-                    (seq + 1, row[-1], spent + 1, row[11], budget),
-                )
-                await conn.execute(insert, row)
+            await pg_admit(conn, budget)
             status = "200"
         except Exception as exc:
             samples.error(f"pg: {exc!r}")
