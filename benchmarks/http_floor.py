@@ -179,7 +179,11 @@ def render(runs: list[dict[str, Any]], started: str, command: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.http_floor", description=__doc__)
-    parser.add_argument("--postgres", default=DEFAULT_PG)
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("ODOMETER_BENCH_POSTGRES_URL", DEFAULT_PG),
+        help="database the benchmark creates and drops",
+    )
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=5.0)
