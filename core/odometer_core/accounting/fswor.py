@@ -64,9 +64,29 @@ _DOWN: Final = Context(prec=_PREC, rounding=ROUND_FLOOR, Emax=10**8, Emin=-(10**
 
 
 def _s_bounds(sigma: float) -> tuple[Decimal, Decimal]:
-    """(s rounded down, s rounded up) for s = 1/(2σ²); σ is a float, so 2σ² is exact in decimal."""
-    two_s2 = 2 * Decimal(sigma) ** 2  # exact: a float's decimal expansion is finite
-    return _DOWN.divide(Decimal(1), two_s2), _UP.divide(Decimal(1), two_s2)
+    """(s rounded down, s rounded up) for s = 1/(2σ²): 2σ² is rounded the other way first (a
+    float is an exact decimal, but its square may have more digits than the context keeps)."""
+    sig = Decimal(sigma)
+    two_s2_up = _UP.multiply(2, _UP.multiply(sig, sig))
+    two_s2_down = _DOWN.multiply(2, _DOWN.multiply(sig, sig))
+    return _DOWN.divide(Decimal(1), two_s2_up), _UP.divide(Decimal(1), two_s2_down)
+
+
+def _power_up(x: Decimal, n: int) -> Decimal:
+    """x^n rounded up (x ≥ 0, integer n ≥ 0): decimal's ``power`` is not guaranteed to be
+    correctly rounded, so the product is taken one rounded-up factor at a time."""
+    out = Decimal(1)
+    for _ in range(n):
+        out = _UP.multiply(out, x)
+    return out
+
+
+def _power_down(x: Decimal, n: int) -> Decimal:
+    """x^n rounded down (x ≥ 0, integer n ≥ 0)."""
+    out = Decimal(1)
+    for _ in range(n):
+        out = _DOWN.multiply(out, x)
+    return out
 
 
 def evaluable(alpha: int, sigma: float, order: int) -> bool:
@@ -152,13 +172,13 @@ def _remainder_up(alpha: int, m: int, n: int, order: int, b: list[Decimal]) -> D
     divides, rounded down)."""
     gamma = _UP.divide(Decimal(m), Decimal(n))
     keep = _DOWN.divide(Decimal(n - m), Decimal(n))  # 1 − γ
-    lead = _UP.divide(_UP.power(gamma, order), Decimal(math.factorial(order)))
+    lead = _UP.divide(_power_up(gamma, order), Decimal(math.factorial(order)))
     total = Decimal(0)
     for j in range(min(order, alpha) + 1):
         coef = _UP.multiply(lead, Decimal(math.comb(order, j) * math.perm(alpha, j)))
         rising = math.prod(alpha + lv - 1 for lv in range(order - j))
         coef = _UP.multiply(coef, Decimal(rising))
-        coef = _UP.divide(coef, _DOWN.power(keep, alpha + order - j - 1))
+        coef = _UP.divide(coef, _power_down(keep, alpha + order - j - 1))
         inner = b[order]
         if j < alpha:
             weight = Decimal(1)  # γ^l Π_{i<l} (α−j−i)/(K+l−i), built one factor at a time
@@ -177,7 +197,9 @@ def cgf_bound_up(alpha: int, m: int, n: int, sigma: float, order: int) -> Decima
         raise ValueError("need integer α ≥ 2, Taylor order ≥ 3, 0 < m < n and σ > 0")
     b = _b_up(sigma, (order + alpha + 2) // 2 + 1)
     s_down, s_up = _s_bounds(sigma)
-    gap = _UP.subtract(_UP.exp(2 * s_up).next_plus(_UP), _DOWN.exp(s_down).next_minus(_DOWN))
+    # exp and ln round half-even whatever the context: one ulp towards the safe side
+    two_s_up = _UP.multiply(2, s_up)
+    gap = _UP.subtract(_UP.exp(two_s_up).next_plus(_UP), _DOWN.exp(s_down).next_minus(_DOWN))
     gamma_sq = _fraction_up(Fraction(m * m * alpha * (alpha - 1), n * n))
     total = _UP.add(Decimal(1), _UP.multiply(gamma_sq, max(gap, Decimal(0))))
     for k in range(3, order):
