@@ -130,20 +130,24 @@ def _dp_accounting_rdp_count(event_fn: Callable[[int], Any], eps: float, delta: 
         k += 1
 
 
-def _dp_accounting_pld_count(event_fn: Callable[[int], Any], eps: float, delta: float) -> int:
+def largest_fitting(fits: Callable[[int], bool]) -> int:
+    """The largest k ≥ 0 with ``fits(k)`` for a monotone ``fits`` (doubling, then bisection)."""
     lo, hi = 0, 1
-
-    def fits(k: int) -> bool:
-        acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
-        acc.compose(event_fn(k))
-        return bool(acc.get_epsilon(delta) <= eps)
-
     while fits(hi):
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+def _dp_accounting_pld_count(event_fn: Callable[[int], Any], eps: float, delta: float) -> int:
+    def fits(k: int) -> bool:
+        acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+        acc.compose(event_fn(k))
+        return bool(acc.get_epsilon(delta) <= eps)
+
+    return largest_fitting(fits)
 
 
 def _smallest_rdp_budget(decl: Declaration, delta: float) -> float:

@@ -30,6 +30,7 @@ from typing import Any
 import dp_accounting
 from dp_accounting import dp_event
 
+from benchmarks.accounting import largest_fitting
 from benchmarks.results import package_version, write_section
 from odometer_core.accounting import (
     ConfigError,
@@ -122,16 +123,6 @@ def chunk_fill(accounting: dict[str, Any]) -> int:
     return steps
 
 
-def _largest(fits: Any) -> int:
-    lo, hi = 0, 1
-    while fits(hi):
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
-
-
 def _dpa_count(event: Any, eps: float, *, pld: bool) -> int:
     def fits(k: int) -> bool:
         acc: Any = (
@@ -142,7 +133,7 @@ def _dpa_count(event: Any, eps: float, *, pld: bool) -> int:
         acc.compose(event, k)
         return bool(acc.get_epsilon(float(DELTA)) <= eps)
 
-    return _largest(fits)
+    return largest_fitting(fits)
 
 
 def table() -> list[dict[str, Any]]:
@@ -306,7 +297,7 @@ def _rdp_steps(event: Any, eps: str, chunk: int, *, replace_one: bool) -> int:
         acc.compose(event, k * chunk)
         return bool(acc.get_epsilon(float(DELTA)) <= float(eps))
 
-    return _largest(fits) * chunk
+    return largest_fitting(fits) * chunk
 
 
 def wor_table() -> list[dict[str, Any]]:
