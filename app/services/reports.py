@@ -426,10 +426,9 @@ def _principal_name(uow: UnitOfWork, actor: str) -> str | None:
     return principal.name if principal is not None else None
 
 
-def _analyst_json(actor: str, name: str | None, row: AnalystTotals) -> dict[str, Any]:
+def _totals_json(row: MechanismTotals) -> dict[str, Any]:
+    """The fields a per-kind and a per-analyst row share: amounts and counts by outcome."""
     return {
-        "actor": actor,
-        "name": name,
         "charged": _text(row.charged),
         "refunded": _text(row.refunded),
         "accepted": row.accepted,
@@ -437,18 +436,12 @@ def _analyst_json(actor: str, name: str | None, row: AnalystTotals) -> dict[str,
         "rejected": row.rejected,
         "settled": row.settled,
         "cancelled": row.cancelled,
-        "curve_charges": row.curve_charges,
     }
+
+
+def _analyst_json(actor: str, name: str | None, row: AnalystTotals) -> dict[str, Any]:
+    return {"actor": actor, "name": name, **_totals_json(row), "curve_charges": row.curve_charges}
 
 
 def _mechanism_json(kind: str, row: MechanismTotals) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "charged": _text(row.charged),
-        "refunded": _text(row.refunded),
-        "accepted": row.accepted,
-        "reserved": row.reserved,
-        "rejected": row.rejected,
-        "settled": row.settled,
-        "cancelled": row.cancelled,
-    }
+    return {"kind": kind, **_totals_json(row)}
