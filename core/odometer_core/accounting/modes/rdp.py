@@ -163,7 +163,7 @@ class RDPConfig:
     workload: WorkloadChoice | None = None
     #: how a Gaussian subsampled without replacement is charged: :data:`WOR_TIGHT` (new datasets)
     #: or :data:`WOR_WBK19` (datasets created before it, whose stored configuration lacks it)
-    wor_bound: str = "wbk19"
+    wor_bound: str = WOR_WBK19
     mode: Literal["rdp"] = "rdp"
 
     @property
