@@ -9,7 +9,10 @@ each round, and the medians over rounds are reported):
   (``benchmarks/http_floor_app.py``: no framework, validation, authentication or accounting),
   served as the service is (``python -m app.serve``, 2 workers, httptools, uvloop,
   ``TCP_NODELAY``) — the least any HTTP service on this stack can cost per admission here;
-* *service*: ``POST /v1/datasets/{id}/invocations`` of a ``basic`` pure-ε declaration.
+* *service*: ``POST /v1/datasets/{id}/invocations`` of a ``basic`` pure-ε declaration;
+* *service@LABEL* (``--compare LABEL=DIR``, repeatable): the same, served from another checkout
+  (a ``git worktree`` of an earlier commit), so that a lever is measured side by side with the
+  code before it, in the same run.
 
 Run from the repository root (PostgreSQL at ``--postgres``; a scratch database is created and
 dropped):
@@ -27,6 +30,7 @@ import platform
 import statistics
 import sys
 import tempfile
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,7 @@ from benchmarks.results import write_section
 from benchmarks.service import DEFAULT_PG, MAX_CONNECTIONS, MODES, postgres_backend
 from benchmarks.service_setup import (
     ADMIN_KEY,
+    ROOT,
     Server,
     create_dataset,
     loadavg,
@@ -45,6 +50,10 @@ from benchmarks.service_setup import (
 
 BEGIN, END = "<!-- http-floor: begin -->", "<!-- http-floor: end -->"
 SYSTEMS = ("raw", "floor", "service")
+
+
+def _systems(compare: dict[str, Path]) -> tuple[str, ...]:
+    return SYSTEMS + tuple(f"service@{label}" for label in compare)
 
 
 def _cell(system: str, n: int, timing: dict[str, float], targets: dict[str, Any]) -> dict[str, Any]:
@@ -64,52 +73,61 @@ def _cell(system: str, n: int, timing: dict[str, float], targets: dict[str, Any]
     return out
 
 
-def measure(url: str, clients: list[int], rounds: int, timing: dict[str, float]) -> list[Any]:
+def measure(
+    url: str,
+    clients: list[int],
+    rounds: int,
+    timing: dict[str, float],
+    compare: dict[str, Path] | None = None,
+) -> list[Any]:
+    compare = compare or {}
+    systems = _systems(compare)
     backend = postgres_backend(url, 1)
     runs: list[dict[str, Any]] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="odometer-floor-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="odometer-floor-") as tmp, ExitStack() as stack:
             log = Path(tmp) / "server.log"
             floor_env = {
                 "FLOOR_DSN": backend.baseline["dsn"],
                 "FLOOR_CONNECTIONS": str(MAX_CONNECTIONS // 2),
             }
-            with (
-                running_server(backend.service_url, log, 2) as service,
+            services = {"service": ROOT} | {f"service@{k}": v for k, v in compare.items()}
+            floor = stack.enter_context(
                 running_server(
                     backend.service_url,
                     log,
                     2,
                     app="benchmarks.http_floor_app:create_app",
                     env=floor_env,
-                ) as floor,
-            ):
-                ds = create_dataset(service.port, "hot", "basic")
-                targets = {
-                    "raw": backend.baseline,
-                    "floor": {"server": floor, "path": "/b00000", "body": {}},
-                    "service": {
-                        "server": service,
-                        "path": f"/v1/datasets/{ds}/invocations",
-                        "body": {"mechanism": MODES["basic"]},
-                    },
+                )
+            )
+            targets: dict[str, Any] = {
+                "raw": backend.baseline,
+                "floor": {"server": floor, "path": "/b00000", "body": {}},
+            }
+            for name, root in services.items():
+                server = stack.enter_context(running_server(backend.service_url, log, 2, root=root))
+                ds = create_dataset(server.port, name, "basic")
+                targets[name] = {
+                    "server": server,
+                    "path": f"/v1/datasets/{ds}/invocations",
+                    "body": {"mechanism": MODES["basic"]},
                 }
-                for r in range(rounds):
-                    order = SYSTEMS[r % 3 :] + SYSTEMS[: r % 3]
-                    for n in clients:
-                        for system in order:
-                            la = loadavg()
-                            out = _cell(system, n, timing, targets)
-                            runs.append(
-                                {"round": r, "clients": n, "system": system, "load": la, **out}
-                            )
-                            print(
-                                runs[-1]["system"],
-                                n,
-                                out.get("throughput"),
-                                out.get("cpu_ms"),
-                                flush=True,
-                            )
+            for r in range(rounds):
+                k = r % len(systems)
+                order = systems[k:] + systems[:k]
+                for n in clients:
+                    for system in order:
+                        la = loadavg()
+                        out = _cell(system, n, timing, targets)
+                        runs.append({"round": r, "clients": n, "system": system, "load": la, **out})
+                        print(
+                            runs[-1]["system"],
+                            n,
+                            out.get("throughput"),
+                            out.get("cpu_ms"),
+                            flush=True,
+                        )
     finally:
         pg_drop(backend.service_url)
     return runs
@@ -121,6 +139,7 @@ def _median(values: list[float]) -> float:
 
 def render(runs: list[dict[str, Any]], started: str, command: str) -> str:
     clients = sorted({r["clients"] for r in runs})
+    compared = sorted({r["system"] for r in runs} - set(SYSTEMS))
     rounds = len({r["round"] for r in runs})
     loads = [r["load"] for r in runs]
     errors = sum(r.get("errors", 0) for r in runs)
@@ -141,12 +160,13 @@ def render(runs: list[dict[str, Any]], started: str, command: str) -> str:
         "answered request.",
         "",
         "| N | raw req/s (p50 / p99 ms) | floor req/s (p50 / p99 ms), CPU ms | service req/s "
-        "(p50 / p99 ms), CPU ms | floor / raw | service / raw | service / floor |",
-        "|---|---|---|---|---|---|---|",
+        "(p50 / p99 ms), CPU ms | floor / raw | service / raw | service / floor |"
+        + "".join(f" {c} req/s (p50 / p99 ms), CPU ms | {c} / raw |" for c in compared),
+        "|---|---|---|---|---|---|---|" + "---|---|" * len(compared),
     ]
     for n in clients:
         cell: dict[str, dict[str, float]] = {}
-        for system in SYSTEMS:
+        for system in SYSTEMS + tuple(compared):
             rs = [r for r in runs if r["clients"] == n and r["system"] == system]
             cell[system] = {
                 "tp": _median([r["throughput"] for r in rs]),
@@ -161,6 +181,11 @@ def render(runs: list[dict[str, Any]], started: str, command: str) -> str:
             f"{svc['tp']:,.0f} ({svc['p50']:.1f} / {svc['p99']:.1f}), {svc['cpu']:.2f} | "
             f"{floor['tp'] / raw['tp']:.2f} | {svc['tp'] / raw['tp']:.2f} | "
             f"{svc['tp'] / floor['tp']:.2f} |"
+            + "".join(
+                f" {cell[c]['tp']:,.0f} ({cell[c]['p50']:.1f} / {cell[c]['p99']:.1f}), "
+                f"{cell[c]['cpu']:.2f} | {cell[c]['tp'] / raw['tp']:.2f} |"
+                for c in compared
+            )
         )
     lines += [
         "",
@@ -188,12 +213,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--warmup", type=float, default=1.5)
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="also serve the checkout at DIR (a git worktree), as service@LABEL",
+    )
     parser.add_argument("--no-results", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
+    compare = {
+        label: Path(path).resolve() for label, _, path in (c.partition("=") for c in args.compare)
+    }
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     clients = [int(c) for c in args.clients.split(",")]
     timing = {"duration": args.duration, "warmup": args.warmup}
-    runs = measure(args.postgres, clients, args.rounds, timing)
+    runs = measure(args.postgres, clients, args.rounds, timing, compare)
     command = "python -m benchmarks.http_floor " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )

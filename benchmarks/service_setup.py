@@ -234,20 +234,22 @@ def running_server(
     pool_connections: int = 24,
     app: str = "app.main:create_app",
     env: dict[str, str] | None = None,
+    root: Path = ROOT,
 ) -> Iterator[Server]:
     """``uvicorn app.main:create_app --factory --workers N``, access log off (as in
     production behind a proxy), until the block ends. ``nodelay``: through :mod:`app.serve`
     (TCP_NODELAY on the listener, as ``make run`` and the Dockerfile start it); otherwise the
     plain uvicorn command line, whose multi-worker mode leaves Nagle on.
     ``pool_connections``: PostgreSQL connections of all workers together. ``app`` and ``env``:
-    another application factory to serve the same way, and variables for it."""
+    another application factory to serve the same way, and variables for it. ``root``: the
+    checkout to serve (another one's ``app`` is compared side by side with this one's)."""
     port = free_port()
     env = {
         **(env or {}),
         **os.environ,
         "DATABASE_URL": database_url,
         "ODOMETER_ADMIN_KEY": ADMIN_KEY,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(root),
         "ODOMETER_DB_POOL_SIZE": str(max(1, pool_connections // workers)),
         "ODOMETER_DB_MAX_OVERFLOW": "0",
     }
@@ -259,7 +261,7 @@ def running_server(
     ]  # fmt: skip
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     server = Server(process, port, log_path, workers)
     try:

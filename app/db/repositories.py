@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Select, select
+from sqlalchemy import Connection, Select, select
 from sqlalchemy.orm import Session
 
 from app.db.admission import StoredResponse, stored_responses
@@ -142,15 +142,16 @@ class IdempotencyRepository:
     read (:meth:`prefetch`: a group's keys in one query) and what the transaction is about to
     store (:meth:`remember`), so that a key repeated inside one group replays the first."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, connection: Callable[[], Connection]) -> None:
+        #: the transaction's connection (begun when asked for)
+        self.connection = connection
         self._known: dict[tuple[str, str], StoredResponse | None] = {}
 
     def prefetch(self, principal_id: str, keys: Iterable[str]) -> None:
         wanted = [k for k in keys if (principal_id, k) not in self._known]
         if not wanted:
             return
-        found = stored_responses(self.session.connection(), principal_id, wanted)
+        found = stored_responses(self.connection(), principal_id, wanted)
         for key in wanted:
             self._known[principal_id, key] = found.get(key)
 

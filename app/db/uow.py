@@ -158,6 +158,8 @@ class UnitOfWork:
         self._database = database
         self._open = False
         self._gate: WriteGate | None = None
+        #: the transaction's connection in a Core unit of work (:meth:`core`), else ``None``
+        self._core: Connection | None = None
 
     def _start(self, factory: sessionmaker[Session], *, write: bool) -> UnitOfWork:
         if self._open:
@@ -176,7 +178,7 @@ class UnitOfWork:
         self.datasets = DatasetRepository(self.session)
         self.ledger = LedgerRepository(self.session)
         self.invocations = InvocationRepository(self.session)
-        self.idempotency = IdempotencyRepository(self.session)
+        self.idempotency = IdempotencyRepository(self.session.connection)
         self.api_keys = ApiKeyRepository(self.session)
         self.organisations = OrganisationRepository(self.session)
         self.principals = PrincipalRepository(self.session)
@@ -197,7 +199,12 @@ class UnitOfWork:
     def connection(self) -> Connection:
         """The connection of this unit of work's transaction (begun if it was not yet), for
         the Core statements of :mod:`app.db.admission`."""
-        return self.session.connection()
+        core = self._core
+        if core is None:
+            return self.session.connection()
+        if not core.in_transaction():
+            core.begin()  # after a rollback: BEGIN IMMEDIATE again on SQLite (the begin hook)
+        return core
 
     @property
     def charges(self) -> ChargeWorkers | None:
@@ -234,6 +241,44 @@ class UnitOfWork:
         self._finish()
 
     @contextmanager
+    def core(self) -> Iterator[UnitOfWork]:
+        """A write transaction on a pooled Core connection, without an ORM ``Session``: the
+        write path of register, settle and cancel, whose statements are
+        :mod:`app.db.admission`'s and which only needs :meth:`connection`, :attr:`idempotency`,
+        :meth:`commit` and :meth:`rollback` (the other repositories are the ``Session``'s and are
+        not set here). The ``Session`` only carried the connection there, and its transaction
+        bookkeeping (begin, commit's flush check, close) was ≈ 11 % of a registration's CPU
+        (``benchmarks/RESULTS.md``, *Server CPU at one client*). Leaving the block without a
+        commit rolls back, as for ``with uow``."""
+        if self._open:
+            raise RuntimeError("unit of work already open")
+        gate = self._database.write_gate
+        if gate is not None:
+            gate.acquire()
+        try:
+            core = self._database.engine.connect()
+        except BaseException:
+            if gate is not None:
+                gate.release()
+            raise
+        self._core, self._gate, self._open = core, gate, True
+        self.idempotency = IdempotencyRepository(self.connection)
+        try:
+            # begun by the first connection() (BEGIN IMMEDIATE on SQLite, by the begin hook), as
+            # a Session begins lazily
+            yield self
+        finally:
+            current, self._core = self._core, None
+            try:
+                if current is not None:
+                    current.close()  # rolls back what was not committed, returns the connection
+            finally:
+                self._open = False
+                self._gate = None
+                if gate is not None:
+                    gate.release()
+
+    @contextmanager
     def read_only(self) -> Iterator[UnitOfWork]:
         """A read transaction: never commits, never takes SQLite's write lock."""
         self._start(self._database.reader, write=False)
@@ -243,7 +288,13 @@ class UnitOfWork:
             self._finish()
 
     def commit(self) -> None:
-        self.session.commit()
+        if self._core is not None:
+            self._core.commit()
+        else:
+            self.session.commit()
 
     def rollback(self) -> None:
-        self.session.rollback()
+        if self._core is not None:
+            self._core.rollback()
+        else:
+            self.session.rollback()

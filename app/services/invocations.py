@@ -356,7 +356,7 @@ def _register_together(
     own refusal (a reused key, a declaration the accounting refuses) is its outcome; the
     others go on."""
     principal, dataset_id = items[0].principal, items[0].dataset_id
-    with uow.turn(dataset_id), uow:
+    with uow.turn(dataset_id), uow.core():
         locked = lock_levels(uow, principal, dataset_id, admitting=True)
         return _decide_group(uow, principal, locked, items)
 
@@ -728,7 +728,7 @@ def _finish_reservation(
             invocation_id=invocation_id,
             **settling.request(),
         )
-    with uow.turn(dataset_id), uow:
+    with uow.turn(dataset_id), uow.core():
         # One statement locks organisation → dataset → grant (as on registration; settle may
         # write the cap's state, so the organisation is held alone) and reads the invocation
         # the dataset owns.

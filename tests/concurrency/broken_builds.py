@@ -133,16 +133,16 @@ def create_no_fingerprint_app() -> FastAPI:
 # ---------------------------------------------------------------------------- ack_before_commit
 def create_ack_before_commit_app() -> FastAPI:
     def commit_later(uow: UnitOfWork) -> None:
-        session = uow.session
-        session.flush()
-        uow.session = uow._database.writer()  # an unused session for the block's close()
+        conn = uow._core
+        assert conn is not None, "the write path runs in a Core unit of work"
+        uow._core = uow._database.engine.connect()  # an unused connection for the block's close()
 
         def finish() -> None:
             time.sleep(0.2)
             try:
-                session.commit()
+                conn.commit()
             finally:
-                session.close()
+                conn.close()
 
         threading.Thread(target=finish, daemon=True).start()
 
