@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -54,6 +55,17 @@ def _lean_register(app: FastAPI) -> None:
     app.router.routes.insert(0, fast)
 
 
+def freeze_startup_objects() -> None:
+    """Exempt what the process built before serving from the cyclic garbage collector's full
+    passes (:func:`gc.freeze`). The app, its dependencies (numpy, scipy, SQLAlchemy, pydantic)
+    and their module objects are ≈ 170,000 tracked objects that live as long as the process;
+    every full (oldest-generation) collection walked them all, ≈ 80–140 ms on the benchmark
+    machine, a stall of every request of the worker, and of the other workers' requests on
+    the dataset whose lock it held (``benchmarks/RESULTS.md``, *Garbage collector*)."""
+    gc.collect()
+    gc.freeze()
+
+
 def create_app(settings: Settings | None = None, database: Database | None = None) -> FastAPI:
     """Build the app. ``settings`` default to the environment; ``database`` to its URL."""
     settings = settings or get_settings()
@@ -80,6 +92,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         charges.start()  # the workers import the accounting core while the server starts
+        freeze_startup_objects()
         try:
             yield
         finally:
