@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.results import write_section
-from benchmarks.service import DEFAULT_PG, MAX_CONNECTIONS, MODES, postgres_backend
+from benchmarks.service import (
+    DEFAULT_PG,
+    MAX_CONNECTIONS,
+    MODES,
+    Backend,
+    postgres_backend,
+    sqlite_backend,
+)
 from benchmarks.service_setup import (
     ADMIN_KEY,
     ROOT,
@@ -48,7 +55,12 @@ from benchmarks.service_setup import (
     running_server,
 )
 
-BEGIN, END = "<!-- http-floor: begin -->", "<!-- http-floor: end -->"
+
+def _markers(backend: str) -> tuple[str, str]:
+    name = "http-floor" if backend == "postgresql" else f"http-floor-{backend}"
+    return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+
+
 SYSTEMS = ("raw", "floor", "service")
 
 
@@ -74,89 +86,114 @@ def _cell(system: str, n: int, timing: dict[str, float], targets: dict[str, Any]
 
 
 def measure(
-    url: str,
+    url: str | None,
     clients: list[int],
     rounds: int,
     timing: dict[str, float],
     compare: dict[str, Path] | None = None,
 ) -> list[Any]:
+    """The cells, on PostgreSQL at ``url`` or, with ``url=None``, on SQLite files of a
+    temporary directory."""
     compare = compare or {}
     systems = _systems(compare)
-    backend = postgres_backend(url, 1)
     runs: list[dict[str, Any]] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="odometer-floor-") as tmp, ExitStack() as stack:
-            log = Path(tmp) / "server.log"
-            floor_env = {
-                "FLOOR_DSN": backend.baseline["dsn"],
-                "FLOOR_CONNECTIONS": str(MAX_CONNECTIONS // 2),
-            }
-            services = {"service": ROOT} | {f"service@{k}": v for k, v in compare.items()}
-            floor = stack.enter_context(
-                running_server(
-                    backend.service_url,
-                    log,
-                    2,
-                    app="benchmarks.http_floor_app:create_app",
-                    env=floor_env,
-                )
-            )
-            targets: dict[str, Any] = {
-                "raw": backend.baseline,
-                "floor": {"server": floor, "path": "/b00000", "body": {}},
-            }
-            for name, root in services.items():
-                server = stack.enter_context(running_server(backend.service_url, log, 2, root=root))
-                ds = create_dataset(server.port, name, "basic")
-                targets[name] = {
-                    "server": server,
-                    "path": f"/v1/datasets/{ds}/invocations",
-                    "body": {"mechanism": MODES["basic"]},
-                }
-            for r in range(rounds):
-                k = r % len(systems)
-                order = systems[k:] + systems[:k]
-                for n in clients:
-                    for system in order:
-                        la = loadavg()
-                        out = _cell(system, n, timing, targets)
-                        runs.append({"round": r, "clients": n, "system": system, "load": la, **out})
-                        print(
-                            runs[-1]["system"],
-                            n,
-                            out.get("throughput"),
-                            out.get("cpu_ms"),
-                            flush=True,
-                        )
-    finally:
-        pg_drop(backend.service_url)
+    with tempfile.TemporaryDirectory(prefix="odometer-floor-") as tmp:
+        backend = postgres_backend(url, 1) if url else sqlite_backend(Path(tmp), 1)
+        try:
+            _measure(backend, Path(tmp), clients, rounds, timing, compare, systems, runs)
+        finally:
+            if backend.name == "postgresql":
+                pg_drop(backend.service_url)
     return runs
+
+
+def _measure(
+    backend: Backend,
+    tmp: Path,
+    clients: list[int],
+    rounds: int,
+    timing: dict[str, float],
+    compare: dict[str, Path],
+    systems: tuple[str, ...],
+    runs: list[dict[str, Any]],
+) -> None:
+    with ExitStack() as stack:
+        log = tmp / "server.log"
+        where = (
+            {"FLOOR_DSN": backend.baseline["dsn"]}
+            if backend.name == "postgresql"
+            else {"FLOOR_SQLITE": backend.baseline["path"]}
+        )
+        floor_env = {**where, "FLOOR_CONNECTIONS": str(MAX_CONNECTIONS // 2)}
+        services = {"service": ROOT} | {f"service@{k}": v for k, v in compare.items()}
+        floor = stack.enter_context(
+            running_server(
+                backend.service_url,
+                log,
+                2,
+                app="benchmarks.http_floor_app:create_app",
+                env=floor_env,
+            )
+        )
+        targets: dict[str, Any] = {
+            "raw": backend.baseline,
+            "floor": {"server": floor, "path": "/b00000", "body": {}},
+        }
+        for name, root in services.items():
+            server = stack.enter_context(running_server(backend.service_url, log, 2, root=root))
+            ds = create_dataset(server.port, name, "basic")
+            targets[name] = {
+                "server": server,
+                "path": f"/v1/datasets/{ds}/invocations",
+                "body": {"mechanism": MODES["basic"]},
+            }
+        for r in range(rounds):
+            k = r % len(systems)
+            order = systems[k:] + systems[:k]
+            for n in clients:
+                for system in order:
+                    la = loadavg()
+                    out = _cell(system, n, timing, targets)
+                    runs.append({"round": r, "clients": n, "system": system, "load": la, **out})
+                    print(
+                        runs[-1]["system"],
+                        n,
+                        out.get("throughput"),
+                        out.get("cpu_ms"),
+                        flush=True,
+                    )
 
 
 def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def render(runs: list[dict[str, Any]], started: str, command: str) -> str:
+def render(
+    runs: list[dict[str, Any]], started: str, command: str, backend: str = "postgresql"
+) -> str:
+    begin, end = _markers(backend)
+    database = "PostgreSQL" if backend == "postgresql" else "SQLite"
+    raw_how = "psycopg 3" if backend == "postgresql" else "sqlite3, in process"
     clients = sorted({r["clients"] for r in runs})
     compared = sorted({r["system"] for r in runs} - set(SYSTEMS))
     rounds = len({r["round"] for r in runs})
     loads = [r["load"] for r in runs]
     errors = sum(r.get("errors", 0) for r in runs)
     lines = [
-        BEGIN,
-        "## The HTTP floor: the raw baseline's transaction behind uvicorn (issue 14)",
+        begin,
+        "## The HTTP floor: the raw baseline's transaction behind uvicorn (issue 14)"
+        + ("" if backend == "postgresql" else f", {database}"),
         "",
         f"Run {started} on {platform.machine()}, {os.cpu_count()} cores shared with other jobs "
         f"(1-minute load {min(loads):.2f}–{max(loads):.2f}); Python {platform.python_version()}. "
         f"Command: `{command}`. {rounds} rounds, cells interleaved (order rotated each round); "
         "medians over rounds.",
         "",
-        "*raw*: the raw baseline of the service benchmark (psycopg 3, no HTTP). *floor*: the same "
+        f"*raw*: the raw baseline of the service benchmark ({raw_how}, no HTTP). *floor*: the same "
         "transaction behind uvicorn in a bare ASGI application (`benchmarks/http_floor_app.py`: no "
         "framework, validation, authentication or accounting), served as the service is "
         "(`python -m app.serve`, 2 workers). *service*: registrations of a `basic` pure-ε "
-        "declaration. One hot budget row, PostgreSQL; CPU = all processes of the server, per "
+        f"declaration. One hot budget row, {database}; CPU = all processes of the server, per "
         "answered request.",
         "",
         "| N | raw req/s (p50 / p99 ms) | floor req/s (p50 / p99 ms), CPU ms | service req/s "
@@ -197,7 +234,7 @@ def render(runs: list[dict[str, Any]], started: str, command: str) -> str:
         "p99 of 50 ms at N = 32 needs at least 640 req/s and a p99 within 1.6× of the mean.",
         "",
         f"Errors (non-2xx or transport) in every cell: **{errors}**.",
-        END,
+        end,
     ]
     return "\n".join(lines)
 
@@ -208,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         "--postgres",
         default=os.environ.get("ODOMETER_BENCH_POSTGRES_URL", DEFAULT_PG),
         help="database the benchmark creates and drops",
+    )
+    parser.add_argument(
+        "--sqlite", action="store_true", help="on SQLite files instead of PostgreSQL"
     )
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--rounds", type=int, default=3)
@@ -228,11 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     clients = [int(c) for c in args.clients.split(",")]
     timing = {"duration": args.duration, "warmup": args.warmup}
-    runs = measure(args.postgres, clients, args.rounds, timing, compare)
+    runs = measure(None if args.sqlite else args.postgres, clients, args.rounds, timing, compare)
     command = "python -m benchmarks.http_floor " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
-    text = render(runs, started, command.strip())
+    text = render(runs, started, command.strip(), "sqlite" if args.sqlite else "postgresql")
     if not args.no_results:
         write_section(text)
     print(text)

@@ -9,6 +9,11 @@ through psycopg 3 (async), then a small JSON body. Served the way the service is
 uvloop, ``TCP_NODELAY``), it measures what the HTTP edge and one process's event loop cost on
 this machine before any of the service's own work: ``benchmarks/http_floor.py`` runs it beside
 the raw baseline and the service. Benchmark code only; never part of the service.
+
+With ``FLOOR_SQLITE`` (a path) instead of ``FLOOR_DSN``: the SQLite baseline's work
+(``BEGIN IMMEDIATE`` … ``COMMIT``, WAL, ``synchronous=FULL``), in a thread of the process's
+pool as the service runs its blocking calls, the writers of every process ordered by the
+service's own writers' gate (a process lock, then ``flock`` on a file beside the database).
 """
 
 from __future__ import annotations
@@ -16,10 +21,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from benchmarks.service_load import pg_admit
+from app.db.uow import WriteGate
+from benchmarks.service_load import pg_admit, sqlite_admit, sqlite_connect
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -75,5 +84,36 @@ class FloorApp:
         await send({"type": "http.response.body", "body": body})
 
 
+class SqliteFloorApp(FloorApp):
+    """The same on SQLite: the transaction in a thread (one connection per thread)."""
+
+    def __init__(self, path: str, threads: int) -> None:
+        super().__init__("", threads)
+        self._path = path
+        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="floor")
+        self._local = threading.local()
+        self._gate = WriteGate.for_database(path)
+
+    async def _startup(self) -> None:
+        return None
+
+    def _admit_blocking(self, budget: str) -> int:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = sqlite_connect(self._path)
+        self._gate.acquire()
+        try:
+            return sqlite_admit(conn, budget)
+        finally:
+            self._gate.release()
+
+    async def _admit(self, budget: str) -> int:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, self._admit_blocking, budget)
+
+
 def create_app() -> FloorApp:
-    return FloorApp(os.environ["FLOOR_DSN"], int(os.environ.get("FLOOR_CONNECTIONS", "12")))
+    size = int(os.environ.get("FLOOR_CONNECTIONS", "12"))
+    if "FLOOR_SQLITE" in os.environ:
+        return SqliteFloorApp(os.environ["FLOOR_SQLITE"], size)
+    return FloorApp(os.environ["FLOOR_DSN"], size)

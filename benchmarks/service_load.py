@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from odometer_core.ledger import EntryKind
 
@@ -290,6 +290,44 @@ async def run_pg(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def sqlite_connect(path: str) -> sqlite3.Connection:
+    """A connection to the SQLite baseline as the service opens its own (autocommit, WAL,
+    ``synchronous=FULL``)."""
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+_SQLITE_INSERT: Final = (
+    f"INSERT INTO bench_ledger ({INSERT_COLUMNS}) VALUES ({', '.join(['?'] * 14)})"
+)
+
+
+def sqlite_admit(conn: sqlite3.Connection, budget: str) -> int:
+    """The baseline's durable work for one admission on SQLite; returns the new ledger row's
+    sequence number. The caller holds the writers' gate."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        seq, head, spent = conn.execute(
+            "SELECT last_seq, head_hash, spent FROM bench_budget WHERE id = ?",
+            (budget,),
+        ).fetchone()
+        row = _ledger_row(budget, seq + 1, head, spent + 1)
+        conn.execute(
+            "UPDATE bench_budget SET last_seq = ?, head_hash = ?, spent = ?, "
+            "state = ? WHERE id = ?",
+            (seq + 1, row[-1], spent + 1, row[11], budget),
+        )
+        conn.execute(_SQLITE_INSERT, row)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return int(seq) + 1
+
+
 def _sqlite_client(
     spec: dict[str, Any],
     gate: threading.Lock,
@@ -298,13 +336,9 @@ def _sqlite_client(
     window: tuple[float, float],
     lock: threading.Lock,
 ) -> None:
-    conn = sqlite3.connect(spec["path"], timeout=30, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("PRAGMA busy_timeout=30000")
+    conn = sqlite_connect(spec["path"])
     budgets: list[str] = spec["budgets"]
     rng = random.Random(index)
-    insert = f"INSERT INTO bench_ledger ({INSERT_COLUMNS}) VALUES ({', '.join(['?'] * 14)})"
     try:
         while True:
             start = time.perf_counter()
@@ -313,23 +347,7 @@ def _sqlite_client(
             budget = budgets[rng.randrange(len(budgets))]
             try:
                 with gate:
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        seq, head, spent = conn.execute(
-                            "SELECT last_seq, head_hash, spent FROM bench_budget WHERE id = ?",
-                            (budget,),
-                        ).fetchone()
-                        row = _ledger_row(budget, seq + 1, head, spent + 1)
-                        conn.execute(
-                            "UPDATE bench_budget SET last_seq = ?, head_hash = ?, spent = ?, "
-                            "state = ? WHERE id = ?",
-                            (seq + 1, row[-1], spent + 1, row[11], budget),
-                        )
-                        conn.execute(insert, row)
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        conn.execute("ROLLBACK")
-                        raise
+                    sqlite_admit(conn, budget)
             except Exception as exc:
                 with lock:
                     samples.error(f"sqlite: {exc!r}")
