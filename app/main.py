@@ -61,7 +61,8 @@ def freeze_startup_objects() -> None:
     and their module objects are ≈ 170,000 tracked objects that live as long as the process;
     every full (oldest-generation) collection walked them all, ≈ 80–140 ms on the benchmark
     machine, a stall of every request of the worker, and of the other workers' requests on
-    the dataset whose lock it held (``benchmarks/RESULTS.md``, *Garbage collector*)."""
+    the dataset whose lock it held (``benchmarks/RESULTS.md``, *The HTTP floor*: p99 with 32
+    clients on a hot dataset)."""
     gc.collect()
     gc.freeze()
 

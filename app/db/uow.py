@@ -10,11 +10,11 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -37,6 +37,8 @@ from app.db.repositories import (
 )
 from app.settings import Settings
 from odometer_core.ledger.checkpoints import Signer
+
+T = TypeVar("T")
 
 
 class WriteGate:
@@ -161,20 +163,26 @@ class UnitOfWork:
         #: the transaction's connection in a Core unit of work (:meth:`core`), else ``None``
         self._core: Connection | None = None
 
-    def _start(self, factory: sessionmaker[Session], *, write: bool) -> UnitOfWork:
+    def _behind_gate(self, opening: Callable[[], T], *, write: bool) -> T:
+        """``opening()`` once this writer's turn at the write gate came (writers only), the
+        turn given back if it fails; the unit of work is open from then on."""
         if self._open:
             raise RuntimeError("unit of work already open")
         gate = self._database.write_gate if write else None
         if gate is not None:
             gate.acquire()
         try:
-            self.session = factory()
+            opened = opening()
         except BaseException:
             if gate is not None:
                 gate.release()
             raise
         self._gate = gate
         self._open = True
+        return opened
+
+    def _start(self, factory: sessionmaker[Session], *, write: bool) -> UnitOfWork:
+        self.session = self._behind_gate(factory, write=write)
         self.datasets = DatasetRepository(self.session)
         self.ledger = LedgerRepository(self.session)
         self.invocations = InvocationRepository(self.session)
@@ -223,10 +231,14 @@ class UnitOfWork:
         try:
             self.session.close()
         finally:
-            self._open = False
-            gate, self._gate = self._gate, None
-            if gate is not None:
-                gate.release()
+            self._release()
+
+    def _release(self) -> None:
+        """Closed: the write gate's turn goes to the next writer."""
+        self._open = False
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.release()
 
     def __enter__(self) -> UnitOfWork:
         """A write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
@@ -248,20 +260,10 @@ class UnitOfWork:
         :meth:`commit` and :meth:`rollback` (the other repositories are the ``Session``'s and are
         not set here). The ``Session`` only carried the connection there, and its transaction
         bookkeeping (begin, commit's flush check, close) was ≈ 11 % of a registration's CPU
-        (``benchmarks/RESULTS.md``, *Server CPU at one client*). Leaving the block without a
+        (``benchmarks/RESULTS.md``, *Server CPU at one client*, where what dropping it bought is
+        measured too). Leaving the block without a
         commit rolls back, as for ``with uow``."""
-        if self._open:
-            raise RuntimeError("unit of work already open")
-        gate = self._database.write_gate
-        if gate is not None:
-            gate.acquire()
-        try:
-            core = self._database.engine.connect()
-        except BaseException:
-            if gate is not None:
-                gate.release()
-            raise
-        self._core, self._gate, self._open = core, gate, True
+        self._core = self._behind_gate(self._database.engine.connect, write=True)
         self.idempotency = IdempotencyRepository(self.connection)
         try:
             # begun by the first connection() (BEGIN IMMEDIATE on SQLite, by the begin hook), as
@@ -273,10 +275,7 @@ class UnitOfWork:
                 if current is not None:
                     current.close()  # rolls back what was not committed, returns the connection
             finally:
-                self._open = False
-                self._gate = None
-                if gate is not None:
-                    gate.release()
+                self._release()
 
     @contextmanager
     def read_only(self) -> Iterator[UnitOfWork]:
