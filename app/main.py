@@ -9,9 +9,9 @@ from dataclasses import replace
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from starlette.routing import Route
 
 from app.api import docs
+from app.api.edge import OdometerAPI
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodySizeLimitMiddleware, Metrics, MetricsMiddleware
 from app.api.routers import (
@@ -25,7 +25,6 @@ from app.api.routers import (
     principals,
     reports,
 )
-from app.api.routers.invocations import FastRegister
 from app.charging import ChargeWorkers
 from app.db.groups import GroupCommit
 from app.db.queue import FairQueue
@@ -41,18 +40,17 @@ def _operation_id(route: APIRoute) -> str:
     return route.name
 
 
-def _lean_register(app: FastAPI) -> None:
-    """Serve the register route through :class:`FastRegister` ahead of the FastAPI route
-    (which it falls back to, and which the OpenAPI document describes). The router is
-    included as it is (no prefix, dependencies or tags added), so its route is the one the
-    app would run."""
+def _lean_register(app: OdometerAPI) -> None:
+    """Serve the register route's common requests through the lean edge, ahead of the
+    middleware stack (:mod:`app.api.edge`); the route itself answers every other request and
+    is the one the OpenAPI document describes. The router is included as it is (no prefix,
+    dependencies or tags added), so its route is the one the app would run."""
     route = next(
         r
         for r in invocations.router.routes
         if isinstance(r, APIRoute) and r.name == "register_invocation"
     )
-    fast = Route(route.path, FastRegister(route), methods=["POST"], include_in_schema=False)
-    app.router.routes.insert(0, fast)
+    app.serve_register_lean(route)
 
 
 def freeze_startup_objects() -> None:
@@ -101,7 +99,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             if owns_database:
                 db.dispose()
 
-    app = FastAPI(
+    app = OdometerAPI(
         title="Privacy odometer",
         version=API_VERSION,
         summary="Per-dataset differential-privacy budgets with an append-only, hash-chained ledger",
@@ -120,7 +118,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(checkpoints.router)  # signed ledger-head checkpoints
     app.include_router(docs.router)  # /docs and /redoc, no CDN
     # Added last = outermost: metrics see every response, including 413s.
-    _lean_register(app)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    _lean_register(app)  # after every middleware: the edge keeps what they do
     return app

@@ -1,6 +1,6 @@
-"""The register route's lean edge (``FastRegister``): the common request is served without
-FastAPI's dependency resolution, every other request by the FastAPI route itself, so that the
-answers are the route's in both cases.
+"""The register route's lean edge (``FastRegister``): the common request is served ahead of the
+middleware stack and without FastAPI's dependency resolution, every other request by the whole
+stack and the FastAPI route itself, so that the answers are the route's in both cases.
 
 Shown able to fail: with ``_parse`` not checking the caller's role, the curator's request was
 passed to the service through the fast path and answered 404 (the service's visibility check)
@@ -13,37 +13,39 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.routers.invocations import FastRegister
+from app.api.edge import FastRegister, OdometerAPI
+from app.db.uow import Database
+from app.main import create_app
+from app.services import invocations as invocations_service
+from app.settings import Settings
 from tests.support import AUTH, basic_dataset, grant, new_organisation, new_principal
 
 PURE = {"mechanism": {"type": "pure_dp", "epsilon": "0.1"}}
 
 
 class Spy:
-    """Counts the requests the fast path handed to the FastAPI route."""
+    """Counts the requests the fast path handed to the app's stack (and so to the route)."""
 
     def __init__(self, fast: FastRegister) -> None:
         self.fast = fast
         self.handed = 0
-        self.real = fast.route
+        self.real = fast.fallback
 
-    async def handle(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self.handed += 1
-        await self.real.handle(scope, receive, send)
+        await self.real(scope, receive, send)
 
 
 @pytest.fixture
 def spy(client: TestClient) -> Iterator[Spy]:
-    fast = next(
-        app
-        for r in client.app.router.routes  # type: ignore[attr-defined]
-        if isinstance(app := getattr(r, "app", None), FastRegister)
-    )
-    spy = Spy(fast)
-    fast.route = spy  # type: ignore[assignment]
+    app = client.app
+    assert isinstance(app, OdometerAPI) and app.lean is not None
+    spy = Spy(app.lean)
+    app.lean.fallback = spy
     yield spy
-    fast.route = spy.real
+    app.lean.fallback = spy.real
 
 
 def _path(client: TestClient) -> str:
@@ -121,3 +123,92 @@ def test_a_curator_is_refused_by_the_route(client: TestClient, spy: Spy) -> None
     r = client.post(_path(client), json=PURE, headers=headers)
     assert r.status_code == 403 and r.json()["error"] == "Forbidden"
     assert spy.handed == 1
+
+
+def _count(client: TestClient, status: int) -> float:
+    """The ``odometer_http_requests`` count of the register route's answers with ``status``."""
+    series = (
+        'odometer_http_requests_total{method="POST",'
+        f'route="/v1/datasets/{{dataset_id}}/invocations",status="{status}"}} '
+    )
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(series):
+            return float(line.removeprefix(series))
+    return 0.0
+
+
+def test_each_request_is_counted_once_by_route_template_and_status(
+    client: TestClient, spy: Spy
+) -> None:
+    """The fast path records what the metrics middleware records; a request handed to the
+    stack is counted there, once."""
+    path = _path(client)
+    before = {status: _count(client, status) for status in (201, 409, 401, 404)}
+    for _ in range(3):
+        assert client.post(path, json=PURE, headers=AUTH).status_code == 201
+    big = {"mechanism": {"type": "pure_dp", "epsilon": "100"}}
+    assert client.post(path, json=big, headers=AUTH).status_code == 409
+    assert client.post(path, json=PURE).status_code == 401  # handed to the stack
+    missing = "/v1/datasets/ds_missing/invocations"
+    assert client.post(missing, json=PURE, headers=AUTH).status_code == 404
+    after = {status: _count(client, status) for status in (201, 409, 401, 404)}
+    assert {s: after[s] - before[s] for s in after} == {201: 3, 409: 1, 401: 1, 404: 1}
+    assert spy.handed == 1
+    latency = (
+        "odometer_http_request_duration_seconds_count"
+        '{method="POST",route="/v1/datasets/{dataset_id}/invocations"}'
+    )
+    counted = [ln for ln in client.get("/metrics").text.splitlines() if ln.startswith(latency)]
+    assert counted and float(counted[0].split()[-1]) == sum(after.values())
+
+
+def test_a_service_error_is_answered_by_the_apps_handler(client: TestClient, spy: Spy) -> None:
+    r = client.post("/v1/datasets/ds_missing/invocations", json=PURE, headers=AUTH)
+    assert r.status_code == 404
+    assert r.json() == {"error": "NotFound", "detail": "dataset 'ds_missing' not found"}
+    assert spy.handed == 0
+
+
+def test_an_unexpected_error_is_a_500_and_reaches_the_server(
+    settings: Settings, database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As through Starlette's ``ServerErrorMiddleware``: the app's last-resort handler answers,
+    then the error is raised on to the server, which logs it."""
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(invocations_service, "register_invocation", broken)
+    app = create_app(settings, database)
+    with TestClient(app, raise_server_exceptions=False) as quiet:
+        r = quiet.post(_path(quiet), json=PURE, headers=AUTH)
+        assert r.status_code == 500
+        assert r.json() == {"error": "InternalError", "detail": "internal error"}
+        assert _count(quiet, 500) == 1
+    with TestClient(app) as loud, pytest.raises(RuntimeError, match="boom"):
+        loud.post(_path(loud), json=PURE, headers=AUTH)
+
+
+def test_middleware_added_by_a_deployment_sees_every_request(
+    settings: Settings, database: Database
+) -> None:
+    """The edge only stands in for the middleware it knows: with one more, the register route
+    goes through the whole stack again."""
+    seen: list[str] = []
+
+    class Tap:
+        def __init__(self, app: ASGIApp) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":
+                seen.append(f"{scope['method']} {scope['path']}")
+            await self.app(scope, receive, send)
+
+    app = create_app(settings, database)
+    app.add_middleware(Tap)
+    with TestClient(app) as c:
+        path = _path(c)
+        r = c.post(path, json=PURE, headers=AUTH)
+        assert r.status_code == 201, r.text
+    assert f"POST {path}" in seen
