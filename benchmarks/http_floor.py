@@ -56,8 +56,10 @@ from benchmarks.service_setup import (
 )
 
 
-def _markers(backend: str) -> tuple[str, str]:
+def _markers(backend: str, datasets: int = 1) -> tuple[str, str]:
     name = "http-floor" if backend == "postgresql" else f"http-floor-{backend}"
+    if datasets > 1:
+        name += "-many"
     return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
 
 
@@ -68,14 +70,19 @@ def _systems(compare: dict[str, Path]) -> tuple[str, ...]:
     return SYSTEMS + tuple(f"service@{label}" for label in compare)
 
 
+def _budgets(datasets: int) -> list[str]:
+    """The raw baseline's budget rows (``postgres_backend``/``sqlite_backend`` create them)."""
+    return [f"b{i:05d}" for i in range(datasets)]
+
+
 def _cell(system: str, n: int, timing: dict[str, float], targets: dict[str, Any]) -> dict[str, Any]:
     if system == "raw":
-        spec = {**targets["raw"], **timing, "clients": n, "budgets": ["b00000"]}
+        spec = {**targets["raw"], **timing, "clients": n, "budgets": targets["budgets"]}
         return run_load(spec)
     server: Server = targets[system]["server"]
     spec = {
         "kind": "http", "host": "127.0.0.1", "port": server.port, "key": ADMIN_KEY,
-        "paths": [targets[system]["path"]], "body": targets[system]["body"], "clients": n,
+        "paths": targets[system]["paths"], "body": targets[system]["body"], "clients": n,
         **timing,
     }  # fmt: skip
     cpu0 = server.cpu_seconds()
@@ -91,16 +98,18 @@ def measure(
     rounds: int,
     timing: dict[str, float],
     compare: dict[str, Path] | None = None,
+    datasets: int = 1,
 ) -> list[Any]:
     """The cells, on PostgreSQL at ``url`` or, with ``url=None``, on SQLite files of a
-    temporary directory."""
+    temporary directory; each request on one of ``datasets`` budget rows, picked at random
+    (one: a hot row)."""
     compare = compare or {}
     systems = _systems(compare)
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="odometer-floor-") as tmp:
-        backend = postgres_backend(url, 1) if url else sqlite_backend(Path(tmp), 1)
+        backend = postgres_backend(url, datasets) if url else sqlite_backend(Path(tmp), datasets)
         try:
-            _measure(backend, Path(tmp), clients, rounds, timing, compare, systems, runs)
+            _measure(backend, Path(tmp), clients, rounds, timing, compare, systems, runs, datasets)
         finally:
             if backend.name == "postgresql":
                 pg_drop(backend.service_url)
@@ -116,6 +125,7 @@ def _measure(
     compare: dict[str, Path],
     systems: tuple[str, ...],
     runs: list[dict[str, Any]],
+    datasets: int,
 ) -> None:
     with ExitStack() as stack:
         log = tmp / "server.log"
@@ -135,16 +145,18 @@ def _measure(
                 env=floor_env,
             )
         )
+        budgets = _budgets(datasets)
         targets: dict[str, Any] = {
             "raw": backend.baseline,
-            "floor": {"server": floor, "path": "/b00000", "body": {}},
+            "budgets": budgets,
+            "floor": {"server": floor, "paths": [f"/{b}" for b in budgets], "body": {}},
         }
         for name, root in services.items():
             server = stack.enter_context(running_server(backend.service_url, log, 2, root=root))
-            ds = create_dataset(server.port, name, "basic")
+            ids = [create_dataset(server.port, f"{name}-{i}", "basic") for i in range(datasets)]
             targets[name] = {
                 "server": server,
-                "path": f"/v1/datasets/{ds}/invocations",
+                "paths": [f"/v1/datasets/{ds}/invocations" for ds in ids],
                 "body": {"mechanism": MODES["basic"]},
             }
         for r in range(rounds):
@@ -169,9 +181,18 @@ def _median(values: list[float]) -> float:
 
 
 def render(
-    runs: list[dict[str, Any]], started: str, command: str, backend: str = "postgresql"
+    runs: list[dict[str, Any]],
+    started: str,
+    command: str,
+    backend: str = "postgresql",
+    datasets: int = 1,
 ) -> str:
-    begin, end = _markers(backend)
+    begin, end = _markers(backend, datasets)
+    rows = (
+        "One hot budget row"
+        if datasets == 1
+        else f"{datasets:,} budget rows (datasets), one picked at random per request"
+    )
     database = "PostgreSQL" if backend == "postgresql" else "SQLite"
     raw_how = "psycopg 3" if backend == "postgresql" else "sqlite3, in process"
     clients = sorted({r["clients"] for r in runs})
@@ -182,7 +203,8 @@ def render(
     lines = [
         begin,
         "## The HTTP floor: the raw baseline's transaction behind uvicorn (issue 14)"
-        + ("" if backend == "postgresql" else f", {database}"),
+        + ("" if backend == "postgresql" else f", {database}")
+        + ("" if datasets == 1 else f", {datasets:,} datasets"),
         "",
         f"Run {started} on {platform.machine()}, {os.cpu_count()} cores shared with other jobs "
         f"(1-minute load {min(loads):.2f}–{max(loads):.2f}); Python {platform.python_version()}. "
@@ -193,7 +215,7 @@ def render(
         "transaction behind uvicorn in a bare ASGI application (`benchmarks/http_floor_app.py`: no "
         "framework, validation, authentication or accounting), served as the service is "
         "(`python -m app.serve`, 2 workers). *service*: registrations of a `basic` pure-ε "
-        f"declaration. One hot budget row, {database}; CPU = all processes of the server, per "
+        f"declaration. {rows}, {database}; CPU = all processes of the server, per "
         "answered request.",
         "",
         "| N | raw req/s (p50 / p99 ms) | floor req/s (p50 / p99 ms), CPU ms | service req/s "
@@ -249,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sqlite", action="store_true", help="on SQLite files instead of PostgreSQL"
     )
+    parser.add_argument(
+        "--datasets",
+        type=int,
+        default=1,
+        help="budget rows (datasets) each request picks one of at random (default: one hot row)",
+    )
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=5.0)
@@ -268,11 +296,20 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     clients = [int(c) for c in args.clients.split(",")]
     timing = {"duration": args.duration, "warmup": args.warmup}
-    runs = measure(None if args.sqlite else args.postgres, clients, args.rounds, timing, compare)
+    runs = measure(
+        None if args.sqlite else args.postgres,
+        clients,
+        args.rounds,
+        timing,
+        compare,
+        args.datasets,
+    )
     command = "python -m benchmarks.http_floor " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
-    text = render(runs, started, command.strip(), "sqlite" if args.sqlite else "postgresql")
+    text = render(
+        runs, started, command.strip(), "sqlite" if args.sqlite else "postgresql", args.datasets
+    )
     if not args.no_results:
         write_section(text)
     print(text)
