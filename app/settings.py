@@ -61,8 +61,8 @@ class Settings(BaseSettings):
     #: Serve each dataset's writers first come, first served within a server process
     #: (``app/db/queue.py``) before they wait on the database's row lock (PostgreSQL only).
     fair_queue: bool = Field(default=True, validation_alias=AliasChoices("ODOMETER_FAIR_QUEUE"))
-    #: Registrations of one caller on one dataset that arrive while an earlier one is being
-    #: written share the next transaction, up to this many (1: a transaction each).
+    #: Registrations of one caller that arrive while an earlier one is being written share the
+    #: next transaction, up to this many (1: a transaction each).
     group_commit: int = Field(
         default=64, ge=1, le=1024, validation_alias=AliasChoices("ODOMETER_GROUP_COMMIT")
     )

@@ -104,8 +104,8 @@ class Database:
     #: first-come-first-served turns per dataset in this process (``None``: the database's
     #: lock alone decides the order)
     queue: FairQueue | None = None
-    #: concurrent registrations of one caller on one dataset share a transaction (``None``:
-    #: one transaction each; :mod:`app.db.groups`)
+    #: concurrent registrations of one caller share a transaction (``None``: one transaction
+    #: each; :mod:`app.db.groups`)
     groups: GroupCommit[Any, Any] | None = None
     #: which datasets' organisations had a cap when last seen (the organisation lock to ask for)
     org_modes: OrganisationModes = field(default_factory=OrganisationModes)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
@@ -233,6 +234,7 @@ def lock_levels(
     *,
     admitting: bool,
     invocation_id: str | None = None,
+    may_restart: bool = True,
 ) -> Locked:
     """Lock every level of an invocation on ``dataset_id`` in one statement (organisation →
     dataset → the caller's grant; :func:`app.db.admission.read_levels`) as the caller may see
@@ -246,7 +248,9 @@ def lock_levels(
     organisation each). Settle and cancel may write the cap's state and always hold it alone.
     Whether a cap is in force is guessed from the last time this process saw the dataset; a
     wrong ``share`` guess is rolled back and the levels are locked again, the organisation
-    alone (a shared lock is never upgraded: two sharers upgrading deadlock).
+    alone (a shared lock is never upgraded: two sharers upgrading deadlock). A transaction that
+    holds other datasets' work passes ``may_restart=False``: a wrong guess then raises
+    (:class:`_CapAppeared`), and its requests are run again, each alone.
     """
     modes = uow.database.org_modes
     org_lock: OrgLock = modes.guess(dataset_id) if admitting else "update"
@@ -254,9 +258,16 @@ def lock_levels(
     capped = locked.org.cap_json is not None
     modes.learn(dataset_id, capped)
     if capped and org_lock == "share":
+        if not may_restart:
+            raise _CapAppeared(dataset_id)
         uow.rollback()
         locked = _levels(uow, principal, dataset_id, "update", invocation_id)
     return locked
+
+
+class _CapAppeared(Exception):
+    """A cap came into force on a dataset's organisation since this process last saw it, in a
+    transaction that may not roll back and lock again (it holds other datasets' work)."""
 
 
 def _levels(
@@ -293,6 +304,12 @@ class _Registration:
     charges: dict[object, object] | None
 
 
+def group_key(principal: Principal) -> str:
+    """The line a registration waits in for its group (:mod:`app.db.groups`): one per caller,
+    whatever the dataset."""
+    return principal.id
+
+
 def register_invocation(
     uow: UnitOfWork,
     principal: Principal,
@@ -302,9 +319,10 @@ def register_invocation(
 ) -> RecordedResponse:
     """Admit, reserve or reject one invocation, atomically with its ledger entry.
 
-    Concurrent registrations of one caller on one dataset in this process share a
-    transaction (group commit, :mod:`app.db.groups`): decided one after another in arrival
-    order, one ledger entry each, one commit, each answered only after it."""
+    Concurrent registrations of one caller in this process share a transaction (group commit,
+    :mod:`app.db.groups`): on one dataset, decided one after another in arrival order, one
+    ledger entry each; across datasets (of organisations without a cap), each dataset's in turn,
+    in the order of their ids; one commit, each answered only after it."""
     digest = fingerprint(
         "register_invocation",
         dataset_id=dataset_id,
@@ -317,9 +335,12 @@ def register_invocation(
     if groups is None:
         return _register_alone(uow, item)
     outcome: RecordedResponse = groups.run(
-        (dataset_id, principal.id), item, lambda items: _register_group(uow, items)
+        group_key(principal), item, lambda items: _register_group(uow, items)
     )
     return outcome
+
+
+Outcome = RecordedResponse | BaseException
 
 
 def _register_alone(uow: UnitOfWork, item: _Registration) -> RecordedResponse:
@@ -329,17 +350,47 @@ def _register_alone(uow: UnitOfWork, item: _Registration) -> RecordedResponse:
     return outcome
 
 
-def _register_group(
-    uow: UnitOfWork, items: Sequence[_Registration]
-) -> list[RecordedResponse | BaseException]:
-    """The outcomes of a group; a group whose transaction failed never half-applies (nothing
-    of it was committed), and each of its requests is then run alone, for its own answer."""
+def _register_group(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outcome]:
+    """The outcomes of a group, in as few transactions as are safe (:func:`_transactions`)."""
+    outcomes: list[Outcome | None] = [None] * len(items)
+    for members in _transactions(uow, items):
+        done = _register_part(uow, [items[i] for i in members])
+        for i, outcome in zip(members, done, strict=True):
+            outcomes[i] = outcome
+    return [o for o in outcomes if o is not None]
+
+
+def _transactions(uow: UnitOfWork, items: Sequence[_Registration]) -> list[list[int]]:
+    """A group's members (their positions), split into the transactions that decide them.
+
+    The datasets whose organisation is known to have no cap share one transaction: their
+    organisation rows are only shared-locked, and their dataset rows are locked in the order of
+    their ids, so no two such transactions (of this or another process) can wait on each other
+    in a cycle. A dataset under a capped organisation holds its organisation row alone: two
+    transactions holding two such rows could each wait for the other's, so each of those
+    datasets gets a transaction of its own, as a request alone does. Arrival order within a
+    dataset is kept in every case."""
+    by_dataset: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        by_dataset.setdefault(item.dataset_id, []).append(i)
+    if len(by_dataset) == 1:
+        return [list(range(len(items)))]
+    modes = uow.database.org_modes
+    shared = [i for d, ms in by_dataset.items() if modes.guess(d) == "share" for i in ms]
+    alone = [ms for d, ms in by_dataset.items() if modes.guess(d) != "share"]
+    return ([sorted(shared)] if shared else []) + alone
+
+
+def _register_part(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outcome]:
+    """The outcomes of one transaction's members; a transaction that failed never half-applies
+    (nothing of it was committed), and each of its requests is then run alone, for its own
+    answer."""
     try:
         return _register_together(uow, items)
-    except Exception:
+    except Exception as exc:
         if len(items) == 1:
-            raise
-    outcomes: list[RecordedResponse | BaseException] = []
+            return [exc]
+    outcomes: list[Outcome] = []
     for item in items:
         try:
             outcomes.append(_register_alone(uow, item))
@@ -348,25 +399,53 @@ def _register_group(
     return outcomes
 
 
-def _register_together(
-    uow: UnitOfWork, items: Sequence[_Registration]
-) -> list[RecordedResponse | BaseException]:
-    """Decide ``items`` (one caller, one dataset) in order in one transaction: lock every
-    level once, look up every idempotency key at once, write once, commit once. An item's
-    own refusal (a reused key, a declaration the accounting refuses) is its outcome; the
-    others go on."""
-    principal, dataset_id = items[0].principal, items[0].dataset_id
-    with uow.turn(dataset_id), uow.core():
-        locked = lock_levels(uow, principal, dataset_id, admitting=True)
-        return _decide_group(uow, principal, locked, items)
+def _register_together(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outcome]:
+    """Decide ``items`` (one caller) in one transaction: each dataset's levels locked once, in
+    the order of the datasets' ids, its members decided in arrival order and written at once;
+    one commit. An item's own refusal (a dataset it may
+    not see, a reused key, a declaration the accounting refuses) is its outcome; the others go
+    on. With several datasets, a cap found in force where none was known fails the transaction
+    (:class:`_CapAppeared`)."""
+    principal = items[0].principal
+    by_dataset: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        by_dataset.setdefault(item.dataset_id, []).append(i)
+    datasets = sorted(by_dataset)
+    outcomes: list[Outcome | None] = [None] * len(items)
+    wrote = False
+    with ExitStack() as held:
+        for dataset_id in datasets:  # this process's turns, in the order of the row locks
+            held.enter_context(uow.turn(dataset_id))
+        held.enter_context(uow.core())
+        for dataset_id in datasets:
+            members = by_dataset[dataset_id]
+            try:
+                locked = lock_levels(
+                    uow, principal, dataset_id, admitting=True, may_restart=len(datasets) == 1
+                )
+            except NotFound as exc:  # nothing was locked
+                for i in members:
+                    outcomes[i] = exc
+                continue
+            decided, staged = _decide_group(uow, principal, locked, [items[i] for i in members])
+            wrote = wrote or staged
+            for i, outcome in zip(members, decided, strict=True):
+                outcomes[i] = outcome
+        if wrote:
+            commit(uow)
+    return [o for o in outcomes if o is not None]
 
 
 def _decide_group(
     uow: UnitOfWork, principal: Principal, locked: Locked, items: Sequence[_Registration]
-) -> list[RecordedResponse | BaseException]:
+) -> tuple[list[Outcome], bool]:
+    """Decide one dataset's ``items`` in order on its locked levels and write what they
+    changed (not committed); whether anything was written. Their idempotency keys are looked
+    up at once, under the dataset's lock (a request with the same key that committed first is
+    seen)."""
     uow.idempotency.prefetch(principal.id, [i.key for i in items if i.key is not None])
     writes = Writes()
-    outcomes: list[RecordedResponse | BaseException] = []
+    outcomes: list[Outcome] = []
     for item in items:
         try:
             stored = stored_response(uow, principal, item.key, item.digest)
@@ -388,8 +467,7 @@ def _decide_group(
         outcomes.append(response)
     if writes:
         _write(uow, writes, locked, locked.grant)
-        commit(uow)
-    return outcomes
+    return outcomes, bool(writes)
 
 
 def _read_levels(

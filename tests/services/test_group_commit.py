@@ -23,8 +23,8 @@ from sqlalchemy.exc import IntegrityError
 from app.db import admission
 from app.db.groups import GroupCommit
 from app.db.uow import Database, UnitOfWork
-from app.services import invocations
-from app.services.errors import IdempotencyKeyReused
+from app.services import datasets, invocations, organisations
+from app.services.errors import IdempotencyKeyReused, NotFound
 from app.services.principals import Principal, Role
 from odometer_core.accounting import parse_declaration
 from odometer_core.ledger.chain import verify_chain
@@ -32,6 +32,8 @@ from tests.support import service_dataset
 
 ADMIN = Principal("admin", Role.ADMIN, None)
 PURE = {"type": "pure_dp", "epsilon": "0.25"}
+#: one registration: the dataset, the declaration, the idempotency key
+Call = tuple[str, dict[str, Any], str | None]
 
 
 @pytest.fixture
@@ -70,7 +72,7 @@ def _wait_until(condition: Callable[[], bool]) -> None:
         time.sleep(0.001)
 
 
-def _waiting(groups: GroupCommit[Any, Any], key: tuple[str, str], n: int) -> bool:
+def _waiting(groups: GroupCommit[Any, Any], key: str, n: int) -> bool:
     return groups.waiting(key) == n
 
 
@@ -80,13 +82,24 @@ def _register_in_order(
     calls: list[tuple[dict[str, Any], str | None]],
     release: threading.Event,
 ) -> list[invocations.RecordedResponse | BaseException]:
-    """Register ``calls`` (declaration, idempotency key) from one thread each, each started
-    once the previous one is in line behind the first (held) commit; then release it."""
+    """Register ``calls`` (declaration, idempotency key) on ``dataset_id``, as
+    :func:`_register_across` does."""
+    return _register_across(database, [(dataset_id, d, k) for d, k in calls], release)
+
+
+def _register_across(
+    database: Database,
+    calls: list[Call],
+    release: threading.Event,
+) -> list[invocations.RecordedResponse | BaseException]:
+    """Register ``calls`` (dataset, declaration, idempotency key) from one thread each, each
+    started once the previous one is in line behind the first (held) commit; then release
+    it."""
     groups = database.groups
     assert groups is not None
     out: list[invocations.RecordedResponse | BaseException | None] = [None] * len(calls)
 
-    def call(i: int, declaration: dict[str, Any], key: str | None) -> None:
+    def call(i: int, dataset_id: str, declaration: dict[str, Any], key: str | None) -> None:
         request = invocations.InvocationRequest(parse_declaration(declaration))
         try:
             out[i] = invocations.register_invocation(
@@ -96,12 +109,12 @@ def _register_in_order(
             out[i] = exc
 
     threads = []
-    for i, (declaration, key) in enumerate(calls):
-        t = threading.Thread(target=call, args=(i, declaration, key))
+    for i, (dataset_id, declaration, key) in enumerate(calls):
+        t = threading.Thread(target=call, args=(i, dataset_id, declaration, key))
         t.start()
         threads.append(t)
         if i > 0:  # the first holds its commit; the others line up behind it, in order
-            _wait_until(partial(_waiting, groups, (dataset_id, ADMIN.id), i))
+            _wait_until(partial(_waiting, groups, invocations.group_key(ADMIN), i))
         else:
             time.sleep(0.05)
     release.set()
@@ -188,3 +201,135 @@ def test_a_failed_group_is_not_half_applied_and_each_request_is_answered_alone(
     entries = _ledger(grouped, ds)
     assert [e["seq"] for e in entries] == [1, 2, 3, 4, 5]
     assert verify_chain(entries) == []
+
+
+# ---------------------------------------------------------------------------- across datasets
+def _seqs(database: Database, dataset_id: str) -> list[int]:
+    entries = _ledger(database, dataset_id)
+    assert verify_chain(entries) == []
+    return [e["seq"] for e in entries]
+
+
+def test_a_group_spans_the_caller_s_datasets_in_one_transaction(
+    grouped: Database, held: HeldCommit
+) -> None:
+    """Requests of one caller on three datasets that wait behind the first share one commit;
+    on each dataset they are decided in arrival order, on the state the previous one left."""
+    a, b, c = (service_dataset(UnitOfWork(grouped), f"across-{n}", epsilon="1") for n in "abc")
+    half = {"type": "pure_dp", "epsilon": "0.5"}
+    calls: list[Call] = [
+        (a, PURE, None),
+        (b, half, None),
+        (c, PURE, None),
+        (b, half, None),
+        (b, half, None),
+    ]
+    calls += [(a, PURE, "ka")]
+    outcomes = _register_across(grouped, calls, held.release)
+    assert held.calls == 2  # the first alone, the five behind it together
+    statuses = [o.outcome for o in outcomes if isinstance(o, invocations.RecordedResponse)]
+    assert statuses == ["created"] * 4 + ["BudgetExceeded", "created"]
+    assert [_body(o)["ledger_seq"] for o in outcomes] == [2, 2, 2, 3, 4, 3]
+    assert [_body(outcomes[i])["remaining"]["epsilon"] for i in (0, 1, 2, 3, 5)] == [
+        "0.75",
+        "0.5",
+        "0.75",
+        "0",
+        "0.5",
+    ]
+    assert _seqs(grouped, a) == [1, 2, 3]
+    assert _seqs(grouped, b) == [1, 2, 3, 4]
+    assert _seqs(grouped, c) == [1, 2]
+
+
+def test_a_dataset_the_caller_may_not_see_is_refused_and_the_group_goes_on(
+    grouped: Database, held: HeldCommit
+) -> None:
+    a, b = (service_dataset(UnitOfWork(grouped), f"seen-{n}", epsilon="1") for n in "ab")
+    calls: list[Call] = [
+        (a, PURE, None),
+        (b, PURE, None),
+        ("ds_missing", PURE, None),
+        (a, PURE, None),
+    ]
+    outcomes = _register_across(grouped, calls, held.release)
+    assert isinstance(outcomes[2], NotFound)
+    assert [_body(outcomes[i])["ledger_seq"] for i in (0, 1, 3)] == [2, 2, 3]
+    assert held.calls == 2
+    assert _seqs(grouped, a) == [1, 2, 3] and _seqs(grouped, b) == [1, 2]
+
+
+def _capped_dataset(database: Database, name: str, cap: str) -> str:
+    """A dataset (ε = 10) of an organisation of its own whose cap is ``cap``."""
+    org = organisations.create_organisation(UnitOfWork(database), ADMIN, f"org-{name}")["id"]
+    organisations.set_cap(UnitOfWork(database), ADMIN, org, (cap, "0"))
+    new = datasets.NewDataset(name, "10", "0.00001", "add_remove", {"mode": "basic"}, org)
+    return str(datasets.create_dataset(UnitOfWork(database), ADMIN, new)["id"])
+
+
+def test_a_dataset_under_a_known_cap_gets_a_transaction_of_its_own(
+    grouped: Database, held: HeldCommit
+) -> None:
+    """Its organisation row is held alone, so it is not locked together with other datasets
+    (two such transactions could wait on each other's organisation row)."""
+    a, b = (service_dataset(UnitOfWork(grouped), f"free-{n}", epsilon="1") for n in "ab")
+    capped = _capped_dataset(grouped, "known", cap="0.5")
+    grouped.org_modes.learn(capped, True)
+    calls: list[Call] = [
+        (a, PURE, None),
+        (capped, PURE, None),
+        (b, PURE, None),
+        (capped, PURE, None),
+    ]
+    calls += [(capped, PURE, None)]
+    outcomes = _register_across(grouped, calls, held.release)
+    assert held.calls == 3  # the first; a and b together; the capped dataset's three
+    statuses = [o.outcome for o in outcomes if isinstance(o, invocations.RecordedResponse)]
+    assert statuses == ["created"] * 4 + ["BudgetExceeded"]
+    assert _seqs(grouped, capped) == [1, 2, 3, 4]
+
+
+def test_a_cap_found_in_force_runs_the_group_again_each_alone(
+    grouped: Database, held: HeldCommit
+) -> None:
+    """The process guessed no cap: the shared transaction may not roll back and lock again
+    (it holds the other dataset's work), so nothing of it is committed and each request is
+    decided alone, the cap included."""
+    a = service_dataset(UnitOfWork(grouped), "guess-a", epsilon="1")
+    capped = _capped_dataset(grouped, "unknown", cap="0.5")
+    calls: list[Call] = [
+        (a, PURE, None),
+        (capped, PURE, None),
+        (a, PURE, None),
+        (capped, PURE, None),
+    ]
+    calls += [(capped, PURE, None)]
+    outcomes = _register_across(grouped, calls, held.release)
+    statuses = [o.outcome for o in outcomes if isinstance(o, invocations.RecordedResponse)]
+    assert statuses == ["created"] * 4 + ["BudgetExceeded"]
+    assert held.calls == 5  # the first; then each of the four alone
+    assert grouped.org_modes.guess(capped) == "update"
+    assert _seqs(grouped, a) == [1, 2, 3] and _seqs(grouped, capped) == [1, 2, 3, 4]
+
+
+def test_a_failed_group_across_datasets_is_not_half_applied(
+    grouped: Database, held: HeldCommit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second dataset's write fails after the first's was written: nothing of the group is
+    committed, and each request is answered alone."""
+    a, b = (service_dataset(UnitOfWork(grouped), f"half-{n}", epsilon="1") for n in "ab")
+    real_write = admission.write
+    writes_seen: list[str] = []
+
+    def write(conn: Any, writes: Any, dataset: Any, *args: Any) -> None:
+        writes_seen.append(dataset.id)
+        real_write(conn, writes, dataset, *args)
+        if len(writes_seen) == 3:  # the group's second write (after the first request's own)
+            raise IntegrityError("INSERT", {}, Exception("ledger_entries: lost connection"))
+
+    monkeypatch.setattr(invocations, "write", write)
+    calls: list[Call] = [(a, PURE, None), (a, PURE, None), (b, PURE, None), (a, PURE, None)]
+    outcomes = _register_across(grouped, calls, held.release)
+    assert writes_seen[0] == a and sorted(writes_seen[1:3]) == sorted([a, b])  # ids' order
+    assert [_body(o)["ledger_seq"] for o in outcomes] == [2, 3, 2, 4]
+    assert _seqs(grouped, a) == [1, 2, 3, 4] and _seqs(grouped, b) == [1, 2]
