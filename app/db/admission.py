@@ -199,10 +199,18 @@ def _json_columns(table: Table) -> frozenset[str]:
 
 @lru_cache(maxsize=64)
 def _lock_sql(
-    dialect: str, org_lock: OrgLock | None, analyst: bool, scoped: bool, invocation: bool
+    dialect: str,
+    org_lock: OrgLock | None,
+    analyst: bool,
+    scoped: bool,
+    invocation: bool,
+    datasets: int = 0,
 ) -> str:
     """``SELECT`` the organisation, the dataset, the analyst's grant (joined: no grant, no row)
-    and optionally one invocation of the dataset; lock them when ``org_lock`` is given."""
+    and optionally one invocation of the dataset; lock them when ``org_lock`` is given.
+    ``datasets`` > 0: that many datasets (parameters ``dataset0``, …), in the order of their
+    ids, which is the order their rows are locked in (the locking clause applies to the sorted
+    rows)."""
     p = partial(_param, dialect)
     cols = [
         "d.id, d.relation, d.config_json, d.state_json, d.last_seq, d.head_hash",
@@ -215,15 +223,17 @@ def _lock_sql(
     if invocation:
         cols.append("i.id, i.status, i.actor, i.reservation, i.levels, i.declaration")
         joins.append(f"LEFT JOIN invocations i ON i.id = {p('invocation')} AND i.dataset_id = d.id")
-    where = f"WHERE d.id = {p('dataset')}" + (
+    ids = ", ".join(p(f"dataset{i}") for i in range(datasets))
+    where = (f"WHERE d.id IN ({ids})" if datasets else f"WHERE d.id = {p('dataset')}") + (
         f" AND d.organisation = {p('scope')}" if scoped else ""
     )
+    order = " ORDER BY d.id" if datasets else ""
     locks = ""
     if org_lock is not None and dialect == "postgresql":
         org_clause = "FOR SHARE OF o" if org_lock == "share" else "FOR UPDATE OF o"
         # the locking clauses' order is the lock order: organisation → dataset → grant
         locks = f" {org_clause} FOR UPDATE OF d" + (", g" if analyst else "")
-    return f"SELECT {', '.join(cols)} {' '.join(joins)} {where}{locks}"
+    return f"SELECT {', '.join(cols)} {' '.join(joins)} {where}{order}{locks}"
 
 
 def read_levels(
@@ -256,19 +266,48 @@ def read_levels(
     rows = _run(conn, sql, params)
     if not rows:
         return None
-    row = rows[0]
+    return _locked(rows[0], _loader(conn), analyst is not None, invocation_id is not None)
+
+
+def read_many_levels(
+    conn: Connection,
+    dataset_ids: Sequence[str],
+    *,
+    scope: str | None,
+    analyst: str | None,
+) -> dict[str, Locked]:
+    """The levels of several datasets, as :func:`read_levels` reads one, locked in one
+    statement in the order of the datasets' ids, every organisation row shared (the caller
+    checks that none has a cap: a capped organisation's row is to be held alone). The datasets
+    the caller may not see are missing from the answer: nothing of theirs was locked."""
+    sql = _lock_sql(
+        conn.dialect.name, "share", analyst is not None, scope is not None, False, len(dataset_ids)
+    )
+    params: dict[str, Any] = {f"dataset{i}": d for i, d in enumerate(dataset_ids)}
+    if scope is not None:
+        params["scope"] = scope
+    if analyst is not None:
+        params["principal"] = analyst
     load = _loader(conn)
+    found = (_locked(row, load, analyst is not None, False) for row in _run(conn, sql, params))
+    return {locked.dataset.id: locked for locked in found}
+
+
+def _locked(
+    row: Sequence[Any], load: Callable[[Any], Any], grant: bool, invocation: bool
+) -> Locked:
+    """A row of :func:`_lock_sql`'s statement as the levels it locked."""
     dataset = DatasetRow(row[0], row[1], load(row[2]), load(row[3]), row[4], row[5])
     org = OrgRow(row[6], load(row[7]), load(row[8]))
     rest = row[9:]
-    grant = None
-    if analyst is not None:
-        grant = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]))
+    grant_row = None
+    if grant:
+        grant_row = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]))
         rest = rest[4:]
     inv = None
-    if invocation_id is not None and rest[0] is not None:
+    if invocation and rest[0] is not None:
         inv = InvocationRow(rest[0], rest[1], rest[2], load(rest[3]), load(rest[4]), load(rest[5]))
-    return Locked(org, dataset, grant, inv)
+    return Locked(org, dataset, grant_row, inv)
 
 
 @lru_cache(maxsize=4)
@@ -426,11 +465,13 @@ def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, .
 def write(
     conn: Connection,
     writes: Writes,
-    dataset: DatasetRow,
+    dataset: DatasetRow | Sequence[DatasetRow],
     org: OrgRow | None,
     grants: Sequence[GrantRow],
 ) -> None:
-    """Write ``writes`` and the levels' new states: one statement on PostgreSQL."""
+    """Write ``writes`` and the levels' new states (of one dataset or several): one statement
+    on PostgreSQL."""
+    datasets = (dataset,) if isinstance(dataset, DatasetRow) else dataset
     params: dict[str, Any] = {}
     shape: list[tuple[str, int]] = []
 
@@ -464,19 +505,20 @@ def write(
     if org is not None and org.dirty:
         rows("o", [{"key": org.id, "cap_state_json": org.cap_state_json}])
     rows("g", [{"key": g.id, "quota_state_json": g.quota_state_json} for g in grants if g.dirty])
-    if dataset.updated_at is not None:
-        rows(
-            "d",
-            [
-                {
-                    "key": dataset.id,
-                    "state_json": dataset.state_json,
-                    "last_seq": dataset.last_seq,
-                    "head_hash": dataset.head_hash,
-                    "updated_at": dataset.updated_at,
-                }
-            ],
-        )
+    rows(
+        "d",
+        [
+            {
+                "key": d.id,
+                "state_json": d.state_json,
+                "last_seq": d.last_seq,
+                "head_hash": d.head_hash,
+                "updated_at": d.updated_at,
+            }
+            for d in datasets
+            if d.updated_at is not None
+        ],
+    )
     if not shape:
         return
     for sql in _write_sql(conn.dialect.name, tuple(shape)):

@@ -31,10 +31,12 @@ from app.db.admission import (
     InvocationRow,
     Locked,
     OrgLock,
+    OrgRow,
     StoredResponse,
     Writes,
     lock_grant,
     read_levels,
+    read_many_levels,
     write,
 )
 from app.db.models import Invocation
@@ -218,10 +220,21 @@ def commit(uow: UnitOfWork) -> None:
 
 
 def _write(uow: UnitOfWork, writes: Writes, locked: Locked, *grants: GrantRow | None) -> None:
-    """Write the transaction's rows and the levels' new states (PostgreSQL raises a unique
-    violation here, at the statement, not at commit)."""
+    """Write the transaction's rows and the levels' new states."""
+    _write_all(uow, writes, [locked.dataset], locked.org, grants)
+
+
+def _write_all(
+    uow: UnitOfWork,
+    writes: Writes,
+    datasets: Sequence[DatasetRow],
+    org: OrgRow | None,
+    grants: Sequence[GrantRow | None],
+) -> None:
+    """Write the transaction's rows and the new states of its datasets, organisation and grants
+    (PostgreSQL raises a unique violation here, at the statement, not at commit)."""
     try:
-        write(uow.connection(), writes, locked.dataset, locked.org, [g for g in grants if g])
+        write(uow.connection(), writes, datasets, org, [g for g in grants if g])
     except IntegrityError as exc:
         raise _conflict(exc) from None
 
@@ -234,7 +247,6 @@ def lock_levels(
     *,
     admitting: bool,
     invocation_id: str | None = None,
-    may_restart: bool = True,
 ) -> Locked:
     """Lock every level of an invocation on ``dataset_id`` in one statement (organisation →
     dataset → the caller's grant; :func:`app.db.admission.read_levels`) as the caller may see
@@ -248,9 +260,7 @@ def lock_levels(
     organisation each). Settle and cancel may write the cap's state and always hold it alone.
     Whether a cap is in force is guessed from the last time this process saw the dataset; a
     wrong ``share`` guess is rolled back and the levels are locked again, the organisation
-    alone (a shared lock is never upgraded: two sharers upgrading deadlock). A transaction that
-    holds other datasets' work passes ``may_restart=False``: a wrong guess then raises
-    (:class:`_CapAppeared`), and its requests are run again, each alone.
+    alone (a shared lock is never upgraded: two sharers upgrading deadlock).
     """
     modes = uow.database.org_modes
     org_lock: OrgLock = modes.guess(dataset_id) if admitting else "update"
@@ -258,16 +268,37 @@ def lock_levels(
     capped = locked.org.cap_json is not None
     modes.learn(dataset_id, capped)
     if capped and org_lock == "share":
-        if not may_restart:
-            raise _CapAppeared(dataset_id)
         uow.rollback()
         locked = _levels(uow, principal, dataset_id, "update", invocation_id)
     return locked
 
 
+def _lock_shared(
+    uow: UnitOfWork, principal: Principal, dataset_ids: Sequence[str]
+) -> dict[str, Locked]:
+    """Lock the levels of several datasets in one statement (in the order of their ids, each
+    organisation row shared; :func:`app.db.admission.read_many_levels`), as the caller may see
+    them: a dataset it may not see is missing from the answer. Raises :class:`_CapAppeared`
+    when one of the organisations has a cap (which the process did not know of)."""
+    found = read_many_levels(
+        uow.connection(),
+        dataset_ids,
+        scope=None if principal.is_admin else principal.organisation,
+        analyst=principal.id if principal.role is Role.ANALYST else None,
+    )
+    modes = uow.database.org_modes
+    capped = [d for d, locked in found.items() if locked.org.cap_json is not None]
+    for dataset_id, locked in found.items():
+        modes.learn(dataset_id, locked.org.cap_json is not None)
+    if capped:
+        raise _CapAppeared(capped[0])
+    return found
+
+
 class _CapAppeared(Exception):
     """A cap came into force on a dataset's organisation since this process last saw it, in a
-    transaction that may not roll back and lock again (it holds other datasets' work)."""
+    transaction that locked the organisation row shared with other datasets' rows (it may not
+    be upgraded there: two sharers upgrading deadlock)."""
 
 
 def _levels(
@@ -400,51 +431,56 @@ def _register_part(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outc
 
 
 def _register_together(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outcome]:
-    """Decide ``items`` (one caller) in one transaction: each dataset's levels locked once, in
-    the order of the datasets' ids, its members decided in arrival order and written at once;
-    one commit. An item's own refusal (a dataset it may
-    not see, a reused key, a declaration the accounting refuses) is its outcome; the others go
-    on. With several datasets, a cap found in force where none was known fails the transaction
-    (:class:`_CapAppeared`)."""
+    """Decide ``items`` (one caller) in one transaction: the levels of their datasets locked at
+    once, in the order of the datasets' ids; each dataset's members decided in arrival order on
+    the state the previous one left; one write for all; one commit. An item's own refusal (a
+    dataset it may not see, a reused key, a declaration the accounting refuses) is its outcome;
+    the others go on. With several datasets, a cap found in force where none was known fails
+    the transaction (:class:`_CapAppeared`)."""
     principal = items[0].principal
     by_dataset: dict[str, list[int]] = {}
     for i, item in enumerate(items):
         by_dataset.setdefault(item.dataset_id, []).append(i)
     datasets = sorted(by_dataset)
     outcomes: list[Outcome | None] = [None] * len(items)
-    wrote = False
     with ExitStack() as held:
         for dataset_id in datasets:  # this process's turns, in the order of the row locks
             held.enter_context(uow.turn(dataset_id))
         held.enter_context(uow.core())
+        if len(datasets) == 1:
+            found = {datasets[0]: lock_levels(uow, principal, datasets[0], admitting=True)}
+        else:
+            found = _lock_shared(uow, principal, datasets)
+        writes = Writes()
         for dataset_id in datasets:
             members = by_dataset[dataset_id]
-            try:
-                locked = lock_levels(
-                    uow, principal, dataset_id, admitting=True, may_restart=len(datasets) == 1
-                )
-            except NotFound as exc:  # nothing was locked
-                for i in members:
-                    outcomes[i] = exc
-                continue
-            decided, staged = _decide_group(uow, principal, locked, [items[i] for i in members])
-            wrote = wrote or staged
+            locked = found.get(dataset_id)
+            decided: Sequence[Outcome] = (
+                [NotFound(f"dataset '{dataset_id}' not found")] * len(members)
+                if locked is None
+                else _decide_group(uow, principal, locked, [items[i] for i in members], writes)
+            )
             for i, outcome in zip(members, decided, strict=True):
                 outcomes[i] = outcome
-        if wrote:
+        if writes:
+            levels = list(found.values())
+            org = levels[0].org if len(levels) == 1 else None  # shared rows are never written
+            _write_all(uow, writes, [lv.dataset for lv in levels], org, [lv.grant for lv in levels])
             commit(uow)
     return [o for o in outcomes if o is not None]
 
 
 def _decide_group(
-    uow: UnitOfWork, principal: Principal, locked: Locked, items: Sequence[_Registration]
-) -> tuple[list[Outcome], bool]:
-    """Decide one dataset's ``items`` in order on its locked levels and write what they
-    changed (not committed); whether anything was written. Their idempotency keys are looked
-    up at once, under the dataset's lock (a request with the same key that committed first is
-    seen)."""
+    uow: UnitOfWork,
+    principal: Principal,
+    locked: Locked,
+    items: Sequence[_Registration],
+    writes: Writes,
+) -> list[Outcome]:
+    """Decide one dataset's ``items`` in order on its locked levels, staging what they change
+    in ``writes``. Their idempotency keys are looked up at once, under the dataset's lock (a
+    request with the same key that committed first is seen)."""
     uow.idempotency.prefetch(principal.id, [i.key for i in items if i.key is not None])
-    writes = Writes()
     outcomes: list[Outcome] = []
     for item in items:
         try:
@@ -465,9 +501,7 @@ def _decide_group(
         response = _render_registration(registered)
         record_response(uow, writes, principal, item.key, item.digest, locked.dataset.id, response)
         outcomes.append(response)
-    if writes:
-        _write(uow, writes, locked, locked.grant)
-    return outcomes, bool(writes)
+    return outcomes
 
 
 def _read_levels(

@@ -315,21 +315,21 @@ def test_a_cap_found_in_force_runs_the_group_again_each_alone(
 def test_a_failed_group_across_datasets_is_not_half_applied(
     grouped: Database, held: HeldCommit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The second dataset's write fails after the first's was written: nothing of the group is
-    committed, and each request is answered alone."""
+    """The group's one write (both datasets' entries and new heads) fails after it was
+    written: nothing of the group is committed, and each request is answered alone."""
     a, b = (service_dataset(UnitOfWork(grouped), f"half-{n}", epsilon="1") for n in "ab")
     real_write = admission.write
-    writes_seen: list[str] = []
+    written: list[list[str]] = []
 
-    def write(conn: Any, writes: Any, dataset: Any, *args: Any) -> None:
-        writes_seen.append(dataset.id)
-        real_write(conn, writes, dataset, *args)
-        if len(writes_seen) == 3:  # the group's second write (after the first request's own)
+    def write(conn: Any, writes: Any, datasets: Any, *args: Any) -> None:
+        written.append(sorted(d.id for d in datasets))
+        real_write(conn, writes, datasets, *args)
+        if len(written) == 2:  # the group's write (after the first request's own)
             raise IntegrityError("INSERT", {}, Exception("ledger_entries: lost connection"))
 
     monkeypatch.setattr(invocations, "write", write)
     calls: list[Call] = [(a, PURE, None), (a, PURE, None), (b, PURE, None), (a, PURE, None)]
     outcomes = _register_across(grouped, calls, held.release)
-    assert writes_seen[0] == a and sorted(writes_seen[1:3]) == sorted([a, b])  # ids' order
+    assert written == [[a], sorted([a, b]), [a], [b], [a]]  # then each request alone
     assert [_body(o)["ledger_seq"] for o in outcomes] == [2, 3, 2, 4]
     assert _seqs(grouped, a) == [1, 2, 3, 4] and _seqs(grouped, b) == [1, 2]
