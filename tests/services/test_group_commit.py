@@ -333,3 +333,33 @@ def test_a_failed_group_across_datasets_is_not_half_applied(
     assert written == [[a], sorted([a, b]), [a], [b], [a]]  # then each request alone
     assert [_body(o)["ledger_seq"] for o in outcomes] == [2, 3, 2, 4]
     assert _seqs(grouped, a) == [1, 2, 3, 4] and _seqs(grouped, b) == [1, 2]
+
+
+def test_a_long_group_write_is_sent_with_native_placeholders(
+    grouped: Database, held: HeldCommit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's write statement longer than psycopg caches the parse of goes out with
+    PostgreSQL's own placeholders (parsed once per shape, here), and lands as any other."""
+    ds = service_dataset(UnitOfWork(grouped), "native", epsilon="10")
+    sent: list[int] = []
+    real_native = admission._native
+
+    def native(sql: str) -> tuple[str, tuple[str, ...]]:
+        text, names = real_native(sql)
+        sent.append(len(names))
+        return text, names
+
+    monkeypatch.setattr(admission, "_native", native)
+    outcomes = _register_in_order(grouped, ds, [(PURE, f"k{i}") for i in range(12)], held.release)
+    assert [_body(o)["ledger_seq"] for o in outcomes] == list(range(2, 14))
+    assert _seqs(grouped, ds) == list(range(1, 14))
+    if grouped.engine.dialect.name == "postgresql":
+        assert len(sent) == 1 and sent[0] > 100  # the eleven's write, not the first's
+    else:
+        assert sent == []
+
+
+def test_native_placeholders_are_numbered_in_order_of_appearance() -> None:
+    text, names = admission._native("INSERT INTO t (a, b) VALUES (%(a0)s, CAST(%(b0)s AS JSON))")
+    assert text == "INSERT INTO t (a, b) VALUES ($1, CAST($2 AS JSON))"
+    assert names == ("a0", "b0")
