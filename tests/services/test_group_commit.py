@@ -224,7 +224,7 @@ def test_a_group_spans_the_caller_s_datasets_in_one_transaction(
         (b, half, None),
         (b, half, None),
     ]
-    calls += [(a, PURE, "ka")]
+    calls += [(a, PURE, "across-ka")]
     outcomes = _register_across(grouped, calls, held.release)
     assert held.calls == 2  # the first alone, the five behind it together
     statuses = [o.outcome for o in outcomes if isinstance(o, invocations.RecordedResponse)]
@@ -350,7 +350,9 @@ def test_a_long_group_write_is_sent_with_native_placeholders(
         return text, names
 
     monkeypatch.setattr(admission, "_native", native)
-    outcomes = _register_in_order(grouped, ds, [(PURE, f"k{i}") for i in range(12)], held.release)
+    outcomes = _register_in_order(
+        grouped, ds, [(PURE, f"native-{i}") for i in range(12)], held.release
+    )
     assert [_body(o)["ledger_seq"] for o in outcomes] == list(range(2, 14))
     assert _seqs(grouped, ds) == list(range(1, 14))
     if grouped.engine.dialect.name == "postgresql":
