@@ -189,8 +189,7 @@ class FastRegister:
 
     def _record(self, metrics: Metrics, status: int, start: float) -> None:
         """What :class:`~app.api.middleware.MetricsMiddleware` records of a request."""
-        metrics.requests.labels("POST", self.template, str(status)).inc()
-        metrics.latency.labels("POST", self.template).observe(time.perf_counter() - start)
+        metrics.record_request("POST", self.template, status, time.perf_counter() - start)
 
     async def _parse(
         self, database: Database, settings: Settings, headers: _Parsed, body: bytes

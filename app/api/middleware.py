@@ -55,6 +55,11 @@ class Metrics:
         else:
             self.decisions.labels(outcome).inc()
 
+    def record_request(self, method: str, template: str, status: int, seconds: float) -> None:
+        """One answered request: its count by route template and status, and its latency."""
+        self.requests.labels(method, template, str(status)).inc()
+        self.latency.labels(method, template).observe(seconds)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -83,8 +88,7 @@ class MetricsMiddleware:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             method = str(scope.get("method", ""))
-            self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
+            self.metrics.record_request(method, template, status, time.perf_counter() - start)
 
 
 class BodySizeLimitMiddleware:

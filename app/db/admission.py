@@ -479,13 +479,12 @@ def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, .
 def write(
     conn: Connection,
     writes: Writes,
-    dataset: DatasetRow | Sequence[DatasetRow],
+    datasets: Sequence[DatasetRow],
     org: OrgRow | None,
     grants: Sequence[GrantRow],
 ) -> None:
     """Write ``writes`` and the levels' new states (of one dataset or several): one statement
     on PostgreSQL."""
-    datasets = (dataset,) if isinstance(dataset, DatasetRow) else dataset
     params: dict[str, Any] = {}
     shape: list[tuple[str, int]] = []
 

@@ -3,11 +3,11 @@
 While one group of requests on a key (the invocations service uses the caller) is in its
 transaction, the requests that arrive for the same key wait in line. When that group is done,
 the first of them takes every waiting request (up to a limit) and runs them as the next group:
-one lock per dataset, one decision after another in arrival order, one write per dataset, one
-commit; then each is answered. A stream of requests on a hot dataset thus pays one lock and one
-durable commit per group instead of one per request, requests spread over many datasets pay
-one commit and one connection per group, and nobody is served before an earlier arrival (first
-come, first served, as :mod:`app.db.queue`).
+one lock statement, one decision after another in arrival order, one write, one commit; then
+each is answered. A stream of requests on a hot dataset thus pays one lock and one durable
+commit per group instead of one per request, requests spread over many datasets pay one
+connection and three round trips per group, and nobody is served before an earlier arrival
+(first come, first served, as :mod:`app.db.queue`).
 
 This module only gathers and hands over; what a group does, and what each request of a failed
 group is answered, is the caller's (``run``): it returns one outcome per request, a value or

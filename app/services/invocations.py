@@ -352,8 +352,8 @@ def register_invocation(
 
     Concurrent registrations of one caller in this process share a transaction (group commit,
     :mod:`app.db.groups`): on one dataset, decided one after another in arrival order, one
-    ledger entry each; across datasets (of organisations without a cap), each dataset's in turn,
-    in the order of their ids; one commit, each answered only after it."""
+    ledger entry each; across datasets (of organisations without a cap), all locked in one
+    statement and written in one; one commit, each answered only after it."""
     digest = fingerprint(
         "register_invocation",
         dataset_id=dataset_id,
@@ -401,15 +401,26 @@ def _transactions(uow: UnitOfWork, items: Sequence[_Registration]) -> list[list[
     transactions holding two such rows could each wait for the other's, so each of those
     datasets gets a transaction of its own, as a request alone does. Arrival order within a
     dataset is kept in every case."""
+    by_dataset = _by_dataset(items)
+    if len(by_dataset) == 1:
+        return [list(range(len(items)))]
+    guess = uow.database.org_modes.guess
+    shared: list[int] = []
+    alone: list[list[int]] = []
+    for dataset_id, members in by_dataset.items():
+        if guess(dataset_id) == "share":
+            shared.extend(members)
+        else:
+            alone.append(members)
+    return ([sorted(shared)] if shared else []) + alone
+
+
+def _by_dataset(items: Sequence[_Registration]) -> dict[str, list[int]]:
+    """The positions of ``items`` by dataset, in arrival order."""
     by_dataset: dict[str, list[int]] = {}
     for i, item in enumerate(items):
         by_dataset.setdefault(item.dataset_id, []).append(i)
-    if len(by_dataset) == 1:
-        return [list(range(len(items)))]
-    modes = uow.database.org_modes
-    shared = [i for d, ms in by_dataset.items() if modes.guess(d) == "share" for i in ms]
-    alone = [ms for d, ms in by_dataset.items() if modes.guess(d) != "share"]
-    return ([sorted(shared)] if shared else []) + alone
+    return by_dataset
 
 
 def _register_part(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outcome]:
@@ -438,9 +449,7 @@ def _register_together(uow: UnitOfWork, items: Sequence[_Registration]) -> list[
     the others go on. With several datasets, a cap found in force where none was known fails
     the transaction (:class:`_CapAppeared`)."""
     principal = items[0].principal
-    by_dataset: dict[str, list[int]] = {}
-    for i, item in enumerate(items):
-        by_dataset.setdefault(item.dataset_id, []).append(i)
+    by_dataset = _by_dataset(items)
     datasets = sorted(by_dataset)
     outcomes: list[Outcome | None] = [None] * len(items)
     with ExitStack() as held:
