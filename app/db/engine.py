@@ -11,13 +11,18 @@ never wait for writers under WAL.
 
 PostgreSQL: psycopg 3, READ COMMITTED; the budget aggregate is locked with
 ``SELECT … FOR UPDATE`` (see :meth:`app.db.repositories.DatasetRepository.get_for_update`).
+A pooled connection is checked for life when it is handed out without a round trip
+(:func:`_install_liveness_check`).
 """
 
 from __future__ import annotations
 
+import select
 from typing import Any, Final
 
+from psycopg import pq
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
@@ -50,7 +55,47 @@ def make_engine(
         return engine
     if not null_pool:
         kwargs.update(pool_size=pool_size, max_overflow=max_overflow)
-    return create_engine(url, isolation_level="READ COMMITTED", pool_pre_ping=True, **kwargs)
+    engine = create_engine(url, isolation_level="READ COMMITTED", **kwargs)
+    _install_liveness_check(engine)
+    return engine
+
+
+def _install_liveness_check(engine: Engine) -> None:
+    """A pooled PostgreSQL connection is handed out only if it is alive, checked without a
+    round trip.
+
+    The pool's usual pre-ping (``pool_pre_ping``) sends an empty statement on every checkout:
+    one more round trip for every request, ≈ 0.2 ms of its latency at one client on this
+    project's benchmark machine (``benchmarks/RESULTS.md``, *Round trips*). What it guards
+    against is a connection whose server end went away while it sat in the pool: a restarted
+    server, or a backend terminated (``pg_terminate_backend``, an idle timeout). A server that
+    ends a connection says so (its last ``ErrorResponse``, then end of file), and an idle
+    connection is sent nothing otherwise: the service never ``LISTEN``s, and every answer was
+    read to its ``ReadyForQuery`` before the connection went back to the pool. So a connection
+    that libpq already knows broken, or whose socket has something to read while it is idle,
+    is given up (``DisconnectionError``: the pool discards it and hands out another, checked
+    the same way). At worst a live connection that received an unrequested message is
+    replaced; a dead one is never handed out for a closed server end.
+    """
+
+    @event.listens_for(engine, "checkout")
+    def _alive(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if not is_alive(dbapi_connection):
+            raise sa_exc.DisconnectionError("the server closed the pooled connection")
+
+
+def is_alive(dbapi_connection: Any) -> bool:
+    """Whether an idle psycopg connection is still usable: libpq sees it open and nothing
+    arrived on its socket since its last answer (a server ending it sends its goodbye and end
+    of file). No round trip."""
+    pgconn = dbapi_connection.pgconn
+    if pgconn.status != pq.ConnStatus.OK or dbapi_connection.closed:
+        return False
+    if pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        return False
+    poller = select.poll()  # not select(): its descriptors must be below FD_SETSIZE
+    poller.register(pgconn.socket, select.POLLIN | select.POLLPRI)
+    return not poller.poll(0)
 
 
 def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int) -> None:
