@@ -3,9 +3,10 @@
 One statement locks every budget level of an invocation and reads what the decision needs;
 one more writes everything the decision changed (ledger rows, invocation rows, idempotency
 records, the levels' new states); then the transaction commits. On PostgreSQL the writes are
-one statement (data-modifying common table expressions), so a request holds its dataset's lock
-for three round trips: lock, write, commit. SQLite has no data-modifying CTEs, but it is in
-the process: there each write is its own statement, and round trips cost nothing.
+one statement (data-modifying common table expressions), sent with the ``COMMIT`` in one
+pipeline (:class:`PipelinedTransaction`), so a request takes two round trips: ``BEGIN`` and
+the lock, then the write and ``COMMIT``. SQLite has no data-modifying CTEs, but it is in the
+process: there each write is its own statement, and round trips cost nothing.
 
 The ORM is not used here: measured on the previous path, identity-map bookkeeping and unit-of-
 work flushes cost about 3 ms of CPU per admission while the budget row was locked.
@@ -30,12 +31,14 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any, Final, Literal, cast
 
 from psycopg import Connection as PgConnection
 from psycopg import RawCursor
+from psycopg.pq import PipelineStatus, TransactionStatus
 from sqlalchemy import JSON, Connection, Table
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine.interfaces import DBAPICursor
@@ -139,7 +142,12 @@ class StoredResponse:
 # admission), and its compiled cache did not help. PostgreSQL receives the same text each
 # time, so psycopg prepares it server-side after a few executions.
 def _run(
-    conn: Connection, sql: str, params: dict[str, Any] | list[Any], *, native: bool = False
+    conn: Connection,
+    sql: str,
+    params: dict[str, Any] | list[Any],
+    *,
+    native: bool = False,
+    rows: bool = True,
 ) -> list[Any]:
     """Execute ``sql`` on the connection's DBAPI cursor and return its rows (empty for a
     statement without any). The same statement text and parameters ``exec_driver_sql`` would
@@ -154,29 +162,143 @@ def _run(
     ``params`` is their list, run on a psycopg ``RawCursor``, which sends the text as it is.
     A cursor parses a ``%(name)s`` statement's text on every execution when it is longer than
     the 4 KiB up to which psycopg caches the parse, as a group's write statement is: measured,
-    that parse was ≈ 17 % of a serving worker's CPU (many datasets, 8 clients)."""
+    that parse was ≈ 17 % of a serving worker's CPU (many datasets, 8 clients).
+
+    ``rows=False``: a statement whose rows nobody reads (a write). In a pipelined transaction
+    (:class:`PipelinedTransaction`) it is only queued: it goes out with the transaction's
+    ``COMMIT``, and its outcome (a unique violation, say) is raised by the commit. Otherwise
+    a statement waits for its answer, as outside a pipeline."""
     raw = conn.connection.dbapi_connection
     assert raw is not None
     cursor: DBAPICursor = (
         cast(DBAPICursor, RawCursor(cast(PgConnection[Any], raw))) if native else raw.cursor()
     )
+    queued = False
     try:
         cursor.execute(sql, params)
+        if _pipelined(conn, raw):
+            if not rows:
+                queued = True  # its cursor gets the outcome at the sync: not closed before
+                return []
+            return list(cursor.fetchall())  # a Flush, then the answer
         return list(cursor.fetchall()) if cursor.description is not None else []
     except conn.dialect.loaded_dbapi.Error as exc:
-        disconnected = conn.dialect.is_disconnect(exc, raw, cursor)
-        if disconnected:
-            conn.invalidate(exc)
-        raise sa_exc.DBAPIError.instance(
-            sql,
-            params,
-            exc,
-            conn.dialect.loaded_dbapi.Error,
-            connection_invalidated=disconnected,
-            dialect=conn.dialect,
-        ) from exc
+        raise _driver_error(conn, exc, sql, params, raw, cursor) from exc
     finally:
-        cursor.close()
+        if not queued:
+            cursor.close()
+
+
+def _pipelined(conn: Connection, raw: Any) -> bool:
+    """Whether ``raw`` is a psycopg connection in pipeline mode."""
+    return conn.dialect.name == "postgresql" and raw.pgconn.pipeline_status != PipelineStatus.OFF
+
+
+def _driver_error(
+    conn: Connection,
+    exc: Any,
+    sql: str,
+    params: dict[str, Any] | list[Any],
+    raw: Any,
+    cursor: DBAPICursor | None,
+) -> sa_exc.StatementError:
+    """A driver error as SQLAlchemy raises it; a disconnect invalidates the connection."""
+    disconnected = conn.dialect.is_disconnect(exc, raw, cursor)
+    if disconnected:
+        conn.invalidate(exc)
+    error: sa_exc.StatementError = sa_exc.DBAPIError.instance(
+        sql,
+        params,
+        exc,
+        conn.dialect.loaded_dbapi.Error,
+        connection_invalidated=disconnected,
+        dialect=conn.dialect,
+    )
+    return error
+
+
+class PipelinedTransaction:
+    """A PostgreSQL write transaction in one psycopg pipeline: two round trips where a
+    statement at a time takes four (``BEGIN``, the lock, the write, ``COMMIT``).
+
+    The connection goes into autocommit mode (psycopg then sends no ``BEGIN`` of its own,
+    which it would wait for) and into pipeline mode, and ``BEGIN`` is queued; the lock
+    statement follows, and reading its rows (:func:`_run`) sends both with a Flush and waits
+    for their answers: one round trip, the locks held from then on. The write is queued
+    (``rows=False``); :meth:`commit` queues ``COMMIT`` and leaves the pipeline, which sends
+    them with a Sync and waits for every outcome: the second round trip. Nothing is answered
+    before that: a caller hears of its registration only once the commit is durable.
+
+    Atomicity is PostgreSQL's: once a statement of the pipeline fails, the server skips
+    everything after it up to the Sync, the queued ``COMMIT`` included, and the transaction
+    stays aborted until it is rolled back; the error is raised by :meth:`commit` (as
+    SQLAlchemy raises it: a unique violation of the write is an ``IntegrityError`` there).
+    :meth:`rollback` leaves the pipeline and rolls back. Either way the connection leaves as
+    it came: out of pipeline and autocommit modes, no transaction open; if that cannot be done
+    it is invalidated, never pooled again.
+    """
+
+    __slots__ = ("_conn", "_cursor", "_pipeline", "_raw")
+
+    def __init__(self, conn: Connection) -> None:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        self._conn = conn
+        self._raw = cast(PgConnection[Any], raw)
+        try:
+            self._raw.autocommit = True
+            self._pipeline: AbstractContextManager[Any] | None = self._raw.pipeline()
+            self._pipeline.__enter__()
+            self._cursor = self._raw.cursor()
+            self._cursor.execute("BEGIN")  # queued: sent with the first statement
+        except conn.dialect.loaded_dbapi.Error as exc:
+            self._pipeline = None
+            self._restore()
+            raise _driver_error(conn, exc, "BEGIN", {}, raw, None) from exc
+
+    def commit(self) -> None:
+        """Queue ``COMMIT`` and send it with everything queued; raise the first error of the
+        transaction (nothing of it committed then)."""
+        try:
+            self._cursor.execute("COMMIT")
+            self._leave_pipeline()
+        except self._conn.dialect.loaded_dbapi.Error as exc:
+            error = _driver_error(self._conn, exc, "COMMIT", {}, self._raw, None)
+            self.rollback()
+            raise error from exc
+        self._restore()
+
+    def rollback(self) -> None:
+        """Leave the pipeline (its errors were raised already, or nobody waits for them) and
+        roll back what is open."""
+        if self._conn.invalidated:
+            return
+        try:
+            if self._pipeline is not None:
+                # an error here aborted the transaction: rolled back below
+                with suppress(self._conn.dialect.loaded_dbapi.Error):
+                    self._leave_pipeline()
+            if self._raw.pgconn.transaction_status != TransactionStatus.IDLE:
+                self._raw.rollback()
+        except self._conn.dialect.loaded_dbapi.Error as exc:
+            self._conn.invalidate(exc)
+            return
+        self._restore()
+
+    def _leave_pipeline(self) -> None:
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None:
+            pipeline.__exit__(None, None, None)  # a Sync; waits for every outcome
+
+    def _restore(self) -> None:
+        """Out of autocommit mode again (the pool's other users expect psycopg's implicit
+        transactions), or the connection is invalidated."""
+        if self._conn.invalidated or self._raw.closed:
+            return
+        try:
+            self._raw.autocommit = False
+        except self._conn.dialect.loaded_dbapi.Error as exc:
+            self._conn.invalidate(exc)
 
 
 def _param(dialect: str, name: str) -> str:
@@ -538,9 +660,9 @@ def write(
     for sql in _write_sql(dialect, tuple(shape)):
         if dialect == "postgresql" and len(sql) > PARSE_CACHED_UP_TO:
             text, names = _native(sql)
-            _run(conn, text, [params[name] for name in names], native=True)
+            _run(conn, text, [params[name] for name in names], native=True, rows=False)
         else:
-            _run(conn, sql, params)
+            _run(conn, sql, params, rows=False)
 
 
 #: psycopg caches the parse of a ``%(name)s`` statement up to this many bytes of text (its

@@ -66,15 +66,15 @@ def _install_liveness_check(engine: Engine) -> None:
 
     The pool's usual pre-ping (``pool_pre_ping``) sends an empty statement on every checkout:
     one more round trip for every request, ≈ 0.2 ms of its latency at one client on this
-    project's benchmark machine (``benchmarks/RESULTS.md``, *Round trips*). What it guards
-    against is a connection whose server end went away while it sat in the pool: a restarted
-    server, or a backend terminated (``pg_terminate_backend``, an idle timeout). A server that
-    ends a connection says so (its last ``ErrorResponse``, then end of file), and an idle
-    connection is sent nothing otherwise: the service never ``LISTEN``s, and every answer was
-    read to its ``ReadyForQuery`` before the connection went back to the pool. So a connection
-    that libpq already knows broken, or whose socket has something to read while it is idle,
-    is given up (``DisconnectionError``: the pool discards it and hands out another, checked
-    the same way). At worst a live connection that received an unrequested message is
+    project's benchmark machine (``benchmarks/RESULTS.md``, *Server CPU at one client*). What
+    it guards against is a connection whose server end went away while it sat in the pool: a
+    restarted server, or a backend terminated (``pg_terminate_backend``, an idle timeout). A
+    server that ends a connection says so (its last ``ErrorResponse``, then end of file), and
+    an idle connection is sent nothing otherwise: the service never ``LISTEN``s, and every
+    answer was read to its ``ReadyForQuery`` before the connection went back to the pool. So a
+    connection that libpq already knows broken, or whose socket has something to read while it
+    is idle, is given up (``DisconnectionError``: the pool discards it and hands out another,
+    checked the same way). At worst a live connection that received an unrequested message is
     replaced; a dead one is never handed out for a closed server end.
     """
 

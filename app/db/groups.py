@@ -6,7 +6,7 @@ the first of them takes every waiting request (up to a limit) and runs them as t
 one lock statement, one decision after another in arrival order, one write, one commit; then
 each is answered. A stream of requests on a hot dataset thus pays one lock and one durable
 commit per group instead of one per request, requests spread over many datasets pay one
-connection and three round trips per group, and nobody is served before an earlier arrival
+connection and two round trips per group, and nobody is served before an earlier arrival
 (first come, first served, as :mod:`app.db.queue`).
 
 This module only gathers and hands over; what a group does, and what each request of a failed

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.charging import ChargeWorkers
-from app.db.admission import OrganisationModes
+from app.db.admission import OrganisationModes, PipelinedTransaction
 from app.db.engine import make_engine, read_only
 from app.db.groups import GroupCommit
 from app.db.queue import FairQueue
@@ -162,6 +162,8 @@ class UnitOfWork:
         self._gate: WriteGate | None = None
         #: the transaction's connection in a Core unit of work (:meth:`core`), else ``None``
         self._core: Connection | None = None
+        #: a Core unit of work's open transaction on PostgreSQL (:meth:`connection`)
+        self._pipelined: PipelinedTransaction | None = None
 
     def _behind_gate(self, opening: Callable[[], T], *, write: bool) -> T:
         """``opening()`` once this writer's turn at the write gate came (writers only), the
@@ -210,7 +212,10 @@ class UnitOfWork:
         core = self._core
         if core is None:
             return self.session.connection()
-        if not core.in_transaction():
+        if core.dialect.name == "postgresql":
+            if self._pipelined is None:  # BEGIN goes out with the first statement
+                self._pipelined = PipelinedTransaction(core)
+        elif not core.in_transaction():
             core.begin()  # after a rollback: BEGIN IMMEDIATE again on SQLite (the begin hook)
         return core
 
@@ -261,17 +266,22 @@ class UnitOfWork:
         not set here). The ``Session`` only carried the connection there, and its transaction
         bookkeeping (begin, commit's flush check, close) was ≈ 11 % of a registration's CPU
         (``benchmarks/RESULTS.md``, *Server CPU at one client*, where what dropping it bought is
-        measured too). Leaving the block without a
-        commit rolls back, as for ``with uow``."""
+        measured too). On PostgreSQL the transaction is pipelined
+        (:class:`app.db.admission.PipelinedTransaction`: ``BEGIN`` sent with the lock statement,
+        the write with ``COMMIT``, two round trips in all). Leaving the block without a commit
+        rolls back, as for ``with uow``."""
         self._core = self._behind_gate(self._database.engine.connect, write=True)
         self.idempotency = IdempotencyRepository(self.connection)
         try:
-            # begun by the first connection() (BEGIN IMMEDIATE on SQLite, by the begin hook), as
-            # a Session begins lazily
+            # begun by the first connection() (BEGIN IMMEDIATE on SQLite, by the begin hook; a
+            # pipelined BEGIN on PostgreSQL), as a Session begins lazily
             yield self
         finally:
             current, self._core = self._core, None
+            pipelined, self._pipelined = self._pipelined, None
             try:
+                if pipelined is not None:
+                    pipelined.rollback()  # what was not committed
                 if current is not None:
                     current.close()  # rolls back what was not committed, returns the connection
             finally:
@@ -287,13 +297,19 @@ class UnitOfWork:
             self._finish()
 
     def commit(self) -> None:
-        if self._core is not None:
+        if self._pipelined is not None:
+            pipelined, self._pipelined = self._pipelined, None
+            pipelined.commit()
+        elif self._core is not None:
             self._core.commit()
         else:
             self.session.commit()
 
     def rollback(self) -> None:
-        if self._core is not None:
+        if self._pipelined is not None:
+            pipelined, self._pipelined = self._pipelined, None
+            pipelined.rollback()
+        elif self._core is not None:
             self._core.rollback()
         else:
             self.session.rollback()
