@@ -148,6 +148,7 @@ def _run(
     *,
     native: bool = False,
     rows: bool = True,
+    then: Callable[[], object] | None = None,
 ) -> list[Any]:
     """Execute ``sql`` on the connection's DBAPI cursor and return its rows (empty for a
     statement without any). The same statement text and parameters ``exec_driver_sql`` would
@@ -167,7 +168,11 @@ def _run(
     ``rows=False``: a statement whose rows nobody reads (a write). In a pipelined transaction
     (:class:`PipelinedTransaction`) it is only queued: it goes out with the transaction's
     ``COMMIT``, and its outcome (a unique violation, say) is raised by the commit. Otherwise
-    a statement waits for its answer, as outside a pipeline."""
+    a statement waits for its answer, as outside a pipeline.
+
+    ``then``: statements to send after this one and before its rows are read (in a pipelined
+    transaction they go out together, one round trip for all; the server runs them in order,
+    so they run once this one's locks are held)."""
     raw = conn.connection.dbapi_connection
     assert raw is not None
     cursor: DBAPICursor = (
@@ -176,6 +181,8 @@ def _run(
     queued = False
     try:
         cursor.execute(sql, params)
+        if then is not None:
+            then()
         if _pipelined(conn, raw):
             if not rows:
                 queued = True  # its cursor gets the outcome at the sync: not closed before
@@ -380,11 +387,12 @@ def read_levels(
     analyst: str | None,
     org_lock: OrgLock | None,
     invocation_id: str | None = None,
+    then: Callable[[], object] | None = None,
 ) -> Locked | None:
     """The levels of an invocation on ``dataset_id`` as seen by a caller confined to
     ``scope`` (an organisation; ``None``: all) and, for an analyst, holding a grant; locked
     when ``org_lock`` is given. ``None`` when the caller may not see the dataset (or it does
-    not exist): nothing was locked then."""
+    not exist): nothing was locked then. ``then``: as for :func:`_run`."""
     sql = _lock_sql(
         conn.dialect.name,
         org_lock,
@@ -399,7 +407,7 @@ def read_levels(
         params["principal"] = analyst
     if invocation_id is not None:
         params["invocation"] = invocation_id
-    rows = _run(conn, sql, params)
+    rows = _run(conn, sql, params, then=then)
     if not rows:
         return None
     return _locked(rows[0], _loader(conn), analyst is not None, invocation_id is not None)
@@ -411,11 +419,13 @@ def read_many_levels(
     *,
     scope: str | None,
     analyst: str | None,
+    then: Callable[[], object] | None = None,
 ) -> dict[str, Locked]:
     """The levels of several datasets, as :func:`read_levels` reads one, locked in one
     statement in the order of the datasets' ids, every organisation row shared (the caller
     checks that none has a cap: a capped organisation's row is to be held alone). The datasets
-    the caller may not see are missing from the answer: nothing of theirs was locked."""
+    the caller may not see are missing from the answer: nothing of theirs was locked.
+    ``then``: as for :func:`_run`."""
     sql = _lock_sql(
         conn.dialect.name, "share", analyst is not None, scope is not None, False, len(dataset_ids)
     )
@@ -425,7 +435,8 @@ def read_many_levels(
     if analyst is not None:
         params["principal"] = analyst
     load = _loader(conn)
-    found = (_locked(row, load, analyst is not None, False) for row in _run(conn, sql, params))
+    rows = _run(conn, sql, params, then=then)
+    found = (_locked(row, load, analyst is not None, False) for row in rows)
     return {locked.dataset.id: locked for locked in found}
 
 

@@ -162,6 +162,10 @@ class IdempotencyRepository:
     def remember(self, principal_id: str, key: str, record: StoredResponse) -> None:
         self._known[principal_id, key] = record
 
+    def forget(self) -> None:
+        """Everything read or remembered: the transaction was rolled back."""
+        self._known.clear()
+
 
 class ApiKeyRepository:
     def __init__(self, session: Session) -> None:

@@ -306,6 +306,8 @@ class UnitOfWork:
             self.session.commit()
 
     def rollback(self) -> None:
+        if self._open:
+            self.idempotency.forget()  # what it read or kept belonged to the rolled-back work
         if self._pipelined is not None:
             pipelined, self._pipelined = self._pipelined, None
             pipelined.rollback()

@@ -15,11 +15,12 @@ module-level names that the steps below call through the module.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
+from functools import partial
 from typing import Any, Final
 
 from pydantic import BaseModel
@@ -247,6 +248,7 @@ def lock_levels(
     *,
     admitting: bool,
     invocation_id: str | None = None,
+    keys: Sequence[str] = (),
 ) -> Locked:
     """Lock every level of an invocation on ``dataset_id`` in one statement (organisation →
     dataset → the caller's grant; :func:`app.db.admission.read_levels`) as the caller may see
@@ -261,30 +263,36 @@ def lock_levels(
     Whether a cap is in force is guessed from the last time this process saw the dataset; a
     wrong ``share`` guess is rolled back and the levels are locked again, the organisation
     alone (a shared lock is never upgraded: two sharers upgrading deadlock).
+
+    ``keys``: the caller's idempotency keys whose stored responses the transaction needs, read
+    right after the lock statement (on PostgreSQL in its round trip; under the lock, so a
+    request with the same key that committed first is seen).
     """
     modes = uow.database.org_modes
     org_lock: OrgLock = modes.guess(dataset_id) if admitting else "update"
-    locked = _levels(uow, principal, dataset_id, org_lock, invocation_id)
+    locked = _levels(uow, principal, dataset_id, org_lock, invocation_id, keys)
     capped = locked.org.cap_json is not None
     modes.learn(dataset_id, capped)
     if capped and org_lock == "share":
-        uow.rollback()
-        locked = _levels(uow, principal, dataset_id, "update", invocation_id)
+        uow.rollback()  # and what the keys read: read again under the new lock
+        locked = _levels(uow, principal, dataset_id, "update", invocation_id, keys)
     return locked
 
 
 def _lock_shared(
-    uow: UnitOfWork, principal: Principal, dataset_ids: Sequence[str]
+    uow: UnitOfWork, principal: Principal, dataset_ids: Sequence[str], keys: Sequence[str] = ()
 ) -> dict[str, Locked]:
     """Lock the levels of several datasets in one statement (in the order of their ids, each
     organisation row shared; :func:`app.db.admission.read_many_levels`), as the caller may see
     them: a dataset it may not see is missing from the answer. Raises :class:`_CapAppeared`
-    when one of the organisations has a cap (which the process did not know of)."""
+    when one of the organisations has a cap (which the process did not know of). ``keys``: as
+    for :func:`lock_levels`."""
     found = read_many_levels(
         uow.connection(),
         dataset_ids,
         scope=None if principal.is_admin else principal.organisation,
         analyst=principal.id if principal.role is Role.ANALYST else None,
+        then=_prefetch(uow, principal, keys),
     )
     modes = uow.database.org_modes
     capped = [d for d, locked in found.items() if locked.org.cap_json is not None]
@@ -293,6 +301,15 @@ def _lock_shared(
     if capped:
         raise _CapAppeared(capped[0])
     return found
+
+
+def _prefetch(
+    uow: UnitOfWork, principal: Principal, keys: Sequence[str]
+) -> Callable[[], None] | None:
+    """Reading the stored responses of ``keys``, to follow a lock statement (``None``: none)."""
+    if not keys:
+        return None
+    return partial(uow.idempotency.prefetch, principal.id, keys)
 
 
 class _CapAppeared(Exception):
@@ -307,6 +324,7 @@ def _levels(
     dataset_id: str,
     org_lock: OrgLock | None,
     invocation_id: str | None = None,
+    keys: Sequence[str] = (),
 ) -> Locked:
     """The levels as the caller may see them (locked unless ``org_lock`` is ``None``)."""
     locked = read_levels(
@@ -316,6 +334,7 @@ def _levels(
         analyst=principal.id if principal.role is Role.ANALYST else None,
         org_lock=org_lock,
         invocation_id=invocation_id,
+        then=_prefetch(uow, principal, keys),
     )
     if locked is None:
         raise NotFound(f"dataset '{dataset_id}' not found")
@@ -456,10 +475,12 @@ def _register_together(uow: UnitOfWork, items: Sequence[_Registration]) -> list[
         for dataset_id in datasets:  # this process's turns, in the order of the row locks
             held.enter_context(uow.turn(dataset_id))
         held.enter_context(uow.core())
+        keys = [item.key for item in items if item.key is not None]
         if len(datasets) == 1:
-            found = {datasets[0]: lock_levels(uow, principal, datasets[0], admitting=True)}
+            only = lock_levels(uow, principal, datasets[0], admitting=True, keys=keys)
+            found = {datasets[0]: only}
         else:
-            found = _lock_shared(uow, principal, datasets)
+            found = _lock_shared(uow, principal, datasets, keys)
         writes = Writes()
         for dataset_id in datasets:
             members = by_dataset[dataset_id]
@@ -854,7 +875,12 @@ def _finish_reservation(
         # write the cap's state, so the organisation is held alone) and reads the invocation
         # the dataset owns.
         locked = lock_levels(
-            uow, principal, dataset_id, admitting=False, invocation_id=invocation_id
+            uow,
+            principal,
+            dataset_id,
+            admitting=False,
+            invocation_id=invocation_id,
+            keys=() if idempotency_key is None else (idempotency_key,),
         )
         stored = stored_response(uow, principal, idempotency_key, digest)
         if stored is not None:

@@ -312,6 +312,34 @@ def test_a_cap_found_in_force_runs_the_group_again_each_alone(
     assert _seqs(grouped, a) == [1, 2, 3] and _seqs(grouped, capped) == [1, 2, 3, 4]
 
 
+def test_a_keyed_registration_locked_again_for_a_cap_reads_its_key_again(
+    database: Database,
+) -> None:
+    """The stored responses are read right after the lock statement; when the levels are
+    locked again (a cap in force where none was known), what the first transaction read is
+    forgotten and read again under the new lock, and the key still replays."""
+    capped = _capped_dataset(database, f"keyed-{time.monotonic_ns()}", cap="0.5")
+    assert database.org_modes.guess(capped) == "share"
+    key = f"cap-{capped}"
+    request = invocations.InvocationRequest(parse_declaration(PURE))
+    first = invocations.register_invocation(UnitOfWork(database), ADMIN, capped, request, key)
+    assert database.org_modes.guess(capped) == "update"
+    again = invocations.register_invocation(UnitOfWork(database), ADMIN, capped, request, key)
+    assert not first.replayed and again.replayed and again.body == first.body
+    kinds = [e["kind"] for e in _ledger(database, capped)]
+    assert kinds.count("invocation_accepted") == 1
+
+
+def test_a_rollback_forgets_what_the_transaction_read_and_kept(database: Database) -> None:
+    uow = UnitOfWork(database)
+    key = f"rolled-back-{time.monotonic_ns()}"
+    with uow.core():
+        uow.idempotency.remember("admin", key, admission.StoredResponse("f", "created", "{}"))
+        assert uow.idempotency.get("admin", key) is not None
+        uow.rollback()
+        assert uow.idempotency.get("admin", key) is None  # never stored: read from the database
+
+
 def test_a_failed_group_across_datasets_is_not_half_applied(
     grouped: Database, held: HeldCommit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
