@@ -38,7 +38,10 @@ _CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("DB: the lock statement (`read_levels`)", ("read_levels (app/db/admission",)),
     ("DB: the write statement (`write`)", ("write (app/db/admission",)),
     ("DB: COMMIT", ("commit (app/services/invocations",)),
-    ("DB: pool checkout, pre-ping, session", ("sqlalchemy/pool", "do_ping", "UnitOfWork")),
+    (
+        "DB: pool checkout, liveness check, session",
+        ("sqlalchemy/pool", "do_ping", "is_alive", "UnitOfWork"),
+    ),
     ("service: building the entry and response", ("app/services/",)),
     ("FastAPI / Starlette / pydantic", ("fastapi/", "starlette/", "pydantic")),
     ("uvicorn + h11 (HTTP)", ("uvicorn/", "h11/")),
