@@ -66,6 +66,25 @@ def _locked_elsewhere(other: psycopg.Connection[Any], k: str) -> bool:
     return False
 
 
+def _seeded(other: psycopg.Connection[Any]) -> str:
+    """A new row's key (its value ``seed``)."""
+    k = _key()
+    _seed(other, k)
+    return k
+
+
+def _lock_and_write(database: Database, k: str, v: str) -> int:
+    """A whole pipelined transaction: lock the row, write it, commit; its backend's pid."""
+    uow = UnitOfWork(database)
+    with uow.core():
+        conn = uow.connection()
+        (pid,) = admission._run(conn, "SELECT pg_backend_pid()", {})[0]
+        admission._run(conn, LOCK, {"k": k})
+        admission._run(conn, UPDATE, {"k": k, "v": v}, rows=False)
+        uow.commit()
+    return int(pid)
+
+
 def _assert_clean(raw: Any) -> None:
     """As the pool's other users expect a connection."""
     assert raw.autocommit is False
@@ -76,8 +95,7 @@ def _assert_clean(raw: Any) -> None:
 def test_the_lock_is_held_from_its_answer_to_the_commit(
     pg: Database, other: psycopg.Connection[Any]
 ) -> None:
-    k = _key()
-    _seed(other, k)
+    k = _seeded(other)
     uow = UnitOfWork(pg)
     with uow.core():
         conn = uow.connection()
@@ -98,9 +116,7 @@ def test_the_lock_is_held_from_its_answer_to_the_commit(
 def test_a_failed_write_is_raised_by_the_commit_and_nothing_commits(
     pg: Database, other: psycopg.Connection[Any]
 ) -> None:
-    k, taken = _key(), _key()
-    _seed(other, k)
-    _seed(other, taken)
+    k, taken = _seeded(other), _seeded(other)
     uow = UnitOfWork(pg)
     with uow.core():
         conn = uow.connection()
@@ -115,21 +131,14 @@ def test_a_failed_write_is_raised_by_the_commit_and_nothing_commits(
         _assert_clean(raw)
     assert _value(other, k) == "seed"  # the update before the failed insert did not commit
     assert not _locked_elsewhere(other, k)
-    # the connection went back to the pool usable
-    uow = UnitOfWork(pg)
-    with uow.core():
-        conn = uow.connection()
-        admission._run(conn, LOCK, {"k": k})
-        admission._run(conn, UPDATE, {"k": k, "v": "again"}, rows=False)
-        uow.commit()
+    _lock_and_write(pg, k, "again")  # the connection went back to the pool usable
     assert _value(other, k) == "again"
 
 
 def test_a_rollback_releases_the_locks_and_the_next_statement_begins_anew(
     pg: Database, other: psycopg.Connection[Any]
 ) -> None:
-    k = _key()
-    _seed(other, k)
+    k = _seeded(other)
     uow = UnitOfWork(pg)
     with uow.core():
         conn = uow.connection()
@@ -150,8 +159,7 @@ def test_a_rollback_releases_the_locks_and_the_next_statement_begins_anew(
 
 
 def test_leaving_without_a_commit_rolls_back(pg: Database, other: psycopg.Connection[Any]) -> None:
-    k = _key()
-    _seed(other, k)
+    k = _seeded(other)
     uow = UnitOfWork(pg)
     with pytest.raises(RuntimeError, match="refused"), uow.core():
         conn = uow.connection()
@@ -167,8 +175,7 @@ def test_leaving_without_a_commit_rolls_back(pg: Database, other: psycopg.Connec
 def test_a_backend_gone_mid_transaction_fails_the_commit_and_is_not_pooled_again(
     pg: Database, other: psycopg.Connection[Any]
 ) -> None:
-    k = _key()
-    _seed(other, k)
+    k = _seeded(other)
     uow = UnitOfWork(pg)
     with uow.core():
         conn = uow.connection()
@@ -180,12 +187,5 @@ def test_a_backend_gone_mid_transaction_fails_the_commit_and_is_not_pooled_again
             uow.commit()
         assert caught.value.connection_invalidated
     assert _value(other, k) == "seed"
-    uow = UnitOfWork(pg)
-    with uow.core():
-        conn = uow.connection()
-        (again,) = admission._run(conn, "SELECT pg_backend_pid()", {})[0]
-        admission._run(conn, LOCK, {"k": k})
-        admission._run(conn, UPDATE, {"k": k, "v": "written"}, rows=False)
-        uow.commit()
-    assert again != pid
+    assert _lock_and_write(pg, k, "written") != pid
     assert _value(other, k) == "written"
