@@ -252,16 +252,18 @@ class PipelinedTransaction:
         assert raw is not None
         self._conn = conn
         self._raw = cast(PgConnection[Any], raw)
+        self._pipeline: AbstractContextManager[Any] | None = None
         try:
             self._raw.autocommit = True
-            self._pipeline: AbstractContextManager[Any] | None = self._raw.pipeline()
-            self._pipeline.__enter__()
+            pipeline = self._raw.pipeline()
+            pipeline.__enter__()
+            self._pipeline = pipeline
             self._cursor = self._raw.cursor()
             self._cursor.execute("BEGIN")  # queued: sent with the first statement
         except conn.dialect.loaded_dbapi.Error as exc:
-            self._pipeline = None
-            self._restore()
-            raise _driver_error(conn, exc, "BEGIN", {}, raw, None) from exc
+            error = _driver_error(conn, exc, "BEGIN", {}, raw, None)
+            self.rollback()  # out of the pipeline and of autocommit mode again (or invalidated)
+            raise error from exc
 
     def commit(self) -> None:
         """Queue ``COMMIT`` and send it with everything queued; raise the first error of the

@@ -508,9 +508,9 @@ def _decide_group(
     writes: Writes,
 ) -> list[Outcome]:
     """Decide one dataset's ``items`` in order on its locked levels, staging what they change
-    in ``writes``. Their idempotency keys are looked up at once, under the dataset's lock (a
-    request with the same key that committed first is seen)."""
-    uow.idempotency.prefetch(principal.id, [i.key for i in items if i.key is not None])
+    in ``writes``. Their idempotency keys were read with the lock statement (:func:`lock_levels`,
+    :func:`_lock_shared`), under the lock: a request with the same key that committed first is
+    seen."""
     outcomes: list[Outcome] = []
     for item in items:
         try:
