@@ -27,7 +27,10 @@ HEAVY = {"numpy", "scipy", "fastapi", "starlette", "sqlalchemy", "uvicorn", "psy
 #: What the verifier must never bring: the server's stack.
 SERVER = {"fastapi", "starlette", "sqlalchemy", "uvicorn", "psycopg", "alembic", "pydantic"}
 #: Import time budget of ``import odometer_client`` (the best of five runs: the machine is shared).
-IMPORT_BUDGET_S = 0.150
+#: The client imports in ≈ 64 ms on an Intel Xeon CI machine and 160–210 ms on a slower AMD EPYC
+#: one under the suite's load (where 150 ms failed); what the budget guards against, the
+#: server's stack pulled in by the client, took ≈ 780 ms on the faster machine.
+IMPORT_BUDGET_S = 0.300
 
 
 @pytest.fixture(scope="module")
