@@ -20,13 +20,13 @@ import asyncio
 import contextvars
 import functools
 import inspect
-import json
 import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
+import orjson
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
@@ -213,7 +213,7 @@ class FastRegister:
         if not (principal.is_admin or principal.role is Role.ANALYST):
             return None
         try:
-            invocation = invocation_request(InvocationCreate.model_validate(json.loads(body)))
+            invocation = invocation_request(InvocationCreate.model_validate(orjson.loads(body)))
         except (ValueError, ValidationError, DeclarationError):
             return None
         return principal, invocation, keys[0].decode("ascii") if keys else None

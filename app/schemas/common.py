@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -136,6 +136,7 @@ class BudgetExceededBody(ErrorBody):
 def render(model: BaseModel) -> str:
     """A response body as sent and stored under an idempotency key: the model's fields in
     declaration order, an absent (``None``) top-level field left out, as compact UTF-8 JSON
-    (the same encoder as the API's JSON responses). Nested values are written as they are."""
+    (the same form as the API's JSON responses, encoded by orjson). Nested values are written
+    as they are."""
     fields = {name: value for name, value in model.model_dump().items() if value is not None}
-    return json.dumps(fields, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return orjson.dumps(fields).decode()
