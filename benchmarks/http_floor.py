@@ -12,7 +12,12 @@ each round, and the medians over rounds are reported):
 * *service*: ``POST /v1/datasets/{id}/invocations`` of a ``basic`` pure-ε declaration;
 * *service@LABEL* (``--compare LABEL=DIR``, repeatable): the same, served from another checkout
   (a ``git worktree`` of an earlier commit), so that a lever is measured side by side with the
-  code before it, in the same run.
+  code before it, in the same run. With ``--together`` the service and every compared build are
+  loaded at the same time in each round (the raw baseline and the floor alone, as before): on a
+  machine whose speed drifts from minute to minute, builds measured in the same seconds differ
+  by what the builds differ by, so their CPU per request compares to a few per cent (each
+  round's ratio is reported); their throughput then shares the cores, and compares only with
+  each other's.
 
 Run from the repository root (PostgreSQL at ``--postgres``; a scratch database is created and
 dropped):
@@ -30,8 +35,10 @@ import platform
 import statistics
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +106,8 @@ def measure(
     timing: dict[str, float],
     compare: dict[str, Path] | None = None,
     datasets: int = 1,
+    together: bool = False,
+    mode: str = "basic",
 ) -> list[Any]:
     """The cells, on PostgreSQL at ``url`` or, with ``url=None``, on SQLite files of a
     temporary directory; each request on one of ``datasets`` budget rows, picked at random
@@ -109,7 +118,10 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="odometer-floor-") as tmp:
         backend = postgres_backend(url, datasets) if url else sqlite_backend(Path(tmp), datasets)
         try:
-            _measure(backend, Path(tmp), clients, rounds, timing, compare, systems, runs, datasets)
+            _measure(
+                backend, Path(tmp), clients, rounds, timing, compare, systems, runs, datasets,
+                together, mode,
+            )  # fmt: skip
         finally:
             if backend.name == "postgresql":
                 pg_drop(backend.service_url)
@@ -126,6 +138,8 @@ def _measure(
     systems: tuple[str, ...],
     runs: list[dict[str, Any]],
     datasets: int,
+    together: bool = False,
+    mode: str = "basic",
 ) -> None:
     with ExitStack() as stack:
         log = tmp / "server.log"
@@ -153,27 +167,36 @@ def _measure(
         }
         for name, root in services.items():
             server = stack.enter_context(running_server(backend.service_url, log, 2, root=root))
-            ids = [create_dataset(server.port, f"{name}-{i}", "basic") for i in range(datasets)]
+            ids = [create_dataset(server.port, f"{name}-{i}", mode) for i in range(datasets)]
             targets[name] = {
                 "server": server,
                 "paths": [f"/v1/datasets/{ds}/invocations" for ds in ids],
-                "body": {"mechanism": MODES["basic"]},
+                "body": {"mechanism": MODES[mode]},
             }
         for r in range(rounds):
             k = r % len(systems)
             order = systems[k:] + systems[:k]
             for n in clients:
-                for system in order:
+                loaded = [s for s in order if together and s.startswith("service")]
+                for system in [s for s in order if s not in loaded]:
                     la = loadavg()
                     out = _cell(system, n, timing, targets)
-                    runs.append({"round": r, "clients": n, "system": system, "load": la, **out})
-                    print(
-                        runs[-1]["system"],
-                        n,
-                        out.get("throughput"),
-                        out.get("cpu_ms"),
-                        flush=True,
-                    )
+                    runs.append(
+                        {"round": r, "clients": n, "system": system, "load": la, "mode": mode,
+                         **out}
+                    )  # fmt: skip
+                    print(system, n, out.get("throughput"), out.get("cpu_ms"), flush=True)
+                if loaded:  # every build loaded at once
+                    la = loadavg()
+                    with ThreadPoolExecutor(len(loaded)) as pool:
+                        cell = partial(_cell, n=n, timing=timing, targets=targets)
+                        outs = list(pool.map(cell, loaded))
+                    for system, out in zip(loaded, outs, strict=True):
+                        runs.append(
+                            {"round": r, "clients": n, "system": system, "load": la,
+                             "mode": mode, "together": True, **out}
+                        )  # fmt: skip
+                        print(system, n, out.get("throughput"), out.get("cpu_ms"), flush=True)
 
 
 def _median(values: list[float]) -> float:
@@ -188,6 +211,8 @@ def render(
     datasets: int = 1,
 ) -> str:
     begin, end = _markers(backend, datasets)
+    mode = runs[0].get("mode", "basic") if runs else "basic"
+    declaration = "a `basic` pure-ε" if mode == "basic" else f"the benchmark's `{mode}`"
     rows = (
         "One hot budget row"
         if datasets == 1
@@ -214,7 +239,7 @@ def render(
         f"*raw*: the raw baseline of the service benchmark ({raw_how}, no HTTP). *floor*: the same "
         "transaction behind uvicorn in a bare ASGI application (`benchmarks/http_floor_app.py`: no "
         "framework, validation, authentication or accounting), served as the service is "
-        "(`python -m app.serve`, 2 workers). *service*: registrations of a `basic` pure-ε "
+        f"(`python -m app.serve`, 2 workers). *service*: registrations of {declaration} "
         f"declaration. {rows}, {database}; CPU = all processes of the server, per "
         "answered request.",
         "",
@@ -246,6 +271,8 @@ def render(
                 for c in compared
             )
         )
+    if any(r.get("together") for r in runs):
+        lines += ["", *_together_lines(runs, clients, compared)]
     lines += [
         "",
         "Reading it: *floor / raw* is what HTTP and one Python process's event loop cost on this "
@@ -259,6 +286,38 @@ def render(
         end,
     ]
     return "\n".join(lines)
+
+
+def _together_lines(
+    runs: list[dict[str, Any]], clients: list[int], compared: list[str]
+) -> list[str]:
+    """Each compared build against *service*, round by round (loaded at once: ``--together``)."""
+    lines = [
+        "*service* and the compared builds were loaded at the same time (`--together`): their "
+        "throughput shares the machine, so read their columns against each other, not against "
+        "*raw* or *floor*. Each round's ratio to *service*, median (min–max) over the rounds:",
+        "",
+    ]
+    for c in compared:
+        for n in clients:
+            pairs = [
+                (a, b)
+                for a in runs
+                for b in runs
+                if a["system"] == c and b["system"] == "service"
+                and a["clients"] == b["clients"] == n and a["round"] == b["round"]
+            ]  # fmt: skip
+            if not pairs:
+                continue
+            parts = []
+            for key, label in (("cpu_ms", "CPU"), ("throughput", "req/s"), ("p99_ms", "p99")):
+                ratios = [a[key] / b[key] for a, b in pairs if a.get(key) and b.get(key)]
+                if ratios:
+                    parts.append(
+                        f"{label} {_median(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f})"
+                    )
+            lines.append(f"- {c} / service, N = {n}: " + ", ".join(parts))
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,6 +347,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LABEL=DIR",
         help="also serve the checkout at DIR (a git worktree), as service@LABEL",
     )
+    parser.add_argument(
+        "--mode",
+        choices=sorted(MODES),
+        default="basic",
+        help="the service's datasets' accounting mode and declaration (raw and floor unchanged)",
+    )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="load the service and the --compare builds at the same time in each round",
+    )
     parser.add_argument("--no-results", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
     compare = {
@@ -303,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         timing,
         compare,
         args.datasets,
+        args.together,
+        args.mode,
     )
     command = "python -m benchmarks.http_floor " + " ".join(
         argv if argv is not None else sys.argv[1:]
