@@ -323,7 +323,9 @@ def _dump(value: Any) -> str | None:
     """A JSON column's value as stored (SQL NULL for ``None``, as ``Json(none_as_null)``):
     compact JSON text by orjson, ≈ 20× faster than the standard library's encoder on an
     ``rdp`` entry's curves (*Server CPU at one client* in ``benchmarks/RESULTS.md``). Keys
-    that are not strings are written as text, as ``json.dumps`` writes them."""
+    that are not strings are written as text, as ``json.dumps`` writes them. The values are
+    the ledger entry's, whose hashing refuses binary floats, so no NaN reaches here (orjson
+    would write it as ``null``)."""
     return None if value is None else orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 

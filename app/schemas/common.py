@@ -137,6 +137,7 @@ def render(model: BaseModel) -> str:
     """A response body as sent and stored under an idempotency key: the model's fields in
     declaration order, an absent (``None``) top-level field left out, as compact UTF-8 JSON
     (the same form as the API's JSON responses, encoded by orjson). Nested values are written
-    as they are."""
+    as they are; amounts are text, never binary floats (orjson would write a NaN float as
+    ``null`` where the standard encoder refused it)."""
     fields = {name: value for name, value in model.model_dump().items() if value is not None}
     return orjson.dumps(fields).decode()

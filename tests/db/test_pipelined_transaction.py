@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 from psycopg.pq import PipelineStatus, TransactionStatus
+from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from app.db import admission
@@ -85,6 +86,15 @@ def _lock_and_write(database: Database, k: str, v: str) -> int:
     return int(pid)
 
 
+def _lock_and_queue(uow: UnitOfWork, k: str, v: str) -> tuple[Connection, Any]:
+    """In ``uow``'s open transaction: lock the row and queue its write (not committed); the
+    connection and its driver connection."""
+    conn = uow.connection()
+    admission._run(conn, LOCK, {"k": k})
+    admission._run(conn, UPDATE, {"k": k, "v": v}, rows=False)
+    return conn, conn.connection.dbapi_connection
+
+
 def _assert_clean(raw: Any) -> None:
     """As the pool's other users expect a connection."""
     assert raw.autocommit is False
@@ -119,10 +129,7 @@ def test_a_failed_write_is_raised_by_the_commit_and_nothing_commits(
     k, taken = _seeded(other), _seeded(other)
     uow = UnitOfWork(pg)
     with uow.core():
-        conn = uow.connection()
-        raw = conn.connection.dbapi_connection
-        admission._run(conn, LOCK, {"k": k})
-        admission._run(conn, UPDATE, {"k": k, "v": "written"}, rows=False)
+        conn, raw = _lock_and_queue(uow, k, "written")
         admission._run(conn, INSERT, {"k": taken, "v": "twice"}, rows=False)  # unique violation
         with pytest.raises(sa_exc.IntegrityError) as caught:
             uow.commit()
@@ -141,11 +148,9 @@ def test_a_rollback_releases_the_locks_and_the_next_statement_begins_anew(
     k = _seeded(other)
     uow = UnitOfWork(pg)
     with uow.core():
-        conn = uow.connection()
-        admission._run(conn, LOCK, {"k": k})
-        admission._run(conn, UPDATE, {"k": k, "v": "dropped"}, rows=False)
+        conn, raw = _lock_and_queue(uow, k, "dropped")
         uow.rollback()
-        _assert_clean(conn.connection.dbapi_connection)
+        _assert_clean(raw)
         # rolled back, not committed by the pipeline's Sync (which ends an implicit
         # transaction by committing it: hence the explicit BEGIN)
         assert _value(other, k) == "seed"
@@ -162,10 +167,7 @@ def test_leaving_without_a_commit_rolls_back(pg: Database, other: psycopg.Connec
     k = _seeded(other)
     uow = UnitOfWork(pg)
     with pytest.raises(RuntimeError, match="refused"), uow.core():
-        conn = uow.connection()
-        raw = conn.connection.dbapi_connection
-        admission._run(conn, LOCK, {"k": k})
-        admission._run(conn, UPDATE, {"k": k, "v": "dropped"}, rows=False)
+        _, raw = _lock_and_queue(uow, k, "dropped")
         raise RuntimeError("refused")
     _assert_clean(raw)
     assert _value(other, k) == "seed"
