@@ -43,6 +43,7 @@ from sqlalchemy import JSON, Connection, Table
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine.interfaces import DBAPICursor
 
+from app.db.engine import session_ended
 from app.db.models import (
     Dataset,
     Grant,
@@ -210,7 +211,7 @@ def _driver_error(
     cursor: DBAPICursor | None,
 ) -> sa_exc.StatementError:
     """A driver error as SQLAlchemy raises it; a disconnect invalidates the connection."""
-    disconnected = conn.dialect.is_disconnect(exc, raw, cursor)
+    disconnected = conn.dialect.is_disconnect(exc, raw, cursor) or session_ended(exc)
     if disconnected:
         conn.invalidate(exc)
     error: sa_exc.StatementError = sa_exc.DBAPIError.instance(

@@ -12,7 +12,8 @@ never wait for writers under WAL.
 PostgreSQL: psycopg 3, READ COMMITTED; the budget aggregate is locked with
 ``SELECT … FOR UPDATE`` (see :meth:`app.db.repositories.DatasetRepository.get_for_update`).
 A pooled connection is checked for life when it is handed out without a round trip
-(:func:`_install_liveness_check`).
+(:func:`_install_liveness_check`), and an error that ends the server's session invalidates
+its connection even before psycopg has seen the socket close (:func:`session_ended`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,32 @@ def make_engine(
         kwargs.update(pool_size=pool_size, max_overflow=max_overflow)
     engine = create_engine(url, isolation_level="READ COMMITTED", **kwargs)
     _install_liveness_check(engine)
+    _install_session_end_check(engine)
     return engine
+
+
+def session_ended(exc: BaseException) -> bool:
+    """Whether a PostgreSQL error ended its session: an error of severity ``FATAL`` (or
+    ``PANIC``), which the server sends just before it closes the connection (PostgreSQL
+    documentation, *Message Severity Levels*: FATAL "caused the current session to abort").
+
+    psycopg marks its connection broken only once it reads the end of file that follows. When
+    it raises on the goodbye itself (``AdminShutdown`` from ``pg_terminate_backend``, an idle
+    session timeout, a server shutting down) before that, SQLAlchemy's psycopg dialect, which
+    looks only at ``closed`` and ``broken``, would call the error an ordinary one, and the dead
+    connection would go back to the pool and fail its next checkout or statement instead.
+    """
+    diag = getattr(exc, "diag", None)
+    return getattr(diag, "severity_nonlocalized", None) in ("FATAL", "PANIC")
+
+
+def _install_session_end_check(engine: Engine) -> None:
+    """Any statement failing on a session-ending error invalidates its connection at once."""
+
+    @event.listens_for(engine, "handle_error")
+    def _ended(context: Any) -> None:
+        if session_ended(context.original_exception):
+            context.is_disconnect = True
 
 
 def _install_liveness_check(engine: Engine) -> None:

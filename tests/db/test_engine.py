@@ -8,8 +8,9 @@ import time
 import psycopg
 import pytest
 from sqlalchemy import Engine
+from sqlalchemy import exc as sa_exc
 
-from app.db.engine import make_engine
+from app.db.engine import make_engine, session_ended
 from app.db.uow import Database, UnitOfWork
 from app.services import datasets
 from app.services.principals import Principal, Role
@@ -107,5 +108,39 @@ def test_a_pooled_connection_whose_server_end_went_away_is_not_handed_out(
         second = _backend_pid(engine)
         assert second != first
         assert _backend_pid(engine) == second
+    finally:
+        engine.dispose()
+
+
+def test_a_session_ending_error_invalidates_its_connection_before_psycopg_sees_the_close(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``FATAL`` error ends the server's session: its connection is invalidated at once,
+    even when psycopg raised on the goodbye before it read the end of file that follows (then
+    it does not call itself broken, and SQLAlchemy's psycopg dialect, which looks at nothing
+    else, would pool the dead connection again). That race is forced here by a dialect that
+    never sees a disconnect."""
+    if database.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has no server end")
+    url = database.engine.url.render_as_string(hide_password=False)
+    engine = make_engine(url, pool_size=1, max_overflow=0)
+    monkeypatch.setattr(engine.dialect, "is_disconnect", lambda *_: False)
+    try:
+        with engine.connect() as conn:
+            pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            with pytest.raises(sa_exc.DBAPIError) as caught:
+                conn.exec_driver_sql("SELECT 1")
+            assert isinstance(caught.value.orig, psycopg.errors.AdminShutdown)
+            assert caught.value.connection_invalidated
+            assert session_ended(caught.value.orig)
+        with engine.connect() as conn:  # an ordinary error ends nothing
+            with pytest.raises(sa_exc.DBAPIError) as caught:
+                conn.exec_driver_sql("SELECT 1 / 0")
+            assert isinstance(caught.value.orig, psycopg.errors.DivisionByZero)
+            assert not caught.value.connection_invalidated
+            assert not session_ended(caught.value.orig)
+        assert _backend_pid(engine) != pid
     finally:
         engine.dispose()

@@ -193,3 +193,35 @@ def test_a_backend_gone_mid_transaction_fails_the_commit_and_is_not_pooled_again
     assert _value(other, k) == "seed"
     assert _lock_and_write(pg, k, "written") != pid
     assert _value(other, k) == "written"
+
+
+def test_a_session_ending_error_invalidates_even_before_psycopg_sees_the_close(
+    pg: Database, other: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a clean-clone CI run once met in the test above: psycopg raised the server's
+    ``FATAL`` goodbye (``AdminShutdown``) before it read the end of file that follows, so it
+    did not call the connection broken, SQLAlchemy's psycopg dialect saw no disconnect, and
+    the dead connection would have gone back to the pool. Forced here: a real goodbye, taken
+    from a terminated connection of its own, meets a dialect that sees no disconnect."""
+    url = pg.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(url, autocommit=True) as doomed:
+        other.execute("SELECT pg_terminate_backend(%s)", (doomed.info.backend_pid,))
+        with pytest.raises(pg_errors.AdminShutdown) as goodbye:
+            doomed.execute("SELECT 1")
+    monkeypatch.setattr(pg.engine.dialect, "is_disconnect", lambda *_: False)
+    uow = UnitOfWork(pg)
+    with uow.core():
+        conn = uow.connection()
+        raw = conn.connection.dbapi_connection
+        error = admission._driver_error(conn, goodbye.value, "COMMIT", {}, raw, None)
+        assert isinstance(error, sa_exc.DBAPIError)
+        assert error.connection_invalidated
+        assert conn.invalidated
+    uow = UnitOfWork(pg)
+    with uow.core():  # an ordinary error ends no session
+        conn = uow.connection()
+        with pytest.raises(sa_exc.DBAPIError) as ordinary:
+            admission._run(conn, "SELECT 1 / 0", {})
+        assert isinstance(ordinary.value.orig, pg_errors.DivisionByZero)
+        assert not ordinary.value.connection_invalidated
+        assert not conn.invalidated
