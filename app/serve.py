@@ -9,6 +9,10 @@ section). On Linux an accepted TCP socket inherits ``TCP_NODELAY`` from its list
 launcher binds the socket itself, sets the option once, and hands the descriptor to uvicorn
 (``fd=``, public API) for every worker. ``make run``, the Dockerfile and the multi-worker test
 servers start the service this way.
+
+Each worker also tells the app how many connections it has open (:class:`HttpProtocol`): a
+worker with one runs its registrations on its event loop instead of handing them to a thread
+(:func:`app.api.edge.blocking`).
 """
 
 from __future__ import annotations
@@ -16,10 +20,25 @@ from __future__ import annotations
 import argparse
 import socket
 from collections.abc import Sequence
+from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 APP = "app.main:create_app"
+
+
+class HttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol (what ``http="auto"`` picks with ``uvicorn[standard]``),
+    publishing its server's live set of open connections to the lean edge
+    (:func:`app.api.edge.publish_connections`). Imported by the workers only: the supervisor
+    does not load the app."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from app.api.edge import publish_connections  # the app is loaded by then
+
+        publish_connections(self.server_state.connections)
 
 
 def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -50,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         log_level=args.log_level,
         access_log=not args.no_access_log,
         proxy_headers=args.proxy_headers,
+        http="app.serve:HttpProtocol",
     )
 
 

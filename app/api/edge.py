@@ -21,9 +21,10 @@ import contextvars
 import functools
 import inspect
 import re
+import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sized
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -59,16 +60,80 @@ _THREADS: Final = ThreadPoolExecutor(REGISTER_THREADS, thread_name_prefix="odome
 T = TypeVar("T")
 
 
+class _Worker:
+    """What the lean edge knows of the server process it runs in: the set of its open
+    connections, when the server publishes it (``python -m app.serve`` does:
+    :class:`app.serve.HttpProtocol`), and how many of its calls run in threads now."""
+
+    def __init__(self) -> None:
+        self.connections: Sized | None = None
+        self._lock = threading.Lock()
+        self._in_threads = 0
+
+    def enter(self) -> None:
+        with self._lock:
+            self._in_threads += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._in_threads -= 1
+
+    def alone(self) -> bool:
+        """Whether a request being served is the only request this process can be serving:
+        the server has one connection open (an HTTP/1.1 connection carries one request at a
+        time), and no call of an earlier request (one whose client left) still runs in a
+        thread."""
+        connections = self.connections
+        return connections is not None and len(connections) == 1 and self._in_threads == 0
+
+
+#: The process's server, as far as the edge knows it.
+WORKER: Final = _Worker()
+
+
+def publish_connections(connections: Sized) -> None:
+    """Called by the server's protocol with the live set of the process's open connections."""
+    WORKER.connections = connections
+
+
+def _left(_: Future[Any]) -> None:
+    WORKER.leave()
+
+
 async def in_thread(call: Callable[..., T], *args: object) -> T:
     """``call(*args)`` in one of the process's register threads, with the caller's context
-    variables (as ``run_in_threadpool``). Straight through the event loop's executor hand-off:
-    anyio's worker-thread machinery (capacity limiter, cancel scope, its own result queue) cost
-    ≈ 10 % of a worker's CPU at one client (``benchmarks/RESULTS.md``, *Server CPU at one
-    client*). The call is not abandoned if the request is cancelled: its transaction commits or
-    rolls back in its thread as it would have."""
+    variables (as ``run_in_threadpool``). Straight through the event loop's executor hand-off
+    (what ``loop.run_in_executor`` does): anyio's worker-thread machinery (capacity limiter,
+    cancel scope, its own result queue) cost ≈ 10 % of a worker's CPU at one client
+    (``benchmarks/RESULTS.md``, *Server CPU at one client*). Once started, the call is not
+    abandoned if the request is cancelled: its transaction commits or rolls back in its thread
+    as it would have, and it counts as running (:meth:`_Worker.alone`) until then."""
     context = contextvars.copy_context()
-    job = functools.partial(context.run, call, *args)
-    return await asyncio.get_running_loop().run_in_executor(_THREADS, job)
+    WORKER.enter()
+    try:
+        job = _THREADS.submit(context.run, call, *args)
+    except BaseException:
+        WORKER.leave()
+        raise
+    job.add_done_callback(_left)
+    return await asyncio.wrap_future(job)
+
+
+async def blocking(call: Callable[..., T], *args: object) -> T:
+    """``call(*args)``, a blocking call of the register path: on the event loop itself when
+    this request is the only one the process can be serving (:meth:`_Worker.alone`), else in
+    a register thread (:func:`in_thread`).
+
+    A process serving one keep-alive connection has nothing else for its event loop to do
+    while the request's transaction runs; the hand-off to a thread and back (a queue, two
+    wake-ups, the loop's self-pipe) cost ≈ 8 % of the CPU per request and ≈ 9 % of the
+    throughput at one client (``benchmarks/RESULTS.md``, *Server CPU at one client*). What
+    waits meanwhile is only a new connection's first request, for at most this transaction:
+    from then on the process has two connections and hands every call to a thread again.
+    """
+    if WORKER.alone():
+        return call(*args)
+    return await in_thread(call, *args)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -165,7 +230,7 @@ class FastRegister:
         scope["path_params"] = {"dataset_id": dataset_id}
         metrics: Metrics = state.metrics
         try:
-            result = await in_thread(
+            result = await blocking(
                 service.register_invocation,
                 UnitOfWork(state.database),
                 principal,
@@ -207,7 +272,7 @@ class FastRegister:
         principal = admin_principal(token, admin_key)
         if principal is None:
             try:
-                principal = await in_thread(authenticate, UnitOfWork(database), token, admin_key)
+                principal = await blocking(authenticate, UnitOfWork(database), token, admin_key)
             except ServiceError:
                 return None
         if not (principal.is_admin or principal.role is Role.ANALYST):

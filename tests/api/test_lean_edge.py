@@ -8,6 +8,10 @@ instead of the route's 403."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api import edge
 from app.api.edge import FastRegister, OdometerAPI
 from app.db.uow import Database
 from app.main import create_app
@@ -212,3 +217,71 @@ def test_middleware_added_by_a_deployment_sees_every_request(
         r = c.post(path, json=PURE, headers=AUTH)
         assert r.status_code == 201, r.text
     assert f"POST {path}" in seen
+
+
+@pytest.fixture
+def worker() -> Iterator[edge._Worker]:
+    """The process's ``WORKER``, its published connections restored afterwards."""
+    saved = edge.WORKER.connections
+    yield edge.WORKER
+    edge.WORKER.connections = saved
+
+
+def _threads(call: Any) -> tuple[int, int]:
+    """The event loop's thread and the thread ``edge.blocking`` ran a call in."""
+
+    async def main() -> tuple[int, int]:
+        return threading.get_ident(), await call()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("connections", "on_the_loop"),
+    [(None, False), ({"one"}, True), ({"one", "two"}, False), (set(), False)],
+    ids=["unknown", "one", "two", "none"],
+)
+def test_a_lone_connection_runs_the_blocking_call_on_the_event_loop(
+    worker: edge._Worker, connections: set[str] | None, on_the_loop: bool
+) -> None:
+    """On the event loop only where the server said it has exactly one connection open (an
+    app not served by ``app.serve`` hears nothing: a thread, as before)."""
+    worker.connections = connections
+    loop, ran = _threads(lambda: edge.blocking(threading.get_ident))
+    assert (ran == loop) is on_the_loop
+
+
+def test_a_call_still_running_in_a_thread_keeps_the_next_off_the_loop(
+    worker: edge._Worker,
+) -> None:
+    """A request whose client left is cancelled, but its call runs on in its thread (its
+    transaction commits or rolls back there). Until it is done the process is not alone: the
+    next request's call goes to a thread too, then, once it is done, to the loop again.
+
+    Shown able to fail: with ``alone`` looking at the connections only, the second call ran on
+    the loop while the first one's still ran."""
+    edge.publish_connections({"one"})
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> None:
+        started.set()
+        release.wait(10)
+
+    async def main() -> tuple[int, int, int]:
+        first = asyncio.ensure_future(edge.in_thread(slow))
+        await asyncio.to_thread(started.wait, 10)
+        first.cancel()  # the client left
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        second = await edge.blocking(threading.get_ident)
+        release.set()
+        deadline = time.monotonic() + 10
+        while not worker.alone():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.005)
+        third = await edge.blocking(threading.get_ident)
+        return threading.get_ident(), second, third
+
+    loop, second, third = asyncio.run(main())
+    assert second != loop
+    assert third == loop
