@@ -44,6 +44,7 @@ from app.services.errors import ServiceError
 from app.services.principals import Principal, Role, admin_principal, authenticate
 from app.settings import Settings
 from odometer_core.accounting import DeclarationError
+from odometer_core.accounting.effort import may_be_expensive
 
 #: What ``IdempotencyKeyDep`` admits (1–255 visible ASCII characters).
 _IDEMPOTENCY_KEY: Final = re.compile(rb"[\x21-\x7e]{1,255}")
@@ -119,19 +120,22 @@ async def in_thread(call: Callable[..., T], *args: object) -> T:
     return await asyncio.wrap_future(job)
 
 
-async def blocking(call: Callable[..., T], *args: object) -> T:
+async def blocking(call: Callable[..., T], *args: object, short: bool = True) -> T:
     """``call(*args)``, a blocking call of the register path: on the event loop itself when
-    this request is the only one the process can be serving (:meth:`_Worker.alone`), else in
-    a register thread (:func:`in_thread`).
+    this request is the only one the process can be serving (:meth:`_Worker.alone`) and the
+    call is ``short``, else in a register thread (:func:`in_thread`). Not short: a
+    registration whose charge may be expensive (``may_be_expensive``), which waits for a charge
+    worker for up to its CPU budget: a new connection's first request (a health probe, say)
+    must not wait that long.
 
     A process serving one keep-alive connection has nothing else for its event loop to do
     while the request's transaction runs; the hand-off to a thread and back (a queue, two
-    wake-ups, the loop's self-pipe) cost ≈ 8 % of the CPU per request and ≈ 9 % of the
+    wake-ups, the loop's self-pipe) cost 8–18 % of the CPU per request and 9–18 % of the
     throughput at one client (``benchmarks/RESULTS.md``, *Server CPU at one client*). What
     waits meanwhile is only a new connection's first request, for at most this transaction:
     from then on the process has two connections and hands every call to a thread again.
     """
-    if WORKER.alone():
+    if short and WORKER.alone():
         return call(*args)
     return await in_thread(call, *args)
 
@@ -237,6 +241,7 @@ class FastRegister:
                 dataset_id,
                 invocation,
                 key,
+                short=not may_be_expensive(invocation.declaration),
             )
         except Exception as exc:
             handler, last_resort = _handler(app, exc)

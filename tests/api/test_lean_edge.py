@@ -285,3 +285,35 @@ def test_a_call_still_running_in_a_thread_keeps_the_next_off_the_loop(
     loop, second, third = asyncio.run(main())
     assert second != loop
     assert third == loop
+
+
+def test_a_registration_whose_charge_may_be_expensive_stays_off_the_loop(
+    client: TestClient, spy: Spy, worker: edge._Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alone on its connection, a closed-form registration runs on the event loop; one whose
+    charge may be expensive (it may wait for a charge worker for up to its CPU budget) still
+    goes to a thread, so that a new connection's first request does not wait that long. Both
+    are answered as ever."""
+    worker.connections = {"one"}
+    on_the_loop: list[bool] = []
+    real = invocations_service.register_invocation
+
+    def register(*args: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+            on_the_loop.append(True)
+        except RuntimeError:
+            on_the_loop.append(False)
+        return real(*args)
+
+    monkeypatch.setattr(invocations_service, "register_invocation", register)
+    path = _path(client)
+    sgd = {"type": "dp_sgd", "noise_multiplier": 10, "sample_rate": "0.001", "steps": 10,
+           "delta": "1e-8"}  # fmt: skip
+    r = client.post(path, json=PURE, headers=AUTH)
+    assert r.status_code == 201, r.text
+    r = client.post(path, json={"mechanism": sgd}, headers=AUTH)
+    assert r.status_code == 201, r.text
+    assert r.json()["ledger_seq"] == 3
+    assert on_the_loop == [True, False]
+    assert spy.handed == 0
