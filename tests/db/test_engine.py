@@ -144,3 +144,22 @@ def test_a_session_ending_error_invalidates_its_connection_before_psycopg_sees_t
         assert _backend_pid(engine) != pid
     finally:
         engine.dispose()
+
+
+def test_the_pool_hands_out_the_connection_given_back_last(database: Database) -> None:
+    """Last in, first out: after a burst opened several connections, a lone client keeps
+    reusing one backend (first in, first out would cycle through all of them, each a
+    PostgreSQL process of its own woken in turn)."""
+    if database.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has no server end")
+    url = database.engine.url.render_as_string(hide_password=False)
+    engine = make_engine(url, pool_size=3, max_overflow=0)
+    try:
+        burst = [engine.connect() for _ in range(3)]
+        pids = [conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() for conn in burst]
+        assert len(set(pids)) == 3
+        for conn in burst:  # given back first to last
+            conn.close()
+        assert [_backend_pid(engine) for _ in range(4)] == [pids[-1]] * 4
+    finally:
+        engine.dispose()
