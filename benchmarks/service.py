@@ -27,6 +27,7 @@ import platform
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -163,13 +164,24 @@ def _service_run(
     """One HTTP load, with the service's CPU time per answered request (ms; all its processes,
     and by role: :meth:`Server.cpu_by_role`): on a shared
     two-core machine this says how much of the latency is the service's own work. With
-    ``profile_to``, one worker is sampled by py-spy meanwhile and the profile summarised."""
+    ``profile_to``, one worker is sampled by py-spy meanwhile and the profile summarised. How
+    the clients' connections were split between the workers is recorded half-way through."""
     cpu0 = server.cpu_by_role()
     spy = None
     if profile_to is not None and server.worker_pids():
         spy = start_profile(server.worker_pids()[0], spec["warmup"] + spec["duration"], profile_to)
+    split: list[list[int]] = []
+    sampler = threading.Timer(
+        spec["warmup"] + spec["duration"] / 2,
+        lambda: split.append(server.connections_per_worker()),
+    )
+    sampler.start()
     out = run_load(spec)
     cpu1 = server.cpu_by_role()
+    sampler.cancel()
+    sampler.join()
+    if split:  # the clients' connections per worker, half-way through the measured seconds
+        out["connections_per_worker"] = split[0]
     if spy is not None and profile_to is not None:
         spy.wait(120)
         if profile_to.exists():

@@ -192,7 +192,15 @@ def _targets(result: dict[str, Any]) -> list[str]:
     many = _runs(result, "postgresql", "many")
     if many:
         n, target = MANY_RATIO_TARGET
-        lines.append(_ratio_line(many, "many datasets, PostgreSQL", {n: target}))
+        line = _ratio_line(many, "many datasets, PostgreSQL", {n: target})
+        cell = _cell(many, "basic", n)
+        split = cell.get("connections_per_worker") if cell else None
+        if split:
+            line = (
+                f"{line[:-1]}; at N = {n} the clients' connections were split "
+                f"{' / '.join(map(str, split))} between the workers (half-way through the cell)."
+            )
+        lines.append(line)
     lite = _runs(result, "sqlite", "hot")
     if lite:
         targets = {r["clients"]: SQLITE_RATIO_TARGET for r in lite}

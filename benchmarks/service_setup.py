@@ -162,6 +162,19 @@ def _cpu(pids: list[int]) -> float:
     return total / ticks
 
 
+def _established_inodes(port: int) -> set[str]:
+    """The socket inodes of established TCP connections whose local port is ``port``."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "01" and int(local.rsplit(":", 1)[1], 16) == port:
+                    inodes.add(inode)
+    return inodes
+
+
 @dataclass
 class Server:
     """A uvicorn master and its workers, in a process group of their own."""
@@ -211,6 +224,26 @@ class Server:
             "charge": _cpu(charge),
             "other": _cpu(other),
         }
+
+    def connections_per_worker(self) -> list[int]:
+        """How many established client connections each serving process holds now, fewest
+        first (from ``/proc``: the TCP sockets on the server's port among each process's open
+        files). With a shared listening socket the kernel hands connections to whichever
+        worker accepts first, so N clients are not split N / 2 each, and the split changes
+        throughput: measuring many datasets at 8 clients on one server, 2 / 6 gave
+        ≈ 1,400 req/s and 3 / 5 ≈ 1,650."""
+        inodes = _established_inodes(self.port)
+        counts = []
+        for pid in self.worker_pids():
+            held = 0
+            with contextlib.suppress(OSError):
+                for fd in Path(f"/proc/{pid}/fd").iterdir():
+                    with contextlib.suppress(OSError):
+                        link = os.readlink(fd)
+                        if link.startswith("socket:[") and link[8:-1] in inodes:
+                            held += 1
+            counts.append(held)
+        return sorted(counts)
 
     def stop(self) -> None:
         if self.process.poll() is None:
