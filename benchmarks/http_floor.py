@@ -108,6 +108,7 @@ def measure(
     datasets: int = 1,
     together: bool = False,
     mode: str = "basic",
+    burst: int = 0,
 ) -> list[Any]:
     """The cells, on PostgreSQL at ``url`` or, with ``url=None``, on SQLite files of a
     temporary directory; each request on one of ``datasets`` budget rows, picked at random
@@ -120,7 +121,7 @@ def measure(
         try:
             _measure(
                 backend, Path(tmp), clients, rounds, timing, compare, systems, runs, datasets,
-                together, mode,
+                together, mode, burst,
             )  # fmt: skip
         finally:
             if backend.name == "postgresql":
@@ -140,6 +141,7 @@ def _measure(
     datasets: int,
     together: bool = False,
     mode: str = "basic",
+    burst: int = 0,
 ) -> None:
     with ExitStack() as stack:
         log = tmp / "server.log"
@@ -168,6 +170,10 @@ def _measure(
         for name, root in services.items():
             server = stack.enter_context(running_server(backend.service_url, log, 2, root=root))
             ids = [create_dataset(server.port, f"{name}-{i}", mode) for i in range(datasets)]
+            if burst:  # as a busy moment leaves a server: each worker's pool holds several
+                with ThreadPoolExecutor(burst) as pool:
+                    make = partial(create_dataset, server.port, mode=mode)
+                    list(pool.map(make, [f"{name}-burst-{i}" for i in range(4 * burst)]))
             targets[name] = {
                 "server": server,
                 "paths": [f"/v1/datasets/{ds}/invocations" for ds in ids],
@@ -358,6 +364,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="load the service and the --compare builds at the same time in each round",
     )
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=0,
+        metavar="K",
+        help="before measuring, create 4K more datasets on each service build, K at a time (its "
+        "workers' pools then hold several connections, as after a busy moment)",
+    )
     parser.add_argument("--no-results", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
     compare = {
@@ -375,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         args.datasets,
         args.together,
         args.mode,
+        args.burst,
     )
     command = "python -m benchmarks.http_floor " + " ".join(
         argv if argv is not None else sys.argv[1:]

@@ -58,8 +58,10 @@ def make_engine(
         # Last in, first out: the connection just given back is handed out next, so a quiet
         # worker keeps talking to one warm backend instead of cycling through every connection
         # a burst once opened (each a PostgreSQL process of its own, its caches cold, woken in
-        # turn): at one client, after a burst of 8, +9 % throughput side by side
-        # (``benchmarks/RESULTS.md``, *Server CPU at one client*).
+        # turn): at one client, after a burst of 16 concurrent requests (about 8 connections
+        # in each worker's pool), +11 % throughput side by side, p99 -13 %; after a burst of 8
+        # (about 4 each), within the noise (``benchmarks/RESULTS.md``, *Server CPU at one
+        # client*).
         kwargs.update(pool_size=pool_size, max_overflow=max_overflow, pool_use_lifo=True)
     engine = create_engine(url, isolation_level="READ COMMITTED", **kwargs)
     _install_liveness_check(engine)
