@@ -44,7 +44,7 @@ _CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("service: building the entry and response", ("app/services/",)),
     ("FastAPI / Starlette / pydantic", ("fastapi/", "starlette/", "pydantic")),
-    ("uvicorn + httptools (HTTP)", ("uvicorn/", "httptools/", "h11/")),
+    ("uvicorn + httptools (HTTP)", ("uvicorn/", "h11/")),
 )
 
 
