@@ -109,6 +109,7 @@ def measure(
     together: bool = False,
     mode: str = "basic",
     burst: int = 0,
+    workers: dict[str, int] | None = None,
 ) -> list[Any]:
     """The cells, on PostgreSQL at ``url`` or, with ``url=None``, on SQLite files of a
     temporary directory; each request on one of ``datasets`` budget rows, picked at random
@@ -121,7 +122,7 @@ def measure(
         try:
             _measure(
                 backend, Path(tmp), clients, rounds, timing, compare, systems, runs, datasets,
-                together, mode, burst,
+                together, mode, burst, workers or {},
             )  # fmt: skip
         finally:
             if backend.name == "postgresql":
@@ -142,7 +143,9 @@ def _measure(
     together: bool = False,
     mode: str = "basic",
     burst: int = 0,
+    workers: dict[str, int] | None = None,
 ) -> None:
+    workers = workers or {}
     with ExitStack() as stack:
         log = tmp / "server.log"
         where = (
@@ -156,7 +159,7 @@ def _measure(
             running_server(
                 backend.service_url,
                 log,
-                2,
+                workers.get("floor", 2),
                 app="benchmarks.http_floor_app:create_app",
                 env=floor_env,
             )
@@ -168,7 +171,8 @@ def _measure(
             "floor": {"server": floor, "paths": [f"/{b}" for b in budgets], "body": {}},
         }
         for name, root in services.items():
-            server = stack.enter_context(running_server(backend.service_url, log, 2, root=root))
+            count = workers.get(name.removeprefix("service@"), 2)
+            server = stack.enter_context(running_server(backend.service_url, log, count, root=root))
             ids = [create_dataset(server.port, f"{name}-{i}", mode) for i in range(datasets)]
             if burst:  # as a busy moment leaves a server: each worker's pool holds several
                 with ThreadPoolExecutor(burst) as pool:
@@ -215,8 +219,18 @@ def render(
     command: str,
     backend: str = "postgresql",
     datasets: int = 1,
+    workers: dict[str, int] | None = None,
 ) -> str:
     begin, end = _markers(backend, datasets)
+    other = {k: n for k, n in (workers or {}).items() if n != 2}
+    served = "2 workers" + (
+        ""
+        if not other
+        else " unless said otherwise: "
+        + ", ".join(
+            f"*{k if k in ('floor', 'service') else 'service@' + k}* {n}" for k, n in other.items()
+        )
+    )
     mode = runs[0].get("mode", "basic") if runs else "basic"
     declaration = "a `basic` pure-ε" if mode == "basic" else f"the benchmark's `{mode}`"
     rows = (
@@ -245,7 +259,7 @@ def render(
         f"*raw*: the raw baseline of the service benchmark ({raw_how}, no HTTP). *floor*: the same "
         "transaction behind uvicorn in a bare ASGI application (`benchmarks/http_floor_app.py`: no "
         "framework, validation, authentication or accounting), served as the service is "
-        f"(`python -m app.serve`, 2 workers). *service*: registrations of {declaration} "
+        f"(`python -m app.serve`, {served}). *service*: registrations of {declaration} "
         f"declaration. {rows}, {database}; CPU = all processes of the server, per "
         "answered request.",
         "",
@@ -372,8 +386,17 @@ def main(argv: list[str] | None = None) -> int:
         help="before measuring, create 4K more datasets on each service build, K at a time (its "
         "workers' pools then hold several connections, as after a busy moment)",
     )
+    parser.add_argument(
+        "--workers",
+        action="append",
+        default=[],
+        metavar="LABEL=N",
+        help="uvicorn workers of the floor (LABEL floor), the service (service) or a --compare "
+        "build (its LABEL); default 2 each",
+    )
     parser.add_argument("--no-results", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
+    workers = {label: int(n) for label, _, n in (w.partition("=") for w in args.workers)}
     compare = {
         label: Path(path).resolve() for label, _, path in (c.partition("=") for c in args.compare)
     }
@@ -390,12 +413,18 @@ def main(argv: list[str] | None = None) -> int:
         args.together,
         args.mode,
         args.burst,
+        workers,
     )
     command = "python -m benchmarks.http_floor " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
     text = render(
-        runs, started, command.strip(), "sqlite" if args.sqlite else "postgresql", args.datasets
+        runs,
+        started,
+        command.strip(),
+        "sqlite" if args.sqlite else "postgresql",
+        args.datasets,
+        workers,
     )
     if not args.no_results:
         write_section(text)

@@ -141,13 +141,55 @@ asyncio.run(main())
 """
 PROBES = {"service": _PROBE, "service + ASGI app": _EDGE_PROBE}
 
+#: Registrations decided K at a time in one transaction, as group commit decides a caller's
+#: concurrent ones: the group's runner (``_register_together``, what ``app.db.groups`` calls
+#: for a group of one caller's requests) called directly, so that the group's size is the
+#: measurement's and not the machine's timing. ``hot``: the K on one dataset; ``many``: on K
+#: datasets. CPU ms per registration.
+_GROUP_PROBE = r"""
+import json, resource, sys
+from odometer_core.accounting import parse_declaration
+from app.db.uow import Database, UnitOfWork
+from app.services import datasets, invocations
+from app.services.principals import Principal, Role
+from app.settings import Settings
 
-def probe(checkout: Path, url: str, count: int, keyed: bool, script: str = _PROBE) -> float:
+url, count, size, spread = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+db = Database.from_settings(Settings(database_url=url))
+uow = UnitOfWork(db)
+admin = Principal("admin", Role.ADMIN, None)
+request = invocations.InvocationRequest(parse_declaration({"type": "pure_dp", "epsilon": "0.001"}))
+ids = []
+for i in range(size if spread == "many" else 1):
+    new = datasets.NewDataset(name=f"g{i}", epsilon="1000000", delta="0.00001",
+                              relation="add_remove", accounting={"mode": "basic"})
+    ids.append(str(datasets.create_dataset(uow, admin, new)["id"]))
+Reg = getattr(invocations, "Registration", None) or invocations._Registration
+items = [Reg(admin, ids[i % len(ids)], request, None, "-", None)
+         for i in range(size)]
+def run(groups):
+    for _ in range(groups):
+        for outcome in invocations._register_together(uow, items):
+            assert not isinstance(outcome, BaseException), outcome
+run(max(1, 200 // size))
+groups = max(1, count // size)
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+run(groups)
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+print(json.dumps({"cpu_ms": 1000 * cpu / (groups * size)}))
+db.dispose()
+"""
+
+
+def probe(
+    checkout: Path, url: str, count: int, keyed: bool, script: str = _PROBE, *extra: str
+) -> float:
     """CPU ms per registration of ``checkout``'s service on a freshly migrated ``url``."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     env.pop("ODOMETER_DATABASE_URL", None)
     out = subprocess.run(
-        [sys.executable, "-c", script, url, str(count), "1" if keyed else "0"],
+        [sys.executable, "-c", script, url, str(count), *(extra or ["1" if keyed else "0"])],
         cwd=checkout,
         env=env,
         capture_output=True,
@@ -194,6 +236,30 @@ def in_process(
                 rows.append(row)
         if "postgresql" in backends:
             pg_drop(pg_url)
+    return rows
+
+
+def in_groups(
+    checkouts: dict[str, Path], pg_url: str, rounds: int, count: int, sizes: list[int]
+) -> list[dict[str, Any]]:
+    """CPU per registration decided ``size`` at a time (:data:`_GROUP_PROBE`), PostgreSQL."""
+    rows = []
+    for spread, size in itertools.product(("hot", "many"), sizes):
+        samples: dict[str, list[float]] = {label: [] for label in checkouts}
+        for _ in range(rounds):
+            for label, checkout in checkouts.items():
+                url = _fresh("postgresql", pg_url, Path("."), checkout, 0)
+                cpu = probe(checkout, url, count, False, _GROUP_PROBE, str(size), spread)
+                samples[label].append(cpu)
+        row = {
+            "spread": spread,
+            "size": size,
+            "cpu_ms": {k: round(statistics.median(v), 3) for k, v in samples.items()},
+            "samples": samples,
+        }
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    pg_drop(pg_url)
     return rows
 
 
@@ -321,6 +387,37 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+GROUPS_BEGIN = "<!-- write-path-groups: begin -->"
+GROUPS_END = "<!-- write-path-groups: end -->"
+
+
+def render_groups(result: dict[str, Any]) -> str:
+    labels = list(result["checkouts"])
+    lines = [
+        GROUPS_BEGIN,
+        "## Registrations decided in groups, in process (`benchmarks/write_path.py --groups`)",
+        "",
+        f"Run {result['started'][:16].replace('T', ' ')} UTC on {result['machine']}; load "
+        f"average at start {result['loadavg']}. Command: `{result['command']}`.",
+        "",
+        "**CPU per registration** when group commit decides K `basic` registrations of one "
+        "caller in one transaction (the group's runner called directly, so the group's size is "
+        "fixed): *hot* = the K on one dataset, *many* = on K datasets; PostgreSQL, median of "
+        f"{result['rounds']} interleaved rounds of about {result['count']:,} registrations each "
+        "in a fresh process. Columns: "
+        + "; ".join(f"*{k}* = {v}" for k, v in result["checkouts"].items())
+        + ".",
+        "",
+        "| datasets | K | " + " | ".join(labels) + " |",
+        "|---|---|" + "---|" * len(labels),
+    ]
+    for row in result["groups"]:
+        cells = " | ".join(f"{_f(row['cpu_ms'][k], 3)} ms" for k in labels)
+        lines.append(f"| {row['spread']} | {row['size']} | {cells} |")
+    lines += ["", GROUPS_END]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument(
@@ -339,6 +436,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=2000)
     p.add_argument("--clients", default="1,8,32")
     p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument(
+        "--groups",
+        metavar="K,...",
+        help="measure only registrations decided K at a time (PostgreSQL, in process)",
+    )
     p.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
     args = p.parse_args(argv)
     checkouts = {
@@ -352,13 +454,38 @@ def main(argv: list[str] | None = None) -> int:
     for label, path in checkouts.items():
         rev = commit_of(path, "%h %s")
         described[label] = f"`{rev[:80]}`" if rev else "a checkout that is not a git worktree"
+    command = "python -m benchmarks.write_path " + " ".join(
+        f"--compare {c.split('=', 1)[0]}=DIR" for c in args.compare
+    )
+    if args.groups:
+        groups = {
+            "started": started,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}",
+            "loadavg": la,
+            "command": f"{command} --groups {args.groups} --rounds {args.rounds}",
+            "rounds": args.rounds,
+            "count": args.count,
+            "checkouts": described,
+            "groups": in_groups(
+                checkouts,
+                args.postgres,
+                args.rounds,
+                args.count,
+                [int(k) for k in args.groups.split(",")],
+            ),
+        }
+        block = render_groups(groups)
+        print(block)
+        if not args.no_write:
+            write_section(block)
+        return 0
     result = {
         "started": started,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}",
         "loadavg": la,
-        "command": "python -m benchmarks.write_path "
-        + " ".join(f"--compare {c.split('=', 1)[0]}=DIR" for c in args.compare),
+        "command": command,
         "rounds": args.rounds,
         "count": args.count,
         "checkouts": described,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
@@ -162,9 +162,10 @@ def _run(
 
     ``native``: ``sql`` has PostgreSQL's own placeholders (``$1``, …; :func:`_native`) and
     ``params`` is their list, run on a psycopg ``RawCursor``, which sends the text as it is.
-    A cursor parses a ``%(name)s`` statement's text on every execution when it is longer than
-    the 4 KiB up to which psycopg caches the parse, as a group's write statement is: measured,
-    that parse was ≈ 17 % of a serving worker's CPU (many datasets, 8 clients).
+    A ``%(name)s`` statement whose parse psycopg does not cache (:func:`_parse_cached`: longer
+    than 4 KiB or with more than 50 parameters, as a group's write statement) is converted so
+    and run so: a cursor would parse its text on every execution, measured ≈ 17 % of a serving
+    worker's CPU (many datasets, 8 clients) for the long ones.
 
     ``rows=False``: a statement whose rows nobody reads (a write). In a pipelined transaction
     (:class:`PipelinedTransaction`) it is only queued: it goes out with the transaction's
@@ -176,6 +177,11 @@ def _run(
     so they run once this one's locks are held)."""
     raw = conn.connection.dbapi_connection
     assert raw is not None
+    pg = conn.dialect.name == "postgresql"
+    if pg and isinstance(params, dict) and not _parse_cached(sql, params):
+        sql, names = _native(sql)
+        params = [params[name] for name in names]
+        native = True
     cursor: DBAPICursor = (
         cast(DBAPICursor, RawCursor(cast(PgConnection[Any], raw))) if native else raw.cursor()
     )
@@ -677,18 +683,25 @@ def write(
         return
     dialect = conn.dialect.name
     for sql in _write_sql(dialect, tuple(shape)):
-        if dialect == "postgresql" and len(sql) > PARSE_CACHED_UP_TO:
-            text, names = _native(sql)
-            _run(conn, text, [params[name] for name in names], native=True, rows=False)
-        else:
-            _run(conn, sql, params, rows=False)
+        _run(conn, sql, params, rows=False)
 
 
-#: psycopg caches the parse of a ``%(name)s`` statement up to this many bytes of text (its
-#: ``MAX_CACHED_STATEMENT_LENGTH``); a longer one is sent with PostgreSQL's own placeholders
-#: (:func:`_native`). A shorter one keeps psycopg's cursor: measured at one client, where the
-#: write statement is short, the native form cost ≈ 0.05 ms more per admission.
+#: psycopg caches the parse of a ``%(name)s`` statement only up to this many bytes of text and
+#: this many parameters (its ``MAX_CACHED_STATEMENT_LENGTH`` and ``MAX_CACHED_STATEMENT_PARAMS``);
+#: any other is parsed anew on every execution, so it is sent with PostgreSQL's own
+#: placeholders (:func:`_native`). One registration's write has 42 parameters (1.5 KB): it keeps
+#: psycopg's cursor, since measured at one client the native form cost ≈ 0.05 ms more per
+#: admission. A group of two already has 84.
 PARSE_CACHED_UP_TO: Final = 4096
+PARSE_CACHED_PARAMS: Final = 50
+
+
+def _parse_cached(sql: str, params: Sized) -> bool:
+    """Whether psycopg caches the parse of ``sql`` run with ``params`` (at most as many
+    parameters as it names: a write's ``params`` are exactly its statement's)."""
+    return len(sql) <= PARSE_CACHED_UP_TO and len(params) <= PARSE_CACHED_PARAMS
+
+
 _PLACEHOLDER: Final = re.compile(r"%\((\w+)\)s")
 
 

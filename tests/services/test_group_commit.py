@@ -389,6 +389,34 @@ def test_a_long_group_write_is_sent_with_native_placeholders(
         assert sent == []
 
 
+def test_a_short_group_write_with_many_parameters_is_sent_with_native_placeholders(
+    grouped: Database, held: HeldCommit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg caches no parse of a statement with more than 50 parameters, however short: a
+    group of two's write (84 parameters, 2.5 KB) goes out natively too; one registration's (42)
+    does not."""
+    ds = service_dataset(UnitOfWork(grouped), "native-two", epsilon="10")
+    sent: list[tuple[int, int]] = []
+    real_native = admission._native
+
+    def native(sql: str) -> tuple[str, tuple[str, ...]]:
+        text, names = real_native(sql)
+        sent.append((len(sql), len(names)))
+        return text, names
+
+    monkeypatch.setattr(admission, "_native", native)
+    outcomes = _register_in_order(grouped, ds, [(PURE, f"two-{i}") for i in range(3)], held.release)
+    assert [_body(o)["ledger_seq"] for o in outcomes] == [2, 3, 4]
+    assert _seqs(grouped, ds) == [1, 2, 3, 4]
+    if grouped.engine.dialect.name == "postgresql":
+        assert len(sent) == 1
+        length, parameters = sent[0]
+        assert length <= admission.PARSE_CACHED_UP_TO
+        assert parameters > admission.PARSE_CACHED_PARAMS
+    else:
+        assert sent == []
+
+
 def test_native_placeholders_are_numbered_in_order_of_appearance() -> None:
     text, names = admission._native("INSERT INTO t (a, b) VALUES (%(a0)s, CAST(%(b0)s AS JSON))")
     assert text == "INSERT INTO t (a, b) VALUES ($1, CAST($2 AS JSON))"
