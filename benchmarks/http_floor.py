@@ -17,7 +17,11 @@ each round, and the medians over rounds are reported):
   machine whose speed drifts from minute to minute, builds measured in the same seconds differ
   by what the builds differ by, so their CPU per request compares to a few per cent (each
   round's ratio is reported); their throughput then shares the cores, and compares only with
-  each other's.
+  each other's, and not at all between builds that keep different numbers of threads busy: the
+  kernel shares the cores per thread, so a build with a runnable thread per request takes a
+  larger share from one that runs a group's requests in one thread (measured: loaded at once,
+  the latter answered 40 % fewer requests; alternating, 11–23 % more). Compare such builds
+  without ``--together``.
 
 Run from the repository root (PostgreSQL at ``--postgres``; a scratch database is created and
 dropped):

@@ -5,7 +5,8 @@ mechanism they run, so its fixed cost per request is the service's. The common r
 body within the size limit, a bearer key of an analyst or the admin, a well-formed
 ``Idempotency-Key`` or none, a body that validates) is answered by :class:`FastRegister`
 straight from :meth:`OdometerAPI.__call__`: parsed once, as the route's ``InvocationCreate``
-would parse it, registered in one hop to a thread, its metrics recorded as
+would parse it, registered (:func:`register`: on the event loop when the worker serves nothing
+else, else in its caller's group commit line, awaited on the loop), its metrics recorded as
 :class:`~app.api.middleware.MetricsMiddleware` records them and any error answered by the app's
 own exception handlers, as the stack would answer it. Every other request (and every request
 of an app with middleware the edge does not know) goes through the whole stack, body replayed,
@@ -101,6 +102,19 @@ def _left(_: Future[Any]) -> None:
     WORKER.leave()
 
 
+def spawn(call: Callable[..., object], *args: object) -> None:
+    """Start ``call(*args)`` in a register thread and do not wait for it (a group commit line's
+    runner, :meth:`~app.db.groups.GroupCommit.run_async`); it counts as running
+    (:meth:`_Worker.alone`) until it returns."""
+    WORKER.enter()
+    try:
+        job = _THREADS.submit(call, *args)
+    except BaseException:
+        WORKER.leave()
+        raise
+    job.add_done_callback(_left)
+
+
 async def in_thread(call: Callable[..., T], *args: object) -> T:
     """``call(*args)`` in one of the process's register threads, with the caller's context
     variables (as ``run_in_threadpool``). Straight through the event loop's executor hand-off
@@ -138,6 +152,36 @@ async def blocking(call: Callable[..., T], *args: object, short: bool = True) ->
     if short and WORKER.alone():
         return call(*args)
     return await in_thread(call, *args)
+
+
+async def register(
+    database: Database,
+    principal: Principal,
+    dataset_id: str,
+    invocation: service.InvocationRequest,
+    key: str | None,
+) -> service.RecordedResponse:
+    """One registration, served the cheapest way the process's state allows.
+
+    Alone (:meth:`_Worker.alone`), on the event loop. With other requests in flight, a
+    declaration whose charge is a closed form joins its caller's group commit line from the
+    event loop (``GroupCommit.run_async``): one thread runs the line's groups one after
+    another and each group's answers come back to the loop at once, where a thread per request
+    cost a hand-off, an event and a wake-up of the loop each. A declaration whose charge may be
+    expensive is registered in a thread of its own, as it waits for a charge worker before it
+    joins the line."""
+    uow = UnitOfWork(database)
+    short = not may_be_expensive(invocation.declaration)
+    groups = database.groups
+    if not short or groups is None or WORKER.alone():
+        return await blocking(
+            service.register_invocation, uow, principal, dataset_id, invocation, key, short=short
+        )
+    item = service.registration(uow, principal, dataset_id, invocation, key)
+    outcome: service.RecordedResponse = await groups.run_async(
+        service.group_key(principal), item, functools.partial(service.register_group, uow), spawn
+    )
+    return outcome
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -234,15 +278,7 @@ class FastRegister:
         scope["path_params"] = {"dataset_id": dataset_id}
         metrics: Metrics = state.metrics
         try:
-            result = await blocking(
-                service.register_invocation,
-                UnitOfWork(state.database),
-                principal,
-                dataset_id,
-                invocation,
-                key,
-                short=not may_be_expensive(invocation.declaration),
-            )
+            result = await register(state.database, principal, dataset_id, invocation, key)
         except Exception as exc:
             handler, last_resort = _handler(app, exc)
             answer = handler(Request(scope, receive), exc)

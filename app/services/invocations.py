@@ -343,7 +343,7 @@ def _levels(
 
 # ---------------------------------------------------------------------------- register
 @dataclass(frozen=True, slots=True)
-class _Registration:
+class Registration:
     """One registration waiting for its group's transaction (:mod:`app.db.groups`)."""
 
     principal: Principal
@@ -373,6 +373,26 @@ def register_invocation(
     :mod:`app.db.groups`): on one dataset, decided one after another in arrival order, one
     ledger entry each; across datasets (of organisations without a cap), all locked in one
     statement and written in one; one commit, each answered only after it."""
+    item = registration(uow, principal, dataset_id, request, idempotency_key)
+    groups = uow.database.groups
+    if groups is None:
+        return _register_alone(uow, item)
+    outcome: RecordedResponse = groups.run(group_key(principal), item, partial(register_group, uow))
+    return outcome
+
+
+def registration(
+    uow: UnitOfWork,
+    principal: Principal,
+    dataset_id: str,
+    request: InvocationRequest,
+    idempotency_key: str | None = None,
+) -> Registration:
+    """What a registration brings to its group: the request's fingerprint and, for a
+    declaration whose charge may be expensive, its charges computed before any lock (which
+    reads the database and may wait for a charge worker); for any other declaration nothing
+    here touches the database (:func:`register_invocation` runs the group; the lean edge, with
+    several requests in flight, awaits it on the event loop: ``GroupCommit.run_async``)."""
     digest = fingerprint(
         "register_invocation",
         dataset_id=dataset_id,
@@ -380,27 +400,20 @@ def register_invocation(
         **request.extras(),
     )
     known = _charges_before_lock(uow, principal, dataset_id, request, idempotency_key)
-    item = _Registration(principal, dataset_id, request, idempotency_key, digest, known)
-    groups = uow.database.groups
-    if groups is None:
-        return _register_alone(uow, item)
-    outcome: RecordedResponse = groups.run(
-        group_key(principal), item, lambda items: _register_group(uow, items)
-    )
-    return outcome
+    return Registration(principal, dataset_id, request, idempotency_key, digest, known)
 
 
 Outcome = RecordedResponse | BaseException
 
 
-def _register_alone(uow: UnitOfWork, item: _Registration) -> RecordedResponse:
+def _register_alone(uow: UnitOfWork, item: Registration) -> RecordedResponse:
     outcome = _register_together(uow, (item,))[0]
     if isinstance(outcome, BaseException):
         raise outcome
     return outcome
 
 
-def _register_group(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outcome]:
+def register_group(uow: UnitOfWork, items: Sequence[Registration]) -> list[Outcome]:
     """The outcomes of a group, in as few transactions as are safe (:func:`_transactions`)."""
     outcomes: list[Outcome | None] = [None] * len(items)
     for members in _transactions(uow, items):
@@ -410,7 +423,7 @@ def _register_group(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Out
     return [o for o in outcomes if o is not None]
 
 
-def _transactions(uow: UnitOfWork, items: Sequence[_Registration]) -> list[list[int]]:
+def _transactions(uow: UnitOfWork, items: Sequence[Registration]) -> list[list[int]]:
     """A group's members (their positions), split into the transactions that decide them.
 
     The datasets whose organisation is known to have no cap share one transaction: their
@@ -434,7 +447,7 @@ def _transactions(uow: UnitOfWork, items: Sequence[_Registration]) -> list[list[
     return ([sorted(shared)] if shared else []) + alone
 
 
-def _by_dataset(items: Sequence[_Registration]) -> dict[str, list[int]]:
+def _by_dataset(items: Sequence[Registration]) -> dict[str, list[int]]:
     """The positions of ``items`` by dataset, in arrival order."""
     by_dataset: dict[str, list[int]] = {}
     for i, item in enumerate(items):
@@ -442,7 +455,7 @@ def _by_dataset(items: Sequence[_Registration]) -> dict[str, list[int]]:
     return by_dataset
 
 
-def _register_part(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outcome]:
+def _register_part(uow: UnitOfWork, items: Sequence[Registration]) -> list[Outcome]:
     """The outcomes of one transaction's members; a transaction that failed never half-applies
     (nothing of it was committed), and each of its requests is then run alone, for its own
     answer."""
@@ -460,7 +473,7 @@ def _register_part(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outc
     return outcomes
 
 
-def _register_together(uow: UnitOfWork, items: Sequence[_Registration]) -> list[Outcome]:
+def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[Outcome]:
     """Decide ``items`` (one caller) in one transaction: the levels of their datasets locked at
     once, in the order of the datasets' ids; each dataset's members decided in arrival order on
     the state the previous one left; one write for all; one commit. An item's own refusal (a
@@ -504,7 +517,7 @@ def _decide_group(
     uow: UnitOfWork,
     principal: Principal,
     locked: Locked,
-    items: Sequence[_Registration],
+    items: Sequence[Registration],
     writes: Writes,
 ) -> list[Outcome]:
     """Decide one dataset's ``items`` in order on its locked levels, staging what they change
@@ -612,7 +625,7 @@ def _write_registration(
     writes: Writes,
     principal: Principal,
     locked: Locked,
-    item: _Registration,
+    item: Registration,
     uppers: Uppers,
     levels: LevelsDecision,
 ) -> Registered:

@@ -184,6 +184,7 @@ def test_an_unexpected_error_is_a_500_and_reaches_the_server(
         raise RuntimeError("boom")
 
     monkeypatch.setattr(invocations_service, "register_invocation", broken)
+    monkeypatch.setattr(invocations_service, "register_group", broken)  # several in flight
     app = create_app(settings, database)
     with TestClient(app, raise_server_exceptions=False) as quiet:
         r = quiet.post(_path(quiet), json=PURE, headers=AUTH)

@@ -3,6 +3,7 @@ each waiting caller is answered."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -134,3 +135,122 @@ def test_other_keys_do_not_wait() -> None:
 def test_a_group_holds_at_least_one_request() -> None:
     with pytest.raises(ValueError, match="at least one"):
         GroupCommit(limit=0)
+
+
+# ---------------------------------------------------------------------------- on an event loop
+def _spawner(names: list[str]) -> Callable[..., None]:
+    """A ``spawn`` that starts each runner in a thread of its own, named in order."""
+
+    def spawn(call: Callable[..., object], *args: object) -> None:
+        name = f"runner-{len(names)}"
+        names.append(name)
+        threading.Thread(target=call, args=args, name=name, daemon=True).start()
+
+    return spawn
+
+
+def test_coroutines_arriving_during_a_group_run_together_next_in_one_runner_thread() -> None:
+    """Coroutines in line are run by one spawned thread, group after group in arrival order;
+    each gets its own outcome on the loop, an item's error only its caller's."""
+    groups: GroupCommit[int, int] = GroupCommit(limit=3)
+    rec = _Recorder()
+    spawned: list[str] = []
+
+    async def main() -> list[object]:
+        spawn = _spawner(spawned)
+        calls = [asyncio.ensure_future(groups.run_async(KEY, 0, rec, spawn))]
+        await _until(lambda: len(rec.groups) == 1)
+        for item in (1, 101, 3, 4, 5):
+            calls.append(asyncio.ensure_future(groups.run_async(KEY, item, rec, spawn)))
+            await asyncio.sleep(0)  # each is in line before the next
+        await _until(lambda: groups.waiting(KEY) == 5)
+        rec.release.set()
+        return list(await asyncio.gather(*calls, return_exceptions=True))
+
+    out = asyncio.run(asyncio.wait_for(main(), 10))
+    assert rec.groups == [[0], [1, 101, 3], [4, 5]]
+    assert out[0] == 0 and out[1] == 10 and out[3:] == [30, 40, 50]
+    assert isinstance(out[2], ValueError) and str(out[2]) == "odd 101"
+    assert spawned == ["runner-0"] and set(rec.runners) == {"runner-0"}
+    assert groups.waiting(KEY) == 0 and not groups._busy and not groups._lines
+
+
+def test_a_thread_behind_coroutines_is_handed_the_line_and_a_coroutine_behind_it_a_runner() -> None:
+    """Both kinds of request share one line, in arrival order: the runner thread of the
+    coroutines hands the line to a thread waiting at its head, and that thread, after its group,
+    has a runner spawned for the coroutine behind it."""
+    groups: GroupCommit[int, int] = GroupCommit(limit=1)
+    rec = _Recorder()
+    spawned: list[str] = []
+    out: dict[int, object] = {}
+
+    async def main() -> list[object]:
+        spawn = _spawner(spawned)
+        first = asyncio.ensure_future(groups.run_async(KEY, 0, rec, spawn))
+        await _until(lambda: len(rec.groups) == 1)
+        waiter = threading.Thread(
+            target=lambda: out.setdefault(1, groups.run(KEY, 1, rec)), name="caller-1"
+        )
+        waiter.start()
+        await _until(lambda: groups.waiting(KEY) == 1)
+        last = asyncio.ensure_future(groups.run_async(KEY, 2, rec, spawn))
+        await _until(lambda: groups.waiting(KEY) == 2)
+        rec.release.set()
+        results: list[object] = list(await asyncio.gather(first, last))
+        await asyncio.to_thread(waiter.join, 5)
+        return results
+
+    assert asyncio.run(asyncio.wait_for(main(), 10)) == [0, 20]
+    assert out == {1: 10}
+    assert rec.groups == [[0], [1], [2]]
+    assert rec.runners == ["runner-0", "caller-1", "runner-1"]
+    assert not groups._busy and not groups._lines
+
+
+def test_a_cancelled_coroutine_s_request_still_runs_with_its_group() -> None:
+    """A caller that left (its coroutine cancelled) is not taken out of the line: its request
+    runs as it would have, and only its answer is dropped; the others are answered."""
+    groups: GroupCommit[int, int] = GroupCommit()
+    rec = _Recorder()
+
+    async def main() -> list[object]:
+        spawn = _spawner([])
+        calls = [asyncio.ensure_future(groups.run_async(KEY, 0, rec, spawn))]
+        await _until(lambda: len(rec.groups) == 1)
+        calls += [asyncio.ensure_future(groups.run_async(KEY, i, rec, spawn)) for i in (1, 2)]
+        await _until(lambda: groups.waiting(KEY) == 2)
+        calls[1].cancel()
+        rec.release.set()
+        return list(await asyncio.gather(*calls, return_exceptions=True))
+
+    out = asyncio.run(asyncio.wait_for(main(), 10))
+    assert rec.groups == [[0], [1, 2]]
+    assert out[0] == 0 and isinstance(out[1], asyncio.CancelledError) and out[2] == 20
+
+
+def test_a_line_nobody_can_run_answers_each_request_with_the_reason() -> None:
+    """When no thread can be started for the line (the pool shut down), every request in it
+    is answered with that error at once, and the line is free again."""
+    groups: GroupCommit[int, int] = GroupCommit()
+
+    def no_thread(*_: object) -> None:
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+    async def main() -> object:
+        try:
+            return await groups.run_async(KEY, 1, lambda items: list(items), no_thread)
+        except RuntimeError as exc:
+            return exc
+
+    out = asyncio.run(asyncio.wait_for(main(), 10))
+    assert isinstance(out, RuntimeError) and "shutdown" in str(out)
+    assert not groups._busy and not groups._lines
+    assert groups.run(KEY, 4, lambda items: [i * 2 for i in items]) == 8
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        await asyncio.sleep(0.001)
