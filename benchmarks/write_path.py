@@ -30,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -211,6 +211,21 @@ def _fresh(backend: str, pg_url: str, workdir: Path, checkout: Path, n: int) -> 
     return url
 
 
+def _interleaved(
+    checkouts: dict[str, Path], rounds: int, measure: Callable[[Path], float]
+) -> dict[str, Any]:
+    """``measure`` of every checkout, round after round (so that the machine's drift hits each
+    alike): the median per checkout (``cpu_ms``) and every sample."""
+    samples: dict[str, list[float]] = {label: [] for label in checkouts}
+    for _ in range(rounds):
+        for label, checkout in checkouts.items():
+            samples[label].append(measure(checkout))
+    return {
+        "cpu_ms": {k: round(statistics.median(v), 3) for k, v in samples.items()},
+        "samples": samples,
+    }
+
+
 def in_process(
     checkouts: dict[str, Path], backends: list[str], pg_url: str, rounds: int, count: int
 ) -> list[dict[str, Any]]:
@@ -219,18 +234,23 @@ def in_process(
         workdir, n = Path(tmp), 0
         for backend in backends:
             for (layer, script), keyed in itertools.product(PROBES.items(), (False, True)):
-                samples: dict[str, list[float]] = {label: [] for label in checkouts}
-                for _ in range(rounds):
-                    for label, checkout in checkouts.items():
-                        n += 1
-                        url = _fresh(backend, pg_url, workdir, checkout, n)
-                        samples[label].append(probe(checkout, url, count, keyed, script))
+
+                def one(
+                    checkout: Path,
+                    backend: str = backend,
+                    script: str = script,
+                    keyed: bool = keyed,
+                ) -> float:
+                    nonlocal n
+                    n += 1
+                    url = _fresh(backend, pg_url, workdir, checkout, n)
+                    return probe(checkout, url, count, keyed, script)
+
                 row = {
                     "backend": backend,
                     "layer": layer,
                     "keyed": keyed,
-                    "cpu_ms": {k: round(statistics.median(v), 3) for k, v in samples.items()},
-                    "samples": samples,
+                    **_interleaved(checkouts, rounds, one),
                 }
                 print(json.dumps(row), flush=True)
                 rows.append(row)
@@ -245,18 +265,12 @@ def in_groups(
     """CPU per registration decided ``size`` at a time (:data:`_GROUP_PROBE`), PostgreSQL."""
     rows = []
     for spread, size in itertools.product(("hot", "many"), sizes):
-        samples: dict[str, list[float]] = {label: [] for label in checkouts}
-        for _ in range(rounds):
-            for label, checkout in checkouts.items():
-                url = _fresh("postgresql", pg_url, Path("."), checkout, 0)
-                cpu = probe(checkout, url, count, False, _GROUP_PROBE, str(size), spread)
-                samples[label].append(cpu)
-        row = {
-            "spread": spread,
-            "size": size,
-            "cpu_ms": {k: round(statistics.median(v), 3) for k, v in samples.items()},
-            "samples": samples,
-        }
+
+        def one(checkout: Path, size: int = size, spread: str = spread) -> float:
+            url = _fresh("postgresql", pg_url, Path("."), checkout, 0)
+            return probe(checkout, url, count, False, _GROUP_PROBE, str(size), spread)
+
+        row = {"spread": spread, "size": size, **_interleaved(checkouts, rounds, one)}
         print(json.dumps(row), flush=True)
         rows.append(row)
     pg_drop(pg_url)
@@ -328,14 +342,21 @@ def _f(x: float | None, digits: int = 1) -> str:
     return "–" if x is None else f"{x:,.{digits}f}"
 
 
-def render(result: dict[str, Any]) -> str:
-    labels = list(result["checkouts"])
-    lines = [
-        BEGIN,
-        "## The write path's levers (`benchmarks/write_path.py`)",
+def _head(marker: str, title: str, result: dict[str, Any]) -> list[str]:
+    """A section's marker, title and the line that says when, where and how it was run."""
+    return [
+        marker,
+        f"## {title}",
         "",
         f"Run {result['started'][:16].replace('T', ' ')} UTC on {result['machine']}; load "
         f"average at start {result['loadavg']}. Command: `{result['command']}`.",
+    ]
+
+
+def render(result: dict[str, Any]) -> str:
+    labels = list(result["checkouts"])
+    lines = [
+        *_head(BEGIN, "The write path's levers (`benchmarks/write_path.py`)", result),
         "",
         "**CPU per registration in process**, `basic`, one request at a time, median of "
         f"{result['rounds']} interleaved rounds of {result['count']:,} registrations each in a "
@@ -394,11 +415,11 @@ GROUPS_END = "<!-- write-path-groups: end -->"
 def render_groups(result: dict[str, Any]) -> str:
     labels = list(result["checkouts"])
     lines = [
-        GROUPS_BEGIN,
-        "## Registrations decided in groups, in process (`benchmarks/write_path.py --groups`)",
-        "",
-        f"Run {result['started'][:16].replace('T', ' ')} UTC on {result['machine']}; load "
-        f"average at start {result['loadavg']}. Command: `{result['command']}`.",
+        *_head(
+            GROUPS_BEGIN,
+            "Registrations decided in groups, in process (`benchmarks/write_path.py --groups`)",
+            result,
+        ),
         "",
         "**CPU per registration** when group commit decides K `basic` registrations of one "
         "caller in one transaction (the group's runner called directly, so the group's size is "

@@ -187,19 +187,28 @@ class GroupCommit(Generic[P, R]):
             with suppress(RuntimeError):  # a closed loop: nobody awaits these any more
                 loop.call_soon_threadsafe(_settle, waiters)
 
+    def _coroutine_head(self, key: Hashable, line: deque[_Waiter[P, R]]) -> _Waiter[P, R] | None:
+        """With the lock held, after a group: the line's head when a coroutine waits there (a
+        thread must run its group); else ``None``, once a thread at the head was handed the
+        line (it runs the next group itself) or the empty line was retired."""
+        if not line:
+            self._busy.discard(key)
+            del self._lines[key]
+            return None
+        head = line[0]
+        if head.loop is None:
+            head.lead = True
+            head.done.set()
+            return None
+        return head
+
     def _hand_over(self, key: Hashable, line: deque[_Waiter[P, R]]) -> None:
-        """After a group: the line's next group is run by its head (a thread waiting), or by
-        a thread spawned for it (a coroutine waiting); an empty line is retired."""
+        """After a thread's group: the line's next group is run by its head (a thread waiting),
+        or by a thread spawned for it (a coroutine waiting); an empty line is retired."""
         with self._lock:
-            if not line:
-                self._busy.discard(key)
-                del self._lines[key]
-                return
-            head = line[0]
-            if head.loop is None:
-                head.lead = True
-                head.done.set()
-                return
+            head = self._coroutine_head(key, line)
+        if head is None:
+            return
         assert head.spawn is not None
         try:
             head.spawn(self._drain, key, line)
@@ -211,14 +220,8 @@ class GroupCommit(Generic[P, R]):
         heads it; hand the line to a waiting thread, or retire it when empty."""
         while True:
             with self._lock:
-                if not line:
-                    self._busy.discard(key)
-                    del self._lines[key]
-                    return
-                head = line[0]
-                if head.loop is None:
-                    head.lead = True
-                    head.done.set()
+                head = self._coroutine_head(key, line)
+                if head is None:
                     return
                 group = [line.popleft() for _ in range(min(self.limit, len(line)))]
             assert head.run is not None
