@@ -102,9 +102,8 @@ def _left(_: Future[Any]) -> None:
     WORKER.leave()
 
 
-def spawn(call: Callable[..., object], *args: object) -> None:
-    """Start ``call(*args)`` in a register thread and do not wait for it (a group commit line's
-    runner, :meth:`~app.db.groups.GroupCommit.run_async`); it counts as running
+def _submit(call: Callable[..., T], *args: object) -> Future[T]:
+    """``call(*args)`` started in a register thread; it counts as running
     (:meth:`_Worker.alone`) until it returns."""
     WORKER.enter()
     try:
@@ -113,6 +112,13 @@ def spawn(call: Callable[..., object], *args: object) -> None:
         WORKER.leave()
         raise
     job.add_done_callback(_left)
+    return job
+
+
+def spawn(call: Callable[..., object], *args: object) -> None:
+    """Start ``call(*args)`` in a register thread and do not wait for it (a group commit line's
+    runner, :meth:`~app.db.groups.GroupCommit.run_async`)."""
+    _submit(call, *args)
 
 
 async def in_thread(call: Callable[..., T], *args: object) -> T:
@@ -124,13 +130,7 @@ async def in_thread(call: Callable[..., T], *args: object) -> T:
     abandoned if the request is cancelled: its transaction commits or rolls back in its thread
     as it would have, and it counts as running (:meth:`_Worker.alone`) until then."""
     context = contextvars.copy_context()
-    WORKER.enter()
-    try:
-        job = _THREADS.submit(context.run, call, *args)
-    except BaseException:
-        WORKER.leave()
-        raise
-    job.add_done_callback(_left)
+    job: Future[T] = _submit(context.run, call, *args)
     return await asyncio.wrap_future(job)
 
 

@@ -691,7 +691,7 @@ def write(
 #: any other is parsed anew on every execution, so it is sent with PostgreSQL's own
 #: placeholders (:func:`_native`). One registration's write has 42 parameters (1.5 KB): it keeps
 #: psycopg's cursor, since measured at one client the native form cost ≈ 0.05 ms more per
-#: admission. A group of two already has 84.
+#: admission. A group of two already has 79 (one dataset) or 84 (two).
 PARSE_CACHED_UP_TO: Final = 4096
 PARSE_CACHED_PARAMS: Final = 50
 

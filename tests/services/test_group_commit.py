@@ -393,8 +393,8 @@ def test_a_short_group_write_with_many_parameters_is_sent_with_native_placeholde
     grouped: Database, held: HeldCommit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """psycopg caches no parse of a statement with more than 50 parameters, however short: a
-    group of two's write (84 parameters, 2.5 KB) goes out natively too; one registration's (42)
-    does not."""
+    group of two's write on one dataset (79 parameters, 2.4 KB) goes out natively too; one
+    registration's (42) does not."""
     ds = service_dataset(UnitOfWork(grouped), "native-two", epsilon="10")
     sent: list[tuple[int, int]] = []
     real_native = admission._native
