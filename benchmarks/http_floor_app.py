@@ -13,7 +13,9 @@ the raw baseline and the service. Benchmark code only; never part of the service
 With ``FLOOR_SQLITE`` (a path) instead of ``FLOOR_DSN``: the SQLite baseline's work
 (``BEGIN IMMEDIATE`` … ``COMMIT``, WAL, ``synchronous=FULL``), in a thread of the process's
 pool as the service runs its blocking calls, the writers of every process ordered by the
-service's own writers' gate (a process lock, then ``flock`` on a file beside the database).
+service's own writers' gate (a process lock, then ``flock`` on a file beside the database). As
+the service does, a request that is the only one in flight in its process runs the transaction
+on the event loop instead (no hand-off to a thread).
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ class FloorApp:
 
 
 class SqliteFloorApp(FloorApp):
-    """The same on SQLite: the transaction in a thread (one connection per thread)."""
+    """The same on SQLite: the transaction in a thread (one connection per thread), or on the
+    event loop when it is the process's only request in flight."""
 
     def __init__(self, path: str, threads: int) -> None:
         super().__init__("", threads)
@@ -93,6 +96,7 @@ class SqliteFloorApp(FloorApp):
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="floor")
         self._local = threading.local()
         self._gate = WriteGate.for_database(path)
+        self._in_flight = 0
 
     async def _startup(self) -> None:
         return None
@@ -108,8 +112,14 @@ class SqliteFloorApp(FloorApp):
             self._gate.release()
 
     async def _admit(self, budget: str) -> int:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._threads, self._admit_blocking, budget)
+        self._in_flight += 1
+        try:
+            if self._in_flight == 1:
+                return self._admit_blocking(budget)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._threads, self._admit_blocking, budget)
+        finally:
+            self._in_flight -= 1
 
 
 def create_app() -> FloorApp:
