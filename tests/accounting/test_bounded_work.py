@@ -370,3 +370,54 @@ def test_one_step_charges_are_never_below_the_exact_epsilon(sigma_: float, q: fl
     charged = float(decision.charge.epsilon)
     assert exact <= charged <= exact * 1.05 + 1e-3, (exact, charged)
     assert math.isfinite(charged)
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "zero"),
+    [
+        # one step at q = 10⁻³⁰⁰ of σ / Δ = 10⁻³: a grid of 62,142 points gave ε = 10⁻³²³
+        (
+            {
+                "type": "subsampled",
+                "scheme": "poisson",
+                "rate": "1e-300",
+                "mechanism": {"type": "gaussian", "sigma": "1", "sensitivity": "1000"},
+            },
+            True,
+        ),
+        # T · q = 999 · 10⁻⁹, just under δ: (0, δ)
+        (
+            {"type": "dp_sgd", "noise_multiplier": "0.5", "sample_rate": "1e-9", "steps": 999},
+            True,
+        ),
+        # T · q = 2 δ: no longer within δ, charged by the grid
+        (
+            {"type": "dp_sgd", "noise_multiplier": "0.5", "sample_rate": "2e-9", "steps": 1000},
+            False,
+        ),
+    ],
+)
+def test_a_rate_whose_steps_fit_in_delta_is_charged_zero_epsilon(
+    mechanism: dict[str, Any], zero: bool
+) -> None:
+    """T Poisson-subsampled steps of rate q are (0, Tq)-DP whatever the noise; where Tq ≤ δ the
+    charge is ε = 0 at that δ, decided without building a grid."""
+    _, decision = _decide("basic", mechanism)
+    assert decision.outcome == "accepted"
+    assert decision.charge.delta == Decimal("0.000001")
+    assert (decision.charge.epsilon == 0) is zero, decision.charge
+
+
+@pytest.mark.parametrize("q", [1e-7, 1e-3, 0.3])
+@pytest.mark.parametrize("sigma_", [0.5, 1.0, 2.0])
+def test_one_subsampled_step_is_zero_epsilon_at_delta_q_by_the_oracle(
+    q: float, sigma_: float
+) -> None:
+    """The (0, q) claim above against dp_accounting's own PLD: its hockey-stick divergence at
+    ε = 0 (δ(0)) of one Poisson-subsampled Gaussian step never exceeds q."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    delta_at_zero = pld_lib.from_gaussian_mechanism(sigma_, sampling_prob=q).get_delta_for_epsilon(
+        0.0
+    )
+    assert 0 < delta_at_zero <= q

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -296,7 +297,11 @@ def _poisson_gaussian_epsilon(
     count whose composition alone outgrows the grid) or the declaration has too many PLD items
     to afford one each, the Mironov–Talwar–Zhang 2019 RDP curve of ``decl`` on
     ``effort.orders``, converted by Canonne–Kamath–Steinke 2020 Prop. 12 — sound for the same
-    fixed schedule, looser. Where the grid had to be coarsened, the smaller of the two."""
+    fixed schedule, looser. Where the grid had to be coarsened, the smaller of the two.
+
+    Where ``steps · q ≤ δ`` the answer is ε = 0 without any grid (:func:`_within_delta`)."""
+    if _within_delta(q, steps, delta):
+        return 0.0
     if effort.pld_share is not None:
         try:
             plan = pld.plan_poisson_gaussian(sigma, q, steps, share=effort.pld_share)
@@ -307,6 +312,22 @@ def _poisson_gaussian_epsilon(
             # A coarsened grid can be looser than the RDP bound: both are sound, take the less.
             return min(eps, _rdp_epsilon(decl, delta, effort)) if plan.coarsened else eps
     return _rdp_epsilon(decl, delta, effort)
+
+
+def _within_delta(q: float, steps: int, delta: float) -> bool:
+    """Whether ``steps`` Poisson-subsampled steps of rate ``q`` are (0, δ)-DP whatever each
+    step's mechanism: ``steps · q ≤ δ``, compared exactly.
+
+    One step of any mechanism on a Poisson subsample of rate q is (0, q)-DP, for add/remove and
+    for substitution neighbours alike: the record in which the neighbours differ is left out of
+    the subsample with probability 1 − q, and then the output's distribution is the same, so no
+    event's probability moves by more than q (Balle–Barthe–Gaboardi 2018, Thm 8, for an inner
+    mechanism that is (0, 1)-DP, as every mechanism is). T such steps are (0, Tq)-DP by basic
+    composition (Dwork–Roth 2014, Thm 3.16). Where a rate is so small that this already fits the
+    conversion δ, ε = 0 is exact, and the grid of a tiny σ, which such a rate can come with,
+    is never built: a PLD of a Gaussian with σ = 10⁻³ at q = 10⁻³⁰⁰ costs about 0.7 s of CPU for
+    an ε of 10⁻³²³."""
+    return delta > 0 and Fraction(q) * steps <= Fraction(delta)
 
 
 def _rdp_epsilon(decl: Declaration, delta: float, effort: Effort) -> float:
@@ -368,6 +389,8 @@ def charge_floor(decl: Declaration, conversion_delta: Decimal) -> EpsDelta | Non
     sigma, q, steps, delta = params
     if delta <= 0 or q <= 0 or pld.fits_default_grid(sigma, q, steps):
         return None
+    if _within_delta(q, steps, to_float_down(delta)):
+        return None  # the tight charge, ε = 0, costs nothing
     floor = bounds.poisson_gaussian_epsilon_floor(sigma, q, steps, to_float_up(delta))
     return EpsDelta(budget_from_float(floor), delta)
 
