@@ -127,11 +127,17 @@ CASES: tuple[Case, ...] = (
     Case("gdp μ=10^6", "gdp", {"type": "gdp", "mu": "1000000"}),
 )
 
-#: Runs in the subprocess: decide one case with the ``app`` on PYTHONPATH, print JSON.
+#: Runs in the subprocess: decide one case with the accounting package named by ``argv[2]``,
+#: which must come from the checkout at ``argv[3]`` (never the installed one), print JSON.
 _RUNNER = """
-import json, resource, sys
+import importlib, json, resource, sys
+from pathlib import Path
 import dp_accounting.pld.pld_privacy_accountant  # imported before the clock starts
-from odometer_core.accounting import admit, initial_state, make_config, parse_declaration
+package = importlib.import_module(sys.argv[2])
+if not Path(package.__file__).resolve().is_relative_to(Path(sys.argv[3]).resolve()):
+    sys.exit(f"{sys.argv[2]} was imported from {package.__file__}, not from {sys.argv[3]}")
+admit, initial_state = package.admit, package.initial_state
+make_config, parse_declaration = package.make_config, package.parse_declaration
 mode, relation, accounting, mechanism = json.loads(sys.argv[1])
 config = make_config(10, "1e-5", relation, accounting)
 state = initial_state(config)
@@ -149,13 +155,21 @@ print(json.dumps([cpu, outcome]))
 
 
 def run_case(case: Case, cap: float, root: Path = ROOT) -> tuple[float | None, str]:
-    """(CPU seconds, outcome) of one decision with the code at ``root``, or (None, "killed")."""
+    """(CPU seconds, outcome) of one decision with the code at ``root``, or (None, "killed").
+
+    The accounting is imported from ``root`` itself: its ``core`` distribution where it has one,
+    else (a checkout from before the core was split out) its ``app.accounting``; the subprocess
+    refuses to run with any other copy, such as the one installed in the environment."""
     accounting = case.accounting or {"mode": case.mode}
     arg = json.dumps([case.mode, case.relation, accounting, case.mechanism])
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    if (root / "core" / "odometer_core").is_dir():
+        package, path = "odometer_core.accounting", f"{root / 'core'}{os.pathsep}{root}"
+    else:
+        package, path = "app.accounting", str(root)
+    env = {**os.environ, "PYTHONPATH": path}
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _RUNNER, arg],
+            [sys.executable, "-c", _RUNNER, arg, package, str(root)],
             capture_output=True,
             text=True,
             timeout=cap,

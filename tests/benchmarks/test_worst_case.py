@@ -3,11 +3,16 @@ lays out the before/after table."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from benchmarks.worst_case import CASES, ROOT, Case, render, run_case
+
+PURE = Case("pure ε", "basic", {"type": "pure_dp", "epsilon": "0.1"})
 
 
 def test_a_cheap_decision_is_measured() -> None:
-    cpu, outcome = run_case(Case("pure ε", "basic", {"type": "pure_dp", "epsilon": "0.1"}), 30)
+    cpu, outcome = run_case(PURE, 30)
     assert cpu is not None and 0 <= cpu < 30
     assert outcome == "accepted"
 
@@ -29,3 +34,24 @@ def test_a_decision_past_the_cap_is_killed_and_reported() -> None:
         in (table)
     )
     assert "Slowest decision now: 0.12 s of CPU" in table
+
+
+def test_another_checkout_is_measured_with_its_own_accounting(tmp_path: Path) -> None:
+    """``--before DIR``: the decision is made by DIR's core, not by the copy installed in the
+    environment (which once silently measured this checkout in both columns)."""
+    shutil.copytree(ROOT / "core" / "odometer_core", tmp_path / "core" / "odometer_core")
+    marked = tmp_path / "core" / "odometer_core" / "accounting" / "__init__.py"
+    marked.write_text(
+        marked.read_text()
+        + "\n\nclass _Marked:\n    outcome = 'decided by the other checkout'\n\n\n"
+        "def admit(*_: object) -> _Marked:\n    return _Marked()\n"
+    )
+    assert run_case(PURE, 30, tmp_path)[1] == "decided by the other checkout"
+
+
+def test_a_copy_from_outside_the_checkout_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "odometer_core").symlink_to(ROOT / "core" / "odometer_core")
+    cpu, outcome = run_case(PURE, 30, tmp_path)
+    assert cpu is None
+    assert outcome.startswith("crashed: odometer_core.accounting was imported from ")
