@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -35,6 +36,15 @@ def commit_of(checkout: Path, fmt: str = "%h") -> str | None:
         check=False,
     ).stdout.strip()
     return out or None
+
+
+def checkout_path(checkout: Path) -> str:
+    """``PYTHONPATH`` that runs ``checkout``'s own code: its ``core`` distribution (the
+    accounting core and ledger format, ``odometer_core``) ahead of the copy installed in the
+    environment, which is this checkout's, then the checkout itself (``app``). A checkout from
+    before the core was split out has no ``core/`` and keeps its accounting under ``app``."""
+    core = checkout / "core"
+    return f"{core}{os.pathsep}{checkout}" if (core / "odometer_core").is_dir() else str(checkout)
 
 
 def package_version(distribution: str) -> str:

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from benchmarks.results import checkout_path
+
 ROOT = Path(__file__).resolve().parent.parent
 #: The key the benchmark's server accepts as its operator admin key (checked in memory).
 ADMIN_KEY = "odo_admin_benchmark_service_key_0123456789"
@@ -61,7 +63,7 @@ def pg_drop(url: str) -> None:
 def migrate(database_url: str, root: Path = ROOT) -> None:
     """``alembic upgrade head`` on a fresh database, as ``make run`` does (with the
     migrations of the checkout at ``root``)."""
-    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(root)}
+    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": checkout_path(root)}
     env.pop("ODOMETER_DATABASE_URL", None)
     subprocess.run(
         [sys.executable, "-m", "alembic", "upgrade", "head"],
@@ -282,7 +284,7 @@ def running_server(
         **os.environ,
         "DATABASE_URL": database_url,
         "ODOMETER_ADMIN_KEY": ADMIN_KEY,
-        "PYTHONPATH": str(root),
+        "PYTHONPATH": checkout_path(root),
         "ODOMETER_DB_POOL_SIZE": str(max(1, pool_connections // workers)),
         "ODOMETER_DB_MAX_OVERFLOW": "0",
     }

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.results import commit_of, write_section
+from benchmarks.results import checkout_path, commit_of, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- worst-case: begin -->"
@@ -162,11 +162,9 @@ def run_case(case: Case, cap: float, root: Path = ROOT) -> tuple[float | None, s
     refuses to run with any other copy, such as the one installed in the environment."""
     accounting = case.accounting or {"mode": case.mode}
     arg = json.dumps([case.mode, case.relation, accounting, case.mechanism])
-    if (root / "core" / "odometer_core").is_dir():
-        package, path = "odometer_core.accounting", f"{root / 'core'}{os.pathsep}{root}"
-    else:
-        package, path = "app.accounting", str(root)
-    env = {**os.environ, "PYTHONPATH": path}
+    split = (root / "core" / "odometer_core").is_dir()
+    package = "odometer_core.accounting" if split else "app.accounting"
+    env = {**os.environ, "PYTHONPATH": checkout_path(root)}
     try:
         done = subprocess.run(
             [sys.executable, "-c", _RUNNER, arg, package, str(root)],

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.results import commit_of, write_section
+from benchmarks.results import checkout_path, commit_of, write_section
 from benchmarks.service import MODES
 from benchmarks.service_setup import (
     ADMIN_KEY,
@@ -186,7 +186,7 @@ def probe(
     checkout: Path, url: str, count: int, keyed: bool, script: str = _PROBE, *extra: str
 ) -> float:
     """CPU ms per registration of ``checkout``'s service on a freshly migrated ``url``."""
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    env = {**os.environ, "PYTHONPATH": checkout_path(checkout)}
     env.pop("ODOMETER_DATABASE_URL", None)
     out = subprocess.run(
         [sys.executable, "-c", script, url, str(count), *(extra or ["1" if keyed else "0"])],
