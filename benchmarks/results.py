@@ -38,13 +38,18 @@ def commit_of(checkout: Path, fmt: str = "%h") -> str | None:
     return out or None
 
 
+def has_core(checkout: Path) -> bool:
+    """Whether ``checkout`` has the ``core`` distribution (the accounting core and ledger
+    format, ``odometer_core``); a checkout from before it was split out keeps its accounting
+    under ``app``."""
+    return (checkout / "core" / "odometer_core").is_dir()
+
+
 def checkout_path(checkout: Path) -> str:
-    """``PYTHONPATH`` that runs ``checkout``'s own code: its ``core`` distribution (the
-    accounting core and ledger format, ``odometer_core``) ahead of the copy installed in the
-    environment, which is this checkout's, then the checkout itself (``app``). A checkout from
-    before the core was split out has no ``core/`` and keeps its accounting under ``app``."""
-    core = checkout / "core"
-    return f"{core}{os.pathsep}{checkout}" if (core / "odometer_core").is_dir() else str(checkout)
+    """``PYTHONPATH`` that runs ``checkout``'s own code: its ``core`` (:func:`has_core`) ahead
+    of the copy installed in the environment, which is this checkout's, then the checkout
+    itself (``app``)."""
+    return f"{checkout / 'core'}{os.pathsep}{checkout}" if has_core(checkout) else str(checkout)
 
 
 def package_version(distribution: str) -> str:

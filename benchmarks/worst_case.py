@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.results import checkout_path, commit_of, write_section
+from benchmarks.results import checkout_path, commit_of, has_core, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- worst-case: begin -->"
@@ -162,8 +162,7 @@ def run_case(case: Case, cap: float, root: Path = ROOT) -> tuple[float | None, s
     refuses to run with any other copy, such as the one installed in the environment."""
     accounting = case.accounting or {"mode": case.mode}
     arg = json.dumps([case.mode, case.relation, accounting, case.mechanism])
-    split = (root / "core" / "odometer_core").is_dir()
-    package = "odometer_core.accounting" if split else "app.accounting"
+    package = "odometer_core.accounting" if has_core(root) else "app.accounting"
     env = {**os.environ, "PYTHONPATH": checkout_path(root)}
     try:
         done = subprocess.run(

@@ -462,15 +462,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="K,...",
         help="measure only registrations decided K at a time (PostgreSQL, in process)",
     )
-    p.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
+    p.add_argument(
+        "--no-write", action="store_true", help="do not touch RESULTS.md or write_path.json"
+    )
     args = p.parse_args(argv)
     checkouts = {
         label: Path(path).resolve() for label, path in (c.split("=", 1) for c in args.compare)
     }
     checkouts["this commit"] = ROOT
     backends = ["sqlite"] + ([] if args.postgres == "none" else ["postgresql"])
-    started = datetime.now(UTC).isoformat()
-    la = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     described = {}
     for label, path in checkouts.items():
         rev = commit_of(path, "%h %s")
@@ -478,23 +478,21 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m benchmarks.write_path " + " ".join(
         f"--compare {c.split('=', 1)[0]}=DIR" for c in args.compare
     )
+    run: dict[str, Any] = {
+        "started": datetime.now(UTC).isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}",
+        "loadavg": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "rounds": args.rounds,
+        "count": args.count,
+        "checkouts": described,
+    }
     if args.groups:
+        sizes = [int(k) for k in args.groups.split(",")]
         groups = {
-            "started": started,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}",
-            "loadavg": la,
+            **run,
             "command": f"{command} --groups {args.groups} --rounds {args.rounds}",
-            "rounds": args.rounds,
-            "count": args.count,
-            "checkouts": described,
-            "groups": in_groups(
-                checkouts,
-                args.postgres,
-                args.rounds,
-                args.count,
-                [int(k) for k in args.groups.split(",")],
-            ),
+            "groups": in_groups(checkouts, args.postgres, args.rounds, args.count, sizes),
         }
         block = render_groups(groups)
         print(block)
@@ -502,23 +500,17 @@ def main(argv: list[str] | None = None) -> int:
             write_section(block)
         return 0
     result = {
-        "started": started,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}",
-        "loadavg": la,
+        **run,
         "command": command,
-        "rounds": args.rounds,
-        "count": args.count,
-        "checkouts": described,
         "in_process": in_process(checkouts, backends, args.postgres, args.rounds, args.count),
         "group_commit": group_commit(
             backends, args.postgres, [int(c) for c in args.clients.split(",")], args.duration
         ),
     }
-    (Path(__file__).with_name("write_path.json")).write_text(json.dumps(result, indent=1))
     block = render(result)
     print(block)
-    if not args.no_write:
+    if not args.no_write:  # the raw figures behind the section, kept with it
+        (Path(__file__).with_name("write_path.json")).write_text(json.dumps(result, indent=1))
         write_section(block)
     return 1 if any(r["errors"] for r in result["group_commit"]) else 0
 
