@@ -165,7 +165,7 @@ def test_coroutines_arriving_during_a_group_run_together_next_in_one_runner_thre
             await asyncio.sleep(0)  # each is in line before the next
         await _until(lambda: groups.waiting(KEY) == 5)
         rec.release.set()
-        results = list(await asyncio.gather(*calls, return_exceptions=True))
+        results: list[object] = list(await asyncio.gather(*calls, return_exceptions=True))
         # the runner retires the line after it handed over the last group's answers
         await _until(lambda: not groups._busy)
         return results
