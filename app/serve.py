@@ -13,19 +13,49 @@ servers start the service this way.
 Each worker also tells the app how many connections it has open (:class:`HttpProtocol`): a
 worker with one runs its registrations on its event loop instead of handing them to a thread
 (:func:`app.api.edge.blocking`).
+
+**Connections shared out between workers.** The workers listen on one socket, and the event
+loop of the first to wake up accepts every connection waiting (uvloop's, and asyncio's, accept
+until the queue is empty): 8 clients connecting at once all landed on one of 2 workers, in
+every one of 3 tries, and 32 split 29 / 3, so the other worker's CPU stood idle while its peer
+queued their requests. With several workers each accepts one connection at a time instead, and
+a worker holding ``c`` connections lets ``c`` milliseconds (at most
+:data:`MAX_ACCEPT_DELAY_MS`) pass before taking the next, while the others, woken by the same
+arrival, take it first if they hold fewer (:class:`BalancedServer`). Nothing coordinates the
+workers, so none waits on another: a worker that is busy, stuck or gone only leaves the next
+connection to the others, and a connection waits at most the delay. Measured in
+``benchmarks/RESULTS.md`` (*Connections shared out between 2 workers*).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import errno
+import logging
 import socket
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence, Sized
+from typing import Any, Final
 
 import uvicorn
+import uvloop
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 APP = "app.main:create_app"
+
+#: The longest a worker holding connections waits before it accepts one the others left.
+MAX_ACCEPT_DELAY_MS: Final = 10
+
+#: What ``accept`` may fail with that a listener outlives: the peer gave up before it was
+#: accepted, or the process or the system ran out of descriptors or memory for a moment.
+_TRANSIENT: Final = frozenset(
+    {errno.ECONNABORTED, errno.EPROTO, errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+)
+
+_log = logging.getLogger("uvicorn.error")
+
+#: This worker's live set of open connections, once its protocol has been built.
+_connections: Sized | None = None
 
 
 class HttpProtocol(HttpToolsProtocol):
@@ -38,7 +68,105 @@ class HttpProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         from app.api.edge import publish_connections  # the app is loaded by then
 
+        global _connections
+        _connections = self.server_state.connections
         publish_connections(self.server_state.connections)
+
+
+class BalancedServer:
+    """A listening socket served one accepted connection at a time, giving way to the other
+    workers by how many connections this one holds (the module's docstring says why). What
+    uvicorn needs of the server ``loop.create_server`` returns: ``close`` and
+    ``wait_closed``."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        protocol_factory: Callable[[], asyncio.Protocol],
+        sock: socket.socket,
+        held: Callable[[], int],
+    ) -> None:
+        self._loop = loop
+        self._factory = protocol_factory
+        self._sock = sock
+        self._held = held
+        self._waited = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._starting: set[asyncio.Task[None]] = set()  # held until their transports are up
+        self.sockets = (sock,)
+        sock.setblocking(False)
+        loop.add_reader(sock.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        held = self._held()
+        if held and not self._waited:
+            # give the workers holding fewer a head start on this connection
+            self._loop.remove_reader(self._sock.fileno())
+            delay = min(held, MAX_ACCEPT_DELAY_MS) / 1000
+            self._timer = self._loop.call_later(delay, self._resume)
+            return
+        self._waited = False
+        try:
+            conn, _ = self._sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return  # another worker took it
+        except OSError as exc:
+            if exc.errno not in _TRANSIENT:
+                raise
+            _log.warning("accept failed (%s); listening again in 1 s", exc)
+            self._loop.remove_reader(self._sock.fileno())
+            self._timer = self._loop.call_later(1.0, self._resume)
+            return
+        conn.setblocking(False)
+        task = self._loop.create_task(self._serve(conn))
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
+
+    def _resume(self) -> None:
+        self._timer = None
+        if not self._closed:
+            self._waited = True
+            self._loop.add_reader(self._sock.fileno(), self._readable)
+
+    async def _serve(self, conn: socket.socket) -> None:
+        try:
+            await self._loop.connect_accepted_socket(self._factory, conn)
+        except OSError:
+            conn.close()  # the peer left before its transport was set up
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self._loop.remove_reader(self._sock.fileno())
+
+    async def wait_closed(self) -> None:
+        return None
+
+
+def _held() -> int:
+    return 0 if _connections is None else len(_connections)
+
+
+class BalancedLoop(uvloop.Loop):
+    """uvloop's event loop (what uvicorn's ``loop="auto"`` picks) whose ``create_server`` on a
+    given socket answers with a :class:`BalancedServer`: the loop of a worker of several."""
+
+    async def create_server(  # type: ignore[override]
+        self, protocol_factory: Callable[[], asyncio.Protocol], *args: Any, **kwargs: Any
+    ) -> Any:
+        sock = kwargs.get("sock")
+        if args or sock is None or kwargs.get("ssl") is not None:
+            return await super().create_server(protocol_factory, *args, **kwargs)
+        return BalancedServer(self, protocol_factory, sock, _held)
+
+
+def balanced_loop() -> asyncio.AbstractEventLoop:
+    """The event loop factory of a worker of several (uvicorn's ``loop`` setting)."""
+    return BalancedLoop()
 
 
 def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -70,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         access_log=not args.no_access_log,
         proxy_headers=args.proxy_headers,
         http="app.serve:HttpProtocol",
+        loop="app.serve:balanced_loop" if args.workers > 1 else "auto",
     )
 
 
