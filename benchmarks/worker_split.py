@@ -1,0 +1,198 @@
+"""How a multi-worker server shares its connections out between its workers, and what that
+does to throughput: N keep-alive clients registering on one hot dataset (``basic``) against
+``python -m app.serve --workers 2``, with the connections each worker holds counted from the
+kernel's table of established sockets (``ss``) in the middle of the measurement. Each build
+(this checkout, and each ``--compare LABEL=DIR``, a ``git worktree`` of an earlier commit) is
+served in turn, round after round, each round on a fresh server (the split is decided when the
+clients connect), so that the machine's noise hits every build alike.
+
+    git worktree add ../before <commit>
+    .venv/bin/python -m benchmarks.worker_split --compare before=../before [--postgres URL]
+
+SQLite unless ``--postgres`` names a server (a scratch database is created and dropped).
+Writes the section of ``benchmarks/RESULTS.md`` between the ``worker-split-sqlite`` (or
+``worker-split-postgresql``) markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.results import commit_of, write_section
+from benchmarks.service import MODES
+from benchmarks.service_setup import (
+    ADMIN_KEY,
+    create_dataset,
+    loadavg,
+    migrate,
+    pg_drop,
+    pg_recreate,
+    run_load,
+    running_server,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKERS = 2
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/odometer_worker_split"
+
+
+def held_by_worker(port: int, pids: list[int]) -> list[int]:
+    """Established connections to ``port`` that each of ``pids`` holds, largest first."""
+    out = subprocess.run(
+        ["ss", "-tnpH", "state", "established", f"sport = :{port}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted((len(re.findall(rf"pid={pid},", out)) for pid in pids), reverse=True)
+
+
+def one_cell(
+    url: str, root: Path, clients: int, warmup: float, duration: float, workdir: Path
+) -> dict[str, Any]:
+    """A fresh server of the checkout at ``root``, loaded by ``clients`` clients."""
+    with running_server(url, workdir / "server.log", WORKERS, root=root) as server:
+        dataset = create_dataset(server.port, f"split-{time.monotonic_ns()}", "basic")
+        spec = {
+            "kind": "http", "host": "127.0.0.1", "port": server.port, "key": ADMIN_KEY,
+            "paths": [f"/v1/datasets/{dataset}/invocations"],
+            "body": {"mechanism": MODES["basic"]}, "clients": clients,
+            "warmup": warmup, "duration": duration,
+        }  # fmt: skip
+        pids = server.worker_pids()
+        split: list[int] = []
+
+        def look() -> None:
+            time.sleep(warmup + duration / 2)
+            split.extend(held_by_worker(server.port, pids))
+
+        watcher = threading.Thread(target=look)
+        watcher.start()
+        load = loadavg()
+        result = run_load(spec)
+        watcher.join()
+    return {
+        "split": split,
+        "throughput": result["throughput"],
+        "p50_ms": result.get("p50_ms"),
+        "p99_ms": result.get("p99_ms"),
+        "errors": result.get("errors", 0),
+        "loadavg": load,
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--postgres",
+        nargs="?",
+        const=DEFAULT_PG,
+        help=f"PostgreSQL, in a scratch database of this name (default {DEFAULT_PG}); else SQLite",
+    )
+    p.add_argument("--clients", default="8,32")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=float, default=1.0)
+    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--compare", action="append", default=[], metavar="LABEL=DIR")
+    p.add_argument("--no-results", action="store_true", help="print, do not write RESULTS.md")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    builds = [("this", ROOT)] + [
+        (label, Path(path).resolve())
+        for label, path in (item.split("=", 1) for item in args.compare)
+    ]
+    clients = [int(n) for n in args.clients.split(",")]
+    cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    started = datetime.now(UTC)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        for r in range(args.rounds):
+            order = builds[r % len(builds) :] + builds[: r % len(builds)]
+            for n in clients:
+                for label, root in order:
+                    if args.postgres:
+                        url = pg_recreate(args.postgres)
+                    else:
+                        url = f"sqlite:///{workdir / f'split-{label}-{r}-{n}.db'}"
+                    migrate(url, root)
+                    cell = one_cell(url, root, n, args.warmup, args.duration, workdir)
+                    cells.setdefault((label, n), []).append(cell)
+                    print(label, n, cell, file=sys.stderr, flush=True)
+                    if args.postgres:
+                        pg_drop(args.postgres)
+    block = render(args, builds, clients, cells, started)
+    print(block)
+    if not args.no_results:
+        write_section(block)
+    return 0
+
+
+def render(
+    args: argparse.Namespace,
+    builds: list[tuple[str, Path]],
+    clients: list[int],
+    cells: dict[tuple[str, int], list[dict[str, Any]]],
+    started: datetime,
+) -> str:
+    backend = "PostgreSQL" if args.postgres else "SQLite"
+    loads = [c["loadavg"] for cs in cells.values() for c in cs]
+    names = ", ".join(f"*{label}* = {commit_of(root) or root.name}" for label, root in builds)
+    cores = os.cpu_count()
+    marker = f"worker-split-{'postgresql' if args.postgres else 'sqlite'}"
+    lines = [
+        f"<!-- {marker}: begin -->",
+        f"## Connections shared out between {WORKERS} workers, {backend}",
+        "",
+        f"Run {started:%Y-%m-%d %H:%M} UTC on {platform.machine()}, {cores} cores "
+        f"shared with other jobs (1-minute load {min(loads):.2f}–{max(loads):.2f}); Python "
+        f"{platform.python_version()}. Command: `python -m benchmarks.worker_split "
+        + " ".join(f"--compare {item.split('=', 1)[0]}=…" for item in args.compare)
+        + ("" if not args.postgres else " --postgres …")
+        + f"` ({args.rounds} rounds, builds in rotating order, a fresh server per cell). "
+        f"Builds: {names}.",
+        "",
+        "N keep-alive clients registering a `basic` declaration on one hot dataset; *split*: "
+        "the connections each worker held, counted from `ss` halfway through each cell "
+        "(one entry per round); req/s and p99 are medians over rounds.",
+        "",
+        "| build | N | split (per round) | req/s | p99 ms | errors |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n in clients:
+        for label, _ in builds:
+            cs = cells[(label, n)]
+            splits = ", ".join(" / ".join(str(x) for x in c["split"]) for c in cs)
+            p99s = [c["p99_ms"] for c in cs if c["p99_ms"] is not None]
+            p99 = f"{statistics.median(p99s):.1f}" if p99s else "–"
+            throughput = statistics.median(c["throughput"] for c in cs)
+            errors = sum(c["errors"] for c in cs)
+            lines.append(f"| {label} | {n} | {splits} | {throughput:,.0f} | {p99} | {errors} |")
+    lines += [
+        "",
+        f"Reading it: a worker serves its connections on one core at a time, so a split of "
+        f"N / 0 leaves the service one core whatever the machine has. On this machine the "
+        f"workers share {cores} cores with the database and the load generator, so throughput "
+        f"can only move by what an idle core was worth here; on a machine with a core per "
+        f"worker to spare, the split bounds it.",
+        f"<!-- {marker}: end -->",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
