@@ -17,6 +17,8 @@ Writes the section of ``benchmarks/RESULTS.md`` between the ``worker-split-sqlit
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import platform
 import re
@@ -59,15 +61,56 @@ def held_by_worker(port: int, pids: list[int]) -> list[int]:
     return sorted((len(re.findall(rf"pid={pid},", out)) for pid in pids), reverse=True)
 
 
+#: Clients of the second load of each cell, each opening a connection per request.
+SHORT_CLIENTS = 16
+
+
+async def _short_connections(port: int, path: str, clients: int, seconds: float) -> dict[str, Any]:
+    """``clients`` clients registering for ``seconds``, each request on a connection of its
+    own (``Connection: close``): what a client without keep-alive costs the accept path."""
+    body = json.dumps({"mechanism": MODES["basic"]}).encode()
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {ADMIN_KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + body
+    latencies: list[float] = []
+    errors = 0
+    end = time.perf_counter() + seconds
+
+    async def client() -> None:
+        nonlocal errors
+        while time.perf_counter() < end:
+            start = time.perf_counter()
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(request)
+                answer = await reader.read()
+                writer.close()
+            except OSError:
+                errors += 1
+                continue
+            if answer.startswith(b"HTTP/1.1 201 "):
+                latencies.append(time.perf_counter() - start)
+            else:
+                errors += 1
+
+    await asyncio.gather(*(client() for _ in range(clients)))
+    latencies.sort()
+    p99 = 1000 * latencies[int(0.99 * len(latencies))] if latencies else None
+    return {"throughput": len(latencies) / seconds, "p99_ms": p99, "errors": errors}
+
+
 def one_cell(
     url: str, root: Path, clients: int, warmup: float, duration: float, workdir: Path
 ) -> dict[str, Any]:
     """A fresh server of the checkout at ``root``, loaded by ``clients`` clients."""
     with running_server(url, workdir / "server.log", WORKERS, root=root) as server:
         dataset = create_dataset(server.port, f"split-{time.monotonic_ns()}", "basic")
+        path = f"/v1/datasets/{dataset}/invocations"
         spec = {
             "kind": "http", "host": "127.0.0.1", "port": server.port, "key": ADMIN_KEY,
-            "paths": [f"/v1/datasets/{dataset}/invocations"],
+            "paths": [path],
             "body": {"mechanism": MODES["basic"]}, "clients": clients,
             "warmup": warmup, "duration": duration,
         }  # fmt: skip
@@ -83,7 +126,9 @@ def one_cell(
         load = loadavg()
         result = run_load(spec)
         watcher.join()
+        short = asyncio.run(_short_connections(server.port, path, SHORT_CLIENTS, duration))
     return {
+        "short": short,
         "split": split,
         "throughput": result["throughput"],
         "p50_ms": result.get("p50_ms"),
@@ -152,6 +197,24 @@ def render(
     backend = "PostgreSQL" if args.postgres else "SQLite"
     loads = [c["loadavg"] for cs in cells.values() for c in cs]
     names = ", ".join(f"*{label}* = {commit_of(root) or root.name}" for label, root in builds)
+    rows: list[str] = []
+    for n in clients:
+        for label, _ in builds:
+            cs = cells[(label, n)]
+            splits = ", ".join(" / ".join(str(x) for x in c["split"]) for c in cs)
+            p99s = [c["p99_ms"] for c in cs if c["p99_ms"] is not None]
+            p99 = f"{statistics.median(p99s):.1f}" if p99s else "–"
+            throughput = statistics.median(c["throughput"] for c in cs)
+            errors = sum(c["errors"] for c in cs)
+            rows.append(f"| {label} | {n} | {splits} | {throughput:,.0f} | {p99} | {errors} |")
+    short_rows: list[str] = []
+    for label, _ in builds:
+        shorts = [c["short"] for n in clients for c in cells[(label, n)]]
+        p99s = [x["p99_ms"] for x in shorts if x["p99_ms"] is not None]
+        p99 = f"{statistics.median(p99s):.1f}" if p99s else "–"
+        throughput = statistics.median(x["throughput"] for x in shorts)
+        errors = sum(x["errors"] for x in shorts)
+        short_rows.append(f"| {label} | {throughput:,.0f} | {p99} | {errors} |")
     cores = os.cpu_count()
     marker = f"worker-split-{'postgresql' if args.postgres else 'sqlite'}"
     lines = [
@@ -172,16 +235,16 @@ def render(
         "",
         "| build | N | split (per round) | req/s | p99 ms | errors |",
         "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        f"Then, on the same servers, {SHORT_CLIENTS} clients opening a connection per request "
+        "(`Connection: close`, no keep-alive), so that every request goes through the accept "
+        "path (medians over every cell of the build):",
+        "",
+        "| build | req/s | p99 ms | errors |",
+        "|---|---|---|---|",
+        *short_rows,
     ]
-    for n in clients:
-        for label, _ in builds:
-            cs = cells[(label, n)]
-            splits = ", ".join(" / ".join(str(x) for x in c["split"]) for c in cs)
-            p99s = [c["p99_ms"] for c in cs if c["p99_ms"] is not None]
-            p99 = f"{statistics.median(p99s):.1f}" if p99s else "–"
-            throughput = statistics.median(c["throughput"] for c in cs)
-            errors = sum(c["errors"] for c in cs)
-            lines.append(f"| {label} | {n} | {splits} | {throughput:,.0f} | {p99} | {errors} |")
     lines += [
         "",
         f"Reading it: a worker serves its connections on one core at a time, so a split of "
