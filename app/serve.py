@@ -16,10 +16,10 @@ worker with one runs its registrations on its event loop instead of handing them
 
 **Connections shared out between workers.** The workers listen on one socket, and the event
 loop of the first to wake up accepts every connection waiting (uvloop's, and asyncio's, accept
-until the queue is empty): 8 clients connecting at once all landed on one of 2 workers in 11
-of 17 tries, and 32 split as unevenly as 32 / 0, so the other worker's CPU stood idle while its
-peer queued their requests. With several workers each accepts one connection at a time instead
-(:class:`BalancedServer`), and the workers publish how many connections each holds
+until the queue is empty): 8 clients connecting to 2 idle workers all landed on one in 4 of 8
+rounds of ``benchmarks.worker_split``, and 32 in 2 of 8, so the other worker's CPU stood idle
+while its peer queued their requests. With several workers each accepts one connection at a
+time instead (:class:`BalancedServer`), and the workers publish how many connections each holds
 (:class:`LoadBoard`, a small file the supervisor creates and each worker maps): a worker
 holding more than another leaves a new connection to it, which the same arrival woke, looking
 again every :data:`GIVE_WAY_POLL_S` for at most :data:`GIVE_WAY_S`, then takes it itself if it

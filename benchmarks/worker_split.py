@@ -50,6 +50,26 @@ WORKERS = 2
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/odometer_worker_split"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_idle(pids: list[int], quiet: float = 0.5, limit: float = 20.0) -> None:
+    """Until no worker has used CPU for ``quiet`` seconds: each has finished starting (a server
+    is ready when one worker answers; a connection made while another still starts goes to
+    the ready one whatever the accept does)."""
+    deadline = time.monotonic() + limit
+    last = [cpu_seconds(pid) for pid in pids]
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = [cpu_seconds(pid) for pid in pids]
+        if now == last:
+            return
+        last = now
+
+
 def held_by_worker(port: int, pids: list[int]) -> list[int]:
     """Established connections to ``port`` that each of ``pids`` holds, largest first."""
     out = subprocess.run(
@@ -115,6 +135,7 @@ def one_cell(
             "warmup": warmup, "duration": duration,
         }  # fmt: skip
         pids = server.worker_pids()
+        wait_until_idle(pids)
         split: list[int] = []
 
         def look() -> None:
@@ -124,10 +145,14 @@ def one_cell(
         watcher = threading.Thread(target=look)
         watcher.start()
         load = loadavg()
+        cpu0, t0 = [cpu_seconds(pid) for pid in pids], time.perf_counter()
         result = run_load(spec)
+        cpu1, t1 = [cpu_seconds(pid) for pid in pids], time.perf_counter()
         watcher.join()
+        busy = sorted(((b - a) / (t1 - t0) for a, b in zip(cpu0, cpu1, strict=True)), reverse=True)
         short = asyncio.run(_short_connections(server.port, path, SHORT_CLIENTS, duration))
     return {
+        "busy": busy,
         "short": short,
         "split": split,
         "throughput": result["throughput"],
@@ -202,11 +227,14 @@ def render(
         for label, _ in builds:
             cs = cells[(label, n)]
             splits = ", ".join(" / ".join(str(x) for x in c["split"]) for c in cs)
+            busy = ", ".join(" / ".join(f"{100 * x:.0f}" for x in c["busy"]) for c in cs)
             p99s = [c["p99_ms"] for c in cs if c["p99_ms"] is not None]
             p99 = f"{statistics.median(p99s):.1f}" if p99s else "–"
             throughput = statistics.median(c["throughput"] for c in cs)
             errors = sum(c["errors"] for c in cs)
-            rows.append(f"| {label} | {n} | {splits} | {throughput:,.0f} | {p99} | {errors} |")
+            rows.append(
+                f"| {label} | {n} | {splits} | {busy} | {throughput:,.0f} | {p99} | {errors} |"
+            )
     short_rows: list[str] = []
     for label, _ in builds:
         shorts = [c["short"] for n in clients for c in cells[(label, n)]]
@@ -233,8 +261,9 @@ def render(
         "the connections each worker held, counted from `ss` halfway through each cell "
         "(one entry per round); req/s and p99 are medians over rounds.",
         "",
-        "| build | N | split (per round) | req/s | p99 ms | errors |",
-        "|---|---|---|---|---|---|",
+        "| build | N | split (per round) | workers' CPU, % of a core (per round) | req/s "
+        "| p99 ms | errors |",
+        "|---|---|---|---|---|---|---|",
         *rows,
         "",
         f"Then, on the same servers, {SHORT_CLIENTS} clients opening a connection per request "
@@ -247,11 +276,12 @@ def render(
     ]
     lines += [
         "",
-        f"Reading it: a worker serves its connections on one core at a time, so a split of "
-        f"N / 0 leaves the service one core whatever the machine has. On this machine the "
-        f"workers share {cores} cores with the database and the load generator, so throughput "
-        f"can only move by what an idle core was worth here; on a machine with a core per "
-        f"worker to spare, the split bounds it.",
+        "Reading it: a worker serves its connections on one core at a time, so a split of "
+        "N / 0 leaves the service one core whatever the machine has: the busiest worker's CPU "
+        "near 100 % is that ceiling. On this machine the workers share "
+        f"{cores} cores with the database and the load generator, so throughput can only move "
+        "by what an idle core was worth here; on a machine with a core per worker to spare, "
+        "the split bounds it.",
         f"<!-- {marker}: end -->",
     ]
     return "\n".join(lines)

@@ -113,7 +113,8 @@ def test_connections_opened_at_once_are_shared_out_between_the_workers(
 ) -> None:
     """A burst of keep-alive connections to two workers: each worker holds at least a quarter
     of them. With uvloop's own accept the first worker to wake took every connection waiting
-    (8 / 0 in 11 of 17 tries, 29 / 3 and 32 / 0 for 32) and the other worker's CPU stood idle.
+    (8 / 0 in 4 of 8 rounds of ``benchmarks.worker_split``, 32 / 0 in 2 of 8) and the other
+    worker's CPU stood idle.
     With the workers' loop set back to uvloop's this test failed for 8 clients in each of 3
     runs (8 / 0) and for 32 in 1 of 2 (28 / 4); it passes with the balanced accept
     (``app.serve.BalancedServer`` and its load board)."""
