@@ -284,7 +284,13 @@ class BalancedLoop(uvloop.Loop):
             return await super().create_server(protocol_factory, *args, **kwargs)
         global _board, _server
         path = os.environ.get(BOARD_ENV)
-        _board = LoadBoard(path) if path else None
+        _board = None
+        if path:
+            try:
+                _board = LoadBoard(path)
+            except (OSError, ValueError, RuntimeError) as exc:
+                # serve anyway, one connection at a time, without giving way to the others
+                _log.warning("workers' load board unusable (%s): accepting without it", exc)
         _server = BalancedServer(self, protocol_factory, sock, _board)
         _published()
         return _server

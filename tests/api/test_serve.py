@@ -170,3 +170,48 @@ def test_the_load_board_counts_live_workers_only_and_reclaims_a_dead_ones_slot()
             assert list(slots[: 2 * SLOT]) == [os.getppid(), 0, os.getpid(), 0]
             del slots, replacement
     assert not os.path.exists(path) and BOARD_ENV not in os.environ
+
+
+def test_a_full_load_board_leaves_the_worker_serving_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More workers starting than the board has slots (a restart storm): the extra worker
+    still serves, accepting without giving way, instead of failing to start."""
+    import asyncio
+
+    from app import serve
+
+    async def serve_one(path: str) -> str:
+        loop = asyncio.get_running_loop()
+        listener = listening_socket("127.0.0.1", 0)
+        answered = asyncio.get_running_loop().create_future()
+
+        class Echo(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                answered.set_result(serve._board is None)
+                transport.close()
+
+        server = await loop.create_server(Echo, sock=listener)
+        try:
+            _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+            no_board = await asyncio.wait_for(answered, 10)
+            writer.close()
+        finally:
+            server.close()
+            listener.close()
+        return f"{type(server).__name__} board={'none' if no_board else 'yes'}"
+
+    with load_board(2):  # 2 workers: 4 slots
+        path = os.environ[BOARD_ENV]
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as raw:
+            slots = memoryview(raw).cast("q")
+            for i in range(0, len(slots), SLOT):
+                slots[i] = os.getppid()  # every slot held by a live process
+            del slots
+        monkeypatch.setattr(serve, "_board", None)
+        monkeypatch.setattr(serve, "_server", None)
+        loop = serve.balanced_loop()
+        try:
+            assert loop.run_until_complete(serve_one(path)) == "BalancedServer board=none"
+        finally:
+            loop.close()
