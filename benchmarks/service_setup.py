@@ -153,7 +153,7 @@ def _spawned(pid: int) -> bool:
         return False
 
 
-def _cpu(pids: list[int]) -> float:
+def cpu_of(pids: list[int]) -> float:
     """CPU time (user + system, seconds) used so far by ``pids`` (the gone count 0)."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0
@@ -221,10 +221,10 @@ class Server:
                     continue
                 (charge if parent in serving and _spawned(child) else other).append(child)
         return {
-            "serving": _cpu(serving),
-            "supervisor": _cpu(supervisor),
-            "charge": _cpu(charge),
-            "other": _cpu(other),
+            "serving": cpu_of(serving),
+            "supervisor": cpu_of(supervisor),
+            "charge": cpu_of(charge),
+            "other": cpu_of(other),
         }
 
     def connections_per_worker(self) -> list[int]:

@@ -1,7 +1,7 @@
 """How a multi-worker server shares its connections out between its workers, and what that
 does to throughput: N keep-alive clients registering on one hot dataset (``basic``) against
 ``python -m app.serve --workers 2``, with the connections each worker holds counted from the
-kernel's table of established sockets (``ss``) in the middle of the measurement. Each build
+kernel's table of established sockets (``/proc``) in the middle of the measurement. Each build
 (this checkout, and each ``--compare LABEL=DIR``, a ``git worktree`` of an earlier commit) is
 served in turn, round after round, each round on a fresh server (the split is decided when the
 clients connect), so that the machine's noise hits every build alike.
@@ -21,9 +21,7 @@ import asyncio
 import json
 import os
 import platform
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,6 +34,7 @@ from benchmarks.results import commit_of, write_section
 from benchmarks.service import MODES
 from benchmarks.service_setup import (
     ADMIN_KEY,
+    cpu_of,
     create_dataset,
     loadavg,
     migrate,
@@ -50,35 +49,18 @@ WORKERS = 2
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/odometer_worker_split"
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (``/proc/PID/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def wait_until_idle(pids: list[int], quiet: float = 0.5, limit: float = 20.0) -> None:
     """Until no worker has used CPU for ``quiet`` seconds: each has finished starting (a server
     is ready when one worker answers; a connection made while another still starts goes to
     the ready one whatever the accept does)."""
     deadline = time.monotonic() + limit
-    last = [cpu_seconds(pid) for pid in pids]
+    last = [cpu_of([pid]) for pid in pids]
     while time.monotonic() < deadline:
         time.sleep(quiet)
-        now = [cpu_seconds(pid) for pid in pids]
+        now = [cpu_of([pid]) for pid in pids]
         if now == last:
             return
         last = now
-
-
-def held_by_worker(port: int, pids: list[int]) -> list[int]:
-    """Established connections to ``port`` that each of ``pids`` holds, largest first."""
-    out = subprocess.run(
-        ["ss", "-tnpH", "state", "established", f"sport = :{port}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return sorted((len(re.findall(rf"pid={pid},", out)) for pid in pids), reverse=True)
 
 
 #: Clients of the second load of each cell, each opening a connection per request.
@@ -140,14 +122,14 @@ def one_cell(
 
         def look() -> None:
             time.sleep(warmup + duration / 2)
-            split.extend(held_by_worker(server.port, pids))
+            split.extend(sorted(server.connections_per_worker(), reverse=True))
 
         watcher = threading.Thread(target=look)
         watcher.start()
         load = loadavg()
-        cpu0, t0 = [cpu_seconds(pid) for pid in pids], time.perf_counter()
+        cpu0, t0 = [cpu_of([pid]) for pid in pids], time.perf_counter()
         result = run_load(spec)
-        cpu1, t1 = [cpu_seconds(pid) for pid in pids], time.perf_counter()
+        cpu1, t1 = [cpu_of([pid]) for pid in pids], time.perf_counter()
         watcher.join()
         busy = sorted(((b - a) / (t1 - t0) for a, b in zip(cpu0, cpu1, strict=True)), reverse=True)
         short = asyncio.run(_short_connections(server.port, path, SHORT_CLIENTS, duration))
@@ -258,7 +240,7 @@ def render(
         f"Builds: {names}.",
         "",
         "N keep-alive clients registering a `basic` declaration on one hot dataset; *split*: "
-        "the connections each worker held, counted from `ss` halfway through each cell "
+        "the connections each worker held, counted from `/proc` halfway through each cell "
         "(one entry per round); req/s and p99 are medians over rounds.",
         "",
         "| build | N | split (per round) | workers' CPU, % of a core (per round) | req/s "
