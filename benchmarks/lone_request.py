@@ -100,21 +100,18 @@ def capture(register: Callable[[], object]) -> Capture:
 def renewed(capture: Capture, offset: int, invocation_id: str) -> list[Statement]:
     """``capture``'s statements as the registration ``offset`` entries later would run them:
     its invocation id replaced by ``invocation_id``, its sequence numbers moved by ``offset``."""
-    out: list[Statement] = []
-    for sql, params in capture.statements:
-        if isinstance(params, dict):
-            params = {
-                k: (
-                    invocation_id
-                    if v == capture.invocation_id
-                    else v + offset
-                    if k.endswith("seq") and v == capture.seq
-                    else v
-                )
-                for k, v in params.items()
-            }
-        out.append((sql, params))
-    return out
+
+    def value(name: str, v: Any) -> Any:
+        if v == capture.invocation_id:
+            return invocation_id
+        if name.endswith("seq") and v == capture.seq:
+            return v + offset
+        return v
+
+    return [
+        (sql, {k: value(k, v) for k, v in params.items()} if isinstance(params, dict) else params)
+        for sql, params in capture.statements
+    ]
 
 
 def replay(conn: sqlite3.Connection, statements: list[Statement]) -> None:
