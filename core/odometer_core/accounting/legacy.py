@@ -37,6 +37,13 @@ Birrell–Ebrahimi–Behnia–Pacheco 2024 Thm 3.4 (``docs/accounting.md``, *Wit
 Gaussian*). A configuration without the field, as every 1.2.0 one, charges by WBK19 alone, as
 1.2.0 did, so a 1.2.0 ledger replays identically under 1.3.0."""
 
+VERSION_1_3: Final = "1.3.0"
+"""Same fields as 1.4.0, which keeps every certified statement true under budget changes and
+grant changes (``docs/accounting.md``, *Budget changes*): configurations created since carry
+their creation anchor, and reservations record the grant that reserved them. A 1.3.0
+configuration has no anchor and keeps the rules it was created with, so a 1.3.0 ledger replays
+identically under 1.4.0."""
+
 _RENAMED_1_0: Final = {
     "delta_conversion": "final_conversion_delta",
     "ledgers": "sub_budgets",

@@ -218,13 +218,14 @@ def _current(entry: Mapping[str, Any]) -> Mapping[str, Any]:
     """The entry in today's field names: as written, or upgraded from an earlier accounting
     version this verifier still reads (:mod:`odometer_core.accounting.legacy`)."""
     version = entry.get("accounting_version")
-    if version in (ACCOUNTING_VERSION, legacy.VERSION_1_2, legacy.VERSION_1_1):
+    if version in (ACCOUNTING_VERSION, legacy.VERSION_1_3, legacy.VERSION_1_2, legacy.VERSION_1_1):
         return entry
     if version == legacy.VERSION_1_0:
         return legacy.upgrade_entry(entry)
     raise _Mismatch(
         f"recorded with accounting version {version!r}; this verifier implements "
-        f"{ACCOUNTING_VERSION!r} (and reads {legacy.VERSION_1_2!r}, {legacy.VERSION_1_1!r} and "
+        f"{ACCOUNTING_VERSION!r} (and reads {legacy.VERSION_1_3!r}, {legacy.VERSION_1_2!r}, "
+        f"{legacy.VERSION_1_1!r} and "
         f"{legacy.VERSION_1_0!r})"
     )
 
