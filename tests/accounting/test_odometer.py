@@ -22,6 +22,7 @@ Two kinds of checks:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -100,8 +101,31 @@ def level(top: float, k: int) -> float:
 
 
 def share(pool: float, k: int) -> float:
-    """The documented δ share: pool · 6/(π² k²)."""
+    """The documented δ share of a ladder stored before accounting 1.4.0: pool · 6/(π² k²)."""
     return pool * 6 / (math.pi**2 * k * k)
+
+
+def anchored_share(pool: float, k: int) -> float:
+    """The documented δ share of a ladder fixed at creation (1.4.0): 0.9 of the pool at level 1
+    (the filter), 0.08 · 6/(π²(k−1)²) below it, 0.02 · 6/(π²k²) above it (k ≤ −1)."""
+    if k == 1:
+        return 0.9 * pool
+    if k >= 2:
+        return 0.08 * pool * 6 / (math.pi**2 * (k - 1) ** 2)
+    return 0.02 * pool * 6 / (math.pi**2 * k * k)
+
+
+def smallest_reading(
+    top: float, spent: float, epsilon_b: float, convert: Callable[[float, int], float]
+) -> tuple[float, int]:
+    """Independently: the smallest ε over the levels k ≥ 1 of an anchored ladder that hold
+    ``spent`` (level 1 reads the creation target ε_B; ``convert(c_k, k)`` the others)."""
+    best = (epsilon_b, 1)
+    k = 2
+    while level(top, k) >= spent * (1 + 1e-12) and k <= 80:
+        best = min(best, (convert(level(top, k), k), k))
+        k += 1
+    return best
 
 
 def reading(config: AccountingConfig, state: FilterState) -> dict[str, Any]:
@@ -382,14 +406,17 @@ def test_reference_vector_zcdp() -> None:
     state = _run(config, [{"type": "zcdp", "rho": "0.005"}] * 3)
     r = reading(config, state)
     top = float(config.rho_budget)
-    # independently: the smallest level ≥ 0.015, its share, CKS at both
-    k = next(k for k in range(1, 100) if level(top, k + 1) < 0.015)
+    # the filter's threshold is ρ at level 1's share of δ_c (0.9): its conversion is ε_B
+    assert cks_zcdp_epsilon(top, 0.9e-6) == pytest.approx(1.0, abs=1e-9)
+    # independently: the smallest reading over the levels holding 0.015, CKS at each
+    expected, k = smallest_reading(
+        top, 0.015, 1.0, lambda c, k: cks_zcdp_epsilon(c, anchored_share(1e-6, k))
+    )
     assert r["level"] == k == 3
-    expected = cks_zcdp_epsilon(level(top, k), share(1e-6, k))
     assert float(r["epsilon"]) == pytest.approx(expected, rel=1e-9)
     assert float(r["epsilon"]) >= expected * (1 - 1e-12)
     assert (r["epsilon"], r["delta"], r["source"]) == (
-        "0.93366901782929656584",
+        "0.98900974780520745089",
         "0.000001",
         "ladder",
     )
@@ -410,13 +437,20 @@ def test_reference_vector_rdp() -> None:
         spent = 0.015 * alpha
         if not (b > 0 and spent <= b):
             continue
-        k = next(k for k in range(1, 10_000) if level(b, k + 1) < spent * (1 + 1e-12))
-        candidates.append((cks_rdp_epsilon(alpha, level(b, k), share(1e-6 * w, k)), k, alpha))
+        # level 1 is the order's threshold, CKS Prop. 12 at 0.9 of its w_α·δ_c reads ε_B
+        assert cks_rdp_epsilon(alpha, b, 0.9e-6 * w) == pytest.approx(1.0, abs=1e-9)
+        eps, k = smallest_reading(
+            b,
+            spent,
+            1.0,
+            lambda c, k, a=alpha, w=w: cks_rdp_epsilon(a, c, anchored_share(1e-6 * w, k)),
+        )
+        candidates.append((eps, k, alpha))
     expected, k, alpha = min(candidates)
-    assert alpha == 32.0 and r["level"] == k == 2
+    assert (alpha, r["level"], k) == (32.0, 2, 2)
     assert float(r["epsilon"]) == pytest.approx(expected, rel=1e-9)
     assert (r["epsilon"], r["delta"], r["source"]) == (
-        "0.96396797764532760056",
+        "0.99786594549247853437",
         "0.000001",
         "ladder",
     )
@@ -428,14 +462,18 @@ def test_reference_vector_gdp() -> None:
     state = _run(config, [{"type": "gdp", "mu": "0.1"}] * 2)
     r = reading(config, state)
     top = float(status(config, state)["mu_squared_budget"])
-    k = next(k for k in range(1, 100) if level(top, k + 1) < 0.02)
-    assert r["level"] == k == 6
-    mu_k, d_k = math.sqrt(level(top, k)), share(1e-6, k)
+    k = r["level"]
+    assert level(top, k) >= 0.02 > level(top, k + 1) * (1 - 1e-12)
+    assert k == 6
+    mu_k, d_k = math.sqrt(level(top, k)), anchored_share(1e-6, k)
     eps = float(r["epsilon"])
     # the μ_k-GDP profile at the reading is within δ_k, and just below it is not
     assert gaussian_delta(mu_k, eps) <= d_k < gaussian_delta(mu_k, eps * (1 - 1e-9))
+    # and no level above it holding 0.02 reads less (level 1 reads ε_B = 1)
+    for j in range(2, k):
+        assert gaussian_delta(math.sqrt(level(top, j)), eps) > anchored_share(1e-6, j)
     assert (r["epsilon"], r["delta"], r["source"]) == (
-        "0.75746517234646815187",
+        "0.8143962145027929811",
         "0.000001",
         "ladder",
     )
@@ -443,7 +481,8 @@ def test_reference_vector_gdp() -> None:
 
 def test_reference_vector_split_and_the_cap() -> None:
     """A basic and a zcdp sub-budget: the dataset's reading is their sum; a zcdp sub-budget spent
-    close to ρ_B reads its target (ε_k, δ_k), never more."""
+    close to its threshold reads its target (ε_k, δ_k) at level 1, which is the filter itself,
+    never more."""
     config = make_config("2", "2e-6", "add_remove", SPLIT)
     state = initial_state(config)
     state = admit(
@@ -455,7 +494,7 @@ def test_reference_vector_split_and_the_cap() -> None:
         ).state
     r = reading(config, state)
     assert (r["epsilon"], r["delta"], r["source"]) == (
-        "1.23366901782929656584",
+        "1.28900974780520745089",
         "0.000001",
         "split",
     )
@@ -463,8 +502,8 @@ def test_reference_vector_split_and_the_cap() -> None:
         config, state, parse_declaration({"type": "zcdp", "rho": "0.009"}), sub_budget="z"
     ).state
     z = status(config, state)["sub_budgets"]["z"]["odometer"]
-    assert (z["epsilon"], z["delta"], z["source"], z["level"]) == ("1", "0.000001", "filter", 1)
+    assert (z["epsilon"], z["delta"], z["source"], z["level"]) == ("1", "0.000001", "ladder", 1)
     top = float(status(config, state)["sub_budgets"]["z"]["rho_budget"])
-    assert float(z["ladder_epsilon"]) == pytest.approx(cks_zcdp_epsilon(top, share(1e-6, 1)))
-    assert Decimal(z["ladder_epsilon"]) > 1
+    assert cks_zcdp_epsilon(top, anchored_share(1e-6, 1)) == pytest.approx(1.0, abs=1e-9)
+    assert z["ladder_epsilon"] == "1"
     assert reading(config, state)["epsilon"] == "1.3"

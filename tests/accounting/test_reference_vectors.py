@@ -13,6 +13,7 @@ the zCDP route is preferred).
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 
 import numpy as np
@@ -23,6 +24,7 @@ from odometer_core.accounting import pld
 from odometer_core.accounting.conversions import rdp_to_epsilon
 from odometer_core.accounting.declarations import parse_declaration
 from odometer_core.accounting.filters import RDPConfig, admit, initial_state, make_config
+from odometer_core.accounting.modes import rdp as rdp_mode
 from odometer_core.accounting.subsampling import poisson_gaussian_rdp
 
 
@@ -82,11 +84,25 @@ def test_row_12_dp_sgd_rdp_on_default_orders() -> None:
 )
 def test_row_24_single_order_rdp_capacity(order: int, capacity: float) -> None:
     """PrivateKube block (ε=5, δ=1e-4) → RDP capacity at one order with the CKS conversion
-    ("improved-conversion capacity"): our B(α) with one order and weight 1."""
+    ("improved-conversion capacity"): B(α) with one order and weight 1, as filters made before
+    accounting 1.4.0 have it; a new filter holds 0.9 of that δ (its ladder the rest), which
+    lowers B(α) by exactly log(1/0.9)/(α − 1)."""
+    whole = rdp_mode.make(
+        Decimal(5),
+        Decimal("1e-4"),
+        "add_remove",
+        Decimal("1e-4"),
+        (float(order),),
+        (1.0,),
+        anchored=False,
+    )
+    assert whole.thresholds[0] == pytest.approx(capacity, abs=6e-6)
+    assert whole.thresholds[0] <= capacity + 5e-6
     cfg = make_config(5, "1e-4", "add_remove", {"mode": "rdp", "orders": [order]})
     assert isinstance(cfg, RDPConfig)
-    assert cfg.thresholds[0] == pytest.approx(capacity, abs=6e-6)
-    assert cfg.thresholds[0] <= capacity + 5e-6
+    shared = capacity + math.log(0.9) / (order - 1)
+    assert cfg.thresholds[0] == pytest.approx(shared, abs=6e-6)
+    assert cfg.thresholds[0] <= shared + 5e-6
 
 
 def test_row_25_filter_refuses_without_exhausting() -> None:

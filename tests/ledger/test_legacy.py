@@ -50,6 +50,10 @@ def _history(client: TestClient) -> list[dict[str, Any]]:
         "accounting": {"mode": "rdp", "final_conversion_delta": "9e-7"},
     }
     ds = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
+    # δ_c can change only before the first charge (since accounting 1.4.0 the δ shares of the
+    # certified readings are fixed from then on), so the renamed request field is sent first
+    patch = {"epsilon": 3, "delta": "1e-6", "final_conversion_delta": "8e-7"}
+    assert client.patch(f"/v1/datasets/{ds}/budget", json=patch, headers=AUTH).status_code == 200
     for _ in range(3):
         r = client.post(
             f"/v1/datasets/{ds}/invocations",
@@ -57,8 +61,8 @@ def _history(client: TestClient) -> list[dict[str, Any]]:
             headers=AUTH,
         )
         assert r.status_code == 201, r.text
-    patch = {"epsilon": 3, "delta": "1e-6", "final_conversion_delta": "8e-7"}
-    assert client.patch(f"/v1/datasets/{ds}/budget", json=patch, headers=AUTH).status_code == 200
+    raise_ = {"epsilon": 4, "delta": "1e-6"}
+    assert client.patch(f"/v1/datasets/{ds}/budget", json=raise_, headers=AUTH).status_code == 200
     entries: list[dict[str, Any]] = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()[
         "entries"
     ]
@@ -69,9 +73,9 @@ def test_a_ledger_written_by_accounting_1_0_replays(client: TestClient) -> None:
     entries = _history(client)
     assert {e["accounting_version"] for e in entries} == {ACCOUNTING_VERSION}
     assert entries[0]["config"]["final_conversion_delta"] == "0.0000009"
-    assert entries[-1]["request"]["final_conversion_delta"] == "0.0000008"
+    assert entries[1]["request"]["final_conversion_delta"] == "0.0000008"
     old = _as_written_by_1_0(entries)
-    assert "delta_conversion" in old[0]["config"] and "delta_conversion" in old[-1]["request"]
+    assert "delta_conversion" in old[0]["config"] and "delta_conversion" in old[1]["request"]
     verdict = replay(old)
     assert verdict.ok, verdict.problems
     assert verdict.state == entries[-1]["state"]

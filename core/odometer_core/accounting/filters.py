@@ -34,6 +34,7 @@ from odometer_core.accounting.modes import (
     leaf_status,
     make_leaf,
 )
+from odometer_core.accounting.modes import rdp as rdp_mode
 from odometer_core.accounting.modes import split as split_mode
 from odometer_core.accounting.modes.basic import BasicConfig, BasicState
 from odometer_core.accounting.modes.common import (
@@ -187,11 +188,16 @@ def change_budget(
     sub_budget: str | None = None,
     final_conversion_delta: object = None,
     workload: object = None,
+    anchored: bool = True,
 ) -> tuple[AccountingConfig, FilterState]:
-    """A curator raises or lowers a budget; never below what is spent or reserved. For
-    ``zcdp``/``rdp`` the conversion share δ_c is kept unless given (and follows δ_B when all of
-    δ_B went to conversion). On a split dataset, ``sub_budget`` names the sub-budget to change;
-    without it the dataset total changes (≥ Σ sub-budgets).
+    """A curator raises or lowers a budget; never below what is spent or reserved, nor below
+    what is certified. In ``zcdp``/``rdp``/``gdp`` the thresholds, ladder and δ shares fixed at
+    creation stay, and the new ε caps the certified reading (each mode's ``change_budget``;
+    ``docs/accounting.md``, *Budget changes*), unless nothing was charged yet, when the
+    filter is made anew (δ_c kept unless given, following δ_B when all of δ_B went to
+    conversion). On a split dataset, ``sub_budget`` names the sub-budget to change; without it
+    the dataset total changes (≥ Σ sub-budgets). ``anchored`` False (replaying an entry written
+    before accounting 1.4.0) applies that version's rule to a filter stored without an anchor.
 
     ``workload`` (an ``rdp`` dataset on which nothing has been charged yet) re-chooses the grid
     for that workload (:func:`~odometer_core.accounting.modes.rdp.choose_grid`): the weights are
@@ -201,18 +207,18 @@ def change_budget(
     put over budget marked dead."""
     eps, dlt = budget(epsilon, delta)
     if workload is not None:
-        return _rechoose_grid(config, state, eps, dlt, final_conversion_delta, workload)
+        return _rechoose_grid(config, state, eps, dlt, final_conversion_delta, workload, anchored)
     if isinstance(config, SplitConfig):
         assert isinstance(state, SplitState)
         new_split = split_mode.change_budget(
-            config, state, eps, dlt, sub_budget, final_conversion_delta
+            config, state, eps, dlt, sub_budget, final_conversion_delta, anchored
         )
         return new_split, split_mode.after_budget_change(new_split, state)
     if sub_budget is not None:
         raise ConfigError("'sub_budget' is only allowed on split datasets")
     assert not isinstance(state, SplitState)
     mode = leaf_mode(config)
-    new: LeafConfig = mode.change_budget(config, state, eps, dlt, final_conversion_delta)
+    new: LeafConfig = mode.change_budget(config, state, eps, dlt, final_conversion_delta, anchored)
     problem = mode.over_budget(new, state)
     if problem:
         raise InvalidTransition("BudgetBelowSpent", problem)
@@ -227,6 +233,7 @@ def _rechoose_grid(
     dlt: Decimal,
     final_conversion_delta: object,
     workload: object,
+    anchored: bool,
 ) -> tuple[AccountingConfig, FilterState]:
     if not isinstance(config, RDPConfig):
         raise ConfigError(
@@ -246,7 +253,8 @@ def _rechoose_grid(
         acc["final_conversion_delta"] = final_conversion_delta
     elif config.final_conversion_delta != config.delta:
         acc["final_conversion_delta"] = fmt(config.final_conversion_delta)
-    new = make_leaf(eps, dlt, config.relation, acc)
+    # replaying an entry of a version before 1.4.0 makes the grid as that version made it
+    new = rdp_mode.parse(eps, dlt, config.relation, acc, anchored or config.anchor is not None)
     return new, initial_state(new)
 
 

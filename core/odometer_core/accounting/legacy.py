@@ -44,6 +44,10 @@ their creation anchor, and reservations record the grant that reserved them. A 1
 configuration has no anchor and keeps the rules it was created with, so a 1.3.0 ledger replays
 identically under 1.4.0."""
 
+#: The versions whose budget changes re-derived a filter's thresholds from the new target
+#: (replayed with that rule: ``change_budget(..., anchored=False)``).
+UNANCHORED: Final = (VERSION_1_0, VERSION_1_1, VERSION_1_2, VERSION_1_3)
+
 _RENAMED_1_0: Final = {
     "delta_conversion": "final_conversion_delta",
     "ledgers": "sub_budgets",

@@ -24,6 +24,15 @@ derivation is in ``docs/accounting.md`` (*Certified odometer readings*).
   ladder does not apply: approximate δ spent, or no conversion δ), the reading is the target
   (ε_B, δ_B), which the filter certifies at every stopping time.
 
+Since accounting 1.4.0 a dataset's ladder is an :class:`AnchoredLadder`, fixed when the filter
+is created and never rebuilt: level 1 *is* the filter (its threshold, computed at the share
+:data:`FILTER_SHARE` of the pool, reads the creation target ε_B exactly), the levels below and
+the levels above it (for raises) share the rest of the pool, so the one union over all levels
+certifies every reading at the pool δ ≤ δ_B, capped or not. A curator's budget ε is enforced as
+a cap on that reading (:meth:`AnchoredLadder.cap`), whatever the curator chooses and whenever:
+the ladder does not depend on the budget in force, so no statement it certified is withdrawn
+(``docs/accounting.md``, *Budget changes*).
+
 Every ε is rounded up (:func:`odometer_core.accounting.exact.cost_from_float`), every δ share
 down; levels are floats fixed by the configuration, compared exactly with the running totals.
 """
@@ -37,7 +46,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, Literal
 
-from odometer_core.accounting.exact import ZERO, add_up, cost_from_float, fmt
+from odometer_core.accounting.exact import INFINITY, ZERO, add_up, cost_from_float, fmt
 
 #: Spacing of the ladder's levels (each level is 2^(1/4) ≈ 1.19 times the next lower one): a
 #: finer ladder rounds the running total up by less but reaches a given total at a deeper level,
@@ -169,18 +178,145 @@ def capped(
     ladder: tuple[Decimal, int] | None,
     epsilon_budget: Decimal,
     delta_budget: Decimal,
+    pool: Decimal,
     theorem: str,
     filter_theorem: str,
 ) -> Reading:
-    """The ladder's reading at δ_B, or the filter's target (ε_B, δ_B) when the ladder says more
-    or does not apply: a reading never exceeds the target the filter certifies. The ladder's
-    own value is kept (``ladder_epsilon``) in both cases."""
+    """The reading of a filter created before accounting 1.4.0, whose ladder (δ pool ``pool``)
+    stands beside the filter's own statement (ε_B, δ_B) instead of containing it: the ladder's
+    reading, or the filter's target when the ladder says more. The two statements are unioned
+    over the transcripts, so the reading as a whole is certified at ``pool`` + δ_B, and that is
+    the δ it shows; the ladder's own value (``ladder_epsilon``, certified alone at ``pool``) is
+    kept in both cases. Where no ladder applies the reading is the target at δ_B."""
     if ladder is None:
         return Reading(epsilon_budget, delta_budget, "filter", filter_theorem)
+    joint = add_up(pool, delta_budget)
     eps, level = ladder
     if eps < epsilon_budget:
-        return Reading(eps, delta_budget, "ladder", theorem, level, eps)
-    return Reading(epsilon_budget, delta_budget, "filter", filter_theorem, level, eps)
+        return Reading(eps, joint, "ladder", theorem, level, eps)
+    return Reading(epsilon_budget, joint, "filter", filter_theorem, level, eps)
+
+
+# ---------------------------------------------------------------------------- anchored ladders
+#: Shares of the pool in a ladder fixed at creation (accounting ≥ 1.4.0): level 1, the filter
+#: itself, gets FILTER_SHARE; the levels below it (k ≥ 2) BELOW_SHARE · 6/(π²(k−1)²); the levels
+#: above it (k = −1, −2, …, reached only after a raise) ABOVE_SHARE · 6/(π²k²). The three sum
+#: to 1, so the whole ladder spends at most the pool. The filter's share costs it about 1 % of
+#: its capacity against a filter holding the whole pool (docs/accounting.md, *Budget changes*).
+FILTER_SHARE: Final = 0.9
+BELOW_SHARE: Final = 0.08
+ABOVE_SHARE: Final = 0.02
+
+#: Levels below the top that a reading searches for its smallest ε (k = 1 … DEPTH, down to
+#: 2^(−(DEPTH−1)/4) ≈ 10⁻⁶ of the top); a smaller spend is read at level DEPTH, which holds it.
+DEPTH: Final = 80
+#: Levels above the top a raise can reach (up to 2^(HEIGHT/4) times the top).
+HEIGHT: Final = 256
+
+
+def anchored_value(top: float, k: int) -> float:
+    """c_k = top · r^−(k−1) for k ≥ 1 (level 1 is the top), top · r^|k| for k ≤ −1 (above)."""
+    return level_value(top, k) if k >= 1 else top * LADDER_RATIO ** (-k)
+
+
+def anchored_share(pool: float, k: int) -> float:
+    """δ_k of an anchored ladder (:data:`FILTER_SHARE`, :data:`BELOW_SHARE`,
+    :data:`ABOVE_SHARE`), rounded down."""
+    if k == 1:
+        weight = FILTER_SHARE
+    elif k >= 2:
+        weight = BELOW_SHARE * _SHARE_WEIGHT / float((k - 1) * (k - 1))
+    else:
+        weight = ABOVE_SHARE * _SHARE_WEIGHT / float(k * k)
+    share = pool * weight
+    return math.nextafter(share * (1.0 - 1e-12), 0.0) if share > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AnchoredLadder:
+    """A ladder of filters fixed when its filter was created, in the filter's own unit.
+
+    ``top`` is the filter's threshold c_1, computed so that c_1 in the mode's unit converts to
+    the creation target ``epsilon`` at level 1's share of ``pool``: level 1 reads ``epsilon``
+    exactly (the filter theorem at its threshold). ``convert(c, δ)`` is the mode's conversion
+    (a float, rounded up here); it must compare equal by value (a plain function, or a frozen
+    dataclass), since readings are cached per ladder.
+
+    Every level k is the filter "halt before the running total would exceed c_k", fixed in
+    advance; the levels' shares sum to at most ``pool``. Any rule that reads, on every
+    transcript, one level whose threshold holds the running total is certified at ``pool``
+    (the union over levels of *Certified odometer readings*), whatever else happened: budget
+    changes only decide which invocations are admitted, never what a level certifies."""
+
+    top: float
+    pool: float
+    epsilon: Decimal
+    convert: Callable[[float, float], float]
+
+    def epsilon_at(self, k: int) -> Decimal:
+        """ε_k: the creation target at level 1; elsewhere the conversion of c_k at δ_k."""
+        if k == 1:
+            return self.epsilon
+        share = anchored_share(self.pool, k)
+        if not share > 0:
+            return INFINITY
+        return cost_from_float(self.convert(anchored_value(self.top, k), share))
+
+    def reading(self, spent: float) -> tuple[Decimal, int] | None:
+        """(ε, level) for a running total ``spent``: the smallest ε_k among the levels
+        k = 1 … min(κ, DEPTH) below the top that hold it (κ the deepest, :func:`level_of`), or,
+        above the top, the lowest level above that holds it; (0, 0) when nothing was spent;
+        ``None`` above every level. The smallest ε over levels that hold the total is itself a
+        function of the transcript, so the union over levels certifies it; since the budget in
+        force plays no part, the reading never moves when only a budget changes."""
+        if spent <= 0:
+            return ZERO, 0
+        if not (0 < self.top < math.inf) or math.isnan(spent):
+            return None
+        if spent <= self.top:
+            deepest = level_of(spent, self.top)
+            assert deepest is not None and deepest >= 1
+            return _prefix_min(self, min(deepest, DEPTH))
+        for j in range(1, HEIGHT + 1):
+            if anchored_value(self.top, -j) >= spent:
+                return self.epsilon_at(-j), -j
+        return None
+
+    def cap(self, epsilon: Decimal) -> tuple[int, float] | None:
+        """The highest level whose reading is at most ``epsilon``, with its value: the largest
+        running total the budget ``epsilon`` lets the filter reach, so that admitting while the
+        total stays at most this value is admitting while the reading stays at most
+        ``epsilon``. ``None`` when no level reads that little."""
+        if epsilon >= self.epsilon:
+            best = 1
+            for j in range(1, HEIGHT + 1):
+                if self.epsilon_at(-j) > epsilon:
+                    break  # the levels above read more the higher they are
+                best = -j
+            return best, anchored_value(self.top, best)
+        for k in range(2, DEPTH + 1):
+            eps, level = _prefix_min(self, k)
+            if eps <= epsilon:
+                return level, anchored_value(self.top, level)
+        return None
+
+
+_PREFIX: dict[AnchoredLadder, list[tuple[Decimal, int]]] = {}
+
+
+def _prefix_min(ladder: AnchoredLadder, depth: int) -> tuple[Decimal, int]:
+    """min over k = 1 … ``depth`` of ε_k, with its level (the shallowest on ties); the levels'
+    readings are computed once per ladder and process, as far down as they are asked for."""
+    table = _PREFIX.get(ladder)
+    if table is None:
+        if len(_PREFIX) >= 4096:
+            _PREFIX.clear()
+        table = _PREFIX[ladder] = [(ladder.epsilon, 1)]
+    while len(table) < depth:
+        k = len(table) + 1
+        eps = ladder.epsilon_at(k)
+        table.append((eps, k) if eps < table[-1][0] else table[-1])
+    return table[depth - 1]
 
 
 def rdp_ladder_epsilon(
@@ -214,9 +350,14 @@ def split_sum(parts: Sequence[Reading], epsilon_budget: Decimal, delta_budget: D
 
 
 __all__ = [
+    "ABOVE_SHARE",
+    "BELOW_SHARE",
+    "DEPTH",
     "FILTER_GDP",
     "FILTER_RDP",
+    "FILTER_SHARE",
     "FILTER_ZCDP",
+    "HEIGHT",
     "LADDER_RATIO",
     "MAX_LEVEL",
     "THEOREM_BASIC",
@@ -224,7 +365,10 @@ __all__ = [
     "THEOREM_RDP",
     "THEOREM_SPLIT",
     "THEOREM_ZCDP",
+    "AnchoredLadder",
     "Reading",
+    "anchored_share",
+    "anchored_value",
     "capped",
     "ladder_epsilon",
     "level_of",

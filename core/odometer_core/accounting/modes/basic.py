@@ -660,8 +660,11 @@ def change_budget(
     eps: Decimal,
     dlt: Decimal,
     final_conversion_delta: object,
+    anchored: bool = True,
 ) -> BasicConfig:
-    """New (ε_B, δ_B); the conversion δ is capped at the new δ_B."""
+    """New (ε_B, δ_B); the conversion δ is capped at the new δ_B. Basic composition is
+    pathwise (see :func:`odometer`), so any budget chosen at any time keeps every reading
+    true: the same rule under every accounting version (``anchored`` plays no part)."""
     return BasicConfig(eps, dlt, config.relation, min(config.conversion_delta, dlt))
 
 

@@ -46,6 +46,7 @@ TRANSITION_CODES: Final[dict[str, bool]] = {
     "BudgetBelowSpent": True,
     "BudgetAboveTotal": True,
     "AlreadySpent": True,
+    "BudgetFixed": True,
 }
 
 
@@ -76,6 +77,55 @@ class Reservation:
     def from_json(obj: Mapping[str, Any]) -> Reservation:
         cells = tuple((c["name"], Decimal(c["epsilon"])) for c in obj["cells"])
         return Reservation(OdpPartition(cells, Decimal(obj["delta"])), obj.get("sub_budget"))
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """The target a curve-mode filter was created with (accounting ≥ 1.4.0). Its thresholds,
+    ladder and δ shares were derived from this target and are never derived again; the budget
+    in force is enforced as a cap on the certified reading (``docs/accounting.md``, *Budget
+    changes*). ``None`` on a configuration stored before 1.4.0, which keeps its rules."""
+
+    epsilon: Decimal
+    delta: Decimal
+
+    def to_json(self) -> dict[str, Any]:
+        return {"epsilon": fmt(self.epsilon), "delta": fmt(self.delta)}
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any] | None) -> Anchor | None:
+        return None if obj is None else Anchor(Decimal(obj["epsilon"]), Decimal(obj["delta"]))
+
+
+def anchored_delta_problem(
+    epsilon: Decimal,
+    delta: Decimal,
+    anchor: Anchor,
+    final_conversion_delta: Decimal,
+    approximate_spent: bool,
+) -> str | None:
+    """Why a budget (ε, δ) would fall below what an anchored filter already certifies, or
+    ``None``: its ladder's readings hold at δ_c (so δ ≥ δ_c), and once an approximate
+    declaration was admitted the reading is the creation target, so (ε, δ) ≥ it."""
+    if delta < final_conversion_delta:
+        return (
+            f"the certified readings hold at delta={fmt(final_conversion_delta)} (the conversion "
+            "delta fixed at creation); the budget delta cannot go below it"
+        )
+    if approximate_spent and (epsilon < anchor.epsilon or delta < anchor.delta):
+        return (
+            "approximate declarations were admitted under the filter fixed at creation, "
+            f"certified at ({fmt(anchor.epsilon)}, {fmt(anchor.delta)}); the budget cannot go "
+            "below it"
+        )
+    return None
+
+
+def within_creation_filter(config_epsilon: Decimal, config_delta: Decimal, anchor: Anchor) -> bool:
+    """Whether the budget in force still covers the creation target, under which approximate
+    declarations (δ_i > 0) are admitted: the ladder, which a cap or a raise relies on, does
+    not cover them (``docs/accounting.md``, *Certified odometer readings*)."""
+    return config_epsilon >= anchor.epsilon and config_delta >= anchor.delta
 
 
 Outcome = Literal["accepted", "reserved", "rejected"]
@@ -126,8 +176,9 @@ class Mode:
     unsupported: Callable[[Declaration], str | None]
     #: (config, state, declaration, conversion δ or None) → decision
     admit: Callable[[Any, Any, Declaration, Decimal | None], Decision]
-    #: (config, state, ε_B, δ_B, final-conversion δ or None) → new config
-    change_budget: Callable[[Any, Any, Decimal, Decimal, object], Any]
+    #: (config, state, ε_B, δ_B, final-conversion δ or None, anchored) → new config; with
+    #: ``anchored`` False the rule of accounting versions before 1.4.0 (replay only)
+    change_budget: Callable[[Any, Any, Decimal, Decimal, object, bool], Any]
     #: why the state would not fit under the config (``None`` when it fits)
     over_budget: Callable[[Any, Any], str | None]
     status: Callable[[Any, Any], dict[str, Any]]
@@ -211,6 +262,7 @@ def float_text(x: float) -> str:
 __all__ = [
     "INFINITY",
     "TRANSITION_CODES",
+    "Anchor",
     "ConfigError",
     "Decision",
     "InvalidTransition",
@@ -219,9 +271,11 @@ __all__ = [
     "Reservation",
     "UnsupportedInMode",
     "amount",
+    "anchored_delta_problem",
     "check_budget",
     "check_relation",
     "float_text",
     "only",
     "reject",
+    "within_creation_filter",
 ]

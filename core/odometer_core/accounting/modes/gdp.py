@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -31,10 +31,14 @@ from odometer_core.accounting.exact import (
     to_float_down,
     to_float_up,
 )
+from odometer_core.accounting.modes import zcdp
 from odometer_core.accounting.modes.common import (
+    Anchor,
     Decision,
+    InvalidTransition,
     Mode,
     UnsupportedInMode,
+    anchored_delta_problem,
     only,
     reject,
 )
@@ -43,12 +47,18 @@ from odometer_core.accounting.odometer import Reading
 
 @dataclass(frozen=True, slots=True)
 class GDPConfig:
-    """``gdp``: μ_B solves δ_GDP(ε_B; μ_B) = δ_B (rounded down); the budget is μ_B²."""
+    """``gdp``: μ_top solves δ_GDP(ε_B; μ_top) = 0.9·δ_B (rounded down), the filter's threshold
+    μ_top² fixed at creation (level 1 of its ladder, ``anchor`` the creation target);
+    ``mu_squared_budget`` the largest Σμ² the budget in force admits (μ_top² until a curator
+    changes the budget). Configurations stored before accounting 1.4.0 have no anchor and μ_B
+    at the whole δ_B."""
 
     epsilon: Decimal
     delta: Decimal
     relation: Relation
     mu_squared_budget: Decimal
+    anchor: Anchor | None = None
+    mu_squared_top: Decimal | None = None
     mode: Literal["gdp"] = "gdp"
 
 
@@ -65,10 +75,28 @@ def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> 
     return make(eps, dlt, rel)
 
 
-def make(eps: Decimal, dlt: Decimal, rel: Relation) -> GDPConfig:
-    mu_b = 0.0 if dlt <= 0 else cv.gdp_mu_budget(to_float_down(eps), to_float_down(dlt))
+def make(eps: Decimal, dlt: Decimal, rel: Relation, anchored: bool = True) -> GDPConfig:
+    """A new filter: anchored (μ_top at level 1's share of δ_B, so that its ladder contains
+    it), or, for replaying entries of versions before 1.4.0, at the whole δ_B."""
+    pool = to_float_down(dlt)
+    share = odo.anchored_share(pool, 1) if anchored else pool
+    mu_b = 0.0 if dlt <= 0 else cv.gdp_mu_budget(to_float_down(eps), share)
     b = budget_from_float(mu_b)
-    return GDPConfig(eps, dlt, rel, DOWN.multiply(b, b))
+    config = GDPConfig(eps, dlt, rel, DOWN.multiply(b, b))
+    if not anchored:
+        return config
+    return replace(config, anchor=Anchor(eps, dlt), mu_squared_top=config.mu_squared_budget)
+
+
+def ladder(config: GDPConfig) -> odo.AnchoredLadder:
+    """The ladder fixed at the filter's creation: top μ_top², δ pool δ_B (creation), DRS19."""
+    assert config.anchor is not None and config.mu_squared_top is not None
+    return odo.AnchoredLadder(
+        to_float_down(config.mu_squared_top),
+        to_float_down(config.anchor.delta),
+        config.anchor.epsilon,
+        _gdp_level_epsilon,
+    )
 
 
 def initial_state(config: GDPConfig) -> GDPState:
@@ -139,14 +167,42 @@ def admit(
 
 
 def change_budget(
-    config: GDPConfig, state: GDPState, eps: Decimal, dlt: Decimal, final_conversion_delta: object
+    config: GDPConfig,
+    state: GDPState,
+    eps: Decimal,
+    dlt: Decimal,
+    final_conversion_delta: object,
+    anchored: bool = True,
 ) -> GDPConfig:
-    return make(eps, dlt, config.relation)
+    """A curator's new (ε_B, δ_B): made anew while nothing was charged; after that the ladder
+    fixed at creation stays and ε caps its certified reading (``mu_squared_budget`` the highest
+    level reading at most ε), δ only has to cover the ladder's pool, the creation δ_B, and a δ
+    raise funds nothing (as :func:`odometer_core.accounting.modes.zcdp.change_budget`).
+    A filter stored before 1.4.0 changes as :func:`~odometer_core.accounting.modes.zcdp.
+    change_budget` says."""
+    fresh = state == GDPState()
+    if config.anchor is None or fresh:
+        if config.anchor is None and anchored and not fresh:
+            raise InvalidTransition("BudgetFixed", zcdp.LEGACY_FIXED)
+        return make(eps, dlt, config.relation, anchored or config.anchor is not None)
+    assert config.mu_squared_top is not None
+    cap = ladder(config).cap(eps)
+    m2 = (
+        ZERO if cap is None else config.mu_squared_top if cap[0] == 1 else budget_from_float(cap[1])
+    )
+    return replace(config, epsilon=eps, delta=dlt, mu_squared_budget=m2)
 
 
 def over_budget(config: GDPConfig, state: GDPState) -> str | None:
     if state.mu_squared > config.mu_squared_budget:
-        return f"spent mu^2 is {fmt(state.mu_squared)}"
+        tail = ""
+        if config.anchor is not None:
+            tail = f" (its certified reading is epsilon={fmt(odometer(config, state).epsilon)})"
+        return f"spent mu^2 is {fmt(state.mu_squared)}{tail}"
+    if config.anchor is not None:
+        return anchored_delta_problem(
+            config.epsilon, config.delta, config.anchor, config.anchor.delta, False
+        )
     return None
 
 
@@ -156,13 +212,22 @@ def odometer(config: GDPConfig, state: GDPState) -> Reading:
     level μ_k = √c_k converted by Dong–Roth–Su 2019, Cor. 2.13; capped at the filter's target.
     Each level is a μ_k-GDP filter (Smith–Thakurta 2022). The reading's δ is δ_B, fixed in
     advance (the ladder spends at most δ_B)."""
-    ladder = odo.ladder_epsilon(
+    if config.anchor is not None:
+        # the whole ladder, the filter at level 1 included, spends at most the creation δ_B
+        found = ladder(config).reading(to_float_up(state.mu_squared))
+        if found is None:  # never: admission keeps Σμ² within a level
+            return Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_GDP)
+        eps, level = found
+        return Reading(eps, config.anchor.delta, "ladder", odo.THEOREM_GDP, level, eps)
+    legacy = odo.ladder_epsilon(
         to_float_up(state.mu_squared),
         to_float_down(config.mu_squared_budget),
         to_float_down(config.delta),
         _gdp_level_epsilon,
     )
-    return odo.capped(ladder, config.epsilon, config.delta, odo.THEOREM_GDP, odo.FILTER_GDP)
+    return odo.capped(
+        legacy, config.epsilon, config.delta, config.delta, odo.THEOREM_GDP, odo.FILTER_GDP
+    )
 
 
 def _gdp_level_epsilon(mu_squared: float, delta: float) -> float:
@@ -192,13 +257,24 @@ def status(config: GDPConfig, state: GDPState) -> dict[str, Any]:
 
 
 def config_to_json(config: GDPConfig) -> dict[str, Any]:
-    return {"mu_squared_budget": fmt(config.mu_squared_budget)}
+    out: dict[str, Any] = {"mu_squared_budget": fmt(config.mu_squared_budget)}
+    if config.anchor is not None and config.mu_squared_top is not None:  # absent before 1.4.0
+        out["anchor"] = {**config.anchor.to_json(), "top": fmt(config.mu_squared_top)}
+    return out
 
 
 def config_from_json(
     eps: Decimal, dlt: Decimal, rel: Relation, obj: Mapping[str, Any]
 ) -> GDPConfig:
-    return GDPConfig(eps, dlt, rel, Decimal(obj["mu_squared_budget"]))
+    anchor = obj.get("anchor")
+    return GDPConfig(
+        eps,
+        dlt,
+        rel,
+        Decimal(obj["mu_squared_budget"]),
+        Anchor.from_json(anchor),
+        None if anchor is None else Decimal(anchor["top"]),
+    )
 
 
 def state_to_json(state: GDPState) -> dict[str, Any]:

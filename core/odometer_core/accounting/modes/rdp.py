@@ -64,16 +64,21 @@ from odometer_core.accounting.exact import (
     to_float_up,
 )
 from odometer_core.accounting.memo import memoised
+from odometer_core.accounting.modes import zcdp
 from odometer_core.accounting.modes.common import (
+    Anchor,
     ConfigError,
     Decision,
+    InvalidTransition,
     Mode,
     UnsupportedInMode,
     amount,
+    anchored_delta_problem,
     check_relation,
     float_text,
     only,
     reject,
+    within_creation_filter,
 )
 from odometer_core.accounting.modes.zcdp import zcdp_pair
 from odometer_core.accounting.odometer import Reading
@@ -164,6 +169,11 @@ class RDPConfig:
     #: how a Gaussian subsampled without replacement is charged: :data:`WOR_TIGHT` (new datasets)
     #: or :data:`WOR_WBK19` (datasets created before it, whose stored configuration lacks it)
     wor_bound: str = WOR_WBK19
+    #: the creation target (accounting ≥ 1.4.0; ``None`` before): ``thresholds_top`` are the
+    #: thresholds derived from it, level 1 of each order's ladder, never derived again;
+    #: ``thresholds`` are what the budget in force admits (the same until a budget change)
+    anchor: Anchor | None = None
+    thresholds_top: tuple[float, ...] | None = None
     mode: Literal["rdp"] = "rdp"
 
     @property
@@ -185,11 +195,14 @@ class RDPState:
 
 
 # ---------------------------------------------------------------------------- configuration
-def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> RDPConfig:
+def parse(
+    eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any], anchored: bool = True
+) -> RDPConfig:
     """``{"mode": "rdp", "final_conversion_delta"?, "orders"?, "weights"?, "workload"?}``: δ_c
     defaults to δ_B; the grid to :data:`DEFAULT_RDP_ORDERS` with :data:`DEFAULT_RDP_WEIGHTS`,
     given orders to equal weights; a ``workload`` (instead of orders and weights) has the grid
-    chosen for it (:func:`choose_grid`)."""
+    chosen for it (:func:`choose_grid`). ``anchored`` False makes it as versions before 1.4.0
+    did (replay only)."""
     only(acc, ("mode", "final_conversion_delta", "orders", "weights", "workload", "wor_bound"))
     dc = amount(acc, "final_conversion_delta", default=dlt)
     wor = acc.get("wor_bound", WOR_TIGHT)
@@ -200,13 +213,13 @@ def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> 
     if acc.get("workload") is not None:
         if acc.get("orders") is not None or acc.get("weights") is not None:
             raise ConfigError("give either a workload or orders/weights, not both")
-        return choose_grid(eps, dlt, rel, dc, parse_workload(acc["workload"], rel), wor)
+        return choose_grid(eps, dlt, rel, dc, parse_workload(acc["workload"], rel), wor, anchored)
     orders = _orders(acc.get("orders"))
     if acc.get("orders") is None and acc.get("weights") is None:
         weights = tuple(to_float_down(Decimal(w)) for w in DEFAULT_RDP_WEIGHTS)
     else:
         weights = _weights(acc.get("weights"), len(orders))
-    return replace(make(eps, dlt, rel, dc, orders, weights), wor_bound=wor)
+    return replace(make(eps, dlt, rel, dc, orders, weights, anchored), wor_bound=wor)
 
 
 # ---------------------------------------------------------------------------- workload grids
@@ -324,6 +337,7 @@ def choose_grid(
     dc: Decimal,
     items: tuple[tuple[Declaration, int], ...],
     wor_bound: str = WOR_TIGHT,
+    anchored: bool = True,
 ) -> RDPConfig:
     """The grid of a dataset created for a declared workload.
 
@@ -354,7 +368,7 @@ def choose_grid(
     weight = dict.fromkeys(spread, rest)
     weight[best] = share
     orders = tuple(sorted(weight))
-    config = make(eps, dlt, rel, dc, orders, tuple(weight[a] for a in orders))
+    config = make(eps, dlt, rel, dc, orders, tuple(weight[a] for a in orders), anchored)
     config = replace(config, wor_bound=wor_bound)
     final_curve, _ = _workload_curve(items, rel, config.orders_array, tight)
     t = _scale(
@@ -392,11 +406,16 @@ def _weights(raw: object, n: int) -> tuple[float, ...]:
 
 
 def _rdp_thresholds(
-    epsilon: Decimal, delta_c: Decimal, orders: tuple[float, ...], weights: tuple[float, ...]
+    epsilon: Decimal,
+    delta_c: Decimal,
+    orders: tuple[float, ...],
+    weights: tuple[float, ...],
+    anchored: bool = True,
 ) -> tuple[float, ...]:
-    """B(α) = ε_B + [log(w_α δ_c) + log(α−1) − α·log(1−1/α)]/(α−1), rounded down; orders whose
-    B(α) ≤ 0 are dropped (−∞). Inverting CKS20 Prop. 12 at per-order δ w_α·δ_c
-    (docs/accounting.md, *rdp*)."""
+    """B(α) = ε_B + [log(δ_α) + log(α−1) − α·log(1−1/α)]/(α−1), rounded down; orders whose
+    B(α) ≤ 0 are dropped (−∞). Inverting CKS20 Prop. 12 at the order's δ share δ_α: level 1's
+    share of w_α·δ_c in an anchored ladder (:func:`order_ladder`), the whole w_α·δ_c before
+    accounting 1.4.0 (docs/accounting.md, *rdp*)."""
     eb = to_float_down(epsilon)
     dc = to_float_down(delta_c)
     out: list[float] = []
@@ -404,7 +423,12 @@ def _rdp_thresholds(
         if dc <= 0 or w <= 0:
             out.append(-math.inf)
             continue
-        b = eb + (math.log(w) + math.log(dc) + math.log(a - 1) - a * math.log1p(-1 / a)) / (a - 1)
+        log_share = (
+            math.log(odo.anchored_share(_order_pool(w, dc), 1))
+            if anchored
+            else math.log(w) + math.log(dc)
+        )
+        b = eb + (log_share + math.log(a - 1) - a * math.log1p(-1 / a)) / (a - 1)
         # Round down with a relative margin far above the float error of the logs above
         # (~1e-15), so that the CKS conversion of B(α) gives δ ≤ w_α·δ_c exactly as computed.
         b = math.nextafter(b - THRESHOLD_MARGIN * (1.0 + abs(b)), -math.inf)
@@ -419,17 +443,41 @@ def make(
     dc: Decimal,
     orders: tuple[float, ...],
     weights: tuple[float, ...],
+    anchored: bool = True,
 ) -> RDPConfig:
-    return RDPConfig(
-        eps,
-        dlt,
-        rel,
-        dc,
-        sub_down(dlt, dc),
-        orders,
-        weights,
-        _rdp_thresholds(eps, dc, orders, weights),
-    )
+    """A new filter on the grid: anchored (thresholds at level 1's share of each order's
+    w_α·δ_c, so that the orders' ladders contain them), or as before 1.4.0 (replay only)."""
+    thresholds = _rdp_thresholds(eps, dc, orders, weights, anchored)
+    config = RDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), orders, weights, thresholds)
+    if not anchored:
+        return config
+    return replace(config, anchor=Anchor(eps, dlt), thresholds_top=thresholds)
+
+
+def _order_pool(weight: float, delta_c: float) -> float:
+    """The δ pool of one order's ladder: w_α·δ_c, rounded down."""
+    return math.nextafter(weight * delta_c, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class _AtOrder:
+    """The RDP conversion at one order α (compares by value, as a ladder's conversion must)."""
+
+    alpha: float
+
+    def __call__(self, level: float, delta: float) -> float:
+        return _rdp_level_epsilon(self.alpha, level, delta)
+
+
+def order_ladder(config: RDPConfig, i: int) -> odo.AnchoredLadder | None:
+    """The ladder of order i fixed at creation: top B(α), δ pool w_α·δ_c, CKS20 Prop. 12 at
+    α; ``None`` for an order dropped from the grid."""
+    assert config.anchor is not None and config.thresholds_top is not None
+    top = config.thresholds_top[i]
+    if not top > 0:
+        return None
+    pool = _order_pool(config.weights[i], to_float_down(config.final_conversion_delta))
+    return odo.AnchoredLadder(top, pool, config.anchor.epsilon, _AtOrder(config.orders[i]))
 
 
 def initial_state(config: RDPConfig) -> RDPState:
@@ -665,12 +713,19 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
     with np.errstate(over="ignore"):
         s = np.nextafter(old + curve, np.inf)
     fits = (~dead) & (s <= grid.thresholds)
-    if new_delta > config.delta_approx or not fits.any():
-        why = (
-            "delta budget exceeded"
-            if new_delta > config.delta_approx
-            else "RDP budget exceeded at every live order"
-        )
+    why = None
+    if new_delta > config.delta_approx:
+        why = "delta budget exceeded"
+    elif not fits.any():
+        why = "RDP budget exceeded at every live order"
+    elif new_delta > 0 and config.anchor is not None:
+        # approximate declarations stay within the creation filter (its thresholds, its target)
+        assert config.thresholds_top is not None
+        if not within_creation_filter(config.epsilon, config.delta, config.anchor):
+            why = "approximate declarations need the creation budget, which was lowered"
+        elif not (fits & (s <= np.asarray(config.thresholds_top))).any():
+            why = "approximate declarations are admitted only within the creation filter"
+    if why is not None:
         zero = RdpCurve(config.orders, (0.0,) * len(config.orders))
         remaining = _rdp_remaining(config, grid, old, dead, state.delta)
         return reject(state, requested, remaining, why, zero)
@@ -688,10 +743,28 @@ def admit(
 
 # ---------------------------------------------------------------------------- budget change
 def change_budget(
-    config: RDPConfig, state: RDPState, eps: Decimal, dlt: Decimal, final_conversion_delta: object
+    config: RDPConfig,
+    state: RDPState,
+    eps: Decimal,
+    dlt: Decimal,
+    final_conversion_delta: object,
+    anchored: bool = True,
 ) -> RDPConfig:
-    """New (ε_B, δ_B) on the same grid and weights: δ_c follows δ_B when it was the whole of
-    it, else stays (or is given); the thresholds are recomputed."""
+    """A curator's new (ε_B, δ_B) on the same grid and weights.
+
+    Before anything was charged the filter is made anew (δ_c follows δ_B when it was the whole
+    of it, else stays, or is given). After that each order's ladder fixed at creation stays and
+    the new ε caps the certified reading: each order's threshold becomes the highest level of
+    its ladder whose reading is at most ε (above B(α) after a raise), so "some order fits"
+    means "the reading after admission is at most ε" (``docs/accounting.md``, *Budget
+    changes*). A filter stored before 1.4.0 changes as :func:`~odometer_core.accounting.modes.
+    zcdp.change_budget` says."""
+    fresh = state == initial_state(config)
+    if config.anchor is not None and not fresh:
+        return _capped_change(config, eps, dlt, final_conversion_delta)
+    if config.anchor is None and anchored and not fresh:
+        raise InvalidTransition("BudgetFixed", zcdp.LEGACY_FIXED)
+    anchored = anchored or config.anchor is not None
     if final_conversion_delta is not None:
         dc = amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
     elif config.final_conversion_delta == config.delta:
@@ -700,15 +773,47 @@ def change_budget(
         dc = config.final_conversion_delta
     if dc > dlt:
         raise ConfigError("final_conversion_delta must be ≤ the budget delta")
-    new = make(eps, dlt, config.relation, dc, config.orders, config.weights)
+    new = make(eps, dlt, config.relation, dc, config.orders, config.weights, anchored)
     # the record of the workload the grid was chosen for stays (its expected counts are those
     # of the budget at creation), and so does the without-replacement bound
     return replace(new, workload=config.workload, wor_bound=config.wor_bound)
 
 
+def _capped_change(
+    config: RDPConfig, eps: Decimal, dlt: Decimal, final_conversion_delta: object
+) -> RDPConfig:
+    assert config.anchor is not None
+    if (
+        final_conversion_delta is not None
+        and amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
+        != config.final_conversion_delta
+    ):
+        raise ConfigError(zcdp.CONVERSION_FIXED)
+    assert config.thresholds_top is not None
+    caps: list[float] = []
+    for i, top in enumerate(config.thresholds_top):
+        order = order_ladder(config, i)
+        cap = None if order is None else order.cap(eps)
+        caps.append(-math.inf if cap is None else top if cap[0] == 1 else cap[1])
+    return replace(config, epsilon=eps, delta=dlt, thresholds=tuple(caps))
+
+
 def over_budget(config: RDPConfig, state: RDPState) -> str | None:
     if state.delta > config.delta_approx:
         return f"spent delta is {fmt(state.delta)}"
+    if config.anchor is not None:
+        # the thresholds are caps on each order's certified reading: some order must still hold
+        # the running curve (a dead order revives when a raise lifts its cap above it)
+        if not any(s <= b for s, b in zip(state.rdp, config.thresholds, strict=True)):
+            reading = fmt(odometer(config, state).epsilon)
+            return f"the certified reading is epsilon={reading}, above the new budget"
+        return anchored_delta_problem(
+            config.epsilon,
+            config.delta,
+            config.anchor,
+            config.final_conversion_delta,
+            state.delta > 0,
+        )
     # a dead order stays dead (its stopping time has passed), so only live orders can keep
     # the filter open
     live = [
@@ -720,8 +825,14 @@ def over_budget(config: RDPConfig, state: RDPState) -> str | None:
 
 
 def recheck_dead(config: RDPConfig, state: RDPState) -> RDPState:
-    """After a budget change, orders over the new thresholds die and orders dead for good stay
-    dead (a dead order never revives: its stopping time has passed)."""
+    """After a budget change, orders over the new thresholds die. On an anchored filter the
+    thresholds are caps on each order's certified reading and an order is live exactly while
+    its running value is within its cap: its ladder certifies it whatever happened before.
+    Before 1.4.0 orders dead for good stayed dead (their own filter had stopped)."""
+    if config.anchor is not None:
+        return replace(
+            state, dead=tuple(not s <= b for s, b in zip(state.rdp, config.thresholds, strict=True))
+        )
     dead = tuple(
         d or s > b for d, s, b in zip(state.dead, state.rdp, config.thresholds, strict=True)
     )
@@ -741,9 +852,11 @@ def odometer(config: RDPConfig, state: RDPState) -> Reading:
     (ε_B, δ_B) (conservative, as in ``zcdp``). The reading's δ is δ_B, fixed in advance (the
     ladder itself spends at most δ_c ≤ δ_B). The grid, weights and thresholds are the
     configuration's; nothing here changes them."""
-    ladder = None
+    if config.anchor is not None:
+        return _anchored_reading(config, state)
+    found = None
     if state.delta == 0:
-        ladder = odo.rdp_ladder_epsilon(
+        found = odo.rdp_ladder_epsilon(
             state.rdp,
             config.orders,
             config.thresholds,
@@ -751,7 +864,34 @@ def odometer(config: RDPConfig, state: RDPState) -> Reading:
             to_float_down(config.final_conversion_delta),
             _rdp_level_epsilon,
         )
-    return odo.capped(ladder, config.epsilon, config.delta, odo.THEOREM_RDP, odo.FILTER_RDP)
+    return odo.capped(
+        found,
+        config.epsilon,
+        config.delta,
+        config.final_conversion_delta,
+        odo.THEOREM_RDP,
+        odo.FILTER_RDP,
+    )
+
+
+def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
+    """The smallest reading over the orders' ladders fixed at creation, at δ_c (all orders'
+    ladders together, each filter at its level 1 included, spend at most δ_c); after an
+    approximate declaration, the creation filter's target (ε_B, δ_B) of creation."""
+    assert config.anchor is not None
+    target = Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_RDP)
+    if state.delta > 0:
+        return target
+    best: tuple[Decimal, int] | None = None
+    for i, spent in enumerate(state.rdp):
+        order = order_ladder(config, i)
+        found = None if order is None else order.reading(spent)
+        if found is not None and (best is None or found[0] < best[0]):
+            best = found
+    if best is None:  # never: admission keeps some order within a level
+        return target
+    eps, level = best
+    return Reading(eps, config.final_conversion_delta, "ladder", odo.THEOREM_RDP, level, eps)
 
 
 def _rdp_level_epsilon(alpha: float, level: float, delta: float) -> float:
@@ -815,6 +955,9 @@ def config_to_json(config: RDPConfig) -> dict[str, Any]:
         out["workload"] = config.workload.to_json()
     if config.wor_bound != WOR_WBK19:  # absent on configurations created before 1.3.0
         out["wor_bound"] = config.wor_bound
+    if config.anchor is not None and config.thresholds_top is not None:  # absent before 1.4.0
+        top = [float_text(b) for b in config.thresholds_top]
+        out["anchor"] = {**config.anchor.to_json(), "top": top}
     return out
 
 
@@ -825,6 +968,7 @@ def config_from_json(
     thresholds that were in force; a recorded ``workload`` is read back too (it only describes
     why the grid was chosen)."""
     workload = obj.get("workload")
+    anchor = obj.get("anchor")
     return RDPConfig(
         eps,
         dlt,
@@ -836,6 +980,8 @@ def config_from_json(
         tuple(float(b) for b in obj["thresholds"]),
         None if workload is None else WorkloadChoice.from_json(workload),
         str(obj.get("wor_bound", WOR_WBK19)),
+        Anchor.from_json(anchor),
+        None if anchor is None else tuple(float(b) for b in anchor["top"]),
     )
 
 

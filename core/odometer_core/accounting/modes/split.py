@@ -141,6 +141,7 @@ def change_budget(
     dlt: Decimal,
     sub_budget: str | None,
     final_conversion_delta: object,
+    anchored: bool = True,
 ) -> SplitConfig:
     """The dataset's own budget (``sub_budget`` None: never below what the sub-budgets hold) or
     one sub-budget's (never above what the dataset's budget leaves for it)."""
@@ -156,7 +157,9 @@ def change_budget(
     sub = config.sub_budget(sub_budget)
     sub_state = state.get(sub_budget)
     mode = leaf_mode(sub)
-    new_sub: LeafConfig = mode.change_budget(sub, sub_state, eps, dlt, final_conversion_delta)
+    new_sub: LeafConfig = mode.change_budget(
+        sub, sub_state, eps, dlt, final_conversion_delta, anchored
+    )
     problem = mode.over_budget(new_sub, sub_state)
     if problem:
         raise InvalidTransition("BudgetBelowSpent", problem)

@@ -10,7 +10,7 @@ Rogers–Wu 2023 (Thm 1; Feldman–Zrnic 2021 Rem. 4.4 for the RDP form), so eve
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -49,20 +49,28 @@ from odometer_core.accounting.exact import (
     to_float_up,
 )
 from odometer_core.accounting.modes.common import (
+    Anchor,
     ConfigError,
     Decision,
+    InvalidTransition,
     Mode,
     UnsupportedInMode,
     amount,
+    anchored_delta_problem,
     only,
     reject,
+    within_creation_filter,
 )
 from odometer_core.accounting.odometer import Reading
 
 
 @dataclass(frozen=True, slots=True)
 class ZCDPConfig:
-    """``zcdp``: δ_B = δ_A + δ_c; ρ_B = max{ρ : CKS δ(ρ, ε_B) ≤ δ_c}, rounded down."""
+    """``zcdp``: δ_B = δ_A + δ_c; ρ_top = max{ρ : CKS δ(ρ, ε_B) ≤ 0.9·δ_c}, rounded down, the
+    filter's threshold fixed at creation (level 1 of its ladder, ``anchor`` the creation
+    target); ``rho_budget`` the largest Σρ the budget in force admits (ρ_top until a curator
+    changes the budget: :func:`change_budget`). Configurations stored before accounting 1.4.0
+    have no anchor and ρ_B computed at the whole δ_c."""
 
     epsilon: Decimal
     delta: Decimal
@@ -70,6 +78,8 @@ class ZCDPConfig:
     final_conversion_delta: Decimal
     delta_approx: Decimal
     rho_budget: Decimal
+    anchor: Anchor | None = None
+    rho_top: Decimal | None = None
     mode: Literal["zcdp"] = "zcdp"
 
 
@@ -91,13 +101,28 @@ def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> 
     return make(eps, dlt, rel, dc)
 
 
-def make(eps: Decimal, dlt: Decimal, rel: Relation, dc: Decimal) -> ZCDPConfig:
-    rho_b = (
-        budget_from_float(cv.zcdp_rho_budget(to_float_down(eps), to_float_down(dc)))
-        if dc > 0
-        else ZERO
+def make(
+    eps: Decimal, dlt: Decimal, rel: Relation, dc: Decimal, anchored: bool = True
+) -> ZCDPConfig:
+    """A new filter: anchored (its threshold at level 1's share of δ_c, so that its ladder
+    contains it), or, for replaying entries of accounting versions before 1.4.0, as they
+    were made (at the whole δ_c, the ladder beside it)."""
+    pool = to_float_down(dc)
+    share = odo.anchored_share(pool, 1) if anchored else pool
+    rho_b = budget_from_float(cv.zcdp_rho_budget(to_float_down(eps), share)) if dc > 0 else ZERO
+    config = ZCDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), rho_b)
+    return replace(config, anchor=Anchor(eps, dlt), rho_top=rho_b) if anchored else config
+
+
+def ladder(config: ZCDPConfig) -> odo.AnchoredLadder:
+    """The ladder fixed at the filter's creation: top ρ_top, δ pool δ_c, CKS20 Cor. 13."""
+    assert config.anchor is not None and config.rho_top is not None
+    return odo.AnchoredLadder(
+        to_float_down(config.rho_top),
+        to_float_down(config.final_conversion_delta),
+        config.anchor.epsilon,
+        cv.zcdp_epsilon,
     )
-    return ZCDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), rho_b)
 
 
 def initial_state(config: ZCDPConfig) -> ZCDPState:
@@ -220,15 +245,17 @@ def _admit_zcdp(config: ZCDPConfig, state: ZCDPState, decl: Declaration) -> Deci
     requested = RhoDelta(rho, delta)
     new_rho = add_up(state.rho, rho)
     new_delta = add_up(state.delta, delta)
+    why = None
     if new_rho > config.rho_budget or new_delta > config.delta_approx:
-        which = "rho" if new_rho > config.rho_budget else "delta"
-        return reject(
-            state,
-            requested,
-            _zcdp_remaining(config, state),
-            f"{which} budget exceeded",
-            RhoDelta(),
-        )
+        why = f"{'rho' if new_rho > config.rho_budget else 'delta'} budget exceeded"
+    elif new_delta > 0 and config.anchor is not None:
+        assert config.rho_top is not None
+        if not within_creation_filter(config.epsilon, config.delta, config.anchor):
+            why = "approximate declarations need the creation budget, which was lowered"
+        elif new_rho > config.rho_top:
+            why = "approximate declarations are admitted only within the creation filter"
+    if why is not None:
+        return reject(state, requested, _zcdp_remaining(config, state), why, RhoDelta())
     new_state = ZCDPState(new_rho, new_delta)
     return Decision("accepted", new_state, requested, requested, _zcdp_remaining(config, new_state))
 
@@ -241,23 +268,82 @@ def admit(
 
 # ---------------------------------------------------------------------------- budget change
 def change_budget(
-    config: ZCDPConfig, state: ZCDPState, eps: Decimal, dlt: Decimal, final_conversion_delta: object
+    config: ZCDPConfig,
+    state: ZCDPState,
+    eps: Decimal,
+    dlt: Decimal,
+    final_conversion_delta: object,
+    anchored: bool = True,
 ) -> ZCDPConfig:
-    """New (ε_B, δ_B): δ_c follows δ_B when it was the whole of it, else stays (or is given)."""
-    if final_conversion_delta is not None:
-        dc = amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
+    """A curator's new (ε_B, δ_B).
+
+    Before anything was charged nothing was released, so the filter is simply made anew for
+    the new target (δ_c follows δ_B when it was the whole of it, else stays, or is given).
+    After that the ladder fixed at creation stays and the new ε is enforced as a cap on its
+    certified reading: ``rho_budget`` becomes the highest level whose reading is at most ε
+    (:meth:`~odometer_core.accounting.odometer.AnchoredLadder.cap`; above ρ_top after a raise).
+    δ_c, δ_A and the ladder's δ shares stay as created: a δ raise funds nothing here
+    (``docs/accounting.md``, *Budget changes*). A filter stored before 1.4.0 (no anchor) may
+    change only before its first charge, and is then anchored; with ``anchored`` False (replay
+    of entries written before 1.4.0) it follows the rule of its time, which re-derived
+    everything from the new target."""
+    fresh = state == ZCDPState()
+    if config.anchor is None or fresh:
+        if config.anchor is None and anchored and not fresh:
+            raise InvalidTransition("BudgetFixed", LEGACY_FIXED)
+        dc = _conversion_delta(config, dlt, final_conversion_delta)
+        return make(eps, dlt, config.relation, dc, anchored or config.anchor is not None)
+    if (
+        final_conversion_delta is not None
+        and amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
+        != config.final_conversion_delta
+    ):
+        raise ConfigError(CONVERSION_FIXED)
+    assert config.rho_top is not None
+    cap = ladder(config).cap(eps)
+    rho_cap = ZERO if cap is None else config.rho_top if cap[0] == 1 else budget_from_float(cap[1])
+    return replace(config, epsilon=eps, delta=dlt, rho_budget=rho_cap)
+
+
+#: Why a pre-1.4.0 curve-mode filter with charges refuses a budget change.
+LEGACY_FIXED = (
+    "this budget was created before accounting 1.4.0: its thresholds would be derived again "
+    "from a budget chosen after outputs were seen, which no filter theorem covers; it can no "
+    "longer change once something was charged"
+)
+CONVERSION_FIXED = (
+    "final_conversion_delta is fixed once something was charged: the δ shares of the certified "
+    "readings were taken from it at creation"
+)
+
+
+def _conversion_delta(config: ZCDPConfig, dlt: Decimal, given: object) -> Decimal:
+    """δ_c of a filter made anew for δ_B = ``dlt``: as given, else the whole of δ_B when it was
+    the whole before, else unchanged."""
+    if given is not None:
+        dc = amount({"final_conversion_delta": given}, "final_conversion_delta")
     elif config.final_conversion_delta == config.delta:
         dc = dlt
     else:
         dc = config.final_conversion_delta
     if dc > dlt:
         raise ConfigError("final_conversion_delta must be ≤ the budget delta")
-    return make(eps, dlt, config.relation, dc)
+    return dc
 
 
 def over_budget(config: ZCDPConfig, state: ZCDPState) -> str | None:
     if state.rho > config.rho_budget or state.delta > config.delta_approx:
-        return f"spent is rho={fmt(state.rho)}, delta={fmt(state.delta)}"
+        certified = fmt(odometer(config, state).epsilon) if config.anchor is not None else None
+        tail = f" (its certified reading is epsilon={certified})" if certified else ""
+        return f"spent is rho={fmt(state.rho)}, delta={fmt(state.delta)}{tail}"
+    if config.anchor is not None:
+        return anchored_delta_problem(
+            config.epsilon,
+            config.delta,
+            config.anchor,
+            config.final_conversion_delta,
+            state.delta > 0,
+        )
     return None
 
 
@@ -272,15 +358,39 @@ def odometer(config: ZCDPConfig, state: ZCDPState) -> Reading:
     approximate declaration (δ_i > 0) was admitted, the reading is the target (ε_B, δ_B)
     (conservative: the union bound over levels would count δ_A once per level). The reading's
     δ is δ_B, fixed in advance (the ladder itself spends at most δ_c ≤ δ_B)."""
-    ladder = None
+    if config.anchor is not None:
+        return _anchored_reading(config, state)
+    found = None
     if state.delta == 0:
-        ladder = odo.ladder_epsilon(
+        found = odo.ladder_epsilon(
             to_float_up(state.rho),
             to_float_down(config.rho_budget),
             to_float_down(config.final_conversion_delta),
             cv.zcdp_epsilon,
         )
-    return odo.capped(ladder, config.epsilon, config.delta, odo.THEOREM_ZCDP, odo.FILTER_ZCDP)
+    return odo.capped(
+        found,
+        config.epsilon,
+        config.delta,
+        config.final_conversion_delta,
+        odo.THEOREM_ZCDP,
+        odo.FILTER_ZCDP,
+    )
+
+
+def _anchored_reading(config: ZCDPConfig, state: ZCDPState) -> Reading:
+    """The reading of a filter anchored at creation: the smallest ε of a level of its ladder
+    holding Σρ, at δ_c (the whole ladder, the filter at level 1 included, spends at most δ_c);
+    after an approximate declaration, the creation filter's target (its ρ_top-zCDP filter
+    with δ_A, WRRW23 Thm 1), certified at the creation (ε_B, δ_B)."""
+    assert config.anchor is not None
+    if state.delta > 0:
+        return Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_ZCDP)
+    found = ladder(config).reading(to_float_up(state.rho))
+    if found is None:  # never: admission keeps Σρ within a level
+        return Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_ZCDP)
+    eps, level = found
+    return Reading(eps, config.final_conversion_delta, "ladder", odo.THEOREM_ZCDP, level, eps)
 
 
 def status(config: ZCDPConfig, state: ZCDPState) -> dict[str, Any]:
@@ -314,16 +424,20 @@ def _estimate_zcdp(rho: Decimal, delta_c: Decimal) -> str:
 
 # ---------------------------------------------------------------------------- codec
 def config_to_json(config: ZCDPConfig) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "final_conversion_delta": fmt(config.final_conversion_delta),
         "delta_approx": fmt(config.delta_approx),
         "rho_budget": fmt(config.rho_budget),
     }
+    if config.anchor is not None and config.rho_top is not None:  # absent before 1.4.0
+        out["anchor"] = {**config.anchor.to_json(), "top": fmt(config.rho_top)}
+    return out
 
 
 def config_from_json(
     eps: Decimal, dlt: Decimal, rel: Relation, obj: Mapping[str, Any]
 ) -> ZCDPConfig:
+    anchor = obj.get("anchor")
     return ZCDPConfig(
         eps,
         dlt,
@@ -331,6 +445,8 @@ def config_from_json(
         Decimal(obj["final_conversion_delta"]),
         Decimal(obj["delta_approx"]),
         Decimal(obj["rho_budget"]),
+        Anchor.from_json(anchor),
+        None if anchor is None else Decimal(anchor["top"]),
     )
 
 
