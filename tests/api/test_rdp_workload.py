@@ -182,9 +182,10 @@ def _wor_chunks_admitted(client: TestClient, accounting: dict[str, Any]) -> tupl
 
 
 def test_without_replacement_bound_is_part_of_the_configuration(client: TestClient) -> None:
-    """New datasets charge the smaller of WBK19 and BEBP24 (55 chunks of 100 steps at σ = 4
-    under (1, 1e-6)); ``wbk19`` keeps the first alone (15 chunks); anything else is 422."""
-    assert _wor_chunks_admitted(client, {"mode": "rdp"}) == (55, "wbk19+bebp24")
+    """New datasets charge the smaller of WBK19 and BEBP24 (54 chunks of 100 steps at σ = 4
+    under (1, 1e-6); 55 with thresholds at the whole δ_c, before the filter shared it with its
+    ladder); ``wbk19`` keeps the first alone (15 chunks); anything else is 422."""
+    assert _wor_chunks_admitted(client, {"mode": "rdp"}) == (54, "wbk19+bebp24")
     assert _wor_chunks_admitted(client, {"mode": "rdp", "wor_bound": "wbk19"}) == (15, "absent")
     before = client.get("/v1/datasets", headers=AUTH).json()
     r = client.post(

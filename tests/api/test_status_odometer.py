@@ -25,12 +25,12 @@ def test_status_shows_the_certified_odometer_reading(client: TestClient) -> None
         _invoke(client, zcdp, {"type": "zcdp", "rho": "0.005"})
     view = status(client, zcdp)
     assert view["odometer"] == {
-        "epsilon": "0.93366901782929656584",
+        "epsilon": "0.98900974780520745089",
         "delta": "0.000001",
         "certified": True,
         "source": "ladder",
         "level": 3,
-        "ladder_epsilon": "0.93366901782929656584",
+        "ladder_epsilon": "0.98900974780520745089",
         "theorem": view["odometer"]["theorem"],
     }
     assert "Whitehouse–Ramdas–Rogers–Wu 2023, Thm 1" in view["odometer"]["theorem"]
@@ -72,10 +72,10 @@ def test_status_shows_the_certified_odometer_reading(client: TestClient) -> None
         _invoke(client, split, {"type": "zcdp", "rho": "0.005"}, sub_budget="z")
     view = status(client, split)
     assert (view["odometer"]["epsilon"], view["odometer"]["source"]) == (
-        "1.23366901782929656584",
+        "1.28900974780520745089",
         "split",
     )
-    assert view["sub_budgets"]["z"]["odometer"]["epsilon"] == "0.93366901782929656584"
+    assert view["sub_budgets"]["z"]["odometer"]["epsilon"] == "0.98900974780520745089"
 
     schema = client.get("/openapi.json").json()["components"]["schemas"]
     assert schema["DatasetOut"]["properties"]["status"] == {
