@@ -155,26 +155,34 @@ class LedgerHead(BaseModel):
 class OdometerReading(BaseModel):
     """A certified odometer reading: an (ε, δ) for everything released on the dataset so far,
     valid whenever the analysts stop, however adaptively they chose (docs/accounting.md,
-    *Certified odometer readings*). Never more than the budget (ε_B, δ_B)."""
+    *Certified odometer readings*). Never more than the budget (ε_B, δ_B), whatever curators
+    changed and whenever (datasets created before accounting 1.4.0: see ``delta``)."""
 
     epsilon: str = Field(description="ε of the reading, exact decimal text, rounded up")
     delta: str = Field(
-        description="δ of the reading: the spent δ in mode basic; δ_B (fixed in advance) in "
-        "zcdp, rdp and gdp; the sum over the sub-budgets in split"
+        description="δ at which the reading holds: the spent δ in mode basic; in zcdp and rdp "
+        "the conversion δ_c fixed at creation (δ_B unless the curator set "
+        "final_conversion_delta), the creation δ_B in gdp and once an approximate declaration "
+        "was admitted; the sum over the sub-budgets in split. Filters created before "
+        "accounting 1.4.0 show the ladder's δ plus δ_B, which is what holds for their capped "
+        "readings"
     )
     certified: Literal[True] = Field(description="always true: the reading is a guarantee")
     source: Literal["basic", "ladder", "filter", "split"] = Field(
         description="which statement certifies it: basic (the running sums), ladder (a level "
-        "of the ladder of filters), filter (the filter's target, when the ladder would say "
-        "more or does not apply), split (the sum of the sub-budgets' readings)"
+        "of the ladder of filters fixed at creation, whose level 1 is the filter itself), "
+        "filter (the creation filter's target, once an approximate declaration was admitted, "
+        "or, before 1.4.0, when the ladder would say more), split (the sum of the "
+        "sub-budgets' readings)"
     )
     level: int | None = Field(
         description="the ladder level holding the running total (0: nothing spent); null where "
         "no ladder applies"
     )
     ladder_epsilon: str | None = Field(
-        description="the ladder's own ε before the cap at ε_B, certified alone at the ladder's "
-        "δ (docs/accounting.md); null where no ladder applies"
+        description="the ladder's own ε: the reading itself where the ladder applies; before "
+        "1.4.0 the ladder's value before the cap at ε_B, certified alone at the ladder's δ "
+        "(docs/accounting.md); null where no ladder applies"
     )
     theorem: str = Field(description="the theorems the reading rests on")
 
@@ -205,6 +213,18 @@ class DatasetOut(BaseModel):
     config: dict[str, Any]
     status: DatasetStatus
     ledger: LedgerHead
+
+
+class BudgetChangeOut(DatasetOut):
+    """The dataset after a budget change, with what the change did to its capacity."""
+
+    effect: str = Field(
+        description="which rule applied and what the dataset can still admit: a change never "
+        "moves the certified reading; in zcdp, rdp and gdp, once something was charged, the "
+        "thresholds and δ shares of creation stay and ε caps the certified reading, a raise "
+        "climbs the ladder above the creation threshold and a δ raise funds nothing "
+        "(docs/accounting.md, *Budget changes*)"
+    )
 
 
 class DatasetList(BaseModel):

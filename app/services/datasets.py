@@ -15,6 +15,7 @@ from odometer_core.accounting import (
     AccountingConfig,
     FilterState,
     config_to_json,
+    explain_change,
     fmt,
     initial_state,
     make_config,
@@ -162,6 +163,7 @@ def change_budget(
             state=state_to_json(new_state),
         )
         view = dataset_view(ds, new_config, new_state)
+        view["effect"] = explain_change(config, new_config, new_state, sub_budget=change.sub_budget)
         uow.commit()
     return view
 

@@ -170,6 +170,8 @@ def _budget_set(args: argparse.Namespace, client: OdometerClient, out: TextIO) -
         _dump(ds.raw, out)
     else:
         out.write(f"budget of {ds.id} changed\n")
+        if ds.raw.get("effect"):  # what the change did to the capacity (servers since 1.4.0)
+            out.write(f"{ds.raw['effect']}\n")
         _dataset_lines(ds, out)
     return 0
 

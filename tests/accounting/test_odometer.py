@@ -21,6 +21,7 @@ Two kinds of checks:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from decimal import Decimal
@@ -113,6 +114,10 @@ def anchored_share(pool: float, k: int) -> float:
     if k >= 2:
         return 0.08 * pool * 6 / (math.pi**2 * (k - 1) ** 2)
     return 0.02 * pool * 6 / (math.pi**2 * k * k)
+
+
+def _at_order(alpha: float, weight: float, c: float, k: int) -> float:
+    return cks_rdp_epsilon(alpha, c, anchored_share(1e-6 * weight, k))
 
 
 def smallest_reading(
@@ -439,12 +444,7 @@ def test_reference_vector_rdp() -> None:
             continue
         # level 1 is the order's threshold, CKS Prop. 12 at 0.9 of its w_α·δ_c reads ε_B
         assert cks_rdp_epsilon(alpha, b, 0.9e-6 * w) == pytest.approx(1.0, abs=1e-9)
-        eps, k = smallest_reading(
-            b,
-            spent,
-            1.0,
-            lambda c, k, a=alpha, w=w: cks_rdp_epsilon(a, c, anchored_share(1e-6 * w, k)),
-        )
+        eps, k = smallest_reading(b, spent, 1.0, functools.partial(_at_order, alpha, w))
         candidates.append((eps, k, alpha))
     expected, k, alpha = min(candidates)
     assert (alpha, r["level"], k) == (32.0, 2, 2)

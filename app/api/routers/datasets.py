@@ -8,7 +8,13 @@ from fastapi import APIRouter, Query
 
 from app.api.deps import CuratorDep, ReaderDep, UowDep
 from app.api.errors import responses
-from app.schemas.datasets import BudgetPatch, DatasetCreate, DatasetList, DatasetOut
+from app.schemas.datasets import (
+    BudgetChangeOut,
+    BudgetPatch,
+    DatasetCreate,
+    DatasetList,
+    DatasetOut,
+)
 from app.services import datasets as service
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -64,13 +70,14 @@ def get_dataset(dataset_id: str, principal: ReaderDep, uow: UowDep) -> dict[str,
 @router.patch(
     "/{dataset_id}/budget",
     name="change_budget",
-    response_model=DatasetOut,
+    response_model=BudgetChangeOut,
     responses=responses(401, 403, 404, 409, 413, 422, 503),
 )
 def change_budget(
     dataset_id: str, body: BudgetPatch, principal: CuratorDep, uow: UowDep
 ) -> dict[str, Any]:
-    """Raise or lower the budget, never below spent + reserved (a ledger entry)."""
+    """Raise or lower the budget, never below spent + reserved nor below the certified reading
+    (a ledger entry); the response says what the change did to the capacity."""
     return service.change_budget(
         uow,
         principal,

@@ -17,7 +17,7 @@ docstring and in ``docs/accounting.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any, TypeAlias
 
 from odometer_core.accounting.declarations import RELATIONS, Declaration, DeclarationError, Relation
@@ -34,8 +34,10 @@ from odometer_core.accounting.modes import (
     leaf_status,
     make_leaf,
 )
+from odometer_core.accounting.modes import gdp as gdp_mode
 from odometer_core.accounting.modes import rdp as rdp_mode
 from odometer_core.accounting.modes import split as split_mode
+from odometer_core.accounting.modes import zcdp as zcdp_mode
 from odometer_core.accounting.modes.basic import BasicConfig, BasicState
 from odometer_core.accounting.modes.common import (
     TRANSITION_CODES,
@@ -258,6 +260,98 @@ def _rechoose_grid(
     return new, initial_state(new)
 
 
+def explain_change(
+    before: AccountingConfig,
+    after: AccountingConfig,
+    state: FilterState,
+    *,
+    sub_budget: str | None = None,
+) -> str:
+    """What a budget change did to the filter's capacity, in words a curator reads in the
+    response: which rule applied and what the dataset can still admit (``docs/accounting.md``,
+    *Budget changes*)."""
+    if isinstance(after, SplitConfig):
+        assert isinstance(before, SplitConfig) and isinstance(state, SplitState)
+        if sub_budget is None:
+            return (
+                f"the dataset's total is now ({fmt(after.epsilon)}, {fmt(after.delta)}); it bounds "
+                "the sum of the sub-budgets, each of which keeps its own filter"
+            )
+        leaf_before, leaf_after = before.sub_budget(sub_budget), after.sub_budget(sub_budget)
+        return f"sub-budget '{sub_budget}': " + explain_change(
+            leaf_before, leaf_after, state.get(sub_budget)
+        )
+    assert not isinstance(before, SplitConfig) and not isinstance(state, SplitState)
+    mode = leaf_mode(after)
+    remaining = mode.status(after, state)["remaining"]
+    figures = ", ".join(
+        f"{k} {_short(v)}" for k, v in remaining.items() if k != "delta" or v != "0"
+    )
+    if isinstance(after, RDPConfig):
+        figures = (
+            "up to each order's threshold, the highest level of the order's ladder whose "
+            "reading is at most ε (status.remaining)"
+        )
+    left = f"it can still admit {figures}"
+    if isinstance(after, BasicConfig):
+        return (
+            "basic composition holds along every transcript, so the new budget applies as it is; "
+            + left
+        )
+    anchor = getattr(after, "anchor", None)
+    if anchor is None or state == initial_state(after):
+        return "nothing was charged yet: the filter was made anew for this budget; " + left
+    reading = mode.odometer(after, state) if mode.odometer is not None else None
+    parts = [
+        f"the thresholds, ladder and δ shares stay those of the creation budget "
+        f"({fmt(anchor.epsilon)}, {fmt(anchor.delta)}); ε = {fmt(after.epsilon)} now caps the "
+        f"certified reading"
+        + (f", which stays {fmt(reading.epsilon)}" if reading is not None else "")
+        + f"; {left}"
+    ]
+    fresh = _fresh_capacity(after)
+    if after.epsilon > anchor.epsilon:
+        parts.append(
+            "a raise climbs the ladder above the creation threshold, whose levels hold 2 % of the "
+            "conversion δ, so it admits less than a dataset created with this budget would"
+            + (f" (which would start at {fresh})" if fresh else "")
+        )
+    if after.delta > anchor.delta:
+        parts.append("the δ raise funds nothing in this mode: its δ shares were fixed at creation")
+    if getattr(state, "delta", 0) > 0 and after.epsilon > anchor.epsilon:
+        parts.append(
+            "approximate declarations were admitted, which only the creation filter covers: "
+            "the filter stays within its creation threshold"
+        )
+    return "; ".join(parts)
+
+
+def _short(text: object) -> str:
+    """An amount for a sentence: six significant digits, rounded down (what is left is never
+    overstated); the exact figures are in the status."""
+    if not isinstance(text, str):
+        return str(text)
+    d = Decimal(text)
+    if not d.is_finite() or d == 0:
+        return text
+    exp = d.adjusted() - 5
+    return fmt(d.quantize(Decimal(1).scaleb(exp), rounding=ROUND_FLOOR).normalize())
+
+
+def _fresh_capacity(config: LeafConfig) -> str | None:
+    """What a filter made anew for ``config``'s budget would admit in all, in the mode's unit
+    (a scalar unit only)."""
+    if isinstance(config, ZCDPConfig):
+        fresh_z = zcdp_mode.make(
+            config.epsilon, config.delta, config.relation, config.final_conversion_delta
+        )
+        return f"rho {_short(fmt(fresh_z.rho_budget))}"
+    if isinstance(config, GDPConfig):
+        fresh_g = gdp_mode.make(config.epsilon, config.delta, config.relation)
+        return f"mu_squared {_short(fmt(fresh_g.mu_squared_budget))}"
+    return None
+
+
 def recheck_dead(config: AccountingConfig, state: FilterState) -> FilterState:
     """The state after a budget change: in ``rdp``, orders over the new thresholds die and
     orders dead for good stay dead; other modes are unchanged."""
@@ -347,6 +441,7 @@ __all__ = [
     "config_from_json",
     "config_to_json",
     "eps_delta_guarantee",
+    "explain_change",
     "initial_state",
     "make_config",
     "recheck_dead",

@@ -804,7 +804,9 @@ def over_budget(config: RDPConfig, state: RDPState) -> str | None:
     if config.anchor is not None:
         # the thresholds are caps on each order's certified reading: some order must still hold
         # the running curve (a dead order revives when a raise lifts its cap above it)
-        if not any(s <= b for s, b in zip(state.rdp, config.thresholds, strict=True)):
+        if any(state.rdp) and not any(
+            s <= b for s, b in zip(state.rdp, config.thresholds, strict=True)
+        ):
             reading = fmt(odometer(config, state).epsilon)
             return f"the certified reading is epsilon={reading}, above the new budget"
         return anchored_delta_problem(
