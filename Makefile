@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev bench-accounting bench-grids bench-service bench-worst-case bench-http-floor
+.PHONY: run test browser-deps lint openapi client-generated install dev bench-accounting bench-grids bench-ladder bench-service bench-worst-case bench-http-floor
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,10 @@ bench-accounting: dev
 ## bench-grids: what rdp mode admits with its default and workload-aware grids → benchmarks/RESULTS.md
 bench-grids: dev
 	$(BIN)/python -m benchmarks.grids
+
+## bench-ladder: what anchoring a filter's ladder at creation costs and what budget changes buy → benchmarks/RESULTS.md
+bench-ladder: dev
+	$(BIN)/python -m benchmarks.ladder
 
 ## bench-worst-case: CPU time of one admission decision on adversarial declarations → benchmarks/RESULTS.md
 bench-worst-case: dev

@@ -29,7 +29,7 @@ GAUSSIAN = {"type": "gaussian", "sigma": "30", "sensitivity": 1}
 def _invoke(client: TestClient, ds: str, mechanism: dict[str, Any]) -> int:
     r = client.post(f"/v1/datasets/{ds}/invocations", json={"mechanism": mechanism}, headers=AUTH)
     assert r.status_code in (201, 409), r.text
-    return r.status_code
+    return int(r.status_code)
 
 
 def _patch(client: TestClient, ds: str, **body: Any) -> Any:
