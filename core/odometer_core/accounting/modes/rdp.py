@@ -884,7 +884,7 @@ def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
     target = Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_RDP)
     if state.delta > 0:
         return target
-    best: tuple[Decimal, int] | None = None
+    best: tuple[Decimal, int] | None = None if any(state.rdp) else (ZERO, 0)
     for i, spent in enumerate(state.rdp):
         order = order_ladder(config, i)
         found = None if order is None else order.reading(spent)
