@@ -297,3 +297,75 @@ def test_a_change_before_the_first_charge_makes_the_filter_anew(mode: str) -> No
     changed, _ = change_budget(config, initial_state(config), "2", "1e-6")
     fresh = make_config("2", "1e-6", "add_remove", {"mode": mode})
     assert changed == fresh
+
+
+# ---------------------------------------------------------------------------- reference vectors
+#: Three Gaussians σ = 30 on (1, 10⁻⁶), then the budget lowered to 0.5, to the reading, raised
+#: to 2, and Gaussians until refused: the reading after the three, the threshold in force
+#: after each change (zcdp ρ, gdp μ², rdp the last order's), and the Gaussians admitted after
+#: the raise with the reading and level (k < 0: above the creation threshold) they end at.
+HISTORIES = {
+    "zcdp": (
+        ("0.347574938275982126", 16),
+        ("0.0035868898218561228764", "0.0017934449109280618719", "0.048259244689741555289"),
+        (83, "1.8611261531509910583", -4),
+    ),
+    "rdp": (
+        ("0.43452614955218421545", 12),
+        ("0.169867489912389", "0.12011445402018771", "1.6160610208917268"),
+        (82, "1.947725382509241543", -5),
+    ),
+    "gdp": (
+        ("0.32553682985218479474", 17),
+        ("0.0082443172755370178195", "0.003466308421606674895", "0.11092186949141352725"),
+        (96, "1.9043737010414214517", -4),
+    ),
+}
+THRESHOLD = {"zcdp": "rho_budget", "gdp": "mu_squared_budget"}
+CONVERT: dict[str, Callable[[float, float], float]] = {"zcdp": zcdp_eps, "gdp": gdp_eps}
+
+
+@pytest.mark.parametrize("mode", sorted(HISTORIES))
+def test_reference_history(mode: str) -> None:
+    (reading, level), thresholds, (more, end, end_level) = HISTORIES[mode]
+    gaussian = parse_declaration({"type": "gaussian", "sigma": "30", "sensitivity": 1})
+    config = make_config("1", "1e-6", "add_remove", {"mode": mode})
+    state = initial_state(config)
+    for _ in range(3):
+        state = admit(config, state, gaussian).state
+    odo = status(config, state)["odometer"]
+    assert (odo["epsilon"], odo["level"]) == (reading, level)
+    creation = config
+    for eps, expected in zip(("0.5", reading, "2"), thresholds, strict=True):
+        config, state = change_budget(config, state, eps, "1e-6")
+        view = status(config, state)
+        got = view[THRESHOLD[mode]] if mode in THRESHOLD else view["thresholds"][-1]
+        assert got == expected
+        assert view["odometer"]["epsilon"] == reading
+        if mode in THRESHOLD:
+            # independently: the highest level of the creation ladder whose reading is ≤ ε
+            top = float(status(creation, initial_state(creation))[THRESHOLD[mode]])
+            pool = 1e-6
+            level_value = _highest_level(top, pool, float(eps), CONVERT[mode])
+            assert float(got) == pytest.approx(level_value, rel=1e-12)
+    admitted = 0
+    while (decision := admit(config, state, gaussian)).admitted:
+        state, admitted = decision.state, admitted + 1
+    odo = status(config, state)["odometer"]
+    assert (admitted, odo["epsilon"], odo["level"]) == (more, end, end_level)
+    assert Decimal(end) <= 2
+
+
+def _highest_level(
+    top: float, pool: float, eps: float, convert: Callable[[float, float], float]
+) -> float:
+    """The largest c_k of the anchored ladder (levels above the top first) reading ≤ ``eps``."""
+    if eps >= 1:  # level 1 reads the creation ε_B = 1; climb while the levels above fit
+        best, j = top, 1
+        while convert(top * 2 ** (j / 4), 0.02 * pool * SIX_OVER_PI2 / j**2) <= eps:
+            best, j = top * 2 ** (j / 4), j + 1
+        return best
+    k = 2
+    while convert(c := top * 2 ** (-(k - 1) / 4), 0.08 * pool * SIX_OVER_PI2 / (k - 1) ** 2) > eps:
+        k += 1
+    return c
