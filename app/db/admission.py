@@ -92,12 +92,14 @@ class OrgRow:
 
 @dataclass(slots=True)
 class GrantRow:
-    """An analyst's grant on the dataset (its quota's filter, if any)."""
+    """An analyst's grant on the dataset (its quota's filter, if any); ``granted_seq`` tells it
+    apart from the analyst's earlier and later grants (:class:`app.db.models.Grant`)."""
 
     id: int
     principal_id: str
     quota_config_json: dict[str, Any] | None
     quota_state_json: dict[str, Any] | None
+    granted_seq: int
     dirty: bool = False
 
 
@@ -375,7 +377,7 @@ def _lock_sql(
     ]
     joins = ["FROM organisations o JOIN datasets d ON d.organisation = o.id"]
     if analyst:
-        cols.append("g.id, g.principal_id, g.quota_config_json, g.quota_state_json")
+        cols.append("g.id, g.principal_id, g.quota_config_json, g.quota_state_json, g.granted_seq")
         joins.append(f"JOIN grants g ON g.dataset_id = d.id AND g.principal_id = {p('principal')}")
     if invocation:
         cols.append("i.id, i.status, i.actor, i.reservation, i.levels, i.declaration")
@@ -463,8 +465,8 @@ def _locked(
     rest = row[9:]
     grant_row = None
     if grant:
-        grant_row = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]))
-        rest = rest[4:]
+        grant_row = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]), rest[4])
+        rest = rest[5:]
     inv = None
     if invocation and rest[0] is not None:
         inv = InvocationRow(rest[0], rest[1], rest[2], load(rest[3]), load(rest[4]), load(rest[5]))
@@ -476,7 +478,7 @@ def _grant_sql(dialect: str) -> str:
     lock = " FOR UPDATE" if dialect == "postgresql" else ""
     p = partial(_param, dialect)
     return (
-        "SELECT id, principal_id, quota_config_json, quota_state_json FROM grants"
+        "SELECT id, principal_id, quota_config_json, quota_state_json, granted_seq FROM grants"
         f" WHERE dataset_id = {p('dataset')} AND principal_id = {p('principal')}{lock}"
     )
 
@@ -490,7 +492,7 @@ def lock_grant(conn: Connection, dataset_id: str, principal_id: str) -> GrantRow
     if row is None:
         return None
     load = _loader(conn)
-    return GrantRow(row[0], row[1], load(row[2]), load(row[3]))
+    return GrantRow(row[0], row[1], load(row[2]), load(row[3]), row[4])
 
 
 class OrganisationModes:

@@ -134,7 +134,10 @@ class Invocation(Base):
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     #: Which upper levels hold a charge or reservation of this invocation:
-    #: ``{"organisation": id | null, "quota": principal id | null}`` (null before 0002).
+    #: ``{"organisation": id | null, "quota": principal id | null, "quota_grant": seq}`` (null
+    #: before 0002). ``quota_grant`` is the ``granted_seq`` of the grant whose quota holds it
+    #: (since 0005; absent when no quota holds it, or unknown: reserved before grants were told
+    #: apart and not found in the ledger).
     levels: Mapped[dict[str, Any] | None] = mapped_column(Json)
 
 
@@ -186,7 +189,12 @@ class Principal(Base):
 
 class Grant(Base):
     """An analyst may spend on a dataset, optionally within a quota (a filter in the dataset's
-    mode: ``quota_config_json`` / ``quota_state_json``, both null without a quota)."""
+    mode: ``quota_config_json`` / ``quota_state_json``, both null without a quota).
+
+    ``granted_seq`` is the ``seq`` of the ``grant_changed`` ledger entry that made this grant
+    (revision 0005): it tells this grant apart from every earlier or later grant of the same
+    analyst on the dataset (a revoked grant's row is deleted, and SQLite may give the next one
+    the same ``id``), and an invocation records it as the grant whose quota holds it."""
 
     __tablename__ = "grants"
     __table_args__ = (UniqueConstraint("dataset_id", "principal_id"),)
@@ -198,6 +206,7 @@ class Grant(Base):
     quota_state_json: Mapped[dict[str, Any] | None] = mapped_column(Json)
     created_by: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    granted_seq: Mapped[int] = mapped_column(Integer)
 
 
 class ApiKey(Base):

@@ -6,6 +6,11 @@ the dataset's filter is. ``split`` datasets get ``basic`` quotas (the sub-budget
 invocation, a quota spans them; basic composition of each invocation's (ε, δ) is sound for
 any mix). Granting and revoking are ``grant_changed`` entries of the dataset's ledger, so a
 replay can follow every quota; revoking forgets the quota's state (a new grant starts afresh).
+
+A grant is named by the ``seq`` of the entry that made it (``granted_seq``): an invocation
+records the grant whose quota holds it, and a reservation made under a grant revoked since is
+finished at the dataset and the organisation only, its quota share dropped with the grant
+(:func:`odometer_core.accounting.levels.quota_holds`).
 """
 
 from __future__ import annotations
@@ -102,16 +107,7 @@ def create_grant(
             config_json = config_to_json(config)
             state_json = state_to_json(initial_state(config))
         at = utc_now()
-        grant = Grant(
-            dataset_id=ds.id,
-            principal_id=principal_id,
-            quota_config_json=config_json,
-            quota_state_json=state_json,
-            created_by=caller.id,
-            created_at=at,
-        )
-        uow.grants.add(grant)
-        append_entry(
+        entry = append_entry(
             uow,
             ds,
             kind=EntryKind.GRANT_CHANGED,
@@ -121,6 +117,16 @@ def create_grant(
             state=ds.state_json,
             quota={"id": principal_id, "config": config_json, "state": state_json},
         )
+        grant = Grant(
+            dataset_id=ds.id,
+            principal_id=principal_id,
+            quota_config_json=config_json,
+            quota_state_json=state_json,
+            created_by=caller.id,
+            created_at=at,
+            granted_seq=entry.seq,  # this grant, told apart from the analyst's earlier ones
+        )
+        uow.grants.add(grant)
         view = grant_view(grant)
         uow.commit()
     return view
