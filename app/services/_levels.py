@@ -31,14 +31,16 @@ from odometer_core.accounting import (
     state_to_json,
 )
 from odometer_core.accounting.amounts import Amount
-from odometer_core.accounting.levels import ORGANISATION, QUOTA, Filter, LevelOutcome
+from odometer_core.accounting.levels import DROPPED, ORGANISATION, QUOTA, Filter, LevelOutcome
 
 __all__ = [
     "ORGANISATION",
     "QUOTA",
+    "QUOTA_GRANT",
     "Level",
     "Uppers",
     "cap_filter",
+    "dropped_quota_record",
     "level_record",
     "new_organisation_row",
     "organisation_level",
@@ -48,6 +50,10 @@ __all__ = [
 
 #: The filter used for bookkeeping only (settle/cancel of reservations) when no cap is set.
 _UNCAPPED = (Decimal(10) ** 6, Decimal("0.999999999999"))
+
+#: The key of an invocation's ``levels`` naming the grant whose quota holds it (its
+#: ``granted_seq``; :class:`app.db.models.Invocation`).
+QUOTA_GRANT = "quota_grant"
 
 
 # ---------------------------------------------------------------------------- amounts
@@ -98,6 +104,11 @@ class Level:
     def filter(self) -> Filter:
         return self.config, self.state
 
+    @property
+    def granted_seq(self) -> int | None:
+        """The grant of a quota level (the ``seq`` of the entry that made it)."""
+        return None if self.grant is None else self.grant.granted_seq
+
     def store(self, state: FilterState) -> None:
         """Set the level's new state on its row (written with the transaction's other writes:
         :func:`app.db.admission.write`)."""
@@ -145,12 +156,16 @@ class Uppers:
     def filters(self) -> tuple[tuple[str, Filter], ...]:
         return tuple((lv.name, lv.filter) for lv in self.present())
 
-    def owners(self, *, holding: bool) -> dict[str, str | None]:
-        """The invocation row's ``levels``: who holds its charge (nobody unless ``holding``)."""
-        return {
+    def owners(self, *, holding: bool) -> dict[str, str | int | None]:
+        """The invocation row's ``levels``: who holds its charge (nobody unless ``holding``),
+        and the grant whose quota holds it."""
+        out: dict[str, str | int | None] = {
             ORGANISATION: self.organisation.owner if holding and self.organisation else None,
             QUOTA: self.quota.owner if holding and self.quota else None,
         }
+        if holding and self.quota is not None and self.quota.granted_seq is not None:
+            out[QUOTA_GRANT] = self.quota.granted_seq
+        return out
 
     def apply(
         self, outcomes: tuple[LevelOutcome, ...], *, applied: bool, budget: bool
@@ -186,4 +201,26 @@ def level_record(
     }
     if config:
         out["budget"] = {"epsilon": fmt(level.config.epsilon), "delta": fmt(level.config.delta)}
+    if level.granted_seq is not None:
+        out["grant"] = level.granted_seq
+    return out
+
+
+def dropped_quota_record(owner: str, granted_seq: int | None) -> dict[str, Any]:
+    """What a settle or cancel entry records of the quota that reserved when its grant is gone
+    (revoked, or replaced by a new grant): its share of the reservation is dropped, no quota
+    changes (:func:`odometer_core.accounting.levels.quota_holds`). ``granted_seq``: the grant
+    that reserved (``None``: unknown, reserved before grants were told apart)."""
+    out: dict[str, Any] = {
+        "id": owner,
+        "outcome": DROPPED,
+        "applied": False,
+        "charge": None,
+        "requested": None,
+        "refund": None,
+        "reservation": None,
+        "state": None,
+    }
+    if granted_seq is not None:
+        out["grant"] = granted_seq
     return out

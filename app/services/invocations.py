@@ -49,7 +49,9 @@ from app.services._common import fingerprint, new_id, utc_now
 from app.services._levels import (
     ORGANISATION,
     QUOTA,
+    QUOTA_GRANT,
     Uppers,
+    dropped_quota_record,
     organisation_level,
     quota_level,
     wire,
@@ -85,6 +87,7 @@ from odometer_core.accounting.levels import (
     decide_levels,
     finish_uppers,
     precompute_levels,
+    quota_holds,
 )
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger import output_digest as sha256_of_output
@@ -901,10 +904,10 @@ def _finish_reservation(
         inv = _reserved_invocation(principal, locked, invocation_id)
         cell = None if settling is None else _settled_cell(inv, settling)
         output_digest = None if settling is None else settling.digest
-        quota_grant, uppers = _holding_levels(uow, inv, locked)
+        quota_grant, uppers, dropped = _holding_levels(uow, inv, locked)
         writes = Writes()
         finished = _write_finish(
-            uow, writes, principal, locked.dataset, inv, uppers, cell, output_digest
+            uow, writes, principal, locked.dataset, inv, uppers, cell, output_digest, dropped
         )
         response = RecordedResponse(OK, render(_finished_body(finished)), finished.status)
         record_response(uow, writes, principal, idempotency_key, digest, dataset_id, response)
@@ -928,9 +931,15 @@ def _reserved_invocation(principal: Principal, locked: Locked, invocation_id: st
 
 def _holding_levels(
     uow: UnitOfWork, inv: InvocationRow, locked: Locked
-) -> tuple[GrantRow | None, Uppers]:
-    """The upper levels that reserved ``inv`` get the same settle / cancel (a grant revoked
-    since holds no quota any more), and the grant locked for it when it is not the caller's."""
+) -> tuple[GrantRow | None, Uppers, dict[str, Any] | None]:
+    """The upper levels that reserved ``inv`` get the same settle / cancel, and the grant
+    locked for it when it is not the caller's.
+
+    The quota holds the reservation only while the grant that reserved is in force
+    (:func:`~odometer_core.accounting.levels.quota_holds`): a grant revoked since, or replaced
+    by a new grant of the analyst, took its quota with it, and the reservation's quota share
+    is dropped (the third value: what the entry records of it); the quota in force now, which
+    reserved nothing, is not touched."""
     held = inv.levels or {}
     quota_owner = held.get(QUOTA)
     grant, other = locked.grant, None
@@ -938,13 +947,21 @@ def _holding_levels(
         # Settled by someone else (the admin): the quota is the invocation's analyst's.
         # Still the last lock taken, so the fixed order holds.
         grant = other = lock_grant(uow.connection(), locked.dataset.id, quota_owner)
+    quota, dropped = None, None
+    if quota_owner is not None:
+        reserved_under = held.get(QUOTA_GRANT)
+        in_force = quota_level(grant)
+        if in_force is not None and quota_holds(reserved_under, in_force.granted_seq):
+            quota = in_force
+        else:
+            dropped = dropped_quota_record(quota_owner, reserved_under)
     relation = locked.dataset.relation
-    return other, Uppers(
+    organisation = (
         organisation_level(locked.org, relation, admitting=False)
         if held.get(ORGANISATION)
-        else None,
-        quota_level(grant) if held.get(QUOTA) else None,
+        else None
     )
+    return other, Uppers(organisation, quota), dropped
 
 
 def _write_finish(
@@ -956,8 +973,10 @@ def _write_finish(
     uppers: Uppers,
     cell: str | None,
     output_digest: str | None = None,
+    dropped: dict[str, Any] | None = None,
 ) -> Finished:
-    """Settle / cancel at the dataset and the levels above; stage the entry and the row."""
+    """Settle / cancel at the dataset and the levels above; stage the entry and the row
+    (``dropped``: the quota share that no quota holds any more, recorded as it is)."""
     assert inv.reservation is not None
     config, state = load_filter(ds)
     reservation = Reservation.from_json(inv.reservation)
@@ -983,7 +1002,7 @@ def _write_finish(
         reservation=inv.reservation,
         state=state_to_json(decision.state),
         org=records.get(ORGANISATION),
-        quota=records.get(QUOTA),
+        quota=records.get(QUOTA, dropped),
     )
     inv.status, inv.cell, inv.updated_at = status, cell, at
     inv.charge, inv.refund = wire(decision.charge), wire(decision.refund)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -181,3 +182,74 @@ def test_0004_renames_the_final_conversion_share_both_ways(fresh_backend: Backen
         assert settle.json()["refund"] == {"epsilon": "0.2", "delta": "0"}
         entries = client.get(f"/v1/datasets/{sds}/ledger", headers=AUTH).json()["entries"]
         assert replay(entries).ok
+
+
+def test_0005_tells_grants_apart_in_existing_data(fresh_backend: Backend) -> None:
+    """Below 0005 grants have no ``granted_seq`` and invocations no ``levels.quota_grant``:
+    the upgrade finds both in the ledger (the entry that made the grant; the grant in force
+    when the reservation was made). A reservation made under a grant revoked and granted again
+    before the upgrade (the red team's stuck reservation) then settles, its quota share
+    dropped; one made under the grant in force settles at its quota; the ledger replays."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+    from odometer_core.ledger.replay import replay
+    from tests.support import ADMIN_KEY, AUTH, grant, new_organisation, new_principal
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("sqlalchemy.url", fresh_backend.url)
+    cfg.attributes["configure_logging"] = False
+    settings = Settings(database_url=fresh_backend.url, admin_key=ADMIN_KEY)
+    odp = {
+        "type": "odp",
+        "cells": [{"name": "low", "epsilon": "0.01"}, {"name": "high", "epsilon": "0.5"}],
+    }
+    quota = {"epsilon": "0.5", "delta": "0"}
+    with TestClient(create_app(settings)) as client:
+        org = new_organisation(client)
+        body = {"name": "m", "budget": {"epsilon": 2, "delta": "1e-5"}, "organisation_id": org}
+        ds = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
+        analyst, headers = new_principal(client, org, "analyst")
+        url = f"/v1/datasets/{ds}/invocations"
+        grant(client, ds, analyst, quota)
+        old = client.post(url, json={"mechanism": odp}, headers=headers).json()["id"]
+        assert client.delete(f"/v1/datasets/{ds}/grants/{analyst}", headers=AUTH).is_success
+        grant(client, ds, analyst, quota)
+        new = client.post(url, json={"mechanism": odp}, headers=headers).json()["id"]
+
+    def stored() -> tuple[int, dict[str, dict[str, Any]]]:
+        with engine.connect() as conn:
+            seq = conn.execute(text("SELECT granted_seq FROM grants")).scalar_one()
+            rows = conn.execute(text("SELECT id, levels FROM invocations")).all()
+        return seq, {i: v if isinstance(v, dict) else json.loads(v) for i, v in rows}
+
+    engine = make_engine(fresh_backend.url, null_pool=True)
+    try:
+        before = stored()
+        assert before[0] == 5  # created, granted, reserved, revoked: the new grant is entry 5
+        assert before[1][old]["quota_grant"] == 2 and before[1][new]["quota_grant"] == 5
+        command.downgrade(cfg, "0004")
+        with engine.connect() as conn:
+            assert "granted_seq" not in {c["name"] for c in inspect(conn).get_columns("grants")}
+            levels = conn.execute(text("SELECT levels FROM invocations")).scalars().all()
+        assert all(
+            "quota_grant" not in (v if isinstance(v, dict) else json.loads(v)) for v in levels
+        )
+        command.upgrade(cfg, "head")
+        assert stored() == before
+    finally:
+        engine.dispose()
+    with TestClient(create_app(settings)) as client:
+        r = client.post(f"{url}/{old}/settle", json={"cell": "low"}, headers=headers)
+        assert r.status_code == 200, r.text
+        assert "quota" not in (r.json().get("levels") or {})
+        r = client.post(f"{url}/{new}/settle", json={"cell": "low"}, headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["levels"]["quota"]["refund"]["epsilon"] == "0.49"
+        status = client.get(f"/v1/datasets/{ds}", headers=AUTH).json()["status"]
+        assert status["reserved"]["epsilon"] == "0" and status["spent"]["epsilon"] == "0.02"
+        entries = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()["entries"]
+        assert [e["quota"]["outcome"] for e in entries[-2:]] == ["dropped", "accepted"]
+        verdict = replay(entries)
+        assert verdict.ok, verdict.problems

@@ -11,7 +11,9 @@ Each level is an ordinary filter of this core. The rule that combines them:
 
 Settling or cancelling a reservation is applied to every upper level that holds it
 (:func:`finish_uppers`); the dataset's own settle / cancel is :func:`~.filters.settle` /
-:func:`~.filters.cancel`.
+:func:`~.filters.cancel`. A quota holds a reservation only as long as the grant that reserved it
+is in force: a quota is identified by its grant, and a grant revoked (or replaced by a new one)
+takes its quota's share of every open reservation with it (:func:`quota_holds`, :data:`DROPPED`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ QUOTA: Final = "quota"
 
 #: A level's filter: its configuration and the state it holds now.
 Filter = tuple[AccountingConfig, FilterState]
+
+#: The outcome recorded for a quota's share of a reservation finished after the grant that
+#: reserved it was revoked or replaced: the share is dropped with that grant's quota, and the
+#: quota now in force (if any) is not touched.
+DROPPED: Final = "dropped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +157,22 @@ def finish_uppers(
         d = cancel(config, state, own) if cell is None else settle(config, state, own, cell)
         out.append(LevelOutcome(name, d, d.state))
     return tuple(out)
+
+
+def quota_holds(reserved_under: int | None, in_force: int | None) -> bool:
+    """Whether the quota in force finishes (settles, cancels) a reservation's quota share.
+
+    ``reserved_under`` is the grant whose quota reserved, ``in_force`` the grant whose quota is
+    in force now (``None``: none), each named by the ``seq`` of the ``grant_changed`` ledger
+    entry that made it, which no other grant of the dataset shares. Only the quota that
+    reserved holds the share; once its grant is gone the share is dropped (:data:`DROPPED`):
+    a quota is one more filter over a subset of the dataset's invocations, and forgetting it
+    forgets nothing the dataset's and the organisation's filters do not still finish. A
+    ``reserved_under`` of ``None`` (unknown: reserved before grants were told apart) keeps the
+    earlier rule, the quota in force holds it."""
+    if in_force is None:
+        return False
+    return reserved_under is None or reserved_under == in_force
 
 
 def precompute_levels(

@@ -13,7 +13,14 @@ entry:
 - ``grant_changed`` → an analyst's quota filter starts (``initial_state``) or ends
 
 Quota levels are replayed per analyst as well: every entry's ``quota`` part is recomputed
-with the quota filter opened by the latest ``grant_changed`` for that analyst. A rejection by
+with the quota filter opened by the latest ``grant_changed`` for that analyst. A quota is named
+by its grant, the ``seq`` of that ``grant_changed`` entry (an entry's ``quota.grant``, when
+recorded, must name it), and a reservation belongs to the quota that reserved it: from
+accounting 1.4.0 on, its settle or cancel finishes it at that quota while its grant is in
+force, and records the share as ``dropped`` once the grant is revoked or replaced; a settle that
+refunds a quota which did not reserve, or that drops the share of a quota still in force, is a
+mismatch (:func:`odometer_core.accounting.levels.quota_holds`; earlier entries replay as they
+were written: at the analyst's quota in force, when they have a quota part). A rejection by
 an upper level (organisation or quota) must leave the dataset state unchanged and charge
 nothing here. The organisation level spans datasets, so one dataset's ledger cannot replay it;
 its charges are recorded (``org``) and their sum over the organisation's datasets is the
@@ -35,6 +42,7 @@ from typing import Any, Final
 from odometer_core.accounting import (
     ACCOUNTING_VERSION,
     AccountingConfig,
+    Decision,
     Declaration,
     FilterState,
     Reservation,
@@ -50,12 +58,26 @@ from odometer_core.accounting import (
     state_to_json,
 )
 from odometer_core.accounting.amounts import amount_json
+from odometer_core.accounting.levels import DROPPED, quota_holds
 from odometer_core.ledger.chain import GENESIS_HASH, ChainProblem, ChainWalker
 from odometer_core.ledger.entry import EntryKind
 
 #: The form of a settle entry's ``output_digest``, the SHA-256 of the released output
 #: (:func:`~odometer_core.ledger.chain.output_digest`; the ledger keeps no more of the output).
 _HEX_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
+
+#: The accounting versions whose settles and cancels finished a reservation at the analyst's
+#: quota in force, whichever grant had reserved (they replay so).
+_BEFORE_GRANT_INSTANCES: Final = (
+    legacy.VERSION_1_0,
+    legacy.VERSION_1_1,
+    legacy.VERSION_1_2,
+    legacy.VERSION_1_3,
+)
+
+#: An analyst's quota as replayed: its filter and the grant that opened it (the ``seq`` of its
+#: ``grant_changed`` entry).
+Quota = tuple[AccountingConfig, FilterState, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +172,9 @@ class Replayer:
         self.config: AccountingConfig | None = None
         self.state: FilterState | None = None
         self.reservations: dict[str, Reservation] = {}
-        self.quotas: dict[str, tuple[AccountingConfig, FilterState]] = {}
+        self.quotas: dict[str, Quota] = {}
+        #: open reservations held at a quota: invocation id → (analyst, grant that reserved)
+        self.quota_holds: dict[str, tuple[str, int]] = {}
         self.entries = 0
         self.head_hash = GENESIS_HASH
         self.stopped = False
@@ -169,7 +193,7 @@ class Replayer:
             self.config, self.state = _step(
                 entry, position, self.config, self.state, self.reservations, self.declarations
             )
-            _quota_step(entry, self.quotas, self.declarations)
+            _quota_step(entry, self.quotas, self.quota_holds, self.declarations)
         except _Mismatch as exc:
             self.replay_problems.append(f"entry {position} ({entry.get('kind')}): {exc}")
             self.stopped = True
@@ -200,6 +224,7 @@ class Replayer:
         twin.config, twin.state = self.config, self.state
         twin.reservations = dict(self.reservations)
         twin.quotas = dict(self.quotas)
+        twin.quota_holds = dict(self.quota_holds)
         twin.entries, twin.head_hash, twin.stopped = self.entries, self.head_hash, self.stopped
         return twin
 
@@ -322,15 +347,21 @@ def _check_output_digest(request: Mapping[str, Any]) -> None:
 
 def _quota_step(
     entry: Mapping[str, Any],
-    quotas: dict[str, tuple[AccountingConfig, FilterState]],
+    quotas: dict[str, Quota],
+    holds: dict[str, tuple[str, int]],
     declarations: _Declarations,
 ) -> None:
     """Replay the analyst-quota part of one entry (see the module docstring)."""
     part: Mapping[str, Any] | None = entry.get("quota")
+    kind = entry.get("kind")
+    finishing = kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED)
+    held = holds.pop(str(entry.get("invocation_id")), None) if finishing else None
+    if finishing and entry.get("accounting_version") not in _BEFORE_GRANT_INSTANCES:
+        _finish_quota(entry, part, held, quotas)
+        return
     if part is None:
         return
     owner = str(part["id"])
-    kind = entry.get("kind")
     if kind == EntryKind.GRANT_CHANGED:
         if part.get("config") is None:
             quotas.pop(owner, None)
@@ -339,11 +370,13 @@ def _quota_step(
         _expect("quota config", config_to_json(config), part["config"])
         state = initial_state(config)
         _expect("quota state", state_to_json(state), part["state"])
-        quotas[owner] = (config, state)
+        quotas[owner] = (config, state, int(entry["seq"]))
         return
     if owner not in quotas:
         raise _Mismatch(f"quota of '{owner}' charged without a grant")
-    config, state = quotas[owner]
+    config, state, grant = quotas[owner]
+    if "grant" in part:
+        _expect("quota grant", grant, part["grant"])
     if kind in (
         EntryKind.INVOCATION_ACCEPTED,
         EntryKind.INVOCATION_RESERVED,
@@ -359,18 +392,75 @@ def _quota_step(
         )
         _expect("quota outcome", decision.outcome, part["outcome"])
         _expect("quota requested", amount_json(decision.requested), part["requested"])
-    elif kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED):
-        reservation = Reservation.from_json(entry["reservation"])
-        reservation = Reservation(reservation.partition, None)
-        if kind == EntryKind.INVOCATION_SETTLED:
-            request = entry.get("request") or {}
-            decision = settle(config, state, reservation, request["cell"])
-        else:
-            decision = cancel(config, state, reservation)
+        if part["applied"] and decision.reservation is not None:
+            holds[str(entry["invocation_id"])] = (owner, grant)
+    elif finishing:
+        decision = _finish(config, state, entry)
     else:
         raise _Mismatch(f"a quota part on a {kind!r} entry")
     if part["applied"]:
         _expect("quota charge", amount_json(decision.charge), part["charge"])
         state = decision.state
     _expect("quota state", state_to_json(state), part["state"])
-    quotas[owner] = (config, state)
+    quotas[owner] = (config, state, grant)
+
+
+def _finish(config: AccountingConfig, state: FilterState, entry: Mapping[str, Any]) -> Decision:
+    """A quota's settle or cancel of the entry's reservation (a leaf: no sub-budget)."""
+    reservation = Reservation.from_json(entry["reservation"])
+    reservation = Reservation(reservation.partition, None)
+    if entry.get("kind") == EntryKind.INVOCATION_SETTLED:
+        request: Mapping[str, Any] = entry.get("request") or {}
+        return settle(config, state, reservation, request["cell"])
+    return cancel(config, state, reservation)
+
+
+def _finish_quota(
+    entry: Mapping[str, Any],
+    part: Mapping[str, Any] | None,
+    held: tuple[str, int] | None,
+    quotas: dict[str, Quota],
+) -> None:
+    """A settle or cancel (accounting 1.4.0 on): the quota that reserved (``held``) finishes
+    its share while its grant is in force; once the grant is gone the entry records the share
+    as dropped, and no quota moves. A quota that did not reserve is never touched."""
+    if held is None:
+        if part is not None:
+            raise _Mismatch(
+                f"the quota of '{part.get('id')}' did not reserve this invocation (no quota "
+                "did), yet the entry finishes it there"
+            )
+        return
+    owner, reserved_under = held
+    if part is None:
+        raise _Mismatch(
+            f"the quota of '{owner}' (grant {reserved_under}) reserved this invocation; the "
+            "entry does not say how its share ended"
+        )
+    _expect("quota id", owner, part["id"])
+    if "grant" in part:
+        _expect("quota grant", reserved_under, part["grant"])
+    live = quotas.get(owner)
+    in_force = None if live is None else live[2]
+    dropped = part.get("outcome") == DROPPED
+    if not quota_holds(reserved_under, in_force):
+        if not dropped or part.get("applied"):
+            now = "no grant is" if in_force is None else f"grant {in_force} is"
+            raise _Mismatch(
+                f"the entry finishes the share at the quota of '{owner}', which did not reserve "
+                f"this invocation (grant {reserved_under} did, and {now} in force now)"
+            )
+        return
+    assert live is not None
+    if dropped:
+        raise _Mismatch(
+            f"the quota share is dropped, but grant {reserved_under} of '{owner}', which "
+            "reserved, is still in force"
+        )
+    config, state, grant = live
+    decision = _finish(config, state, entry)
+    _expect("quota applied", True, part["applied"])
+    _expect("quota charge", amount_json(decision.charge), part["charge"])
+    _expect("quota refund", amount_json(decision.refund), part["refund"])
+    _expect("quota state", state_to_json(decision.state), part["state"])
+    quotas[owner] = (config, decision.state, grant)
