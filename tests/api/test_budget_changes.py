@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from app.db.uow import Database
 from app.db.models import Dataset
+from app.db.uow import Database
 from odometer_core.accounting import config_to_json
 from odometer_core.accounting.modes import zcdp
 from odometer_core.ledger import replay

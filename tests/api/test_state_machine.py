@@ -11,9 +11,12 @@ replays idempotent requests. A reference model keeps every budget in ``fractions
   (409) below E + R or D.
 * ``zcdp`` (§3.2): ρ_i = ξ + ρ for zCDP declarations and Δ²/(2σ²) for Gaussians (chosen so
   that the value is an exact decimal); admit iff Σρ + ρ_i ≤ ρ_B and Σδ + δ_i ≤ δ_A with
-  δ_A = δ_B − δ_c. ρ_B comes from a transcendental conversion, so the model takes it from the
-  dataset at creation; everything after that is exact. Budget changes keep ε_B and δ_c (so ρ_B
-  is unchanged) and move δ_A.
+  δ_A = δ_B − δ_c, and an approximate one only while δ_B is at least the filter's creation δ_B.
+  ρ_B comes from a transcendental conversion, so the model takes it from the dataset at
+  creation; everything after that is exact. Budget changes keep ε_B and δ_c (so ρ_B is
+  unchanged); before the first charge they make the filter anew (δ_A moves with δ_B), after it
+  δ_A stays, δ_B may not go below δ_c, nor below the creation δ_B once approximate δ was spent
+  (docs/accounting.md, *Budget changes*).
 
 Declarations are restricted to those whose charge is exactly predictable. After every step the
 invariants compare the API's spent/reserved/remaining with the model exactly, check that no
@@ -97,6 +100,10 @@ class Model:
     # zcdp
     rho_budget: Fraction = Fraction(0)
     final_conversion_delta: Fraction = Fraction(0)
+    #: δ_A and the δ_B the filter was made with (made anew by a change before the first
+    #: charge; fixed from then on: docs/accounting.md, *Budget changes*)
+    delta_approx: Fraction = Fraction(0)
+    creation_delta: Fraction = Fraction(0)
     rho: Fraction = Fraction(0)
     zdelta: Fraction = Fraction(0)
     #: reserved invocation id → (cells, δ)
@@ -109,8 +116,12 @@ class Model:
                 self.spent_epsilon + self.reserved_epsilon + c <= self.epsilon
                 and self.spent_delta + d <= self.delta
             )
-        return self.rho + c <= self.rho_budget and self.zdelta + d <= self.delta - (
-            self.final_conversion_delta
+        # approximate declarations need the creation budget in force (the creation filter)
+        approximate_ok = self.zdelta + d == 0 or self.delta >= self.creation_delta
+        return (
+            self.rho + c <= self.rho_budget
+            and self.zdelta + d <= self.delta_approx
+            and approximate_ok
         )
 
 
@@ -203,6 +214,8 @@ class ApiMachine(RuleBasedStateMachine):
         if mode == "zcdp":
             m.rho_budget = frac(out["status"]["rho_budget"])
             m.final_conversion_delta = frac("0.0004")
+            m.delta_approx = m.delta - m.final_conversion_delta
+            m.creation_delta = m.delta
             assert m.rho_budget > 0
         self.models[m.id] = m
         self.touched.add(m.id)
@@ -309,13 +322,19 @@ class ApiMachine(RuleBasedStateMachine):
         m = self.models[dataset]
         self.touched.add(dataset)
         url = f"/v1/datasets/{dataset}/budget"
-        if m.mode == "zcdp":  # keep ε_B and δ_c: ρ_B stays, δ_A moves
+        fresh = m.rho == 0 and m.zdelta == 0
+        if m.mode == "zcdp":  # keep ε_B and δ_c: ρ_B stays
             body = {
                 "epsilon": str(Decimal(m.epsilon.numerator) / m.epsilon.denominator),
                 "delta": delta,
                 "final_conversion_delta": "0.0004",
             }
-            ok = m.zdelta <= frac(delta) - m.final_conversion_delta
+            # before the first charge the filter is made anew (δ_A moves with δ); after it δ_A
+            # stays, δ holds the readings' δ_c, and once approximate δ was spent the creation δ
+            ok = fresh or (
+                frac(delta) >= m.final_conversion_delta
+                and (m.zdelta == 0 or frac(delta) >= m.creation_delta)
+            )
         else:
             body = {"epsilon": epsilon, "delta": delta}
             ok = m.spent_epsilon + m.reserved_epsilon <= frac(epsilon) and m.spent_delta <= frac(
@@ -329,6 +348,9 @@ class ApiMachine(RuleBasedStateMachine):
                 m.epsilon = frac(epsilon)
             else:
                 assert frac(r.json()["status"]["rho_budget"]) == m.rho_budget
+                if fresh:
+                    m.delta_approx = m.delta - m.final_conversion_delta
+                    m.creation_delta = m.delta
         else:
             assert r.json()["error"] == "BudgetBelowSpent"
 
@@ -376,11 +398,11 @@ class ApiMachine(RuleBasedStateMachine):
                     "spent rho": (s["spent"]["rho"], m.rho),
                     "spent delta": (s["spent"]["delta"], m.zdelta),
                     "remaining rho": (s["remaining"]["rho"], m.rho_budget - m.rho),
-                    "delta_approx": (s["delta_approx"], m.delta - m.final_conversion_delta),
+                    "delta_approx": (s["delta_approx"], m.delta_approx),
                     "rho budget": (s["rho_budget"], m.rho_budget),
                 }
                 assert m.rho <= m.rho_budget
-                assert m.zdelta <= m.delta - m.final_conversion_delta
+                assert m.zdelta <= m.delta_approx
             for what, (api, model) in pairs.items():
                 assert frac(api) == model, f"{m.id} {what}: api {api} != model {model}"
 

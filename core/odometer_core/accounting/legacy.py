@@ -44,9 +44,10 @@ their creation anchor, and reservations record the grant that reserved them. A 1
 configuration has no anchor and keeps the rules it was created with, so a 1.3.0 ledger replays
 identically under 1.4.0."""
 
-#: The versions whose budget changes re-derived a filter's thresholds from the new target
-#: (replayed with that rule: ``change_budget(..., anchored=False)``).
-UNANCHORED: Final = (VERSION_1_0, VERSION_1_1, VERSION_1_2, VERSION_1_3)
+#: The versions before 1.4.0, replayed with the rules of their time: budget changes derived a
+#: filter's thresholds again from the new target (``change_budget(..., anchored=False)``), and
+#: settles and cancels finished a reservation at the analyst's quota in force.
+BEFORE_1_4: Final = (VERSION_1_0, VERSION_1_1, VERSION_1_2, VERSION_1_3)
 
 _RENAMED_1_0: Final = {
     "delta_conversion": "final_conversion_delta",

@@ -66,14 +66,6 @@ from odometer_core.ledger.entry import EntryKind
 #: (:func:`~odometer_core.ledger.chain.output_digest`; the ledger keeps no more of the output).
 _HEX_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 
-#: The accounting versions whose settles and cancels finished a reservation at the analyst's
-#: quota in force, whichever grant had reserved (they replay so).
-_BEFORE_GRANT_INSTANCES: Final = (
-    legacy.VERSION_1_0,
-    legacy.VERSION_1_1,
-    legacy.VERSION_1_2,
-    legacy.VERSION_1_3,
-)
 
 #: An analyst's quota as replayed: its filter and the grant that opened it (the ``seq`` of its
 #: ``grant_changed`` entry).
@@ -282,6 +274,7 @@ def _step(
             sub_budget=request.get("sub_budget"),
             final_conversion_delta=request.get("final_conversion_delta"),
             workload=request.get("workload"),
+            anchored=entry.get("accounting_version") not in legacy.BEFORE_1_4,
         )
         _expect("config", config_to_json(config), entry["config"])
     elif kind == EntryKind.GRANT_CHANGED:
@@ -356,7 +349,7 @@ def _quota_step(
     kind = entry.get("kind")
     finishing = kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED)
     held = holds.pop(str(entry.get("invocation_id")), None) if finishing else None
-    if finishing and entry.get("accounting_version") not in _BEFORE_GRANT_INSTANCES:
+    if finishing and entry.get("accounting_version") not in legacy.BEFORE_1_4:
         _finish_quota(entry, part, held, quotas)
         return
     if part is None:
