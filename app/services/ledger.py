@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.db.repositories import LedgerFilter
@@ -85,4 +85,4 @@ def verify_ledger(uow: UnitOfWork, principal: Principal, dataset_id: str) -> Rep
         problems.append("the dataset's head hash differs from the last entry's hash")
     if verdict.state != state:
         problems.append("the dataset's stored state differs from the replayed state")
-    return ReplayVerdict(not problems, verdict.entries, verdict.head_hash, verdict.state, problems)
+    return replace(verdict, ok=not problems, problems=problems)

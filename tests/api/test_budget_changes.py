@@ -73,6 +73,8 @@ def test_the_lowest_lowering_keeps_the_reading(client: TestClient, mode: str) ->
     assert Decimal(status(client, ds)["odometer"]["epsilon"]) > 1
     verdict = replay(ledger(client, ds))
     assert verdict.ok, verdict.problems
+    # the offline verifier reads the same certified reading as the service shows
+    assert verdict.odometer == status(client, ds)["odometer"]
 
 
 def test_delta_and_the_conversion_share_after_the_first_charge(client: TestClient) -> None:
@@ -107,6 +109,8 @@ def test_a_filter_stored_before_1_4_keeps_its_rule(client: TestClient, database:
     assert _invoke(client, charged, GAUSSIAN) == 201
     reading = status(client, charged)["odometer"]
     assert reading["delta"] == "0.000002" and reading["source"] == "ladder"
+    # (the verifier, fed the ledger, reads the configuration the ledger holds: the anchored one
+    # this test replaced in the row, so only the service's view is checked here)
     refused = _patch(client, charged, epsilon="2", delta="1e-6")
     assert refused.status_code == 409 and refused.json()["error"] == "BudgetFixed"
     assert "before accounting 1.4.0" in refused.json()["detail"]

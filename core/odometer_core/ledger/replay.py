@@ -56,6 +56,7 @@ from odometer_core.accounting import (
     parse_declaration,
     settle,
     state_to_json,
+    status,
 )
 from odometer_core.accounting.amounts import amount_json
 from odometer_core.accounting.levels import DROPPED, quota_holds
@@ -81,6 +82,9 @@ class ReplayVerdict:
     head_hash: str
     state: dict[str, Any] | None
     problems: list[str] = field(default_factory=list)
+    #: the certified reading of the replayed configuration and state, as the service's
+    #: ``status.odometer`` shows it (``None`` for a ledger without a dataset)
+    odometer: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +92,7 @@ class ReplayVerdict:
             "entries": self.entries,
             "head_hash": self.head_hash,
             "state": self.state,
+            "odometer": self.odometer,
             "problems": self.problems,
         }
 
@@ -228,6 +233,11 @@ class Replayer:
             head_hash=self.head_hash,
             state=state_to_json(self.state) if self.state is not None else None,
             problems=problems,
+            odometer=(
+                status(self.config, self.state)["odometer"]
+                if self.config is not None and self.state is not None
+                else None
+            ),
         )
 
 
