@@ -46,7 +46,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, Literal
 
-from odometer_core.accounting.exact import INFINITY, ZERO, add_up, cost_from_float, fmt
+from odometer_core.accounting.exact import (
+    INFINITY,
+    ZERO,
+    add_up,
+    budget_from_float,
+    cost_from_float,
+    fmt,
+)
 
 #: Spacing of the ladder's levels (each level is 2^(1/4) ≈ 1.19 times the next lower one): a
 #: finer ladder rounds the running total up by less but reaches a given total at a deeper level,
@@ -301,6 +308,16 @@ class AnchoredLadder:
         return None
 
 
+def cap_amount(ladder: AnchoredLadder, epsilon: Decimal, top: Decimal) -> Decimal:
+    """:meth:`AnchoredLadder.cap` as an exact budget amount of a scalar unit: the filter's own
+    threshold ``top`` (exact, as created) at level 1, another level's value rounded down, 0
+    when no level reads at most ``epsilon``."""
+    found = ladder.cap(epsilon)
+    if found is None:
+        return ZERO
+    return top if found[0] == 1 else budget_from_float(found[1])
+
+
 _PREFIX: dict[AnchoredLadder, list[tuple[Decimal, int]]] = {}
 
 
@@ -369,6 +386,7 @@ __all__ = [
     "Reading",
     "anchored_share",
     "anchored_value",
+    "cap_amount",
     "capped",
     "ladder_epsilon",
     "level_of",

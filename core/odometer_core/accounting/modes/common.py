@@ -121,6 +121,19 @@ def anchored_delta_problem(
     return None
 
 
+#: Why a curve-mode filter stored before accounting 1.4.0 refuses a budget change once charged.
+LEGACY_FIXED: Final = (
+    "this budget was created before accounting 1.4.0: its thresholds would be derived again "
+    "from a budget chosen after outputs were seen, which no filter theorem covers; it can no "
+    "longer change once something was charged"
+)
+#: Why an anchored filter refuses a new conversion δ once charged.
+CONVERSION_FIXED: Final = (
+    "final_conversion_delta is fixed once something was charged: the δ shares of the certified "
+    "readings were taken from it at creation"
+)
+
+
 def within_creation_filter(config_epsilon: Decimal, config_delta: Decimal, anchor: Anchor) -> bool:
     """Whether the budget in force still covers the creation target, under which approximate
     declarations (δ_i > 0) are admitted: the ladder, which a cap or a raise relies on, does
@@ -260,7 +273,9 @@ def float_text(x: float) -> str:
 
 
 __all__ = [
+    "CONVERSION_FIXED",
     "INFINITY",
+    "LEGACY_FIXED",
     "TRANSITION_CODES",
     "Anchor",
     "ConfigError",

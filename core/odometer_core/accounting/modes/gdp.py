@@ -31,8 +31,8 @@ from odometer_core.accounting.exact import (
     to_float_down,
     to_float_up,
 )
-from odometer_core.accounting.modes import zcdp
 from odometer_core.accounting.modes.common import (
+    LEGACY_FIXED,
     Anchor,
     Decision,
     InvalidTransition,
@@ -183,13 +183,10 @@ def change_budget(
     fresh = state == GDPState()
     if config.anchor is None or fresh:
         if config.anchor is None and anchored and not fresh:
-            raise InvalidTransition("BudgetFixed", zcdp.LEGACY_FIXED)
+            raise InvalidTransition("BudgetFixed", LEGACY_FIXED)
         return make(eps, dlt, config.relation, anchored or config.anchor is not None)
     assert config.mu_squared_top is not None
-    cap = ladder(config).cap(eps)
-    m2 = (
-        ZERO if cap is None else config.mu_squared_top if cap[0] == 1 else budget_from_float(cap[1])
-    )
+    m2 = odo.cap_amount(ladder(config), eps, config.mu_squared_top)
     return replace(config, epsilon=eps, delta=dlt, mu_squared_budget=m2)
 
 

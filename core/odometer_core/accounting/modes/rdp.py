@@ -64,8 +64,9 @@ from odometer_core.accounting.exact import (
     to_float_up,
 )
 from odometer_core.accounting.memo import memoised
-from odometer_core.accounting.modes import zcdp
 from odometer_core.accounting.modes.common import (
+    CONVERSION_FIXED,
+    LEGACY_FIXED,
     Anchor,
     ConfigError,
     Decision,
@@ -763,7 +764,7 @@ def change_budget(
     if config.anchor is not None and not fresh:
         return _capped_change(config, eps, dlt, final_conversion_delta)
     if config.anchor is None and anchored and not fresh:
-        raise InvalidTransition("BudgetFixed", zcdp.LEGACY_FIXED)
+        raise InvalidTransition("BudgetFixed", LEGACY_FIXED)
     anchored = anchored or config.anchor is not None
     if final_conversion_delta is not None:
         dc = amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
@@ -788,7 +789,7 @@ def _capped_change(
         and amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
         != config.final_conversion_delta
     ):
-        raise ConfigError(zcdp.CONVERSION_FIXED)
+        raise ConfigError(CONVERSION_FIXED)
     assert config.thresholds_top is not None
     caps: list[float] = []
     for i, top in enumerate(config.thresholds_top):

@@ -49,6 +49,8 @@ from odometer_core.accounting.exact import (
     to_float_up,
 )
 from odometer_core.accounting.modes.common import (
+    CONVERSION_FIXED,
+    LEGACY_FIXED,
     Anchor,
     ConfigError,
     Decision,
@@ -300,21 +302,8 @@ def change_budget(
     ):
         raise ConfigError(CONVERSION_FIXED)
     assert config.rho_top is not None
-    cap = ladder(config).cap(eps)
-    rho_cap = ZERO if cap is None else config.rho_top if cap[0] == 1 else budget_from_float(cap[1])
+    rho_cap = odo.cap_amount(ladder(config), eps, config.rho_top)
     return replace(config, epsilon=eps, delta=dlt, rho_budget=rho_cap)
-
-
-#: Why a pre-1.4.0 curve-mode filter with charges refuses a budget change.
-LEGACY_FIXED = (
-    "this budget was created before accounting 1.4.0: its thresholds would be derived again "
-    "from a budget chosen after outputs were seen, which no filter theorem covers; it can no "
-    "longer change once something was charged"
-)
-CONVERSION_FIXED = (
-    "final_conversion_delta is fixed once something was charged: the δ shares of the certified "
-    "readings were taken from it at creation"
-)
 
 
 def _conversion_delta(config: ZCDPConfig, dlt: Decimal, given: object) -> Decimal:
