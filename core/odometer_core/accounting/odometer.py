@@ -301,10 +301,9 @@ class AnchoredLadder:
                     break  # the levels above read more the higher they are
                 best = -j
             return best, anchored_value(self.top, best)
-        for k in range(2, DEPTH + 1):
-            eps, level = _prefix_min(self, k)
-            if eps <= epsilon:
-                return level, anchored_value(self.top, level)
+        for k in range(2, DEPTH + 1):  # the first level reading that little is the highest
+            if _level_epsilon(self, k) <= epsilon:
+                return k, anchored_value(self.top, k)
         return None
 
 
@@ -318,22 +317,21 @@ def cap_amount(ladder: AnchoredLadder, epsilon: Decimal, top: Decimal) -> Decima
     return top if found[0] == 1 else budget_from_float(found[1])
 
 
-_PREFIX: dict[AnchoredLadder, list[tuple[Decimal, int]]] = {}
+@functools.lru_cache(maxsize=1 << 16)
+def _level_epsilon(ladder: AnchoredLadder, k: int) -> Decimal:
+    """ε_k of a ladder, computed once per ladder, level and process (a status call reads up
+    to :data:`DEPTH` levels of each ladder)."""
+    return ladder.epsilon_at(k)
 
 
 def _prefix_min(ladder: AnchoredLadder, depth: int) -> tuple[Decimal, int]:
-    """min over k = 1 … ``depth`` of ε_k, with its level (the shallowest on ties); the levels'
-    readings are computed once per ladder and process, as far down as they are asked for."""
-    table = _PREFIX.get(ladder)
-    if table is None:
-        if len(_PREFIX) >= 4096:
-            _PREFIX.clear()
-        table = _PREFIX[ladder] = [(ladder.epsilon, 1)]
-    while len(table) < depth:
-        k = len(table) + 1
-        eps = ladder.epsilon_at(k)
-        table.append((eps, k) if eps < table[-1][0] else table[-1])
-    return table[depth - 1]
+    """min over k = 1 … ``depth`` of ε_k, with its level (the shallowest on ties)."""
+    best = (ladder.epsilon, 1)
+    for k in range(2, depth + 1):
+        eps = _level_epsilon(ladder, k)
+        if eps < best[0]:
+            best = (eps, k)
+    return best
 
 
 def rdp_ladder_epsilon(
