@@ -5,12 +5,15 @@ them."""
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from typing import Any
 
 from fastapi.testclient import TestClient
 
-from odometer_core.accounting import ACCOUNTING_VERSION
-from odometer_core.accounting.legacy import VERSION_1_0
+from odometer_core.accounting import ACCOUNTING_VERSION, change_budget, config_to_json
+from odometer_core.accounting.filters import ZCDPConfig, state_from_json
+from odometer_core.accounting.legacy import VERSION_1_0, VERSION_1_3
+from odometer_core.accounting.modes import zcdp
 from odometer_core.ledger import entry_hash, replay
 from odometer_core.ledger.chain import GENESIS_HASH
 from tests.support import AUTH
@@ -127,3 +130,47 @@ def test_an_unknown_accounting_version_is_refused(client: TestClient) -> None:
     verdict = replay(entries)
     assert not verdict.ok
     assert any("accounting version '0.9.0'" in p for p in verdict.problems)
+
+
+def test_a_1_3_budget_change_replays_with_the_rule_of_its_time(client: TestClient) -> None:
+    """A 1.3.0 ledger of a zcdp filter (no anchor, ρ_B at the whole δ_c) whose budget was
+    lowered after three Gaussians: 1.3.0 derived ρ_B again from the new budget, and its entries
+    replay with that rule; the same change written as a 1.4.0 entry is refused by the replay
+    (a pre-1.4.0 filter can no longer change once charged)."""
+    body = {"name": "z", "budget": {"epsilon": 1, "delta": "1e-6"}, "accounting": {"mode": "zcdp"}}
+    ds = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
+    for _ in range(3):
+        gauss = {"mechanism": {"type": "gaussian", "sigma": "30", "sensitivity": "1"}}
+        assert (
+            client.post(f"/v1/datasets/{ds}/invocations", json=gauss, headers=AUTH).status_code
+            == 201
+        )
+    patch = {"epsilon": 1, "delta": "1e-6"}
+    assert client.patch(f"/v1/datasets/{ds}/budget", json=patch, headers=AUTH).status_code == 200
+    entries = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()["entries"]
+    one = Decimal("1e-6")
+    legacy = zcdp.make(Decimal(1), one, "add_remove", one, anchored=False)
+    entries[0]["config"] = config_to_json(legacy)
+    state = state_from_json(legacy, entries[-2]["state"])
+    lowered, _ = change_budget(legacy, state, "0.25", "1e-6", anchored=False)
+    assert isinstance(lowered, ZCDPConfig) and lowered.rho_budget < legacy.rho_budget
+    entries[-1]["request"]["epsilon"] = "0.25"
+    entries[-1]["config"] = config_to_json(lowered)
+    for entry in entries:
+        entry["accounting_version"] = VERSION_1_3
+    verdict = replay(_rehashed(entries))
+    assert verdict.ok, verdict.problems
+    entries[-1]["accounting_version"] = ACCOUNTING_VERSION
+    verdict = replay(_rehashed(entries))
+    assert not verdict.ok
+    assert any("before accounting 1.4.0" in p for p in verdict.problems), verdict.problems
+
+
+def _rehashed(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    prev = GENESIS_HASH
+    out = []
+    for entry in copy.deepcopy(entries):
+        entry["prev_hash"] = prev
+        entry["hash"] = prev = entry_hash(entry)
+        out.append(entry)
+    return out
