@@ -134,6 +134,31 @@ CONVERSION_FIXED: Final = (
 )
 
 
+def conversion_delta_for(
+    current: Decimal, current_budget: Decimal, new_budget: Decimal, given: object
+) -> Decimal:
+    """δ_c of a ``zcdp``/``rdp`` filter made anew for δ_B = ``new_budget``: as ``given``, else
+    the whole of δ_B when it was the whole before, else unchanged (:class:`ConfigError` when it
+    would exceed δ_B)."""
+    if given is not None:
+        dc = amount({"final_conversion_delta": given}, "final_conversion_delta")
+    elif current == current_budget:
+        dc = new_budget
+    else:
+        dc = current
+    if dc > new_budget:
+        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
+    return dc
+
+
+def keep_conversion_delta(current: Decimal, given: object) -> None:
+    """An anchored filter's δ_c once charged: a change may only repeat it."""
+    if given is not None and amount(
+        {"final_conversion_delta": given}, "final_conversion_delta"
+    ) != (current):
+        raise ConfigError(CONVERSION_FIXED)
+
+
 def within_creation_filter(config_epsilon: Decimal, config_delta: Decimal, anchor: Anchor) -> bool:
     """Whether the budget in force still covers the creation target, under which approximate
     declarations (δ_i > 0) are admitted: the ladder, which a cap or a raise relies on, does
@@ -289,7 +314,9 @@ __all__ = [
     "anchored_delta_problem",
     "check_budget",
     "check_relation",
+    "conversion_delta_for",
     "float_text",
+    "keep_conversion_delta",
     "only",
     "reject",
     "within_creation_filter",

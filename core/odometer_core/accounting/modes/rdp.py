@@ -65,7 +65,6 @@ from odometer_core.accounting.exact import (
 )
 from odometer_core.accounting.memo import memoised
 from odometer_core.accounting.modes.common import (
-    CONVERSION_FIXED,
     LEGACY_FIXED,
     Anchor,
     ConfigError,
@@ -76,7 +75,9 @@ from odometer_core.accounting.modes.common import (
     amount,
     anchored_delta_problem,
     check_relation,
+    conversion_delta_for,
     float_text,
+    keep_conversion_delta,
     only,
     reject,
     within_creation_filter,
@@ -766,14 +767,9 @@ def change_budget(
     if config.anchor is None and anchored and not fresh:
         raise InvalidTransition("BudgetFixed", LEGACY_FIXED)
     anchored = anchored or config.anchor is not None
-    if final_conversion_delta is not None:
-        dc = amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
-    elif config.final_conversion_delta == config.delta:
-        dc = dlt
-    else:
-        dc = config.final_conversion_delta
-    if dc > dlt:
-        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
+    dc = conversion_delta_for(
+        config.final_conversion_delta, config.delta, dlt, final_conversion_delta
+    )
     new = make(eps, dlt, config.relation, dc, config.orders, config.weights, anchored)
     # the record of the workload the grid was chosen for stays (its expected counts are those
     # of the budget at creation), and so does the without-replacement bound
@@ -783,14 +779,8 @@ def change_budget(
 def _capped_change(
     config: RDPConfig, eps: Decimal, dlt: Decimal, final_conversion_delta: object
 ) -> RDPConfig:
-    assert config.anchor is not None
-    if (
-        final_conversion_delta is not None
-        and amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
-        != config.final_conversion_delta
-    ):
-        raise ConfigError(CONVERSION_FIXED)
-    assert config.thresholds_top is not None
+    assert config.anchor is not None and config.thresholds_top is not None
+    keep_conversion_delta(config.final_conversion_delta, final_conversion_delta)
     caps: list[float] = []
     for i, top in enumerate(config.thresholds_top):
         order = order_ladder(config, i)

@@ -49,7 +49,6 @@ from odometer_core.accounting.exact import (
     to_float_up,
 )
 from odometer_core.accounting.modes.common import (
-    CONVERSION_FIXED,
     LEGACY_FIXED,
     Anchor,
     ConfigError,
@@ -59,6 +58,8 @@ from odometer_core.accounting.modes.common import (
     UnsupportedInMode,
     amount,
     anchored_delta_problem,
+    conversion_delta_for,
+    keep_conversion_delta,
     only,
     reject,
     within_creation_filter,
@@ -293,31 +294,14 @@ def change_budget(
     if config.anchor is None or fresh:
         if config.anchor is None and anchored and not fresh:
             raise InvalidTransition("BudgetFixed", LEGACY_FIXED)
-        dc = _conversion_delta(config, dlt, final_conversion_delta)
+        dc = conversion_delta_for(
+            config.final_conversion_delta, config.delta, dlt, final_conversion_delta
+        )
         return make(eps, dlt, config.relation, dc, anchored or config.anchor is not None)
-    if (
-        final_conversion_delta is not None
-        and amount({"final_conversion_delta": final_conversion_delta}, "final_conversion_delta")
-        != config.final_conversion_delta
-    ):
-        raise ConfigError(CONVERSION_FIXED)
+    keep_conversion_delta(config.final_conversion_delta, final_conversion_delta)
     assert config.rho_top is not None
     rho_cap = odo.cap_amount(ladder(config), eps, config.rho_top)
     return replace(config, epsilon=eps, delta=dlt, rho_budget=rho_cap)
-
-
-def _conversion_delta(config: ZCDPConfig, dlt: Decimal, given: object) -> Decimal:
-    """δ_c of a filter made anew for δ_B = ``dlt``: as given, else the whole of δ_B when it was
-    the whole before, else unchanged."""
-    if given is not None:
-        dc = amount({"final_conversion_delta": given}, "final_conversion_delta")
-    elif config.final_conversion_delta == config.delta:
-        dc = dlt
-    else:
-        dc = config.final_conversion_delta
-    if dc > dlt:
-        raise ConfigError("final_conversion_delta must be ≤ the budget delta")
-    return dc
 
 
 def over_budget(config: ZCDPConfig, state: ZCDPState) -> str | None:
