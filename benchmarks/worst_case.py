@@ -127,31 +127,8 @@ CASES: tuple[Case, ...] = (
     Case("gdp μ=10^6", "gdp", {"type": "gdp", "mu": "1000000"}),
 )
 
-#: Runs in the subprocess: decide one case with the accounting package named by ``argv[2]``,
-#: which must come from the checkout at ``argv[3]`` (never the installed one), print JSON.
-_RUNNER = """
-import importlib, json, resource, sys
-from pathlib import Path
-import dp_accounting.pld.pld_privacy_accountant  # imported before the clock starts
-package = importlib.import_module(sys.argv[2])
-if not Path(package.__file__).resolve().is_relative_to(Path(sys.argv[3]).resolve()):
-    sys.exit(f"{sys.argv[2]} was imported from {package.__file__}, not from {sys.argv[3]}")
-admit, initial_state = package.admit, package.initial_state
-make_config, parse_declaration = package.make_config, package.parse_declaration
-mode, relation, accounting, mechanism = json.loads(sys.argv[1])
-config = make_config(10, "1e-5", relation, accounting)
-state = initial_state(config)
-before = resource.getrusage(resource.RUSAGE_SELF)
-try:
-    outcome = admit(config, state, parse_declaration(mechanism)).outcome
-except Exception as exc:
-    name = type(exc).__name__
-    refused = name.endswith("DeclarationError") or name.startswith("Unsupported")
-    outcome = ("422 " if refused else "500 ") + name
-after = resource.getrusage(resource.RUSAGE_SELF)
-cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-print(json.dumps([cpu, outcome]))
-"""
+#: Decides one case in the subprocess (run as a script, so that it can serve another checkout).
+RUNNER = Path(__file__).with_name("worst_case_runner.py")
 
 
 def run_case(case: Case, cap: float, root: Path = ROOT) -> tuple[float | None, str]:
@@ -166,7 +143,7 @@ def run_case(case: Case, cap: float, root: Path = ROOT) -> tuple[float | None, s
     env = {**os.environ, "PYTHONPATH": checkout_path(root)}
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _RUNNER, arg, package, str(root)],
+            [sys.executable, "-P", str(RUNNER), arg, package, str(root)],
             capture_output=True,
             text=True,
             timeout=cap,

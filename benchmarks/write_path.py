@@ -55,141 +55,19 @@ BEGIN = "<!-- write-path: begin -->"
 END = "<!-- write-path: end -->"
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/odometer_write_path"
 
-#: One process's measurement: run with the checkout's directory first on ``sys.path``.
-_PROBE = r"""
-import json, os, resource, sys
-from odometer_core.accounting import parse_declaration
-from app.db.uow import Database, UnitOfWork
-from app.services import datasets, invocations
-from app.services.principals import Principal, Role
-from app.settings import Settings
-
-url, count, keyed = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
-db = Database.from_settings(Settings(database_url=url))
-uow = UnitOfWork(db)
-admin = Principal("admin", Role.ADMIN, None)
-new = datasets.NewDataset(name="w", epsilon="1000000", delta="0.00001",
-                          relation="add_remove", accounting={"mode": "basic"})
-ds = str(datasets.create_dataset(uow, admin, new)["id"])
-request = invocations.InvocationRequest(parse_declaration({"type": "pure_dp", "epsilon": "0.001"}))
-for i in range(200):
-    invocations.register_invocation(uow, admin, ds, request, f"w{i}" if keyed else None)
-r0 = resource.getrusage(resource.RUSAGE_SELF)
-for i in range(count):
-    invocations.register_invocation(uow, admin, ds, request, f"k{i}" if keyed else None)
-r1 = resource.getrusage(resource.RUSAGE_SELF)
-cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-print(json.dumps({"cpu_ms": 1000 * cpu / count}))
-db.dispose()
-"""
+#: One process's measurement (:mod:`benchmarks.write_path_probe`), run as a script so that it
+#: can measure another checkout: the name of its probe per layer of the table.
+PROBE = Path(__file__).with_name("write_path_probe.py")
+PROBES = {"service": "service", "service + ASGI app": "edge"}
 
 
-#: The same through the app's ASGI interface (routing, dependencies, validation, middleware,
-#: the thread hop; no sockets, no uvicorn), in one event loop, one request at a time.
-_EDGE_PROBE = r"""
-import asyncio, json, resource, sys
-from app.main import create_app
-from app.settings import Settings
-
-url, count, keyed = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
-KEY = "k" * 32
-app = create_app(Settings(database_url=url, admin_key=KEY, charge_workers=0))
-
-async def call(path, body, key=None):
-    headers = [(b"host", b"bench"), (b"authorization", f"Bearer {KEY}".encode()),
-               (b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode())]
-    if key is not None:
-        headers.append((b"idempotency-key", key.encode()))
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
-             "query_string": b"", "root_path": "", "headers": headers,
-             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "state": {}}
-    done = False
-    async def receive():
-        nonlocal done
-        if done:
-            await asyncio.sleep(3600)
-        done = True
-        return {"type": "http.request", "body": body, "more_body": False}
-    out = {}
-    async def send(message):
-        if message["type"] == "http.response.start":
-            out["status"] = message["status"]
-        else:
-            out["body"] = out.get("body", b"") + message.get("body", b"")
-    await app(scope, receive, send)
-    return out
-
-async def main():
-    async with app.router.lifespan_context(app):
-        created = await call("/v1/datasets", json.dumps({"name": "w", "budget": {
-            "epsilon": "1000000", "delta": "0.00001"}, "accounting": {"mode": "basic"}}).encode())
-        path = "/v1/datasets/" + json.loads(created["body"])["id"] + "/invocations"
-        body = json.dumps({"mechanism": {"type": "pure_dp", "epsilon": "0.001"}}).encode()
-        for i in range(200):
-            assert (await call(path, body, f"w{i}" if keyed else None))["status"] == 201
-        r0 = resource.getrusage(resource.RUSAGE_SELF)
-        for i in range(count):
-            out = await call(path, body, f"k{i}" if keyed else None)
-            assert out["status"] == 201, out
-        r1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    print(json.dumps({"cpu_ms": 1000 * cpu / count}))
-
-asyncio.run(main())
-"""
-PROBES = {"service": _PROBE, "service + ASGI app": _EDGE_PROBE}
-
-#: Registrations decided K at a time in one transaction, as group commit decides a caller's
-#: concurrent ones: the group's runner (``_register_together``, what ``app.db.groups`` calls
-#: for a group of one caller's requests) called directly, so that the group's size is the
-#: measurement's and not the machine's timing. ``hot``: the K on one dataset; ``many``: on K
-#: datasets. CPU ms per registration.
-_GROUP_PROBE = r"""
-import json, resource, sys
-from odometer_core.accounting import parse_declaration
-from app.db.uow import Database, UnitOfWork
-from app.services import datasets, invocations
-from app.services.principals import Principal, Role
-from app.settings import Settings
-
-url, count, size, spread = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-db = Database.from_settings(Settings(database_url=url))
-uow = UnitOfWork(db)
-admin = Principal("admin", Role.ADMIN, None)
-request = invocations.InvocationRequest(parse_declaration({"type": "pure_dp", "epsilon": "0.001"}))
-ids = []
-for i in range(size if spread == "many" else 1):
-    new = datasets.NewDataset(name=f"g{i}", epsilon="1000000", delta="0.00001",
-                              relation="add_remove", accounting={"mode": "basic"})
-    ids.append(str(datasets.create_dataset(uow, admin, new)["id"]))
-Reg = getattr(invocations, "Registration", None) or invocations._Registration
-items = [Reg(admin, ids[i % len(ids)], request, None, "-", None)
-         for i in range(size)]
-def run(groups):
-    for _ in range(groups):
-        for outcome in invocations._register_together(uow, items):
-            assert not isinstance(outcome, BaseException), outcome
-run(max(1, 200 // size))
-groups = max(1, count // size)
-r0 = resource.getrusage(resource.RUSAGE_SELF)
-run(groups)
-r1 = resource.getrusage(resource.RUSAGE_SELF)
-cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-print(json.dumps({"cpu_ms": 1000 * cpu / (groups * size)}))
-db.dispose()
-"""
-
-
-def probe(
-    checkout: Path, url: str, count: int, keyed: bool, script: str = _PROBE, *extra: str
-) -> float:
-    """CPU ms per registration of ``checkout``'s service on a freshly migrated ``url``."""
+def probe(checkout: Path, url: str, count: int, kind: str, *args: str) -> float:
+    """CPU ms per registration of ``checkout``'s service on a freshly migrated ``url``: the
+    probe ``kind`` of :mod:`benchmarks.write_path_probe` with its ``args``."""
     env = {**os.environ, "PYTHONPATH": checkout_path(checkout)}
     env.pop("ODOMETER_DATABASE_URL", None)
     out = subprocess.run(
-        [sys.executable, "-c", script, url, str(count), *(extra or ["1" if keyed else "0"])],
+        [sys.executable, "-P", str(PROBE), kind, url, str(count), *args],
         cwd=checkout,
         env=env,
         capture_output=True,
@@ -233,18 +111,18 @@ def in_process(
     with tempfile.TemporaryDirectory(prefix="odometer-write-path-") as tmp:
         workdir, n = Path(tmp), 0
         for backend in backends:
-            for (layer, script), keyed in itertools.product(PROBES.items(), (False, True)):
+            for (layer, kind), keyed in itertools.product(PROBES.items(), (False, True)):
 
                 def one(
                     checkout: Path,
                     backend: str = backend,
-                    script: str = script,
+                    kind: str = kind,
                     keyed: bool = keyed,
                 ) -> float:
                     nonlocal n
                     n += 1
                     url = _fresh(backend, pg_url, workdir, checkout, n)
-                    return probe(checkout, url, count, keyed, script)
+                    return probe(checkout, url, count, kind, "1" if keyed else "0")
 
                 row = {
                     "backend": backend,
@@ -262,13 +140,13 @@ def in_process(
 def in_groups(
     checkouts: dict[str, Path], pg_url: str, rounds: int, count: int, sizes: list[int]
 ) -> list[dict[str, Any]]:
-    """CPU per registration decided ``size`` at a time (:data:`_GROUP_PROBE`), PostgreSQL."""
+    """CPU per registration decided ``size`` at a time (the ``group`` probe), PostgreSQL."""
     rows = []
     for spread, size in itertools.product(("hot", "many"), sizes):
 
         def one(checkout: Path, size: int = size, spread: str = spread) -> float:
             url = _fresh("postgresql", pg_url, Path("."), checkout, 0)
-            return probe(checkout, url, count, False, _GROUP_PROBE, str(size), spread)
+            return probe(checkout, url, count, "group", str(size), spread)
 
         row = {"spread": spread, "size": size, **_interleaved(checkouts, rounds, one)}
         print(json.dumps(row), flush=True)
