@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import secrets
 from collections.abc import Iterator
@@ -152,3 +153,18 @@ def grant(
         body["quota"] = quota
     r = client.post(f"/v1/datasets/{dataset_id}/grants", json=body, headers=AUTH)
     assert r.status_code == 201, r.text
+
+
+def rehashed(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``entries`` (copied) with the hash chain computed anew over them, as a ledger edited in
+    a test (a version relabelled, a part removed) would have been written."""
+    from odometer_core.ledger import entry_hash
+    from odometer_core.ledger.chain import GENESIS_HASH
+
+    prev = GENESIS_HASH
+    out = []
+    for entry in copy.deepcopy(entries):
+        entry["prev_hash"] = prev
+        entry["hash"] = prev = entry_hash(entry)
+        out.append(entry)
+    return out

@@ -23,9 +23,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from odometer_core.accounting.legacy import VERSION_1_3
-from odometer_core.ledger import entry_hash, replay
-from odometer_core.ledger.chain import GENESIS_HASH
-from tests.support import AUTH, grant, ledger, new_organisation, new_principal, status
+from odometer_core.ledger import replay
+from tests.support import (
+    AUTH,
+    grant,
+    ledger,
+    new_organisation,
+    new_principal,
+    rehashed,
+    status,
+)
 
 QUOTA = {"epsilon": "0.5", "delta": "0"}
 ODP = {
@@ -66,6 +73,16 @@ def _revoke(client: TestClient, ds: str, analyst: str) -> None:
 def _reserve_then_regrant(client: TestClient, *, capped: bool) -> tuple[str, str, str, Any, str]:
     """The scenario up to the re-grant: (organisation, dataset, analyst, its headers, the
     reserved invocation)."""
+    org, ds, analyst, headers, inv = _reserve_then_revoke(client, capped=capped)
+    grant(client, ds, analyst, QUOTA)
+    return org, ds, analyst, headers, inv
+
+
+def _reserve_then_revoke(
+    client: TestClient, *, capped: bool = False
+) -> tuple[str, str, str, Any, str]:
+    """An analyst's grant with a quota reserves an ODP invocation, then the grant is revoked:
+    (organisation, dataset, analyst, its headers, the reserved invocation)."""
     org = new_organisation(client)
     if capped:
         cap = {"epsilon": "10", "delta": "0.0001"}
@@ -80,7 +97,6 @@ def _reserve_then_regrant(client: TestClient, *, capped: bool) -> tuple[str, str
     inv = str(r.json()["id"])
     assert status(client, ds)["reserved"]["epsilon"] == "0.5"
     _revoke(client, ds, analyst)
-    grant(client, ds, analyst, QUOTA)
     return org, ds, analyst, headers, inv
 
 
@@ -141,13 +157,7 @@ def test_a_reservation_outlives_the_revoked_grant(
 def test_a_revoked_grant_without_a_new_one_is_finished_by_the_admin(client: TestClient) -> None:
     """Revoked and not granted again: the analyst no longer sees the dataset (404), and the
     admin cancels; the reservation ends at the dataset, the dropped quota is recorded."""
-    org = new_organisation(client)
-    ds = _dataset(client, org)
-    analyst, headers = new_principal(client, org, "analyst")
-    grant(client, ds, analyst, QUOTA)
-    r = client.post(f"/v1/datasets/{ds}/invocations", json={"mechanism": ODP}, headers=headers)
-    inv = r.json()["id"]
-    _revoke(client, ds, analyst)
+    _, ds, _, headers, inv = _reserve_then_revoke(client)
     url = f"/v1/datasets/{ds}/invocations/{inv}/cancel"
     assert client.post(url, headers=headers).status_code == 404
     r = client.post(url, headers=AUTH)
@@ -180,14 +190,6 @@ def test_a_reservation_under_the_same_grant_is_finished_at_its_quota(client: Tes
     assert entries[-1]["quota"]["applied"] and entries[-1]["quota"]["grant"] == granted["seq"]
     verdict = replay(entries)
     assert verdict.ok, verdict.problems
-
-
-def _rehashed(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    prev = GENESIS_HASH
-    for entry in entries:
-        entry["prev_hash"] = prev
-        entry["hash"] = prev = entry_hash(entry)
-    return entries
 
 
 def test_the_replay_refuses_a_settle_that_refunds_a_quota_that_did_not_reserve(
@@ -223,13 +225,13 @@ def test_the_replay_refuses_a_settle_that_refunds_a_quota_that_did_not_reserve(
     }
     named = copy.deepcopy(entries)
     named[-1]["quota"] = refund
-    verdict = replay(_rehashed(named))
+    verdict = replay(rehashed(named))
     assert not verdict.ok
     assert "quota grant" in verdict.problems[0], verdict.problems
 
     unnamed = copy.deepcopy(entries)
     unnamed[-1]["quota"] = {k: v for k, v in refund.items() if k != "grant"}
-    verdict = replay(_rehashed(unnamed))
+    verdict = replay(rehashed(unnamed))
     assert not verdict.ok
     assert "which did not reserve this invocation" in verdict.problems[0], verdict.problems
 
@@ -252,13 +254,13 @@ def test_the_replay_refuses_to_drop_the_share_of_a_quota_in_force(client: TestCl
         | {k: None for k in ("charge", "requested", "refund", "reservation", "state")}
         | {"outcome": "dropped", "applied": False}
     )
-    verdict = replay(_rehashed(entries))
+    verdict = replay(rehashed(entries))
     assert not verdict.ok
     assert "still in force" in verdict.problems[0], verdict.problems
 
     # and a settle entry without the quota part the reservation needs
     entries[-1]["quota"] = None
-    verdict = replay(_rehashed(entries))
+    verdict = replay(rehashed(entries))
     assert not verdict.ok
     assert "does not say how its share ended" in verdict.problems[0], verdict.problems
 
@@ -267,13 +269,7 @@ def test_a_1_3_ledger_replays_as_it_was_written(client: TestClient) -> None:
     """Accounting 1.3.0 knew no grant instances: a cancel after the grant was revoked had no
     quota part, and entries named no grant. Such a ledger replays unchanged; the same history
     recorded under 1.4.0 is refused (the quota that reserved must say how its share ended)."""
-    org = new_organisation(client)
-    ds = _dataset(client, org)
-    analyst, headers = new_principal(client, org, "analyst")
-    grant(client, ds, analyst, QUOTA)
-    r = client.post(f"/v1/datasets/{ds}/invocations", json={"mechanism": ODP}, headers=headers)
-    inv = r.json()["id"]
-    _revoke(client, ds, analyst)
+    _, ds, _, _, inv = _reserve_then_revoke(client)
     assert client.post(f"/v1/datasets/{ds}/invocations/{inv}/cancel", headers=AUTH).is_success
     entries = ledger(client, ds)
     assert entries[-1]["quota"]["outcome"] == "dropped"
@@ -283,10 +279,10 @@ def test_a_1_3_ledger_replays_as_it_was_written(client: TestClient) -> None:
     for entry in as_written:
         if entry["quota"] is not None:
             entry["quota"].pop("grant", None)
-    verdict = replay(_rehashed(as_written))
+    verdict = replay(rehashed(as_written))
     assert not verdict.ok and "does not say how its share ended" in verdict.problems[0]
     for entry in as_written:
         entry["accounting_version"] = VERSION_1_3
-    verdict = replay(_rehashed(as_written))
+    verdict = replay(rehashed(as_written))
     assert verdict.ok, verdict.problems
     assert verdict.state == entries[-1]["state"]

@@ -15,8 +15,7 @@ from odometer_core.accounting.filters import ZCDPConfig, state_from_json
 from odometer_core.accounting.legacy import VERSION_1_0, VERSION_1_3
 from odometer_core.accounting.modes import zcdp
 from odometer_core.ledger import entry_hash, replay
-from odometer_core.ledger.chain import GENESIS_HASH
-from tests.support import AUTH
+from tests.support import AUTH, rehashed
 
 OLD_NAMES = {
     "final_conversion_delta": "delta_conversion",
@@ -28,9 +27,8 @@ OLD_NAMES = {
 def _as_written_by_1_0(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The same history as accounting 1.0.0 wrote it: the old field name, the old version, and
     the chain re-hashed over that JSON."""
-    old = []
-    prev = GENESIS_HASH
-    for entry in copy.deepcopy(entries):
+    old = copy.deepcopy(entries)
+    for entry in old:
         entry["accounting_version"] = VERSION_1_0
         config = entry.get("config") or {}
         parts = [config, *config.get("sub_budgets", []), entry.get("request"), entry["state"]]
@@ -40,10 +38,7 @@ def _as_written_by_1_0(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for new, name in OLD_NAMES.items():
                 if isinstance(part, dict) and new in part:
                     part[name] = part.pop(new)
-        entry["prev_hash"] = prev
-        entry["hash"] = prev = entry_hash(entry)
-        old.append(entry)
-    return old
+    return rehashed(old)
 
 
 def _history(client: TestClient) -> list[dict[str, Any]]:
@@ -158,19 +153,9 @@ def test_a_1_3_budget_change_replays_with_the_rule_of_its_time(client: TestClien
     entries[-1]["config"] = config_to_json(lowered)
     for entry in entries:
         entry["accounting_version"] = VERSION_1_3
-    verdict = replay(_rehashed(entries))
+    verdict = replay(rehashed(entries))
     assert verdict.ok, verdict.problems
     entries[-1]["accounting_version"] = ACCOUNTING_VERSION
-    verdict = replay(_rehashed(entries))
+    verdict = replay(rehashed(entries))
     assert not verdict.ok
     assert any("before accounting 1.4.0" in p for p in verdict.problems), verdict.problems
-
-
-def _rehashed(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    prev = GENESIS_HASH
-    out = []
-    for entry in copy.deepcopy(entries):
-        entry["prev_hash"] = prev
-        entry["hash"] = prev = entry_hash(entry)
-        out.append(entry)
-    return out
