@@ -630,7 +630,7 @@ PLUGIN_GROUP = "odometer.commands"
 def _verify_missing(args: argparse.Namespace) -> int:
     sys.stderr.write(
         "odometer verify: the offline verifier is not installed: "
-        "pip install 'privacy-odometer-client[verify]'\n"
+        "pip install privacy-odometer-core\n"
     )
     return 2
 
@@ -644,7 +644,9 @@ def _add_plugins(sub: Any) -> None:
         except Exception as exc:  # a broken plug-in must not take the client commands down
             sys.stderr.write(f"odometer: commands of {entry.value} unavailable: {exc}\n")
     if "verify" not in sub.choices:
-        missing = sub.add_parser("verify", help="replay a ledger export (needs the verify extra)")
+        missing = sub.add_parser(
+            "verify", help="replay a ledger export (needs privacy-odometer-core)"
+        )
         missing.add_argument("args", nargs=argparse.REMAINDER)
         missing.set_defaults(run=_verify_missing)
 

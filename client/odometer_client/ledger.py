@@ -3,7 +3,8 @@
 - :func:`summarize` builds the report (status + ledger summary + replay verdict) when the
   server has no ``GET …/report``.
 - :func:`verify_entries` is the offline verifier's replay (``odometer verify``); it needs the
-  accounting core (``pip install 'privacy-odometer-client[verify]'``), loaded only then.
+  accounting core (``pip install privacy-odometer-core``, which brings this client), loaded
+  only then.
 - Exports are written by :mod:`odometer_client.exports`.
 """
 
@@ -32,9 +33,7 @@ class VerifierMissing(OdometerError):
     """The offline verifier (the accounting core) is not installed."""
 
     def __init__(self) -> None:
-        super().__init__(
-            "the offline verifier is not installed: pip install 'privacy-odometer-client[verify]'"
-        )
+        super().__init__("the offline verifier is not installed: pip install privacy-odometer-core")
 
 
 def verify_entries(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -105,7 +105,7 @@ def test_client_alone_says_how_to_get_the_verifier(client_env: Path, tmp_path: P
     assert proc.returncode == 2
     assert proc.stderr == (
         "odometer verify: the offline verifier is not installed: "
-        "pip install 'privacy-odometer-client[verify]'\n"
+        "pip install privacy-odometer-core\n"
     )
 
 
