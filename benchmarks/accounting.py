@@ -3,14 +3,16 @@ dp_accounting, and a tightness table against dp_accounting's RDP and PLD account
 
 Run from the repository root:
 
-    .venv/bin/python -m benchmarks.accounting          # or: make bench-accounting
+    .venv/bin/python -m benchmarks accounting          # or: make bench-accounting
 
 Writes the results section of ``benchmarks/RESULTS.md`` (between the ``accounting`` markers)
-and prints it.
+and ``benchmarks/accounting.json``, and prints it (``--no-results``: print only; ``--quick``:
+short histories and few repeats, seconds).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import platform
@@ -64,7 +66,9 @@ def _median_admit_us(
     return statistics.median(times) / 1000.0
 
 
-def admission_latency() -> list[dict[str | int, Any]]:
+def admission_latency(
+    sizes: tuple[int, ...] = (0, 1000, 100_000), calls: int = 3000
+) -> list[dict[str | int, Any]]:
     cases: list[tuple[str, AccountingConfig, Declaration]] = [
         (
             "basic",
@@ -97,9 +101,9 @@ def admission_latency() -> list[dict[str | int, Any]]:
     rows = []
     for name, cfg, decl in cases:
         row: dict[str | int, Any] = {"mode": name}
-        for n in (0, 1000, 100_000):
+        for n in sizes:
             state = _absorb(cfg, decl, n)
-            row[n] = _median_admit_us(cfg, state, decl)
+            row[n] = _median_admit_us(cfg, state, decl, calls)
         rows.append(row)
     return rows
 
@@ -234,7 +238,17 @@ def tightness() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- report
-def render(lat: list[dict[str | int, Any]], speed: dict[str, Any], tight: dict[str, Any]) -> str:
+_POWERS = {1000: "10³", 100_000: "10⁵"}
+
+
+def render(
+    lat: list[dict[str | int, Any]],
+    speed: dict[str, Any],
+    tight: dict[str, Any],
+    command: str = "python -m benchmarks accounting",
+    calls: int = 3000,
+) -> str:
+    sizes = [k for k in lat[0] if isinstance(k, int)]
     lines = [
         BEGIN,
         "## Accounting core",
@@ -242,18 +256,19 @@ def render(lat: list[dict[str | int, Any]], speed: dict[str, Any], tight: dict[s
         f"Run {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} on {platform.machine()}, "
         f"{platform.python_implementation()} {platform.python_version()}, "
         f"numpy {np.__version__}, dp-accounting {package_version('dp_accounting')}. "
-        "Command: `.venv/bin/python -m benchmarks.accounting` (or `make bench-accounting`).",
+        f"Command: `{command}` (or `make bench-accounting`).",
         "",
         "### Median `admit()` time (µs) by history length",
         "",
-        "Each cell: median of 3,000 calls on a state that has already absorbed N invocations. "
+        f"Each cell: median of {calls:,} calls on a state that has already absorbed N "
+        "invocations. "
         "Targets: ≤ 50 µs basic/zcdp/gdp, ≤ 200 µs rdp (|Λ| = 16).",
         "",
-        "| mode | N = 0 | N = 10³ | N = 10⁵ |",
-        "|---|---|---|---|",
+        "| mode | " + " | ".join(f"N = {_POWERS.get(n, n)}" for n in sizes) + " |",
+        "|---|" + "---|" * len(sizes),
     ]
     for row in lat:
-        lines.append(f"| {row['mode']} | {row[0]:.1f} | {row[1000]:.1f} | {row[100_000]:.1f} |")
+        lines.append(f"| {row['mode']} | " + " | ".join(f"{row[n]:.1f}" for n in sizes) + " |")
     lines += [
         "",
         "### Poisson-subsampled Gaussian RDP over dp_accounting's default orders",
@@ -318,16 +333,25 @@ def render(lat: list[dict[str | int, Any]], speed: dict[str, Any], tight: dict[s
     return "\n".join(lines)
 
 
-def main() -> int:
-    lat = admission_latency()
-    speed = rdp_speed.run()
-    tight = tightness()
-    raw = Path(__file__).with_name("accounting.json")
-    raw.write_text(
-        json.dumps({"latency": lat, "mtz": speed, "tightness": tight}, indent=1, default=str)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--quick", action="store_true", help="short histories, few calls: seconds (smoke)"
     )
-    text = render(lat, speed, tight)
-    write_section(text, RESULTS)
+    parser.add_argument("--no-results", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    calls = 300 if args.quick else 3000
+    lat = admission_latency((0, 100) if args.quick else (0, 1000, 100_000), calls)
+    speed = rdp_speed.run(repeats=5, reference_repeats=1) if args.quick else rdp_speed.run()
+    tight = tightness()
+    command = "python -m benchmarks accounting" + (" --quick" if args.quick else "")
+    text = render(lat, speed, tight, command, calls)
+    if not args.no_results:
+        raw = Path(__file__).with_name("accounting.json")
+        raw.write_text(
+            json.dumps({"latency": lat, "mtz": speed, "tightness": tight}, indent=1, default=str)
+        )
+        write_section(text, RESULTS)
     print(text)
     ok = math.isfinite(tight["sgd_basic"]) and tight["sgd_basic"] >= tight["sgd_dpa_pld"] * 0.99999
     return 0 if ok else 1

@@ -11,13 +11,15 @@ gets with each of the two without-replacement bounds.
 
 Run from the repository root:
 
-    .venv/bin/python -m benchmarks.grids
+    .venv/bin/python -m benchmarks grids          # or: make bench-grids
 
-Writes the section between the ``grids`` markers of ``benchmarks/RESULTS.md`` and prints it.
+Writes the section between the ``grids`` markers of ``benchmarks/RESULTS.md`` and prints it
+(``--no-results``: print only; ``--quick``: three workloads, seconds).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import sys
@@ -136,9 +138,9 @@ def _dpa_count(event: Any, eps: float, *, pld: bool) -> int:
     return largest_fitting(fits)
 
 
-def table() -> list[dict[str, Any]]:
+def table(workloads: list[Workload] = WORKLOADS) -> list[dict[str, Any]]:
     rows = []
-    for w in WORKLOADS:
+    for w in workloads:
         t0 = time.process_time()
         chosen = make_config(
             w.epsilon,
@@ -184,10 +186,10 @@ def segments(n: int = 100) -> list[dict[str, Any]]:
     ]
 
 
-def composed_run() -> dict[str, Any]:
-    """CPU time of the ``basic``-mode charge of the 100-segment run, and the ε it charges beside
+def composed_run(n: int = 100) -> dict[str, Any]:
+    """CPU time of the ``basic``-mode charge of the ``n``-segment run, and the ε it charges beside
     dp_accounting's PLD ε at the same conversion δ."""
-    segs = segments()
+    segs = segments(n)
     decl = parse_declaration({"type": "composed", "mechanisms": segs})
     cfg = make_config("1000", "0.0001", "add_remove", {"mode": "basic"})
     t0 = time.process_time()
@@ -202,7 +204,8 @@ def composed_run() -> dict[str, Any]:
             ),
             s["steps"],
         )
-    return {"seconds": seconds, "ours": ours, "dpa": acc.get_epsilon(1e-5), "delta": "1e-5"}
+    dpa = acc.get_epsilon(1e-5)
+    return {"segments": n, "seconds": seconds, "ours": ours, "dpa": dpa, "delta": "1e-5"}
 
 
 def _heavy_workload(items: int, segments_per_item: int = 256) -> list[dict[str, Any]]:
@@ -300,14 +303,14 @@ def _rdp_steps(event: Any, eps: str, chunk: int, *, replace_one: bool) -> int:
     return largest_fitting(fits) * chunk
 
 
-def wor_table() -> list[dict[str, Any]]:
+def wor_table(cases: tuple[tuple[str, int, str], ...] = WOR_CASES) -> list[dict[str, Any]]:
     """Steps admitted with each without-replacement bound; beside them dp_accounting's
     non-adaptive RDP (WBK19 Thm 27) and the ceiling no sound RDP account can pass: the
     non-adaptive count of the Poisson-subsampled Gaussian at the same rate, whose divergence
     two neighbouring datasets attain under sampling without replacement
     (``tests/accounting/test_fswor.py``)."""
     rows = []
-    for sigma, steps, eps in WOR_CASES:
+    for sigma, steps, eps in cases:
         chunk = _wor_chunk(sigma, steps)
         old, old_s = _wor_filter_count(eps, rdp.WOR_WBK19, chunk)
         new, new_s = _wor_filter_count(eps, rdp.WOR_TIGHT, chunk)
@@ -339,6 +342,7 @@ def render(
     worst: list[tuple[str, float, str]],
     fill: dict[str, int],
     wor: list[dict[str, Any]],
+    command: str = "python -m benchmarks grids",
 ) -> str:
     lines = [
         BEGIN,
@@ -346,7 +350,7 @@ def render(
         "",
         f"Run {started} on {platform.machine()}, {os.cpu_count()} cores, load average at start "
         f"{load}; Python {platform.python_version()}, dp-accounting "
-        f"{package_version('dp_accounting')}. Command: `.venv/bin/python -m benchmarks.grids`.",
+        f"{package_version('dp_accounting')}. Command: `{command}`.",
         "",
         "Each workload is one declaration repeated until refused, δ_B = 1e-6 (all of it to the",
         "final conversion). Counts are invocations (× steps per chunk for DP-SGD). *old default*:",
@@ -359,6 +363,7 @@ def render(
         "| workload | ε_B | old default | default | workload (α*, s) | RDP | PLD |",
         "|---|---|---|---|---|---|---|",
     ]
+    n = run["segments"]
     for r in rows:
         u = r["unit"]
 
@@ -376,8 +381,9 @@ def render(
         f"{fill['old']:,} steps with the old default, {fill['default']:,} with the default "
         f"and {fill['workload']:,} with the workload grid (`tests/accounting/test_rdp_grids.py`).",
         "",
-        f"Heterogeneous DP-SGD run, one `composed` invocation of 100 segments (q 0.001–0.0109, "
-        f"σ 0.80–1.79, 100–1,090 steps), charged in `basic` mode: {run['seconds']:.2f} s of CPU, "
+        f"Heterogeneous DP-SGD run, one `composed` invocation of {n} segments (q 0.001–"
+        f"{0.001 + 0.0001 * (n - 1):.4f}, σ 0.80–{0.8 + 0.01 * (n - 1):.2f}, 100–"
+        f"{100 + 10 * (n - 1):,} steps), charged in `basic` mode: {run['seconds']:.2f} s of CPU, "
         f"ε = {run['ours']:.6f} at δ = {run['delta']}; dp_accounting's PLDAccountant for the "
         f"same schedule: ε = {run['dpa']:.6f} (ours is never below it; "
         "`tests/accounting/test_composed_pld.py`).",
@@ -410,11 +416,20 @@ def render(
     return "\n".join(lines)
 
 
-def main() -> int:
+#: ``--quick``: the workloads whose counts take well under a second (Gaussian σ = 20 and both
+#: Laplace rows), a 10-segment composed run and the first without-replacement case.
+QUICK_WORKLOADS = [WORKLOADS[4], WORKLOADS[6], WORKLOADS[7]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="three workloads, seconds (smoke)")
+    parser.add_argument("--no-results", action="store_true", help="print only")
+    args = parser.parse_args(argv)
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    rows = table()
-    run = composed_run()
+    rows = table(QUICK_WORKLOADS if args.quick else WORKLOADS)
+    run = composed_run(10 if args.quick else 100)
     worst = worst_choice()
     workload = {"mode": "rdp", "workload": [{"mechanism": WORKLOADS[0].mechanism, "count": 20}]}
     fill = {
@@ -422,9 +437,11 @@ def main() -> int:
         "default": chunk_fill({"mode": "rdp"}),
         "workload": chunk_fill(workload),
     }
-    wor = wor_table()
-    text = render(rows, run, started, load, worst, fill, wor)
-    write_section(text)
+    wor = wor_table(WOR_CASES[:1] if args.quick else WOR_CASES)
+    command = "python -m benchmarks grids" + (" --quick" if args.quick else "")
+    text = render(rows, run, started, load, worst, fill, wor, command)
+    if not args.no_results:
+        write_section(text)
     print(text)
     ok = all(r["workload"] <= r["pld"] and r["default"] <= r["pld"] for r in rows)
     ok = ok and all(r["old"] <= r["new"] <= r["poisson"] for r in wor)

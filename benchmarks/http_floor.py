@@ -26,7 +26,7 @@ each round, and the medians over rounds are reported):
 Run from the repository root (PostgreSQL at ``--postgres``; a scratch database is created and
 dropped):
 
-    .venv/bin/python -m benchmarks.http_floor
+    .venv/bin/python -m benchmarks http-floor
 
 Writes the section between the ``http-floor`` markers of ``benchmarks/RESULTS.md``.
 """
@@ -345,7 +345,7 @@ def _together_lines(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.http_floor", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks http-floor", description=__doc__)
     parser.add_argument(
         "--postgres",
         default=os.environ.get("ODOMETER_BENCH_POSTGRES_URL", DEFAULT_PG),
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         args.burst,
         workers,
     )
-    command = "python -m benchmarks.http_floor " + " ".join(
+    command = "python -m benchmarks http-floor " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
     text = render(

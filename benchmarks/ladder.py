@@ -15,7 +15,7 @@ at the whole conversion δ, its ladder beside it, thresholds derived again at ev
 
 Run from the repository root:
 
-    .venv/bin/python -m benchmarks.ladder
+    .venv/bin/python -m benchmarks ladder
 
 Writes the section between the ``ladder`` markers of ``benchmarks/RESULTS.md`` and prints it
 (``--no-results``: print only).
@@ -170,7 +170,7 @@ def render(tables: dict[str, list[str]], stamp: str) -> str:
         "## The ladder fixed at creation: what it costs, what budget changes buy",
         "",
         f"Run {stamp} on {platform.python_implementation()} {platform.python_version()}, "
-        "`python -m benchmarks.ladder` (deterministic: counts, not times).",
+        "`python -m benchmarks ladder` (deterministic: counts, not times).",
         "",
     ]
     for title, rows in tables.items():

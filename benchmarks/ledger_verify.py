@@ -1,6 +1,6 @@
 """Export + offline verification of a long ledger, in bounded memory.
 
-    .venv/bin/python -m benchmarks.ledger_verify [--entries 1000000] [--no-write]
+    .venv/bin/python -m benchmarks ledger-verify [--entries 1000000] [--no-write]
 
 1. Streams ``--entries`` entries from :mod:`benchmarks.ledger_gen` (the service's entry
    construction, no HTTP / database) into a JSON-lines export (``odometer export --format
@@ -71,7 +71,7 @@ def _write(section: str) -> None:
     write_section(f"{BEGIN}\n{section.rstrip()}\n{END}", RESULTS)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
@@ -82,7 +82,7 @@ def main() -> int:
         help="keep the export at this path, and reuse it if it exists (generation is slow; "
         "this lets verify be re-measured alone)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         path = args.export or Path(tmp) / "ledger.jsonl"
         generation = None
@@ -111,7 +111,7 @@ def main() -> int:
     section = f"""## Ledger export + offline verification
 
 Run {now} on {platform.machine()}, CPython {platform.python_version()}, {os.cpu_count()} CPU(s).
-Command: `.venv/bin/python -m benchmarks.ledger_verify --entries {args.entries}{reuse}`.
+Command: `.venv/bin/python -m benchmarks ledger-verify --entries {args.entries}{reuse}`.
 
 A JSON-lines export of {written:,} entries ({size / 1e6:,.0f} MB; mixed history from
 `benchmarks/ledger_gen.py`: accepted, reserved → settled / cancelled, rejected, budget

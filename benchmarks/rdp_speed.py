@@ -7,12 +7,12 @@ orders against dp_accounting's ``RdpAccountant`` composing one
 few (q, σ). Reports median wall times (``time.perf_counter``) and the largest relative
 difference between the two curves.
 
-Usage: ``run()`` from the main benchmark script, or ``python -m benchmarks.rdp_speed``.
+Part of the accounting benchmark (``python -m benchmarks accounting``), which calls ``run()``
+and reports it in its section of ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -118,7 +118,3 @@ def run(repeats: int = 200, reference_repeats: int | None = None) -> dict[str, A
         "cases": cases,
         "min_speedup": min(c["speedup"] for c in cases),
     }
-
-
-if __name__ == "__main__":
-    print(json.dumps(run(), indent=2))

@@ -1,6 +1,6 @@
 """Service throughput and latency, side by side with the database's own limit.
 
-``python -m benchmarks.service [--quick]`` (or ``make bench-service``) measures, in one run:
+``python -m benchmarks service [--quick]`` (or ``make bench-service``) measures, in one run:
 
 * the **baseline**: the raw database doing the durable work of one admission without the
   service (lock one budget row, update it, append one hash-chained ledger row of the service's
@@ -503,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "started": started.isoformat(),
         "finished": datetime.now(UTC).isoformat(),
-        "command": "python -m benchmarks.service" + (" --quick" if args.quick else ""),
+        "command": "python -m benchmarks service" + (" --quick" if args.quick else ""),
         "plan": asdict(plan),
         "machine": info,
         "skipped": skipped,

@@ -331,8 +331,8 @@ def markdown(result: dict[str, Any], *, svg_name: str = "service.svg") -> str:
         BEGIN,
         "## Service throughput and latency",
         "",
-        f"Run {result['started'][:16].replace('T', ' ')} UTC. Command: `.venv/bin/python -m "
-        f"benchmarks.service` (or `make bench-service`; `--quick` for a smoke run).",
+        f"Run {result['started'][:16].replace('T', ' ')} UTC. Command: `python -m benchmarks "
+        f"service` (or `make bench-service`; `--quick` for a smoke run).",
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gb']} GB RAM; CPython {m['python']}, "
         f"PostgreSQL {m['postgresql'] or '–'}, SQLite {m['sqlite']}; load average at start "

@@ -13,8 +13,9 @@ are imported.
 measured under the same machine load:
 
     git worktree add ../before fec6aa8~1
-    .venv/bin/python -m benchmarks.worst_case --before ../before   # → benchmarks/RESULTS.md
-    .venv/bin/python -m benchmarks.worst_case --cap 5 --no-write      # a quicker look
+    .venv/bin/python -m benchmarks worst-case --before ../before   # → benchmarks/RESULTS.md
+    .venv/bin/python -m benchmarks worst-case --cap 5 --no-write    # a quicker look
+    .venv/bin/python -m benchmarks worst-case --case gdp --no-write # one case (smoke)
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def render(
     before: str | None,
 ) -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    command = "`.venv/bin/python -m benchmarks.worst_case"
+    command = "`.venv/bin/python -m benchmarks worst-case"
     command += f" --cap {cap:g}" + (" --before BEFORE`" if before else "`")
     lines = [
         BEGIN,
@@ -205,15 +206,21 @@ def render(
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cap", type=float, default=20.0, help="seconds before a case is killed")
     parser.add_argument("--before", help="a checkout of an earlier commit to compare with")
     parser.add_argument("--no-write", action="store_true", help="print, do not touch RESULTS.md")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--case",
+        metavar="TEXT",
+        help="only the cases whose declaration or mode contains TEXT (a quicker look)",
+    )
+    args = parser.parse_args(argv)
     before = Path(args.before).resolve() if args.before else None
     rows = []
-    for case in CASES:
+    cases = [c for c in CASES if not args.case or args.case in f"{c.name} {c.mode}"]
+    for case in cases:
         old = run_case(case, args.cap, before) if before else None
         after = run_case(case, args.cap)
         print(f"{case.mode:6} {case.name}: before {old} after {after}", flush=True)

@@ -14,7 +14,7 @@ dataset, the two servers' cells interleaved.
 
     git worktree add ../orm 6cb6c85          # the ORM write path
     git worktree add ../core f708b4b         # SQLAlchemy Core statements, compiled per call
-    .venv/bin/python -m benchmarks.write_path --compare orm=../orm --compare core=../core
+    .venv/bin/python -m benchmarks write-path --compare orm=../orm --compare core=../core
 
 Writes the section of ``benchmarks/RESULTS.md`` between the ``write-path`` markers.
 """
@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, path in checkouts.items():
         rev = commit_of(path, "%h %s")
         described[label] = f"`{rev[:80]}`" if rev else "a checkout that is not a git worktree"
-    command = "python -m benchmarks.write_path " + " ".join(
+    command = "python -m benchmarks write-path " + " ".join(
         f"--compare {c.split('=', 1)[0]}=DIR" for c in args.compare
     )
     run: dict[str, Any] = {
