@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev bench-accounting bench-grids bench-ladder bench-service bench-worst-case bench-http-floor
+.PHONY: run test browser-deps lint openapi client-generated install dev bench bench-accounting bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,26 +76,39 @@ openapi: dev
 client-generated: dev
 	$(BIN)/python client/generate.py
 
+## bench: list the benchmarks (each runs as `python -m benchmarks NAME [ARGS]` or
+## `make bench-NAME BENCH_ARGS=...`; `BENCH_ARGS=--help` shows a benchmark's options)
+bench: dev
+	$(BIN)/python -m benchmarks
+
 ## bench-accounting: admission latency, MTZ speed and tightness → benchmarks/RESULTS.md
 bench-accounting: dev
-	$(BIN)/python -m benchmarks.accounting
+	$(BIN)/python -m benchmarks accounting $(BENCH_ARGS)
 
 ## bench-grids: what rdp mode admits with its default and workload-aware grids → benchmarks/RESULTS.md
 bench-grids: dev
-	$(BIN)/python -m benchmarks.grids
+	$(BIN)/python -m benchmarks grids $(BENCH_ARGS)
 
 ## bench-ladder: what anchoring a filter's ladder at creation costs and what budget changes buy → benchmarks/RESULTS.md
 bench-ladder: dev
-	$(BIN)/python -m benchmarks.ladder
+	$(BIN)/python -m benchmarks ladder $(BENCH_ARGS)
 
 ## bench-worst-case: CPU time of one admission decision on adversarial declarations → benchmarks/RESULTS.md
 bench-worst-case: dev
-	$(BIN)/python -m benchmarks.worst_case
+	$(BIN)/python -m benchmarks worst-case $(BENCH_ARGS)
+
+## bench-ledger-verify: export and offline verification of a 10^6-entry ledger → benchmarks/RESULTS.md
+bench-ledger-verify: dev
+	$(BIN)/python -m benchmarks ledger-verify $(BENCH_ARGS)
 
 ## bench-service: service vs raw-database throughput, p50/p99, ledger growth → benchmarks/RESULTS.md
 bench-service: dev
-	$(BIN)/python -m benchmarks.service $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks service $(BENCH_ARGS)
 
-## bench-http-floor: raw baseline vs its transaction behind bare uvicorn vs the service
+## bench-http-floor: raw baseline vs its transaction behind bare uvicorn vs the service → benchmarks/RESULTS.md
 bench-http-floor: dev
-	$(BIN)/python -m benchmarks.http_floor
+	$(BIN)/python -m benchmarks http-floor $(BENCH_ARGS)
+
+## bench-write-path: CPU per registration by build and group size, group commit over HTTP → benchmarks/RESULTS.md
+bench-write-path: dev
+	$(BIN)/python -m benchmarks write-path $(BENCH_ARGS)
