@@ -6,7 +6,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from benchmarks.worst_case import CASES, ROOT, Case, render, run_case
+import pytest
+
+from benchmarks.worst_case import CASES, ROOT, Case, main, render, run_case
 
 PURE = Case("pure ε", "basic", {"type": "pure_dp", "epsilon": "0.1"})
 
@@ -55,3 +57,11 @@ def test_a_copy_from_outside_the_checkout_is_refused(tmp_path: Path) -> None:
     cpu, outcome = run_case(PURE, 30, tmp_path)
     assert cpu is None
     assert outcome.startswith("crashed: odometer_core.accounting was imported from ")
+
+
+def test_one_case_through_main(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--case``: only the matching cases, printed as the section's table."""
+    assert main(["--case", "gdp μ=10^6", "--cap", "30", "--no-write"]) == 0
+    out = capsys.readouterr().out
+    assert "| gdp μ=10^6 | gdp | 0.00 (rejected) |" in out
+    assert out.count("| svt") == 0 and "Slowest decision now: 0.00 s of CPU" in out
