@@ -10,7 +10,16 @@ import pytest
 
 from odometer_core.accounting import ACCOUNTING_VERSION
 from odometer_core.ledger import GENESIS_HASH, ChainWalker, Entry, EntryKind, entry_hash, next_entry
-from odometer_core.ledger.formats import EXPORT_FORMATS, load_export, write_export
+from odometer_core.ledger.formats import (
+    CHUNK_CHARS,
+    CSV_COLUMNS,
+    EXPORT_FORMATS,
+    compact,
+    csv_chunks,
+    export_chunks,
+    load_export,
+    write_export,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,6 +75,36 @@ def test_every_export_format_reads_back_the_same_entries(fmt: str) -> None:
     out = io.StringIO()
     assert write_export("ds_1", entries, out, fmt) == 6  # type: ignore[arg-type]
     assert load_export(out.getvalue()) == entries
+
+
+def test_the_formats_have_one_writer_whose_chunks_make_the_file() -> None:
+    """``export_chunks`` (the server's export and CSV pages, saved as is by the client) and
+    ``write_export`` give the same bytes, in the framing the verifier and users rely on."""
+    entries = [e.to_export() for e in _chain(3)]
+    lines = [compact(e) for e in entries]
+    expected = {
+        "json": '{"dataset_id":"ds_1","entries":[\n' + ",\n".join(lines) + "\n]}\n",
+        "jsonl": "".join(line + "\n" for line in lines),
+    }
+    for fmt in EXPORT_FORMATS:
+        out = io.StringIO()
+        assert write_export("ds_1", entries, out, fmt) == 3
+        assert "".join(export_chunks("ds_1", entries, fmt)) == out.getvalue()
+        if fmt in expected:
+            assert out.getvalue() == expected[fmt]
+        else:
+            assert out.getvalue().split("\n", 1)[0] == ",".join(CSV_COLUMNS)
+            assert "".join(csv_chunks(entries)) == out.getvalue()
+    assert write_export("ds_1", [], io.StringIO(), "jsonl") == 0
+    with pytest.raises(ValueError, match="format must be one of"):
+        export_chunks("ds_1", entries, "xml")  # type: ignore[arg-type]
+    # a long export comes in several chunks of bounded size, joined to the same file
+    many = entries * (3 * CHUNK_CHARS // len(lines[0]))
+    chunks = list(export_chunks("ds_1", many, "json"))
+    assert len(chunks) > 2 and max(map(len, chunks)) < 2 * CHUNK_CHARS
+    out = io.StringIO()
+    write_export("ds_1", many, out, "json")
+    assert "".join(chunks) == out.getvalue()
 
 
 def test_entry_kinds_are_exactly_what_the_code_writes() -> None:

@@ -41,36 +41,70 @@ def csv_cell(value: Any) -> str:
 
 
 # ---------------------------------------------------------------------------- writing
-def write_export(
-    dataset_id: str, entries: Iterable[Mapping[str, Any]], out: IO[str], format: ExportFormat
-) -> int:
-    """Stream ``entries`` to ``out``; returns how many were written."""
-    count = 0
-    if format == "jsonl":
-        for entry in entries:
-            out.write(compact(entry) + "\n")
-            count += 1
-    elif format == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(CSV_COLUMNS)
-        for entry in entries:
-            writer.writerow([csv_cell(entry.get(c)) for c in CSV_COLUMNS])
-            count += 1
-    elif format == "json":
-        out.write(f'{{"dataset_id":{compact(dataset_id)},"entries":[')
-        for entry in entries:
-            out.write(("," if count else "") + "\n" + compact(entry))
-            count += 1
-        out.write("\n]}\n")
-    else:
-        raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}")
-    return count
-
-
 #: Chunk size of the streamed formats. Starlette pulls each chunk of a synchronous iterator
 #: through the thread pool, so one chunk per entry cost a thread hop per entry (export of
 #: 10^6 entries: minutes); chunks of this size keep the hops rare and the memory bounded.
 CHUNK_CHARS = 64 * 1024
+
+
+def export_chunks(
+    dataset_id: str, entries: Iterable[Mapping[str, Any]], format: ExportFormat
+) -> Iterator[str]:
+    """An export file, streamed in chunks of about :data:`CHUNK_CHARS`: the one writer of the
+    three formats (:func:`write_export`, the server's ``GET …/ledger?export=true`` that the
+    client's ``export()`` saves as received, and the CSV pages of ``GET …/ledger``)."""
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}")
+    return _chunks(dataset_id, entries, format)
+
+
+def _chunks(
+    dataset_id: str, entries: Iterable[Mapping[str, Any]], format: ExportFormat
+) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    if format == "json":
+        buffer.write(f'{{"dataset_id":{compact(dataset_id)},"entries":[')
+    elif format == "csv":
+        writer.writerow(CSV_COLUMNS)
+    separator = "\n"
+    for entry in entries:
+        if format == "jsonl":
+            buffer.write(compact(entry) + "\n")
+        elif format == "json":
+            buffer.write(separator + compact(entry))
+            separator = ",\n"
+        else:
+            writer.writerow([csv_cell(entry.get(c)) for c in CSV_COLUMNS])
+        if buffer.tell() > CHUNK_CHARS:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    if format == "json":
+        buffer.write("\n]}\n")
+    if buffer.tell():
+        yield buffer.getvalue()
+
+
+class _Counted:
+    def __init__(self, entries: Iterable[Mapping[str, Any]]) -> None:
+        self._entries = entries
+        self.count = 0
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        for entry in self._entries:
+            self.count += 1
+            yield entry
+
+
+def write_export(
+    dataset_id: str, entries: Iterable[Mapping[str, Any]], out: IO[str], format: ExportFormat
+) -> int:
+    """Stream ``entries`` to ``out`` (:func:`export_chunks`); returns how many were written."""
+    counted = _Counted(entries)
+    for chunk in export_chunks(dataset_id, counted, format):
+        out.write(chunk)
+    return counted.count
 
 
 def json_page_chunks(
@@ -96,17 +130,9 @@ def json_page_chunks(
 
 
 def csv_chunks(entries: Iterable[Mapping[str, Any]]) -> Iterator[str]:
-    """One header row, then one row per entry (columns: the hashed fields, then ``hash``)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for entry in entries:
-        writer.writerow([csv_cell(entry[c]) for c in CSV_COLUMNS])
-        if buffer.tell() > CHUNK_CHARS:
-            yield buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
-    yield buffer.getvalue()
+    """One header row, then one row per entry (columns: the hashed fields, then ``hash``): a
+    CSV page is a CSV export of its entries."""
+    return export_chunks("", entries, "csv")
 
 
 # ---------------------------------------------------------------------------- reading
