@@ -1,4 +1,5 @@
-"""The ledger: paged, filtered, streamed as JSON or CSV."""
+"""The ledger: paged, filtered, streamed as JSON, CSV or JSON lines; or a whole export file
+(``export=true``), written by the core's one writer of the export formats."""
 
 from __future__ import annotations
 
@@ -14,9 +15,18 @@ from app.api.errors import responses
 from app.db.repositories import LedgerFilter
 from app.schemas.ledger import EntryKind, LedgerPageOut, ledger_time
 from app.services import ledger as service
-from odometer_core.ledger.formats import csv_chunks, json_page_chunks
+from odometer_core.ledger.formats import export_chunks, json_page_chunks
 
 router = APIRouter(prefix="/v1/datasets/{dataset_id}/ledger", tags=["ledger"])
+
+MEDIA_TYPES = {
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+    "jsonl": "application/x-ndjson",
+}
+#: The export's head: an export holds the entries up to this ``seq`` (with ``after_seq=0`` and
+#: no filter, exactly this many, ``seq`` 1 to the head).
+HEAD_SEQ_HEADER = "Ledger-Head-Seq"
 
 
 @router.get(
@@ -25,8 +35,15 @@ router = APIRouter(prefix="/v1/datasets/{dataset_id}/ledger", tags=["ledger"])
     response_model=LedgerPageOut,
     responses={
         200: {
-            "description": "A page of entries (JSON document, or CSV with one row per entry)",
-            "content": {"text/csv": {"schema": {"type": "string"}}},
+            "description": (
+                "A page of entries (JSON document, CSV with one row per entry, or JSON lines); "
+                "with export=true, the export file of every entry after after_seq up to the "
+                "head (json: {dataset_id, entries}), its head in the Ledger-Head-Seq header"
+            ),
+            "content": {
+                "text/csv": {"schema": {"type": "string"}},
+                "application/x-ndjson": {"schema": {"type": "string"}},
+            },
         },
         **responses(401, 403, 404, 422, 503),
     },
@@ -45,7 +62,14 @@ def read_ledger(
     until: Annotated[datetime | None, Query(description="entries strictly before")] = None,
     actor: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     kind: Annotated[list[EntryKind] | None, Query(max_length=8)] = None,
-    format: Annotated[Literal["json", "csv"], Query()] = "json",
+    format: Annotated[Literal["json", "csv", "jsonl"], Query()] = "json",
+    export: Annotated[
+        bool,
+        Query(
+            description="the whole ledger after after_seq up to the head, as an export file "
+            "(limit does not apply)"
+        ),
+    ] = False,
 ) -> StreamingResponse:
     """Ledger entries in ``seq`` order, exactly as hashed (verifiable offline)."""
     if since is not None and until is not None and ledger_time(until) <= ledger_time(since):
@@ -65,7 +89,7 @@ def read_ledger(
         dataset_id,
         service.LedgerQuery(
             after_seq=after_seq,
-            limit=limit,
+            limit=2**62 if export else limit,  # the service stops at the head
             where=LedgerFilter(
                 since=ledger_time(since) if since else None,
                 until=ledger_time(until) if until else None,
@@ -74,13 +98,16 @@ def read_ledger(
             ),
         ),
     )
-    if format == "csv":
+    if format == "json" and not export:
         return StreamingResponse(
-            csv_chunks(page),
-            media_type="text/csv; charset=utf-8",
-            headers={"Content-Disposition": f'attachment; filename="{dataset_id}-ledger.csv"'},
+            json_page_chunks(page.dataset_id, page.head_seq, page, lambda: page.next_after_seq),
+            media_type=MEDIA_TYPES[format],
         )
+    headers = {"Content-Disposition": f'attachment; filename="{dataset_id}-ledger.{format}"'}
+    if export:
+        headers[HEAD_SEQ_HEADER] = str(page.head_seq)
     return StreamingResponse(
-        json_page_chunks(page.dataset_id, page.head_seq, page, lambda: page.next_after_seq),
-        media_type="application/json",
+        export_chunks(page.dataset_id, page, format),
+        media_type=MEDIA_TYPES[format],
+        headers=headers,
     )
