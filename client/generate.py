@@ -38,6 +38,8 @@ REPLACEMENTS = {
     "AsyncBaseTransport": "BaseTransport",
     "aclose": "close",
     "asleep": "sleep",
+    "aiter_bytes": "iter_bytes",
+    "aread": "read",
 }
 
 

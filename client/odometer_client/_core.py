@@ -20,7 +20,8 @@ import httpx
 
 from odometer_client import contract
 from odometer_client.declarations import Mechanism
-from odometer_client.errors import ApiError, InvalidRequest, error_for
+from odometer_client.errors import ApiError, InvalidRequest, OdometerError, error_for
+from odometer_client.exports import EXPORT_FORMATS, ExportFormat
 from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement, decimals
 
 T = TypeVar("T")
@@ -388,6 +389,30 @@ def ledger_page(ds: str, q: LedgerQuery, after_seq: int) -> Call[dict[str, Any]]
             params.append((name, value))
     params.extend(("kind", k) for k in q.kinds)
     return Call("GET", f"/v1/datasets/{ds}/ledger", _as_dict, params=params)
+
+
+#: The header of an export response: the ``seq`` of the last entry it holds.
+EXPORT_HEAD_HEADER = "Ledger-Head-Seq"
+
+
+def export_ledger(ds: str, format: ExportFormat) -> Call[None]:
+    """``GET …/ledger?export=true``: the whole ledger as one export file, written by the
+    server (the client saves the bytes; ``decode`` is not used)."""
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}")
+    params = [("export", "true"), ("format", format)]
+    return Call("GET", f"/v1/datasets/{ds}/ledger", lambda _: None, params=params)
+
+
+def exported_count(response: httpx.Response) -> int:
+    """How many entries an export response holds: the whole ledger, ``seq`` 1 to its head."""
+    head = response.headers.get(EXPORT_HEAD_HEADER)
+    if head is None or not head.isdigit():
+        raise OdometerError(
+            f"the server answered no {EXPORT_HEAD_HEADER} header: it does not serve whole "
+            "exports (GET …/ledger?export=true); use a server of the client's version"
+        )
+    return int(head)
 
 
 def get_report(ds: str) -> Call[dict[str, Any]]:

@@ -5,7 +5,7 @@
 - :func:`verify_entries` is the offline verifier's replay (``odometer verify``); it needs the
   accounting core (``pip install privacy-odometer-core``, which brings this client), loaded
   only then.
-- Exports are written by :mod:`odometer_client.exports`.
+- Exports are written by the server and saved as received (:mod:`odometer_client.exports`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The client writes exports byte for byte as the ledger format of the core does, and the
-synchronous and asynchronous clients stream the same file."""
+"""The client writes no export format itself: it saves the file the server writes with the
+ledger format of the core, byte for byte, and the synchronous and asynchronous clients save the
+same file."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import asyncio
 import io
 from pathlib import Path
 
+import httpx
 import pytest
 
-from odometer_client import AsyncOdometerClient, OdometerClient
+from odometer_client import AsyncOdometerClient, OdometerClient, OdometerError, ServerError, exports
 from odometer_client import declarations as d
-from odometer_client.exports import EXPORT_FORMATS, ExportFormat, write_export
-from odometer_core.ledger.formats import write_export as core_write_export
+from odometer_client.exports import EXPORT_FORMATS, ExportFormat
+from odometer_core.ledger.formats import load_export, write_export
 from tests.client.conftest import FAST_RETRY
 from tests.client.live import ADMIN_KEY, Server
 
@@ -26,17 +28,23 @@ def _busy_dataset(client: OdometerClient) -> str:
     return ds
 
 
+def test_the_client_has_no_writer_of_the_formats() -> None:
+    assert not hasattr(exports, "write_export") and not hasattr(exports, "ExportWriter")
+
+
 @pytest.mark.parametrize("format", EXPORT_FORMATS)
 def test_client_export_equals_the_core_ledger_format(
-    client: OdometerClient, format: ExportFormat
+    client: OdometerClient, tmp_path: Path, format: ExportFormat
 ) -> None:
     ds = _busy_dataset(client)
     entries = list(client.ledger(ds))
     assert len(entries) == 5
-    ours, core = io.StringIO(), io.StringIO()
-    assert write_export(ds, entries, ours, format) == 5
-    assert core_write_export(ds, entries, core, format) == 5
-    assert ours.getvalue() == core.getvalue()
+    path = tmp_path / f"export.{format}"
+    assert client.export(ds, path, format) == 5
+    core = io.StringIO()
+    assert write_export(ds, entries, core, format) == 5
+    assert path.read_bytes() == core.getvalue().encode("utf-8")
+    assert load_export(path.read_text("utf-8")) == entries
 
 
 @pytest.mark.parametrize("format", EXPORT_FORMATS)
@@ -53,3 +61,60 @@ def test_sync_and_async_exports_stream_the_same_file(
 
     assert asyncio.run(export()) == 5
     assert sync_path.read_bytes() == async_path.read_bytes()
+
+
+def test_an_unknown_format_is_refused_before_sending(
+    client: OdometerClient, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="format must be one of json, jsonl, csv"):
+        client.export("ds_x", tmp_path / "x", "xml")  # type: ignore[arg-type]
+
+
+def test_jsonl_pages_concatenate_to_the_jsonl_export(
+    server: Server, client: OdometerClient, tmp_path: Path
+) -> None:
+    ds = _busy_dataset(client)
+    path = tmp_path / "export.jsonl"
+    client.export(ds, path, "jsonl")
+    headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    with httpx.Client(base_url=server.base_url, headers=headers) as http:
+        pages = [
+            http.get(f"/v1/datasets/{ds}/ledger", params={"format": "jsonl", **q})
+            for q in ({"limit": "3"}, {"after_seq": "3", "limit": "3"})
+        ]
+    assert [p.headers["content-type"] for p in pages] == ["application/x-ndjson"] * 2
+    assert b"".join(p.content for p in pages) == path.read_bytes()
+
+
+def _transport(responses: list[httpx.Response]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.params["export"] == "true"
+        return responses.pop(0)
+
+    return httpx.MockTransport(handler)
+
+
+def test_a_failed_attempt_is_retried_from_the_start(tmp_path: Path) -> None:
+    body = b'{"seq":1,"hash":"h"}\n'
+    transport = _transport(
+        [
+            httpx.Response(503, json={"error": "ServiceUnavailable", "detail": "busy"}),
+            httpx.Response(200, content=body, headers={"Ledger-Head-Seq": "1"}),
+        ]
+    )
+    path = tmp_path / "x.jsonl"
+    with OdometerClient("http://odometer", "k", retry=FAST_RETRY, transport=transport) as c:
+        assert c.export("ds_1", path, "jsonl") == 1
+    assert path.read_bytes() == body
+
+
+def test_errors_and_servers_without_whole_exports_are_reported(tmp_path: Path) -> None:
+    transport = _transport(
+        [httpx.Response(503, json={"error": "ServiceUnavailable", "detail": "busy"})] * 4
+        + [httpx.Response(200, json={"dataset_id": "ds_1", "entries": []})]
+    )
+    with OdometerClient("http://odometer", "k", retry=FAST_RETRY, transport=transport) as c:
+        with pytest.raises(ServerError):
+            c.export("ds_1", tmp_path / "x.json")
+        with pytest.raises(OdometerError, match="does not serve whole exports"):
+            c.export("ds_1", tmp_path / "x.json")

@@ -19,7 +19,7 @@ import httpx
 from odometer_client import _core
 from odometer_client._core import Call, LedgerQuery, MechanismLike, Number, RetryPolicy
 from odometer_client.errors import NotFound, ReservationNotSettled, TransportError
-from odometer_client.exports import ExportFormat, ExportWriter
+from odometer_client.exports import ExportFormat
 from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement
 
 T = TypeVar("T")
@@ -352,15 +352,41 @@ class AsyncOdometerClient:
         *,
         page_size: int = 10_000,
     ) -> int:
-        """Write the whole ledger to ``path`` (``json``: the server's document shape,
-        ``jsonl``: one entry per line, ``csv``: the server's columns), streamed page by page;
-        returns the count. Every format is accepted by ``odometer verify``."""
-        ds = _core.dataset_id(dataset)
-        with Path(path).open("w", encoding="utf-8", newline="") as out:
-            writer = ExportWriter(ds, out, format)
-            async for entry in self.ledger(ds, page_size=page_size):
-                writer.write(entry)
-            return writer.close()
+        """Write the whole ledger to ``path`` (``json``: ``{"dataset_id", "entries"}``,
+        ``jsonl``: one entry per line, ``csv``: the server's columns); returns the count.
+        Every format is accepted by ``odometer verify``.
+
+        The server writes the file (``GET …/ledger?export=true``, up to the head at the time of
+        the request) and the client saves the bytes as they arrive: memory for one chunk.
+        ``page_size`` is accepted for compatibility and no longer used (the export is one
+        streamed response, batched by the server). A failed attempt is retried from the start.
+        """
+        del page_size
+        call = _core.export_ledger(_core.dataset_id(dataset), format)
+        attempt = 0
+        with Path(path).open("wb") as out:
+            while True:
+                out.seek(0)
+                out.truncate()
+                try:
+                    async with self._http.stream(
+                        call.method, call.path, params=tuple(call.params)
+                    ) as response:
+                        if response.status_code < 400:
+                            count = _core.exported_count(response)
+                            async for chunk in response.aiter_bytes():
+                                out.write(chunk)
+                            return count
+                        await response.aread()
+                        if attempt >= self.retry.retries or not _core.retryable_response(
+                            response, call
+                        ):
+                            raise _core.to_error(response)
+                except httpx.TransportError as exc:
+                    if attempt >= self.retry.retries or not _core.retryable_exception(exc, call):
+                        raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
+                await _core.asleep(self.retry.delay(attempt))
+                attempt += 1
 
     async def report(self, dataset: str | Dataset) -> dict[str, Any] | None:
         """``GET …/report`` if the server has it, else ``None`` (see ``odometer_client.ledger``)."""
