@@ -71,8 +71,8 @@ class ChargeWorkersBusy(ServiceError):
 # ---------------------------------------------------------------------------- the worker side
 #: A worker's first message: it has imported the accounting core and may take jobs.
 READY = ("ready", None)
-#: How long a new worker may take to start before it is replaced (a spawn and the imports take
-#: ~1 s on an idle machine, several on an overloaded one).
+#: How long a new worker may take to start before it is replaced (a spawn and the imports are
+#: quick on an idle machine and take many times as long on an overloaded one).
 START_SECONDS = 60.0
 
 
@@ -117,7 +117,8 @@ def _serve(conn: Connection) -> None:  # pragma: no cover - runs in the worker p
 
 
 def _warm_up() -> None:  # pragma: no cover - runs in the worker processes
-    """Import the accounting core and dp_accounting before the first job (≈ 0.5 s)."""
+    """Import the accounting core and dp_accounting before the first job (the slow part of a
+    worker's start)."""
     from odometer_core.accounting import pld
 
     with contextlib.suppress(Exception):
@@ -199,7 +200,8 @@ class ChargeWorkers:
         self._replace(worker)
 
     def _replace(self, worker: _Worker) -> None:
-        """Kill ``worker`` and start another in the background (a spawn takes ~1 s)."""
+        """Kill ``worker`` and start another in the background (a spawn and its imports are too
+        slow to wait for)."""
         with self._lock:
             self._all.discard(worker)
             closed = self._closed

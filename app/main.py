@@ -56,11 +56,11 @@ def _lean_register(app: OdometerAPI) -> None:
 def freeze_startup_objects() -> None:
     """Exempt what the process built before serving from the cyclic garbage collector's full
     passes (:func:`gc.freeze`). The app, its dependencies (numpy, scipy, SQLAlchemy, pydantic)
-    and their module objects are ≈ 170,000 tracked objects that live as long as the process;
-    every full (oldest-generation) collection walked them all, ≈ 80–140 ms on the benchmark
-    machine, a stall of every request of the worker, and of the other workers' requests on
-    the dataset whose lock it held (``benchmarks/RESULTS.md``, *The HTTP floor*: p99 with 32
-    clients on a hot dataset)."""
+    and their module objects are a great many tracked objects that live as long as the
+    process; every full (oldest-generation) collection walked them all: a stall of every
+    request of the worker, and of the other workers' requests on the dataset whose lock it
+    held, which showed in the p99 with many clients on a hot dataset (``benchmarks/RESULTS.md``,
+    *Server CPU at one client*, *Levers, measured side by side*; *The HTTP floor*)."""
     gc.collect()
     gc.freeze()
 
@@ -75,9 +75,10 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         settings.charge_workers, settings.charge_cpu_seconds, settings.charge_wait_seconds
     )
     base = database or Database.from_settings(settings)
-    # The fair queue on PostgreSQL only: measured there +40 % throughput and p99/p50 7 → 1.5 on
-    # a hot dataset at 32 clients; on SQLite the file lock between processes dominates and it
-    # cost 15 % (benchmarks/RESULTS.md, *Fair queueing*).
+    # The fair queue on PostgreSQL only: there, serving a dataset's writers in arrival order
+    # raised throughput and brought p99 close to p50 on a hot dataset; on SQLite the file lock
+    # between processes decides the order and the queue only cost throughput
+    # (benchmarks/RESULTS.md, *Fair queueing*).
     fair = settings.fair_queue and base.engine.dialect.name == "postgresql"
     db = replace(
         base,

@@ -3,12 +3,12 @@
 Why not plain ``uvicorn --workers N``: with more than one worker, uvicorn's supervisor binds the
 listening socket itself, without naming the TCP protocol, and asyncio then skips its own
 ``TCP_NODELAY`` set-up on accepted connections (it checks ``sock.proto``). Nagle's algorithm
-holds back the response body, written after the headers, until the client's delayed ACK: about
-40 ms added to every keep-alive request (measured in ``benchmarks/RESULTS.md``, service
-section). On Linux an accepted TCP socket inherits ``TCP_NODELAY`` from its listener, so this
-launcher binds the socket itself, sets the option once, and hands the descriptor to uvicorn
-(``fd=``, public API) for every worker. ``make run``, the Dockerfile and the multi-worker test
-servers start the service this way.
+holds back the response body, written after the headers, until the client's delayed ACK, a wait
+added to every keep-alive request (``benchmarks/RESULTS.md``, *Nagle: the plain uvicorn command
+line with several workers*). On Linux an accepted TCP socket inherits ``TCP_NODELAY`` from its
+listener, so this launcher binds the socket itself, sets the option once, and hands the
+descriptor to uvicorn (``fd=``, public API) for every worker. ``make run``, the Dockerfile and
+the multi-worker test servers start the service this way.
 
 Each worker also tells the app how many connections it has open (:class:`HttpProtocol`): a
 worker with one runs its registrations on its event loop instead of handing them to a thread

@@ -125,7 +125,7 @@ async def in_thread(call: Callable[..., T], *args: object) -> T:
     """``call(*args)`` in one of the process's register threads, with the caller's context
     variables (as ``run_in_threadpool``). Straight through the event loop's executor hand-off
     (what ``loop.run_in_executor`` does): anyio's worker-thread machinery (capacity limiter,
-    cancel scope, its own result queue) cost ≈ 10 % of a worker's CPU at one client
+    cancel scope, its own result queue) was a sizeable share of a worker's CPU at one client
     (``benchmarks/RESULTS.md``, *Server CPU at one client*). Once started, the call is not
     abandoned if the request is cancelled: its transaction commits or rolls back in its thread
     as it would have, and it counts as running (:meth:`_Worker.alone`) until then."""
@@ -144,8 +144,8 @@ async def blocking(call: Callable[..., T], *args: object, short: bool = True) ->
 
     A process serving one keep-alive connection has nothing else for its event loop to do
     while the request's transaction runs; the hand-off to a thread and back (a queue, two
-    wake-ups, the loop's self-pipe) cost 8–18 % of the CPU per request and 9–18 % of the
-    throughput at one client (``benchmarks/RESULTS.md``, *Server CPU at one client*). What
+    wake-ups, the loop's self-pipe) costs CPU on every request and throughput at one client
+    (``benchmarks/RESULTS.md``, *Server CPU at one client*, *Levers, measured side by side*). What
     waits meanwhile is only a new connection's first request, for at most this transaction:
     from then on the process has two connections and hands every call to a thread again.
     """

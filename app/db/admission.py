@@ -8,8 +8,9 @@ pipeline (:class:`PipelinedTransaction`), so a request takes two round trips: ``
 the lock, then the write and ``COMMIT``. SQLite has no data-modifying CTEs, but it is in the
 process: there each write is its own statement, and round trips cost nothing.
 
-The ORM is not used here: measured on the previous path, identity-map bookkeeping and unit-of-
-work flushes cost about 3 ms of CPU per admission while the budget row was locked.
+The ORM is not used here: its identity-map bookkeeping and unit-of-work flushes were CPU spent
+on every admission while the budget row was locked (``benchmarks/RESULTS.md``, *The write
+path's levers*).
 
 **Locking.** The one statement takes the locks in the fixed order organisation → dataset →
 grant (PostgreSQL locks the rows of a ``SELECT … FOR …`` in the order its locking clauses name
@@ -140,10 +141,11 @@ class StoredResponse:
 
 # ---------------------------------------------------------------------------- statements
 # The statements are written out once per dialect and shape (``lru_cache``) and run through
-# the driver (:func:`_run`, as ``exec_driver_sql`` would): measured, SQLAlchemy compiled a
-# multi-row INSERT inside a common table expression anew on every call (≈ 3 ms of CPU per
-# admission), and its compiled cache did not help. PostgreSQL receives the same text each
-# time, so psycopg prepares it server-side after a few executions.
+# the driver (:func:`_run`, as ``exec_driver_sql`` would): SQLAlchemy compiled a multi-row
+# INSERT inside a common table expression anew on every call, CPU spent on every admission,
+# and its compiled cache did not help (``benchmarks/RESULTS.md``, *The write path's levers*).
+# PostgreSQL receives the same text each time, so psycopg prepares it server-side after a few
+# executions.
 def _run(
     conn: Connection,
     sql: str,
@@ -156,18 +158,18 @@ def _run(
     """Execute ``sql`` on the connection's DBAPI cursor and return its rows (empty for a
     statement without any). The same statement text and parameters ``exec_driver_sql`` would
     send, on the same DBAPI connection and so in the same transaction, without building an
-    execution context and a result object per statement (≈ 8 % of a serving worker's CPU at one
-    client, profiled). A driver error is raised as SQLAlchemy raises it (``IntegrityError``,
-    ``OperationalError``, …: what the services and the error handlers catch), and a
-    disconnect invalidates the connection, as SQLAlchemy does, so the pool does not hand it
-    out again.
+    execution context and a result object per statement (a share of a serving worker's CPU at
+    one client: ``benchmarks/RESULTS.md``, *Server CPU at one client*). A driver error is
+    raised as SQLAlchemy raises it (``IntegrityError``, ``OperationalError``, …: what the
+    services and the error handlers catch), and a disconnect invalidates the connection, as
+    SQLAlchemy does, so the pool does not hand it out again.
 
     ``native``: ``sql`` has PostgreSQL's own placeholders (``$1``, …; :func:`_native`) and
     ``params`` is their list, run on a psycopg ``RawCursor``, which sends the text as it is.
     A ``%(name)s`` statement whose parse psycopg does not cache (:func:`_parse_cached`: longer
     than 4 KiB or with more than 50 parameters, as a group's write statement) is converted so
-    and run so: a cursor would parse its text on every execution, measured ≈ 17 % of a serving
-    worker's CPU (many datasets, 8 clients) for the long ones.
+    and run so: a cursor would parse its text on every execution, a cost that grows with the
+    statement (``benchmarks/RESULTS.md``, *Registrations decided in groups*).
 
     ``rows=False``: a statement whose rows nobody reads (a write). In a pipelined transaction
     (:class:`PipelinedTransaction`) it is only queued: it goes out with the transaction's
@@ -330,7 +332,7 @@ def _json_param(dialect: str, name: str) -> str:
 
 def _dump(value: Any) -> str | None:
     """A JSON column's value as stored (SQL NULL for ``None``, as ``Json(none_as_null)``):
-    compact JSON text by orjson, ≈ 20× faster than the standard library's encoder on an
+    compact JSON text by orjson, far cheaper than the standard library's encoder on an
     ``rdp`` entry's curves (*Server CPU at one client* in ``benchmarks/RESULTS.md``). Keys
     that are not strings are written as text, as ``json.dumps`` writes them. The values are
     the ledger entry's, whose hashing refuses binary floats, so no NaN reaches here (orjson
@@ -692,8 +694,9 @@ def write(
 #: this many parameters (its ``MAX_CACHED_STATEMENT_LENGTH`` and ``MAX_CACHED_STATEMENT_PARAMS``);
 #: any other is parsed anew on every execution, so it is sent with PostgreSQL's own
 #: placeholders (:func:`_native`). One registration's write has 42 parameters (1.5 KB): it keeps
-#: psycopg's cursor, since measured at one client the native form cost ≈ 0.05 ms more per
-#: admission. A group of two already has 79 (one dataset) or 84 (two).
+#: psycopg's cursor, whose cached parse costs less at one client than the native form
+#: (``benchmarks/RESULTS.md``, *Server CPU at one client*). A group of two already has 79 (one
+#: dataset) or 84 (two).
 PARSE_CACHED_UP_TO: Final = 4096
 PARSE_CACHED_PARAMS: Final = 50
 

@@ -58,10 +58,9 @@ def make_engine(
         # Last in, first out: the connection just given back is handed out next, so a quiet
         # worker keeps talking to one warm backend instead of cycling through every connection
         # a burst once opened (each a PostgreSQL process of its own, its caches cold, woken in
-        # turn): at one client, after a burst of 16 concurrent requests (about 8 connections
-        # in each worker's pool), +11 % throughput side by side, p99 -13 %; after a burst of 8
-        # (about 4 each), within the noise (``benchmarks/RESULTS.md``, *Server CPU at one
-        # client*).
+        # turn). What it buys at one client grows with the connections a burst left in the pool
+        # (``benchmarks/RESULTS.md``, *Server CPU at one client*, *Levers, measured side by
+        # side*).
         kwargs.update(pool_size=pool_size, max_overflow=max_overflow, pool_use_lifo=True)
     engine = create_engine(url, isolation_level="READ COMMITTED", **kwargs)
     _install_liveness_check(engine)
@@ -98,8 +97,8 @@ def _install_liveness_check(engine: Engine) -> None:
     round trip.
 
     The pool's usual pre-ping (``pool_pre_ping``) sends an empty statement on every checkout:
-    one more round trip for every request, ≈ 0.2 ms of its latency at one client on this
-    project's benchmark machine (``benchmarks/RESULTS.md``, *Server CPU at one client*). What
+    one more round trip for every request, which every request waits out at one client
+    (``benchmarks/RESULTS.md``, *Server CPU at one client*). What
     it guards against is a connection whose server end went away while it sat in the pool: a
     restarted server, or a backend terminated (``pg_terminate_backend``, an idle timeout). A
     server that ends a connection says so (its last ``ErrorResponse``, then end of file), and

@@ -83,11 +83,10 @@ class GroupCommit(Generic[P, R]):
     reaches the head of the line, runs the next group itself. A coroutine (:meth:`run_async`)
     awaits a future: a thread started once for the line (``spawn``) runs group after group
     while coroutines head the line, and hands each group's outcomes to the event loop at once.
-    Measured over HTTP (2 workers, the builds' cells alternating): one thread and one wake-up
-    of the event loop per group, instead of a hand-off to a thread, an event and a wake-up per
-    request, cost 18–31 % less CPU per admission and answered 11–23 % more requests at 8 and 32
-    clients on one hot dataset and at 8 clients over 1,000 datasets (``benchmarks/RESULTS.md``,
-    *Server CPU at one client*)."""
+    One thread and one wake-up of the event loop per group, instead of a hand-off to a thread,
+    an event and a wake-up per request, cost less CPU per admission and answered more requests
+    with several clients, on one hot dataset and over many (``benchmarks/RESULTS.md``, *Server
+    CPU at one client*, *Levers, measured side by side*)."""
 
     def __init__(self, limit: int = 64) -> None:
         if limit < 1:

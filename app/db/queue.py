@@ -3,10 +3,11 @@
 Admissions on one dataset are serialised by its budget row's lock. Waiting for that lock in the
 database is not first come, first served: a request that arrives just as the holder commits can
 take the row before those that have waited longest (PostgreSQL's tuple locks are re-contended on
-every release). Under a stream of requests on a hot dataset some waiters lose again and again:
-p99 was 5–8.6 × p50 at 32 clients. Here each server process hands
-out turns per dataset in arrival order before a request opens its write transaction, so at most
-one request of this process waits on the row, and the others wait here, in order. Nothing is
+every release). Under a stream of requests on a hot dataset some waiters lose again and again,
+and the p99 is several times the p50 (``benchmarks/RESULTS.md``, *Fair queueing*). Here each
+server process hands out turns per dataset in arrival order before a request opens its write
+transaction, so at most one request of this process waits on the row, and the others wait
+here, in order. Nothing is
 held across processes: correctness still rests on the database's lock; this is only the order in
 which one process presents its requests to it. Used on PostgreSQL only (``create_app``): on
 SQLite the file lock between processes decides the order, and the queue only cost throughput.

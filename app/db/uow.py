@@ -46,8 +46,9 @@ class WriteGate:
 
     SQLite admits one writer at a time, and a writer that finds the database locked polls it
     from SQLite's busy handler, sleeping longer after each try (up to 100 ms): under a stream
-    of writes from several server processes a writer can lose round after round (p99 of 460 ms
-    against a p50 of 18 ms, measured with 32 clients on two workers). Writers here first take
+    of writes from several server processes a writer can lose round after round, and the p99
+    ends up far above the p50 (``benchmarks/RESULTS.md``, *Measurements once quoted in the
+    code*). Writers here first take
     a lock of their process's, then an exclusive ``flock`` on a file beside the database
     (``<database>-writer.lock``), where the kernel wakes a waiter the moment the holder
     leaves. ``BEGIN IMMEDIATE`` remains the lock that counts; the gate only decides who asks
@@ -264,9 +265,9 @@ class UnitOfWork:
         :mod:`app.db.admission`'s and which only needs :meth:`connection`, :attr:`idempotency`,
         :meth:`commit` and :meth:`rollback` (the other repositories are the ``Session``'s and are
         not set here). The ``Session`` only carried the connection there, and its transaction
-        bookkeeping (begin, commit's flush check, close) was ≈ 11 % of a registration's CPU
-        (``benchmarks/RESULTS.md``, *Server CPU at one client*, where what dropping it bought is
-        measured too). On PostgreSQL the transaction is pipelined
+        bookkeeping (begin, commit's flush check, close) was a sizeable share of a registration's
+        CPU (``benchmarks/RESULTS.md``, *Server CPU at one client*, where what dropping it bought
+        is measured too). On PostgreSQL the transaction is pipelined
         (:class:`app.db.admission.PipelinedTransaction`: ``BEGIN`` sent with the lock statement,
         the write with ``COMMIT``, two round trips in all). Leaving the block without a commit
         rolls back, as for ``with uow``."""

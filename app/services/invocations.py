@@ -260,9 +260,10 @@ def lock_levels(
 
     ``admitting``: an admission under an organisation without a cap does not write the
     organisation row, so it shares the row instead of holding it alone; otherwise every
-    admission on any dataset of the organisation would queue behind every other (the service
-    benchmark measured 76 req/s on 1,000 datasets of one organisation against 118 with one
-    organisation each). Settle and cancel may write the cap's state and always hold it alone.
+    admission on any dataset of the organisation would queue behind every other, and many
+    datasets of one organisation would be served far more slowly than the same datasets each
+    in an organisation of its own (``benchmarks/RESULTS.md``, *Measurements once quoted in the
+    code*). Settle and cancel may write the cap's state and always hold it alone.
     Whether a cap is in force is guessed from the last time this process saw the dataset; a
     wrong ``share`` guess is rolled back and the levels are locked again, the organisation
     alone (a shared lock is never upgraded: two sharers upgrading deadlock).
