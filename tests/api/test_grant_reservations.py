@@ -81,8 +81,15 @@ def _reserve_then_regrant(client: TestClient, *, capped: bool) -> tuple[str, str
 def _reserve_then_revoke(
     client: TestClient, *, capped: bool = False
 ) -> tuple[str, str, str, Any, str]:
-    """An analyst's grant with a quota reserves an ODP invocation, then the grant is revoked:
-    (organisation, dataset, analyst, its headers, the reserved invocation)."""
+    """:func:`_reserve`, then the grant is revoked."""
+    org, ds, analyst, headers, inv = _reserve(client, capped=capped)
+    _revoke(client, ds, analyst)
+    return org, ds, analyst, headers, inv
+
+
+def _reserve(client: TestClient, *, capped: bool = False) -> tuple[str, str, str, Any, str]:
+    """An analyst's grant with a quota reserves an ODP invocation: (organisation, dataset,
+    analyst, its headers, the reserved invocation)."""
     org = new_organisation(client)
     if capped:
         cap = {"epsilon": "10", "delta": "0.0001"}
@@ -96,7 +103,6 @@ def _reserve_then_revoke(
     assert r.json()["status"] == "reserved"
     inv = str(r.json()["id"])
     assert status(client, ds)["reserved"]["epsilon"] == "0.5"
-    _revoke(client, ds, analyst)
     return org, ds, analyst, headers, inv
 
 
@@ -172,12 +178,7 @@ def test_a_revoked_grant_without_a_new_one_is_finished_by_the_admin(client: Test
 def test_a_reservation_under_the_same_grant_is_finished_at_its_quota(client: TestClient) -> None:
     """Nothing changed on the grant: the quota that reserved gets the refund (as before), and
     the entry names the grant."""
-    org = new_organisation(client)
-    ds = _dataset(client, org)
-    analyst, headers = new_principal(client, org, "analyst")
-    grant(client, ds, analyst, QUOTA)
-    r = client.post(f"/v1/datasets/{ds}/invocations", json={"mechanism": ODP}, headers=headers)
-    inv = r.json()["id"]
+    _, ds, analyst, headers, inv = _reserve(client)
     r = client.post(
         f"/v1/datasets/{ds}/invocations/{inv}/settle", json={"cell": "low"}, headers=headers
     )
@@ -239,12 +240,7 @@ def test_the_replay_refuses_a_settle_that_refunds_a_quota_that_did_not_reserve(
 def test_the_replay_refuses_to_drop_the_share_of_a_quota_in_force(client: TestClient) -> None:
     """A settle under the grant that reserved, forged to drop the quota's share (the quota
     would keep the reservation open for ever): refused."""
-    org = new_organisation(client)
-    ds = _dataset(client, org)
-    analyst, headers = new_principal(client, org, "analyst")
-    grant(client, ds, analyst, QUOTA)
-    r = client.post(f"/v1/datasets/{ds}/invocations", json={"mechanism": ODP}, headers=headers)
-    inv = r.json()["id"]
+    _, ds, _, headers, inv = _reserve(client)
     r = client.post(f"/v1/datasets/{ds}/invocations/{inv}/cancel", headers=headers)
     assert r.status_code == 200, r.text
     entries = ledger(client, ds)
