@@ -1,5 +1,5 @@
 """The write path's PostgreSQL transaction in one psycopg pipeline
-(``app.db.admission.PipelinedTransaction``): ``BEGIN`` goes out with the lock statement, the
+(``app.db.driver.PipelinedTransaction``): ``BEGIN`` goes out with the lock statement, the
 write with ``COMMIT``. The locks must be held from the lock statement's answer to the commit,
 a failed write must commit nothing and surface as the SQLAlchemy error the services catch, and
 the pooled connection must come back as the pool's other users expect it (no pipeline, no
@@ -18,7 +18,7 @@ from psycopg.pq import PipelineStatus, TransactionStatus
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
-from app.db import admission
+from app.db import driver
 from app.db.uow import Database, UnitOfWork
 
 LOCK = "SELECT k, v FROM pipeline_probe WHERE k = %(k)s FOR UPDATE"
@@ -79,9 +79,9 @@ def _lock_and_write(database: Database, k: str, v: str) -> int:
     uow = UnitOfWork(database)
     with uow.core():
         conn = uow.connection()
-        (pid,) = admission._run(conn, "SELECT pg_backend_pid()", {})[0]
-        admission._run(conn, LOCK, {"k": k})
-        admission._run(conn, UPDATE, {"k": k, "v": v}, rows=False)
+        (pid,) = driver.run(conn, "SELECT pg_backend_pid()", {})[0]
+        driver.run(conn, LOCK, {"k": k})
+        driver.run(conn, UPDATE, {"k": k, "v": v}, rows=False)
         uow.commit()
     return int(pid)
 
@@ -90,8 +90,8 @@ def _lock_and_queue(uow: UnitOfWork, k: str, v: str) -> tuple[Connection, Any]:
     """In ``uow``'s open transaction: lock the row and queue its write (not committed); the
     connection and its driver connection."""
     conn = uow.connection()
-    admission._run(conn, LOCK, {"k": k})
-    admission._run(conn, UPDATE, {"k": k, "v": v}, rows=False)
+    driver.run(conn, LOCK, {"k": k})
+    driver.run(conn, UPDATE, {"k": k, "v": v}, rows=False)
     return conn, conn.connection.dbapi_connection
 
 
@@ -110,11 +110,11 @@ def test_the_lock_is_held_from_its_answer_to_the_commit(
     with uow.core():
         conn = uow.connection()
         raw = conn.connection.dbapi_connection
-        rows = admission._run(conn, LOCK, {"k": k})
+        rows = driver.run(conn, LOCK, {"k": k})
         assert [tuple(r) for r in rows] == [(k, "seed")]
         assert raw is not None and raw.pgconn.pipeline_status == PipelineStatus.ON
         assert _locked_elsewhere(other, k)
-        assert admission._run(conn, UPDATE, {"k": k, "v": "written"}, rows=False) == []
+        assert driver.run(conn, UPDATE, {"k": k, "v": "written"}, rows=False) == []
         assert _value(other, k) == "seed"  # not committed: nothing visible, still locked
         assert _locked_elsewhere(other, k)
         uow.commit()
@@ -130,7 +130,7 @@ def test_a_failed_write_is_raised_by_the_commit_and_nothing_commits(
     uow = UnitOfWork(pg)
     with uow.core():
         conn, raw = _lock_and_queue(uow, k, "written")
-        admission._run(conn, INSERT, {"k": taken, "v": "twice"}, rows=False)  # unique violation
+        driver.run(conn, INSERT, {"k": taken, "v": "twice"}, rows=False)  # unique violation
         with pytest.raises(sa_exc.IntegrityError) as caught:
             uow.commit()
         assert "pipeline_probe" in str(caught.value.orig)
@@ -156,9 +156,9 @@ def test_a_rollback_releases_the_locks_and_the_next_statement_begins_anew(
         assert _value(other, k) == "seed"
         assert not _locked_elsewhere(other, k)
         conn = uow.connection()  # a new transaction, locked again (as after a wrong guess)
-        admission._run(conn, LOCK, {"k": k})
+        driver.run(conn, LOCK, {"k": k})
         assert _locked_elsewhere(other, k)
-        admission._run(conn, UPDATE, {"k": k, "v": "kept"}, rows=False)
+        driver.run(conn, UPDATE, {"k": k, "v": "kept"}, rows=False)
         uow.commit()
     assert _value(other, k) == "kept"
 
@@ -181,13 +181,13 @@ def test_a_backend_gone_mid_transaction_fails_the_commit_and_is_not_pooled_again
     uow = UnitOfWork(pg)
     with uow.core():
         conn = uow.connection()
-        (pid,) = admission._run(conn, "SELECT pg_backend_pid()", {})[0]
-        admission._run(conn, LOCK, {"k": k})
+        (pid,) = driver.run(conn, "SELECT pg_backend_pid()", {})[0]
+        driver.run(conn, LOCK, {"k": k})
         other.execute("SELECT pg_terminate_backend(%s)", (pid,))
         # psycopg may read the server's goodbye as it sends the queued write, or only at the
         # commit's Sync: either raises, and nothing commits
         with pytest.raises(sa_exc.DBAPIError) as caught:
-            admission._run(conn, UPDATE, {"k": k, "v": "lost"}, rows=False)
+            driver.run(conn, UPDATE, {"k": k, "v": "lost"}, rows=False)
             uow.commit()
         assert caught.value.connection_invalidated
     assert _value(other, k) == "seed"
@@ -213,7 +213,7 @@ def test_a_session_ending_error_invalidates_even_before_psycopg_sees_the_close(
     with uow.core():
         conn = uow.connection()
         raw = conn.connection.dbapi_connection
-        error = admission._driver_error(conn, goodbye.value, "COMMIT", {}, raw, None)
+        error = driver._driver_error(conn, goodbye.value, "COMMIT", {}, raw, None)
         assert isinstance(error, sa_exc.DBAPIError)
         assert error.connection_invalidated
         assert conn.invalidated
@@ -221,7 +221,7 @@ def test_a_session_ending_error_invalidates_even_before_psycopg_sees_the_close(
     with uow.core():  # an ordinary error ends no session
         conn = uow.connection()
         with pytest.raises(sa_exc.DBAPIError) as ordinary:
-            admission._run(conn, "SELECT 1 / 0", {})
+            driver.run(conn, "SELECT 1 / 0", {})
         assert isinstance(ordinary.value.orig, pg_errors.DivisionByZero)
         assert not ordinary.value.connection_invalidated
         assert not conn.invalidated

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from app.db import admission
+from app.db import admission, driver, writes
 from app.db.groups import GroupCommit
 from app.db.uow import Database, UnitOfWork
 from app.services import datasets, invocations, organisations
@@ -182,7 +182,7 @@ def test_a_failed_group_is_not_half_applied_and_each_request_is_answered_alone(
     grouped: Database, held: HeldCommit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ds = service_dataset(UnitOfWork(grouped), "group-fail", epsilon="10")
-    real_write = admission.write
+    real_write = writes.write
     failed: list[int] = []
 
     def write(conn: Any, writes: Any, *args: Any) -> None:
@@ -346,7 +346,7 @@ def test_a_failed_group_across_datasets_is_not_half_applied(
     """The group's one write (both datasets' entries and new heads) fails after it was
     written: nothing of the group is committed, and each request is answered alone."""
     a, b = (service_dataset(UnitOfWork(grouped), f"half-{n}", epsilon="1") for n in "ab")
-    real_write = admission.write
+    real_write = writes.write
     written: list[list[str]] = []
 
     def write(conn: Any, writes: Any, datasets: Any, *args: Any) -> None:
@@ -370,14 +370,14 @@ def test_a_long_group_write_is_sent_with_native_placeholders(
     PostgreSQL's own placeholders (parsed once per shape, here), and lands as any other."""
     ds = service_dataset(UnitOfWork(grouped), "native", epsilon="10")
     sent: list[int] = []
-    real_native = admission._native
+    real_native = driver._native
 
     def native(sql: str) -> tuple[str, tuple[str, ...]]:
         text, names = real_native(sql)
         sent.append(len(names))
         return text, names
 
-    monkeypatch.setattr(admission, "_native", native)
+    monkeypatch.setattr(driver, "_native", native)
     outcomes = _register_in_order(
         grouped, ds, [(PURE, f"native-{i}") for i in range(12)], held.release
     )
@@ -397,27 +397,27 @@ def test_a_short_group_write_with_many_parameters_is_sent_with_native_placeholde
     registration's (42) does not."""
     ds = service_dataset(UnitOfWork(grouped), "native-two", epsilon="10")
     sent: list[tuple[int, int]] = []
-    real_native = admission._native
+    real_native = driver._native
 
     def native(sql: str) -> tuple[str, tuple[str, ...]]:
         text, names = real_native(sql)
         sent.append((len(sql), len(names)))
         return text, names
 
-    monkeypatch.setattr(admission, "_native", native)
+    monkeypatch.setattr(driver, "_native", native)
     outcomes = _register_in_order(grouped, ds, [(PURE, f"two-{i}") for i in range(3)], held.release)
     assert [_body(o)["ledger_seq"] for o in outcomes] == [2, 3, 4]
     assert _seqs(grouped, ds) == [1, 2, 3, 4]
     if grouped.engine.dialect.name == "postgresql":
         assert len(sent) == 1
         length, parameters = sent[0]
-        assert length <= admission.PARSE_CACHED_UP_TO
-        assert parameters > admission.PARSE_CACHED_PARAMS
+        assert length <= driver.PARSE_CACHED_UP_TO
+        assert parameters > driver.PARSE_CACHED_PARAMS
     else:
         assert sent == []
 
 
 def test_native_placeholders_are_numbered_in_order_of_appearance() -> None:
-    text, names = admission._native("INSERT INTO t (a, b) VALUES (%(a0)s, CAST(%(b0)s AS JSON))")
+    text, names = driver._native("INSERT INTO t (a, b) VALUES (%(a0)s, CAST(%(b0)s AS JSON))")
     assert text == "INSERT INTO t (a, b) VALUES ($1, CAST($2 AS JSON))"
     assert names == ("a0", "b0")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.db import admission
+from app.db import driver
 from app.db.uow import UnitOfWork
 from app.schemas.common import BudgetExceededBody, render
 from app.schemas.invocations import InvocationFinished
@@ -114,6 +114,6 @@ def test_json_columns_are_written_as_the_standard_encoder_reads_them() -> None:
     """A JSON column's text (orjson) reads back to the value written; keys that are not
     strings are written as text, as ``json.dumps`` wrote them."""
     value = {"a": ["x", 1, None, True], 7: {"ε": "1e-05"}, "n": 2**62}
-    text = admission._dump(value)
+    text = driver.dump(value)
     assert text is not None and json.loads(text) == json.loads(json.dumps(value))
-    assert admission._dump(None) is None
+    assert driver.dump(None) is None

@@ -1,0 +1,64 @@
+"""The rows of the write path: the levels of an invocation as the lock statement read them
+(:mod:`app.db.admission`), moved by the transaction's decisions, and written back with its
+other rows (:mod:`app.db.writes`). Plain dataclasses, not ORM objects: the write path has no
+identity map to keep (``benchmarks/RESULTS.md``, *The write path's levers*).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class DatasetRow:
+    """The budget aggregate as locked; ``state_json``, ``last_seq`` and ``head_hash`` move
+    with each decision of the transaction."""
+
+    id: str
+    relation: str
+    config_json: dict[str, Any]
+    state_json: dict[str, Any]
+    last_seq: int
+    head_hash: str
+    updated_at: str | None = None  # set when the transaction wrote the aggregate
+
+
+@dataclass(slots=True)
+class OrgRow:
+    """The organisation level (its cap's filter)."""
+
+    id: str
+    cap_json: dict[str, Any] | None
+    cap_state_json: dict[str, Any]
+    dirty: bool = False
+
+
+@dataclass(slots=True)
+class GrantRow:
+    """An analyst's grant on the dataset (its quota's filter, if any); ``granted_seq`` tells it
+    apart from the analyst's earlier and later grants (:class:`app.db.models.Grant`)."""
+
+    id: int
+    principal_id: str
+    quota_config_json: dict[str, Any] | None
+    quota_state_json: dict[str, Any] | None
+    granted_seq: int
+    dirty: bool = False
+
+
+@dataclass(slots=True)
+class InvocationRow:
+    """What settle and cancel need of an invocation (and change)."""
+
+    id: str
+    status: str
+    actor: str
+    reservation: dict[str, Any] | None
+    levels: dict[str, Any] | None
+    #: the declaration as registered (a settle from the released output derives its cell)
+    declaration: dict[str, Any] | None = None
+    charge: dict[str, Any] | None = None
+    refund: dict[str, Any] | None = None
+    cell: str | None = None
+    updated_at: str | None = None

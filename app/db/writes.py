@@ -1,0 +1,187 @@
+"""The write statement: everything one write transaction changes, written at once.
+
+A transaction stages its rows in a :class:`Writes` (ledger entries, invocation rows,
+idempotency records, signed checkpoints, the invocations it finished) and moves the levels' rows
+it locked (:mod:`app.db.rows`); :func:`write` writes all of it. On PostgreSQL that is one
+statement, every insert and update but the last a data-modifying common table expression of
+the last, queued in a pipelined transaction to go out with its ``COMMIT``
+(:class:`app.db.driver.PipelinedTransaction`); SQLite has no data-modifying CTEs, but it is in
+the process: there each insert or update is its own statement, and round trips cost nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Final, cast
+
+from sqlalchemy import Connection, Table
+
+from app.db.driver import dump, json_columns, json_param, param, run
+from app.db.models import (
+    Dataset,
+    Grant,
+    IdempotencyRecord,
+    Invocation,
+    LedgerCheckpoint,
+    LedgerEntry,
+    Organisation,
+)
+from app.db.rows import DatasetRow, GrantRow, InvocationRow, OrgRow
+
+_DATASETS = cast(Table, Dataset.__table__)
+_ORGS = cast(Table, Organisation.__table__)
+_GRANTS = cast(Table, Grant.__table__)
+_LEDGER = cast(Table, LedgerEntry.__table__)
+_INVOCATIONS = cast(Table, Invocation.__table__)
+_IDEMPOTENCY = cast(Table, IdempotencyRecord.__table__)
+_CHECKPOINTS = cast(Table, LedgerCheckpoint.__table__)
+
+
+@dataclass(slots=True)
+class Writes:
+    """Everything one write transaction changes, written by :func:`write` at once."""
+
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+    invocations: list[dict[str, Any]] = field(default_factory=list)
+    idempotency: list[dict[str, Any]] = field(default_factory=list)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    finished: list[InvocationRow] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.ledger or self.idempotency)
+
+
+_LEDGER_COLUMNS: Final = tuple(c.name for c in _LEDGER.columns if c.name != "id")
+_INVOCATION_COLUMNS: Final = tuple(c.name for c in _INVOCATIONS.columns)
+_IDEMPOTENCY_COLUMNS: Final = tuple(c.name for c in _IDEMPOTENCY.columns if c.name != "id")
+_CHECKPOINT_COLUMNS: Final = tuple(c.name for c in _CHECKPOINTS.columns if c.name != "id")
+_INSERTS: Final = {
+    "l": (_LEDGER.name, _LEDGER_COLUMNS),
+    "i": (_INVOCATIONS.name, _INVOCATION_COLUMNS),
+    "k": (_IDEMPOTENCY.name, _IDEMPOTENCY_COLUMNS),
+    "c": (_CHECKPOINTS.name, _CHECKPOINT_COLUMNS),
+}
+_FINISHED_COLUMNS: Final = ("status", "cell", "charge", "refund", "updated_at")
+_DATASET_COLUMNS: Final = ("state_json", "last_seq", "head_hash", "updated_at")
+#: The updates by statement prefix: table, columns set, key column
+_UPDATES: Final = {
+    "f": (_INVOCATIONS.name, _FINISHED_COLUMNS, "id"),
+    "o": (_ORGS.name, ("cap_state_json",), "id"),
+    "g": (_GRANTS.name, ("quota_state_json",), "id"),
+    "d": (_DATASETS.name, _DATASET_COLUMNS, "id"),
+}
+#: JSON columns by statement prefix
+_JSON: Final = {
+    "l": json_columns(_LEDGER),
+    "i": json_columns(_INVOCATIONS),
+    "f": json_columns(_INVOCATIONS),
+    "d": json_columns(_DATASETS),
+    "o": json_columns(_ORGS),
+    "g": json_columns(_GRANTS),
+    "k": frozenset[str](),
+    "c": frozenset[str](),
+}
+
+
+def _value(dialect: str, prefix: str, column: str, name: str) -> str:
+    if column in _JSON[prefix]:
+        return json_param(dialect, name)
+    return param(dialect, name)
+
+
+@lru_cache(maxsize=1024)
+def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    """The statements of a write of ``shape`` (prefix, rows): the inserts, the invocations
+    finished, the organisation's and grants' new states, the dataset's new head. PostgreSQL:
+    one statement, every part but the last a data-modifying CTE of the last (each runs,
+    exactly once, whether or not the last refers to it)."""
+    parts: list[str] = []
+    for prefix, n in shape:
+        if prefix in _INSERTS:
+            table, columns = _INSERTS[prefix]
+            names = ", ".join(f'"{c}"' for c in columns)
+            rows = ", ".join(
+                "("
+                + ", ".join(_value(dialect, prefix, c, f"{prefix}{r}_{c}") for c in columns)
+                + ")"
+                for r in range(n)
+            )
+            parts.append(f"INSERT INTO {table} ({names}) VALUES {rows}")
+            continue
+        table, columns, key = _UPDATES[prefix]
+        for r in range(n):
+            sets = ", ".join(
+                f'"{c}" = {_value(dialect, prefix, c, f"{prefix}{r}_{c}")}' for c in columns
+            )
+            parts.append(
+                f"UPDATE {table} SET {sets} WHERE {key} = {param(dialect, f'{prefix}{r}_key')}"
+            )
+    if dialect != "postgresql" or len(parts) == 1:
+        return tuple(parts)
+    *ctes, last = parts
+    return ("WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(ctes)) + f" {last}",)
+
+
+def write(
+    conn: Connection,
+    writes: Writes,
+    datasets: Sequence[DatasetRow] = (),
+    org: OrgRow | None = None,
+    grants: Sequence[GrantRow] = (),
+) -> None:
+    """Write ``writes`` and the levels' new states (of one dataset or several; none when the
+    caller's levels are ORM objects that its session flushes): one statement on PostgreSQL."""
+    params: dict[str, Any] = {}
+    shape: list[tuple[str, int]] = []
+
+    def rows(prefix: str, items: Sequence[dict[str, Any]]) -> None:
+        if not items:
+            return
+        as_json = _JSON[prefix]
+        for r, item in enumerate(items):
+            for column, value in item.items():
+                params[f"{prefix}{r}_{column}"] = dump(value) if column in as_json else value
+        shape.append((prefix, len(items)))
+
+    rows("l", writes.ledger)
+    rows("i", writes.invocations)
+    rows("k", writes.idempotency)
+    rows("c", writes.checkpoints)
+    rows(
+        "f",
+        [
+            {
+                "key": inv.id,
+                "status": inv.status,
+                "cell": inv.cell,
+                "charge": inv.charge,
+                "refund": inv.refund,
+                "updated_at": inv.updated_at,
+            }
+            for inv in writes.finished
+        ],
+    )
+    if org is not None and org.dirty:
+        rows("o", [{"key": org.id, "cap_state_json": org.cap_state_json}])
+    rows("g", [{"key": g.id, "quota_state_json": g.quota_state_json} for g in grants if g.dirty])
+    rows(
+        "d",
+        [
+            {
+                "key": d.id,
+                "state_json": d.state_json,
+                "last_seq": d.last_seq,
+                "head_hash": d.head_hash,
+                "updated_at": d.updated_at,
+            }
+            for d in datasets
+            if d.updated_at is not None
+        ],
+    )
+    if not shape:
+        return
+    dialect = conn.dialect.name
+    for sql in _write_sql(dialect, tuple(shape)):
+        run(conn, sql, params, rows=False)
