@@ -6,12 +6,12 @@ import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app.api import docs
-from app.api.edge import OdometerAPI
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodySizeLimitMiddleware, Metrics, MetricsMiddleware
 from app.api.routers import (
@@ -25,11 +25,12 @@ from app.api.routers import (
     principals,
     reports,
 )
-from app.charging import ChargeWorkers
-from app.db.groups import GroupCommit
 from app.db.queue import FairQueue
 from app.db.uow import Database
+from app.services.batching import Registrar
+from app.services.charging import ChargeWorkers
 from app.services.checkpoints import signer_from_settings
+from app.services.groups import GroupCommit
 from app.settings import Settings, get_settings
 
 API_VERSION = "1.0.0"
@@ -38,19 +39,6 @@ API_VERSION = "1.0.0"
 def _operation_id(route: APIRoute) -> str:
     # Stable operation ids: the route's explicit name (e.g. "register_invocation").
     return route.name
-
-
-def _lean_register(app: OdometerAPI) -> None:
-    """Serve the register route's common requests through the lean edge, ahead of the
-    middleware stack (:mod:`app.api.edge`); the route itself answers every other request and
-    is the one the OpenAPI document describes. The router is included as it is (no prefix,
-    dependencies or tags added), so its route is the one the app would run."""
-    route = next(
-        r
-        for r in invocations.router.routes
-        if isinstance(r, APIRoute) and r.name == "register_invocation"
-    )
-    app.serve_register_lean(route)
 
 
 def freeze_startup_objects() -> None:
@@ -66,7 +54,13 @@ def freeze_startup_objects() -> None:
 
 
 def create_app(settings: Settings | None = None, database: Database | None = None) -> FastAPI:
-    """Build the app. ``settings`` default to the environment; ``database`` to its URL."""
+    """Build the app. ``settings`` default to the environment; ``database`` to its URL.
+
+    Every long-lived object of the app is made here and kept on ``app.state``, where the
+    dependencies of :mod:`app.api.deps` hand them to the routes: the database (with this
+    app's checkpoint signer and writers' queue), the charge workers, the register use case's
+    front (:class:`~app.services.batching.Registrar`, with its group commit lines) and the
+    metrics."""
     settings = settings or get_settings()
     owns_database = database is None
     # The checkpoint signer is this app's (its settings'), passed to every unit of work
@@ -83,11 +77,11 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     db = replace(
         base,
         signer=signer_from_settings(settings),
-        charges=charges,
         queue=FairQueue() if fair else None,
-        groups=GroupCommit(settings.group_commit) if settings.group_commit > 1 else None,
     )
     metrics = Metrics()
+    groups: GroupCommit[Any, Any] = GroupCommit(settings.group_commit)
+    registrar = Registrar(db, charges, groups, metrics.in_flight)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -100,7 +94,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             if owns_database:
                 db.dispose()
 
-    app = OdometerAPI(
+    app = FastAPI(
         title="Privacy odometer",
         version=API_VERSION,
         summary="Per-dataset differential-privacy budgets with an append-only, hash-chained ledger",
@@ -111,6 +105,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     )
     app.state.settings = settings
     app.state.database = db
+    app.state.charges = charges
+    app.state.registrar = registrar
     app.state.metrics = metrics
     install_error_handlers(app)
     for module in (organisations, principals, datasets, grants, invocations, ledger, health):
@@ -121,5 +117,4 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     # Added last = outermost: metrics see every response, including 413s.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
-    _lean_register(app)  # after every middleware: the edge keeps what they do
     return app

@@ -10,9 +10,11 @@ listener, so this launcher binds the socket itself, sets the option once, and ha
 descriptor to uvicorn (``fd=``, public API) for every worker. ``make run``, the Dockerfile and
 the multi-worker test servers start the service this way.
 
-Each worker also tells the app how many connections it has open (:class:`HttpProtocol`): a
-worker with one runs its registrations on its event loop instead of handing them to a thread
-(:func:`app.api.edge.blocking`).
+This is uvicorn's bug https://github.com/Kludex/uvicorn/issues/3149 (open when this was
+written; the fix proposed there names the protocol when the supervisor binds): delete this
+launcher once a uvicorn release carries the fix, and start ``uvicorn --factory
+app.main:create_app`` instead. The app is the same under either: the launcher only binds the
+socket.
 """
 
 from __future__ import annotations
@@ -20,25 +22,10 @@ from __future__ import annotations
 import argparse
 import socket
 from collections.abc import Sequence
-from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 APP = "app.main:create_app"
-
-
-class HttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol (what ``http="auto"`` picks with ``uvicorn[standard]``),
-    publishing its server's live set of open connections to the lean edge
-    (:func:`app.api.edge.publish_connections`). Imported by the workers only: the supervisor
-    does not load the app."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        from app.api.edge import publish_connections  # the app is loaded by then
-
-        publish_connections(self.server_state.connections)
 
 
 def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -69,7 +56,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         log_level=args.log_level,
         access_log=not args.no_access_log,
         proxy_headers=args.proxy_headers,
-        http="app.serve:HttpProtocol",
     )
 
 

@@ -11,6 +11,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.middleware import Metrics
 from app.db.uow import Database, UnitOfWork
+from app.services.batching import Registrar
+from app.services.charging import ChargeWorkers
 from app.services.principals import Principal, Role, admin_principal, authenticate
 from app.settings import Settings
 
@@ -30,9 +32,21 @@ async def get_metrics(request: Request) -> Metrics:
     return metrics
 
 
+async def get_charges(request: Request) -> ChargeWorkers:
+    charges: ChargeWorkers = request.app.state.charges
+    return charges
+
+
+async def get_registrar(request: Request) -> Registrar:
+    registrar: Registrar = request.app.state.registrar
+    return registrar
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+ChargesDep = Annotated[ChargeWorkers, Depends(get_charges)]
+RegistrarDep = Annotated[Registrar, Depends(get_registrar)]
 
 
 async def get_uow(database: DatabaseDep) -> UnitOfWork:

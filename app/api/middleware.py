@@ -9,6 +9,7 @@ from typing import Final
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     disable_created_metrics,
     generate_latest,
@@ -22,6 +23,10 @@ class Metrics:
     """The service's metrics, in a registry of their own (one per app instance)."""
 
     def __init__(self) -> None:
+        #: requests this process is serving now (:class:`MetricsMiddleware` counts them); the
+        #: register use case runs a lone request on the event loop
+        #: (:class:`app.services.batching.Registrar`)
+        self.serving = 0
         # no *_created series: they only add noise to scrapes
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
@@ -43,11 +48,20 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        in_flight = Gauge(
+            "odometer_http_requests_in_flight",
+            "HTTP requests this process is serving now",
+            registry=self.registry,
+        )
+        in_flight.set_function(self.in_flight)
         self.idempotent_replays = Counter(
             "odometer_idempotent_replays",
             "Requests answered from a stored idempotent response",
             registry=self.registry,
         )
+
+    def in_flight(self) -> int:
+        return self.serving
 
     def record_decision(self, outcome: str | None) -> None:
         if outcome is None:
@@ -75,6 +89,8 @@ class MetricsMiddleware:
             return
         status = 500
         start = time.perf_counter()
+        metrics = self.metrics
+        metrics.serving += 1  # on the event loop's thread only: no lock
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -85,6 +101,7 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
+            metrics.serving -= 1
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             method = str(scope.get("method", ""))

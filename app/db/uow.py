@@ -14,15 +14,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.charging import ChargeWorkers
 from app.db.admission import OrganisationModes, PipelinedTransaction
 from app.db.engine import make_engine, read_only
-from app.db.groups import GroupCommit
 from app.db.queue import FairQueue
 from app.db.repositories import (
     ApiKeyRepository,
@@ -100,14 +98,9 @@ class Database:
     #: BEGIN IMMEDIATE remains the lock that counts.
     write_gate: WriteGate | None = None
     signer: Signer | None = None
-    #: where expensive charges are computed before a lock is taken (``None``: in the thread)
-    charges: ChargeWorkers | None = None
     #: first-come-first-served turns per dataset in this process (``None``: the database's
     #: lock alone decides the order)
     queue: FairQueue | None = None
-    #: concurrent registrations of one caller share a transaction (``None``: one transaction
-    #: each; :mod:`app.db.groups`)
-    groups: GroupCommit[Any, Any] | None = None
     #: which datasets' organisations had a cap when last seen (the organisation lock to ask for)
     org_modes: OrganisationModes = field(default_factory=OrganisationModes)
 
@@ -219,12 +212,6 @@ class UnitOfWork:
         elif not core.in_transaction():
             core.begin()  # after a rollback: BEGIN IMMEDIATE again on SQLite (the begin hook)
         return core
-
-    @property
-    def charges(self) -> ChargeWorkers | None:
-        """The charge workers of this unit of work's database (``None``: compute in the
-        request's thread)."""
-        return self._database.charges
 
     @property
     def signer(self) -> Signer | None:

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.db import models
+from app.db.locking import Viewer
 from app.db.models import ApiKey
 from app.db.uow import UnitOfWork
 from app.services._common import new_id, utc_now
@@ -57,6 +58,20 @@ class Principal:
         if not self.is_admin and self.role not in roles:
             wanted = " or ".join(r.value for r in roles)
             raise Forbidden(f"this operation needs the role {wanted}")
+
+    def sees_invocation_of(self, actor: str) -> bool:
+        """Whether this caller may see an invocation registered by ``actor``: analysts see only
+        their own (others' are 404, like missing ones), the other roles every one of a dataset
+        they may see."""
+        return self.role is not Role.ANALYST or actor == self.id
+
+    @property
+    def viewer(self) -> Viewer:
+        """What this caller may see, as the write path's lock statements ask it: every
+        organisation (the admin) or its own; of those, only the datasets it holds a grant on
+        (an analyst)."""
+        scope = None if self.is_admin else self.organisation
+        return Viewer(self.id, scope, self.id if self.role is Role.ANALYST else None)
 
 
 def hash_token(token: str) -> str:

@@ -49,7 +49,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from app.services import invocations as invocation_service
+from app.services import reservations as invocation_service
 from odometer_core.ledger.replay import Replayer
 from tests.support import AUTH, Backend, new_organisation, new_principal
 

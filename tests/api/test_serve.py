@@ -1,17 +1,10 @@
-"""The launcher: its listening socket (accepted connections get ``TCP_NODELAY`` from it) and
-its HTTP protocol (it tells the app how many connections the worker has open)."""
+"""The launcher: its listening socket (accepted connections get ``TCP_NODELAY`` from it)."""
 
 from __future__ import annotations
 
-import http.client
 import socket
-import threading
-import time
 
-import uvicorn
-from starlette.types import Receive, Scope, Send
-
-from app.serve import HttpProtocol, listening_socket
+from app.serve import listening_socket
 
 
 def test_accepted_connections_inherit_nodelay() -> None:
@@ -48,46 +41,3 @@ def test_a_plain_listener_does_not_have_it() -> None:
             client.close()
     finally:
         listener.close()
-
-
-def test_the_protocol_publishes_the_servers_open_connections() -> None:
-    """What the lean edge hears from a server started by ``app.serve``: its live set of open
-    connections (one, then two while a second client is connected, then one again)."""
-    from app.api import edge
-
-    async def count(scope: Scope, receive: Receive, send: Send) -> None:
-        connections = edge.WORKER.connections
-        body = str(-1 if connections is None else len(connections)).encode()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": body})
-
-    saved = edge.WORKER.connections
-    listener = listening_socket("127.0.0.1", 0)
-    config = uvicorn.Config(count, http=HttpProtocol, lifespan="off", log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    port = listener.getsockname()[1]
-
-    def get(conn: http.client.HTTPConnection) -> str:
-        conn.request("GET", "/")
-        return conn.getresponse().read().decode()
-
-    try:
-        # the socket listens already: the request waits in its backlog until the server runs
-        first = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        assert get(first) == "1"
-        second = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        assert get(second) == "2"
-        assert get(first) == "2"
-        second.close()
-        deadline = time.monotonic() + 10
-        while get(first) != "1":  # the server sees the close when it reads it
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        first.close()
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        listener.close()
-        edge.WORKER.connections = saved

@@ -23,7 +23,7 @@ invariants compare the API's spent/reserved/remaining with the model exactly, ch
 budget is exceeded and that each dataset's ledger (fetched over HTTP) replays through the
 accounting core to the stored state with an intact hash chain.
 
-Shown able to fail: with ``app.services.invocations.accounting_cancel`` monkeypatched to
+Shown able to fail: with ``app.services.reservations.accounting_cancel`` monkeypatched to
 forget the δ refund of a cancelled reservation, the machine fails after register odp → cancel
 with "cancel refund {'epsilon': '0.25', 'delta': '0'}, reserved delta 1/10000" (and, without
 that check in the rule, with "spent delta: api … != model …" from the invariant);
@@ -59,7 +59,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from app.services import invocations as invocation_service
+from app.services import reservations as invocation_service
 from odometer_core.accounting.exact import ZERO
 from odometer_core.ledger.replay import Replayer
 from tests.support import AUTH, Backend

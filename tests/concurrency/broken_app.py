@@ -1,10 +1,9 @@
 """TEST ONLY: deliberately broken builds of the service, to prove the race checker can fail.
 
 Nothing here is reachable from production code or configuration: uvicorn loads these
-factories by import path in the race test only. Each factory patches the invocations service's
-lock (``lock_levels`` and the statement it runs, ``read_levels``, module-level names of
-:mod:`app.services.invocations`) in the worker process that calls it, then builds the normal
-app.
+factories by import path in the race test only. Each factory patches the write path's lock
+(``lock_levels`` and the statement it runs, ``read_levels``, module-level names of
+:mod:`app.db.locking`) in the worker process that calls it, then builds the normal app.
 
 ``create_stale_check_app`` - the classic read-check-write bug. The budget check reads the
 aggregate's state with a plain SELECT on its own connection, outside any lock (on SQLite a
@@ -26,29 +25,29 @@ from typing import Any
 from fastapi import FastAPI
 from sqlalchemy import Connection, Engine, select
 
-import app.services.invocations as invocations
+from app.db import locking
 from app.db.admission import Locked, read_levels
 from app.db.engine import make_engine, read_only
+from app.db.locking import Viewer
 from app.db.models import Dataset
 from app.db.uow import Database, UnitOfWork, WriteGate
 from app.main import create_app
-from app.services.principals import Principal
 from app.settings import get_settings
 
-_real_lock_levels = invocations.lock_levels
+_real_lock_levels = locking.lock_levels
 _real_read_levels = read_levels
 
 
 def _stale_lock_levels(
-    uow: UnitOfWork, principal: Principal, dataset_id: str, **kwargs: Any
-) -> Locked:
+    uow: UnitOfWork, viewer: Viewer, dataset_id: str, **kwargs: Any
+) -> Locked | None:
     # The budget "check": before the write transaction begins, on a connection of its own.
     with read_only(uow.database.engine).connect() as conn:
         seen = conn.execute(
             select(Dataset.state_json).where(Dataset.id == dataset_id)
         ).scalar_one_or_none()
-    locked = _real_lock_levels(uow, principal, dataset_id, **kwargs)  # the lock, afterwards
-    if seen is not None:
+    locked = _real_lock_levels(uow, viewer, dataset_id, **kwargs)  # the lock, afterwards
+    if seen is not None and locked is not None:
         locked.dataset.state_json = seen  # ... but charges on top of the check
     return locked
 
@@ -70,14 +69,14 @@ def _database(engine: Engine) -> Database:
 
 
 def create_stale_check_app() -> FastAPI:
-    setattr(invocations, "lock_levels", _stale_lock_levels)  # noqa: B010
+    setattr(locking, "lock_levels", _stale_lock_levels)  # noqa: B010
     settings = get_settings()
     engine = make_engine(settings.database_url, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     return create_app(settings, _database(engine))
 
 
 def create_unlocked_app() -> FastAPI:
-    setattr(invocations, "read_levels", _unlocked_read_levels)  # noqa: B010
+    setattr(locking, "read_levels", _unlocked_read_levels)  # noqa: B010
     settings = get_settings()
     engine = make_engine(settings.database_url, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     # every transaction begins DEFERRED on SQLite (the reader option, used for writers too)

@@ -9,8 +9,9 @@ instead of ``app.main:create_app`` when the variable names it::
     ODOMETER_TEST_BROKEN_BUILD=forget_refunds pytest tests/concurrency/test_mixed_lifecycle.py
 
 Each factory patches the service in the worker process that calls it, then builds the app.
-It patches only the seams :mod:`app.services.invocations` names as such (module-level names its
-steps call through the module), through :func:`_break`, which fails loudly when the seam is gone
+It patches only the seams the write path's modules name as such (module-level names their
+steps call through the module: :mod:`app.services.reservations`,
+:mod:`app.services.idempotency`), through :func:`_break`, which fails loudly when the seam is gone
 or is no longer what the build expects to replace: a renamed seam must break the build's
 start, never silently leave a "broken" build working.
 
@@ -35,7 +36,8 @@ from typing import Any, cast
 
 from fastapi import FastAPI
 
-import app.services.invocations as invocations
+import app.services.idempotency as idempotency
+import app.services.reservations as reservations
 from app.db.uow import UnitOfWork
 from app.main import create_app
 from odometer_core.accounting import filters
@@ -105,8 +107,8 @@ def create_forget_refunds_app() -> FastAPI:
     # the service's own references (``from odometer_core.accounting import settle as ...``): the
     # dataset
     # level's settle / cancel
-    _break(invocations, "accounting_settle", settle, expected=real_settle)
-    _break(invocations, "accounting_cancel", cancel, expected=real_cancel)
+    _break(reservations, "accounting_settle", settle, expected=real_settle)
+    _break(reservations, "accounting_cancel", cancel, expected=real_cancel)
     return create_app()
 
 
@@ -115,18 +117,18 @@ def create_no_idempotency_app() -> FastAPI:
     def never_stored(*args: Any, **kwargs: Any) -> None:
         return None
 
-    _break(invocations, "stored_response", never_stored)
+    _break(idempotency, "stored_response", never_stored)
     return create_app()
 
 
 def create_no_fingerprint_app() -> FastAPI:
-    def stored(uow: UnitOfWork, principal: Any, key: str | None, digest: str) -> Any:
+    def stored(uow: UnitOfWork, owner: str, key: str | None, digest: str) -> Any:
         if key is None:
             return None
-        record = uow.idempotency.get(principal.id, key)
-        return None if record is None else real_stored(uow, principal, key, record.fingerprint)
+        record = uow.idempotency.get(owner, key)
+        return None if record is None else real_stored(uow, owner, key, record.fingerprint)
 
-    real_stored = _break(invocations, "stored_response", stored)
+    real_stored = _break(idempotency, "stored_response", stored)
     return create_app()
 
 
@@ -146,5 +148,5 @@ def create_ack_before_commit_app() -> FastAPI:
 
         threading.Thread(target=finish, daemon=True).start()
 
-    _break(invocations, "commit", commit_later)
+    _break(idempotency, "commit", commit_later)
     return create_app()

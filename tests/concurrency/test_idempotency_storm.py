@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from app.db.uow import Database, UnitOfWork
-from app.services import datasets, invocations
+from app.services import datasets, invocations, registration
 from app.services.errors import IdempotencyConflict
 from app.services.ledger import verify_ledger
 from app.services.principals import Principal, Role
@@ -39,7 +39,7 @@ def test_same_key_from_many_threads_has_one_effect(database: Database) -> None:
         ALICE,
         datasets.NewDataset("storm", "1", "0", "add_remove", {"mode": "basic"}),
     )
-    request = invocations.InvocationRequest(
+    request = registration.InvocationRequest(
         parse_declaration({"type": "pure_dp", "epsilon": "0.1"})
     )
     barrier = threading.Barrier(THREADS)

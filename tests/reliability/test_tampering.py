@@ -46,7 +46,7 @@ import pytest
 
 from app import cli
 from app.db.uow import UnitOfWork
-from app.services import datasets, invocations, ledger
+from app.services import datasets, invocations, ledger, registration, reservations
 from app.services.principals import Principal, Role
 from benchmarks.ledger_gen import ACCOUNTING, DATASET_NAME, build, generate, random_ops
 from odometer_core.accounting import parse_declaration
@@ -276,7 +276,7 @@ def test_generator_matches_service(uow: UnitOfWork) -> None:
     for op in ops:
         who = Principal(op.actor, Role.ADMIN, None)
         if op.kind == "register":
-            request = invocations.InvocationRequest(parse_declaration(op.mechanism or {}))
+            request = registration.InvocationRequest(parse_declaration(op.mechanism or {}))
             response = invocations.register_invocation(uow, who, dsid, request)
             body = json.loads(response.body)
             if response.decision == "reserved":
@@ -288,9 +288,9 @@ def test_generator_matches_service(uow: UnitOfWork) -> None:
         else:
             inv = open_.pop(op.pick % len(open_))
             if op.kind == "settle":
-                invocations.settle_invocation(uow, who, dsid, inv, op.cell or "")
+                reservations.settle_invocation(uow, who, dsid, inv, op.cell or "")
             else:
-                invocations.cancel_invocation(uow, who, dsid, inv)
+                reservations.cancel_invocation(uow, who, dsid, inv)
     written = list(ledger.read_ledger(uow, ADMIN, dsid, ledger.LedgerQuery(limit=10_000)))
     assert len(written) == len(ops) + 1
     assert {e["kind"] for e in written} >= {

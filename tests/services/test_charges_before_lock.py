@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.db.uow import UnitOfWork
-from app.services import invocations
+from app.services import invocations, registration
 from app.services.principals import Principal, Role
 from odometer_core.accounting import admit, initial_state, make_config, memo, parse_declaration
 from odometer_core.accounting.amounts import EpsilonDelta
@@ -35,7 +35,7 @@ def test_the_charge_is_computed_while_no_transaction_is_open(
         return real(decl, conversion_delta, effort)
 
     monkeypatch.setattr(basic, "eps_delta", spy)
-    request = invocations.InvocationRequest(parse_declaration(DP_SGD))
+    request = registration.InvocationRequest(parse_declaration(DP_SGD))
     body = json.loads(invocations.register_invocation(uow, ADMIN, ds["id"], request).body)
     assert body["status"] == "accepted"
     # computed once, with no transaction open; the decision under the lock looked it up

@@ -8,11 +8,11 @@ PostgreSQL: all six requests of a budget for four were admitted."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -21,11 +21,14 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from app.db import admission, driver, writes
-from app.db.groups import GroupCommit
 from app.db.uow import Database, UnitOfWork
-from app.services import datasets, invocations, organisations
+from app.services import datasets, idempotency, invocations, organisations
+from app.services.batching import Registrar
 from app.services.errors import IdempotencyKeyReused, NotFound
+from app.services.groups import GroupCommit
+from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal, Role
+from app.services.registration import InvocationRequest, Registration
 from odometer_core.accounting import parse_declaration
 from odometer_core.ledger.chain import verify_chain
 from tests.support import service_dataset
@@ -38,7 +41,7 @@ Call = tuple[str, dict[str, Any], str | None]
 
 @pytest.fixture
 def grouped(database: Database) -> Database:
-    return replace(database, groups=GroupCommit(64))
+    return database
 
 
 class HeldCommit:
@@ -48,7 +51,7 @@ class HeldCommit:
     def __init__(self) -> None:
         self.release = threading.Event()
         self.calls = 0
-        self.real = invocations.commit
+        self.real = idempotency.commit
 
     def __call__(self, uow: UnitOfWork) -> None:
         self.calls += 1
@@ -60,16 +63,16 @@ class HeldCommit:
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldCommit]:
     commit = HeldCommit()
-    monkeypatch.setattr(invocations, "commit", commit)
+    monkeypatch.setattr(idempotency, "commit", commit)
     yield commit
     commit.release.set()
 
 
-def _wait_until(condition: Callable[[], bool]) -> None:
+async def _until(condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + 10
     while not condition():
         assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
+        await asyncio.sleep(0.001)
 
 
 def _waiting(groups: GroupCommit[Any, Any], key: str, n: int) -> bool:
@@ -81,7 +84,7 @@ def _register_in_order(
     dataset_id: str,
     calls: list[tuple[dict[str, Any], str | None]],
     release: threading.Event,
-) -> list[invocations.RecordedResponse | BaseException]:
+) -> list[RecordedResponse | BaseException]:
     """Register ``calls`` (declaration, idempotency key) on ``dataset_id``, as
     :func:`_register_across` does."""
     return _register_across(database, [(dataset_id, d, k) for d, k in calls], release)
@@ -91,37 +94,27 @@ def _register_across(
     database: Database,
     calls: list[Call],
     release: threading.Event,
-) -> list[invocations.RecordedResponse | BaseException]:
-    """Register ``calls`` (dataset, declaration, idempotency key) from one thread each, each
-    started once the previous one is in line behind the first (held) commit; then release
-    it."""
-    groups = database.groups
-    assert groups is not None
-    out: list[invocations.RecordedResponse | BaseException | None] = [None] * len(calls)
+) -> list[RecordedResponse | BaseException]:
+    """Register ``calls`` (dataset, declaration, idempotency key) as the HTTP route does, one
+    coroutine each, each started once the previous one is in line behind the first (held)
+    commit; then release it."""
+    groups: GroupCommit[Registration, RecordedResponse] = GroupCommit(64)
+    registrar = Registrar(database, None, groups, in_flight=lambda: 2)  # never alone
 
-    def call(i: int, dataset_id: str, declaration: dict[str, Any], key: str | None) -> None:
-        request = invocations.InvocationRequest(parse_declaration(declaration))
-        try:
-            out[i] = invocations.register_invocation(
-                UnitOfWork(database), ADMIN, dataset_id, request, key
-            )
-        except BaseException as exc:
-            out[i] = exc
+    async def main() -> list[RecordedResponse | BaseException]:
+        started = []
+        for i, (dataset_id, declaration, key) in enumerate(calls):
+            request = InvocationRequest(parse_declaration(declaration))
+            call = registrar.register(ADMIN, dataset_id, request, key)
+            started.append(asyncio.ensure_future(call))
+            if i > 0:  # the first holds its commit; the others line up behind it, in order
+                await _until(partial(_waiting, groups, ADMIN.id, i))
+            else:
+                await asyncio.sleep(0.05)
+        release.set()
+        return list(await asyncio.gather(*started, return_exceptions=True))
 
-    threads = []
-    for i, (dataset_id, declaration, key) in enumerate(calls):
-        t = threading.Thread(target=call, args=(i, dataset_id, declaration, key))
-        t.start()
-        threads.append(t)
-        if i > 0:  # the first holds its commit; the others line up behind it, in order
-            _wait_until(partial(_waiting, groups, invocations.group_key(ADMIN), i))
-        else:
-            time.sleep(0.05)
-    release.set()
-    for t in threads:
-        t.join(20)
-    assert all(o is not None for o in out)
-    return [o for o in out if o is not None]
+    return asyncio.run(asyncio.wait_for(main(), 20))
 
 
 def _ledger(database: Database, dataset_id: str) -> list[dict[str, Any]]:
@@ -132,7 +125,7 @@ def _ledger(database: Database, dataset_id: str) -> list[dict[str, Any]]:
 
 
 def _body(outcome: object) -> dict[str, Any]:
-    assert isinstance(outcome, invocations.RecordedResponse), outcome
+    assert isinstance(outcome, RecordedResponse), outcome
     body: dict[str, Any] = json.loads(outcome.body)
     return body
 
@@ -142,7 +135,7 @@ def test_a_group_spends_in_arrival_order_and_refuses_past_the_budget(
 ) -> None:
     ds = service_dataset(UnitOfWork(grouped), "group", epsilon="1")  # four charges of 0.25 fit
     outcomes = _register_in_order(grouped, ds, [(PURE, None)] * 6, held.release)
-    statuses = [o.outcome for o in outcomes if isinstance(o, invocations.RecordedResponse)]
+    statuses = [o.outcome for o in outcomes if isinstance(o, RecordedResponse)]
     assert statuses == ["created"] * 4 + ["BudgetExceeded"] * 2
     # one commit for the first, one for the five that waited behind it
     assert held.calls == 2
@@ -170,8 +163,8 @@ def test_a_key_repeated_inside_a_group_replays_the_first_answer(
         held.release,
     )
     first, again = outcomes[1], outcomes[2]
-    assert isinstance(first, invocations.RecordedResponse)
-    assert isinstance(again, invocations.RecordedResponse)
+    assert isinstance(first, RecordedResponse)
+    assert isinstance(again, RecordedResponse)
     assert not first.replayed and again.replayed and again.body == first.body
     assert isinstance(outcomes[3], IdempotencyKeyReused)  # same key, another request: 422
     assert _body(outcomes[4])["ledger_seq"] == 4
@@ -192,7 +185,7 @@ def test_a_failed_group_is_not_half_applied_and_each_request_is_answered_alone(
             raise IntegrityError("INSERT", {}, Exception("ledger_entries: lost connection"))
         real_write(conn, writes, *args)
 
-    monkeypatch.setattr(invocations, "write", write)
+    monkeypatch.setattr(idempotency, "write", write)
     outcomes = _register_in_order(
         grouped, ds, [(PURE, None), (PURE, "a"), (PURE, "b"), (PURE, None)], held.release
     )
@@ -227,7 +220,7 @@ def test_a_group_spans_the_caller_s_datasets_in_one_transaction(
     calls += [(a, PURE, "across-ka")]
     outcomes = _register_across(grouped, calls, held.release)
     assert held.calls == 2  # the first alone, the five behind it together
-    statuses = [o.outcome for o in outcomes if isinstance(o, invocations.RecordedResponse)]
+    statuses = [o.outcome for o in outcomes if isinstance(o, RecordedResponse)]
     assert statuses == ["created"] * 4 + ["BudgetExceeded", "created"]
     assert [_body(o)["ledger_seq"] for o in outcomes] == [2, 2, 2, 3, 4, 3]
     assert [_body(outcomes[i])["remaining"]["epsilon"] for i in (0, 1, 2, 3, 5)] == [
@@ -284,7 +277,7 @@ def test_a_dataset_under_a_known_cap_gets_a_transaction_of_its_own(
     calls += [(capped, PURE, None)]
     outcomes = _register_across(grouped, calls, held.release)
     assert held.calls == 3  # the first; a and b together; the capped dataset's three
-    statuses = [o.outcome for o in outcomes if isinstance(o, invocations.RecordedResponse)]
+    statuses = [o.outcome for o in outcomes if isinstance(o, RecordedResponse)]
     assert statuses == ["created"] * 4 + ["BudgetExceeded"]
     assert _seqs(grouped, capped) == [1, 2, 3, 4]
 
@@ -305,7 +298,7 @@ def test_a_cap_found_in_force_runs_the_group_again_each_alone(
     ]
     calls += [(capped, PURE, None)]
     outcomes = _register_across(grouped, calls, held.release)
-    statuses = [o.outcome for o in outcomes if isinstance(o, invocations.RecordedResponse)]
+    statuses = [o.outcome for o in outcomes if isinstance(o, RecordedResponse)]
     assert statuses == ["created"] * 4 + ["BudgetExceeded"]
     assert held.calls == 5  # the first; then each of the four alone
     assert grouped.org_modes.guess(capped) == "update"
@@ -321,7 +314,7 @@ def test_a_keyed_registration_locked_again_for_a_cap_reads_its_key_again(
     capped = _capped_dataset(database, f"keyed-{time.monotonic_ns()}", cap="0.5")
     assert database.org_modes.guess(capped) == "share"
     key = f"cap-{capped}"
-    request = invocations.InvocationRequest(parse_declaration(PURE))
+    request = InvocationRequest(parse_declaration(PURE))
     first = invocations.register_invocation(UnitOfWork(database), ADMIN, capped, request, key)
     assert database.org_modes.guess(capped) == "update"
     again = invocations.register_invocation(UnitOfWork(database), ADMIN, capped, request, key)
@@ -355,7 +348,7 @@ def test_a_failed_group_across_datasets_is_not_half_applied(
         if len(written) == 2:  # the group's write (after the first request's own)
             raise IntegrityError("INSERT", {}, Exception("ledger_entries: lost connection"))
 
-    monkeypatch.setattr(invocations, "write", write)
+    monkeypatch.setattr(idempotency, "write", write)
     calls: list[Call] = [(a, PURE, None), (a, PURE, None), (b, PURE, None), (a, PURE, None)]
     outcomes = _register_across(grouped, calls, held.release)
     assert written == [[a], sorted([a, b]), [a], [b], [a]]  # then each request alone

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from app.db.locking import lock_levels
 from app.db.uow import Database, UnitOfWork
-from app.services.invocations import lock_levels
 from app.services.principals import Principal, Role
 from tests.support import AUTH, Backend, new_organisation
 
@@ -44,7 +44,7 @@ def _holding(database: Database, dataset_id: str, admitting: bool) -> Generator[
     """A transaction that has taken the levels of ``dataset_id`` and keeps them."""
     uow = UnitOfWork(database)
     with uow:
-        lock_levels(uow, ADMIN, dataset_id, admitting=admitting)
+        lock_levels(uow, ADMIN.viewer, dataset_id, admitting=admitting)
         yield
 
 
@@ -54,7 +54,7 @@ def _try_lock(database: Database, dataset_id: str, admitting: bool) -> str:
     try:
         with uow:
             uow.session.execute(text("SET LOCAL lock_timeout = '1s'"))
-            lock_levels(uow, ADMIN, dataset_id, admitting=admitting)
+            lock_levels(uow, ADMIN.viewer, dataset_id, admitting=admitting)
         return "locked"
     except Exception as exc:  # the lock timeout's class depends on the driver
         return type(exc).__name__

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from app.db.uow import UnitOfWork
-from app.services import datasets, invocations, ledger
+from app.services import datasets, invocations, ledger, registration, reservations
 from app.services.errors import InvocationNotReserved
 from app.services.principals import Principal, Role
 from odometer_core.accounting import parse_declaration
@@ -25,7 +25,7 @@ ALICE = Principal("alice", Role.ADMIN, None)
 
 
 def _register(uow: UnitOfWork, dsid: str, mechanism: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    request = invocations.InvocationRequest(parse_declaration(mechanism), **kw)
+    request = registration.InvocationRequest(parse_declaration(mechanism), **kw)
     out: dict[str, Any] = json.loads(
         invocations.register_invocation(uow, ALICE, dsid, request).body
     )
@@ -71,8 +71,8 @@ def _mixed_history(uow: UnitOfWork) -> str:
     _register(
         uow, dsid, {"type": "svt", "epsilon1": "0.05", "epsilon2": "0.1", "c": 3}, sub_budget="odp"
     )
-    invocations.settle_invocation(uow, ALICE, dsid, r1["id"], "a")
-    invocations.cancel_invocation(uow, ALICE, dsid, r2["id"])
+    reservations.settle_invocation(uow, ALICE, dsid, r1["id"], "a")
+    reservations.cancel_invocation(uow, ALICE, dsid, r2["id"])
     _register(
         uow,
         dsid,
@@ -152,9 +152,9 @@ def test_settle_twice_is_refused_by_the_service(uow: UnitOfWork) -> None:
         uow, ADMIN, datasets.NewDataset("s", "1", "0", "add_remove", {"mode": "basic"})
     )
     inv = _register(uow, ds["id"], {"type": "ptr", "epsilon": "0.1", "delta": "0"})
-    invocations.settle_invocation(uow, ALICE, ds["id"], inv["id"], "bottom")
+    reservations.settle_invocation(uow, ALICE, ds["id"], inv["id"], "bottom")
     with pytest.raises(InvocationNotReserved):
-        invocations.settle_invocation(uow, ALICE, ds["id"], inv["id"], "value")
+        reservations.settle_invocation(uow, ALICE, ds["id"], inv["id"], "value")
 
 
 def _tampered(entries: list[dict[str, Any]], how: str) -> list[dict[str, Any]]:
@@ -246,8 +246,8 @@ def _output_history(uow: UnitOfWork) -> tuple[str, list[dict[str, Any]]]:
     named = _register(uow, dsid, {"type": "svt", "epsilon1": "0.1", "epsilon2": "0.3", "c": 3})
     outputs = {svt["id"]: [True, False, True], ptr["id"]: None, it["id"]: 5}
     for inv, output in outputs.items():
-        invocations.settle_invocation(uow, ALICE, dsid, inv, None, output=output)
-    invocations.settle_invocation(uow, ALICE, dsid, named["id"], "tops=1")
+        reservations.settle_invocation(uow, ALICE, dsid, inv, None, output=output)
+    reservations.settle_invocation(uow, ALICE, dsid, named["id"], "tops=1")
     return dsid, _export(uow, dsid)
 
 

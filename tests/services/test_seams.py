@@ -1,8 +1,9 @@
-"""The invocations service's seams are live, and the rendering rule of recorded bodies.
+"""The write path's seams are live, and the rendering rule of recorded bodies.
 
 The deliberately broken builds (``tests/concurrency/broken_builds.py``) replace the module-level
-seams of :mod:`app.services.invocations`. They fail loudly if a seam is renamed; this checks the
-other half: the service really calls through each seam, so replacing it changes behaviour.
+seams of the write path (:mod:`app.services.idempotency`, :mod:`app.services.reservations`).
+They fail loudly if a seam is renamed; this checks the other half: the service really calls
+through each seam, so replacing it changes behaviour.
 """
 
 from __future__ import annotations
@@ -17,14 +18,21 @@ from app.db import driver
 from app.db.uow import UnitOfWork
 from app.schemas.common import BudgetExceededBody, render
 from app.schemas.invocations import InvocationFinished
-from app.services import invocations
+from app.services import idempotency, invocations, reservations
 from app.services.principals import Principal, Role
+from app.services.registration import InvocationRequest
 from odometer_core.accounting import parse_declaration
 from tests.concurrency import broken_builds
 from tests.support import service_dataset
 
 ADMIN = Principal("admin", Role.ADMIN, None)
-SEAMS = ("stored_response", "commit", "accounting_settle", "accounting_cancel")
+#: seam → the module whose name it is
+SEAMS = {
+    "stored_response": idempotency,
+    "commit": idempotency,
+    "accounting_settle": reservations,
+    "accounting_cancel": reservations,
+}
 ODP = {
     "type": "odp",
     "cells": [{"name": "a", "epsilon": "0.1"}, {"name": "b", "epsilon": "0.2"}],
@@ -33,13 +41,13 @@ ODP = {
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch, calls: list[str], name: str) -> None:
-    real: Callable[..., Any] = getattr(invocations, name)
+    real: Callable[..., Any] = getattr(SEAMS[name], name)
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append(name)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(invocations, name, spy)
+    monkeypatch.setattr(SEAMS[name], name, spy)
 
 
 def test_the_service_calls_through_every_seam(
@@ -51,20 +59,20 @@ def test_the_service_calls_through_every_seam(
         _spy(monkeypatch, calls, name)
 
     def register(key: str) -> str:
-        request = invocations.InvocationRequest(parse_declaration(ODP))
+        request = InvocationRequest(parse_declaration(ODP))
         body = invocations.register_invocation(uow, ADMIN, ds["id"], request, key).body
         inv_id: str = json.loads(body)["id"]
         return inv_id
 
     first, second = register("k1"), register("k2")
     assert calls.count("stored_response") == 2 and calls.count("commit") == 2
-    invocations.settle_invocation(uow, ADMIN, ds["id"], first, "a")
-    invocations.cancel_invocation(uow, ADMIN, ds["id"], second)
+    reservations.settle_invocation(uow, ADMIN, ds["id"], first, "a")
+    reservations.cancel_invocation(uow, ADMIN, ds["id"], second)
     assert {"accounting_settle", "accounting_cancel"} <= set(calls)
 
 
 def test_a_broken_build_refuses_a_missing_seam(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delattr(invocations, "commit")
+    monkeypatch.delattr(idempotency, "commit")
     with pytest.raises(broken_builds.MissingSeam, match="commit"):
         broken_builds.create_ack_before_commit_app()
 

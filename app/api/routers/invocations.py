@@ -7,7 +7,15 @@ from typing import Final
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from app.api.deps import AnalystDep, IdempotencyKeyDep, InvocationReaderDep, MetricsDep, UowDep
+from app.api.deps import (
+    AnalystDep,
+    ChargesDep,
+    IdempotencyKeyDep,
+    InvocationReaderDep,
+    MetricsDep,
+    RegistrarDep,
+    UowDep,
+)
 from app.api.errors import ERROR_STATUS, responses
 from app.schemas.invocations import (
     InvocationCreate,
@@ -18,15 +26,18 @@ from app.schemas.invocations import (
     SettleRequest,
 )
 from app.services import invocations as service
+from app.services import reservations
+from app.services.idempotency import CREATED, OK, RecordedResponse
+from app.services.registration import InvocationRequest
 
 router = APIRouter(prefix="/v1/datasets/{dataset_id}/invocations", tags=["invocations"])
 
 
 #: Non-error outcomes of recorded (idempotent) responses; the others are error codes.
-_OUTCOME_STATUS: Final[dict[str, int]] = {service.CREATED: 201, service.OK: 200}
+_OUTCOME_STATUS: Final[dict[str, int]] = {CREATED: 201, OK: 200}
 
 
-def recorded_response(recorded: service.RecordedResponse) -> Response:
+def recorded_response(recorded: RecordedResponse) -> Response:
     """Send a stored response byte for byte (fresh or replayed): 201 for a registration, 200
     for a settle / cancel, the error's status otherwise (a refusal: 409)."""
     status = _OUTCOME_STATUS.get(recorded.outcome) or ERROR_STATUS[recorded.outcome]
@@ -36,8 +47,8 @@ def recorded_response(recorded: service.RecordedResponse) -> Response:
     )
 
 
-def invocation_request(body: InvocationCreate) -> service.InvocationRequest:
-    return service.InvocationRequest(
+def invocation_request(body: InvocationCreate) -> InvocationRequest:
+    return InvocationRequest(
         declaration=body.to_declaration(),
         sub_budget=body.sub_budget,
         conversion_delta=body.conversion_delta,
@@ -51,11 +62,11 @@ def invocation_request(body: InvocationCreate) -> service.InvocationRequest:
     response_model=InvocationCreated,
     responses=responses(401, 403, 404, 413, 422, 503, budget_exceeded=True),
 )
-def register_invocation(
+async def register_invocation(
     dataset_id: str,
     body: InvocationCreate,
     principal: AnalystDep,
-    uow: UowDep,
+    registrar: RegistrarDep,
     metrics: MetricsDep,
     idempotency_key: IdempotencyKeyDep = None,
 ) -> Response:
@@ -65,8 +76,8 @@ def register_invocation(
     request (default 1 s, ``ODOMETER_CHARGE_CPU_SECONDS``): past it the answer is 422
     ``ChargeTooExpensive`` and nothing is charged; when no charge worker is free in time, 503
     with ``Retry-After`` (retry with the same ``Idempotency-Key``)."""
-    result = service.register_invocation(
-        uow, principal, dataset_id, invocation_request(body), idempotency_key
+    result = await registrar.register(
+        principal, dataset_id, invocation_request(body), idempotency_key
     )
     metrics.record_decision(result.decision)
     return recorded_response(result)
@@ -79,10 +90,15 @@ def register_invocation(
     responses=responses(401, 403, 404, 413, 422, 503),
 )
 def preview_invocation(
-    dataset_id: str, body: InvocationCreate, principal: AnalystDep, uow: UowDep
+    dataset_id: str,
+    body: InvocationCreate,
+    principal: AnalystDep,
+    uow: UowDep,
+    charges: ChargesDep,
 ) -> Preview:
     """The decision a registration would get now; nothing is written."""
-    return service.preview_invocation(uow, principal, dataset_id, invocation_request(body))
+    request = invocation_request(body)
+    return service.preview_invocation(uow, principal, dataset_id, request, charges)
 
 
 @router.post(
@@ -108,14 +124,14 @@ def settle_invocation(
     that contradicts the output is 422 ``InvalidOutput`` and changes nothing. The output's
     SHA-256 over canonical JSON is recorded in the ledger entry and answered as
     ``output_digest``."""
-    result = service.settle_invocation(
+    result = reservations.settle_invocation(
         uow,
         principal,
         dataset_id,
         invocation_id,
         body.cell,
         idempotency_key,
-        output=body.output if body.has_output else service.NO_OUTPUT,
+        output=body.output if body.has_output else reservations.NO_OUTPUT,
     )
     metrics.record_decision(result.decision)
     return recorded_response(result)
@@ -136,7 +152,9 @@ def cancel_invocation(
     idempotency_key: IdempotencyKeyDep = None,
 ) -> Response:
     """Release a reservation whose mechanism never ran (full refund of ε and δ)."""
-    result = service.cancel_invocation(uow, principal, dataset_id, invocation_id, idempotency_key)
+    result = reservations.cancel_invocation(
+        uow, principal, dataset_id, invocation_id, idempotency_key
+    )
     metrics.record_decision(result.decision)
     return recorded_response(result)
 

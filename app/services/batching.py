@@ -1,0 +1,158 @@
+"""Registrations decided together: one caller's concurrent registrations share a transaction.
+
+The HTTP route hands every registration to :class:`Registrar`, which puts it in its caller's
+group commit line (:mod:`app.services.groups`); each group is decided here
+(:func:`register_group`) in as few transactions as are safe (:func:`app.db.locking.transactions`):
+on one dataset, decided one after another in arrival order, one ledger entry each; across
+datasets of organisations without a cap, all locked in one statement and written in one; one
+commit, each request answered only after it. A transaction that fails never half-applies, and
+each of its requests is then run alone, for its own answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from functools import partial
+
+from anyio import to_thread
+
+from app.db import locking
+from app.db.admission import Locked, Writes
+from app.db.uow import Database, UnitOfWork
+from app.services import idempotency
+from app.services.charging import ChargeWorkers
+from app.services.errors import NotFound
+from app.services.groups import GroupCommit
+from app.services.idempotency import RecordedResponse
+from app.services.principals import Principal
+from app.services.registration import (
+    InvocationRequest,
+    Outcome,
+    Registration,
+    decide_in_order,
+    expensive,
+    registration,
+)
+
+
+class Registrar:
+    """The register use case as the HTTP route runs it: the registration prepared (in a thread
+    when its charges may be expensive), then decided in its caller's group commit line, on the
+    event loop itself when it is the only request in flight (``in_flight``: how many requests
+    the process is serving, this one included)."""
+
+    def __init__(
+        self,
+        database: Database,
+        charges: ChargeWorkers | None,
+        groups: GroupCommit[Registration, RecordedResponse],
+        in_flight: Callable[[], int],
+    ) -> None:
+        self.database = database
+        self.charges = charges
+        self.groups = groups
+        self.in_flight = in_flight
+
+    async def register(
+        self,
+        principal: Principal,
+        dataset_id: str,
+        request: InvocationRequest,
+        idempotency_key: str | None,
+    ) -> RecordedResponse:
+        uow = UnitOfWork(self.database)
+        args = (uow, principal, dataset_id, request, idempotency_key, self.charges)
+        if expensive(request):  # reads the database, may wait for a charge worker
+            item = await to_thread.run_sync(registration, *args)
+        else:
+            item = registration(*args)
+        run = partial(register_group, uow)
+        return await self.groups.run(principal.id, item, run, inline=self.in_flight() <= 1)
+
+
+def register_alone(uow: UnitOfWork, item: Registration) -> RecordedResponse:
+    """``item`` decided in a transaction of its own; its refusal is raised."""
+    outcome = _register_together(uow, (item,))[0]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def register_group(uow: UnitOfWork, items: Sequence[Registration]) -> list[Outcome]:
+    """The outcomes of a group (one caller's registrations, in arrival order), in as few
+    transactions as are safe."""
+    outcomes: list[Outcome | None] = [None] * len(items)
+    for members in locking.transactions(uow, _by_dataset(items)):
+        done = _register_part(uow, [items[i] for i in members])
+        for i, outcome in zip(members, done, strict=True):
+            outcomes[i] = outcome
+    return [o for o in outcomes if o is not None]
+
+
+def _by_dataset(items: Sequence[Registration]) -> dict[str, list[int]]:
+    """The positions of ``items`` by dataset, in arrival order."""
+    by_dataset: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        by_dataset.setdefault(item.dataset_id, []).append(i)
+    return by_dataset
+
+
+def _register_part(uow: UnitOfWork, items: Sequence[Registration]) -> list[Outcome]:
+    """The outcomes of one transaction's members; a transaction that failed never half-applies
+    (nothing of it was committed), and each of its requests is then run alone."""
+    try:
+        return _register_together(uow, items)
+    except Exception as exc:
+        if len(items) == 1:
+            return [exc]
+    outcomes: list[Outcome] = []
+    for item in items:
+        try:
+            outcomes.append(register_alone(uow, item))
+        except Exception as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
+def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[Outcome]:
+    """Decide ``items`` (one caller) in one transaction: the levels of their datasets locked at
+    once, in the order of the datasets' ids; each dataset's members decided in arrival order on
+    the state the previous one left; one write for all; one commit. A dataset the caller may
+    not see is its members' :class:`NotFound`; the others go on. With several datasets, a cap
+    found in force where none was known fails the transaction
+    (:class:`~app.db.locking.CapAppeared`)."""
+    viewer = items[0].principal.viewer
+    by_dataset = _by_dataset(items)
+    datasets = sorted(by_dataset)
+    outcomes: list[Outcome | None] = [None] * len(items)
+    with ExitStack() as held:
+        for dataset_id in datasets:  # this process's turns, in the order of the row locks
+            held.enter_context(uow.turn(dataset_id))
+        held.enter_context(uow.core())
+        keys = [item.key for item in items if item.key is not None]
+        found: dict[str, Locked]
+        if len(datasets) == 1:
+            only = locking.lock_levels(uow, viewer, datasets[0], admitting=True, keys=keys)
+            found = {} if only is None else {datasets[0]: only}
+        else:
+            found = locking.lock_shared(uow, viewer, datasets, keys)
+        writes = Writes()
+        for dataset_id in datasets:
+            members = by_dataset[dataset_id]
+            locked = found.get(dataset_id)
+            decided: Sequence[Outcome] = (
+                [NotFound(f"dataset '{dataset_id}' not found")] * len(members)
+                if locked is None
+                else decide_in_order(uow, locked, [items[i] for i in members], writes)
+            )
+            for i, outcome in zip(members, decided, strict=True):
+                outcomes[i] = outcome
+        if writes:
+            levels = list(found.values())
+            org = levels[0].org if len(levels) == 1 else None  # shared rows are never written
+            idempotency.write_rows(
+                uow, writes, [lv.dataset for lv in levels], org, [lv.grant for lv in levels]
+            )
+            idempotency.commit(uow)
+    return [o for o in outcomes if o is not None]

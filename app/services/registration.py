@@ -1,0 +1,292 @@
+"""Registering one invocation: what it brings to its transaction, how it is decided on its
+locked levels, and what it writes.
+
+A registration is decided under the lock of its dataset's levels (:mod:`app.db.locking`), on
+the state the previous registration of its group left (:mod:`app.services.batching` runs the
+transaction): idempotency lookup → decide at every level
+(:func:`odometer_core.accounting.levels.decide_levels`, pure) → stage the ledger entry, the
+levels' new states and the invocation row → render the response once and store it under the
+idempotency key. A rejection is a decision, not an error: it is written to the ledger and
+recorded as an invocation with status ``rejected``, and then answered with 409.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from app.db import locking
+from app.db.admission import DatasetRow, Locked, Writes
+from app.db.uow import UnitOfWork
+from app.services import idempotency
+from app.services._aggregate import load_filter, stage_entry
+from app.services._common import fingerprint, new_id, utc_now
+from app.services._levels import ORGANISATION, QUOTA, Uppers, organisation_level, quota_level, wire
+from app.services.charging import ChargeWorkers
+from app.services.errors import NotFound
+from app.services.idempotency import RecordedResponse
+from app.services.principals import Principal
+from app.services.responses import Registered, render_registration, reservation_json
+from odometer_core.accounting import Declaration, fmt, memo, state_to_json
+from odometer_core.accounting.effort import may_be_expensive
+from odometer_core.accounting.levels import (
+    DATASET,
+    Filter,
+    LevelsDecision,
+    decide_levels,
+    precompute_levels,
+)
+from odometer_core.ledger import EntryKind
+
+#: What a registration's transaction answers it: its recorded response, or the error it raises.
+Outcome = RecordedResponse | BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationRequest:
+    """What an analyst asks for: a declaration plus the request extras."""
+
+    declaration: Declaration
+    sub_budget: str | None = None
+    conversion_delta: Decimal | None = None
+
+    def extras(self) -> dict[str, Any]:
+        return {
+            "sub_budget": self.sub_budget,
+            "conversion_delta": None
+            if self.conversion_delta is None
+            else fmt(self.conversion_delta),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """One registration waiting for its group's transaction (:mod:`app.services.batching`)."""
+
+    principal: Principal
+    dataset_id: str
+    request: InvocationRequest
+    key: str | None
+    digest: str
+    charges: dict[object, object] | None
+
+
+def expensive(request: InvocationRequest) -> bool:
+    """Whether preparing ``request`` may take long (its charges are computed before any lock,
+    possibly waiting for a charge worker); a closed-form charge prepares without I/O."""
+    return may_be_expensive(request.declaration)
+
+
+def registration(
+    uow: UnitOfWork,
+    principal: Principal,
+    dataset_id: str,
+    request: InvocationRequest,
+    idempotency_key: str | None = None,
+    charges: ChargeWorkers | None = None,
+) -> Registration:
+    """What a registration brings to its group: the request's fingerprint and, for a
+    declaration whose charge may be expensive (:func:`expensive`), its charges computed before
+    any lock, by ``charges`` (``None``: in this thread); for any other declaration nothing here
+    touches the database."""
+    digest = fingerprint(
+        "register_invocation",
+        dataset_id=dataset_id,
+        declaration=request.declaration.to_json(),
+        **request.extras(),
+    )
+    known = None
+    if expensive(request):
+        known = _charges_before_lock(uow, principal, dataset_id, request, idempotency_key, charges)
+    return Registration(principal, dataset_id, request, idempotency_key, digest, known)
+
+
+def read_levels(
+    uow: UnitOfWork, principal: Principal, dataset_id: str
+) -> tuple[DatasetRow, Uppers]:
+    """The dataset and its upper levels as they are now, without locking (a read transaction
+    must be open); a dataset the caller may not see is :class:`NotFound`."""
+    seen = locking.read(uow, principal.viewer, dataset_id, None)
+    if seen is None:
+        raise NotFound(f"dataset '{dataset_id}' not found")
+    org = organisation_level(seen.org, seen.dataset.relation, admitting=True)
+    return seen.dataset, Uppers(org, quota_level(seen.grant))
+
+
+def _charges_before_lock(
+    uow: UnitOfWork,
+    principal: Principal,
+    dataset_id: str,
+    request: InvocationRequest,
+    idempotency_key: str | None,
+    charges: ChargeWorkers | None,
+) -> dict[object, object] | None:
+    """The declaration's charges at every level, computed before any lock is taken, so that the
+    decision under the lock only looks them up (:mod:`odometer_core.accounting.memo`). ``None``
+    for a repeated idempotent request (its stored response is returned without deciding)."""
+    with uow.read_only():
+        if idempotency_key is not None and uow.idempotency.get(principal.id, idempotency_key):
+            return None
+        ds, uppers = read_levels(uow, principal, dataset_id)
+        dataset = load_filter(ds)
+    return compute_charges(charges, request, dataset, uppers)
+
+
+def compute_charges(
+    charges: ChargeWorkers | None, request: InvocationRequest, dataset: Filter, uppers: Uppers
+) -> dict[object, object] | None:
+    """The memo table of deciding ``request`` on these filters, computed by a charge worker
+    with a CPU budget (:mod:`app.services.charging`), or in this thread without one (``None``).
+    Raises ``ChargeTooExpensive`` (422) or ``ChargeWorkersBusy`` (503): nothing is written."""
+    args = (
+        dataset,
+        request.declaration,
+        uppers.organisation.filter if uppers.organisation else None,
+        uppers.quota.filter if uppers.quota else None,
+        request.sub_budget,
+        request.conversion_delta,
+    )
+    if charges is None:
+        return precompute_levels(*args)
+    return charges.compute(precompute_levels, *args)
+
+
+def decide(
+    dataset: Filter, uppers: Uppers, request: InvocationRequest, *, exhaustive: bool = True
+) -> LevelsDecision:
+    return decide_levels(
+        dataset,
+        request.declaration,
+        organisation=uppers.organisation.filter if uppers.organisation else None,
+        quota=uppers.quota.filter if uppers.quota else None,
+        sub_budget=request.sub_budget,
+        conversion_delta=request.conversion_delta,
+        exhaustive=exhaustive,
+    )
+
+
+def decide_in_order(
+    uow: UnitOfWork, locked: Locked, items: Sequence[Registration], writes: Writes
+) -> list[Outcome]:
+    """Decide one dataset's ``items`` (one caller's) in order on its locked levels, staging
+    what they change in ``writes``. Their idempotency keys were read with the lock statement,
+    under the lock: a request with the same key that committed first is seen. An item's own
+    refusal (a reused key, a declaration the accounting refuses) is its outcome; the others go
+    on."""
+    outcomes: list[Outcome] = []
+    for item in items:
+        owner = item.principal.id
+        try:
+            stored = idempotency.stored_response(uow, owner, item.key, item.digest)
+            if stored is not None:
+                outcomes.append(stored)
+                continue
+            uppers = Uppers(
+                organisation_level(locked.org, locked.dataset.relation, admitting=True),
+                quota_level(locked.grant),
+            )
+            with memo.charges(item.charges):
+                levels = decide(load_filter(locked.dataset), uppers, item.request)
+        except Exception as exc:  # nothing of this item was staged: the others go on
+            outcomes.append(exc)
+            continue
+        registered = _stage(uow, writes, locked, item, uppers, levels)
+        response = render_registration(registered)
+        dataset_id = locked.dataset.id
+        idempotency.record_response(uow, writes, owner, item.key, item.digest, dataset_id, response)
+        outcomes.append(response)
+    return outcomes
+
+
+def _reason(levels: LevelsDecision) -> str | None:
+    """The recorded reason: the dataset's, or the level above it that refused."""
+    refusal = levels.refusal
+    if refusal is None or levels.refused_by == DATASET:
+        return levels.dataset.decision.reason
+    return f"{levels.refused_by} level: {refusal.reason or 'budget exceeded'}"
+
+
+def _stage(
+    uow: UnitOfWork,
+    writes: Writes,
+    locked: Locked,
+    item: Registration,
+    uppers: Uppers,
+    levels: LevelsDecision,
+) -> Registered:
+    """Set the levels' new states (if admitted), stage the ledger entry and the row."""
+    at, invocation_id = utc_now(), new_id("inv")
+    request, ds, actor = item.request, locked.dataset, item.principal.id
+    records = uppers.apply(levels.uppers, applied=levels.admitted, budget=True)
+    row = _invocation_row(invocation_id, ds.id, actor, request, uppers, levels, at)
+    seq = stage_entry(
+        uow,
+        writes,
+        ds,
+        kind=EntryKind.for_invocation(row["status"]),
+        actor=actor,
+        at=at,
+        invocation_id=invocation_id,
+        declaration=row["declaration"],
+        request=row["request"],
+        charge=_dataset_charge(levels),
+        requested=row["requested"],
+        reservation=row["reservation"],
+        reason=row["reason"],
+        state=state_to_json(levels.dataset.state),
+        org=records.get(ORGANISATION),
+        quota=records.get(QUOTA),
+    )
+    writes.invocations.append(row)
+    return Registered(
+        invocation_id,
+        ds.id,
+        row["declaration"],
+        request.extras(),
+        levels,
+        row["reason"],
+        seq,
+        at,
+    )
+
+
+def _invocation_row(
+    invocation_id: str,
+    dataset_id: str,
+    actor: str,
+    request: InvocationRequest,
+    uppers: Uppers,
+    levels: LevelsDecision,
+    at: str,
+) -> dict[str, Any]:
+    """The ``invocations`` row of a registration, by column name."""
+    decision, declaration = levels.dataset.decision, request.declaration.to_json()
+    return {
+        "id": invocation_id,
+        "dataset_id": dataset_id,
+        "status": decision.outcome if levels.admitted else "rejected",
+        "kind": declaration["type"],
+        "ledger": decision.sub_budget,  # the sub-budget's column kept its first name
+        "declaration": declaration,
+        "request": request.extras(),
+        "charge": _dataset_charge(levels) or {},
+        "requested": wire(decision.requested),
+        "refund": None,
+        "reservation": reservation_json(decision) if levels.admitted else None,
+        "cell": None,
+        "reason": _reason(levels),
+        "actor": actor,
+        "created_at": at,
+        "updated_at": at,
+        "levels": uppers.owners(holding=levels.admitted),
+    }
+
+
+def _dataset_charge(levels: LevelsDecision) -> dict[str, Any] | None:
+    """The dataset's charge; refused above the dataset, nothing was charged here (null, not
+    a zero charge)."""
+    if levels.refused_by in (None, DATASET):
+        return wire(levels.dataset.decision.charge)
+    return None
