@@ -21,9 +21,9 @@ the row is read: the caller guesses (:class:`OrganisationModes`) and, when the g
 ``share`` but a cap is in force, rolls back and locks again alone (a shared lock must not be
 upgraded: two sharers upgrading deadlock).
 
-**Visibility before locking.** The statement's ``WHERE`` holds the caller's visibility (its
-organisation; an analyst's grant is joined), so a caller never locks a dataset it may not see:
-rows that do not match are never locked.
+**Visibility before locking.** The statement holds the caller's visibility
+(:func:`app.db.visibility.visible`: its organisation; an analyst's grant is joined), so a caller
+never locks a dataset it may not see: rows that do not match are never locked.
 """
 
 from __future__ import annotations
@@ -32,11 +32,12 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any, Literal
+from typing import Any, Final, Literal, cast
 
-from sqlalchemy import Connection
+from sqlalchemy import BindParameter, Connection, Table, and_, bindparam, select
 
-from app.db.driver import loader, param, run
+from app.db.driver import loader, param, run, statement_text
+from app.db.models import Dataset, Grant, Invocation, Organisation
 
 # the rows this module reads, importable from here (defined apart: app.db.writes writes them and
 # cannot import this module, which re-exports it)
@@ -44,6 +45,7 @@ from app.db.rows import DatasetRow as DatasetRow
 from app.db.rows import GrantRow as GrantRow
 from app.db.rows import InvocationRow as InvocationRow
 from app.db.rows import OrgRow as OrgRow
+from app.db.visibility import visibility_params, visible
 
 OrgLock = Literal["share", "update"]
 
@@ -67,6 +69,24 @@ class StoredResponse:
 
 
 # ---------------------------------------------------------------------------- statements
+_D = cast(Table, Dataset.__table__).alias("d")
+_O = cast(Table, Organisation.__table__).alias("o")
+_G = cast(Table, Grant.__table__).alias("g")
+_I = cast(Table, Invocation.__table__).alias("i")
+#: what the lock statement reads of each level, in the order :func:`_locked` takes it
+_READ: Final = {
+    "d": [
+        _D.c[n] for n in ("id", "relation", "config_json", "state_json", "last_seq", "head_hash")
+    ],
+    "o": [_O.c[n] for n in ("id", "cap_json", "cap_state_json")],
+    "g": [
+        _G.c[n]
+        for n in ("id", "principal_id", "quota_config_json", "quota_state_json", "granted_seq")
+    ],
+    "i": [_I.c[n] for n in ("id", "status", "actor", "reservation", "levels", "declaration")],
+}
+
+
 @lru_cache(maxsize=64)
 def _lock_sql(
     dialect: str,
@@ -76,34 +96,34 @@ def _lock_sql(
     invocation: bool,
     datasets: int = 0,
 ) -> str:
-    """``SELECT`` the organisation, the dataset, the analyst's grant (joined: no grant, no row)
-    and optionally one invocation of the dataset; lock them when ``org_lock`` is given.
-    ``datasets`` > 0: that many datasets (parameters ``dataset0``, …), in the order of their
-    ids, which is the order their rows are locked in (the locking clause applies to the sorted
-    rows)."""
-    p = partial(param, dialect)
-    cols = [
-        "d.id, d.relation, d.config_json, d.state_json, d.last_seq, d.head_hash",
-        "o.id, o.cap_json, o.cap_state_json",
-    ]
-    joins = ["FROM organisations o JOIN datasets d ON d.organisation = o.id"]
+    """``SELECT`` the organisation, the dataset as the caller may see it (:func:`visible`: for
+    an analyst, its grant is joined, no grant, no row) and optionally one invocation of the
+    dataset; lock them when ``org_lock`` is given. ``datasets`` > 0: that many datasets
+    (parameters ``dataset0``, …), in the order of their ids, which is the order their rows are
+    locked in (the locking clause applies to the sorted rows)."""
+    columns = [*_READ["d"], *_READ["o"]]
     if analyst:
-        cols.append("g.id, g.principal_id, g.quota_config_json, g.quota_state_json, g.granted_seq")
-        joins.append(f"JOIN grants g ON g.dataset_id = d.id AND g.principal_id = {p('principal')}")
+        columns += _READ["g"]
     if invocation:
-        cols.append("i.id, i.status, i.actor, i.reservation, i.levels, i.declaration")
-        joins.append(f"LEFT JOIN invocations i ON i.id = {p('invocation')} AND i.dataset_id = d.id")
-    ids = ", ".join(p(f"dataset{i}") for i in range(datasets))
-    where = (f"WHERE d.id IN ({ids})" if datasets else f"WHERE d.id = {p('dataset')}") + (
-        f" AND d.organisation = {p('scope')}" if scoped else ""
-    )
-    order = " ORDER BY d.id" if datasets else ""
+        columns += _READ["i"]
+    query = select(*columns).select_from(_O.join(_D, _D.c.organisation == _O.c.id))
+    query = visible(query, _D, _G, scoped=scoped, analyst=analyst)
+    if invocation:
+        query = query.outerjoin(
+            _I, and_(_I.c.id == bindparam("invocation"), _I.c.dataset_id == _D.c.id)
+        )
+    if datasets:
+        ids: list[BindParameter[Any]] = [bindparam(f"dataset{i}") for i in range(datasets)]
+        query = query.where(_D.c.id.in_(ids)).order_by(_D.c.id)
+    else:
+        query = query.where(_D.c.id == bindparam("dataset"))
     locks = ""
     if org_lock is not None and dialect == "postgresql":
+        # written out: SQLAlchemy renders one locking clause a statement, this needs two
         org_clause = "FOR SHARE OF o" if org_lock == "share" else "FOR UPDATE OF o"
         # the locking clauses' order is the lock order: organisation → dataset → grant
         locks = f" {org_clause} FOR UPDATE OF d" + (", g" if analyst else "")
-    return f"SELECT {', '.join(cols)} {' '.join(joins)} {where}{order}{locks}"
+    return statement_text(query, dialect) + locks
 
 
 def read_levels(
@@ -127,11 +147,7 @@ def read_levels(
         scope is not None,
         invocation_id is not None,
     )
-    params: dict[str, Any] = {"dataset": dataset_id}
-    if scope is not None:
-        params["scope"] = scope
-    if analyst is not None:
-        params["principal"] = analyst
+    params: dict[str, Any] = {"dataset": dataset_id, **visibility_params(scope, analyst)}
     if invocation_id is not None:
         params["invocation"] = invocation_id
     rows = run(conn, sql, params, then=then)
@@ -157,10 +173,7 @@ def read_many_levels(
         conn.dialect.name, "share", analyst is not None, scope is not None, False, len(dataset_ids)
     )
     params: dict[str, Any] = {f"dataset{i}": d for i, d in enumerate(dataset_ids)}
-    if scope is not None:
-        params["scope"] = scope
-    if analyst is not None:
-        params["principal"] = analyst
+    params.update(visibility_params(scope, analyst))
     load = loader(conn)
     rows = run(conn, sql, params, then=then)
     found = (_locked(row, load, analyst is not None, False) for row in rows)

@@ -24,9 +24,11 @@ import orjson
 from psycopg import Connection as PgConnection
 from psycopg import RawCursor
 from psycopg.pq import PipelineStatus, TransactionStatus
-from sqlalchemy import JSON, Connection, Table
+from sqlalchemy import JSON, ClauseElement, Connection, Table
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine.interfaces import DBAPICursor
+from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy.dialects.sqlite.base import SQLiteDialect
+from sqlalchemy.engine.interfaces import DBAPICursor, Dialect
 
 from app.db.engine import session_ended
 
@@ -220,6 +222,20 @@ def json_param(dialect: str, name: str) -> str:
     """The placeholder of a JSON column's value (written by :func:`dump`)."""
     # psycopg sends a ``str`` parameter untyped; the column is ``json``
     return f"CAST(%({name})s AS JSON)" if dialect == "postgresql" else f":{name}"
+
+
+#: The dialects statements built with SQLAlchemy's Core are written out in, with :func:`param`'s
+#: placeholders (no casts rendered on the parameters: psycopg's dialect would add them)
+_DIALECTS: Final[dict[str, Dialect]] = {
+    "postgresql": PGDialect(paramstyle="pyformat"),  # type: ignore[no-untyped-call]
+    "sqlite": SQLiteDialect(paramstyle="named"),
+}
+
+
+def statement_text(statement: ClauseElement, dialect: str) -> str:
+    """A Core statement as :func:`run` sends it (its bound parameters by name, as
+    :func:`param` writes them), for a caller that writes it out once per shape."""
+    return str(statement.compile(dialect=_DIALECTS[dialect]))
 
 
 #: psycopg caches the parse of a ``%(name)s`` statement only up to this many bytes of text and

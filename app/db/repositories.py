@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from sqlalchemy import Connection, Select, select
+from sqlalchemy import Connection, Select, Table, select
 from sqlalchemy.orm import Session
 
 from app.db.admission import StoredResponse, stored_responses
@@ -19,6 +20,10 @@ from app.db.models import (
     Organisation,
     Principal,
 )
+from app.db.visibility import visibility_params, visible
+
+_DATASETS = cast(Table, Dataset.__table__)
+_GRANTS = cast(Table, Grant.__table__)
 
 
 class DatasetRepository:
@@ -48,24 +53,30 @@ class DatasetRepository:
         )
         return self.session.scalars(stmt).one_or_none()
 
+    def visible(
+        self, dataset_id: str, *, scope: str | None, analyst: str | None, lock: bool = False
+    ) -> Dataset | None:
+        """The dataset if a caller confined to ``scope`` (``None``: all organisations) and, for
+        an ``analyst``, to its granted datasets may see it (:func:`app.db.visibility.visible`),
+        else ``None``, as for a missing one. ``lock``: hold it until the transaction ends, as
+        :meth:`get_for_update` does (only the dataset's row: ``FOR UPDATE OF datasets``)."""
+        stmt = _visible(select(Dataset).where(Dataset.id == dataset_id), scope, analyst)
+        if lock:
+            stmt = stmt.with_for_update(of=Dataset).execution_options(populate_existing=True)
+        return self.session.scalars(stmt, visibility_params(scope, analyst)).one_or_none()
+
     def list(
-        self,
-        organisation: str | None,
-        *,
-        limit: int,
-        offset: int,
-        granted_to: str | None = None,
+        self, *, scope: str | None, analyst: str | None, limit: int, offset: int
     ) -> Sequence[Dataset]:
-        """Datasets of ``organisation`` (all when None), only those granted to ``granted_to``
-        when given, oldest first."""
+        """The datasets a caller confined so may see (as :meth:`visible`), oldest first."""
         stmt = select(Dataset).order_by(Dataset.created_at, Dataset.id).limit(limit).offset(offset)
-        if organisation is not None:
-            stmt = stmt.where(Dataset.organisation == organisation)
-        if granted_to is not None:
-            stmt = stmt.where(
-                Dataset.id.in_(select(Grant.dataset_id).where(Grant.principal_id == granted_to))
-            )
-        return self.session.scalars(stmt).all()
+        stmt = _visible(stmt, scope, analyst)
+        return self.session.scalars(stmt, visibility_params(scope, analyst)).all()
+
+
+def _visible(query: Select[Dataset], scope: str | None, analyst: str | None) -> Select[Dataset]:
+    """``query`` narrowed to what the caller may see (the rule's parameters bound at execution)."""
+    return visible(query, _DATASETS, _GRANTS, scoped=scope is not None, analyst=analyst is not None)
 
 
 @dataclass(frozen=True, slots=True)

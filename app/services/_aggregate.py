@@ -19,14 +19,12 @@ from odometer_core.accounting import (
 from odometer_core.ledger import Entry, EntryContent, EntryKind, Signer, next_entry
 
 
-def may_see(uow: UnitOfWork, principal: Principal, ds: Dataset) -> bool:
-    """Admin: all; curators and auditors: their organisation's datasets; analysts: only the
-    datasets they are granted (an ungranted dataset is indistinguishable from a missing one)."""
-    if not principal.can_see(ds.organisation):
-        return False
-    if principal.role is Role.ANALYST:
-        return uow.grants.get(ds.id, principal.id) is not None
-    return True
+def visibility(principal: Principal) -> tuple[str | None, str | None]:
+    """What ``principal`` may see of the datasets, as :mod:`app.db.visibility` takes it:
+    ``(scope, analyst)``, the one organisation it is confined to (``None`` for the admin: all)
+    and, for an analyst, its own id (only the datasets it is granted; ``None`` otherwise)."""
+    scope = None if principal.is_admin else principal.organisation
+    return scope, principal.id if principal.role is Role.ANALYST else None
 
 
 def visible_dataset(
@@ -34,13 +32,10 @@ def visible_dataset(
 ) -> Dataset:
     """The dataset if the principal may see it, else :class:`NotFound` (no cross-organisation
     existence leak). ``lock=True`` holds the aggregate for the rest of the transaction."""
-    ds = uow.datasets.get(dataset_id)
-    if ds is None or not may_see(uow, principal, ds):
+    scope, analyst = visibility(principal)
+    ds = uow.datasets.visible(dataset_id, scope=scope, analyst=analyst, lock=lock)
+    if ds is None:
         raise NotFound(f"dataset '{dataset_id}' not found")
-    if lock:
-        locked = uow.datasets.get_for_update(dataset_id)
-        assert locked is not None
-        return locked
     return ds
 
 

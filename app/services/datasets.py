@@ -7,10 +7,10 @@ from typing import Any
 
 from app.db.models import Dataset
 from app.db.uow import UnitOfWork
-from app.services._aggregate import append_entry, load_filter, visible_dataset
+from app.services._aggregate import append_entry, load_filter, visibility, visible_dataset
 from app.services._common import new_id, utc_now
 from app.services.errors import NotFound
-from app.services.principals import Principal, Role
+from app.services.principals import Principal
 from odometer_core.accounting import (
     AccountingConfig,
     FilterState,
@@ -124,12 +124,8 @@ def list_datasets(
 ) -> dict[str, Any]:
     """Datasets the principal may see, oldest first."""
     with uow.read_only():
-        rows = uow.datasets.list(
-            principal.organisation,
-            limit=limit + 1,
-            offset=offset,
-            granted_to=principal.id if principal.role is Role.ANALYST else None,
-        )
+        scope, analyst = visibility(principal)
+        rows = uow.datasets.list(scope=scope, analyst=analyst, limit=limit + 1, offset=offset)
         views = [dataset_view(ds, *load_filter(ds)) for ds in rows[:limit]]
     more = len(rows) > limit
     return {"datasets": views, "next_offset": offset + limit if more else None}
