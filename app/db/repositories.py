@@ -90,11 +90,10 @@ class LedgerFilter:
 
 
 class LedgerRepository:
+    """A dataset's ledger, read (entries are written by :func:`app.db.writes.write` only)."""
+
     def __init__(self, session: Session) -> None:
         self.session = session
-
-    def append(self, entry: LedgerEntry) -> None:
-        self.session.add(entry)
 
     def page(
         self,
@@ -285,13 +284,11 @@ class GrantRepository:
 
 
 class CheckpointRepository:
-    """Signed checkpoints of ledger heads (append-only: add and read, nothing else)."""
+    """Signed checkpoints of ledger heads (append-only; written with the ledger's entries,
+    :func:`app.db.writes.write`)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
-
-    def add(self, checkpoint: LedgerCheckpoint) -> None:
-        self.session.add(checkpoint)
 
     def get(self, dataset_id: str, seq: int, key_id: str) -> LedgerCheckpoint | None:
         stmt = select(LedgerCheckpoint).where(

@@ -7,6 +7,10 @@ statement, every insert and update but the last a data-modifying common table ex
 the last, queued in a pipelined transaction to go out with its ``COMMIT``
 (:class:`app.db.driver.PipelinedTransaction`); SQLite has no data-modifying CTEs, but it is in
 the process: there each insert or update is its own statement, and round trips cost nothing.
+
+Every ledger entry and signed checkpoint is inserted here: the ORM's units of work (datasets,
+budget changes, grants, checkpoints signed on demand) write theirs through :func:`write` too,
+on their session's connection (:func:`app.services._aggregate.append_entry`).
 """
 
 from __future__ import annotations

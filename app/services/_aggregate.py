@@ -1,12 +1,18 @@
-"""The budget aggregate: load a dataset's filter, append to its ledger, keep the head current."""
+"""The budget aggregate: who may see it, its filter, its ledger's next entry and head.
+
+One path appends to a ledger (:func:`stage_entry`: the entry and its checkpoint built once,
+written by :func:`app.db.writes.write`) and one rule says who may see a dataset
+(:func:`visibility`, applied in :mod:`app.db.visibility`), whichever unit of work asks.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Unpack
 
-from app.db.admission import DatasetRow, Writes
-from app.db.models import Dataset, LedgerCheckpoint, LedgerEntry
+from app.db.models import Dataset
+from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
+from app.db.writes import Writes, write
 from app.services.errors import NotFound
 from app.services.principals import Principal, Role
 from odometer_core.accounting import (
@@ -16,7 +22,7 @@ from odometer_core.accounting import (
     config_from_json,
     state_from_json,
 )
-from odometer_core.ledger import Entry, EntryContent, EntryKind, Signer, next_entry
+from odometer_core.ledger import EntryContent, EntryKind, Signer, next_entry
 
 
 def visibility(principal: Principal) -> tuple[str | None, str | None]:
@@ -45,7 +51,9 @@ def load_filter(ds: Dataset | DatasetRow) -> tuple[AccountingConfig, FilterState
     return config, state_from_json(config, ds.state_json)
 
 
-def _next_entry(
+def stage_entry(
+    uow: UnitOfWork,
+    writes: Writes,
     ds: Dataset | DatasetRow,
     *,
     kind: EntryKind,
@@ -53,9 +61,16 @@ def _next_entry(
     at: str,
     state: dict[str, Any],
     **content: Unpack[EntryContent],
-) -> Entry:
-    """The entry that follows ``ds``'s head."""
-    return next_entry(
+) -> int:
+    """Stage the next entry of ``ds``'s chain in ``writes``, and its signed checkpoint when the
+    unit of work's signer asks for one, and move the dataset's head and state with it. Returns
+    the entry's ``seq``.
+
+    The one way an entry joins a ledger: the write path stages into the transaction's
+    ``writes`` and writes them with the levels it locked (:func:`app.db.writes.write`); the
+    ORM's units of work through :func:`append_entry`. The caller holds the aggregate (locked, or
+    a new dataset), so ``last_seq + 1`` is the next gapless sequence number."""
+    made = next_entry(
         dataset_id=ds.id,
         head_seq=ds.last_seq,
         head_hash=ds.head_hash,
@@ -66,6 +81,12 @@ def _next_entry(
         state=state,
         **content,
     )
+    writes.ledger.append(made.to_export())
+    ds.last_seq, ds.head_hash, ds.state_json, ds.updated_at = made.seq, made.hash, state, at
+    signer = uow.signer
+    if signer is not None and signer.due(made.seq):
+        writes.checkpoints.append(checkpoint_row(signer, ds.id, made.seq, made.hash, at))
+    return made.seq
 
 
 def append_entry(
@@ -77,72 +98,36 @@ def append_entry(
     at: str,
     state: dict[str, Any],
     **content: Unpack[EntryContent],
-) -> LedgerEntry:
-    """Append the next entry of ``ds``'s chain and move the dataset's head and state with it;
-    sign the new head when the unit of work's signer asks for it (same transaction).
-
-    The caller holds the aggregate (``visible_dataset(lock=True)`` or a new dataset), so
-    ``last_seq + 1`` is the next gapless sequence number.
-    """
-    made = _next_entry(ds, kind=kind, actor=actor, at=at, state=state, **content)
-    entry = LedgerEntry.from_export(made.to_export())
-    uow.ledger.append(entry)
-    ds.last_seq = entry.seq
-    ds.head_hash = entry.hash
-    ds.state_json = state
+) -> int:
+    """:func:`stage_entry` in an ORM unit of work, written at once (:func:`write_now`); a
+    ``config`` in ``content`` becomes the dataset's (the session writes the dataset's row).
+    Returns the entry's ``seq``."""
+    writes = Writes()
+    seq = stage_entry(uow, writes, ds, kind=kind, actor=actor, at=at, state=state, **content)
     config = content.get("config")
     if config is not None:
         ds.config_json = config
-    ds.updated_at = at
-    signer = uow.signer
-    if signer is not None and signer.due(entry.seq):
-        record_checkpoint(uow, signer, ds.id, entry.seq, entry.hash, entry.at)
-    return entry
+    write_now(uow, writes)
+    return seq
 
 
-def stage_entry(
-    uow: UnitOfWork,
-    writes: Writes,
-    ds: DatasetRow,
-    *,
-    kind: EntryKind,
-    actor: str,
-    at: str,
-    state: dict[str, Any],
-    **content: Unpack[EntryContent],
-) -> int:
-    """:func:`append_entry` for the Core write path: the next entry of ``ds``'s chain joins
-    ``writes`` and the locked row's head and state move with it (written together by
-    :func:`app.db.admission.write`). Returns the entry's ``seq``."""
-    made = _next_entry(ds, kind=kind, actor=actor, at=at, state=state, **content)
-    writes.ledger.append(made.to_export())
-    ds.last_seq, ds.head_hash, ds.state_json, ds.updated_at = made.seq, made.hash, state, at
-    signer = uow.signer
-    if signer is not None and signer.due(made.seq):
-        writes.checkpoints.append(
-            {
-                "dataset_id": ds.id,
-                "seq": made.seq,
-                "head_hash": made.hash,
-                "signed_at": at,
-                "key_id": signer.key_id,
-                "signature": signer.sign(ds.id, made.seq, made.hash, at),
-            }
-        )
-    return made.seq
+def checkpoint_row(
+    signer: Signer, dataset_id: str, seq: int, head_hash: str, at: str
+) -> dict[str, Any]:
+    """The checkpoint of ``(dataset, seq, head hash)`` signed at ``at``, as it is stored."""
+    return {
+        "dataset_id": dataset_id,
+        "seq": seq,
+        "head_hash": head_hash,
+        "signed_at": at,
+        "key_id": signer.key_id,
+        "signature": signer.sign(dataset_id, seq, head_hash, at),
+    }
 
 
-def record_checkpoint(
-    uow: UnitOfWork, signer: Signer, dataset_id: str, seq: int, head_hash: str, at: str
-) -> LedgerCheckpoint:
-    """Sign ``(dataset, seq, head hash)`` and store the checkpoint in the caller's transaction."""
-    row = LedgerCheckpoint(
-        dataset_id=dataset_id,
-        seq=seq,
-        head_hash=head_hash,
-        signed_at=at,
-        key_id=signer.key_id,
-        signature=signer.sign(dataset_id, seq, head_hash, at),
-    )
-    uow.checkpoints.add(row)
-    return row
+def write_now(uow: UnitOfWork, writes: Writes) -> None:
+    """Write ``writes`` in an ORM unit of work's transaction, through the write path's writer.
+    The session's pending changes are flushed first: a new dataset's row must exist before its
+    first entry refers to it."""
+    uow.session.flush()
+    write(uow.session.connection(), writes)

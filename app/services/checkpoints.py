@@ -5,7 +5,7 @@ the
 signer is the application's (``create_app`` builds it from ``ODOMETER_CHECKPOINT_KEY`` and
 ``ODOMETER_CHECKPOINT_EVERY`` and hands it to the database the units of work are opened on), and
 a ledger append signs through it in its own transaction (:func:`app.services._aggregate.
-append_entry`). Unset key = checkpoints disabled, never a throw-away key an auditor could not pin.
+stage_entry`). Unset key = checkpoints disabled, never a throw-away key an auditor could not pin.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from sqlalchemy.exc import IntegrityError
 
 from app.db.models import LedgerCheckpoint
 from app.db.uow import UnitOfWork
-from app.services._aggregate import record_checkpoint, visible_dataset
+from app.db.writes import Writes
+from app.services._aggregate import checkpoint_row, visible_dataset, write_now
 from app.services._common import utc_now
 from app.services.errors import ConcurrentUpdate, ServiceError
 from app.services.principals import Principal
@@ -96,9 +97,10 @@ def checkpoint_head(
         existing = uow.checkpoints.get(ds.id, ds.last_seq, signer.key_id)
         if existing is not None:
             return to_json(existing), False
-        row = record_checkpoint(uow, signer, ds.id, ds.last_seq, ds.head_hash, utc_now())
-        body = to_json(row)
+        row = checkpoint_row(signer, ds.id, ds.last_seq, ds.head_hash, utc_now())
+        body = to_json(LedgerCheckpoint(**row))
         try:
+            write_now(uow, Writes(checkpoints=[row]))
             uow.commit()
         except IntegrityError:
             raise ConcurrentUpdate("the same head was signed concurrently; retry") from None

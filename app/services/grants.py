@@ -107,7 +107,7 @@ def create_grant(
             config_json = config_to_json(config)
             state_json = state_to_json(initial_state(config))
         at = utc_now()
-        entry = append_entry(
+        seq = append_entry(
             uow,
             ds,
             kind=EntryKind.GRANT_CHANGED,
@@ -124,7 +124,7 @@ def create_grant(
             quota_state_json=state_json,
             created_by=caller.id,
             created_at=at,
-            granted_seq=entry.seq,  # this grant, told apart from the analyst's earlier ones
+            granted_seq=seq,  # this grant, told apart from the analyst's earlier ones
         )
         uow.grants.add(grant)
         view = grant_view(grant)
