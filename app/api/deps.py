@@ -56,21 +56,30 @@ async def get_uow(database: DatabaseDep) -> UnitOfWork:
 
 UowDep = Annotated[UnitOfWork, Depends(get_uow)]
 
-_bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer <key>`")
+#: the bearer scheme of every route (its OpenAPI security scheme, and the credentials' parser)
+bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer <key>`")
 
 
-async def get_principal(
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    uow: UowDep,
-    settings: SettingsDep,
+async def principal_of(
+    credentials: HTTPAuthorizationCredentials | None, database: Database, settings: Settings
 ) -> Principal:
+    """The caller, from its bearer credentials (401 when missing or unknown): the one
+    authentication of every route. The admin key is checked in memory; other keys need a
+    database read (in a thread)."""
     admin_key = settings.admin_key.get_secret_value() if settings.admin_key else None
     token = credentials.credentials if credentials else None
-    # The admin key is checked in memory; other keys need a database read (in a thread).
     admin = admin_principal(token, admin_key)
     if admin is not None:
         return admin
-    return await run_in_threadpool(authenticate, uow, token, admin_key)
+    return await run_in_threadpool(authenticate, UnitOfWork(database), token, admin_key)
+
+
+async def get_principal(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    database: DatabaseDep,
+    settings: SettingsDep,
+) -> Principal:
+    return await principal_of(credentials, database, settings)
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -97,6 +106,9 @@ ReportReaderDep = Annotated[Principal, Depends(require_role(Role.CURATOR, Role.A
 InvocationReaderDep = Annotated[Principal, Depends(require_role(Role.ANALYST, Role.AUDITOR))]
 ReaderDep = PrincipalDep
 
+#: The Idempotency-Key rule of every route that takes one: the header, what it admits, what the
+#: OpenAPI document says of it (the register route checks it with the same declaration:
+#: :data:`app.api.register.IDEMPOTENCY_KEY`).
 IdempotencyKeyDep = Annotated[
     str | None,
     Header(

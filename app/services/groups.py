@@ -99,7 +99,7 @@ class GroupCommit(Generic[P, R]):
             line.append(me)
         if start:
             if inline:
-                self._drain(key, line)
+                self._drain(key, line, pause=False)
             else:
                 self._start(key, line)
         return await future
@@ -117,9 +117,9 @@ class GroupCommit(Generic[P, R]):
         if task.cancelled() or error is not None:  # no thread ran the line: answer it
             self._fail_line(key, line, error or RuntimeError("the line's runner was cancelled"))
 
-    def _drain(self, key: Hashable, line: deque[_Waiter[P, R]]) -> None:
+    def _drain(self, key: Hashable, line: deque[_Waiter[P, R]], pause: bool = True) -> None:
         """Run the line's groups one after another while requests wait in it; retire it when
-        empty."""
+        empty. ``pause``: in a thread, give the event loop the interpreter between groups."""
         while True:
             with self._lock:
                 if not line:
@@ -127,9 +127,10 @@ class GroupCommit(Generic[P, R]):
                     return
                 group = [line.popleft() for _ in range(min(self.limit, len(line)))]
             self._run_group(group)
-            # let the event loop take the interpreter: it sends this group's answers and
-            # queues the requests that arrived meanwhile into the next group
-            time.sleep(0)
+            if pause:
+                # let the event loop take the interpreter: it sends this group's answers and
+                # queues the requests that arrived meanwhile into the next group
+                time.sleep(0)
 
     @staticmethod
     def _run_group(group: list[_Waiter[P, R]]) -> None:

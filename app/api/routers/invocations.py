@@ -17,6 +17,7 @@ from app.api.deps import (
     UowDep,
 )
 from app.api.errors import ERROR_STATUS, responses
+from app.api.register import RegisterRoute
 from app.schemas.invocations import (
     InvocationCreate,
     InvocationCreated,
@@ -55,13 +56,6 @@ def invocation_request(body: InvocationCreate) -> InvocationRequest:
     )
 
 
-@router.post(
-    "",
-    name="register_invocation",
-    status_code=201,
-    response_model=InvocationCreated,
-    responses=responses(401, 403, 404, 413, 422, 503, budget_exceeded=True),
-)
 async def register_invocation(
     dataset_id: str,
     body: InvocationCreate,
@@ -81,6 +75,19 @@ async def register_invocation(
     )
     metrics.record_decision(result.decision)
     return recorded_response(result)
+
+
+# Served by its own resolver of these parameters (app/api/register.py), declared as any route.
+router.add_api_route(
+    "",
+    register_invocation,
+    methods=["POST"],
+    name="register_invocation",
+    status_code=201,
+    response_model=InvocationCreated,
+    responses=responses(401, 403, 404, 413, 422, 503, budget_exceeded=True),
+    route_class_override=RegisterRoute,
+)
 
 
 @router.post(
