@@ -114,6 +114,7 @@ def measure(
     mode: str = "basic",
     burst: int = 0,
     workers: dict[str, int] | None = None,
+    plain: frozenset[str] = frozenset(),
 ) -> list[Any]:
     """The cells, on PostgreSQL at ``url`` or, with ``url=None``, on SQLite files of a
     temporary directory; each request on one of ``datasets`` budget rows, picked at random
@@ -126,7 +127,7 @@ def measure(
         try:
             _measure(
                 backend, Path(tmp), clients, rounds, timing, compare, systems, runs, datasets,
-                together, mode, burst, workers or {},
+                together, mode, burst, workers or {}, plain,
             )  # fmt: skip
         finally:
             if backend.name == "postgresql":
@@ -148,6 +149,7 @@ def _measure(
     mode: str = "basic",
     burst: int = 0,
     workers: dict[str, int] | None = None,
+    plain: frozenset[str] = frozenset(),
 ) -> None:
     workers = workers or {}
     with ExitStack() as stack:
@@ -175,8 +177,13 @@ def _measure(
             "floor": {"server": floor, "paths": [f"/{b}" for b in budgets], "body": {}},
         }
         for name, root in services.items():
-            count = workers.get(name.removeprefix("service@"), 2)
-            server = stack.enter_context(running_server(backend.service_url, log, count, root=root))
+            label = name.removeprefix("service@")
+            count = workers.get(label, 2)
+            server = stack.enter_context(
+                running_server(
+                    backend.service_url, log, count, nodelay=label not in plain, root=root
+                )
+            )
             ids = [create_dataset(server.port, f"{name}-{i}", mode) for i in range(datasets)]
             if burst:  # as a busy moment leaves a server: each worker's pool holds several
                 with ThreadPoolExecutor(burst) as pool:
@@ -398,6 +405,14 @@ def main(argv: list[str] | None = None) -> int:
         help="uvicorn workers of the floor (LABEL floor), the service (service) or a --compare "
         "build (its LABEL); default 2 each",
     )
+    parser.add_argument(
+        "--plain",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="serve the service (service) or a --compare build (its LABEL) with the plain "
+        "`uvicorn --factory` command line instead of `python -m app.serve`",
+    )
     parser.add_argument("--no-results", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
     workers = {label: int(n) for label, _, n in (w.partition("=") for w in args.workers)}
@@ -418,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         args.mode,
         args.burst,
         workers,
+        frozenset(args.plain),
     )
     command = "python -m benchmarks http-floor " + " ".join(
         argv if argv is not None else sys.argv[1:]
