@@ -39,6 +39,7 @@ from app.db.engine import session_ended
 # every call, CPU spent on every admission, and its compiled cache did not help
 # (``benchmarks/RESULTS.md``, *The write path's levers*). PostgreSQL receives the same text each
 # time, so psycopg prepares it server-side after a few executions.
+# Not exec_driver_sql: dearer per registration (RESULTS.md, *Measurements once quoted in the code*)
 def run(
     conn: Connection,
     sql: str,
@@ -69,7 +70,8 @@ def run(
 
     ``then``: statements to send after this one and before its rows are read (in a pipelined
     transaction they go out together, one round trip for all; the server runs them in order,
-    so they run once this one's locks are held)."""
+    so they run once this one's locks are held). ``exec_driver_sql`` cannot read a pipelined
+    statement's rows: its result, built before the answer came back, has none."""
     raw = conn.connection.dbapi_connection
     assert raw is not None
     pg = conn.dialect.name == "postgresql"
