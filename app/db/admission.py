@@ -261,10 +261,3 @@ def stored_responses(
     return {
         key: StoredResponse(fingerprint, outcome, body) for key, fingerprint, outcome, body in rows
     }
-
-
-# ---------------------------------------------------------------------------- re-exports
-# re-exported until the callers import from the new modules
-from app.db.driver import PipelinedTransaction as PipelinedTransaction  # noqa: E402
-from app.db.writes import Writes as Writes  # noqa: E402
-from app.db.writes import write as write  # noqa: E402

@@ -19,7 +19,8 @@ from typing import TypeVar
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.admission import OrganisationModes, PipelinedTransaction
+from app.db.admission import OrganisationModes
+from app.db.driver import PipelinedTransaction
 from app.db.engine import make_engine, read_only
 from app.db.queue import FairQueue
 from app.db.repositories import (
@@ -256,7 +257,7 @@ class UnitOfWork:
         bookkeeping (begin, commit's flush check, close) was a sizeable share of a registration's
         CPU (``benchmarks/RESULTS.md``, *Server CPU at one client*, where what dropping it bought
         is measured too). On PostgreSQL the transaction is pipelined
-        (:class:`app.db.admission.PipelinedTransaction`: ``BEGIN`` sent with the lock statement,
+        (:class:`app.db.driver.PipelinedTransaction`: ``BEGIN`` sent with the lock statement,
         the write with ``COMMIT``, two round trips in all). Leaving the block without a commit
         rolls back, as for ``with uow``."""
         self._core = self._behind_gate(self._database.engine.connect, write=True)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, overload
 
-from app.db.admission import GrantRow, OrgRow
 from app.db.models import Organisation
+from app.db.rows import GrantRow, OrgRow
 from app.services._common import utc_now
 from odometer_core.accounting import (
     AccountingConfig,
@@ -111,7 +111,7 @@ class Level:
 
     def store(self, state: FilterState) -> None:
         """Set the level's new state on its row (written with the transaction's other writes:
-        :func:`app.db.admission.write`)."""
+        :func:`app.db.writes.write`)."""
         if self.org is not None:
             self.org.cap_state_json = state_to_json(state)
             self.org.dirty = True

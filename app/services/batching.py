@@ -18,8 +18,9 @@ from functools import partial
 from anyio import to_thread
 
 from app.db import locking
-from app.db.admission import Locked, Writes
+from app.db.admission import Locked
 from app.db.uow import Database, UnitOfWork
+from app.db.writes import Writes
 from app.services import idempotency
 from app.services.charging import ChargeWorkers
 from app.services.errors import NotFound

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
-from app.db.admission import DatasetRow, GrantRow, OrgRow, StoredResponse, Writes, write
+from app.db.admission import StoredResponse
+from app.db.rows import DatasetRow, GrantRow, OrgRow
 from app.db.uow import UnitOfWork
+from app.db.writes import Writes, write
 from app.services._common import utc_now
 from app.services.errors import ConcurrentUpdate, IdempotencyConflict, IdempotencyKeyReused
 

@@ -18,8 +18,10 @@ from decimal import Decimal
 from typing import Any
 
 from app.db import locking
-from app.db.admission import DatasetRow, Locked, Writes
+from app.db.admission import Locked
+from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
+from app.db.writes import Writes
 from app.services import idempotency
 from app.services._aggregate import load_filter, stage_entry
 from app.services._common import fingerprint, new_id, utc_now

@@ -16,8 +16,10 @@ from enum import Enum
 from typing import Any, Final
 
 from app.db import locking
-from app.db.admission import DatasetRow, GrantRow, InvocationRow, Locked, Writes, lock_grant
+from app.db.admission import Locked, lock_grant
+from app.db.rows import DatasetRow, GrantRow, InvocationRow
 from app.db.uow import UnitOfWork
+from app.db.writes import Writes
 from app.services import idempotency
 from app.services._aggregate import load_filter, stage_entry
 from app.services._common import fingerprint, utc_now
