@@ -38,13 +38,7 @@ from sqlalchemy import BindParameter, Connection, Table, and_, bindparam, select
 
 from app.db.driver import loader, param, run, statement_text
 from app.db.models import Dataset, Grant, Invocation, Organisation
-
-# the rows this module reads, importable from here (defined apart: app.db.writes writes them and
-# cannot import this module, which re-exports it)
-from app.db.rows import DatasetRow as DatasetRow
-from app.db.rows import GrantRow as GrantRow
-from app.db.rows import InvocationRow as InvocationRow
-from app.db.rows import OrgRow as OrgRow
+from app.db.rows import DatasetRow, GrantRow, InvocationRow, OrgRow
 from app.db.visibility import visibility_params, visible
 
 OrgLock = Literal["share", "update"]
