@@ -2,8 +2,8 @@
 
 A caller is confined to a *scope* (the one organisation whose datasets it may see; ``None``: every
 organisation, the admin) and, when it is an analyst, to the datasets it holds a grant on
-(:func:`app.services._aggregate.visibility` derives both from a principal). A dataset outside is
-indistinguishable from a missing one: the services answer 404 for both.
+(:attr:`app.services.principals.Principal.viewer` derives both from a principal). A dataset
+outside is indistinguishable from a missing one: the services answer 404 for both.
 
 The rule is applied by :func:`visible` to every query that finds datasets for a caller: the
 write path's lock statements (:mod:`app.db.admission`, where a dataset the caller may not see is

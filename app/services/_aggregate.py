@@ -2,7 +2,8 @@
 
 One path appends to a ledger (:func:`stage_entry`: the entry and its checkpoint built once,
 written by :func:`app.db.writes.write`) and one rule says who may see a dataset
-(:func:`visibility`, applied in :mod:`app.db.visibility`), whichever unit of work asks.
+(:attr:`~app.services.principals.Principal.viewer`, applied in :mod:`app.db.visibility`),
+whichever unit of work asks.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes, write
 from app.services.errors import NotFound
-from app.services.principals import Principal, Role
+from app.services.principals import Principal
 from odometer_core.accounting import (
     ACCOUNTING_VERSION,
     AccountingConfig,
@@ -25,21 +26,13 @@ from odometer_core.accounting import (
 from odometer_core.ledger import EntryContent, EntryKind, Signer, next_entry
 
 
-def visibility(principal: Principal) -> tuple[str | None, str | None]:
-    """What ``principal`` may see of the datasets, as :mod:`app.db.visibility` takes it:
-    ``(scope, analyst)``, the one organisation it is confined to (``None`` for the admin: all)
-    and, for an analyst, its own id (only the datasets it is granted; ``None`` otherwise)."""
-    scope = None if principal.is_admin else principal.organisation
-    return scope, principal.id if principal.role is Role.ANALYST else None
-
-
 def visible_dataset(
     uow: UnitOfWork, principal: Principal, dataset_id: str, *, lock: bool
 ) -> Dataset:
     """The dataset if the principal may see it, else :class:`NotFound` (no cross-organisation
     existence leak). ``lock=True`` holds the aggregate for the rest of the transaction."""
-    scope, analyst = visibility(principal)
-    ds = uow.datasets.visible(dataset_id, scope=scope, analyst=analyst, lock=lock)
+    viewer = principal.viewer
+    ds = uow.datasets.visible(dataset_id, scope=viewer.scope, analyst=viewer.analyst, lock=lock)
     if ds is None:
         raise NotFound(f"dataset '{dataset_id}' not found")
     return ds

@@ -7,7 +7,7 @@ from typing import Any
 
 from app.db.models import Dataset
 from app.db.uow import UnitOfWork
-from app.services._aggregate import append_entry, load_filter, visibility, visible_dataset
+from app.services._aggregate import append_entry, load_filter, visible_dataset
 from app.services._common import new_id, utc_now
 from app.services.errors import NotFound
 from app.services.principals import Principal
@@ -124,8 +124,10 @@ def list_datasets(
 ) -> dict[str, Any]:
     """Datasets the principal may see, oldest first."""
     with uow.read_only():
-        scope, analyst = visibility(principal)
-        rows = uow.datasets.list(scope=scope, analyst=analyst, limit=limit + 1, offset=offset)
+        viewer = principal.viewer
+        rows = uow.datasets.list(
+            scope=viewer.scope, analyst=viewer.analyst, limit=limit + 1, offset=offset
+        )
         views = [dataset_view(ds, *load_filter(ds)) for ds in rows[:limit]]
     more = len(rows) > limit
     return {"datasets": views, "next_offset": offset + limit if more else None}

@@ -8,9 +8,9 @@ invocation) → 404; keys: only the owner, a curator of its organisation or an a
 Every refusal must have that status and error code and change nothing in the database
 (every table compared before/after); allowed calls must not be refused.
 
-Shown able to fail: with the organisation check removed from
-``app.services._aggregate.may_see`` (a cross-organisation leak), this test fails with 10
-violations on SQLite, e.g. "expected 404: DELETE /v1/datasets/{dataset_id}/grants/
+Shown able to fail: with the organisation check removed from the visibility rule
+(``app.db.visibility.visible``; a cross-organisation leak), this test fails with 10 violations on
+SQLite, e.g. "expected 404: DELETE /v1/datasets/{dataset_id}/grants/
 {principal_id} as other_org: 200".
 """
 

@@ -15,7 +15,7 @@ import pytest
 from app.db import admission
 from app.db.uow import Database, UnitOfWork
 from app.services import datasets, grants, organisations, principals
-from app.services._aggregate import visibility, visible_dataset
+from app.services._aggregate import visible_dataset
 from app.services.errors import NotFound
 from app.services.principals import Principal, Role
 
@@ -95,7 +95,7 @@ CALLERS = (
 def test_every_reader_sees_what_the_rule_allows(database: Database, world: World, who: str) -> None:
     caller = world.callers[who]
     expected = _expected(world, caller)
-    scope, analyst = visibility(caller)
+    scope, analyst = caller.viewer.scope, caller.viewer.analyst
     name_of = {v: k for k, v in world.datasets.items()}
 
     uow = UnitOfWork(database)
