@@ -81,7 +81,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     )
     metrics = Metrics()
     groups: GroupCommit[Any, Any] = GroupCommit(settings.group_commit)
-    registrar = Registrar(db, charges, groups, metrics.in_flight)
+    registrar = Registrar(db, charges, groups, metrics.alone)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -17,16 +17,19 @@ from prometheus_client import (
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: How long (seconds) a process that served two requests at once is not taken to be serving
+#: one at a time (:meth:`Metrics.alone`).
+OVERLAP_MEMORY: Final = 1.0
 
 
 class Metrics:
     """The service's metrics, in a registry of their own (one per app instance)."""
 
     def __init__(self) -> None:
-        #: requests this process is serving now (:class:`MetricsMiddleware` counts them); the
-        #: register use case runs a lone request on the event loop
-        #: (:class:`app.services.batching.Registrar`)
+        #: requests this process is serving now (:class:`MetricsMiddleware` counts them), and
+        #: when it last served two at once (:meth:`alone`)
         self.serving = 0
+        self.overlapped_at = -OVERLAP_MEMORY
         # no *_created series: they only add noise to scrapes
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
@@ -63,6 +66,19 @@ class Metrics:
     def in_flight(self) -> int:
         return self.serving
 
+    def started(self) -> None:
+        self.serving += 1  # on the event loop's thread only: no lock
+        if self.serving > 1:
+            self.overlapped_at = time.monotonic()
+
+    def alone(self) -> bool:
+        """Whether this process serves one request at a time: the request asking is the only
+        one in flight, and none overlapped another for :data:`OVERLAP_MEMORY` seconds. A
+        moment with one request in flight between overlapping ones is no sign that the next
+        will wait for nobody (the register use case runs a lone request on the event loop,
+        :class:`app.services.batching.Registrar`)."""
+        return self.serving <= 1 and time.monotonic() - self.overlapped_at > OVERLAP_MEMORY
+
     def record_decision(self, outcome: str | None) -> None:
         if outcome is None:
             self.idempotent_replays.inc()
@@ -90,7 +106,7 @@ class MetricsMiddleware:
         status = 500
         start = time.perf_counter()
         metrics = self.metrics
-        metrics.serving += 1  # on the event loop's thread only: no lock
+        metrics.started()
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status

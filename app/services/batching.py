@@ -40,20 +40,19 @@ from app.services.registration import (
 class Registrar:
     """The register use case as the HTTP route runs it: the registration prepared (in a thread
     when its charges may be expensive), then decided in its caller's group commit line, on the
-    event loop itself when it is the only request in flight (``in_flight``: how many requests
-    the process is serving, this one included)."""
+    event loop itself while the process serves one request at a time (``alone``)."""
 
     def __init__(
         self,
         database: Database,
         charges: ChargeWorkers | None,
         groups: GroupCommit[Registration, RecordedResponse],
-        in_flight: Callable[[], int],
+        alone: Callable[[], bool],
     ) -> None:
         self.database = database
         self.charges = charges
         self.groups = groups
-        self.in_flight = in_flight
+        self.alone = alone
 
     async def register(
         self,
@@ -69,7 +68,7 @@ class Registrar:
         else:
             item = registration(*args)
         run = partial(register_group, uow)
-        return await self.groups.run(principal.id, item, run, inline=self.in_flight() <= 1)
+        return await self.groups.run(principal.id, item, run, inline=self.alone())
 
 
 def register_alone(uow: UnitOfWork, item: Registration) -> RecordedResponse:

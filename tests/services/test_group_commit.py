@@ -99,7 +99,7 @@ def _register_across(
     coroutine each, each started once the previous one is in line behind the first (held)
     commit; then release it."""
     groups: GroupCommit[Registration, RecordedResponse] = GroupCommit(64)
-    registrar = Registrar(database, None, groups, in_flight=lambda: 2)  # never alone
+    registrar = Registrar(database, None, groups, alone=lambda: False)
 
     async def main() -> list[RecordedResponse | BaseException]:
         started = []
