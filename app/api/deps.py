@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 from fastapi.concurrency import run_in_threadpool
@@ -17,30 +17,22 @@ from app.services.principals import Principal, Role, admin_principal, authentica
 from app.settings import Settings
 
 
-async def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+def _state(name: str) -> Callable[[Request], Awaitable[Any]]:
+    """A dependency handing the routes ``app.state.<name>``, one of the long-lived objects
+    ``create_app`` made (the composition root)."""
+
+    async def dependency(request: Request) -> Any:
+        return getattr(request.app.state, name)
+
+    dependency.__name__ = f"get_{name}"
+    return dependency
 
 
-async def get_database(request: Request) -> Database:
-    database: Database = request.app.state.database
-    return database
-
-
-async def get_metrics(request: Request) -> Metrics:
-    metrics: Metrics = request.app.state.metrics
-    return metrics
-
-
-async def get_charges(request: Request) -> ChargeWorkers:
-    charges: ChargeWorkers = request.app.state.charges
-    return charges
-
-
-async def get_registrar(request: Request) -> Registrar:
-    registrar: Registrar = request.app.state.registrar
-    return registrar
-
+get_settings = _state("settings")
+get_database = _state("database")
+get_metrics = _state("metrics")
+get_charges = _state("charges")
+get_registrar = _state("registrar")
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
