@@ -3,30 +3,25 @@
 The accounting core bounds its own work (``docs/accounting.md``, *Bounded work*). This module
 is the service's second line: the expensive part of a decision — the declaration's charge, which
 does not depend on the budget's state (:mod:`odometer_core.accounting.memo`) — is computed *before*
-the request takes any lock, in one of a few worker processes, and a job that runs past its CPU
-budget is stopped there without holding anything else up:
+the
+request takes any lock, in one of a few worker processes, and a job that runs past its CPU budget
+is stopped there without holding anything else up:
 
 - each worker arms a CPU timer (``ITIMER_PROF``) for the job's budget; past it the job stops and
   the request is answered ``422 ChargeTooExpensive`` with what to change — nothing was written;
-- the request waits at most ``2 × budget + 1 s`` of wall time once a worker took its job; a
-  worker that has not answered by then (a long C call, an overloaded machine) is killed and
-  replaced, and the request is answered ``503`` (retryable) — again nothing was written;
+- the request waits at most ``2 × budget + 1 s`` of wall time; a worker that has not answered by
+  then (a long C call, an overloaded machine) is killed and replaced, and the request is answered
+  ``503`` (retryable) — again nothing was written;
 - at most ``workers`` jobs run at once; a request that finds no free worker within
   ``wait_seconds`` is answered ``503`` with ``Retry-After``;
 - :meth:`ChargeWorkers.close` kills the workers: a request still waiting for one gets its 503 at
   once, so shutting down never waits for a computation.
 
-The workers are a :class:`pebble.ProcessPool`, not the standard ``ProcessPoolExecutor``: the
-standard pool cannot stop one running task (``cancel()`` refuses it, a timed-out wait leaves the
-worker busy), while pebble's per-task ``timeout`` kills and replaces just that worker. Workers are
-started with the ``spawn`` method (a fresh interpreter: no locks or threads inherited from the
-server) and import only the accounting core, in pebble's ``initializer``, which runs before the
-worker takes a task; pebble starts a task's ``timeout`` only when a worker takes it, so a
-worker's start-up never counts against a job's deadline. Pebble's workers share one channel and
-its locks: a worker that dies unexpectedly (killed from outside) may leave them held, so the pool
-is then replaced as a whole (:meth:`ChargeWorkers._renew`). With ``workers = 0`` the charge is
-computed in the request's own thread, still before the lock, without a CPU budget (embedded use,
-tests).
+Workers are started with the ``spawn`` method (a fresh interpreter: no locks or threads inherited
+from the server) and import only the accounting core; a worker takes jobs only once it has said
+it is ready, so its start-up never counts against a job's deadline. With ``workers = 0`` the
+charge is computed in the request's own thread, still before the lock, without a CPU budget
+(embedded use, tests).
 """
 
 from __future__ import annotations
@@ -34,16 +29,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import queue
 import signal
 import threading
 import time
 from collections.abc import Callable, Hashable
-from concurrent.futures import CancelledError, Future
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
-
-from pebble import ProcessExpired, ProcessPool
 
 from app.services.errors import ServiceError
 
@@ -75,53 +69,67 @@ class ChargeWorkersBusy(ServiceError):
 
 
 # ---------------------------------------------------------------------------- the worker side
+#: A worker's first message: it has imported the accounting core and may take jobs.
+READY = ("ready", None)
+#: How long a new worker may take to start before it is replaced (a spawn and the imports are
+#: quick on an idle machine and take many times as long on an overloaded one).
+START_SECONDS = 60.0
+
+
 class _CpuBudgetSpent(BaseException):
-    """Raised by the CPU timer (no ``except Exception`` in the accounting core swallows it)."""
-
-
-class _JobFailed(Exception):
-    """The job raised: the request then computes inline and raises the real error itself."""
-
-
-class _TakenTooLate(Exception):
-    """No worker took the job before its request stopped waiting: skipped, never computed."""
+    """Raised in a worker by its CPU timer (a BaseException: no ``except Exception`` in the
+    accounting core can swallow it)."""
 
 
 def _on_cpu_timer(signum: int, frame: object) -> None:
     raise _CpuBudgetSpent
 
 
-def _prepare_worker() -> None:  # pragma: no cover - runs in the worker processes
-    """pebble's initializer, run before the worker takes any job: the signals, and the imports
-    of the accounting core and dp_accounting (the slow part of a worker's start)."""
-    # Kept by hand: die at SIGTERM even in a long C call, unlike pebble's handler (RESULTS.md).
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+def _serve(conn: Connection) -> None:  # pragma: no cover - runs in the worker processes
+    """A worker's loop: receive (job, args, CPU budget), answer ("ok", result) or ("cpu", None)
+    or ("error", text); exit when the server's end of the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers stop
     signal.signal(signal.SIGPROF, _on_cpu_timer)
-    # A warm-up that fails must not end the worker (pebble ends one whose initializer raises).
-    with contextlib.suppress(Exception):
-        from odometer_core.accounting import pld
+    _warm_up()
+    try:
+        conn.send(READY)  # only now may the server hand this worker a job
+    except (EOFError, OSError):
+        return
+    while True:
+        try:
+            job, args, budget = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            signal.setitimer(signal.ITIMER_PROF, budget)
+            try:
+                answer: tuple[str, Any] = ("ok", job(*args))
+            finally:
+                signal.setitimer(signal.ITIMER_PROF, 0)
+        except _CpuBudgetSpent:
+            answer = ("cpu", None)
+        except Exception as exc:  # reported, and the request computes (and raises) inline
+            answer = ("error", f"{type(exc).__name__}: {exc}")
+        try:
+            conn.send(answer)
+        except (EOFError, OSError):
+            return
 
+
+def _warm_up() -> None:  # pragma: no cover - runs in the worker processes
+    """Import the accounting core and dp_accounting before the first job (the slow part of a
+    worker's start)."""
+    from odometer_core.accounting import pld
+
+    with contextlib.suppress(Exception):
         pld.plan_poisson_gaussian(1.0, 0.5, 1)
 
 
-def _within_budget(
-    job: Callable[..., Table], budget: float, start_by: float, args: tuple[Any, ...]
-) -> Table:  # pragma: no cover - runs in the worker processes
-    # Kept by hand: skip a stale job; pebble kills a worker that takes a cancelled one (RESULTS.md)
-    if time.time() > start_by:
-        raise _TakenTooLate
-    signal.setitimer(signal.ITIMER_PROF, budget)
-    try:
-        return job(*args)
-    except Exception as exc:
-        raise _JobFailed(f"{type(exc).__name__}: {exc}") from None
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-
-
 # ---------------------------------------------------------------------------- the server side
-#: Past a job's wall deadline, how long pebble may take to notice it (every 0.1 s) and kill.
-_KILL_SECONDS = 1.0
+@dataclass(eq=False)
+class _Worker:
+    process: BaseProcess
+    conn: Connection
 
 
 @dataclass(eq=False)
@@ -131,15 +139,11 @@ class ChargeWorkers:
     workers: int = 2
     cpu_seconds: float = 1.0
     wait_seconds: float = 5.0
-    _pool: ProcessPool | None = field(default=None, init=False)
-    _slots: threading.BoundedSemaphore = field(init=False)
-    #: the jobs requests wait for; kept by hand: pebble's stop() leaves them pending (RESULTS.md)
-    _waiting: set[Future[Table]] = field(default_factory=set, init=False)
+    _idle: queue.Queue[_Worker] = field(default_factory=queue.Queue, init=False)
+    _all: set[_Worker] = field(default_factory=set, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _started: bool = field(default=False, init=False)
     _closed: bool = field(default=False, init=False)
-
-    def __post_init__(self) -> None:
-        self._slots = threading.BoundedSemaphore(max(self.workers, 1))
 
     @property
     def wall_seconds(self) -> float:
@@ -149,124 +153,122 @@ class ChargeWorkers:
     def start(self) -> None:
         """Start the workers (idempotent; called at application start-up, or on first use)."""
         with self._lock:
-            if self._pool is not None or self._closed or self.workers <= 0:
+            if self._started or self._closed or self.workers <= 0:
                 return
-            try:
+            self._started = True
+        try:
+            for _ in range(self.workers):
                 self._spawn()
-            except Exception:  # e.g. no processes allowed: still serve, computing in the thread
-                log.exception("charge workers could not start; charges are computed in-thread")
-                self.workers = 0
+        except Exception:  # e.g. no processes allowed: still serve, computing in the thread
+            log.exception("charge workers could not start; charges are computed in-thread")
+            self.close()
+            self.workers = 0
 
     def _spawn(self) -> None:
-        pool = ProcessPool(
-            max_workers=self.workers,
-            initializer=_prepare_worker,
-            context=multiprocessing.get_context("spawn"),
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe(duplex=True)
+        process = context.Process(
+            target=_serve, args=(theirs,), name="odometer-charge", daemon=True
         )
-        pool.schedule(int)  # pebble starts its workers at the first task: now, while we start
-        self._pool = pool
+        process.start()
+        theirs.close()
+        worker = _Worker(process, ours)
+        with self._lock:
+            if self._closed:
+                self._stop(worker)
+                return
+            self._all.add(worker)
+        threading.Thread(
+            target=self._admit_when_ready, args=(worker,), name="odometer-charge-ready", daemon=True
+        ).start()
+
+    def _admit_when_ready(self, worker: _Worker) -> None:
+        """Make ``worker`` idle once it says it is ready. Its start-up (a new interpreter and the
+        accounting core's imports) must not count against a job's wall deadline: on a loaded
+        machine a worker handed a job before it was ready was killed as unresponsive, and so was
+        its replacement, while requests were answered 503."""
+        try:
+            ready = worker.conn.poll(START_SECONDS) and worker.conn.recv() == READY
+        except (EOFError, OSError):
+            ready = False
+        if ready and not self._closed:
+            self._idle.put(worker)
+            return
+        if not self._closed:
+            log.warning("a charge worker did not start in %.0f s; replacing it", START_SECONDS)
+            time.sleep(1.0)  # a worker that cannot start must not be respawned in a tight loop
+        self._replace(worker)
+
+    def _replace(self, worker: _Worker) -> None:
+        """Kill ``worker`` and start another in the background (a spawn and its imports are too
+        slow to wait for)."""
+        with self._lock:
+            self._all.discard(worker)
+            closed = self._closed
+        self._stop(worker)
+        if not closed:
+            threading.Thread(target=self._spawn, name="odometer-charge-spawn", daemon=True).start()
+
+    @staticmethod
+    def _stop(worker: _Worker) -> None:
+        with contextlib.suppress(Exception):
+            worker.process.kill()
+        with contextlib.suppress(Exception):
+            worker.conn.close()
+        with contextlib.suppress(Exception):
+            worker.process.join(2)
 
     def compute(self, job: Callable[..., Table], *args: Any) -> Table | None:
         """Run ``job(*args)`` (a memo table) within the CPU budget; ``None`` when the job
         failed (the request then computes inline and raises the real error itself)."""
-        self.start()
         if self.workers <= 0:
             return job(*args)
-        asked = time.monotonic()
-        if not self._slots.acquire(timeout=self.wait_seconds):
+        if self._closed:
+            raise ChargeWorkersBusy("the service is shutting down; retry (nothing was charged)")
+        self.start()
+        try:
+            worker = self._idle.get(timeout=self.wait_seconds)
+        except queue.Empty:
             raise ChargeWorkersBusy(
                 "every charge worker is busy; retry in a moment (nothing was charged)"
-            )
+            ) from None
+        healthy = False
         try:
-            # the rest of wait_seconds for a worker to take the job (one may be starting), then
-            # its wall deadline, which pebble counts from then
-            left = max(self.wait_seconds - (time.monotonic() - asked), 0.0)
-            pool, future = self._schedule(job, args, time.time() + left)
-            try:
-                return self._answer(pool, future, left + self.wall_seconds + _KILL_SECONDS)
-            finally:
-                with self._lock:
-                    self._waiting.discard(future)
-        finally:
-            self._slots.release()
-
-    def _schedule(
-        self, job: Callable[..., Table], args: tuple[Any, ...], start_by: float
-    ) -> tuple[ProcessPool, Future[Table]]:
-        with self._lock:
-            pool = self._pool
-            if self._closed or pool is None:
+            if self._closed:
                 raise ChargeWorkersBusy("the service is shutting down; retry on another instance")
-            task = (job, self.cpu_seconds, start_by, args)
-            with contextlib.suppress(RuntimeError):  # the pool broke just now
-                if pool.active:
-                    future = pool.schedule(_within_budget, task, timeout=self.wall_seconds)
-                    self._waiting.add(future)
-                    return pool, future
-        self._renew(pool)  # pebble refuses every task once an idle worker died (RESULTS.md)
-        raise ChargeWorkersBusy("the charge workers are restarting; retry (nothing was charged)")
-
-    def _answer(self, pool: ProcessPool, future: Future[Table], timeout: float) -> Table | None:
-        deadline = time.monotonic() + timeout
-        # Kept by hand: a request waiting on a pool that broke was never answered (RESULTS.md).
-        while not future.done() and pool.active and time.monotonic() < deadline:
-            with contextlib.suppress(TimeoutError, CancelledError):  # only waits (cancel wakes it)
-                future.exception(timeout=min(0.5, max(deadline - time.monotonic(), 0.0)))
-        if not future.done():
-            if future.running() or not pool.active:  # past pebble's own kill: a wedged pool
-                self._renew(pool)
-            raise ChargeWorkersBusy(
-                "the charge could not be computed in time; retry (nothing was charged)"
-            )
-        try:
-            return future.result()
-        except _CpuBudgetSpent:
-            raise ChargeTooExpensive(self.cpu_seconds) from None
-        except _JobFailed as exc:
-            log.info("charge worker: %s (the request decides inline)", exc)
-            return None
-        except _TakenTooLate:
-            raise ChargeWorkersBusy(
-                "every charge worker is busy; retry in a moment (nothing was charged)"
-            ) from None
-        except CancelledError:
-            raise ChargeWorkersBusy(
-                "the charge workers were stopped (a shutdown or a restart); retry"
-            ) from None
-        except TimeoutError:  # pebble killed the worker at the wall deadline and replaces it
-            log.warning("a charge worker gave no answer in time; it is replaced")
-            raise ChargeWorkersBusy(
-                "the charge could not be computed in time; retry (nothing was charged)"
-            ) from None
-        except (ProcessExpired, BrokenProcessPool) as exc:  # never inline: no budget there
-            log.warning("charge worker: %s: %s", type(exc).__name__, exc)
-            self._renew(pool)
+            worker.conn.send((job, args, self.cpu_seconds))
+            started = time.monotonic()
+            if not worker.conn.poll(self.wall_seconds):
+                log.warning(
+                    "charge worker gave no answer in %.1f s; replacing it",
+                    time.monotonic() - started,
+                )
+                raise ChargeWorkersBusy(
+                    "the charge could not be computed in time; retry (nothing was charged)"
+                )
+            status, payload = worker.conn.recv()
+            healthy = True
+        except (EOFError, OSError, BrokenPipeError):
             raise ChargeWorkersBusy(
                 "the charge worker stopped (the service may be shutting down); retry"
             ) from None
-
-    def _renew(self, pool: ProcessPool | None) -> None:
-        """Stop ``pool``, answer its waiting requests 503 and, unless closed, start another."""
-        # Kept by hand: a worker killed holding the channel's lock wedged the pool (RESULTS.md).
-        with self._lock:
-            if pool is not self._pool:
-                return  # already renewed
-            waiting, self._waiting, self._pool = self._waiting, set(), None
-        for future in waiting:
-            future.cancel()  # pebble's futures cancel even while running: the waiter is answered
-        if pool is not None:
-            _stop(pool)
-        self.start()
+        finally:
+            if healthy and not self._closed:
+                self._idle.put(worker)
+            else:
+                self._replace(worker)
+        if status == "cpu":
+            raise ChargeTooExpensive(self.cpu_seconds)
+        if status == "error":
+            log.info("charge worker: %s (the request decides inline)", payload)
+            return None
+        table: Table = payload
+        return table
 
     def close(self) -> None:
         """Kill every worker; requests waiting for one are answered 503 at once."""
         with self._lock:
             self._closed = True
-            pool = self._pool
-        self._renew(pool)
-
-
-def _stop(pool: ProcessPool) -> None:
-    """Kill the pool's workers; at once, as they die at SIGTERM (``_prepare_worker``)."""
-    pool.stop()  # type: ignore[no-untyped-call]  # pebble leaves stop() unannotated
-    pool.join()
+            workers, self._all = list(self._all), set()
+        for worker in workers:
+            self._stop(worker)

@@ -3,7 +3,6 @@ number of jobs at once, and a shutdown that does not wait for a computation."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -49,13 +48,9 @@ def test_a_failing_job_is_reported_as_none(workers: ChargeWorkers) -> None:
 
 
 def _wait_until_ready(pool: ChargeWorkers) -> None:
-    """Until the pool's one worker has started: it answers a job (a worker takes jobs only once
-    it has warmed up; until then a request waiting less than that is answered busy)."""
+    """Until every worker has started (a worker takes jobs only once it said it is ready)."""
     deadline = time.monotonic() + 60
-    while True:
-        with contextlib.suppress(ChargeWorkersBusy):
-            if pool.compute(charge_jobs.table, 0) == {("job", (0,)): 0}:
-                return
+    while pool._idle.qsize() < pool.workers:
         assert time.monotonic() < deadline, "the charge workers did not start"
         time.sleep(0.05)
 
