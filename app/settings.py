@@ -46,7 +46,7 @@ class Settings(BaseSettings):
         default=10, ge=0, validation_alias=AliasChoices("ODOMETER_DB_MAX_OVERFLOW")
     )
     #: Worker processes that compute expensive charges before the budget's lock is taken
-    #: (``app/charging.py``); 0 = in the request's thread, without a CPU budget.
+    #: (``app/services/charging.py``); 0 = in the request's thread, without a CPU budget.
     charge_workers: int = Field(
         default=2, ge=0, le=64, validation_alias=AliasChoices("ODOMETER_CHARGE_WORKERS")
     )

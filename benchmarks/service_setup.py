@@ -204,8 +204,9 @@ class Server:
         """CPU time (user + system, seconds) used so far by each kind of the server's
         processes: ``serving`` (the processes that run the app: the uvicorn workers, or the
         master when it runs one worker), ``supervisor`` (uvicorn's master when it only
-        supervises workers), ``charge`` (the charge workers of :mod:`app.charging`, children
-        of a serving process; they work only on declarations whose charge may be expensive)
+        supervises workers), ``charge`` (the charge workers of :mod:`app.services.charging`,
+        children of a serving process; they work only on declarations whose charge may be
+        expensive)
         and ``other`` (multiprocessing's resource trackers). Kept apart so that idle processes
         cannot pass for per-request work, and all counted so that work a request hands to a
         child is not lost."""

@@ -1,5 +1,5 @@
-"""The charge workers (app/charging.py): a CPU budget per job, a wall-clock deadline, a bounded
-number of jobs at once, and a shutdown that does not wait for a computation."""
+"""The charge workers (app/services/charging.py): a CPU budget per job, a wall-clock deadline, a
+bounded number of jobs at once, and a shutdown that does not wait for a computation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.charging import ChargeTooExpensive, ChargeWorkers, ChargeWorkersBusy
+from app.services.charging import ChargeTooExpensive, ChargeWorkers, ChargeWorkersBusy
 from tests import charge_jobs
 
 
