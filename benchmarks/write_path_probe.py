@@ -13,7 +13,7 @@ after a warm-up. ``PROBE`` is one of:
   loop, one request at a time;
 * ``group`` (``ARG``: ``K hot`` or ``K many``): registrations decided K at a time in one
   transaction, as group commit decides a caller's concurrent ones: the group's runner
-  (``_register_together``, what ``app.db.groups`` calls for a group of one caller's requests)
+  (``_register_together``, what a group commit line runs for a group of one caller's requests)
   called directly, so that the group's size is the measurement's and not the machine's timing;
   ``hot``: the K on one dataset, ``many``: on K datasets.
 
