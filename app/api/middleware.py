@@ -71,6 +71,9 @@ class Metrics:
         if self.serving > 1:
             self.overlapped_at = time.monotonic()
 
+    def finished(self) -> None:
+        self.serving -= 1
+
     def alone(self) -> bool:
         """Whether this process serves one request at a time: the request asking is the only
         one in flight, and none overlapped another for :data:`OVERLAP_MEMORY` seconds. A
@@ -117,7 +120,7 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            metrics.serving -= 1
+            metrics.finished()
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             method = str(scope.get("method", ""))

@@ -9,17 +9,13 @@ from fastapi.testclient import TestClient
 from app.api.middleware import OVERLAP_MEMORY, Metrics
 
 
-def _finished(metrics: Metrics) -> None:
-    metrics.serving -= 1  # what the middleware does when a request is answered
-
-
 def test_one_request_at_a_time_is_alone_and_an_overlap_is_remembered() -> None:
     metrics = Metrics()
     metrics.started()
     assert metrics.alone()
     metrics.started()  # a second request while the first is in flight
     assert not metrics.alone()
-    _finished(metrics)
+    metrics.finished()
     assert metrics.serving == 1 and not metrics.alone()  # one in flight, but just overlapped
     metrics.overlapped_at -= OVERLAP_MEMORY + 0.01  # as if that overlap were older
     assert metrics.alone()
