@@ -72,7 +72,17 @@ _READ: Final = {
     "d": [
         _D.c[n] for n in ("id", "relation", "config_json", "state_json", "last_seq", "head_hash")
     ],
-    "o": [_O.c[n] for n in ("id", "cap_json", "cap_state_json")],
+    "o": [
+        _O.c[n]
+        for n in (
+            "id",
+            "cap_json",
+            "cap_state_json",
+            "cap_config_json",
+            "cap_seq",
+            "cap_config_seq",
+        )
+    ],
     "g": [
         _G.c[n]
         for n in ("id", "principal_id", "quota_config_json", "quota_state_json", "granted_seq")
@@ -179,8 +189,8 @@ def _locked(
 ) -> Locked:
     """A row of :func:`_lock_sql`'s statement as the levels it locked."""
     dataset = DatasetRow(row[0], row[1], load(row[2]), load(row[3]), row[4], row[5])
-    org = OrgRow(row[6], load(row[7]), load(row[8]))
-    rest = row[9:]
+    org = OrgRow(row[6], load(row[7]), load(row[8]), load(row[9]), row[10], row[11])
+    rest = row[12:]
     grant_row = None
     if grant:
         grant_row = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]), rest[4])

@@ -158,11 +158,16 @@ class IdempotencyRecord(Base):
 
 
 class Organisation(Base):
-    """A tenant; also the organisation-level budget aggregate (a ``basic`` filter).
+    """A tenant; also the organisation-level budget aggregate (the cap's filter, in any leaf
+    mode: :func:`odometer_core.accounting.levels.cap_config`).
 
-    ``cap_json`` is ``{"epsilon", "delta"}`` or null (no cap in force); ``cap_state_json`` is
-    the ``basic`` state of everything counted while a cap was in force (kept when the cap is
-    removed, so a new cap continues from it).
+    ``cap_json`` is the cap in force (``{"epsilon", "delta", "mode"}``) or null;
+    ``cap_config_json`` the cap filter's configuration (null on rows written before caps had
+    modes: a ``basic`` filter of ``cap_json``) and ``cap_state_json`` its state, everything
+    counted while a cap was in force; both are kept when the cap is removed, so a new cap
+    continues from them. ``cap_seq`` numbers the ledger entries that touched the cap, across
+    the organisation's datasets; ``cap_config_seq`` is the one that recorded the configuration
+    in force (null: the next entry records it).
     """
 
     __tablename__ = "organisations"
@@ -171,6 +176,9 @@ class Organisation(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     cap_json: Mapped[dict[str, Any] | None] = mapped_column(Json)
     cap_state_json: Mapped[dict[str, Any]] = mapped_column(Json)
+    cap_config_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
+    cap_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cap_config_seq: Mapped[int | None] = mapped_column(Integer, default=None)
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
 

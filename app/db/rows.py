@@ -26,11 +26,14 @@ class DatasetRow:
 
 @dataclass(slots=True)
 class OrgRow:
-    """The organisation level (its cap's filter)."""
+    """The organisation level (its cap's filter; :class:`app.db.models.Organisation`)."""
 
     id: str
     cap_json: dict[str, Any] | None
     cap_state_json: dict[str, Any]
+    cap_config_json: dict[str, Any] | None = None
+    cap_seq: int = 0
+    cap_config_seq: int | None = None
     dirty: bool = False
 
 

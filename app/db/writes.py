@@ -72,7 +72,7 @@ _DATASET_COLUMNS: Final = ("state_json", "last_seq", "head_hash", "updated_at")
 #: The updates by statement prefix: table, columns set, key column
 _UPDATES: Final = {
     "f": (_INVOCATIONS.name, _FINISHED_COLUMNS, "id"),
-    "o": (_ORGS.name, ("cap_state_json",), "id"),
+    "o": (_ORGS.name, ("cap_state_json", "cap_seq", "cap_config_seq"), "id"),
     "g": (_GRANTS.name, ("quota_state_json",), "id"),
     "d": (_DATASETS.name, _DATASET_COLUMNS, "id"),
 }
@@ -168,7 +168,17 @@ def write(
         ],
     )
     if org is not None and org.dirty:
-        rows("o", [{"key": org.id, "cap_state_json": org.cap_state_json}])
+        rows(
+            "o",
+            [
+                {
+                    "key": org.id,
+                    "cap_state_json": org.cap_state_json,
+                    "cap_seq": org.cap_seq,
+                    "cap_config_seq": org.cap_config_seq,
+                }
+            ],
+        )
     rows("g", [{"key": g.id, "quota_state_json": g.quota_state_json} for g in grants if g.dirty])
     rows(
         "d",

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from app.schemas.common import Amount, StrictModel, optional
-from app.schemas.datasets import NAME_PATTERN
+from app.schemas.datasets import NAME_PATTERN, LeafAccounting
 
 
 class OrganisationCreate(StrictModel):
@@ -22,13 +22,42 @@ class Cap(StrictModel):
     delta: Amount
 
 
+class OrganisationCap(StrictModel):
+    """An organisation's cap: a target (ε, δ) and the filter's mode, one filter over every
+    invocation on the organisation's datasets. Curve caps (``zcdp``, ``rdp``) keep 1 % of δ
+    for the δ of approximate (ε, δ) declarations unless ``final_conversion_delta`` is given;
+    the mode and the grid are fixed once the cap has counted something."""
+
+    epsilon: Amount
+    delta: Amount
+    accounting: LeafAccounting | None = optional(description='default: {"mode": "basic"}')
+
+    def accounting_json(self) -> dict[str, Any] | None:
+        if self.accounting is None:
+            return None
+        data: dict[str, Any] = self.accounting.model_dump(mode="json", exclude_none=True)
+        return data
+
+
 class OrganisationOut(BaseModel):
     id: str
     name: str
-    cap: dict[str, Any] | None = Field(description="the cap (ε, δ) in force, or null")
-    spent: dict[str, Any] = Field(description="ε and δ counted at the organisation level")
-    reserved: dict[str, Any]
+    cap: dict[str, Any] | None = Field(
+        description="the cap in force (epsilon, delta, mode), or null"
+    )
+    spent: dict[str, Any] = Field(
+        description="what the cap's filter counted, in its currency (ε and δ in basic, ρ and δ "
+        "in zcdp, the curve in rdp, μ² in gdp)"
+    )
+    reserved: dict[str, Any] | None = Field(description="open ODP reservations (basic caps)")
     remaining: dict[str, Any] | None
+    status: dict[str, Any] = Field(
+        description="the cap filter's status as a dataset's, with its certified odometer reading"
+    )
+    guarantee: dict[str, Any] | None = Field(
+        description="the (ε, δ) the cap promises across the organisation's datasets, or null"
+    )
+    cap_seq: int = Field(description="ledger entries that touched the cap, across datasets")
     created_at: str
     updated_at: str
 

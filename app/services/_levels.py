@@ -24,6 +24,7 @@ from odometer_core.accounting import (
     Decision,
     FilterState,
     config_from_json,
+    config_to_json,
     fmt,
     initial_state,
     make_config,
@@ -31,7 +32,15 @@ from odometer_core.accounting import (
     state_to_json,
 )
 from odometer_core.accounting.amounts import Amount
-from odometer_core.accounting.levels import DROPPED, ORGANISATION, QUOTA, Filter, LevelOutcome
+from odometer_core.accounting.levels import (
+    CAP_RELATION,
+    DROPPED,
+    ORGANISATION,
+    QUOTA,
+    Filter,
+    LevelOutcome,
+    under_relation,
+)
 
 __all__ = [
     "ORGANISATION",
@@ -76,16 +85,40 @@ def new_organisation_row(organisation_id: str, name: str) -> Organisation:
         name=name,
         cap_json=None,
         cap_state_json=state_to_json(initial_state(make_config(1, 0, "add_remove", None))),
+        cap_config_json=None,
+        cap_seq=0,
+        cap_config_seq=None,
         created_at=at,
         updated_at=at,
     )
 
 
 def cap_filter(org: Organisation | OrgRow, relation: str) -> tuple[AccountingConfig, FilterState]:
-    """The organisation-level ``basic`` filter under ``relation`` (a dataset's)."""
-    eps, dlt = (org.cap_json["epsilon"], org.cap_json["delta"]) if org.cap_json else _UNCAPPED
-    config = make_config(eps, dlt, relation, {"mode": "basic"})
+    """The organisation cap's filter as it decides under ``relation`` (a dataset's): the
+    stored configuration in its own mode, or, on a row written before caps had modes, the
+    ``basic`` filter of ``cap_json`` (:data:`_UNCAPPED` when no cap was ever set)."""
+    if org.cap_config_json is not None:
+        config = under_relation(config_from_json(org.cap_config_json), relation)
+    else:
+        eps, dlt = (org.cap_json["epsilon"], org.cap_json["delta"]) if org.cap_json else _UNCAPPED
+        config = make_config(eps, dlt, relation, {"mode": "basic"})
     return config, state_from_json(config, org.cap_state_json)
+
+
+def sequence(org: OrgRow) -> dict[str, Any]:
+    """What a ledger entry that touches the cap records of its order across the
+    organisation's datasets: the next ``seq``, and, the first time after the cap was set or
+    changed, the configuration in force (the replay carries it forward:
+    :func:`odometer_core.ledger.organisation.replay_organisation`)."""
+    org.cap_seq += 1
+    org.dirty = True
+    out: dict[str, Any] = {"seq": org.cap_seq}
+    if org.cap_config_seq is None:
+        org.cap_config_seq = org.cap_seq
+        config, state = cap_filter(org, CAP_RELATION)
+        out["config"] = config_to_json(config)
+        out["before"] = state_to_json(state)
+    return out
 
 
 # ---------------------------------------------------------------------------- levels
@@ -108,6 +141,11 @@ class Level:
     def granted_seq(self) -> int | None:
         """The grant of a quota level (the ``seq`` of the entry that made it)."""
         return None if self.grant is None else self.grant.granted_seq
+
+    def sequenced(self) -> dict[str, Any]:
+        """The order of this decision at the level (the cap's ``seq``; nothing for a quota,
+        which lives in the dataset's ledger)."""
+        return {} if self.org is None else sequence(self.org)
 
     def store(self, state: FilterState) -> None:
         """Set the level's new state on its row (written with the transaction's other writes:
@@ -174,6 +212,7 @@ class Uppers:
         records of each level (with the cap's budget when ``budget``: on registration)."""
         records: dict[str, Any] = {}
         for level, outcome in zip(self.present(), outcomes, strict=True):
+            order = level.sequenced()
             if applied:
                 level.store(outcome.state)
             records[level.name] = level_record(
@@ -182,6 +221,7 @@ class Uppers:
                 applied=applied,
                 config=budget and level.name == ORGANISATION,
             )
+            records[level.name].update(order)
         return records
 
 

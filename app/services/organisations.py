@@ -1,21 +1,23 @@
 """Organisations and their cap across datasets.
 
-The cap rule (sound across accounting modes): an organisation's cap is a ``basic`` (ε, δ)
-filter — Rogers–Roth–Ullman–Vadhan 2016 basic composition, as in the core's ``basic`` mode —
-over every invocation on every dataset of the organisation. Each invocation is charged at the
-organisation level exactly what the core's ``basic`` mode charges it (its (ε, δ) guarantee;
-curve-based kinds converted at the cap's ``conversion_delta`` = δ_cap/10 unless the request
-names one; ODP reserved at the worst cell and refunded on settle/cancel). Basic composition of
-the guarantees is conservative whatever the datasets' own modes, and whether or not the
-datasets overlap. The filter is built per invocation with *that dataset's* neighbouring
-relation (each invocation's guarantee is stated under its own dataset's relation).
+The cap rule: an organisation's cap is one privacy filter, in the curator's currency (``basic``,
+``zcdp``, ``rdp`` or ``gdp``: :func:`odometer_core.accounting.levels.cap_config`), over every
+invocation on every dataset of the organisation. Each invocation is charged at the cap from its
+declaration by the cap mode's own conversion, under its dataset's neighbouring relation; a
+declaration the cap's mode cannot account is refused (422). The filter theorems apply under the
+product relation (``docs/accounting.md``, *Organisation caps*). ODP: a ``basic`` cap reserves the
+worst cell and settles or cancels as the dataset does; a curve cap charges the worst cell,
+keeps it on settle and releases it on cancel.
 
 The cap counts invocations admitted while a cap is in force; removing the cap keeps the
-counted state, and a new cap continues from it and may never be below it.
+counted filter, and a new cap continues from it (:func:`odometer_core.accounting.levels.
+change_cap`: its mode is fixed once it counted something, and a change never goes below what is
+counted or certified).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from app.db.models import Organisation
@@ -24,23 +26,40 @@ from app.services._common import new_id, utc_now
 from app.services._levels import cap_filter, new_organisation_row
 from app.services.errors import AlreadyExists, NotFound
 from app.services.principals import Principal, Role
-from odometer_core.accounting import change_budget as accounting_change_budget
-from odometer_core.accounting import fmt, status
+from odometer_core.accounting import (
+    config_to_json,
+    eps_delta_guarantee,
+    fmt,
+    state_to_json,
+    status,
+)
+from odometer_core.accounting.levels import CAP_RELATION, change_cap
 
 
 def organisation_view(org: Organisation) -> dict[str, Any]:
-    config, state = cap_filter(org, "add_remove")
+    """What curators see of an organisation: the cap in force (its mode and target), and its
+    filter's status in the cap's currency, certified reading included (``status``; the
+    counted filter is shown when no cap is in force too)."""
+    config, state = cap_filter(org, CAP_RELATION)
     counted = status(config, state)
     return {
         "id": org.id,
         "name": org.name,
-        "cap": org.cap_json,
+        "cap": None if org.cap_json is None else _cap_view(org.cap_json),
         "spent": counted["spent"],
-        "reserved": counted["reserved"],
+        "reserved": counted.get("reserved"),
         "remaining": counted["remaining"] if org.cap_json else None,
+        "status": counted,
+        "guarantee": eps_delta_guarantee(config) if org.cap_json else None,
+        "cap_seq": org.cap_seq,
         "created_at": org.created_at,
         "updated_at": org.updated_at,
     }
+
+
+def _cap_view(cap: Mapping[str, Any]) -> dict[str, Any]:
+    """The cap in force: its target and mode (``basic`` on rows written before caps had one)."""
+    return {"epsilon": cap["epsilon"], "delta": cap["delta"], "mode": cap.get("mode", "basic")}
 
 
 def create_organisation(uow: UnitOfWork, caller: Principal, name: str) -> dict[str, Any]:
@@ -64,9 +83,15 @@ def list_organisations(uow: UnitOfWork, caller: Principal) -> dict[str, Any]:
 
 
 def set_cap(
-    uow: UnitOfWork, caller: Principal, organisation_id: str, cap: tuple[object, object] | None
+    uow: UnitOfWork,
+    caller: Principal,
+    organisation_id: str,
+    cap: tuple[object, object] | None,
+    accounting: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Set, change or remove (``None``) the cap; never below what is counted (409)."""
+    """Set, change or remove (``None``) the cap ``(ε, δ)`` in ``accounting``'s mode (default
+    ``basic``): any mode while nothing is counted, then the same mode, never below what is
+    counted or certified (409)."""
     caller.require(Role.CURATOR)
     with uow:
         org = uow.organisations.get_for_update(organisation_id)
@@ -75,9 +100,16 @@ def set_cap(
         if cap is None:
             org.cap_json = None
         else:
-            config, state = cap_filter(org, "add_remove")
-            new_config, _ = accounting_change_budget(config, state, cap[0], cap[1])
-            org.cap_json = {"epsilon": fmt(new_config.epsilon), "delta": fmt(new_config.delta)}
+            config, state = cap_filter(org, CAP_RELATION)
+            new_config, new_state = change_cap(config, state, *cap, accounting)
+            org.cap_config_json = config_to_json(new_config)
+            org.cap_state_json = state_to_json(new_state)
+            org.cap_config_seq = None  # the next entry at the cap records the new configuration
+            org.cap_json = {
+                "epsilon": fmt(new_config.epsilon),
+                "delta": fmt(new_config.delta),
+                "mode": new_config.mode,
+            }
         org.updated_at = utc_now()
         view = organisation_view(org)
         uow.commit()

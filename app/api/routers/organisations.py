@@ -8,7 +8,12 @@ from fastapi import APIRouter, Body
 
 from app.api.deps import AdminDep, CuratorDep, PrincipalDep, UowDep
 from app.api.errors import responses
-from app.schemas.tenancy import Cap, OrganisationCreate, OrganisationList, OrganisationOut
+from app.schemas.tenancy import (
+    OrganisationCap,
+    OrganisationCreate,
+    OrganisationList,
+    OrganisationOut,
+)
 from app.services import organisations as service
 
 router = APIRouter(prefix="/v1/organisations", tags=["organisations"])
@@ -49,9 +54,12 @@ def set_organisation_cap(
     organisation_id: str,
     principal: CuratorDep,
     uow: UowDep,
-    body: Annotated[Cap | None, Body()] = None,
+    body: Annotated[OrganisationCap | None, Body()] = None,
 ) -> dict[str, Any]:
-    """Set or change the cap across the organisation's datasets (``null`` removes it); never
-    below what is already counted (409 BudgetBelowSpent)."""
-    cap = None if body is None else (body.epsilon, body.delta)
-    return service.set_cap(uow, principal, organisation_id, cap)
+    """Set or change the cap across the organisation's datasets (``null`` removes it), in any
+    mode while it has counted nothing, then in the same mode; never below what is counted or
+    certified (409 BudgetBelowSpent, ModeFixed)."""
+    if body is None:
+        return service.set_cap(uow, principal, organisation_id, None)
+    cap = (body.epsilon, body.delta)
+    return service.set_cap(uow, principal, organisation_id, cap, body.accounting_json())

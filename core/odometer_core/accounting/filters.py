@@ -5,7 +5,9 @@ charge,
 admission, settle/cancel, budget change, status, codec); this module is the small, uniform
 front the rest of the service uses. :func:`admit` is a **pure** function of (configuration,
 state, declaration) returning a :class:`Decision` with the new state; :func:`settle` and
-:func:`cancel` finish ODP reservations in ``basic`` mode (and ``basic`` sub-budgets);
+:func:`cancel` finish ODP reservations: in ``basic`` mode (and ``basic`` sub-budgets) with
+Hartmann et al.'s refund, and in ``zcdp`` / ``rdp`` at a level above a dataset that reserved
+(charged at the worst cell; settle refunds nothing, cancel releases it);
 :func:`change_budget` moves a dataset's target. States are O(1) (O(|Λ|) in ``rdp``), updated
 incrementally, and serialise losslessly, so a ledger replays to the exact same state.
 
@@ -17,9 +19,11 @@ docstring and in ``docs/accounting.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any, TypeAlias
 
+from odometer_core.accounting import memo
 from odometer_core.accounting.declarations import RELATIONS, Declaration, DeclarationError, Relation
 from odometer_core.accounting.exact import fmt
 from odometer_core.accounting.modes import (
@@ -178,6 +182,56 @@ def cancel(config: AccountingConfig, state: FilterState, reservation: Reservatio
     """Release a reservation whose mechanism never ran (:func:`odometer_core.accounting.modes.basic.
     cancel`)."""
     return _finish(config, state, reservation, None)
+
+
+# ---------------------------------------------------------------------------- capacity
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """How many more invocations of one declaration a filter admits in a row."""
+
+    count: int
+    #: counting stopped at the limit: the filter admits at least ``count``
+    at_least: bool
+    #: why the next one would be refused (``None`` when counting stopped at the limit)
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "at_least": self.at_least, "reason": self.reason}
+
+
+#: The most invocations :func:`capacity` counts (a bound on its work: a few ms per thousand).
+CAPACITY_LIMIT = 10_000
+
+
+def capacity(
+    config: AccountingConfig,
+    state: FilterState,
+    declaration: Declaration,
+    *,
+    sub_budget: str | None = None,
+    conversion_delta: Decimal | None = None,
+    limit: int = CAPACITY_LIMIT,
+) -> Capacity:
+    """How many more of ``declaration`` the filter admits from ``state`` if nothing else runs:
+    each is decided by :func:`admit` on the state the previous one left, so the count is
+    exactly what the filter would admit, in every mode (dead orders, ladders, reservations at
+    their worst cell included). The charge is computed once (:mod:`.memo`). Raises what
+    :func:`admit` raises for a declaration the filter cannot account."""
+    count, reason = 0, None
+    with memo.charges():
+        while count < limit:
+            decision = admit(
+                config,
+                state,
+                declaration,
+                sub_budget=sub_budget,
+                conversion_delta=conversion_delta,
+            )
+            if not decision.admitted:
+                reason = decision.reason
+                break
+            state, count = decision.state, count + 1
+    return Capacity(count, reason is None, reason)
 
 
 # ---------------------------------------------------------------------------- budget changes

@@ -9,23 +9,31 @@ Each level is an ordinary filter of this core. The rule that combines them:
 * the first refusal in the order dataset, organisation, quota is the one reported;
 * on a refusal nothing changes at any level; otherwise every level moves to its new state.
 
+An organisation cap is a filter in any leaf mode (:func:`cap_config`): a curator's currency,
+not the dataset's. Each invocation is charged at the cap from its declaration, by the cap
+mode's own conversion, under the relation of the dataset it reads (:func:`under_relation`);
+``docs/accounting.md``, *Organisation caps*, gives the argument.
+
 Settling or cancelling a reservation is applied to every upper level that holds it
-(:func:`finish_uppers`); the dataset's own settle / cancel is :func:`~.filters.settle` /
-:func:`~.filters.cancel`. A quota holds a reservation only as long as the grant that reserved it
-is in force: a quota is identified by its grant, and a grant revoked (or replaced by a new one)
-takes its quota's share of every open reservation with it (:func:`quota_holds`, :data:`DROPPED`).
+(:func:`finish_uppers`): a ``basic`` level refunds as the dataset does, a ``zcdp`` / ``rdp``
+level keeps the worst cell on settle and releases it on cancel; the dataset's own settle /
+cancel is :func:`~.filters.settle` / :func:`~.filters.cancel`. A quota holds a reservation
+only as long as the grant that reserved it is in force: a quota is identified by its grant,
+and a grant revoked (or replaced by a new one) takes its quota's share of every open
+reservation with it (:func:`quota_holds`, :data:`DROPPED`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Final
+from typing import Any, Final
 
 from odometer_core.accounting import memo
-from odometer_core.accounting.declarations import Declaration, DeclarationError
+from odometer_core.accounting.declarations import Declaration, DeclarationError, Relation
+from odometer_core.accounting.exact import DOWN, fmt
 from odometer_core.accounting.filters import (
     AccountingConfig,
     Decision,
@@ -33,8 +41,13 @@ from odometer_core.accounting.filters import (
     Reservation,
     admit,
     cancel,
+    change_budget,
+    initial_state,
+    make_config,
     settle,
 )
+from odometer_core.accounting.modes import budget
+from odometer_core.accounting.modes.common import ConfigError, InvalidTransition
 
 DATASET: Final = "dataset"
 ORGANISATION: Final = "organisation"
@@ -47,6 +60,85 @@ Filter = tuple[AccountingConfig, FilterState]
 #: reserved it was revoked or replaced: the share is dropped with that grant's quota, and the
 #: quota now in force (if any) is not touched.
 DROPPED: Final = "dropped"
+
+
+#: The modes an organisation cap may take: one filter over every dataset (no sub-budgets).
+CAP_MODES: Final = ("basic", "zcdp", "rdp", "gdp")
+
+#: A ``zcdp`` / ``rdp`` cap's default share of δ_B kept for the δ of approximate declarations
+#: (δ_A; Bun–Steinke 2016 Prop. 1.13 carries it beside ρ); the rest, δ_c, converts the curve.
+#: A dataset's default gives all of δ_B to δ_c, which refuses every (ε, δ > 0) declaration;
+#: a cap spans datasets in every mode, so it keeps a share for them. ``final_conversion_delta``
+#: given with the cap overrides it.
+CAP_APPROX_SHARE: Final = Decimal("0.01")
+
+#: The relation a cap's configuration is stored under; each decision uses the dataset's.
+CAP_RELATION: Final[Relation] = "add_remove"
+
+
+def cap_config(
+    epsilon: object, delta: object, accounting: Mapping[str, Any] | None
+) -> AccountingConfig:
+    """An organisation cap's filter: (ε, δ) in ``accounting``'s leaf mode (default ``basic``),
+    stored under :data:`CAP_RELATION`. A ``zcdp`` / ``rdp`` cap keeps :data:`CAP_APPROX_SHARE`
+    of δ for approximate declarations unless ``final_conversion_delta`` is given.
+    Raises :class:`ConfigError` (422) for a mode a cap cannot take."""
+    acc = dict(accounting or {"mode": "basic"})
+    mode = acc.get("mode", "basic")
+    if mode not in CAP_MODES:
+        raise ConfigError(f"an organisation cap's mode must be one of {', '.join(CAP_MODES)}")
+    if mode in ("zcdp", "rdp") and acc.get("final_conversion_delta") is None:
+        _, dlt = budget(epsilon, delta)
+        acc["final_conversion_delta"] = fmt(DOWN.multiply(dlt, 1 - CAP_APPROX_SHARE))
+    return make_config(epsilon, delta, CAP_RELATION, acc)
+
+
+def change_cap(
+    config: AccountingConfig,
+    state: FilterState,
+    epsilon: object,
+    delta: object,
+    accounting: Mapping[str, Any] | None,
+) -> tuple[AccountingConfig, FilterState]:
+    """A curator sets or changes the cap (ε, δ) in ``accounting``'s mode, from the filter
+    ``(config, state)`` counted so far.
+
+    Before anything is counted the cap is made anew, in any mode (:func:`cap_config`). After
+    that its mode is fixed (409 ``ModeFixed``) and the change follows the rule of datasets
+    (:func:`~.filters.change_budget`; ``docs/accounting.md``, *Budget changes*): never below
+    what is counted or certified; in ``zcdp`` / ``rdp`` / ``gdp`` the thresholds fixed when
+    the cap was made stay and ε caps the certified reading. A ``basic`` cap's conversion δ is
+    δ/10 of the new cap unless given, as when it is made."""
+    acc = dict(accounting or {"mode": "basic"})
+    mode = acc.get("mode", "basic")
+    if state == initial_state(config):
+        new = cap_config(epsilon, delta, acc)
+        return under_relation(new, config.relation), initial_state(new)
+    if mode != config.mode:
+        raise InvalidTransition(
+            "ModeFixed",
+            f"the cap counts invocations in mode '{config.mode}'; its mode is fixed once it has "
+            "counted something",
+        )
+    if mode == "basic":
+        change_budget(config, state, epsilon, delta)  # never below what is counted
+        return under_relation(cap_config(epsilon, delta, acc), config.relation), state
+    later = sorted(set(acc) - {"mode", "final_conversion_delta"})
+    if later:
+        raise ConfigError(
+            f"{', '.join(later)} can be chosen only before the cap has counted anything"
+        )
+    return change_budget(
+        config, state, epsilon, delta, final_conversion_delta=acc.get("final_conversion_delta")
+    )
+
+
+def under_relation(config: AccountingConfig, relation: str) -> AccountingConfig:
+    """A cap's filter as it decides an invocation on a dataset of ``relation``: the same
+    thresholds and state, the declaration converted under that dataset's relation."""
+    if relation not in ("add_remove", "replace_one"):
+        raise ConfigError("relation must be 'add_remove' or 'replace_one'")
+    return config if config.relation == relation else replace(config, relation=relation)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ TRANSITION_CODES: Final[dict[str, bool]] = {
     "BudgetAboveTotal": True,
     "AlreadySpent": True,
     "BudgetFixed": True,
+    "ModeFixed": True,
 }
 
 

@@ -60,6 +60,7 @@ from odometer_core.accounting.exact import (
     fmt,
     mul_up,
     sub_down,
+    sub_up,
     to_float_down,
     to_float_up,
 )
@@ -71,6 +72,7 @@ from odometer_core.accounting.modes.common import (
     Decision,
     InvalidTransition,
     Mode,
+    Reservation,
     UnsupportedInMode,
     amount,
     anchored_delta_problem,
@@ -743,6 +745,62 @@ def admit(
     return _admit_rdp(config, state, decl)
 
 
+# ---------------------------------------------------------------------------- held reservations
+def _held_curve(config: RDPConfig, reservation: Reservation) -> tuple[FloatArray, Decimal]:
+    """The curve an ODP declaration was charged at admission: its worst cell as (ε, δ)-DP
+    (:func:`rdp_curve`), computed from the reservation."""
+    part = reservation.partition
+    return charged_curve(
+        ApproxDP(part.worst_epsilon, part.delta), config.relation, config.orders, config.tight_wor
+    )
+
+
+def settle_held(
+    config: RDPConfig, state: RDPState, reservation: Reservation, cell: str
+) -> Decision:
+    """Settle, at an RDP level above a dataset, an ODP invocation the dataset reserved: the
+    worst cell's curve stays charged, nothing is refunded (no filter theorem allows an
+    output-dependent curve; ``docs/accounting.md``, *Organisation caps*)."""
+    curve, delta = _held_curve(config, reservation)
+    grid = _grid(config.orders, config.thresholds)
+    old = np.asarray(state.rdp, dtype=np.float64)
+    dead = np.asarray(state.dead, dtype=np.bool_)
+    zero = RdpCurve(config.orders, (0.0,) * len(config.orders))
+    return Decision(
+        "accepted",
+        state,
+        zero,
+        RdpCurve(config.orders, tuple(curve.tolist()), delta),
+        _rdp_remaining(config, grid, old, dead, state.delta),
+        refund=zero,
+    )
+
+
+def cancel_held(config: RDPConfig, state: RDPState, reservation: Reservation) -> Decision:
+    """Cancel such a reservation: the mechanism never ran, so its worst-cell curve and δ are
+    taken off the sums (rounded up, so each S(α) stays at least the sum of what ran). Orders
+    that died stay dead: the filter's past decisions were made on larger sums, which only made
+    them stricter (Feldman–Zrnic 2021 Thm 4.3 holds for the smaller sums)."""
+    curve, delta = _held_curve(config, reservation)
+    grid = _grid(config.orders, config.thresholds)
+    old = np.asarray(state.rdp, dtype=np.float64)
+    dead = np.asarray(state.dead, dtype=np.bool_)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = np.maximum(np.nextafter(old - curve, np.inf), 0.0)
+    s = np.where(np.isfinite(old), s, old)
+    new_delta = max(sub_up(state.delta, delta), ZERO)
+    new_state = RDPState(tuple(s.tolist()), state.dead, new_delta)
+    held = RdpCurve(config.orders, tuple(curve.tolist()), delta)
+    return Decision(
+        "accepted",
+        new_state,
+        RdpCurve(config.orders, (0.0,) * len(config.orders)),
+        held,
+        _rdp_remaining(config, grid, s, dead, new_delta),
+        refund=held,
+    )
+
+
 # ---------------------------------------------------------------------------- budget change
 def change_budget(
     config: RDPConfig,
@@ -1010,5 +1068,7 @@ MODE = Mode(
     state_to_json=state_to_json,
     state_from_json=state_from_json,
     after_budget_change=recheck_dead,
+    settle=settle_held,
+    cancel=cancel_held,
     odometer=odometer,
 )

@@ -45,6 +45,7 @@ from odometer_core.accounting.exact import (
     fmt,
     mul_up,
     sub_down,
+    sub_up,
     to_float_down,
     to_float_up,
 )
@@ -55,6 +56,7 @@ from odometer_core.accounting.modes.common import (
     Decision,
     InvalidTransition,
     Mode,
+    Reservation,
     UnsupportedInMode,
     amount,
     anchored_delta_problem,
@@ -269,6 +271,42 @@ def admit(
     return _admit_zcdp(config, state, decl)
 
 
+# ---------------------------------------------------------------------------- held reservations
+def settle_held(
+    config: ZCDPConfig, state: ZCDPState, reservation: Reservation, cell: str
+) -> Decision:
+    """Settle, at a zCDP level above a dataset, an ODP invocation the dataset reserved: the
+    worst cell was charged at admission and stays charged. No filter theorem allows an
+    output-dependent ρ (Hartmann et al. 2022 Thm 7 is a basic-composition result), so nothing
+    is refunded here (``docs/accounting.md``, *Organisation caps*)."""
+    rho, delta = zcdp_charge(
+        ApproxDP(reservation.partition.worst_epsilon, reservation.partition.delta)
+    )
+    held = RhoDelta(rho, delta)
+    return Decision(
+        "accepted", state, RhoDelta(), held, _zcdp_remaining(config, state), refund=RhoDelta()
+    )
+
+
+def cancel_held(config: ZCDPConfig, state: ZCDPState, reservation: Reservation) -> Decision:
+    """Cancel such a reservation: the mechanism never ran, so its worst-cell (ρ, δ) is taken off
+    the counts (rounded up, so the counts stay at least the charges of what ran; the filter's
+    past decisions were made on larger counts, which only made them stricter)."""
+    rho, delta = zcdp_charge(
+        ApproxDP(reservation.partition.worst_epsilon, reservation.partition.delta)
+    )
+    new_state = ZCDPState(max(sub_up(state.rho, rho), ZERO), max(sub_up(state.delta, delta), ZERO))
+    held = RhoDelta(rho, delta)
+    return Decision(
+        "accepted",
+        new_state,
+        RhoDelta(),
+        held,
+        _zcdp_remaining(config, new_state),
+        refund=held,
+    )
+
+
 # ---------------------------------------------------------------------------- budget change
 def change_budget(
     config: ZCDPConfig,
@@ -446,5 +484,7 @@ MODE = Mode(
     config_from_json=config_from_json,
     state_to_json=state_to_json,
     state_from_json=state_from_json,
+    settle=settle_held,
+    cancel=cancel_held,
     odometer=odometer,
 )
