@@ -47,7 +47,11 @@ from odometer_core.accounting.filters import (
     settle,
 )
 from odometer_core.accounting.modes import budget
-from odometer_core.accounting.modes.common import ConfigError, InvalidTransition
+from odometer_core.accounting.modes.common import (
+    ConfigError,
+    InvalidTransition,
+    UnsupportedInMode,
+)
 
 DATASET: Final = "dataset"
 ORGANISATION: Final = "organisation"
@@ -136,9 +140,13 @@ def change_cap(
 def under_relation(config: AccountingConfig, relation: str) -> AccountingConfig:
     """A cap's filter as it decides an invocation on a dataset of ``relation``: the same
     thresholds and state, the declaration converted under that dataset's relation."""
-    if relation not in ("add_remove", "replace_one"):
-        raise ConfigError("relation must be 'add_remove' or 'replace_one'")
-    return config if config.relation == relation else replace(config, relation=relation)
+    if config.relation == relation:
+        return config
+    if relation == "add_remove":
+        return replace(config, relation="add_remove")
+    if relation == "replace_one":
+        return replace(config, relation="replace_one")
+    raise ConfigError("relation must be 'add_remove' or 'replace_one'")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +233,16 @@ def decide_levels(
     for name, level in ((ORGANISATION, organisation), (QUOTA, quota)):
         if level is None or not (exhaustive or decisions[-1][2].admitted):
             continue
-        decisions.append(
-            (name, level, admit(*level, declaration, conversion_delta=conversion_delta))
-        )
+        try:
+            decided = admit(*level, declaration, conversion_delta=conversion_delta)
+        except UnsupportedInMode as exc:
+            if name != ORGANISATION:
+                raise
+            raise UnsupportedInMode(
+                f"the organisation cap (mode '{level[0].mode}') cannot account it: {exc.detail}",
+                field=exc.field,
+            ) from exc
+        decisions.append((name, level, decided))
     refused_by = reported_refusal((name, not d.admitted) for name, _, d in decisions)
     outcomes = [
         LevelOutcome(name, d, d.state if refused_by is None else held)

@@ -1,0 +1,216 @@
+"""Replay an organisation cap's decisions from its datasets' ledgers, in their order.
+
+A cap is one filter over every invocation on every dataset of its organisation, so its state
+depends on the order of invocations across datasets (dead orders in ``rdp``, every decision in
+any mode). Each ledger entry that touches the cap records, in its ``org`` part:
+
+- ``seq``: the organisation sequence number, 1, 2, … across the organisation's datasets;
+- ``config`` and ``before``: the first time after the cap was set or changed, the cap filter's
+  configuration (stored under ``add_remove``) and its state before this entry;
+- ``outcome``, ``applied``, ``charge``, ``refund``, ``state``: as for every level.
+
+:func:`replay_organisation` takes every dataset's whole ledger (each as exported, hash chains
+checked by :func:`~odometer_core.ledger.replay.replay`), orders the ``org`` parts by ``seq``
+and re-decides each one: ``admit`` of the entry's declaration under its dataset's relation for
+an invocation, ``settle`` / ``cancel`` of its reservation for a finish. A change of the cap
+between two entries must continue from the counted state (:func:`~odometer_core.accounting.
+levels.change_cap`): the same state, and after the first count the same mode and, in a curve
+mode, the thresholds fixed at creation (``change_budget`` of the last configuration to the new
+target must give the recorded configuration). A missing ``seq`` means a dataset's ledger is
+missing. Entries written before caps had a sequence carry no ``seq`` and are not replayed here
+(their charges are checked by each dataset's replay only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from odometer_core.accounting import (
+    AccountingConfig,
+    FilterState,
+    Reservation,
+    admit,
+    cancel,
+    change_budget,
+    config_from_json,
+    config_to_json,
+    initial_state,
+    parse_declaration,
+    settle,
+    state_from_json,
+    state_to_json,
+    status,
+)
+from odometer_core.accounting.amounts import amount_json
+from odometer_core.accounting.levels import under_relation
+from odometer_core.accounting.modes.common import ConfigError, InvalidTransition
+from odometer_core.accounting.modes.split import SplitConfig
+from odometer_core.ledger.entry import EntryKind
+
+_ADMISSIONS = frozenset(
+    {EntryKind.INVOCATION_ACCEPTED, EntryKind.INVOCATION_RESERVED, EntryKind.INVOCATION_REJECTED}
+)
+_FINISHES = frozenset({EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class OrganisationVerdict:
+    """The result of :func:`replay_organisation`: ``ok`` iff no problem was found."""
+
+    ok: bool
+    decisions: int
+    state: dict[str, Any] | None
+    odometer: dict[str, Any] | None
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "decisions": self.decisions,
+            "state": self.state,
+            "odometer": self.odometer,
+            "problems": self.problems,
+        }
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _expect(what: str, recomputed: object, stored: object) -> None:
+    if recomputed != stored:
+        raise _Mismatch(f"{what}: recomputed {recomputed!r}, stored {stored!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    seq: int
+    dataset: str
+    relation: str
+    entry: Mapping[str, Any]
+
+
+def _steps(ledgers: Iterable[Sequence[Mapping[str, Any]]]) -> list[_Step]:
+    """Every entry that touched the cap, with its dataset's relation, in ``seq`` order."""
+    steps = []
+    for entries in ledgers:
+        if not entries:
+            continue
+        created = entries[0]
+        if created.get("kind") != EntryKind.DATASET_CREATED:
+            raise _Mismatch("a ledger does not start with dataset_created")
+        relation = created["config"]["relation"]
+        dataset = str(created.get("dataset_id"))
+        for entry in entries:
+            part = entry.get("org")
+            if isinstance(part, Mapping) and "seq" in part:
+                steps.append(_Step(int(part["seq"]), dataset, relation, entry))
+    steps.sort(key=lambda s: s.seq)
+    for expected, step in enumerate(steps, start=1):
+        if step.seq != expected:
+            raise _Mismatch(
+                f"organisation seq {expected} is missing (next is {step.seq}): a dataset's "
+                "ledger is missing or incomplete"
+            )
+    return steps
+
+
+def _continue(
+    config: AccountingConfig, state: FilterState, new: AccountingConfig, before: FilterState
+) -> None:
+    """A cap change between two entries continues from the counted state."""
+    if state == initial_state(config):
+        _expect("state before a new cap", state_to_json(initial_state(new)), state_to_json(before))
+        return
+    _expect("the cap's mode (fixed once it counted something)", config.mode, new.mode)
+    try:
+        changed, after = change_budget(config, state, new.epsilon, new.delta)
+    except (InvalidTransition, ConfigError) as exc:
+        raise _Mismatch(f"a cap change the rule refuses: {exc}") from exc
+    if config.mode != "basic":  # the thresholds fixed at creation stay
+        _expect("cap configuration after a change", config_to_json(changed), config_to_json(new))
+    _expect("state after a cap change", state_to_json(after), state_to_json(before))
+
+
+def _decide(
+    config: AccountingConfig, state: FilterState, step: _Step
+) -> tuple[FilterState, dict[str, Any]]:
+    """Re-decide one entry at the cap; the recomputed part's fields to compare."""
+    entry, kind = step.entry, step.entry.get("kind")
+    part: Mapping[str, Any] = entry["org"]
+    cfg = under_relation(config, step.relation)
+    request: Mapping[str, Any] = entry.get("request") or {}
+    if kind in _ADMISSIONS:
+        conversion = request.get("conversion_delta")
+        decision = admit(
+            cfg,
+            state,
+            parse_declaration(entry["declaration"]),
+            conversion_delta=None if conversion is None else Decimal(conversion),
+        )
+        applied = bool(part.get("applied"))
+        if applied and not decision.admitted:
+            raise _Mismatch("applied at the cap, which refuses it")
+        new = decision.state if applied else state
+        return new, {
+            "outcome": decision.outcome,
+            "charge": amount_json(decision.charge) if applied else None,
+            "requested": amount_json(decision.requested),
+            "state": state_to_json(new),
+        }
+    if kind in _FINISHES:
+        reservation = Reservation.from_json({**entry["reservation"], "sub_budget": None})
+        if kind == EntryKind.INVOCATION_SETTLED:
+            decision = settle(cfg, state, reservation, request["cell"])
+        else:
+            decision = cancel(cfg, state, reservation)
+        return decision.state, {
+            "charge": amount_json(decision.charge),
+            "refund": amount_json(decision.refund),
+            "state": state_to_json(decision.state),
+        }
+    raise _Mismatch(f"an entry of kind {kind!r} touched the cap")
+
+
+def replay_organisation(ledgers: Iterable[Sequence[Mapping[str, Any]]]) -> OrganisationVerdict:
+    """Replay the cap's decisions recorded in ``ledgers`` (every dataset of the organisation,
+    each whole, in ``seq`` order) in their organisation order; the first problem stops it."""
+    config: AccountingConfig | None = None
+    state: FilterState | None = None
+    done = 0
+    try:
+        steps = _steps(ledgers)
+        for step in steps:
+            part: Mapping[str, Any] = step.entry["org"]
+            try:
+                if "config" in part:
+                    new = config_from_json(part["config"])
+                    if isinstance(new, SplitConfig):
+                        raise _Mismatch("a cap is a leaf filter")
+                    before = state_from_json(new, part["before"])
+                    if config is not None and state is not None:
+                        _continue(config, state, new, before)
+                    config, state = new, before
+                if config is None or state is None:
+                    raise _Mismatch("no cap configuration recorded before this entry")
+                state, recomputed = _decide(config, state, step)
+                for name, value in recomputed.items():
+                    _expect(name, value, part.get(name))
+            except _Mismatch as exc:
+                raise _Mismatch(
+                    f"organisation seq {step.seq} (dataset {step.dataset}, "
+                    f"entry {step.entry.get('seq')}): {exc}"
+                ) from exc
+            done += 1
+    except (_Mismatch, KeyError, ValueError, TypeError) as exc:
+        return OrganisationVerdict(False, done, None, None, [str(exc)])
+    if config is None or state is None:
+        return OrganisationVerdict(True, 0, None, None)
+    reading = status(config, state).get("odometer")
+    return OrganisationVerdict(True, done, state_to_json(state), reading)
+
+
+__all__ = ["OrganisationVerdict", "replay_organisation"]

@@ -1,0 +1,205 @@
+"""Organisation caps in every currency: a cap is one filter in the curator's mode over every
+dataset of the organisation (docs/accounting.md, *Organisation caps*).
+
+What is checked: a curve cap admits what one dataset of the same budget and mode admits
+(the core's own count, not a number written here); a refusal at the cap names the
+organisation level; a declaration the cap cannot account is a 422 that changes nothing; ODP
+under a curve cap keeps the worst cell on settle and releases it on cancel; the mode is fixed
+once the cap counted something and a change never goes below the certified reading; every
+decision at the cap replays, in its order across the datasets' ledgers, and a missing ledger
+or an edited charge is found."""
+
+from __future__ import annotations
+
+import copy
+from decimal import Decimal
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from odometer_core.accounting import capacity, initial_state, make_config, parse_declaration
+from odometer_core.ledger.organisation import replay_organisation
+from odometer_core.ledger.replay import replay
+from tests.support import AUTH, ledger, new_organisation, rehashed
+
+GAUSSIAN = {"type": "gaussian", "sigma": "10", "sensitivity": "1"}
+DPSGD = {"type": "dp_sgd", "noise_multiplier": "1", "sample_rate": "0.01", "steps": 100}
+ODP = {
+    "type": "odp",
+    "cells": [{"name": "low", "epsilon": "0.01"}, {"name": "high", "epsilon": "0.5"}],
+}
+
+
+def _dataset(
+    client: TestClient, org: str, mode: str, *, epsilon: str = "1000", relation: str = "add_remove"
+) -> str:
+    body = {
+        "name": f"{mode}-{relation}",
+        "budget": {"epsilon": epsilon, "delta": "0.001"},
+        "relation": relation,
+        "accounting": {"mode": mode},
+        "organisation_id": org,
+    }
+    r = client.post("/v1/datasets", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def _cap(client: TestClient, org: str, body: dict[str, Any] | None) -> Any:
+    return client.patch(f"/v1/organisations/{org}/cap", json=body, headers=AUTH)
+
+
+def _register(client: TestClient, ds: str, mechanism: dict[str, Any]) -> Any:
+    return client.post(
+        f"/v1/datasets/{ds}/invocations", json={"mechanism": mechanism}, headers=AUTH
+    )
+
+
+def _org(client: TestClient, org: str) -> dict[str, Any]:
+    found = client.get("/v1/organisations", headers=AUTH).json()["organisations"]
+    view: dict[str, Any] = next(o for o in found if o["id"] == org)
+    return view
+
+
+def _one_dataset_admits(mode: str, mechanism: dict[str, Any]) -> int:
+    """What one dataset of (10, 1e-5) in ``mode`` admits of ``mechanism``, by the core."""
+    config = make_config("10", "0.00001", "add_remove", {"mode": mode})
+    return capacity(config, initial_state(config), parse_declaration(mechanism)).count
+
+
+def test_a_zcdp_cap_admits_what_one_zcdp_dataset_admits(client: TestClient) -> None:
+    """Today's basic cap refused the 11th Gaussian; a zcdp cap of the same (10, 1e-5) over
+    three datasets admits at least what one zcdp dataset admits, then refuses at the cap."""
+    org = new_organisation(client)
+    datasets = [_dataset(client, org, m) for m in ("zcdp", "zcdp", "rdp")]
+    r = _cap(client, org, {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}})
+    assert r.status_code == 200, r.text
+    assert r.json()["cap"] == {"epsilon": "10", "delta": "0.00001", "mode": "zcdp"}
+    assert r.json()["status"]["final_conversion_delta"] == "0.0000099"  # 1 % kept for δ_i
+    admitted, i = 0, 0
+    while True:
+        r = _register(client, datasets[i % 3], GAUSSIAN)
+        i += 1
+        if r.status_code != 201:
+            break
+        admitted += 1
+    assert r.status_code == 409 and r.json()["level"] == "organisation", r.text
+    assert admitted >= _one_dataset_admits("zcdp", GAUSSIAN) > 300, admitted
+    view = _org(client, org)
+    assert Decimal(view["spent"]["rho"]) == Decimal("0.005") * admitted
+    reading = view["status"]["odometer"]
+    assert Decimal(reading["epsilon"]) <= Decimal("10")
+    assert view["cap_seq"] == admitted + 1  # every decision at the cap, the refusal included
+    verdict = replay_organisation([ledger(client, d) for d in datasets])
+    assert verdict.ok, verdict.problems
+    assert verdict.decisions == admitted + 1
+    assert verdict.state == {"rho": view["spent"]["rho"], "delta": "0"}
+    assert verdict.odometer == reading
+
+
+def test_a_declaration_the_cap_cannot_account_is_refused_with_the_reason(
+    client: TestClient,
+) -> None:
+    org = new_organisation(client)
+    rdp = _dataset(client, org, "rdp")
+    assert _cap(client, org, {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}})
+    r = _register(client, rdp, DPSGD)
+    assert r.status_code == 422, r.text
+    assert "organisation cap (mode 'zcdp')" in r.json()["detail"]
+    assert len(ledger(client, rdp)) == 1 and _org(client, org)["cap_seq"] == 0
+    gdp = _cap(client, org, {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "gdp"}})
+    assert gdp.status_code == 200, gdp.text  # nothing counted yet: any mode
+    r = _register(client, rdp, {"type": "pure_dp", "epsilon": "0.1"})
+    assert r.status_code == 422 and "mode 'gdp'" in r.json()["detail"], r.text
+
+
+def test_odp_under_a_curve_cap_keeps_the_worst_cell_on_settle_and_releases_it_on_cancel(
+    client: TestClient,
+) -> None:
+    org = new_organisation(client)
+    basic = _dataset(client, org, "basic")
+    cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
+    assert _cap(client, org, cap).status_code == 200
+    first = _register(client, basic, ODP).json()
+    assert first["status"] == "reserved"
+    worst_rho = _org(client, org)["spent"]["rho"]
+    assert Decimal(worst_rho) > 0
+    url = f"/v1/datasets/{basic}/invocations"
+    settled = client.post(f"{url}/{first['id']}/settle", json={"cell": "low"}, headers=AUTH)
+    assert settled.status_code == 200, settled.text
+    assert _org(client, org)["spent"]["rho"] == worst_rho  # no output-dependent ρ refund
+    second = _register(client, basic, ODP).json()
+    assert Decimal(_org(client, org)["spent"]["rho"]) == 2 * Decimal(worst_rho)
+    cancelled = client.post(f"{url}/{second['id']}/cancel", headers=AUTH)
+    assert cancelled.status_code == 200, cancelled.text
+    assert _org(client, org)["spent"]["rho"] == worst_rho  # nothing ran: released
+    verdict = replay_organisation([ledger(client, basic)])
+    assert verdict.ok and verdict.decisions == 4, verdict.problems
+    assert replay(ledger(client, basic)).ok
+
+
+def test_the_mode_is_fixed_once_counted_and_a_change_keeps_the_reading(
+    client: TestClient,
+) -> None:
+    org = new_organisation(client)
+    ds = _dataset(client, org, "zcdp")
+    cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
+    assert _cap(client, org, cap).status_code == 200
+    for _ in range(40):
+        assert _register(client, ds, GAUSSIAN).status_code == 201
+    before = _org(client, org)
+    r = _cap(client, org, {**cap, "accounting": {"mode": "rdp"}})
+    assert r.status_code == 409 and r.json()["error"] == "ModeFixed", r.text
+    reading = Decimal(before["status"]["odometer"]["epsilon"])
+    low = _cap(client, org, {**cap, "epsilon": str(reading / 2)})
+    assert low.status_code == 409 and low.json()["error"] == "BudgetBelowSpent", low.text
+    lowered = _cap(client, org, {**cap, "epsilon": "5"})
+    assert lowered.status_code == 200, lowered.text
+    assert lowered.json()["status"]["odometer"] == before["status"]["odometer"]
+    assert _org(client, org)["spent"] == before["spent"]
+    admitted = 0
+    while _register(client, ds, GAUSSIAN).status_code == 201:
+        admitted += 1
+    final = _org(client, org)["status"]["odometer"]
+    assert Decimal(final["epsilon"]) <= Decimal("5")
+    # the basic (ε, δ) rule after the change as well: removing and setting it again continues
+    assert _cap(client, org, None).json()["cap"] is None
+    again = _cap(client, org, {**cap, "epsilon": "6"})
+    assert again.status_code == 200 and again.json()["spent"] == _org(client, org)["spent"]
+    assert _register(client, ds, GAUSSIAN).status_code == 201
+    verdict = replay_organisation([ledger(client, ds)])
+    assert verdict.ok, verdict.problems
+    assert verdict.decisions == 40 + admitted + 1 + 1
+
+
+def test_the_cap_replay_finds_a_missing_ledger_and_an_edited_charge(client: TestClient) -> None:
+    org = new_organisation(client)
+    a, b = _dataset(client, org, "zcdp"), _dataset(client, org, "rdp", relation="replace_one")
+    cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "rdp"}}
+    assert _cap(client, org, cap).status_code == 200
+    for i in range(6):
+        assert _register(client, (a, b)[i % 2], GAUSSIAN).status_code == 201
+    ledgers = [ledger(client, a), ledger(client, b)]
+    assert replay_organisation(ledgers).ok
+    missing = replay_organisation(ledgers[:1])
+    assert not missing.ok and "seq 2 is missing" in missing.problems[0]
+    edited = copy.deepcopy(ledgers)
+    part = edited[1][1]["org"]
+    part["charge"]["rdp"][0] = repr(float(part["charge"]["rdp"][0]) / 2)
+    edited[1] = rehashed(edited[1])
+    found = replay_organisation(edited)
+    assert not found.ok and "charge" in found.problems[0], found.problems
+
+
+def test_an_existing_basic_cap_keeps_working(client: TestClient) -> None:
+    """A cap set as before (no mode) is the basic (ε, δ) filter: the 11th Gaussian is refused
+    at δ_cap/10 a conversion, as it always was."""
+    org = new_organisation(client)
+    ds = _dataset(client, org, "zcdp")
+    r = _cap(client, org, {"epsilon": "10", "delta": "0.00001"})
+    assert r.status_code == 200 and r.json()["cap"]["mode"] == "basic", r.text
+    admitted = 0
+    while _register(client, ds, GAUSSIAN).status_code == 201:
+        admitted += 1
+    assert admitted == 10
+    assert replay_organisation([ledger(client, ds)]).ok
