@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev bench bench-accounting bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
+.PHONY: run test browser-deps lint openapi client-generated install dev bench bench-accounting bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,10 @@ bench: dev
 ## bench-accounting: admission latency, MTZ speed and tightness → benchmarks/RESULTS.md
 bench-accounting: dev
 	$(BIN)/python -m benchmarks accounting $(BENCH_ARGS)
+
+## bench-caps: what an organisation cap admits in each currency, today's basic cap beside it → benchmarks/RESULTS.md
+bench-caps: dev
+	$(BIN)/python -m benchmarks caps $(BENCH_ARGS)
 
 ## bench-grids: what rdp mode admits with its default and workload-aware grids → benchmarks/RESULTS.md
 bench-grids: dev

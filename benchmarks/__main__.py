@@ -39,6 +39,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "grids": Benchmark(
         "grids", "what rdp mode admits with its default and workload-aware order grids"
     ),
+    "caps": Benchmark(
+        "caps", "what an organisation cap admits in each currency, today's basic cap beside it"
+    ),
     "ladder": Benchmark(
         "ladder", "what anchoring a filter's ladder at creation costs, what budget changes buy"
     ),
