@@ -42,6 +42,7 @@ ERROR_STATUS: Final[dict[str, int]] = {
     "IdempotencyConflict": 409,
     "ConcurrentUpdate": 409,
     "AlreadyExists": 409,
+    "NoCap": 409,
     "CheckpointsDisabled": 409,
     "PayloadTooLarge": 413,
     "UnsupportedMediaType": 415,

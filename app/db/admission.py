@@ -81,6 +81,7 @@ _READ: Final = {
             "cap_config_json",
             "cap_seq",
             "cap_config_seq",
+            "cap_usage_json",
         )
     ],
     "g": [
@@ -189,8 +190,8 @@ def _locked(
 ) -> Locked:
     """A row of :func:`_lock_sql`'s statement as the levels it locked."""
     dataset = DatasetRow(row[0], row[1], load(row[2]), load(row[3]), row[4], row[5])
-    org = OrgRow(row[6], load(row[7]), load(row[8]), load(row[9]), row[10], row[11])
-    rest = row[12:]
+    org = OrgRow(row[6], load(row[7]), load(row[8]), load(row[9]), row[10], row[11], load(row[12]))
+    rest = row[13:]
     grant_row = None
     if grant:
         grant_row = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]), rest[4])

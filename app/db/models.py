@@ -167,7 +167,8 @@ class Organisation(Base):
     counted while a cap was in force; both are kept when the cap is removed, so a new cap
     continues from them. ``cap_seq`` numbers the ledger entries that touched the cap, across
     the organisation's datasets; ``cap_config_seq`` is the one that recorded the configuration
-    in force (null: the next entry records it).
+    in force (null: the next entry records it); ``cap_usage_json`` how many invocations each
+    dataset registered under the cap.
     """
 
     __tablename__ = "organisations"
@@ -179,6 +180,7 @@ class Organisation(Base):
     cap_config_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
     cap_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     cap_config_seq: Mapped[int | None] = mapped_column(Integer, default=None)
+    cap_usage_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
 

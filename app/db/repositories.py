@@ -73,6 +73,15 @@ class DatasetRepository:
         stmt = _visible(stmt, scope, analyst)
         return self.session.scalars(stmt, visibility_params(scope, analyst)).all()
 
+    def of_organisation(self, organisation_id: str) -> Sequence[Dataset]:
+        """Every dataset of one organisation, oldest first (the caller checked it may see it)."""
+        stmt = (
+            select(Dataset)
+            .where(Dataset.organisation == organisation_id)
+            .order_by(Dataset.created_at, Dataset.id)
+        )
+        return self.session.scalars(stmt).all()
+
 
 def _visible(query: Select[Dataset], scope: str | None, analyst: str | None) -> Select[Dataset]:
     """``query`` narrowed to what the caller may see (the rule's parameters bound at execution)."""

@@ -34,6 +34,7 @@ class OrgRow:
     cap_config_json: dict[str, Any] | None = None
     cap_seq: int = 0
     cap_config_seq: int | None = None
+    cap_usage_json: dict[str, Any] | None = None
     dirty: bool = False
 
 

@@ -72,7 +72,7 @@ _DATASET_COLUMNS: Final = ("state_json", "last_seq", "head_hash", "updated_at")
 #: The updates by statement prefix: table, columns set, key column
 _UPDATES: Final = {
     "f": (_INVOCATIONS.name, _FINISHED_COLUMNS, "id"),
-    "o": (_ORGS.name, ("cap_state_json", "cap_seq", "cap_config_seq"), "id"),
+    "o": (_ORGS.name, ("cap_state_json", "cap_seq", "cap_config_seq", "cap_usage_json"), "id"),
     "g": (_GRANTS.name, ("quota_state_json",), "id"),
     "d": (_DATASETS.name, _DATASET_COLUMNS, "id"),
 }
@@ -176,6 +176,7 @@ def write(
                     "cap_state_json": org.cap_state_json,
                     "cap_seq": org.cap_seq,
                     "cap_config_seq": org.cap_config_seq,
+                    "cap_usage_json": org.cap_usage_json,
                 }
             ],
         )

@@ -7,8 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.schemas.common import Amount, StrictModel, optional
+from app.schemas.common import Amount, Delta, StrictModel, optional
 from app.schemas.datasets import NAME_PATTERN, LeafAccounting
+from app.schemas.mechanisms import Mechanism, to_declaration
+from odometer_core.accounting import Declaration
 
 
 class OrganisationCreate(StrictModel):
@@ -58,8 +60,61 @@ class OrganisationOut(BaseModel):
         description="the (ε, δ) the cap promises across the organisation's datasets, or null"
     )
     cap_seq: int = Field(description="ledger entries that touched the cap, across datasets")
+    usage: dict[str, int] = Field(
+        description="invocations each dataset (by id) registered under the cap"
+    )
     created_at: str
     updated_at: str
+
+
+class CapacityQuery(StrictModel):
+    """How many more of one declaration the organisation's cap admits."""
+
+    mechanism: Mechanism
+    dataset_id: str | None = optional(
+        max_length=64,
+        description="the dataset the invocations would read: its neighbouring relation is the "
+        "one the cap charges under (default add_remove)",
+    )
+    conversion_delta: Delta | None = optional(
+        description="δ for converting a curve-based guarantee to (ε, δ) (basic caps)"
+    )
+
+    def to_declaration(self) -> Declaration:
+        return to_declaration(self.mechanism)
+
+
+class CapacityOut(BaseModel):
+    organisation: str
+    mode: str = Field(description="the cap's mode")
+    relation: str = Field(description="the relation the cap charged under")
+    count: int = Field(description="how many more the cap admits, one after another")
+    at_least: bool = Field(description="counting stopped at the limit: at least count")
+    reason: str | None = Field(description="why the next one would be refused")
+    limit: int
+
+
+class OrganisationReportDataset(BaseModel):
+    id: str
+    name: str
+    mode: str
+    relation: str
+    decisions: int = Field(description="entries of this dataset that the cap decided")
+    admitted: int
+    drawn: dict[str, Any] = Field(
+        description="what the dataset drew from the cap, in its currency: charges less refunds"
+    )
+
+
+class OrganisationReport(BaseModel):
+    """The cap's decisions replayed from every dataset's ledger in their organisation order."""
+
+    organisation: OrganisationOut
+    verified: bool
+    problems: list[str]
+    decisions: int
+    odometer: dict[str, Any] | None = Field(description="the replayed certified reading")
+    datasets: list[OrganisationReportDataset]
 
 
 class OrganisationList(BaseModel):

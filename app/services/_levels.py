@@ -88,6 +88,7 @@ def new_organisation_row(organisation_id: str, name: str) -> Organisation:
         cap_config_json=None,
         cap_seq=0,
         cap_config_seq=None,
+        cap_usage_json=None,
         created_at=at,
         updated_at=at,
     )
@@ -146,6 +147,23 @@ class Level:
         """The order of this decision at the level (the cap's ``seq``; nothing for a quota,
         which lives in the dataset's ledger)."""
         return {} if self.org is None else sequence(self.org)
+
+    def count_use(self, dataset_id: str) -> None:
+        """One more invocation of ``dataset_id`` registered under the cap."""
+        if self.org is not None:
+            usage = dict(self.org.cap_usage_json or {})
+            usage[dataset_id] = int(usage.get(dataset_id, 0)) + 1
+            self.org.cap_usage_json = usage
+            self.org.dirty = True
+
+    def used_by(self, limit: int = 5) -> str:
+        """The datasets that used the cap most, as a refusal says it."""
+        usage = (self.org.cap_usage_json or {}) if self.org is not None else {}
+        top = sorted(usage.items(), key=lambda kv: (-int(kv[1]), kv[0]))[:limit]
+        if not top:
+            return "no invocation registered under the cap yet"
+        more = f" and {len(usage) - limit} more" if len(usage) > limit else ""
+        return "used by " + ", ".join(f"{d} ({n} invocations)" for d, n in top) + more
 
     def store(self, state: FilterState) -> None:
         """Set the level's new state on its row (written with the transaction's other writes:

@@ -64,6 +64,12 @@ class ConcurrentUpdate(ServiceError):
     code = "ConcurrentUpdate"
 
 
+class NoCap(ServiceError):
+    """An organisation-cap question asked of an organisation with no cap in force."""
+
+    code = "NoCap"
+
+
 class AlreadyExists(ServiceError):
     """A uniquely named object (organisation name, grant) already exists."""
 

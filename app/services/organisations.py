@@ -18,22 +18,28 @@ counted or certified).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from app.db.models import Organisation
 from app.db.uow import UnitOfWork
+from app.services._aggregate import visible_dataset
 from app.services._common import new_id, utc_now
 from app.services._levels import cap_filter, new_organisation_row
-from app.services.errors import AlreadyExists, NotFound
+from app.services.errors import AlreadyExists, NoCap, NotFound
 from app.services.principals import Principal, Role
 from odometer_core.accounting import (
+    Declaration,
+    capacity,
     config_to_json,
     eps_delta_guarantee,
     fmt,
     state_to_json,
     status,
 )
+from odometer_core.accounting.filters import CAPACITY_LIMIT
 from odometer_core.accounting.levels import CAP_RELATION, change_cap
+from odometer_core.ledger.organisation import replay_organisation
 
 
 def organisation_view(org: Organisation) -> dict[str, Any]:
@@ -52,6 +58,7 @@ def organisation_view(org: Organisation) -> dict[str, Any]:
         "status": counted,
         "guarantee": eps_delta_guarantee(config) if org.cap_json else None,
         "cap_seq": org.cap_seq,
+        "usage": org.cap_usage_json or {},
         "created_at": org.created_at,
         "updated_at": org.updated_at,
     }
@@ -114,3 +121,83 @@ def set_cap(
         view = organisation_view(org)
         uow.commit()
     return view
+
+
+def cap_capacity(
+    uow: UnitOfWork,
+    caller: Principal,
+    organisation_id: str,
+    declaration: Declaration,
+    *,
+    dataset_id: str | None = None,
+    conversion_delta: Decimal | None = None,
+) -> dict[str, Any]:
+    """How many more of ``declaration`` the cap admits if nothing else runs
+    (:func:`odometer_core.accounting.capacity`), under ``dataset_id``'s relation (default
+    ``add_remove``); 409 ``NoCap`` when no cap is in force."""
+    with uow.read_only():
+        org = uow.organisations.get(organisation_id)
+        if org is None or not caller.can_see(org.id):
+            raise NotFound(f"organisation '{organisation_id}' not found")
+        relation: str = CAP_RELATION
+        if dataset_id is not None:
+            ds = visible_dataset(uow, caller, dataset_id, lock=False)
+            if ds.organisation != org.id:
+                raise NotFound(f"dataset '{dataset_id}' not found in organisation '{org.id}'")
+            relation = ds.relation
+        if org.cap_json is None:
+            raise NoCap(f"organisation '{org.id}' has no cap in force")
+        config, state = cap_filter(org, relation)
+    found = capacity(config, state, declaration, conversion_delta=conversion_delta)
+    return {
+        "organisation": org.id,
+        "mode": config.mode,
+        "relation": relation,
+        **found.to_json(),
+        "limit": CAPACITY_LIMIT,
+    }
+
+
+def organisation_report(uow: UnitOfWork, caller: Principal, organisation_id: str) -> dict[str, Any]:
+    """The cap's decisions replayed from every dataset's ledger in their organisation order
+    (:func:`odometer_core.ledger.organisation.replay_organisation`), with what each dataset
+    drew from it; checked against the stored state when no cap change is pending."""
+    caller.require(Role.CURATOR, Role.AUDITOR)
+    with uow.read_only():
+        org = uow.organisations.get(organisation_id)
+        if org is None or not caller.can_see(org.id):
+            raise NotFound(f"organisation '{organisation_id}' not found")
+        view = organisation_view(org)
+        up_to, settled = org.cap_seq, org.cap_config_seq is not None
+        stored = org.cap_state_json
+        datasets = uow.datasets.of_organisation(org.id)
+        names = {d.id: (d.name, d.mode, d.relation) for d in datasets}
+        ledgers = [
+            [
+                r.to_export()
+                for r in uow.ledger.page(d.id, after_seq=0, limit=d.last_seq, up_to_seq=d.last_seq)
+            ]
+            for d in datasets
+        ]
+    verdict = replay_organisation(ledgers, up_to=up_to)
+    problems = list(verdict.problems)
+    if verdict.ok and settled and verdict.state is not None and verdict.state != stored:
+        problems.append("the cap's stored state differs from the replayed state")
+    drawn = verdict.datasets
+    return {
+        "organisation": view,
+        "verified": not problems,
+        "problems": problems,
+        "decisions": verdict.decisions,
+        "odometer": verdict.odometer,
+        "datasets": [
+            {
+                "id": d,
+                "name": name,
+                "mode": mode,
+                "relation": relation,
+                **drawn.get(d, {"decisions": 0, "admitted": 0, "drawn": {}}),
+            }
+            for d, (name, mode, relation) in names.items()
+        ],
+    }

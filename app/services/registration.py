@@ -202,12 +202,16 @@ def decide_in_order(
     return outcomes
 
 
-def _reason(levels: LevelsDecision) -> str | None:
-    """The recorded reason: the dataset's, or the level above it that refused."""
+def _reason(levels: LevelsDecision, uppers: Uppers) -> str | None:
+    """The recorded reason: the dataset's, or the level above it that refused (the cap names
+    the datasets that used it)."""
     refusal = levels.refusal
     if refusal is None or levels.refused_by == DATASET:
         return levels.dataset.decision.reason
-    return f"{levels.refused_by} level: {refusal.reason or 'budget exceeded'}"
+    reason = f"{levels.refused_by} level: {refusal.reason or 'budget exceeded'}"
+    if levels.refused_by == ORGANISATION and uppers.organisation is not None:
+        reason += f" (the cap is {uppers.organisation.used_by()})"
+    return reason
 
 
 def _stage(
@@ -221,8 +225,10 @@ def _stage(
     """Set the levels' new states (if admitted), stage the ledger entry and the row."""
     at, invocation_id = utc_now(), new_id("inv")
     request, ds, actor = item.request, locked.dataset, item.principal.id
-    records = uppers.apply(levels.uppers, applied=levels.admitted, budget=True)
     row = _invocation_row(invocation_id, ds.id, actor, request, uppers, levels, at)
+    records = uppers.apply(levels.uppers, applied=levels.admitted, budget=True)
+    if levels.admitted and uppers.organisation is not None:
+        uppers.organisation.count_use(ds.id)
     seq = stage_entry(
         uow,
         writes,
@@ -278,7 +284,7 @@ def _invocation_row(
         "refund": None,
         "reservation": reservation_json(decision) if levels.admitted else None,
         "cell": None,
-        "reason": _reason(levels),
+        "reason": _reason(levels, uppers),
         "actor": actor,
         "created_at": at,
         "updated_at": at,

@@ -8,6 +8,8 @@
   one (its ``org.seq``), so the cap's decisions replay in their order across datasets.
 - ``organisations.cap_config_seq``: the ``org.seq`` of the entry that recorded the cap's
   configuration in force (null: not recorded yet; the next entry at the cap records it).
+- ``organisations.cap_usage_json``: how many invocations each dataset registered under the cap
+  (what a refusal at the organisation level names).
 
 Revision ID: 0006
 Revises: 0005
@@ -38,8 +40,11 @@ def upgrade() -> None:
         sa.Column("cap_seq", sa.Integer(), nullable=False, server_default="0"),
     )
     op.add_column("organisations", sa.Column("cap_config_seq", sa.Integer(), nullable=True))
+    op.add_column(
+        "organisations", sa.Column("cap_usage_json", sa.JSON(none_as_null=True), nullable=True)
+    )
 
 
 def downgrade() -> None:
-    for column in ("cap_config_seq", "cap_seq", "cap_config_json"):
+    for column in ("cap_usage_json", "cap_config_seq", "cap_seq", "cap_config_json"):
         op.execute(f"ALTER TABLE organisations DROP COLUMN {column}")

@@ -128,6 +128,19 @@ ROWS: dict[tuple[str, str], Row] = {
         lambda w: f"/v1/organisations/{w.org}/cap",
         lambda w: {"epsilon": 40, "delta": "0.0001"},
     ),
+    ("POST", "/v1/organisations/{organisation_id}/cap/capacity"): Row(
+        ALL,
+        "org",
+        lambda w: f"/v1/organisations/{w.org}/cap/capacity",
+        lambda w: {"mechanism": {"type": "pure_dp", "epsilon": "0.1"}},
+        mutating=False,
+    ),
+    ("GET", "/v1/organisations/{organisation_id}/report"): Row(
+        frozenset({"curator", "auditor"}),
+        "org",
+        lambda w: f"/v1/organisations/{w.org}/report",
+        mutating=False,
+    ),
     ("POST", "/v1/principals"): Row(
         frozenset({"curator"}),
         "org",

@@ -35,6 +35,8 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "create_organisation",
         "list_organisations",
         "set_organisation_cap",
+        "organisation_cap_capacity",
+        "organisation_report",
         "create_principal",
         "list_principals",
         "create_key",

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from odometer_core.accounting import capacity, initial_state, make_config, parse_declaration
 from odometer_core.ledger.organisation import replay_organisation
 from odometer_core.ledger.replay import replay
-from tests.support import AUTH, ledger, new_organisation, rehashed
+from tests.support import AUTH, ledger, new_organisation, new_principal, rehashed
 
 GAUSSIAN = {"type": "gaussian", "sigma": "10", "sensitivity": "1"}
 DPSGD = {"type": "dp_sgd", "noise_multiplier": "1", "sample_rate": "0.01", "steps": 100}
@@ -86,6 +86,13 @@ def test_a_zcdp_cap_admits_what_one_zcdp_dataset_admits(client: TestClient) -> N
     assert r.status_code == 409 and r.json()["level"] == "organisation", r.text
     assert admitted >= _one_dataset_admits("zcdp", GAUSSIAN) > 300, admitted
     view = _org(client, org)
+    # the refusal names the datasets that used the cap, most first
+    share = {d: (admitted - k + 2) // 3 for k, d in enumerate(datasets)}
+    assert view["usage"] == share
+    named = ", ".join(
+        f"{d} ({share[d]} invocations)" for d in sorted(share, key=lambda d: (-share[d], d))
+    )
+    assert r.json()["detail"].endswith(f"(the cap is used by {named})"), r.json()["detail"]
     assert Decimal(view["spent"]["rho"]) == Decimal("0.005") * admitted
     reading = view["status"]["odometer"]
     assert Decimal(reading["epsilon"]) <= Decimal("10")
@@ -203,3 +210,61 @@ def test_an_existing_basic_cap_keeps_working(client: TestClient) -> None:
         admitted += 1
     assert admitted == 10
     assert replay_organisation([ledger(client, ds)]).ok
+
+
+def test_capacity_says_exactly_how_many_more_the_cap_admits(client: TestClient) -> None:
+    org = new_organisation(client)
+    datasets = [_dataset(client, org, "zcdp"), _dataset(client, org, "rdp")]
+    url = f"/v1/organisations/{org}/cap/capacity"
+    query = {"mechanism": GAUSSIAN, "dataset_id": datasets[0]}
+    none = client.post(url, json=query, headers=AUTH)
+    assert none.status_code == 409 and none.json()["error"] == "NoCap", none.text
+    cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
+    assert _cap(client, org, cap).status_code == 200
+    first = client.post(url, json=query, headers=AUTH).json()
+    assert first["count"] == _one_dataset_admits("zcdp", GAUSSIAN) and not first["at_least"]
+    assert first["mode"] == "zcdp" and first["relation"] == "add_remove"
+    for i in range(30):
+        assert _register(client, datasets[i % 2], GAUSSIAN).status_code == 201
+    left = client.post(url, json=query, headers=AUTH).json()
+    assert left["count"] == first["count"] - 30 and left["reason"] == "rho budget exceeded"
+    for i in range(left["count"]):
+        assert _register(client, datasets[i % 2], GAUSSIAN).status_code == 201
+    assert _register(client, datasets[0], GAUSSIAN).status_code == 409
+    assert client.post(url, json=query, headers=AUTH).json()["count"] == 0
+    sgd = client.post(url, json={"mechanism": DPSGD}, headers=AUTH)
+    assert sgd.status_code == 422 and "zCDP" in sgd.json()["detail"], sgd.text
+    other = new_organisation(client)
+    elsewhere = client.post(
+        url,
+        json={"mechanism": GAUSSIAN, "dataset_id": _dataset(client, other, "zcdp")},
+        headers=AUTH,
+    )
+    assert elsewhere.status_code == 404, elsewhere.text
+
+
+def test_the_report_replays_the_cap_and_says_what_each_dataset_drew(client: TestClient) -> None:
+    org = new_organisation(client)
+    a, b, c = (_dataset(client, org, m) for m in ("zcdp", "basic", "rdp"))
+    cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
+    assert _cap(client, org, cap).status_code == 200
+    for _ in range(3):
+        assert _register(client, a, GAUSSIAN).status_code == 201
+    odp = _register(client, b, ODP).json()
+    url = f"/v1/datasets/{b}/invocations/{odp['id']}/cancel"
+    assert client.post(url, headers=AUTH).status_code == 200
+    assert _register(client, b, {"type": "pure_dp", "epsilon": "0.5"}).status_code == 201
+    report = client.get(f"/v1/organisations/{org}/report", headers=AUTH)
+    assert report.status_code == 200, report.text
+    body = report.json()
+    assert body["verified"] and body["problems"] == [] and body["decisions"] == 6
+    drawn = {d["id"]: d for d in body["datasets"]}
+    assert drawn[a]["drawn"] == {"rho": "0.015", "delta": "0"} and drawn[a]["admitted"] == 3
+    assert drawn[b]["decisions"] == 3 and drawn[b]["admitted"] == 2
+    assert drawn[c] == {**drawn[c], "decisions": 0, "admitted": 0, "drawn": {}}
+    total = sum(Decimal(d["drawn"].get("rho", "0")) for d in body["datasets"])
+    assert total == Decimal(body["organisation"]["spent"]["rho"])
+    assert body["odometer"] == body["organisation"]["status"]["odometer"]
+    _, headers = new_principal(client, org, "analyst")
+    denied = client.get(f"/v1/organisations/{org}/report", headers=headers)
+    assert denied.status_code == 403, denied.text

@@ -9,10 +9,13 @@ from fastapi import APIRouter, Body
 from app.api.deps import AdminDep, CuratorDep, PrincipalDep, UowDep
 from app.api.errors import responses
 from app.schemas.tenancy import (
+    CapacityOut,
+    CapacityQuery,
     OrganisationCap,
     OrganisationCreate,
     OrganisationList,
     OrganisationOut,
+    OrganisationReport,
 )
 from app.services import organisations as service
 
@@ -63,3 +66,38 @@ def set_organisation_cap(
         return service.set_cap(uow, principal, organisation_id, None)
     cap = (body.epsilon, body.delta)
     return service.set_cap(uow, principal, organisation_id, cap, body.accounting_json())
+
+
+@router.post(
+    "/{organisation_id}/cap/capacity",
+    name="organisation_cap_capacity",
+    response_model=CapacityOut,
+    responses=responses(401, 404, 409, 413, 422, 503),
+)
+def organisation_cap_capacity(
+    organisation_id: str, body: CapacityQuery, principal: PrincipalDep, uow: UowDep
+) -> dict[str, Any]:
+    """How many more of a declaration the cap admits if nothing else runs, each decided by the
+    cap's filter on the state the previous one left (409 NoCap without a cap in force)."""
+    return service.cap_capacity(
+        uow,
+        principal,
+        organisation_id,
+        body.to_declaration(),
+        dataset_id=body.dataset_id,
+        conversion_delta=body.conversion_delta,
+    )
+
+
+@router.get(
+    "/{organisation_id}/report",
+    name="organisation_report",
+    response_model=OrganisationReport,
+    responses=responses(401, 403, 404, 503),
+)
+def organisation_report(
+    organisation_id: str, principal: PrincipalDep, uow: UowDep
+) -> dict[str, Any]:
+    """The cap replayed from every dataset's ledger in organisation order: verified or the
+    problems, the certified reading, and what each dataset drew (curators and auditors)."""
+    return service.organisation_report(uow, principal, organisation_id)

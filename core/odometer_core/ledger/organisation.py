@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any
 
 from odometer_core.accounting import (
@@ -37,6 +37,7 @@ from odometer_core.accounting import (
     change_budget,
     config_from_json,
     config_to_json,
+    fmt,
     initial_state,
     parse_declaration,
     settle,
@@ -65,6 +66,10 @@ class OrganisationVerdict:
     state: dict[str, Any] | None
     odometer: dict[str, Any] | None
     problems: list[str] = field(default_factory=list)
+    #: per dataset: its decisions at the cap, those admitted, and what it drew (charges less
+    #: refunds, in the cap's currency; :class:`Drawn`), since the cap's filter was last made
+    #: anew
+    datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,7 +78,43 @@ class OrganisationVerdict:
             "state": self.state,
             "odometer": self.odometer,
             "problems": self.problems,
+            "datasets": self.datasets,
         }
+
+
+@dataclass
+class Drawn:
+    """What one dataset drew from the cap: Σ charges − Σ refunds of its parts, field by field
+    (scalars as exact decimals, an ``rdp`` curve order by order), and its decisions."""
+
+    decisions: int = 0
+    admitted: int = 0
+    scalars: dict[str, Decimal] = field(default_factory=dict)
+    curve: list[float] | None = None
+    orders: list[str] | None = None
+
+    def add(self, amount: Mapping[str, Any] | None, sign: int) -> None:
+        for name, value in (amount or {}).items():
+            if name == "rdp":
+                values = [sign * float(v) for v in value]
+                self.curve = (
+                    values
+                    if self.curve is None
+                    else [a + b for a, b in zip(self.curve, values, strict=True)]
+                )
+            elif name == "orders":
+                self.orders = list(value)
+            else:
+                with localcontext() as exact:
+                    exact.prec = 200
+                    self.scalars[name] = self.scalars.get(name, Decimal(0)) + sign * Decimal(value)
+
+    def to_json(self) -> dict[str, Any]:
+        drawn: dict[str, Any] = {name: fmt(value) for name, value in self.scalars.items()}
+        if self.curve is not None:
+            drawn["orders"] = self.orders
+            drawn["rdp"] = [repr(max(v, 0.0)) for v in self.curve]
+        return {"decisions": self.decisions, "admitted": self.admitted, "drawn": drawn}
 
 
 class _Mismatch(Exception):
@@ -93,8 +134,9 @@ class _Step:
     entry: Mapping[str, Any]
 
 
-def _steps(ledgers: Iterable[Sequence[Mapping[str, Any]]]) -> list[_Step]:
-    """Every entry that touched the cap, with its dataset's relation, in ``seq`` order."""
+def _steps(ledgers: Iterable[Sequence[Mapping[str, Any]]], up_to: int | None) -> list[_Step]:
+    """Every entry that touched the cap (up to ``seq`` ``up_to``), with its dataset's relation,
+    in ``seq`` order."""
     steps = []
     for entries in ledgers:
         if not entries:
@@ -106,7 +148,11 @@ def _steps(ledgers: Iterable[Sequence[Mapping[str, Any]]]) -> list[_Step]:
         dataset = str(created.get("dataset_id"))
         for entry in entries:
             part = entry.get("org")
-            if isinstance(part, Mapping) and "seq" in part:
+            if (
+                isinstance(part, Mapping)
+                and "seq" in part
+                and (up_to is None or part["seq"] <= up_to)
+            ):
                 steps.append(_Step(int(part["seq"]), dataset, relation, entry))
     steps.sort(key=lambda s: s.seq)
     for expected, step in enumerate(steps, start=1):
@@ -175,14 +221,19 @@ def _decide(
     raise _Mismatch(f"an entry of kind {kind!r} touched the cap")
 
 
-def replay_organisation(ledgers: Iterable[Sequence[Mapping[str, Any]]]) -> OrganisationVerdict:
+def replay_organisation(
+    ledgers: Iterable[Sequence[Mapping[str, Any]]], *, up_to: int | None = None
+) -> OrganisationVerdict:
     """Replay the cap's decisions recorded in ``ledgers`` (every dataset of the organisation,
-    each whole, in ``seq`` order) in their organisation order; the first problem stops it."""
+    each whole, in ``seq`` order) in their organisation order, up to organisation ``seq``
+    ``up_to`` (``None``: all; a service reading ledgers while others write passes the
+    ``cap_seq`` it read first); the first problem stops it."""
     config: AccountingConfig | None = None
     state: FilterState | None = None
     done = 0
+    drawn: dict[str, Drawn] = {}
     try:
-        steps = _steps(ledgers)
+        steps = _steps(ledgers, up_to)
         for step in steps:
             part: Mapping[str, Any] = step.entry["org"]
             try:
@@ -193,12 +244,20 @@ def replay_organisation(ledgers: Iterable[Sequence[Mapping[str, Any]]]) -> Organ
                     before = state_from_json(new, part["before"])
                     if config is not None and state is not None:
                         _continue(config, state, new, before)
+                    if before == initial_state(new):  # a new filter: nothing drawn from it yet
+                        drawn.clear()
                     config, state = new, before
                 if config is None or state is None:
                     raise _Mismatch("no cap configuration recorded before this entry")
                 state, recomputed = _decide(config, state, step)
                 for name, value in recomputed.items():
                     _expect(name, value, part.get(name))
+                mine = drawn.setdefault(step.dataset, Drawn())
+                mine.decisions += 1
+                if step.entry.get("kind") in _ADMISSIONS and part.get("applied"):
+                    mine.admitted += 1
+                mine.add(part.get("charge"), 1)
+                mine.add(part.get("refund"), -1)
             except _Mismatch as exc:
                 raise _Mismatch(
                     f"organisation seq {step.seq} (dataset {step.dataset}, "
@@ -207,10 +266,11 @@ def replay_organisation(ledgers: Iterable[Sequence[Mapping[str, Any]]]) -> Organ
             done += 1
     except (_Mismatch, KeyError, ValueError, TypeError) as exc:
         return OrganisationVerdict(False, done, None, None, [str(exc)])
+    datasets = {name: d.to_json() for name, d in drawn.items()}
     if config is None or state is None:
-        return OrganisationVerdict(True, 0, None, None)
+        return OrganisationVerdict(True, 0, None, None, datasets=datasets)
     reading = status(config, state).get("odometer")
-    return OrganisationVerdict(True, done, state_to_json(state), reading)
+    return OrganisationVerdict(True, done, state_to_json(state), reading, datasets=datasets)
 
 
 __all__ = ["OrganisationVerdict", "replay_organisation"]
