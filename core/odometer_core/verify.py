@@ -4,6 +4,9 @@ odometer verify EXPORT [--checkpoints FILE --public-key PEM] [--jobs N] [--outpu
     replay a ledger export (JSON, JSONL or CSV) and check its chain (JSON lines are streamed:
     bounded memory), against the operator's signed checkpoints (truncation, rewriting), and
     against published outputs (the digest and the cell of each one's settlement)
+odometer verify-organisation EXPORT [EXPORT …]
+    replay every dataset's export of one organisation, then the organisation cap's decisions
+    across them in their organisation order (``odometer_core.ledger.organisation``)
 
 The command is a plug-in of the client's ``odometer`` command line (entry point group
 ``odometer.commands``): installing this distribution alone gives an auditor ``odometer verify``
@@ -222,8 +225,56 @@ def _verify_export(args: argparse.Namespace) -> int:
     return _say(_with_outputs(_report(verdict, None, audit), outputs, replayer_input))
 
 
+def _read_export(name: str) -> list[dict[str, Any]]:
+    """A whole export (JSON, JSON lines or CSV) in memory; unreadable: one line, exit 2."""
+    try:
+        return load_export(Path(name).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SystemExit(f"odometer verify-organisation: cannot read {name}: {reason}") from None
+
+
+def _verify_organisation(args: argparse.Namespace) -> int:
+    """``odometer verify-organisation``: each export replayed (its chain and decisions), then
+    the cap across all of them; the verdict as JSON on stdout, one line on stderr."""
+    from odometer_core.ledger.organisation import replay_organisation
+    from odometer_core.ledger.replay import replay
+
+    ledgers, problems = [], []
+    for name in args.exports:
+        entries = _read_export(name)
+        problems += [f"{name}: {p}" for p in replay(entries).problems]
+        ledgers.append(entries)
+    verdict = replay_organisation(ledgers).to_json()
+    verdict["problems"] = problems + verdict["problems"]
+    verdict["ok"] = not verdict["problems"]
+    verdict["ledgers"] = len(ledgers)
+    print(json.dumps(verdict, indent=2, ensure_ascii=False))
+    if verdict["ok"]:
+        print(
+            f"VERIFIED: {verdict['decisions']} cap decisions across {len(ledgers)} ledgers",
+            file=sys.stderr,
+        )
+        return 0
+    print(f"FAILED: {verdict['problems'][0]}", file=sys.stderr)
+    return 1
+
+
 def register(sub: Any) -> None:
-    """Add ``verify`` to the ``odometer`` command line (an ``odometer.commands`` plug-in)."""
+    """Add ``verify`` and ``verify-organisation`` to the ``odometer`` command line (an
+    ``odometer.commands`` plug-in)."""
+    organisation = sub.add_parser(
+        "verify-organisation",
+        help="replay every dataset's export of one organisation and its cap across them",
+    )
+    organisation.add_argument(
+        "exports",
+        nargs="+",
+        metavar="EXPORT",
+        help="JSON, JSON-lines or CSV export of each dataset's whole ledger (every dataset "
+        "of the organisation: a missing one is reported)",
+    )
+    organisation.set_defaults(run=_verify_organisation)
     verify = sub.add_parser("verify", help="replay a ledger export and check its hash chain")
     verify.add_argument(
         "export", help="JSON or CSV export of one dataset's whole ledger ('-' = stdin)"
