@@ -59,6 +59,7 @@ from benchmarks.service_setup import (
     ADMIN_KEY,
     ROOT,
     Server,
+    create_capped_organisation,
     create_dataset,
     loadavg,
     pg_drop,
@@ -67,10 +68,12 @@ from benchmarks.service_setup import (
 )
 
 
-def _markers(backend: str, datasets: int = 1) -> tuple[str, str]:
+def _markers(backend: str, datasets: int = 1, capped: bool = False) -> tuple[str, str]:
     name = "http-floor" if backend == "postgresql" else f"http-floor-{backend}"
     if datasets > 1:
         name += "-many"
+    if capped:
+        name += "-capped"
     return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
 
 
@@ -115,6 +118,7 @@ def measure(
     burst: int = 0,
     workers: dict[str, int] | None = None,
     plain: frozenset[str] = frozenset(),
+    caps: dict[str, str] | None = None,
 ) -> list[Any]:
     """The cells, on PostgreSQL at ``url`` or, with ``url=None``, on SQLite files of a
     temporary directory; each request on one of ``datasets`` budget rows, picked at random
@@ -127,7 +131,7 @@ def measure(
         try:
             _measure(
                 backend, Path(tmp), clients, rounds, timing, compare, systems, runs, datasets,
-                together, mode, burst, workers or {}, plain,
+                together, mode, burst, workers or {}, plain, caps or {},
             )  # fmt: skip
         finally:
             if backend.name == "postgresql":
@@ -150,8 +154,9 @@ def _measure(
     burst: int = 0,
     workers: dict[str, int] | None = None,
     plain: frozenset[str] = frozenset(),
+    caps: dict[str, str] | None = None,
 ) -> None:
-    workers = workers or {}
+    workers, caps = workers or {}, caps or {}
     with ExitStack() as stack:
         log = tmp / "server.log"
         where = (
@@ -184,7 +189,9 @@ def _measure(
                     backend.service_url, log, count, nodelay=label not in plain, root=root
                 )
             )
-            ids = [create_dataset(server.port, f"{name}-{i}", mode) for i in range(datasets)]
+            cap = caps.get(label, caps.get(""))
+            org = None if cap is None else create_capped_organisation(server.port, name, cap)
+            ids = [create_dataset(server.port, f"{name}-{i}", mode, org) for i in range(datasets)]
             if burst:  # as a busy moment leaves a server: each worker's pool holds several
                 with ThreadPoolExecutor(burst) as pool:
                     make = partial(create_dataset, server.port, mode=mode)
@@ -224,6 +231,13 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def _build(label: str) -> str:
+    """A build as the tables name it ("" : every build)."""
+    if not label:
+        return "every build"
+    return "*service*" if label == "service" else f"*service@{label}*"
+
+
 def render(
     runs: list[dict[str, Any]],
     started: str,
@@ -231,8 +245,9 @@ def render(
     backend: str = "postgresql",
     datasets: int = 1,
     workers: dict[str, int] | None = None,
+    caps: dict[str, str] | None = None,
 ) -> str:
-    begin, end = _markers(backend, datasets)
+    begin, end = _markers(backend, datasets, bool(caps))
     other = {k: n for k, n in (workers or {}).items() if n != 2}
     served = "2 workers" + (
         ""
@@ -249,6 +264,9 @@ def render(
         if datasets == 1
         else f"{datasets:,} budget rows (datasets), one picked at random per request"
     )
+    if caps:
+        named = ", ".join(f"{_build(k)}: `{m}`" for k, m in caps.items())
+        rows += f", each build's datasets in one organisation under a cap ({named}), its row hot"
     database = "PostgreSQL" if backend == "postgresql" else "SQLite"
     raw_how = "psycopg 3" if backend == "postgresql" else "sqlite3, in process"
     clients = sorted({r["clients"] for r in runs})
@@ -260,7 +278,8 @@ def render(
         begin,
         "## The HTTP floor: the raw baseline's transaction behind uvicorn (issue 14)"
         + ("" if backend == "postgresql" else f", {database}")
-        + ("" if datasets == 1 else f", {datasets:,} datasets"),
+        + ("" if datasets == 1 else f", {datasets:,} datasets")
+        + (", under an organisation cap" if caps else ""),
         "",
         f"Run {started} on {platform.machine()}, {os.cpu_count()} cores shared with other jobs "
         f"(1-minute load {min(loads):.2f}–{max(loads):.2f}); Python {platform.python_version()}. "
@@ -413,9 +432,22 @@ def main(argv: list[str] | None = None) -> int:
         help="serve the service (service) or a --compare build (its LABEL) with the plain "
         "`uvicorn --factory` command line instead of `python -m app.serve`",
     )
+    parser.add_argument(
+        "--cap",
+        action="append",
+        default=[],
+        metavar="[LABEL=]MODE",
+        help="put each service build's datasets in one organisation with a cap in MODE that no "
+        "run exhausts (its lock is then the hot row); LABEL= sets it for one build (service or "
+        "a --compare LABEL), e.g. --cap zcdp --cap before=basic",
+    )
     parser.add_argument("--no-results", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
     workers = {label: int(n) for label, _, n in (w.partition("=") for w in args.workers)}
+    caps = {
+        (label if sep else ""): (mode if sep else label)
+        for label, sep, mode in (c.partition("=") for c in args.cap)
+    }
     compare = {
         label: Path(path).resolve() for label, _, path in (c.partition("=") for c in args.compare)
     }
@@ -434,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         args.burst,
         workers,
         frozenset(args.plain),
+        caps,
     )
     command = "python -m benchmarks http-floor " + " ".join(
         argv if argv is not None else sys.argv[1:]
@@ -445,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         "sqlite" if args.sqlite else "postgresql",
         args.datasets,
         workers,
+        caps,
     )
     if not args.no_results:
         write_section(text)

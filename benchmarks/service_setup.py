@@ -377,6 +377,22 @@ def create_dataset(port: int, name: str, mode: str, organisation: str | None = N
     return ds_id
 
 
+def create_capped_organisation(port: int, name: str, cap_mode: str) -> str:
+    """An organisation with a cap in ``cap_mode`` that no benchmark run can exhaust (a ``basic``
+    cap is sent without ``accounting``, as builds before caps had modes take it); its id."""
+    status, raw = call(port, "POST", "/v1/organisations", {"name": name})
+    if status != 201:
+        raise RuntimeError(f"create organisation: {status} {raw[:300]!r}")
+    org: str = json.loads(raw)["id"]
+    cap: dict[str, Any] = {"epsilon": "1000000", "delta": "0.001"}
+    if cap_mode != "basic":
+        cap["accounting"] = {"mode": cap_mode}
+    status, raw = call(port, "PATCH", f"/v1/organisations/{org}/cap", cap)
+    if status != 200:
+        raise RuntimeError(f"set cap: {status} {raw[:300]!r}")
+    return org
+
+
 # ---------------------------------------------------------------------------- loads
 def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement in the load-generator process (``benchmarks.service_load``)."""

@@ -90,3 +90,16 @@ def test_a_tiny_sqlite_run(capsys: pytest.CaptureFixture[str]) -> None:
     ratios = [float(x) for x in row.rstrip(" |").split(" | ")[-3:]]
     assert all(0 < r < 10 for r in ratios), row
     assert "Errors (non-2xx or transport) in every cell: **0**." in out
+
+
+def test_a_capped_run_has_its_own_section_and_names_each_builds_cap() -> None:
+    cell = {"clients": 32, "round": 0, "load": 1.0, "errors": 0, "p50_ms": 1.0, "p99_ms": 2.0}
+    runs = [
+        {**cell, "system": s, "throughput": 100.0, "cpu_ms": 1.0}
+        for s in ("raw", "floor", "service", "service@before")
+    ]
+    caps = {"": "zcdp", "before": "basic"}
+    text = http_floor.render(runs, "now", "cmd", "postgresql", 3, None, caps)
+    assert text.startswith("<!-- http-floor-many-capped: begin -->")
+    assert "under an organisation cap" in text.splitlines()[1]
+    assert "(every build: `zcdp`, *service@before*: `basic`), its row hot" in text
