@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
@@ -253,3 +254,91 @@ def test_0005_tells_grants_apart_in_existing_data(fresh_backend: Backend) -> Non
         assert [e["quota"]["outcome"] for e in entries[-2:]] == ["dropped", "accepted"]
         verdict = replay(entries)
         assert verdict.ok, verdict.problems
+
+
+def test_0006_keeps_basic_caps_and_never_reuses_an_organisation_seq(
+    fresh_backend: Backend,
+) -> None:
+    """A basic cap set before 0006 (no cap configuration, counting under way) keeps counting
+    after the upgrade; the first entry after it records the configuration, and the cap replays
+    from its datasets' ledgers. A downgrade and upgrade continue the organisation's numbers
+    after the highest one its ledgers hold, and a downgrade refuses while a curve cap exists."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+    from odometer_core.ledger.organisation import replay_organisation
+    from tests.support import ADMIN_KEY, AUTH, new_organisation
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("sqlalchemy.url", fresh_backend.url)
+    cfg.attributes["configure_logging"] = False
+    settings = Settings(database_url=fresh_backend.url, admin_key=ADMIN_KEY)
+    pure = {"mechanism": {"type": "pure_dp", "epsilon": "0.5"}}
+
+    def setup(client: TestClient) -> tuple[str, str]:
+        org = new_organisation(client)
+        body = {"name": "m", "budget": {"epsilon": 50, "delta": "1e-5"}, "organisation_id": org}
+        ds = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
+        cap = {"epsilon": "4", "delta": "0.00001"}
+        assert client.patch(f"/v1/organisations/{org}/cap", json=cap, headers=AUTH).is_success
+        return org, ds
+
+    def register(client: TestClient, ds: str, n: int) -> list[int]:
+        return [
+            client.post(f"/v1/datasets/{ds}/invocations", json=pure, headers=AUTH).status_code
+            for _ in range(n)
+        ]
+
+    command.downgrade(cfg, "0005")
+    engine = make_engine(fresh_backend.url, null_pool=True)
+    try:
+        with engine.begin() as conn:  # an organisation as 0005 left it: a basic cap, counting
+            conn.execute(
+                text(
+                    "INSERT INTO organisations (id, name, cap_json, cap_state_json, created_at,"
+                    " updated_at) VALUES ('org_old', 'old', :cap, :state, 'x', 'x')"
+                ),
+                {
+                    "cap": json.dumps({"epsilon": "4", "delta": "0.00001"}),
+                    "state": json.dumps(
+                        {
+                            "spent_epsilon": "1",
+                            "spent_delta": "0",
+                            "reserved_epsilon": "0",
+                            "open_reservations": 0,
+                        }
+                    ),
+                },
+            )
+        command.upgrade(cfg, "head")
+        with TestClient(create_app(settings)) as client:
+            body = {"name": "o", "budget": {"epsilon": 50, "delta": "1e-5"}}
+            body["organisation_id"] = "org_old"
+            ds = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
+            assert register(client, ds, 7) == [201] * 6 + [409]  # 1 + 6 · 0.5 = 4
+            entries = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()["entries"]
+            assert [e["org"]["seq"] for e in entries[1:]] == list(range(1, 8))
+            assert entries[1]["org"]["before"]["spent_epsilon"] == "1"
+            assert replay_organisation([entries]).ok
+            org, other = setup(client)
+            assert register(client, other, 3) == [201] * 3
+        command.downgrade(cfg, "0005")
+        command.upgrade(cfg, "head")
+        with engine.connect() as conn:
+            seqs = dict(conn.execute(text("SELECT id, cap_seq FROM organisations")).all())
+        assert seqs["org_old"] == 7 and seqs[org] == 3
+        with TestClient(create_app(settings)) as client:
+            assert register(client, other, 1) == [201]
+            entries = client.get(f"/v1/datasets/{other}/ledger", headers=AUTH).json()["entries"]
+            assert [e["org"]["seq"] for e in entries[1:]] == [1, 2, 3, 4]
+            verdict = replay_organisation([entries])
+            assert verdict.ok and verdict.decisions == 4, verdict.problems
+            curve = {"epsilon": "4", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
+            fresh = new_organisation(client)
+            r = client.patch(f"/v1/organisations/{fresh}/cap", json=curve, headers=AUTH)
+            assert r.status_code == 200, r.text
+        with pytest.raises(RuntimeError, match="'zcdp' cap"):
+            command.downgrade(cfg, "0005")
+    finally:
+        engine.dispose()
