@@ -268,3 +268,29 @@ def test_the_report_replays_the_cap_and_says_what_each_dataset_drew(client: Test
     _, headers = new_principal(client, org, "analyst")
     denied = client.get(f"/v1/organisations/{org}/report", headers=headers)
     assert denied.status_code == 403, denied.text
+
+
+def test_bad_caps_are_refused_and_change_nothing(client: TestClient) -> None:
+    org = new_organisation(client)
+    ds = _dataset(client, org, "zcdp")
+    cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "rdp"}}
+    assert _cap(client, org, cap).status_code == 200
+    for _ in range(3):
+        assert _register(client, ds, GAUSSIAN).status_code == 201
+    before = _org(client, org)
+    split = {"mode": "split", "sub_budgets": [{"name": "a", "budget": {"epsilon": "1"}}]}
+    bad: list[tuple[dict[str, Any], int]] = [
+        ({**cap, "accounting": split}, 422),  # a cap is one filter
+        ({**cap, "accounting": {"mode": "rdp", "workload": [{"mechanism": DPSGD, "count": 5}]}},
+         422),  # the grid is fixed once counted
+        ({**cap, "accounting": {"mode": "rdp", "final_conversion_delta": "0.00002"}}, 422),
+        ({**cap, "accounting": {"mode": "zcdp"}}, 409),  # ModeFixed
+        ({**cap, "epsilon": "-1"}, 422),
+        ({**cap, "accounting": {"mode": "rdp", "orders": ["0.5"]}}, 422),
+        ({"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "rdp"}, "x": 1}, 422),
+    ]  # fmt: skip
+    for body, status in bad:
+        r = _cap(client, org, body)
+        assert r.status_code == status, (body, r.text)
+        assert r.json()["detail"], r.text
+        assert _org(client, org) == before
