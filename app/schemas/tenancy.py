@@ -32,7 +32,10 @@ class OrganisationCap(StrictModel):
 
     epsilon: Amount
     delta: Amount
-    accounting: LeafAccounting | None = optional(description='default: {"mode": "basic"}')
+    accounting: LeafAccounting | None = optional(
+        description="the cap filter's mode and parameters; default: the cap's mode in force "
+        '(with that mode\'s defaults), {"mode": "basic"} for an organisation that never had one'
+    )
 
     def accounting_json(self) -> dict[str, Any] | None:
         if self.accounting is None:

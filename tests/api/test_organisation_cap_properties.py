@@ -193,8 +193,8 @@ def test_a_cap_reading_stays_between_the_reference_and_the_cap(
     model = _Model()
     for name, a, b in steps:
         if name == "register":
-            mechanism = MECHANISMS[b]
-            ds = datasets[a]
+            mechanism = MECHANISMS[int(b)]
+            ds = datasets[int(a)]
             r = client.post(
                 f"/v1/datasets/{ds}/invocations", json={"mechanism": mechanism}, headers=AUTH
             )

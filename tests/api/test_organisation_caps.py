@@ -174,6 +174,9 @@ def test_the_mode_is_fixed_once_counted_and_a_change_keeps_the_reading(
     again = _cap(client, org, {**cap, "epsilon": "6"})
     assert again.status_code == 200 and again.json()["spent"] == _org(client, org)["spent"]
     assert _register(client, ds, GAUSSIAN).status_code == 201
+    # without a mode the cap keeps its own
+    kept = _cap(client, org, {"epsilon": "6.5", "delta": "0.00001"})
+    assert kept.status_code == 200 and kept.json()["cap"]["mode"] == "zcdp", kept.text
     verdict = replay_organisation([ledger(client, ds)])
     assert verdict.ok, verdict.problems
     assert verdict.decisions == 40 + admitted + 1 + 1

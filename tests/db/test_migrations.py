@@ -326,7 +326,8 @@ def test_0006_keeps_basic_caps_and_never_reuses_an_organisation_seq(
         command.downgrade(cfg, "0005")
         command.upgrade(cfg, "head")
         with engine.connect() as conn:
-            seqs = dict(conn.execute(text("SELECT id, cap_seq FROM organisations")).all())
+            rows = conn.execute(text("SELECT id, cap_seq FROM organisations")).all()
+        seqs: dict[str, int] = {str(i): int(s) for i, s in rows}
         assert seqs["org_old"] == 7 and seqs[org] == 3
         with TestClient(create_app(settings)) as client:
             assert register(client, other, 1) == [201]

@@ -67,7 +67,7 @@ def test_the_cap_verifies_offline_and_every_defect_is_found(
     assert "is missing" in json.loads(capsys.readouterr().out)["problems"][0]
 
     edited = [dict(e) for e in ledgers[0]]
-    part = dict(edited[2]["org"])  # type: ignore[arg-type]
+    part = dict(edited[2]["org"])
     part["charge"] = {"rho": "0.001", "delta": "0"}
     edited[2]["org"] = part
     paths[0] = _write(tmp_path / f"edited.{fmt}", rehashed(edited), fmt)

@@ -112,8 +112,9 @@ def change_cap(
     (:func:`~.filters.change_budget`; ``docs/accounting.md``, *Budget changes*): never below
     what is counted or certified; in ``zcdp`` / ``rdp`` / ``gdp`` the thresholds fixed when
     the cap was made stay and ε caps the certified reading. A ``basic`` cap's conversion δ is
-    δ/10 of the new cap unless given, as when it is made."""
-    acc = dict(accounting or {"mode": "basic"})
+    δ/10 of the new cap unless given, as when it is made. Without ``accounting`` the cap keeps
+    its mode (``basic`` for an organisation that never had a cap), with that mode's defaults."""
+    acc = dict(accounting or {"mode": config.mode})
     mode = acc.get("mode", "basic")
     if state == initial_state(config):
         new = cap_config(epsilon, delta, acc)
