@@ -105,7 +105,12 @@ def invocation_id(invocation: str | Invocation) -> str:
 def _validated(schema: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """Check a request body against the server's contract before it is sent."""
     body: dict[str, Any] = _jsonable(data)
-    problems = contract.check(schema, body)
+    _refuse(contract.check(schema, body))
+    return body
+
+
+def _refuse(problems: list[str]) -> None:
+    """Refuse a request body the contract does not admit, before it is sent."""
     if problems:
         raise InvalidRequest(
             422,
@@ -115,7 +120,6 @@ def _validated(schema: str, data: Mapping[str, Any]) -> dict[str, Any]:
                 "client_side": True,
             },
         )
-    return body
 
 
 def _amount_text(value: Number) -> Number:
@@ -318,16 +322,46 @@ def create_organisation(name: str) -> Call[dict[str, Any]]:
 
 
 def set_organisation_cap(
-    organisation_id: str, epsilon: Number | None, delta: Number | None
+    organisation_id: str,
+    epsilon: Number | None,
+    delta: Number | None,
+    accounting: Mapping[str, Any] | None = None,
 ) -> Call[dict[str, Any]]:
-    """The organisation's cap (ε, δ); both ``None`` removes it (sets absolute values, so a
-    resend has the same outcome)."""
+    """The organisation's cap (ε, δ) in ``accounting``'s mode (``{"mode": "zcdp", …}``, a
+    dataset's leaf accounting; default basic); no amounts removes it (sets absolute values,
+    so a resend has the same outcome)."""
     if (epsilon is None) != (delta is None):
         raise ValueError("give both epsilon and delta of the cap, or neither to remove it")
     body = None
     if epsilon is not None and delta is not None:
-        body = _validated("Cap", {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)})
+        data: dict[str, Any] = {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)}
+        if accounting is not None:
+            data["accounting"] = accounting
+        body = _validated("OrganisationCap", data)
+    elif accounting is not None:
+        raise ValueError("an accounting mode needs the cap's epsilon and delta")
     return Call("PATCH", f"/v1/organisations/{organisation_id}/cap", _document, body=body)
+
+
+def organisation_cap_capacity(
+    organisation_id: str,
+    mechanism: MechanismLike,
+    ds: str | None,
+    conversion_delta: Number | None,
+) -> Call[dict[str, Any]]:
+    """How many more of ``mechanism`` the cap admits (a question: nothing is written, so a
+    resend is safe), under dataset ``ds``'s relation."""
+    data: dict[str, Any] = {"mechanism": mechanism_json(mechanism)}
+    if ds is not None:
+        data["dataset_id"] = ds
+    if conversion_delta is not None:
+        data["conversion_delta"] = _amount_text(conversion_delta)
+    body = _validated("CapacityQuery", data)
+    return Call("POST", f"/v1/organisations/{organisation_id}/cap/capacity", _document, body=body)
+
+
+def organisation_report(organisation_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"/v1/organisations/{organisation_id}/report", _document)
 
 
 def list_principals() -> Call[list[dict[str, Any]]]:

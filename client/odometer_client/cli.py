@@ -1,11 +1,13 @@
 """``odometer`` subcommands for curators and auditors, talking to a running server.
 
-    odometer datasets create NAME --epsilon E --delta D [--mode basic|zcdp|rdp|gdp]
+    odometer datasets create NAME --epsilon E --delta D [--mode M | --accounting JSON]
     odometer datasets list | odometer datasets show DATASET
     odometer budget set DATASET --epsilon E --delta D [--sub-budget NAME]
     odometer grant DATASET PRINCIPAL [--quota-epsilon E --quota-delta D]
     odometer grants list DATASET | odometer grants revoke DATASET PRINCIPAL
-    odometer orgs list | create NAME | cap ORG (--epsilon E --delta D | --remove)
+    odometer orgs list | create NAME | report ORG
+    odometer orgs cap ORG (--epsilon E --delta D [--mode M | --accounting JSON] | --remove)
+    odometer orgs capacity ORG --mechanism JSON [--dataset DATASET]
     odometer principals list | create NAME --role ROLE [--organisation ORG]
     odometer keys issue PRINCIPAL [--expires-at T] | odometer keys revoke KEY_ID
     odometer export DATASET -o FILE [--format jsonl|csv|json]
@@ -103,11 +105,30 @@ def _dataset_lines(ds: Dataset, out: TextIO) -> None:
 
 
 # ---------------------------------------------------------------------------- commands
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    """A JSON object given on the command line (an error naming the option otherwise)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise OdometerError(f"{option} is not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise OdometerError(f"{option} must be a JSON object")
+    return parsed
+
+
 def _accounting(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The accounting of :func:`_accounting_options`: ``--accounting`` (in full) or
+    ``--mode``, with ``--final-conversion-delta`` if given; ``None``: the server's default."""
+    accounting: dict[str, Any] | None = None
     if args.accounting:
-        parsed: dict[str, Any] = json.loads(args.accounting)
-        return parsed
-    return {"mode": args.mode} if args.mode else None
+        accounting = _json_object(args.accounting, "--accounting")
+    elif args.mode:
+        accounting = {"mode": args.mode}
+    if args.final_conversion_delta is not None:
+        if accounting is None:
+            raise OdometerError("--final-conversion-delta needs --mode zcdp or rdp")
+        accounting["final_conversion_delta"] = args.final_conversion_delta
+    return accounting
 
 
 def _datasets_create(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
@@ -240,17 +261,41 @@ def _organisation_id(client: OdometerClient, ref: str) -> str:
     raise OdometerError(f"no organisation {ref!r} (by id or name) is visible to this key")
 
 
+#: The amounts of a cap's currency and their symbols: ε and δ (basic), ρ and δ (zcdp), μ² (gdp).
+_CURRENCY = (("epsilon", "ε"), ("rho", "ρ"), ("mu_squared", "μ²"), ("delta", "δ"))
+
+
+def _currency(obj: Mapping[str, Any] | None) -> str:
+    """Amounts in their currency (``ρ=0.015 δ=0``); an RDP curve (rdp mode) is ``curve``."""
+    if not obj:
+        return "-"
+    if "rdp" in obj:
+        return "curve"
+    return " ".join(f"{sym}={_text(obj[k])}" for k, sym in _CURRENCY if k in obj) or "-"
+
+
+def _cap_text(cap: Mapping[str, Any] | None) -> str:
+    """The cap in force: its target and mode (``ε=10 δ=0.00001 zcdp``)."""
+    return f"{_currency(cap)} {cap['mode']}" if cap else "-"
+
+
 def _org_rows(orgs: Sequence[Mapping[str, Any]], out: TextIO) -> None:
-    rows: list[Sequence[str]] = [("id", "name", "cap", "spent", "reserved ε", "remaining")]
+    rows: list[Sequence[str]] = [("id", "name", "cap", "mode", "spent", "certified ε", "decisions")]
     for o in orgs:
+        status = o.get("status") or {}
+        spent = _currency(o.get("spent"))
+        reserved = (o.get("reserved") or {}).get("epsilon")
+        if reserved:  # open ODP reservations (basic caps)
+            spent += f" (reserved ε={_text(reserved)})"
         rows.append(
             (
                 o["id"],
                 o["name"],
-                _eps_delta(o.get("cap")),
-                _eps_delta(o.get("spent")),
-                _text((o.get("reserved") or {}).get("epsilon")),
-                _eps_delta(o.get("remaining")),
+                _cap_text(o.get("cap")),
+                _text(status.get("mode")),
+                spent,
+                _text((status.get("odometer") or {}).get("epsilon")),
+                _text(o.get("cap_seq")),
             )
         )
     _table(rows, out)
@@ -277,18 +322,87 @@ def _orgs_create(args: argparse.Namespace, client: OdometerClient, out: TextIO) 
 
 
 def _orgs_cap(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
-    if args.remove == (args.epsilon is not None or args.delta is not None):
+    accounting = _accounting(args)
+    amounts = args.epsilon is not None or args.delta is not None
+    if args.remove and (amounts or accounting is not None):
+        raise OdometerError("--remove takes no amounts and no accounting options")
+    if not args.remove and not amounts:
         raise OdometerError("give --epsilon and --delta, or --remove")
     if not args.remove and (args.epsilon is None or args.delta is None):
         raise OdometerError("a cap needs both --epsilon and --delta")
     org = client.set_organisation_cap(
-        _organisation_id(client, args.organisation), args.epsilon, args.delta
+        _organisation_id(client, args.organisation), args.epsilon, args.delta, accounting
     )
     if args.json:
         _dump(org, out)
     else:
         _org_rows([org], out)
     return 0
+
+
+def _orgs_capacity(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    mechanism = _json_object(args.mechanism, "--mechanism")
+    found = client.organisation_cap_capacity(
+        _organisation_id(client, args.organisation),
+        mechanism,
+        args.dataset,
+        args.conversion_delta,
+    )
+    if args.json:
+        _dump(found, out)
+        return 0
+    count = f"at least {found['count']}" if found["at_least"] else str(found["count"])
+    reason = f" (next refused: {found['reason']})" if found.get("reason") else ""
+    out.write(f"the cap ({found['mode']}) admits {count} more of this declaration{reason}\n")
+    return 0
+
+
+def _orgs_report(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    report = client.organisation_report(_organisation_id(client, args.organisation))
+    if args.json:
+        _dump(report, out)
+    else:
+        _org_report_lines(report, out)
+    return 0 if report["verified"] else 1
+
+
+def _org_report_lines(report: Mapping[str, Any], out: TextIO) -> None:
+    """The organisation's report (``GET …/report``) as text: the replay's verdict, the
+    certified reading it replayed, and what each dataset drew from the cap."""
+    org, reading = report["organisation"], report.get("odometer")
+    certified = "-"
+    if reading:
+        certified = f"{_currency(reading)} ({_text(reading.get('source'))})"
+    rows = [
+        ("organisation", f"{org['id']}  {org['name']!r}"),
+        ("cap", _cap_text(org.get("cap"))),
+        ("spent", _currency(org.get("spent"))),
+        ("certified reading", certified),
+        ("decisions", str(report["decisions"])),
+        ("replay", "verified" if report["verified"] else "FAILED"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out.write(f"{k.ljust(width)}  {v}\n")
+    for problem in report["problems"]:
+        out.write(f"  problem: {problem}\n")
+    table: list[Sequence[str]] = [("dataset", "name", "mode", "decisions", "admitted", "drawn")]
+    for d in report["datasets"]:
+        table.append(
+            (
+                d["id"],
+                d["name"],
+                d["mode"],
+                str(d["decisions"]),
+                str(d["admitted"]),
+                _currency(d.get("drawn")),
+            )
+        )
+    out.write("\n")
+    if len(table) == 1:
+        out.write("no datasets\n")
+    else:
+        _table(table, out)
 
 
 def _principals_list(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
@@ -512,6 +626,16 @@ def _client_command(runner: Runner) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _accounting_options(parser: argparse.ArgumentParser, example: str) -> None:
+    """The accounting options (read by :func:`_accounting`): ``datasets create``, ``orgs cap``."""
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--mode", choices=["basic", "zcdp", "rdp", "gdp"])
+    mode.add_argument("--accounting", help=f"full accounting JSON, e.g. '{example}'")
+    parser.add_argument(
+        "--final-conversion-delta", help="δ of the final conversion to (ε, δ) (zcdp, rdp)"
+    )
+
+
 def register(sub: Any) -> None:
     """Add the client subcommands to the ``odometer`` parser's subparsers."""
     common = _connection_options()
@@ -523,9 +647,8 @@ def register(sub: Any) -> None:
     create.add_argument("--epsilon", required=True)
     create.add_argument("--delta", required=True)
     create.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"])
-    create.add_argument("--mode", choices=["basic", "zcdp", "rdp", "gdp"])
+    _accounting_options(create, '{"mode": "split", …}')
     create.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
-    create.add_argument("--accounting", help='full accounting JSON, e.g. \'{"mode": "split", …}\'')
     create.set_defaults(run=_client_command(_datasets_create))
     lst = dsub.add_parser("list", parents=[common], help="datasets with their budget status")
     lst.set_defaults(run=_client_command(_datasets_list))
@@ -572,8 +695,31 @@ def register(sub: Any) -> None:
     ocap.add_argument("organisation", help="the organisation's id or exact name")
     ocap.add_argument("--epsilon")
     ocap.add_argument("--delta")
+    _accounting_options(ocap, '{"mode": "rdp", "workload": […]}')
     ocap.add_argument("--remove", action="store_true", help="remove the cap")
     ocap.set_defaults(run=_client_command(_orgs_cap))
+    ocapacity = osub.add_parser(
+        "capacity", parents=[common], help="how many more of a declaration the cap admits"
+    )
+    ocapacity.add_argument("organisation", help="the organisation's id or exact name")
+    ocapacity.add_argument(
+        "--mechanism",
+        required=True,
+        help='the declaration as JSON, e.g. \'{"type": "gaussian", "sigma": "10", '
+        '"sensitivity": "1"}\'',
+    )
+    ocapacity.add_argument(
+        "--dataset", help="the dataset it would read (the cap charges under its relation)"
+    )
+    ocapacity.add_argument(
+        "--conversion-delta", help="δ converting a curve-based declaration (basic caps)"
+    )
+    ocapacity.set_defaults(run=_client_command(_orgs_capacity))
+    oreport = osub.add_parser(
+        "report", parents=[common], help="the cap replayed: what each dataset drew (server)"
+    )
+    oreport.add_argument("organisation", help="the organisation's id or exact name")
+    oreport.set_defaults(run=_client_command(_orgs_report))
 
     principals = sub.add_parser("principals", help="list and create principals (server)")
     psub = principals.add_subparsers(dest="principals_command", required=True)

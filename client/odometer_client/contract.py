@@ -33,6 +33,8 @@ REQUEST_SCHEMAS = (
     "PrincipalCreate",
     "KeyCreate",
     "Cap",
+    "OrganisationCap",
+    "CapacityQuery",
 )
 RESPONSE_SCHEMAS = (
     "DatasetOut",
@@ -44,6 +46,8 @@ RESPONSE_SCHEMAS = (
     "GrantOut",
     "OrganisationOut",
     "OrganisationList",
+    "CapacityOut",
+    "OrganisationReport",
     "PrincipalOut",
     "PrincipalList",
     "KeyCreated",

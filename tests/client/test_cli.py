@@ -198,3 +198,157 @@ def test_installed_entry_point(server: Server) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert isinstance(json.loads(result.stdout), list)
+
+
+GAUSSIAN = {"type": "gaussian", "sigma": "10", "sensitivity": "1"}
+
+
+def _org_line(out: str, org_id: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(org_id))
+
+
+def test_orgs_zcdp_cap_list_capacity_and_report(
+    server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    org = client.create_organisation("cli-zcdp-org")["id"]
+    curator = client.create_principal("cli-zcdp-curator", "curator", organisation_id=org)
+    analyst = client.create_principal("cli-zcdp-analyst", "analyst", organisation_id=org)
+    code, out, err = _run(
+        server,
+        capsys,
+        "orgs",
+        "cap",
+        "cli-zcdp-org",
+        "--epsilon",
+        "10",
+        "--delta",
+        "1e-5",
+        "--mode",
+        "zcdp",
+    )
+    assert code == 0, err
+    line = _org_line(out, org)
+    assert "ε=10 δ=0.00001 zcdp" in line and line.endswith("  0")  # nothing decided yet
+    with (
+        OdometerClient(server.base_url, client.issue_key(curator["id"])["key"]) as cur,
+        OdometerClient(server.base_url, client.issue_key(analyst["id"])["key"]) as ana,
+    ):
+        ds = cur.create_dataset("cli-zcdp-ds", "1000", "0.001", accounting={"mode": "zcdp"})
+        cur.grant(ds, analyst["id"])
+        for _ in range(3):
+            assert ana.register(ds, GAUSSIAN).status == "accepted"
+    raw = httpx.get(
+        f"{server.base_url}/v1/organisations", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    ).json()
+    (view,) = [o for o in raw["organisations"] if o["id"] == org]
+    certified = view["status"]["odometer"]["epsilon"]
+    assert view["spent"] == {"rho": "0.015", "delta": "0"}  # 3 × 1/(2·10²)
+
+    code, out, _ = _run(server, capsys, "orgs", "list")
+    assert code == 0
+    header, rule = out.splitlines()[:2]
+    assert header.split() == ["id", "name", "cap", "mode", "spent", "certified", "ε", "decisions"]
+    assert set(rule.replace(" ", "")) == {"-"}
+    cells = _org_line(out, org).split()
+    # id, name, cap (ε δ mode), mode, spent (ρ δ), certified ε, decisions (cap_seq)
+    cap, spent = ["ε=10", "δ=0.00001", "zcdp"], ["ρ=0.015", "δ=0"]
+    assert cells == [org, "cli-zcdp-org", *cap, "zcdp", *spent, certified, "3"]
+    code, out, _ = _run(server, capsys, "orgs", "list", "--json")
+    (listed,) = [o for o in json.loads(out) if o["id"] == org]
+    assert listed["cap"] == {"epsilon": "10", "delta": "0.00001", "mode": "zcdp"}
+    assert listed["spent"] == view["spent"] and listed["cap_seq"] == 3
+
+    query = {"mechanism": GAUSSIAN, "dataset_id": ds.id}
+    expected = httpx.post(
+        f"{server.base_url}/v1/organisations/{org}/cap/capacity",
+        json=query,
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+    ).json()
+    assert expected["count"] == 353 - 3 and expected["reason"] == "rho budget exceeded"
+    mechanism = json.dumps(GAUSSIAN)
+    code, out, _ = _run(
+        server, capsys, "orgs", "capacity", org, "--mechanism", mechanism, "--dataset", ds.id
+    )
+    assert code == 0
+    assert out == (
+        f"the cap (zcdp) admits {expected['count']} more of this declaration "
+        "(next refused: rho budget exceeded)\n"
+    )
+    code, out, _ = _run(server, capsys, "orgs", "capacity", org, "--mechanism", mechanism, "--json")
+    assert code == 0 and json.loads(out) == expected
+    tiny = json.dumps({**GAUSSIAN, "sigma": "1000"})  # ρ = 5e-7: more than the count's limit
+    code, out, _ = _run(server, capsys, "orgs", "capacity", org, "--mechanism", tiny)
+    assert code == 0 and out == "the cap (zcdp) admits at least 10000 more of this declaration\n"
+    code, out, err = _run(server, capsys, "orgs", "capacity", org, "--mechanism", "gaussian")
+    assert (code, out) == (1, "") and err.startswith("error: --mechanism is not JSON: ")
+
+    code, out, _ = _run(server, capsys, "orgs", "report", "cli-zcdp-org")
+    assert code == 0
+    lines = out.splitlines()
+    assert "replay             verified" in lines and "decisions          3" in lines
+    assert "spent              ρ=0.015 δ=0" in lines
+    assert f"certified reading  ε={certified} δ=0.0000099 (ladder)" in lines
+    row = next(line for line in lines if line.startswith(ds.id))
+    assert row.split() == [ds.id, "cli-zcdp-ds", "zcdp", "3", "3", "ρ=0.015", "δ=0"]
+    code, out, _ = _run(server, capsys, "orgs", "report", org, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["verified"] is True and report["decisions"] == 3
+    (drawn,) = report["datasets"]
+    assert drawn["drawn"] == {"rho": "0.015", "delta": "0"} and drawn["admitted"] == 3
+
+    # the cap counted something: its mode is fixed (one clear line, exit status 1)
+    change = ["orgs", "cap", org, "--epsilon", "10", "--delta", "1e-5", "--mode", "rdp"]
+    code, out, err = _run(server, capsys, *change)
+    assert (code, out) == (1, "")
+    assert err == (
+        "error: 409 ModeFixed: the cap counts invocations in mode 'zcdp'; "
+        "its mode is fixed once it has counted something\n"
+    )
+    code, out, err = _run(server, capsys, *change, "--json")
+    assert (code, out) == (1, "")
+    body = json.loads(err)
+    assert (body["status"], body["error"]) == (409, "ModeFixed") and "fixed" in body["detail"]
+
+
+def test_accounting_options_of_orgs_cap_and_datasets_create(
+    server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    org = client.create_organisation("cli-rdp-org")["id"]
+    cap = ["orgs", "cap", org, "--epsilon", "10", "--delta", "1e-5"]
+    rdp = ["--mode", "rdp", "--final-conversion-delta", "1e-6"]
+    code, out, err = _run(server, capsys, *cap, *rdp, "--json")
+    assert code == 0, err
+    capped = json.loads(out)
+    assert capped["cap"] == {"epsilon": "10", "delta": "0.00001", "mode": "rdp"}
+    assert capped["status"]["final_conversion_delta"] == "0.000001"
+    gdp = json.dumps({"mode": "gdp"})
+    code, out, _ = _run(server, capsys, *cap, "--accounting", gdp)
+    assert code == 0 and "ε=10 δ=0.00001 gdp" in _org_line(out, org)  # nothing counted: any mode
+    code, out, err = _run(server, capsys, *cap, "--final-conversion-delta", "1e-6")
+    assert (code, out, err) == (1, "", "error: --final-conversion-delta needs --mode zcdp or rdp\n")
+    code, out, err = _run(server, capsys, *cap, "--accounting", '{"mode": "split"}')
+    assert (code, out) == (1, "")
+    assert err == (
+        "error: 422 ValidationError: refused before sending: "
+        "$.accounting.mode: 'split' is not one of basic, gdp, rdp, zcdp\n"
+    )
+    code, out, err = _run(server, capsys, *cap, "--accounting", "{mode: gdp}")
+    assert (code, out) == (1, "") and err.startswith("error: --accounting is not JSON: ")
+    with pytest.raises(SystemExit) as usage:  # one way of giving the mode
+        _run(server, capsys, *cap, "--mode", "zcdp", "--accounting", gdp)
+    assert usage.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    code, out, err = _run(server, capsys, "orgs", "cap", org, "--remove", "--mode", "zcdp")
+    assert (code, err) == (1, "error: --remove takes no amounts and no accounting options\n")
+    code, out, _ = _run(server, capsys, "orgs", "cap", org, "--remove", "--json")
+    assert code == 0 and json.loads(out)["cap"] is None
+    mechanism = json.dumps(GAUSSIAN)
+    code, out, err = _run(server, capsys, "orgs", "capacity", org, "--mechanism", mechanism)
+    assert (code, out) == (1, "") and err.startswith("error: 409 NoCap: ")
+    # the same options on datasets create
+    create = ["datasets", "create", "cli-zcdp-fcd", "--epsilon", "1", "--delta", "1e-5"]
+    code, out, err = _run(
+        server, capsys, *create, "--mode", "zcdp", "--final-conversion-delta", "1e-6", "--json"
+    )
+    assert code == 0, err
+    created = json.loads(out)
+    assert created["mode"] == "zcdp" and created["status"]["final_conversion_delta"] == "0.000001"

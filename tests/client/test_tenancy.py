@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import secrets
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from app.cli import main
-from odometer_client import NotFound, OdometerClient, Unauthorized
+from odometer_client import (
+    AsyncOdometerClient,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    OdometerClient,
+    Unauthorized,
+)
 from odometer_client import declarations as d
+from odometer_core.accounting import capacity, initial_state, make_config, parse_declaration
 from tests.client.conftest import FAST_RETRY
 from tests.client.live import ADMIN_KEY, Server
+
+GAUSSIAN = {"type": "gaussian", "sigma": "10", "sensitivity": "1"}
+ZCDP_CAP = {"mode": "zcdp"}
 
 
 def test_client_manages_organisations_principals_keys_and_grants(
@@ -20,7 +35,8 @@ def test_client_manages_organisations_principals_keys_and_grants(
     org = client.create_organisation("tenancy-client")
     assert org["cap"] is None and org["name"] == "tenancy-client"
     capped = client.set_organisation_cap(org["id"], "2", "1e-6")
-    assert capped["cap"] == {"epsilon": Decimal(2), "delta": Decimal("0.000001")}
+    # no accounting: the cap as before, in basic mode (the body has no "accounting")
+    assert capped["cap"] == {"epsilon": Decimal(2), "delta": Decimal("0.000001"), "mode": "basic"}
     assert org["id"] in {o["id"] for o in client.organisations()}
     curator = client.create_principal("t-curator", "curator", organisation_id=org["id"])
     analyst = client.create_principal("t-analyst", "analyst", organisation_id=org["id"])
@@ -68,7 +84,7 @@ def test_cli_refers_to_organisations_by_name_or_id_and_never_creates_one(
     code, out, _ = _cli(
         server, capsys, "orgs", "cap", "tenancy-cli", "--epsilon", "3", "--delta", "1e-6"
     )
-    assert code == 0 and org_id in out and "epsilon=3, delta=0.000001" in out
+    assert code == 0 and org_id in out and "ε=3 δ=0.000001 basic" in out
     before = len(client.organisations())
     code, out, err = _cli(
         server, capsys, "orgs", "cap", "tenancy-typo", "--epsilon", "3", "--delta", "0"
@@ -112,3 +128,88 @@ def test_cli_refers_to_organisations_by_name_or_id_and_never_creates_one(
     assert code == 0 and json.loads(out)["cap"] is None
     code, _, err = _cli(server, capsys, "orgs", "cap", org_id)
     assert code == 1 and err == "error: give --epsilon and --delta, or --remove\n"
+
+
+def _one_zcdp_dataset_admits(mechanism: dict[str, Any]) -> int:
+    """What a fresh zcdp filter of (10, 1e-5) admits of ``mechanism``, by the core."""
+    config = make_config("10", "0.00001", "add_remove", ZCDP_CAP)
+    return capacity(config, initial_state(config), parse_declaration(mechanism)).count
+
+
+def test_client_sets_a_zcdp_cap_asks_its_capacity_and_reads_its_report(
+    server: Server, client: OdometerClient
+) -> None:
+    org = client.create_organisation("tenancy-zcdp")["id"]
+    with pytest.raises(Conflict) as no_cap:
+        client.organisation_cap_capacity(org, GAUSSIAN)
+    assert no_cap.value.error == "NoCap"
+    capped = client.set_organisation_cap(org, "10", "0.00001", ZCDP_CAP)
+    assert capped["cap"] == {"epsilon": Decimal(10), "delta": Decimal("0.00001"), "mode": "zcdp"}
+    assert capped["status"]["final_conversion_delta"] == Decimal("0.0000099")  # 1 % for δ_i
+    curator = client.create_principal("tz-curator", "curator", organisation_id=org)
+    analyst = client.create_principal("tz-analyst", "analyst", organisation_id=org)
+    with (
+        OdometerClient(server.base_url, client.issue_key(curator["id"])["key"]) as cur,
+        OdometerClient(server.base_url, client.issue_key(analyst["id"])["key"]) as ana,
+    ):
+        ds = cur.create_dataset("tenancy-zcdp-ds", "1000", "0.001", accounting=ZCDP_CAP)
+        cur.grant(ds, analyst["id"])
+        first = cur.organisation_cap_capacity(org, GAUSSIAN, dataset_id=ds)
+        for _ in range(3):
+            assert ana.register(ds, d.gaussian("10", "1")).status == "accepted"
+        # any role of the organisation may ask the capacity; the report is not for analysts
+        left = ana.organisation_cap_capacity(org, d.gaussian("10", "1"), ds.id)
+        with pytest.raises(Forbidden):
+            ana.organisation_report(org)
+        report = cur.organisation_report(org)
+    assert first["count"] == _one_zcdp_dataset_admits(GAUSSIAN) == 353
+    assert (first["mode"], first["relation"], first["at_least"]) == ("zcdp", "add_remove", False)
+    assert left["count"] == first["count"] - 3 and left["reason"] == "rho budget exceeded"
+    (view,) = [o for o in client.organisations() if o["id"] == org]
+    assert view["spent"] == {"rho": Decimal("0.015"), "delta": Decimal(0)}  # 3 × 1/(2·10²)
+    assert view["reserved"] is None and view["cap_seq"] == 3 and view["usage"] == {ds.id: 3}
+    reading = view["status"]["odometer"]
+    assert reading["certified"] is True and 0 < reading["epsilon"] < 10
+    assert report["verified"] is True and report["problems"] == [] and report["decisions"] == 3
+    assert report["odometer"] == reading  # the replayed reading is the stored one
+    (drawn,) = report["datasets"]
+    assert drawn["id"] == ds.id and (drawn["decisions"], drawn["admitted"]) == (3, 3)
+    assert drawn["drawn"] == {"rho": Decimal("0.015"), "delta": Decimal(0)}
+    with pytest.raises(Conflict) as fixed:  # the cap counted something: its mode is fixed
+        client.set_organisation_cap(org, "10", "0.00001", {"mode": "rdp"})
+    assert fixed.value.status_code == 409 and fixed.value.error == "ModeFixed"
+    with pytest.raises(Conflict) as below:
+        client.set_organisation_cap(org, "0.5", "0.00001", ZCDP_CAP)
+    assert below.value.error == "BudgetBelowSpent"
+
+    async def from_async() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with AsyncOdometerClient(server.base_url, ADMIN_KEY, retry=FAST_RETRY) as c:
+            found = await c.organisation_cap_capacity(org, GAUSSIAN)
+            return found, await c.organisation_report(org)
+
+    assert asyncio.run(from_async()) == (left, report)
+
+
+@pytest.mark.parametrize(
+    "accounting,problem",
+    [
+        ({"mode": "split"}, "$.accounting.mode: 'split' is not one of basic, gdp, rdp, zcdp"),
+        ({"final_conversion_delta": "1e-7"}, "$.accounting.mode: None is not one of"),
+        (
+            {"mode": "gdp", "final_conversion_delta": "1e-7"},
+            "$.accounting.final_conversion_delta: unknown",
+        ),
+        ({"mode": "rdp", "orders": []}, "$.accounting.orders: at least 1 items"),
+    ],
+)
+def test_a_cap_the_contract_refuses_is_refused_before_sending(
+    client: OdometerClient, accounting: dict[str, Any], problem: str
+) -> None:
+    org = client.create_organisation(f"tenancy-refused-{secrets.token_hex(4)}")["id"]
+    with pytest.raises(InvalidRequest) as refused:
+        client.set_organisation_cap(org, "10", "0.00001", accounting)
+    assert refused.value.body["client_side"] is True and problem in refused.value.detail
+    with pytest.raises(ValueError, match="needs the cap's epsilon and delta"):
+        client.set_organisation_cap(org, accounting=ZCDP_CAP)
+    (view,) = [o for o in client.organisations() if o["id"] == org]
+    assert view["cap"] is None  # nothing was sent

@@ -165,7 +165,8 @@ class OdometerClient:
 
     # ------------------------------------------------------------------ organisations
     def organisations(self) -> list[dict[str, Any]]:
-        """The organisations the key can see, with cap, spent, reserved and remaining."""
+        """The organisations the key can see: cap (ε, δ, mode), spent and remaining in the
+        cap's currency, its filter's ``status`` with the certified reading, and ``usage``."""
         return self._send(_core.list_organisations())
 
     def create_organisation(self, name: str) -> dict[str, Any]:
@@ -177,9 +178,35 @@ class OdometerClient:
         organisation_id: str,
         epsilon: Number | None = None,
         delta: Number | None = None,
+        accounting: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Set the organisation's cap (ε, δ) over all its datasets; no amounts removes it."""
-        return self._send(_core.set_organisation_cap(organisation_id, epsilon, delta))
+        """Set the organisation's cap (ε, δ) over all its datasets; no amounts removes it.
+
+        ``accounting`` is the cap's mode as a dataset's, e.g. ``{"mode": "zcdp"}`` or
+        ``{"mode": "rdp", "final_conversion_delta": "1e-7"}`` (default basic); the mode is
+        fixed once the cap counted something (``Conflict`` ModeFixed), and a change never goes
+        below what is counted (``Conflict`` BudgetBelowSpent)."""
+        return self._send(_core.set_organisation_cap(organisation_id, epsilon, delta, accounting))
+
+    def organisation_cap_capacity(
+        self,
+        organisation_id: str,
+        mechanism: MechanismLike,
+        dataset_id: str | Dataset | None = None,
+        conversion_delta: Number | None = None,
+    ) -> dict[str, Any]:
+        """How many more of ``mechanism`` the organisation's cap admits if nothing else runs
+        (``count``, ``at_least``, ``reason`` the next one would be refused for), under the
+        relation of ``dataset_id`` (default add_remove); ``Conflict`` NoCap without a cap."""
+        ds = None if dataset_id is None else _core.dataset_id(dataset_id)
+        return self._send(
+            _core.organisation_cap_capacity(organisation_id, mechanism, ds, conversion_delta)
+        )
+
+    def organisation_report(self, organisation_id: str) -> dict[str, Any]:
+        """The cap replayed from every dataset's ledger: ``verified`` and ``problems``, the
+        certified reading (``odometer``) and what each dataset drew (curators, auditors)."""
+        return self._send(_core.organisation_report(organisation_id))
 
     # ------------------------------------------------------------------ principals and keys
     def principals(self) -> list[dict[str, Any]]:
