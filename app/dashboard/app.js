@@ -13,7 +13,7 @@
   const DIGITS = 6;
   const MAX_GRANT_READS = 50; // the organisation view reads the grants of this many datasets
   const SVG_NS = "http://www.w3.org/2000/svg";
-  const UNIT = { epsilon: "ε", delta: "δ", rho: "ρ", mu_squared: "μ²" };
+  const UNIT = { epsilon: "ε", rho: "ρ", mu_squared: "μ²", delta: "δ" }; // the order shown
   const KINDS = ["dataset_created", "budget_changed", "grant_changed", "invocation_accepted",
     "invocation_reserved", "invocation_rejected", "invocation_settled", "invocation_cancelled"];
   const $ = (id) => document.getElementById(id);
@@ -59,7 +59,8 @@
     return formatDec({ neg: d.neg, digits, exp });
   }
 
-  // a − b exactly (for the rdp mode's ε estimate of what remains), never below zero.
+  // a − b exactly (the rdp mode's ε estimate of what remains; a basic cap's reading less its
+  // reservations), never below zero.
   function minus(a, b) {
     const x = parseDec(a), y = parseDec(b);
     if (x === null || y === null) return null;
@@ -101,13 +102,21 @@
     }
   }
 
-  async function api(path, accept) {
+  // GET path; with a payload, POST it as JSON (the only write the page makes is a question:
+  // how many more a cap admits).
+  async function api(path, accept, payload) {
     const key = sessionStorage.getItem(KEY);
-    const response = await fetch(path, {
+    const init = {
       headers: { Authorization: `Bearer ${key}`, Accept: accept || "application/json" },
       credentials: "omit",
       cache: "no-store",
-    });
+    };
+    if (payload !== undefined) {
+      init.method = "POST";
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(payload);
+    }
+    const response = await fetch(path, init);
     if (!response.ok) {
       let body = null;
       try { body = await response.json(); } catch (e) { body = null; }
@@ -157,6 +166,20 @@
     return ["epsilon", spent, "0", minus(status.budget.epsilon, spent), status.budget.epsilon];
   }
 
+  // A gauge's bar: each part ([class, amount]) as its share of total (floats size bars only).
+  function barNode(total, parts) {
+    const bar = document.createElement("div");
+    bar.className = "bar";
+    const whole = Number(total) || 1;
+    for (const [cls, value] of parts) {
+      const part = document.createElement("span");
+      part.className = cls;
+      part.style.width = `${Math.min(100, (100 * Number(value)) / whole)}%`;
+      bar.appendChild(part);
+    }
+    return bar;
+  }
+
   function gaugeFor(status, label) {
     const box = document.createElement("div");
     box.className = "gauge";
@@ -178,16 +201,7 @@
       head.textContent = label;
       box.appendChild(head);
     }
-    const bar = document.createElement("div");
-    bar.className = "bar";
-    const total = Number(budget) || 1;
-    for (const [cls, value] of [["spent", spent], ["reserved", reserved]]) {
-      const part = document.createElement("span");
-      part.className = cls;
-      part.style.width = `${Math.min(100, (100 * Number(value)) / total)}%`;
-      bar.appendChild(part);
-    }
-    box.appendChild(bar);
+    box.appendChild(barNode(budget, [["spent", spent], ["reserved", reserved]]));
     const numbers = document.createElement("p");
     numbers.className = "numbers";
     const parts = [
@@ -227,40 +241,44 @@
   // ------------------------------------------------------------------ organisation, datasets
   // The organisation view: cap, datasets, principals and the analysts' quotas, from the
   // organisations, principals, datasets and grants endpoints (grants: curators and auditors).
+  // A cap is one filter in its mode's currency over every dataset of the organisation: the
+  // card shows its certified (ε, δ) reading against the cap's ε, what the filter counts, the
+  // datasets that used it and, for curators and auditors, the cap's replay from the ledgers.
   async function loadOrganisation(datasets) {
     const [orgs, people] = await Promise.all([
       api("/v1/organisations"), api("/v1/principals").catch(() => ({ principals: [] })),
     ]);
     state.names = {};
     for (const p of people.principals) state.names[p.id] = p.name;
-    const grants = await Promise.all(datasets.slice(0, MAX_GRANT_READS).map((ds) =>
-      api(`/v1/datasets/${encodeURIComponent(ds.id)}/grants`)
-        .then((body) => body.grants.map((g) => ({ ...g, dataset: ds })))
-        .catch(() => [])));
+    const [grants, reports] = await Promise.all([
+      Promise.all(datasets.slice(0, MAX_GRANT_READS).map((ds) =>
+        api(`/v1/datasets/${encodeURIComponent(ds.id)}/grants`)
+          .then((body) => body.grants.map((g) => ({ ...g, dataset: ds })))
+          .catch(() => []))),
+      // the cap's replay: curators and auditors only (an analyst's 403 just leaves it out)
+      Promise.all(orgs.organisations.map((org) => (org.cap
+        ? api(`/v1/organisations/${encodeURIComponent(org.id)}/report`).catch(() => null)
+        : null))),
+    ]);
     const box = $("organisations");
     box.replaceChildren();
-    for (const org of orgs.organisations) {
+    orgs.organisations.forEach((org, i) => {
       const card = document.createElement("div");
       card.className = "org";
       card.dataset.id = org.id;
       const title = document.createElement("h3");
       title.textContent = org.name;
       card.appendChild(title);
-      const cap = document.createElement("p");
-      if (org.cap) {
-        cap.append("Cap ");
-        cap.appendChild(amountNode("span", org.cap, false));
-        cap.append(" — counted ");
-        cap.appendChild(amountNode("span", org.spent, true));
-        cap.append(", reserved ");
-        cap.appendChild(amountNode("span", org.reserved, true));
-        cap.append(", remaining ");
-        cap.appendChild(amountNode("span", org.remaining, false, "org-remaining"));
-      } else {
-        cap.textContent = "No organisation-wide cap.";
-      }
-      card.appendChild(cap);
       const own = datasets.filter((ds) => ds.organisation === org.id);
+      if (org.cap) {
+        card.append(...capNodes(org, datasets, reports[i]));
+        card.appendChild(capacityForm(org, own));
+      } else {
+        const cap = document.createElement("p");
+        cap.className = "org-cap";
+        cap.textContent = "No organisation-wide cap.";
+        card.appendChild(cap);
+      }
       const list = document.createElement("p");
       list.textContent = `Datasets (${own.length}): ${own.map((ds) => ds.name).join(" · ") || "none"}`;
       card.appendChild(list);
@@ -272,6 +290,216 @@
       const quotas = grants.flat().filter((g) => g.dataset.organisation === org.id);
       if (quotas.length) card.appendChild(quotaTable(quotas));
       box.appendChild(card);
+    });
+  }
+
+  // What a cap's filter counts, by mode (rdp counts a curve: no single number to show).
+  const CURRENCY = { basic: "ε and δ", zcdp: "ρ (zCDP)", gdp: "μ² (GDP)" };
+
+  function capNodes(org, datasets, report) {
+    const status = org.status || {};
+    const mode = org.cap.mode || status.mode || "basic";
+    const cap = document.createElement("p");
+    cap.className = "org-cap";
+    cap.append("Cap ");
+    cap.appendChild(amountNode("span", org.cap, false, "org-cap-amount"));
+    const tag = document.createElement("span");
+    tag.className = "org-mode";
+    tag.textContent = `mode ${mode}`;
+    cap.append(" (", tag, ")");
+    const nodes = [cap, readingGauge(org)];
+    const counted = document.createElement("p");
+    counted.className = "org-counted";
+    if (mode === "rdp") {
+      const orders = (status.orders || []).length;
+      counted.textContent = `Counted: the Rényi (RDP) curve over ${orders} orders, no single`
+        + " amount (the certified reading above is what it guarantees).";
+    } else {
+      counted.append(`Counted in ${CURRENCY[mode] || mode}: spent `);
+      counted.appendChild(amountNode("span", org.spent, true, "org-spent"));
+      if (org.reserved) {
+        counted.append("; reserved ");
+        counted.appendChild(amountNode("span", org.reserved, true, "org-reserved"));
+        if (org.reserved.open) counted.append(` (${org.reserved.open} open)`);
+      }
+      if (org.remaining) {
+        counted.append("; remaining ");
+        counted.appendChild(amountNode("span", org.remaining, false, "org-remaining"));
+      }
+      if (mode !== "basic" && status.mode === mode) {
+        // the cap's (ε, δ) as the filter's own budget in its currency
+        const [unit, , , , budget] = measure(status);
+        counted.append(" of the cap's ");
+        counted.appendChild(amountNode("span", { [unit]: budget }, false, "org-budget"));
+      }
+    }
+    nodes.push(counted);
+    if (report) nodes.push(replayNode(report));
+    const usage = Object.entries(org.usage || {});
+    if (usage.length) {
+      nodes.push(usageTable(usage, datasets, report));
+    } else {
+      const none = document.createElement("p");
+      none.className = "org-usage-none";
+      none.textContent = "No invocation has used the cap yet.";
+      nodes.push(none);
+    }
+    return nodes;
+  }
+
+  // The certified reading (valid whenever the analysts stop, rounded up) as a bar against the
+  // cap's ε. A basic cap's reading counts its open ODP reservations at their worst cell: that
+  // part of the bar is drawn as reserved, as on the dataset gauges.
+  function readingGauge(org) {
+    const box = document.createElement("div");
+    box.className = "gauge org-reading";
+    const reading = org.status && org.status.odometer;
+    if (!reading) {
+      box.textContent = "no certified reading (see the cap's replay)";
+      return box;
+    }
+    const reserved = org.reserved && org.reserved.epsilon != null ? org.reserved.epsilon : "0";
+    const settled = minus(reading.epsilon, reserved) || reading.epsilon;
+    box.appendChild(barNode(org.cap.epsilon, [["spent", settled], ["reserved", reserved]]));
+    const line = document.createElement("p");
+    line.className = "odometer";
+    line.append("certified reading (at any stopping time): ");
+    line.appendChild(amountNode("span", reading, true, "g-odometer org-odometer"));
+    line.append(" of the cap's ");
+    line.appendChild(amountNode("span", { epsilon: org.cap.epsilon }, false, "org-cap-epsilon"));
+    box.appendChild(line);
+    return box;
+  }
+
+  function replayNode(report) {
+    const p = document.createElement("p");
+    p.className = "org-replay";
+    p.append("Cap replay: ");
+    const verdict = document.createElement("span");
+    if (report.verified) {
+      verdict.className = "ok";
+      verdict.textContent = "verified";
+      p.append(verdict, ` — ${report.decisions} decisions replayed from the datasets' ledgers`);
+    } else {
+      const problems = report.problems || [];
+      verdict.className = "failed";
+      verdict.textContent = `FAILED (${problems.length} problems)`;
+      p.append(verdict, `: ${problems.join("; ")}`);
+    }
+    return p;
+  }
+
+  // What one dataset drew from the cap: an amount, or (rdp) a curve, exact on hover.
+  function drawnCell(row, drawn) {
+    if (!drawn || !Array.isArray(drawn.rdp)) {
+      return row.appendChild(amountNode("td", drawn, true, "num drawn"));
+    }
+    const td = cell(row, `RDP curve (${drawn.rdp.length} orders)`, "num drawn");
+    const orders = drawn.orders || [];
+    td.title = drawn.rdp.map((v, k) => `α ${orders[k] != null ? orders[k] : k}: ${v}`).join(", ");
+    return td;
+  }
+
+  // The datasets that used the cap (invocations registered under it), most first.
+  function usageTable(usage, datasets, report) {
+    const names = {};
+    for (const ds of datasets) names[ds.id] = ds.name;
+    const drawn = {};
+    for (const d of report ? report.datasets : []) {
+      drawn[d.id] = d.drawn;
+      if (!names[d.id]) names[d.id] = d.name;
+    }
+    const label = (id) => names[id] || id;
+    usage.sort((a, b) => b[1] - a[1] || label(a[0]).localeCompare(label(b[0])));
+    const table = document.createElement("table");
+    table.className = "usage compact";
+    table.createCaption().textContent = "Datasets that used the cap";
+    const head = table.createTHead().insertRow();
+    const columns = [["Dataset", ""], ["Invocations", "num"]];
+    if (report) columns.push(["Drawn from the cap", "num"]);
+    for (const [text, cls] of columns) {
+      const th = document.createElement("th");
+      th.textContent = text;
+      if (cls) th.className = cls;
+      head.appendChild(th);
+    }
+    const body = table.createTBody();
+    for (const [id, count] of usage) {
+      const tr = body.insertRow();
+      tr.dataset.id = id;
+      cell(tr, label(id), "name").title = id;
+      cell(tr, count, "num count");
+      if (report) drawnCell(tr, drawn[id]);
+    }
+    return table;
+  }
+
+  // "How many more?": the cap's own count of one declaration, one after another.
+  const DECLARATION = '{"type":"gaussian","sigma":"10","sensitivity":"1"}';
+
+  function capacityForm(org, own) {
+    const form = document.createElement("form");
+    form.className = "capacity";
+    form.autocomplete = "off";
+    const label = document.createElement("label");
+    label.append("How many more? A declaration (JSON)");
+    const text = document.createElement("textarea");
+    text.className = "cap-declaration";
+    text.rows = 2;
+    text.spellcheck = false;
+    text.value = DECLARATION;
+    label.appendChild(text);
+    const on = document.createElement("label");
+    on.append("on ");
+    const select = document.createElement("select");
+    select.className = "cap-dataset";
+    select.appendChild(new Option("any dataset (add_remove)", ""));
+    for (const ds of own) select.appendChild(new Option(ds.name, ds.id));
+    on.appendChild(select);
+    const button = document.createElement("button");
+    button.type = "submit";
+    button.className = "cap-count";
+    button.textContent = "Count";
+    const out = document.createElement("output");
+    out.className = "cap-result";
+    const row = document.createElement("div");
+    row.className = "capacity-row";
+    row.append(on, button, out);
+    form.append(label, row);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      countMore(org, text.value, select.value, out, button);
+    });
+    return form;
+  }
+
+  async function countMore(org, text, datasetId, out, button) {
+    out.className = "cap-result";
+    out.title = "";
+    let mechanism;
+    try {
+      mechanism = JSON.parse(text);
+    } catch (e) {
+      out.textContent = `The declaration is not JSON: ${e.message}`;
+      out.classList.add("failed");
+      return;
+    }
+    const body = { mechanism };
+    if (datasetId) body.dataset_id = datasetId;
+    out.textContent = "counting…";
+    button.disabled = true;
+    try {
+      const r = await api(`/v1/organisations/${encodeURIComponent(org.id)}/cap/capacity`,
+        undefined, body);
+      out.textContent = `admits ${r.at_least ? "at least " : ""}${r.count} more`
+        + (r.reason ? ` (next refused: ${r.reason})` : "");
+      out.title = `counted by the cap's ${r.mode} filter under ${r.relation}`;
+    } catch (err) {
+      out.textContent = err instanceof HttpError && ![401, 404].includes(err.status)
+        ? `Not counted: ${err.message}` : explain(err);
+      out.classList.add("failed");
+    } finally {
+      button.disabled = false;
     }
   }
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Page, sync_playwright
+from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
 from app.reports_svg import shown
 from tests.concurrency.server import Server, running_server
@@ -471,3 +471,239 @@ def test_a_refused_key_is_explained(world: World, browser: BrowserContext) -> No
     page.wait_for_function("() => document.getElementById('message').textContent !== ''")
     assert message.inner_text() == "The key was refused (unknown, revoked or expired)."
     assert page.locator("#main").is_hidden()
+
+
+#: The capacity form's prefilled declaration.
+GAUSSIAN_10 = {"type": "gaussian", "sigma": "10", "sensitivity": "1"}
+
+
+@dataclass
+class Capped:
+    """Two capped organisations beside the world's uncapped one: ``org`` with a zcdp cap
+    (10, 10⁻⁵) and one zcdp dataset that registered three Gaussians σ = 10, seen by its
+    curator and by an analyst; ``basic_org`` with a basic cap (2, 10⁻⁵), a pure ε 0.5 and an
+    open ODP reservation (worst cell ε 0.3)."""
+
+    org: str
+    dataset: str
+    curator_key: str
+    analyst_key: str
+    basic_org: str
+    basic_dataset: str
+
+
+def _capped_org(http: httpx.Client, name: str, cap: dict[str, Any]) -> str:
+    org = str(_post(http, "/v1/organisations", {"name": name})["id"])
+    r = http.patch(
+        f"/v1/organisations/{org}/cap", json=cap, headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["cap"]["mode"] == cap.get("accounting", {}).get("mode", "basic")
+    return org
+
+
+def _build_capped(server: Server) -> Capped:
+    budget = {"epsilon": "10", "delta": "0.00001"}
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        org = _capped_org(http, "zcdp-capped-org", {**budget, "accounting": {"mode": "zcdp"}})
+        keys, ids = {}, {}
+        for role, name in (("curator", "carla"), ("analyst", "anton")):
+            body = {"name": name, "role": role, "organisation_id": org}
+            ids[role] = _post(http, "/v1/principals", body)["id"]
+            keys[role] = str(_post(http, f"/v1/principals/{ids[role]}/keys", {})["key"])
+        ds = _post(
+            http,
+            "/v1/datasets",
+            {
+                "name": "zcdp-capped",
+                "budget": budget,
+                "organisation_id": org,
+                "accounting": {"mode": "zcdp"},
+            },
+        )["id"]
+        _post(http, f"/v1/datasets/{ds}/grants", {"principal_id": ids["analyst"]})
+        for _ in range(3):
+            _post(http, f"/v1/datasets/{ds}/invocations", {"mechanism": GAUSSIAN_10})
+        basic_org = _capped_org(http, "basic-capped-org", {"epsilon": "2", "delta": "0.00001"})
+        basic = _post(
+            http,
+            "/v1/datasets",
+            {"name": "basic-capped", "budget": budget, "organisation_id": basic_org},
+        )["id"]
+        url = f"/v1/datasets/{basic}/invocations"
+        _post(http, url, {"mechanism": {"type": "pure_dp", "epsilon": "0.5"}})
+        odp = {
+            "type": "odp",
+            "cells": [{"name": "a", "epsilon": "0.1"}, {"name": "b", "epsilon": "0.3"}],
+        }
+        assert _post(http, url, {"mechanism": odp})["status"] == "reserved"
+    return Capped(org, ds, keys["curator"], keys["analyst"], basic_org, basic)
+
+
+@pytest.fixture(scope="module")
+def capped(world: World) -> Capped:
+    return _build_capped(world.server)
+
+
+def _as(world: World, key: str, path: str, body: Any = None) -> Any:
+    """GET (or, with a body, POST) ``path`` with ``key``: the JSON of a 200."""
+    headers = {"Authorization": f"Bearer {key}"}
+    url = world.server.base_url + path
+    r = (
+        httpx.get(url, headers=headers, timeout=30)
+        if body is None
+        else httpx.post(url, json=body, headers=headers, timeout=30)
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _organisation(world: World, key: str, org: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = _as(world, key, "/v1/organisations")["organisations"]
+    return next(o for o in found if o["id"] == org)
+
+
+def _amount(obj: dict[str, Any], up: bool) -> str:
+    """An amount as the page writes it: each unit present, rounded (up for costs)."""
+    units = {"epsilon": "ε", "rho": "ρ", "mu_squared": "μ²", "delta": "δ"}
+    return ", ".join(
+        f"{sym} {shown(obj[k], up=up)}" for k, sym in units.items() if isinstance(obj.get(k), str)
+    )
+
+
+def _rows(table: Any) -> list[list[str]]:
+    return [
+        [td.inner_text() for td in tr.locator("td").all()] for tr in table.locator("tbody tr").all()
+    ]
+
+
+def _capacity(page: Page, card: Any, world: World, key: str, org: str) -> None:
+    """The card's "how many more?" answer is the API's for the same declaration."""
+    answer = _as(world, key, f"/v1/organisations/{org}/cap/capacity", {"mechanism": GAUSSIAN_10})
+    assert answer["count"] > 0 and not answer["at_least"]
+    card.locator("button.cap-count").click()
+    expect(card.locator(".cap-result")).to_have_text(
+        f"admits {answer['count']} more (next refused: {answer['reason']})", timeout=15_000
+    )
+
+
+def test_a_zcdp_cap_in_the_organisation_view(
+    world: World, capped: Capped, browser: BrowserContext
+) -> None:
+    """A curator's card of a zcdp cap: the cap in its currency, the certified reading against
+    the cap's ε, what the filter counted (ρ), the datasets that used it with what each drew,
+    the replay's verdict, and the cap's own count of how many more Gaussians it admits."""
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None,
+    )
+    _login(page, world, capped.curator_key)
+    card = page.locator(f'.org[data-id="{capped.org}"]')
+    card.locator(".org-replay").wait_for(timeout=15_000)
+    assert page.locator(".org").count() == 1
+    view = _organisation(world, capped.curator_key, capped.org)
+    assert view["cap"] == {"epsilon": "10", "delta": "0.00001", "mode": "zcdp"}
+    assert view["usage"] == {capped.dataset: 3}
+    assert card.locator(".org-cap").inner_text() == "Cap ε 10, δ 0.00001 (mode zcdp)"
+    # the certified reading, rounded up as the dataset gauges round it, exact on hover
+    reading = view["status"]["odometer"]
+    node = card.locator(".org-odometer")
+    assert node.inner_text() == (
+        f"ε {shown(reading['epsilon'], up=True)}, δ {shown(reading['delta'], up=True)}"
+    )
+    assert node.get_attribute("title") == f"ε {reading['epsilon']}, δ {reading['delta']}"
+    assert card.locator(".org-cap-epsilon").inner_text() == "ε 10"
+    # its bar is the reading's share of the cap's ε
+    bar = card.locator(".org-reading .bar").bounding_box()
+    spent = card.locator(".org-reading .bar .spent").bounding_box()
+    assert bar is not None and spent is not None
+    share = float(Decimal(reading["epsilon"]) / 10)
+    assert 0 < share < 1 and abs(spent["width"] / bar["width"] - share) < 0.02
+    # what the zcdp filter counts: ρ (and δ), of the ρ the cap converts to
+    counted = card.locator(".org-counted").inner_text()
+    assert counted == (
+        f"Counted in ρ (zCDP): spent {_amount(view['spent'], up=True)};"
+        f" remaining {_amount(view['remaining'], up=False)}"
+        f" of the cap's ρ {shown(view['status']['rho_budget'], up=False)}"
+    )
+    assert view["spent"]["rho"] == "0.015"  # 3 × Δ²/(2σ²) = 3 × 1/200
+    # the datasets that used the cap, with what each drew (from the cap's replay)
+    report = _as(world, capped.curator_key, f"/v1/organisations/{capped.org}/report")
+    assert report["verified"] and report["decisions"] == 3
+    drawn = {d["id"]: d["drawn"] for d in report["datasets"]}
+    assert _rows(card.locator("table.usage")) == [
+        ["zcdp-capped", "3", _amount(drawn[capped.dataset], up=True)]
+    ]
+    assert card.locator(".org-replay .ok").inner_text() == "verified"
+    assert "3 decisions replayed" in card.locator(".org-replay").inner_text()
+    # how many more: the page's answer is the API's for the same body
+    assert card.locator("textarea.cap-declaration").input_value() == (
+        '{"type":"gaussian","sigma":"10","sensitivity":"1"}'
+    )
+    _capacity(page, card, world, capped.curator_key, capped.org)
+    _no_sideways_scroll(page)
+    assert _long_numbers(page) == []
+    _screenshot(page, "org_view")
+    # a declaration the API refuses: its error, in the card
+    card.locator("textarea.cap-declaration").fill('{"type": "gaussian"}')
+    card.locator("button.cap-count").click()
+    result = card.locator(".cap-result")
+    expect(result).to_have_text(re.compile(r"^Not counted: 422 "), timeout=15_000)
+    assert page.locator("#message").inner_text() == ""
+    assert [e for e in errors if "422" not in e] == []  # the console notes the refused POST
+
+
+def test_basic_and_uncapped_organisations_and_an_analyst_without_the_report(
+    world: World, capped: Capped, browser: BrowserContext
+) -> None:
+    """The admin sees every organisation: a basic cap still reads as (ε, δ) spent, reserved
+    and remaining; no cap, no form. An analyst sees its cap without the replay (403)."""
+    page = browser.new_page()
+    _login(page, world, ADMIN_KEY)
+    basic = page.locator(f'.org[data-id="{capped.basic_org}"]')
+    basic.locator(".org-replay").wait_for(timeout=15_000)
+    view = _organisation(world, ADMIN_KEY, capped.basic_org)
+    assert basic.locator(".org-cap").inner_text() == "Cap ε 2, δ 0.00001 (mode basic)"
+    assert basic.locator(".org-counted").inner_text() == (
+        f"Counted in ε and δ: spent {_amount(view['spent'], up=True)};"
+        f" reserved {_amount(view['reserved'], up=True)} (1 open);"
+        f" remaining {_amount(view['remaining'], up=False)}"
+    )
+    assert basic.locator(".org-remaining").inner_text() == "ε 1.2, δ 0.00001"
+    assert basic.locator(".org-odometer").inner_text() == _amount(
+        view["status"]["odometer"], up=True
+    )
+    # the reading (ε 0.8) counts the open reservation (ε 0.3) at its worst cell: the bar is
+    # the reading, its reserved part drawn as such, not added again
+    assert view["status"]["odometer"]["epsilon"] == "0.8"
+    widths = {
+        part: box["width"]
+        for part in ("bar", "bar .spent", "bar .reserved")
+        if (box := basic.locator(f".org-reading .{part}").bounding_box()) is not None
+    }
+    assert abs(widths["bar .spent"] / widths["bar"] - 0.25) < 0.02  # (0.8 − 0.3) / 2
+    assert abs(widths["bar .reserved"] / widths["bar"] - 0.15) < 0.02  # 0.3 / 2
+    assert _rows(basic.locator("table.usage")) == [["basic-capped", "2", "ε 0.8, δ 0"]]
+    _capacity(page, basic, world, ADMIN_KEY, capped.basic_org)
+    uncapped = page.locator(".org", has_text="browser-org")
+    assert uncapped.locator(".org-cap").inner_text() == "No organisation-wide cap."
+    assert uncapped.locator("form.capacity").count() == 0
+    names = set(page.locator(".org h3").all_inner_texts())
+    assert {"browser-org", "zcdp-capped-org", "basic-capped-org"} <= names  # and "default"
+    _no_sideways_scroll(page)
+    assert _long_numbers(page) == []
+    _screenshot(page, "dashboard-organisations-admin")
+
+    analyst = browser.new_page()
+    _login(analyst, world, capped.analyst_key)
+    card = analyst.locator(f'.org[data-id="{capped.org}"]')
+    card.locator("table.usage").wait_for(timeout=15_000)
+    assert card.locator(".org-mode").inner_text() == "mode zcdp"
+    assert card.locator(".org-replay").count() == 0  # the report is for curators and auditors
+    assert card.locator("table.usage th").all_inner_texts() == ["Dataset", "Invocations"]
+    assert _rows(card.locator("table.usage")) == [["zcdp-capped", "3"]]
+    _capacity(analyst, card, world, capped.analyst_key, capped.org)
+    assert analyst.locator("#message").inner_text() == ""
