@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     block = "\n".join(
         [
             BEGIN,
-            "### Organisation caps in every currency",
+            "## Organisation caps in every currency",
             "",
             f"`python -m benchmarks caps` — {started}, Python {platform.python_version()}, "
             "SQLite, the service in process. Admitted invocations (complete rounds for the "
