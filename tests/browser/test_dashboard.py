@@ -244,6 +244,18 @@ def _login(page: Page, world: World, key: str) -> None:
     page.click("#use-key")
 
 
+def _watched_page(browser: BrowserContext) -> tuple[Page, list[str]]:
+    """A new page and the list its script errors and console errors or warnings go to."""
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None,
+    )
+    return page, errors
+
+
 def test_dashboard_gauges_rejections_ledger_and_layout(
     world: World, browser: BrowserContext
 ) -> None:
@@ -254,13 +266,7 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
     0.21510012438242689937'`` shown for ``'spent ε 0.215101'``), and the scan of the visible
     text, run first, found ``0.21510012438242689937`` and others; with the tables' cells kept on
     one line (``white-space: nowrap``), the width check failed with ``1584 <= 1280``."""
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on(
-        "console",
-        lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None,
-    )
+    page, errors = _watched_page(browser)
     _login(page, world, world.auditor_key)
     row = page.locator(f'#datasets tr[data-id="{world.dataset}"]')
     row.wait_for(timeout=15_000)
@@ -593,13 +599,7 @@ def test_a_zcdp_cap_in_the_organisation_view(
     """A curator's card of a zcdp cap: the cap in its currency, the certified reading against
     the cap's ε, what the filter counted (ρ), the datasets that used it with what each drew,
     the replay's verdict, and the cap's own count of how many more Gaussians it admits."""
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on(
-        "console",
-        lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None,
-    )
+    page, errors = _watched_page(browser)
     _login(page, world, capped.curator_key)
     card = page.locator(f'.org[data-id="{capped.org}"]')
     card.locator(".org-replay").wait_for(timeout=15_000)
