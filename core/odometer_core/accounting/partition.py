@@ -1,0 +1,207 @@
+"""A partitioned dataset's block keys: the public schedule that names its blocks (pure).
+
+The blocks of a partitioned dataset are named by a key the curator declares at creation, never
+by the records: integer hash ``bucket``s (0 … n − 1), calendar periods (``day``, ``week``,
+``month``: the period a record falls in is read in the declared time zone) or ``named`` parts
+(declared once, in order). Each key maps to a block index, the integer the interval map of
+:mod:`odometer_core.accounting.blocks` is keyed by, and back:
+
+- ``day``: ``"2026-11-27"`` → days since 1970-01-01;
+- ``week``: ``"2026-W48"`` (ISO 8601 week, Monday first) → weeks since the week of 1970-01-05;
+- ``month``: ``"2026-11"`` → months since 1970-01;
+- ``bucket``: ``"17"`` or ``17`` → 17, within 0 … ``buckets`` − 1;
+- ``named``: a declared name → its position.
+
+A selection is a list of inclusive key ranges (``{"from": k, "to": k}``) or keys
+(``{"keys": [...]}``), turned into half-open index ranges by :meth:`Partition.selection`. The
+``unit`` says what one block's filter protects: a ``record``, or a ``person`` when the key puts
+every record of a person in one block (hash buckets of a person id); daily blocks protect events
+(a person spans days).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, cast
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from odometer_core.accounting.blocks import BlockError, Range, normalise
+
+KINDS: Final = ("bucket", "day", "week", "month", "named")
+UNITS: Final = ("record", "person")
+#: The most buckets or names a partition may declare (bounded work and state per dataset).
+MAX_BLOCKS: Final = 10**7
+MAX_NAMES: Final = 10_000
+#: The most ranges or keys one selection may list.
+MAX_SELECTION_ITEMS: Final = 1_000
+
+_EPOCH: Final = dt.date(1970, 1, 1)
+_EPOCH_MONDAY: Final = dt.date(1970, 1, 5)
+
+Kind = Literal["bucket", "day", "week", "month", "named"]
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """A partition's key: its kind, what one block protects, and the kind's parameters."""
+
+    kind: Kind
+    unit: Literal["record", "person"]
+    timezone: str | None = None  # calendar kinds
+    buckets: int | None = None  # bucket
+    names: tuple[str, ...] | None = None  # named
+
+    # ------------------------------------------------------------------ keys
+    def index(self, key: object) -> int:
+        """The block index of ``key`` (:class:`BlockError` when it is not a key of this
+        partition)."""
+        try:
+            return self._index(key)
+        except (ValueError, TypeError) as exc:
+            raise BlockError(f"{key!r} is not a {self.kind} key: {exc}") from None
+
+    def _index(self, key: object) -> int:
+        if self.kind == "bucket":
+            if isinstance(key, bool) or not isinstance(key, int | str):
+                raise TypeError("a bucket is an integer")
+            b = int(key)
+            assert self.buckets is not None
+            if not 0 <= b < self.buckets:
+                raise ValueError(f"buckets are 0 … {self.buckets - 1}")
+            return b
+        if self.kind == "named":
+            assert self.names is not None
+            if not isinstance(key, str) or key not in self.names:
+                raise ValueError("not a declared name")
+            return self.names.index(key)
+        if not isinstance(key, str):
+            raise TypeError("a calendar key is text")
+        if self.kind == "day":
+            return (dt.date.fromisoformat(key) - _EPOCH).days
+        if self.kind == "week":
+            year, _, week = key.partition("-W")
+            monday = dt.date.fromisocalendar(int(year), int(week), 1)
+            return (monday - _EPOCH_MONDAY).days // 7
+        year, _, month = key.partition("-")
+        if len(month) != 2:
+            raise ValueError("a month is YYYY-MM")
+        return (int(year) - 1970) * 12 + int(month) - 1
+
+    def key(self, index: int) -> str:
+        """The key of block ``index``."""
+        if self.kind == "bucket":
+            return str(index)
+        if self.kind == "named":
+            assert self.names is not None
+            return self.names[index]
+        if self.kind == "day":
+            return (_EPOCH + dt.timedelta(days=index)).isoformat()
+        if self.kind == "week":
+            year, week, _ = (_EPOCH_MONDAY + dt.timedelta(weeks=index)).isocalendar()
+            return f"{year}-W{week:02d}"
+        year, month = divmod(index, 12)
+        return f"{1970 + year}-{month + 1:02d}"
+
+    def period_of(self, moment: dt.datetime) -> int:
+        """The block a record stamped ``moment`` falls in (calendar kinds: in the partition's
+        time zone)."""
+        if self.kind not in ("day", "week", "month") or self.timezone is None:
+            raise BlockError(f"a {self.kind} partition has no calendar")
+        if moment.tzinfo is None:
+            raise BlockError("a moment needs its UTC offset")
+        local = moment.astimezone(ZoneInfo(self.timezone)).date()
+        if self.kind == "day":
+            return (local - _EPOCH).days
+        if self.kind == "week":
+            return (local - dt.timedelta(days=local.weekday()) - _EPOCH_MONDAY).days // 7
+        return (local.year - 1970) * 12 + local.month - 1
+
+    # ------------------------------------------------------------------ selections
+    def selection(self, obj: Mapping[str, Any]) -> tuple[Range, ...]:
+        """``{"from": k, "to": k}`` (inclusive), ``{"ranges": [{"from", "to"}, …]}`` or
+        ``{"keys": [k, …]}`` as normalised half-open index ranges."""
+        items: list[Range] = []
+        if "keys" in obj:
+            keys = _listed(obj["keys"], "keys")
+            items = [(i, i + 1) for i in (self.index(k) for k in keys)]
+        else:
+            spans = _listed(obj["ranges"], "ranges") if "ranges" in obj else [obj]
+            for span in spans:
+                if not isinstance(span, Mapping) or set(span) != {"from", "to"}:
+                    raise BlockError("a block range is {'from': key, 'to': key}")
+                lo, hi = self.index(span["from"]), self.index(span["to"])
+                if hi < lo:
+                    raise BlockError(f"the range {span['from']} … {span['to']} is reversed")
+                items.append((lo, hi + 1))
+        return normalise(items)
+
+    # ------------------------------------------------------------------ codec
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "unit": self.unit}
+        if self.timezone is not None:
+            out["timezone"] = self.timezone
+        if self.buckets is not None:
+            out["buckets"] = self.buckets
+        if self.names is not None:
+            out["names"] = list(self.names)
+        return out
+
+
+def _listed(value: object, name: str) -> Sequence[Any]:
+    if not isinstance(value, list) or not value:
+        raise BlockError(f"'{name}' is a non-empty list")
+    if len(value) > MAX_SELECTION_ITEMS:
+        raise BlockError(f"'{name}' lists at most {MAX_SELECTION_ITEMS} items")
+    return value
+
+
+def parse_partition(obj: Mapping[str, Any]) -> Partition:
+    """A partition declared at a dataset's creation (:class:`BlockError` when it is bad)."""
+    unknown = set(obj) - {"kind", "unit", "timezone", "buckets", "names"}
+    if unknown:
+        raise BlockError(f"unknown partition fields: {', '.join(sorted(unknown))}")
+    kind, unit = obj.get("kind"), obj.get("unit")
+    if kind not in KINDS:
+        raise BlockError(f"a partition's kind is one of {', '.join(KINDS)}")
+    if unit not in UNITS:
+        raise BlockError(
+            "a partition says what one block protects: 'record', or 'person' when every "
+            "record of a person falls in one block"
+        )
+    unit_ = cast(Literal["record", "person"], unit)
+    calendar = kind in ("day", "week", "month")
+    if (
+        calendar != ("timezone" in obj)
+        or (kind == "bucket") != ("buckets" in obj)
+        or (kind == "named") != ("names" in obj)
+    ):
+        raise BlockError(
+            "calendar partitions take a 'timezone', bucket partitions 'buckets', named "
+            "partitions 'names', and no other kind any of them"
+        )
+    if calendar:
+        try:
+            ZoneInfo(str(obj["timezone"]))
+        except (ZoneInfoNotFoundError, ValueError):
+            raise BlockError(f"unknown time zone {obj['timezone']!r}") from None
+        return Partition(cast(Kind, kind), unit_, timezone=str(obj["timezone"]))
+    if kind == "bucket":
+        buckets = obj["buckets"]
+        if (
+            isinstance(buckets, bool)
+            or not isinstance(buckets, int)
+            or not (1 <= buckets <= MAX_BLOCKS)
+        ):
+            raise BlockError(f"'buckets' is an integer in 1 … {MAX_BLOCKS}")
+        return Partition("bucket", unit_, buckets=buckets)
+    names = obj["names"]
+    if (
+        not isinstance(names, list)
+        or not 1 <= len(names) <= MAX_NAMES
+        or not all(isinstance(n, str) and 0 < len(n) <= 64 for n in names)
+        or len(set(names)) != len(names)
+    ):
+        raise BlockError(f"'names' are 1 … {MAX_NAMES} distinct names of 1 … 64 characters")
+    return Partition("named", unit_, names=tuple(names))
