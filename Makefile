@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev bench bench-accounting bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
+.PHONY: run test browser-deps lint openapi client-generated install dev bench bench-accounting bench-blocks bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,10 @@ bench: dev
 ## bench-accounting: admission latency, MTZ speed and tightness → benchmarks/RESULTS.md
 bench-accounting: dev
 	$(BIN)/python -m benchmarks accounting $(BENCH_ARGS)
+
+## bench-blocks: what deciding a selection of 10^6 blocks costs in the core → benchmarks/RESULTS.md
+bench-blocks: dev
+	$(BIN)/python -m benchmarks blocks $(BENCH_ARGS)
 
 ## bench-caps: what an organisation cap admits in each currency, today's basic cap beside it → benchmarks/RESULTS.md
 bench-caps: dev

@@ -39,6 +39,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "grids": Benchmark(
         "grids", "what rdp mode admits with its default and workload-aware order grids"
     ),
+    "blocks": Benchmark(
+        "blocks",
+        "what deciding a selection of 10^6 blocks costs in the core (partitioned datasets)",
+    ),
     "caps": Benchmark(
         "caps", "what an organisation cap admits in each currency, today's basic cap beside it"
     ),
