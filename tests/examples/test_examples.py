@@ -73,6 +73,21 @@ def test_split_mixed(example_server: Server) -> None:
     assert Decimal(1) < result["training_epsilon"] < Decimal(3)
 
 
+def test_organisation_cap(example_server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    _, result = _run(example_server, "organisation_cap")
+    assert result["capacity"] == 353  # one zcdp dataset of (10, 1e-5) admits as many
+    assert result["admitted"] == result["capacity"] and result["level"] == "organisation"
+    assert "(the cap is used by" in result["refusal"]
+    assert result["verified"] is True
+    drawn = result["drawn_rho"]
+    per_ward = [(result["admitted"] - k + 2) // 3 for k in range(3)]
+    assert [drawn[f"ward-{m}"] for m in ("zcdp", "rdp", "gdp")] == [
+        Decimal("0.005") * n for n in per_ward
+    ]
+    assert Decimal(result["reading"]["epsilon"]) <= 10
+    assert "refused at the organisation level" in capsys.readouterr().out
+
+
 def test_examples_run_as_scripts(example_server: Server) -> None:
     proc = subprocess.run(
         [
