@@ -1,7 +1,9 @@
 """Many analysts spend concurrently against one organisation cap across several datasets, on a
 real multi-worker server: the cap is never exceeded (exact), every rejection names the
 organisation level, no deadlock or other server error reaches a client, and the organisation
-charges recorded in the datasets' ledgers sum to the stored organisation state."""
+charges recorded in the datasets' ledgers sum to the stored organisation state. With a curve
+(``zcdp``) cap as well: exactly what the cap's filter admits one after another, and its
+organisation sequence numbers, assigned under concurrent transactions, replay without a gap."""
 
 from __future__ import annotations
 
@@ -31,10 +33,13 @@ CAP, EPSILON = "3", "0.05"  # the cap admits exactly 60 of the 180 requests
 WORKERS = 3
 
 
-def _setup(base: str) -> tuple[str, list[str], list[dict[str, str]]]:
+def _setup(
+    base: str, cap: dict[str, Any] | None = None, dataset: dict[str, Any] | None = None
+) -> tuple[str, list[str], list[dict[str, str]]]:
     with httpx.Client(base_url=base, headers=AUTH, timeout=30) as c:
         org = c.post("/v1/organisations", json={"name": "race-org"}).json()["id"]
-        r = c.patch(f"/v1/organisations/{org}/cap", json={"epsilon": CAP, "delta": 0})
+        cap = cap or {"epsilon": CAP, "delta": 0}
+        r = c.patch(f"/v1/organisations/{org}/cap", json=cap)
         r.raise_for_status()
         datasets = []
         for i in range(DATASETS):
@@ -44,6 +49,7 @@ def _setup(base: str) -> tuple[str, list[str], list[dict[str, str]]]:
                     "name": f"race-{i}",
                     "budget": {"epsilon": 100, "delta": 0},
                     "organisation_id": org,
+                    **(dataset or {}),
                 },
             )
             r.raise_for_status()
@@ -63,8 +69,13 @@ def _setup(base: str) -> tuple[str, list[str], list[dict[str, str]]]:
     return org, datasets, headers
 
 
-def _drive(base: str, datasets: list[str], headers: list[dict[str, str]]) -> dict[str, Any]:
-    body = json.dumps({"mechanism": {"type": "pure_dp", "epsilon": EPSILON}})
+def _drive(
+    base: str,
+    datasets: list[str],
+    headers: list[dict[str, str]],
+    mechanism: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    body = json.dumps({"mechanism": mechanism or {"type": "pure_dp", "epsilon": EPSILON}})
     url = urlsplit(base)
     lock = threading.Lock()
     start = threading.Barrier(len(headers))
@@ -85,7 +96,8 @@ def _drive(base: str, datasets: list[str], headers: list[dict[str, str]]) -> dic
                     out["texts"].append(payload)
                     if status == 201:
                         out["statuses"]["201"] += 1
-                        out["accepted"].append(Decimal(json.loads(payload)["charge"]["epsilon"]))
+                        charge = json.loads(payload)["charge"]
+                        out["accepted"].append(Decimal(charge.get("epsilon", "0")))
                     elif status == 409:
                         doc = json.loads(payload)
                         out["statuses"][f"409 {doc.get('error')} {doc.get('level')}"] += 1
@@ -148,3 +160,42 @@ def test_org_cap_is_never_exceeded_under_concurrency(
         database.dispose()
     assert accepted_entries == admitted
     assert org_charges == spent == Decimal(CAP)
+
+
+def test_a_zcdp_cap_admits_exactly_its_count_and_replays_under_concurrency(
+    fresh_backend: Backend, tmp_path: Path
+) -> None:
+    from odometer_core.accounting import capacity, initial_state, parse_declaration
+    from odometer_core.accounting.levels import cap_config
+    from odometer_core.ledger.organisation import replay_organisation
+
+    cap: dict[str, Any] = {"epsilon": "1", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
+    gaussian = {"type": "gaussian", "sigma": "30", "sensitivity": "1"}
+    config = cap_config(cap["epsilon"], cap["delta"], cap["accounting"])
+    admitted = capacity(config, initial_state(config), parse_declaration(gaussian)).count
+    total = ANALYSTS * PER_ANALYST
+    assert 0 < admitted < total
+    with running_server(fresh_backend.url, tmp_path / "server.log", workers=WORKERS) as server:
+        zcdp = {"budget": {"epsilon": 100, "delta": "0.001"}, "accounting": {"mode": "zcdp"}}
+        org, datasets, headers = _setup(server.base_url, cap, zcdp)
+        result = _drive(server.base_url, datasets, headers, gaussian)
+        with httpx.Client(base_url=server.base_url, headers=AUTH, timeout=30) as c:
+            ledgers = [
+                c.get(f"/v1/datasets/{ds}/ledger", params={"limit": 10_000}).json()["entries"]
+                for ds in datasets
+            ]
+            orgs = c.get("/v1/organisations").json()["organisations"]
+            view = next(o for o in orgs if o["id"] == org)
+            report = c.get(f"/v1/organisations/{org}/report").json()
+        log = server.log()
+    assert result["statuses"] == {
+        "201": admitted,
+        "409 BudgetExceeded organisation": total - admitted,
+    }
+    assert "deadlock" not in log.lower()
+    verdict = replay_organisation(ledgers)
+    assert verdict.ok, verdict.problems
+    assert verdict.decisions == total == view["cap_seq"]
+    # each ρ = 1/(2·30²) = 1/1800, rounded up at 60 digits: never below the exact sum
+    assert 0 <= Decimal(view["spent"]["rho"]) - admitted / Decimal(1800) < Decimal("1e-55")
+    assert report["verified"] is True and sum(view["usage"].values()) == admitted
