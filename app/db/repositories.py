@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from sqlalchemy import Connection, Select, Table, select
+from sqlalchemy import Connection, Select, Table, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.admission import StoredResponse, stored_responses
@@ -96,6 +96,8 @@ class LedgerFilter:
     until: str | None = None
     actor: str | None = None
     kinds: tuple[str, ...] = ()
+    #: only the first entry and those with an organisation part (what the cap's replay reads)
+    cap_parts: bool = False
 
 
 class LedgerRepository:
@@ -133,6 +135,8 @@ class LedgerRepository:
             stmt = stmt.where(LedgerEntry.actor == where.actor)
         if where.kinds:
             stmt = stmt.where(LedgerEntry.kind.in_(where.kinds))
+        if where.cap_parts:
+            stmt = stmt.where(or_(LedgerEntry.seq == 1, LedgerEntry.org.is_not(None)))
         return self.session.scalars(stmt).all()
 
     def for_invocation(self, dataset_id: str, invocation_id: str) -> Sequence[LedgerEntry]:

@@ -17,16 +17,18 @@ counted or certified).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
 from app.db.models import Organisation
+from app.db.repositories import LedgerFilter
 from app.db.uow import UnitOfWork
 from app.services._aggregate import visible_dataset
 from app.services._common import new_id, utc_now
 from app.services._levels import cap_filter, new_organisation_row
 from app.services.errors import AlreadyExists, NoCap, NotFound
+from app.services.ledger import BATCH_SIZE
 from app.services.principals import Principal, Role
 from odometer_core.accounting import (
     Declaration,
@@ -158,6 +160,27 @@ def cap_capacity(
     }
 
 
+def _cap_parts(uow: UnitOfWork, dataset_id: str, head: int) -> Iterator[dict[str, Any]]:
+    """A dataset's first entry and its entries with an organisation part, up to ``head``, read
+    in batches of :data:`~app.services.ledger.BATCH_SIZE`, each in its own short read
+    transaction (the ledger is append-only), as the cap's replay asks for them."""
+    after = 0
+    while after < head:
+        with uow.read_only():
+            rows = uow.ledger.page(
+                dataset_id,
+                after_seq=after,
+                limit=BATCH_SIZE,
+                up_to_seq=head,
+                where=LedgerFilter(cap_parts=True),
+            )
+            batch = [r.to_export() for r in rows]
+        if not batch:
+            return
+        yield from batch
+        after = batch[-1]["seq"]
+
+
 def organisation_report(uow: UnitOfWork, caller: Principal, organisation_id: str) -> dict[str, Any]:
     """The cap's decisions replayed from every dataset's ledger in their organisation order
     (:func:`odometer_core.ledger.organisation.replay_organisation`), with what each dataset
@@ -171,14 +194,10 @@ def organisation_report(uow: UnitOfWork, caller: Principal, organisation_id: str
         up_to, settled = org.cap_seq, org.cap_config_seq is not None
         stored = org.cap_state_json
         datasets = uow.datasets.of_organisation(org.id)
+        heads = {d.id: d.last_seq for d in datasets}
         names = {d.id: (d.name, d.mode, d.relation) for d in datasets}
-        ledgers = [
-            [
-                r.to_export()
-                for r in uow.ledger.page(d.id, after_seq=0, limit=d.last_seq, up_to_seq=d.last_seq)
-            ]
-            for d in datasets
-        ]
+    # every entry up to the cap's number read first is committed: each ledger is read after
+    ledgers = [_cap_parts(uow, d, head) for d, head in heads.items()]
     verdict = replay_organisation(ledgers, up_to=up_to)
     problems = list(verdict.problems)
     if verdict.ok and settled and verdict.state is not None and verdict.state != stored:

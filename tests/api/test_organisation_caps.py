@@ -15,6 +15,7 @@ import copy
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from odometer_core.accounting import capacity, initial_state, make_config, parse_declaration
@@ -246,7 +247,9 @@ def test_capacity_says_exactly_how_many_more_the_cap_admits(client: TestClient) 
     assert elsewhere.status_code == 404, elsewhere.text
 
 
-def test_the_report_replays_the_cap_and_says_what_each_dataset_drew(client: TestClient) -> None:
+def test_the_report_replays_the_cap_and_says_what_each_dataset_drew(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     org = new_organisation(client)
     a, b, c = (_dataset(client, org, m) for m in ("zcdp", "basic", "rdp"))
     cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
@@ -271,6 +274,9 @@ def test_the_report_replays_the_cap_and_says_what_each_dataset_drew(client: Test
     _, headers = new_principal(client, org, "analyst")
     denied = client.get(f"/v1/organisations/{org}/report", headers=headers)
     assert denied.status_code == 403, denied.text
+    # read in batches of two entries, each ledger streamed: the same report
+    monkeypatch.setattr("app.services.organisations.BATCH_SIZE", 2)
+    assert client.get(f"/v1/organisations/{org}/report", headers=AUTH).json() == body
 
 
 def test_bad_caps_are_refused_and_change_nothing(client: TestClient) -> None:

@@ -23,7 +23,8 @@ missing. Entries written before caps had a sequence carry no ``seq`` and are not
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
 from typing import Any
@@ -134,34 +135,46 @@ class _Step:
     entry: Mapping[str, Any]
 
 
-def _steps(ledgers: Iterable[Sequence[Mapping[str, Any]]], up_to: int | None) -> list[_Step]:
-    """Every entry that touched the cap (up to ``seq`` ``up_to``), with its dataset's relation,
-    in ``seq`` order."""
-    steps = []
-    for entries in ledgers:
-        if not entries:
+def _ledger_steps(entries: Iterable[Mapping[str, Any]], up_to: int | None) -> Iterator[_Step]:
+    """One dataset's entries that touched the cap (up to organisation ``seq`` ``up_to``), with
+    its relation, in their order: the organisation's numbers rise along a dataset's ledger."""
+    stream = iter(entries)
+    created = next(stream, None)
+    if created is None:
+        return
+    if created.get("kind") != EntryKind.DATASET_CREATED:
+        raise _Mismatch("a ledger does not start with dataset_created")
+    relation = created["config"]["relation"]
+    dataset = str(created.get("dataset_id"))
+    last = 0
+    for entry in stream:
+        part = entry.get("org")
+        if not isinstance(part, Mapping) or "seq" not in part:
             continue
-        created = entries[0]
-        if created.get("kind") != EntryKind.DATASET_CREATED:
-            raise _Mismatch("a ledger does not start with dataset_created")
-        relation = created["config"]["relation"]
-        dataset = str(created.get("dataset_id"))
-        for entry in entries:
-            part = entry.get("org")
-            if (
-                isinstance(part, Mapping)
-                and "seq" in part
-                and (up_to is None or part["seq"] <= up_to)
-            ):
-                steps.append(_Step(int(part["seq"]), dataset, relation, entry))
-    steps.sort(key=lambda s: s.seq)
-    for expected, step in enumerate(steps, start=1):
-        if step.seq != expected:
+        seq = int(part["seq"])
+        if up_to is not None and seq > up_to:
+            return
+        if seq <= last:
+            raise _Mismatch(f"organisation seq {seq} follows {last} in dataset {dataset}")
+        last = seq
+        yield _Step(seq, dataset, relation, entry)
+
+
+def _steps(ledgers: Iterable[Iterable[Mapping[str, Any]]], up_to: int | None) -> Iterator[_Step]:
+    """Every entry that touched the cap, in organisation order: the datasets' ledgers merged
+    as they are read (memory grows with the number of datasets, not of entries)."""
+    expected = 1
+    merged = heapq.merge(*(_ledger_steps(e, up_to) for e in ledgers), key=lambda s: s.seq)
+    for step in merged:
+        if step.seq < expected:
+            raise _Mismatch(f"organisation seq {step.seq} appears twice")
+        if step.seq > expected:
             raise _Mismatch(
                 f"organisation seq {expected} is missing (next is {step.seq}): a dataset's "
                 "ledger is missing or incomplete"
             )
-    return steps
+        expected += 1
+        yield step
 
 
 def _continue(
@@ -222,10 +235,11 @@ def _decide(
 
 
 def replay_organisation(
-    ledgers: Iterable[Sequence[Mapping[str, Any]]], *, up_to: int | None = None
+    ledgers: Iterable[Iterable[Mapping[str, Any]]], *, up_to: int | None = None
 ) -> OrganisationVerdict:
     """Replay the cap's decisions recorded in ``ledgers`` (every dataset of the organisation,
-    each whole, in ``seq`` order) in their organisation order, up to organisation ``seq``
+    each in ``seq`` order from its ``dataset_created``: whole, or only its entries with an
+    ``org`` part; read lazily) in their organisation order, up to organisation ``seq``
     ``up_to`` (``None``: all; a service reading ledgers while others write passes the
     ``cap_seq`` it read first); the first problem stops it."""
     config: AccountingConfig | None = None
