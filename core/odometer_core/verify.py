@@ -20,7 +20,7 @@ import json
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import suppress
@@ -225,27 +225,52 @@ def _verify_export(args: argparse.Namespace) -> int:
     return _say(_with_outputs(_report(verdict, None, audit), outputs, replayer_input))
 
 
-def _read_export(name: str) -> list[dict[str, Any]]:
-    """A whole export (JSON, JSON lines or CSV) in memory; unreadable: one line, exit 2."""
-    try:
-        return load_export(Path(name).read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, KeyError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SystemExit(f"odometer verify-organisation: cannot read {name}: {reason}") from None
+def _is_jsonl(path: Path) -> bool:
+    with path.open(encoding="utf-8") as stream:
+        first = next((line for line in stream if line.strip()), "")
+    return looks_like_jsonl(first)
+
+
+class _Streamed:
+    """A JSON-lines export read from its file at each pass (bounded memory)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with self.path.open(encoding="utf-8") as stream:
+            yield from iter_jsonl_export(stream, strict=True)
+
+
+def _entries(path: Path) -> Iterable[dict[str, Any]]:
+    """An export's entries: a JSON-lines file streamed, a JSON or CSV one in memory."""
+    return _Streamed(path) if _is_jsonl(path) else load_export(path.read_text("utf-8"))
+
+
+def _cannot_read(name: str, exc: BaseException) -> SystemExit:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return SystemExit(f"odometer verify-organisation: cannot read {name}: {reason}")
 
 
 def _verify_organisation(args: argparse.Namespace) -> int:
     """``odometer verify-organisation``: each export replayed (its chain and decisions), then
     the cap across all of them; the verdict as JSON on stdout, one line on stderr."""
     from odometer_core.ledger.organisation import replay_organisation
-    from odometer_core.ledger.replay import replay
+    from odometer_core.ledger.replay import Replayer
 
-    ledgers, problems = [], []
-    for name in args.exports:
-        entries = _read_export(name)
-        problems += [f"{name}: {p}" for p in replay(entries).problems]
-        ledgers.append(entries)
-    verdict = replay_organisation(ledgers).to_json()
+    ledgers: list[Iterable[dict[str, Any]]] = []
+    problems: list[str] = []
+    try:
+        for name in args.exports:  # each export replayed on its own, streamed when JSON lines
+            entries = _entries(Path(name))
+            replayer = Replayer(strict_json=isinstance(entries, _Streamed))
+            for entry in entries:
+                replayer.feed(entry)
+            problems += [f"{name}: {p}" for p in replayer.verdict().problems]
+            ledgers.append(entries)
+        verdict = replay_organisation(ledgers).to_json()  # then the cap, all read again
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, UnreadableLine) as exc:
+        raise _cannot_read(name, exc) from None
     verdict["problems"] = problems + verdict["problems"]
     verdict["ok"] = not verdict["problems"]
     verdict["ledgers"] = len(ledgers)
