@@ -1,4 +1,4 @@
-"""Block keys of partitioned datasets (``odometer_core.accounting.partition``): every kind's keys
+"""Block keys of partitioned datasets (``odometer_core.partition``): every kind's keys
 map to indices and back, calendar periods are read in the partition's time zone, selections
 become normalised index ranges, and bad partitions and keys are refused with the reason."""
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from odometer_core.accounting.blocks import BlockError
-from odometer_core.accounting.partition import Partition, parse_partition
+from odometer_core.partition import Partition, parse_partition
 
 DAY = parse_partition({"kind": "day", "unit": "record", "timezone": "Europe/Paris"})
 WEEK = parse_partition({"kind": "week", "unit": "record", "timezone": "UTC"})

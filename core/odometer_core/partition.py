@@ -1,4 +1,7 @@
-"""A partitioned dataset's block keys: the public schedule that names its blocks (pure).
+"""A partitioned dataset's block keys: the public schedule that names its blocks.
+
+It lives beside the accounting core, not in it: calendar periods read the system's time-zone
+database (``zoneinfo``), and the core does no I/O.
 
 The blocks of a partitioned dataset are named by a key the curator declares at creation, never
 by the records: integer hash ``bucket``s (0 … n − 1), calendar periods (``day``, ``week``,
