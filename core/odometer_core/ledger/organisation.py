@@ -24,6 +24,7 @@ missing. Entries written before caps had a sequence carry no ``seq`` and are not
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
@@ -98,11 +99,11 @@ class Drawn:
         for name, value in (amount or {}).items():
             if name == "rdp":
                 values = [sign * float(v) for v in value]
-                self.curve = (
-                    values
-                    if self.curve is None
-                    else [a + b for a, b in zip(self.curve, values, strict=True)]
-                )
+                before = self.curve or [0.0] * len(values)
+                # rounded up after each step: what a dataset drew is never shown below the sum
+                self.curve = [
+                    math.nextafter(a + b, math.inf) for a, b in zip(before, values, strict=True)
+                ]
             elif name == "orders":
                 self.orders = list(value)
             else:
