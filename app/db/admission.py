@@ -70,7 +70,16 @@ _I = cast(Table, Invocation.__table__).alias("i")
 #: what the lock statement reads of each level, in the order :func:`_locked` takes it
 _READ: Final = {
     "d": [
-        _D.c[n] for n in ("id", "relation", "config_json", "state_json", "last_seq", "head_hash")
+        _D.c[n]
+        for n in (
+            "id",
+            "relation",
+            "config_json",
+            "state_json",
+            "last_seq",
+            "head_hash",
+            "partition_json",
+        )
     ],
     "o": [
         _O.c[n]
@@ -88,7 +97,10 @@ _READ: Final = {
         _G.c[n]
         for n in ("id", "principal_id", "quota_config_json", "quota_state_json", "granted_seq")
     ],
-    "i": [_I.c[n] for n in ("id", "status", "actor", "reservation", "levels", "declaration")],
+    "i": [
+        _I.c[n]
+        for n in ("id", "status", "actor", "reservation", "levels", "declaration", "request")
+    ],
 }
 
 
@@ -189,16 +201,18 @@ def _locked(
     row: Sequence[Any], load: Callable[[Any], Any], grant: bool, invocation: bool
 ) -> Locked:
     """A row of :func:`_lock_sql`'s statement as the levels it locked."""
-    dataset = DatasetRow(row[0], row[1], load(row[2]), load(row[3]), row[4], row[5])
-    org = OrgRow(row[6], load(row[7]), load(row[8]), load(row[9]), row[10], row[11], load(row[12]))
-    rest = row[13:]
+    dataset = DatasetRow(row[0], row[1], load(row[2]), load(row[3]), row[4], row[5], load(row[6]))
+    org = OrgRow(row[7], load(row[8]), load(row[9]), load(row[10]), row[11], row[12], load(row[13]))
+    rest = row[14:]
     grant_row = None
     if grant:
         grant_row = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]), rest[4])
         rest = rest[5:]
     inv = None
     if invocation and rest[0] is not None:
-        inv = InvocationRow(rest[0], rest[1], rest[2], load(rest[3]), load(rest[4]), load(rest[5]))
+        inv = InvocationRow(
+            rest[0], rest[1], rest[2], load(rest[3]), load(rest[4]), load(rest[5]), load(rest[6])
+        )
     return Locked(org, dataset, grant_row, inv)
 
 

@@ -65,6 +65,23 @@ class Dataset(Base):
     created_by: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    #: A partitioned dataset's partition (revision 0007): its blocks are ``block_runs``, its
+    #: ``config_json`` every block's filter and its ``state_json`` the aggregate
+    #: (:class:`odometer_core.ledger.blocks.Partitioned`). Null on every other dataset.
+    partition_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
+
+
+class BlockRun(Base):
+    """Consecutive open blocks ``[lo, hi)`` of a partitioned dataset that share one filter
+    state (:class:`odometer_core.accounting.blocks.Run`); written only by the write path, under
+    the dataset's lock (:mod:`app.db.blocks`)."""
+
+    __tablename__ = "block_runs"
+
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    lo: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    hi: Mapped[int] = mapped_column(BigInteger)
+    state_json: Mapped[dict[str, Any]] = mapped_column(Json)
 
 
 class LedgerEntry(Base):
@@ -258,6 +275,7 @@ class LedgerCheckpoint(Base):
 __all__ = [
     "ApiKey",
     "Base",
+    "BlockRun",
     "Dataset",
     "Grant",
     "IdempotencyRecord",

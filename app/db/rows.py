@@ -21,6 +21,8 @@ class DatasetRow:
     state_json: dict[str, Any]
     last_seq: int
     head_hash: str
+    #: a partitioned dataset's partition (null otherwise): its blocks are ``block_runs``
+    partition_json: dict[str, Any] | None = None
     updated_at: str | None = None  # set when the transaction wrote the aggregate
 
 
@@ -62,6 +64,8 @@ class InvocationRow:
     levels: dict[str, Any] | None
     #: the declaration as registered (a settle from the released output derives its cell)
     declaration: dict[str, Any] | None = None
+    #: the request's options as registered (a partitioned dataset's: its selection)
+    request: dict[str, Any] | None = None
     charge: dict[str, Any] | None = None
     refund: dict[str, Any] | None = None
     cell: str | None = None

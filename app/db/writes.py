@@ -22,6 +22,7 @@ from typing import Any, Final, cast
 
 from sqlalchemy import Connection, Table
 
+from app.db.blocks import BlockWindow, replace_window
 from app.db.driver import dump, json_columns, json_param, param, run
 from app.db.models import (
     Dataset,
@@ -52,6 +53,8 @@ class Writes:
     idempotency: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     finished: list[InvocationRow] = field(default_factory=list)
+    #: partitioned datasets' runs rewritten (:mod:`app.db.blocks`), written first
+    blocks: list[BlockWindow] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.ledger or self.idempotency)
@@ -136,7 +139,10 @@ def write(
     grants: Sequence[GrantRow] = (),
 ) -> None:
     """Write ``writes`` and the levels' new states (of one dataset or several; none when the
-    caller's levels are ORM objects that its session flushes): one statement on PostgreSQL."""
+    caller's levels are ORM objects that its session flushes): one statement on PostgreSQL,
+    after the two of each block window rewritten."""
+    for window in writes.blocks:
+        replace_window(conn, window)
     params: dict[str, Any] = {}
     shape: list[tuple[str, int]] = []
 

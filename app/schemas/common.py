@@ -131,6 +131,11 @@ class BudgetExceededBody(ErrorBody):
     requested: dict[str, Any]
     remaining: dict[str, Any]
     ledger_seq: int
+    blocks: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="partitioned datasets: the selected blocks that refused (at most 20 "
+        "ranges), each with what it has left and why",
+    )
 
 
 def render(model: BaseModel) -> str:

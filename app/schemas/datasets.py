@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.schemas.blocks import PartitionIn
 from app.schemas.common import NOT_A_BOOLEAN, Amount, Delta, StrictModel, optional
 from app.schemas.mechanisms import Mechanism
 from odometer_core.accounting.modes.rdp import (
@@ -119,6 +120,17 @@ class DatasetCreate(StrictModel):
         description="owning organisation: a curator's own by default; the admin names one "
         "(default: the organisation 'default')",
     )
+    partition: PartitionIn | None = optional(
+        description="a partitioned dataset: its records fall into blocks by this public key, "
+        "and 'budget' and 'accounting' are every block's (docs/accounting.md, *Partitioned "
+        "datasets*). Blocks are opened by curators (POST …/blocks), never by the records"
+    )
+
+    def partition_json(self) -> dict[str, Any] | None:
+        if self.partition is None:
+            return None
+        data: dict[str, Any] = self.partition.model_dump(exclude_none=True)
+        return data
 
     def accounting_json(self) -> dict[str, Any]:
         if self.accounting is None:
@@ -213,6 +225,12 @@ class DatasetOut(BaseModel):
     config: dict[str, Any]
     status: DatasetStatus
     ledger: LedgerHead
+    partition: dict[str, Any] | None = Field(
+        default=None,
+        description="a partitioned dataset's partition; its status is then per block: the "
+        "highest certified reading over its open blocks, and 'blocks' (GET …/blocks pages "
+        "every block's)",
+    )
 
 
 class BudgetChangeOut(DatasetOut):

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, JsonValue, model_validator
 
+from app.schemas.blocks import BlockSelection
 from app.schemas.common import Delta, StrictModel, optional
 from app.schemas.mechanisms import CELL_PATTERN, Mechanism, to_declaration
 from odometer_core.accounting import Declaration
@@ -20,6 +21,11 @@ class InvocationCreate(StrictModel):
     )
     conversion_delta: Delta | None = optional(
         description="δ for converting a curve-based guarantee to (ε, δ) (basic mode)"
+    )
+    blocks: BlockSelection | None = optional(
+        description="partitioned datasets: the blocks the mechanism reads (a range, keys, "
+        "ranges, or 'all' for every open block). Admitted only if every selected block "
+        "admits; then each is charged the whole cost"
     )
 
     def to_declaration(self) -> Declaration:
@@ -87,6 +93,10 @@ class InvocationCreated(BaseModel):
     )
     ledger_seq: int
     created_at: str
+    blocks: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="partitioned datasets: the selected blocks, as ranges of keys",
+    )
 
 
 class InvocationFinished(BaseModel):

@@ -18,6 +18,8 @@ EntryKind = Literal[
     "invocation_settled",
     "invocation_cancelled",
     "grant_changed",
+    "blocks_opened",
+    "blocks_retired",
 ]
 # a literal (not the enum) keeps the OpenAPI document's inline enum; it must list every kind
 assert set(get_args(EntryKind)) == {str(k) for k in StoredKind}

@@ -21,6 +21,7 @@ from odometer_core.accounting import (
     AccountingConfig,
     FilterState,
     config_from_json,
+    initial_state,
     state_from_json,
 )
 from odometer_core.ledger import EntryContent, EntryKind, Signer, next_entry
@@ -39,8 +40,12 @@ def visible_dataset(
 
 
 def load_filter(ds: Dataset | DatasetRow) -> tuple[AccountingConfig, FilterState]:
-    """The dataset's configuration and current state (O(1): no ledger fold)."""
+    """The dataset's configuration and current state (O(1): no ledger fold). A partitioned
+    dataset has no one state (its blocks' are ``block_runs``: :mod:`app.services._blocks`);
+    its filter here is a block's before any charge, what its charges are computed on."""
     config = config_from_json(ds.config_json)
+    if ds.partition_json is not None:
+        return config, initial_state(config)
     return config, state_from_json(config, ds.state_json)
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.db.models import Dataset
 from app.db.uow import UnitOfWork
+from app.services import blocks
 from app.services._aggregate import append_entry, load_filter, visible_dataset
 from app.services._common import new_id, utc_now
 from app.services.errors import NotFound
@@ -43,6 +45,9 @@ class NewDataset:
     #: The owning organisation: a curator's own (naming another is 404); the admin names one
     #: (``default`` when omitted, for clients written before organisations existed).
     organisation_id: str | None = None
+    #: A partitioned dataset's partition (``None``: one budget for the whole dataset); the
+    #: budget and accounting are then every block's
+    partition: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +60,16 @@ class BudgetChange:
     workload: list[dict[str, Any]] | None = None
 
 
-def dataset_view(ds: Dataset, config: AccountingConfig, state: FilterState) -> dict[str, Any]:
-    """What clients see of a dataset: identity, configuration, status, ledger head."""
+def dataset_view(
+    ds: Dataset,
+    config: AccountingConfig,
+    state: FilterState,
+    blocks: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What clients see of a dataset: identity, configuration, status, ledger head (a
+    partitioned dataset's status: :func:`app.services.blocks.partition_status`, passed as
+    ``blocks``)."""
+    view_status = status(config, state) if blocks is None else dict(blocks)
     return {
         "id": ds.id,
         "name": ds.name,
@@ -67,8 +80,9 @@ def dataset_view(ds: Dataset, config: AccountingConfig, state: FilterState) -> d
         "created_at": ds.created_at,
         "updated_at": ds.updated_at,
         "config": ds.config_json,
-        "status": status(config, state),
+        "status": view_status,
         "ledger": {"last_seq": ds.last_seq, "head_hash": ds.head_hash},
+        "partition": ds.partition_json,
     }
 
 
@@ -76,6 +90,7 @@ def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> di
     """Create a dataset and its genesis ledger entry (``dataset_created``)."""
     config = make_config(new.epsilon, new.delta, new.relation, new.accounting)
     state = initial_state(config)
+    partition = None if new.partition is None else blocks.check_partition(config, new.partition)
     at = utc_now()
     config_json = config_to_json(config)
     organisation = new.organisation_id or principal.organisation or DEFAULT_ORGANISATION
@@ -89,7 +104,8 @@ def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> di
             relation=config.relation,
             mode=config.mode,
             config_json=config_json,
-            state_json=state_to_json(state),
+            state_json=state_to_json(state) if partition is None else blocks.NO_BLOCKS,
+            partition_json=partition,
             last_seq=0,
             head_hash=GENESIS_HASH,
             created_by=principal.id,
@@ -103,11 +119,11 @@ def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> di
             kind=EntryKind.DATASET_CREATED,
             actor=principal.id,
             at=at,
-            request={"name": ds.name, "organisation": ds.organisation},
+            request=_created_request(ds),
             config=config_json,
             state=ds.state_json,
         )
-        view = dataset_view(ds, config, state)
+        view = dataset_view(ds, config, state, blocks.partition_status(uow, ds, config))
         uow.commit()
     return view
 
@@ -116,7 +132,21 @@ def get_dataset(uow: UnitOfWork, principal: Principal, dataset_id: str) -> dict[
     """Budget status of one dataset."""
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
-        return dataset_view(ds, *load_filter(ds))
+        return _view(uow, ds)
+
+
+def _view(uow: UnitOfWork, ds: Dataset) -> dict[str, Any]:
+    config, state = load_filter(ds)
+    return dataset_view(ds, config, state, blocks.partition_status(uow, ds, config))
+
+
+def _created_request(ds: Dataset) -> dict[str, Any]:
+    """A ``dataset_created`` entry's ``request`` (the partition only on a partitioned dataset,
+    so that other entries keep their shape)."""
+    out: dict[str, Any] = {"name": ds.name, "organisation": ds.organisation}
+    if ds.partition_json is not None:
+        out["partition"] = ds.partition_json
+    return out
 
 
 def list_datasets(
@@ -128,7 +158,7 @@ def list_datasets(
         rows = uow.datasets.list(
             scope=viewer.scope, analyst=viewer.analyst, limit=limit + 1, offset=offset
         )
-        views = [dataset_view(ds, *load_filter(ds)) for ds in rows[:limit]]
+        views = [_view(uow, ds) for ds in rows[:limit]]
     more = len(rows) > limit
     return {"datasets": views, "next_offset": offset + limit if more else None}
 
@@ -140,6 +170,20 @@ def change_budget(
     with uow:
         ds = visible_dataset(uow, principal, dataset_id, lock=True)
         config, state = load_filter(ds)
+        if ds.partition_json is not None:
+            new_config, effect = blocks.change_blocks_budget(
+                uow,
+                principal,
+                ds,
+                config,
+                budget_request(change),
+                workload=change.workload,
+                final_conversion_delta=change.final_conversion_delta,
+            )
+            view = _view(uow, ds)
+            view["effect"] = effect
+            uow.commit()
+            return view
         new_config, new_state = accounting_change_budget(
             config,
             state,

@@ -74,3 +74,16 @@ class AlreadyExists(ServiceError):
     """A uniquely named object (organisation name, grant) already exists."""
 
     code = "AlreadyExists"
+
+
+class InvalidBlocks(ServiceError):
+    """A block selection or range that is malformed, names keys the partition does not have,
+    or is sent to a dataset that is not partitioned (or not sent to one that is)."""
+
+    code = "InvalidBlocks"
+
+
+class BlockConflict(ServiceError):
+    """Blocks that are not open (selected, retired) or were opened before (opened again)."""
+
+    code = "BlockConflict"

@@ -24,14 +24,26 @@ from app.db.uow import UnitOfWork
 from app.db.writes import Writes
 from app.services import idempotency
 from app.services._aggregate import load_filter, stage_entry
+from app.services._blocks import (
+    SHOWN_RANGES,
+    BlockStore,
+    Resolved,
+    label,
+    partition_of,
+    ranges_out,
+    resolve,
+    unit_note,
+    window_of,
+)
 from app.services._common import fingerprint, new_id, utc_now
 from app.services._levels import ORGANISATION, QUOTA, Uppers, organisation_level, quota_level, wire
 from app.services.charging import ChargeWorkers
-from app.services.errors import NotFound
+from app.services.errors import InvalidBlocks, NotFound
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
 from app.services.responses import Registered, render_registration, reservation_json
-from odometer_core.accounting import Declaration, fmt, memo, state_to_json
+from odometer_core.accounting import Declaration, config_from_json, fmt, memo, state_to_json
+from odometer_core.accounting.blocks import Selected
 from odometer_core.accounting.effort import may_be_expensive
 from odometer_core.accounting.levels import (
     DATASET,
@@ -41,6 +53,8 @@ from odometer_core.accounting.levels import (
     precompute_levels,
 )
 from odometer_core.ledger import EntryKind
+from odometer_core.ledger.blocks import ranges_json
+from odometer_core.partition import Partition
 
 #: What a registration's transaction answers it: its recorded response, or the error it raises.
 Outcome = RecordedResponse | BaseException
@@ -53,14 +67,25 @@ class InvocationRequest:
     declaration: Declaration
     sub_budget: str | None = None
     conversion_delta: Decimal | None = None
+    #: a partitioned dataset's block selection, as sent (keys, or ``"all"``)
+    blocks: Any = None
 
     def extras(self) -> dict[str, Any]:
+        """The request's options as the response echoes them."""
         return {
             "sub_budget": self.sub_budget,
             "conversion_delta": None
             if self.conversion_delta is None
             else fmt(self.conversion_delta),
         }
+
+    def fingerprinted(self) -> dict[str, Any]:
+        """The options that give the request its meaning (the selection only when sent, so
+        that whole-dataset fingerprints are as before)."""
+        out = self.extras()
+        if self.blocks is not None:
+            out["blocks"] = self.blocks
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +122,7 @@ def registration(
         "register_invocation",
         dataset_id=dataset_id,
         declaration=request.declaration.to_json(),
-        **request.extras(),
+        **request.fingerprinted(),
     )
     known = None
     if expensive(request):
@@ -156,7 +181,11 @@ def compute_charges(
 
 
 def decide(
-    dataset: Filter, uppers: Uppers, request: InvocationRequest, *, exhaustive: bool = True
+    dataset: Filter | Selected,
+    uppers: Uppers,
+    request: InvocationRequest,
+    *,
+    exhaustive: bool = True,
 ) -> LevelsDecision:
     return decide_levels(
         dataset,
@@ -178,7 +207,8 @@ def decide_in_order(
     refusal (a reused key, a declaration the accounting refuses) is its outcome; the others go
     on."""
     outcomes: list[Outcome] = []
-    for item in items:
+    blocks = PartitionLevel.prepare(uow, locked.dataset, [item.request for item in items])
+    for position, item in enumerate(items):
         owner = item.principal.id
         try:
             stored = idempotency.stored_response(uow, owner, item.key, item.digest)
@@ -189,23 +219,86 @@ def decide_in_order(
                 organisation_level(locked.org, locked.dataset.relation, admitting=True),
                 quota_level(locked.grant),
             )
+            dataset = (
+                whole_dataset(locked.dataset, item.request)
+                if blocks is None
+                else blocks.level(position)
+            )
             with memo.charges(item.charges):
-                levels = decide(load_filter(locked.dataset), uppers, item.request)
+                levels = decide(dataset, uppers, item.request)
         except Exception as exc:  # nothing of this item was staged: the others go on
             outcomes.append(exc)
             continue
-        registered = _stage(uow, writes, locked, item, uppers, levels)
+        registered = _stage(uow, writes, locked, item, uppers, levels, blocks, dataset)
         response = render_registration(registered)
         dataset_id = locked.dataset.id
         idempotency.record_response(uow, writes, owner, item.key, item.digest, dataset_id, response)
         outcomes.append(response)
+    if blocks is not None:
+        blocks.store.stage(writes)
     return outcomes
 
 
-def _reason(levels: LevelsDecision, uppers: Uppers) -> str | None:
-    """The recorded reason: the dataset's, or the level above it that refused (the cap names
-    the datasets that used it)."""
+def whole_dataset(ds: DatasetRow, request: InvocationRequest) -> Filter:
+    """The dataset level of an invocation on a whole dataset (a selection of blocks there is
+    :class:`InvalidBlocks`)."""
+    resolve(None, request.blocks)
+    return load_filter(ds)
+
+
+class PartitionLevel:
+    """The dataset level of one transaction's registrations on a partitioned dataset: their
+    selections resolved (a malformed one is that request's own 422) and the window of runs
+    they touch read once, under the dataset's lock."""
+
+    def __init__(
+        self, partition: Partition, store: BlockStore, resolved: list[Resolved | Exception]
+    ) -> None:
+        self.partition = partition
+        self.store = store
+        self.resolved = resolved
+
+    @classmethod
+    def prepare(
+        cls, uow: UnitOfWork, ds: DatasetRow, requests: Sequence[InvocationRequest]
+    ) -> PartitionLevel | None:
+        """``None`` for a whole dataset (a request naming blocks there is refused when it is
+        decided: :func:`whole_dataset`)."""
+        partition = partition_of(ds.partition_json)
+        if partition is None:
+            return None
+        resolved: list[Resolved | Exception] = []
+        for request in requests:
+            try:
+                resolved.append(resolve(partition, request.blocks))
+            except InvalidBlocks as exc:
+                resolved.append(exc)
+        window = window_of([r for r in resolved if not isinstance(r, Exception)])
+        config = config_from_json(ds.config_json)
+        store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, window)
+        return cls(partition, store, resolved)
+
+    def level(self, position: int) -> Selected:
+        resolved = self.resolved[position]
+        if isinstance(resolved, Exception):
+            raise resolved
+        return self.store.selected(resolved)
+
+
+def _reason(
+    levels: LevelsDecision, uppers: Uppers, blocks: PartitionLevel | None = None
+) -> str | None:
+    """The recorded reason: the dataset's (on a partitioned dataset, naming the blocks that
+    refused), or the level above it that refused (the cap names the datasets that used it)."""
     refusal = levels.refusal
+    if refusal is not None and levels.refused_by == DATASET and blocks is not None:
+        assert levels.selection is not None
+        refused = [r for d in levels.selection.refused for r in d.ranges]
+        return (
+            f"{sum(hi - lo for lo, hi in refused)} of the selected blocks cannot afford it "
+            f"({label(blocks.partition, sorted(refused))}): {refusal.reason or 'budget exceeded'}"
+            f"; {unit_note(blocks.partition)}"
+        )
     if refusal is None or levels.refused_by == DATASET:
         return levels.dataset.decision.reason
     reason = f"{levels.refused_by} level: {refusal.reason or 'budget exceeded'}"
@@ -221,14 +314,25 @@ def _stage(
     item: Registration,
     uppers: Uppers,
     levels: LevelsDecision,
+    blocks: PartitionLevel | None = None,
+    dataset: Filter | Selected | None = None,
 ) -> Registered:
     """Set the levels' new states (if admitted), stage the ledger entry and the row."""
     at, invocation_id = utc_now(), new_id("inv")
     request, ds, actor = item.request, locked.dataset, item.principal.id
-    row = _invocation_row(invocation_id, ds.id, actor, request, uppers, levels, at)
+    row = _invocation_row(invocation_id, ds.id, actor, request, uppers, levels, at, blocks)
     records = uppers.apply(levels.uppers, applied=levels.admitted, budget=True)
     if levels.admitted and uppers.organisation is not None:
         uppers.organisation.count_use(ds.id)
+    selected: list[dict[str, Any]] | None = None
+    if blocks is not None and isinstance(dataset, Selected):
+        row["request"]["blocks"] = ranges_json(dataset.ranges)
+        if levels.admitted and levels.selection is not None:
+            blocks.store.moved(levels.selection.blocks)
+        state = blocks.store.aggregate(dataset.ranges).to_json()
+        selected = ranges_out(blocks.partition, dataset.ranges)
+    else:
+        state = state_to_json(levels.dataset.state)
     seq = stage_entry(
         uow,
         writes,
@@ -243,7 +347,7 @@ def _stage(
         requested=row["requested"],
         reservation=row["reservation"],
         reason=row["reason"],
-        state=state_to_json(levels.dataset.state),
+        state=state,
         org=records.get(ORGANISATION),
         quota=records.get(QUOTA),
     )
@@ -257,7 +361,24 @@ def _stage(
         row["reason"],
         seq,
         at,
+        selected,
+        _refused_blocks(blocks, levels),
     )
+
+
+def _refused_blocks(
+    blocks: PartitionLevel | None, levels: LevelsDecision
+) -> list[dict[str, Any]] | None:
+    """What a 409 says of the blocks that refused: their keys and what each has left."""
+    if blocks is None or levels.selection is None or levels.refused_by != DATASET:
+        return None
+    out: list[dict[str, Any]] = []
+    for decided in levels.selection.refused:
+        for item in ranges_out(blocks.partition, decided.ranges):
+            item["remaining"] = wire(decided.decision.remaining)
+            item["reason"] = decided.decision.reason
+            out.append(item)
+    return sorted(out, key=lambda b: blocks.partition.index(b["from"]))[:SHOWN_RANGES]
 
 
 def _invocation_row(
@@ -268,6 +389,7 @@ def _invocation_row(
     uppers: Uppers,
     levels: LevelsDecision,
     at: str,
+    blocks: PartitionLevel | None = None,
 ) -> dict[str, Any]:
     """The ``invocations`` row of a registration, by column name."""
     decision, declaration = levels.dataset.decision, request.declaration.to_json()
@@ -284,7 +406,7 @@ def _invocation_row(
         "refund": None,
         "reservation": reservation_json(decision) if levels.admitted else None,
         "cell": None,
-        "reason": _reason(levels, uppers),
+        "reason": _reason(levels, uppers, blocks),
         "actor": actor,
         "created_at": at,
         "updated_at": at,

@@ -22,6 +22,7 @@ from app.db.uow import UnitOfWork
 from app.db.writes import Writes
 from app.services import idempotency
 from app.services._aggregate import load_filter, stage_entry
+from app.services._blocks import BlockStore, window_of
 from app.services._common import fingerprint, utc_now
 from app.services._levels import (
     ORGANISATION,
@@ -38,17 +39,21 @@ from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
 from app.services.responses import Finished, render_finished
 from odometer_core.accounting import (
+    Decision,
     DeclarationError,
     Reservation,
     cell_from_output,
+    config_from_json,
     parse_declaration,
     state_to_json,
 )
 from odometer_core.accounting import cancel as accounting_cancel
 from odometer_core.accounting import settle as accounting_settle
+from odometer_core.accounting.blocks import finish_selection, summarise
 from odometer_core.accounting.levels import finish_uppers, quota_holds
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger import output_digest as sha256_of_output
+from odometer_core.ledger.blocks import ranges_from_json
 
 
 class _NoOutput(Enum):
@@ -266,10 +271,17 @@ def _stage(
     assert inv.reservation is not None
     config, state = load_filter(ds)
     reservation = Reservation.from_json(inv.reservation)
-    if cell is None:
-        decision, status = accounting_cancel(config, state, reservation), "cancelled"
+    status = "cancelled" if cell is None else "settled"
+    request = _settle_request(cell, output_digest)
+    if ds.partition_json is not None:
+        decision, entry_state = _finish_blocks(uow, writes, ds, inv, reservation, cell)
+        request["blocks"] = (inv.request or {}).get("blocks")
     else:
-        decision, status = accounting_settle(config, state, reservation, cell), "settled"
+        if cell is None:
+            decision = accounting_cancel(config, state, reservation)
+        else:
+            decision = accounting_settle(config, state, reservation, cell)
+        entry_state = state_to_json(decision.state)
     outcomes = finish_uppers(uppers.filters(), reservation, cell)
     records = uppers.apply(outcomes, applied=True, budget=False)
     at = utc_now()
@@ -281,12 +293,12 @@ def _stage(
         actor=principal.id,
         at=at,
         invocation_id=inv.id,
-        request=_settle_request(cell, output_digest),
+        request=request,
         charge=wire(decision.charge),
         requested=wire(decision.requested),
         refund=wire(decision.refund),
         reservation=inv.reservation,
-        state=state_to_json(decision.state),
+        state=entry_state,
         org=records.get(ORGANISATION),
         quota=records.get(QUOTA, dropped),
     )
@@ -294,6 +306,26 @@ def _stage(
     inv.charge, inv.refund = wire(decision.charge), wire(decision.refund)
     writes.finished.append(inv)
     return Finished(inv.id, ds.id, status, cell, decision, outcomes, seq, at, output_digest)
+
+
+def _finish_blocks(
+    uow: UnitOfWork,
+    writes: Writes,
+    ds: DatasetRow,
+    inv: InvocationRow,
+    reservation: Reservation,
+    cell: str | None,
+) -> tuple[Decision, dict[str, Any]]:
+    """Settle or cancel a reservation on every block it was made on (each distinct history
+    once; blocks retired since are gone with what they held): the summary decision and the
+    dataset's aggregate state after it."""
+    ranges = ranges_from_json((inv.request or {}).get("blocks"))
+    config = config_from_json(ds.config_json)
+    store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, window_of([ranges]))
+    finished = finish_selection(config, store.blocks, ranges, reservation, cell)
+    store.moved(finished.blocks)
+    store.stage(writes)
+    return summarise(finished), store.aggregate(ranges).to_json()
 
 
 def _settle_request(cell: str | None, output_digest: str | None) -> dict[str, Any]:

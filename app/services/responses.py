@@ -34,6 +34,10 @@ class Registered:
     reason: str | None
     ledger_seq: int
     at: str
+    #: a partitioned dataset's selection, as keys (``None`` on a whole dataset)
+    blocks: list[dict[str, Any]] | None = None
+    #: the selected blocks that refused, with what each has left (a 409 on blocks)
+    refused_blocks: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,7 @@ def render_registration(r: Registered) -> RecordedResponse:
             requested=wire(refusal.requested),
             remaining=wire(refusal.remaining),
             ledger_seq=r.ledger_seq,
+            blocks=r.refused_blocks,
         )
         return RecordedResponse(BUDGET_EXCEEDED, render(body), "rejected")
     decision = r.levels.dataset.decision
@@ -88,6 +93,7 @@ def render_registration(r: Registered) -> RecordedResponse:
         or None,
         ledger_seq=r.ledger_seq,
         created_at=r.at,
+        blocks=r.blocks,
     )
     return RecordedResponse(CREATED, render(body), decision.outcome)
 

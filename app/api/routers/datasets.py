@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from app.api.deps import CuratorDep, ReaderDep, UowDep
 from app.api.errors import responses
+from app.schemas.blocks import BlocksChange, BlocksChanged, BlocksPage
 from app.schemas.datasets import (
     BudgetChangeOut,
     BudgetPatch,
@@ -15,6 +16,7 @@ from app.schemas.datasets import (
     DatasetList,
     DatasetOut,
 )
+from app.services import blocks
 from app.services import datasets as service
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -39,6 +41,7 @@ def create_dataset(body: DatasetCreate, principal: CuratorDep, uow: UowDep) -> d
             relation=body.relation,
             accounting=body.accounting_json(),
             organisation_id=body.organisation_id,
+            partition=body.partition_json(),
         ),
     )
 
@@ -90,3 +93,41 @@ def change_budget(
             workload=body.workload_json(),
         ),
     )
+
+
+@router.post(
+    "/{dataset_id}/blocks",
+    name="change_blocks",
+    response_model=BlocksChanged,
+    responses=responses(401, 403, 404, 409, 413, 422, 503),
+)
+def change_blocks(
+    dataset_id: str, body: BlocksChange, principal: CuratorDep, uow: UowDep
+) -> dict[str, Any]:
+    """Open blocks of a partitioned dataset (never opened before: a block's history never
+    restarts) or retire open ones, on the public schedule the curator keeps (never because of
+    what the records hold); a ledger entry."""
+    opening = None if body.open is None else (body.open.from_, body.open.to)
+    retiring = None if body.retire is None else (body.retire.from_, body.retire.to)
+    return blocks.open_or_retire(uow, principal, dataset_id, opening=opening, retiring=retiring)
+
+
+@router.get(
+    "/{dataset_id}/blocks",
+    name="list_blocks",
+    response_model=BlocksPage,
+    response_model_by_alias=True,
+    responses=responses(401, 404, 422, 503),
+)
+def list_blocks(
+    dataset_id: str,
+    principal: ReaderDep,
+    uow: UowDep,
+    from_: Annotated[str | None, Query(alias="from", max_length=64)] = None,
+    to: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=blocks.MAX_PAGE)] = 100,
+) -> dict[str, Any]:
+    """A partitioned dataset's open blocks from ``from`` to ``to`` (keys, both included), as
+    runs of blocks that share one history, each with its status and the fraction of its budget
+    the certified reading has used; ``next`` is the ``from`` of the next page."""
+    return blocks.blocks_page(uow, principal, dataset_id, first=from_, last=to, limit=limit)

@@ -18,6 +18,7 @@ from app.api.deps import (
 )
 from app.api.errors import ERROR_STATUS, responses
 from app.api.register import RegisterRoute
+from app.schemas.blocks import selection_json
 from app.schemas.invocations import (
     InvocationCreate,
     InvocationCreated,
@@ -53,6 +54,7 @@ def invocation_request(body: InvocationCreate) -> InvocationRequest:
         declaration=body.to_declaration(),
         sub_budget=body.sub_budget,
         conversion_delta=body.conversion_delta,
+        blocks=selection_json(body.blocks),
     )
 
 

@@ -34,14 +34,21 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
+from odometer_core.accounting.amounts import Amount, EpsilonDelta, MuSquared, RdpCurve, RhoDelta
 from odometer_core.accounting.declarations import Declaration
 from odometer_core.accounting.filters import (
+    CAPACITY_LIMIT,
     AccountingConfig,
+    Capacity,
     Decision,
     FilterState,
     Reservation,
     admit,
     cancel,
+    capacity,
+    change_budget,
+    initial_state,
+    recheck_dead,
     settle,
 )
 
@@ -246,3 +253,177 @@ def _replace_each(blocks: Blocks, new: Sequence[Run]) -> Blocks:
         if at < run.hi:
             out.append(Run(at, run.hi, run.state))
     return Blocks(_merged([*out, *new]))
+
+
+# ---------------------------------------------------------------------------- the dataset level
+@dataclass(frozen=True, slots=True)
+class Selected:
+    """The dataset level of an invocation on a partitioned dataset: the blocks' configuration,
+    the open blocks (at least every run the selection touches) and the selection, normalised."""
+
+    config: AccountingConfig
+    blocks: Blocks
+    ranges: tuple[Range, ...]
+
+
+def meet(amounts: Sequence[Amount]) -> Amount:
+    """What is left in every one of several blocks: the componentwise minimum of their
+    remaining amounts (one mode, one grid)."""
+    first = amounts[0]
+    if isinstance(first, EpsilonDelta):
+        eds = [a for a in amounts if isinstance(a, EpsilonDelta)]
+        return EpsilonDelta(min(a.epsilon for a in eds), min(a.delta for a in eds))
+    if isinstance(first, RhoDelta):
+        rds = [a for a in amounts if isinstance(a, RhoDelta)]
+        return RhoDelta(min(a.rho for a in rds), min(a.delta for a in rds))
+    if isinstance(first, MuSquared):
+        return MuSquared(min(a.mu_squared for a in amounts if isinstance(a, MuSquared)))
+    curves = [a for a in amounts if isinstance(a, RdpCurve)]
+    return RdpCurve(
+        first.orders,
+        tuple(min(c.rdp[i] for c in curves) for i in range(len(first.orders))),
+        min(c.delta for c in curves),
+    )
+
+
+def summarise(selection: SelectionDecision) -> Decision:
+    """The selection's decision as one dataset-level decision: the outcome and charge every
+    selected block got (every block is charged the declaration's whole cost), what is left in
+    all of them (:func:`meet`), and, on a refusal, the first refusing history's reason. The
+    state is the blocks after the decision."""
+    decisions = [d.decision for d in selection.decisions]
+    refused = [d for d in decisions if not d.admitted]
+    reported = refused[0] if refused else decisions[0]
+    reservations = {d.reservation for d in decisions}
+    if not refused and len(reservations) != 1:  # a reservation is the declaration's, not a state's
+        raise AssertionError("selected blocks reserved differently")
+    return Decision(
+        reported.outcome,
+        selection.blocks,
+        reported.charge,
+        reported.requested,
+        meet([d.remaining for d in decisions]),
+        reason=reported.reason,
+        reservation=reported.reservation if not refused else None,
+        refund=reported.refund,
+    )
+
+
+def decide_selected(
+    selected: Selected, declaration: Declaration, *, conversion_delta: Decimal | None = None
+) -> SelectionDecision:
+    """:func:`decide_selection` on the dataset level of a partitioned invocation."""
+    return decide_selection(
+        selected.config,
+        selected.blocks,
+        selected.ranges,
+        declaration,
+        conversion_delta=conversion_delta,
+    )
+
+
+def affordable(
+    selected: Selected, declaration: Declaration, *, conversion_delta: Decimal | None = None
+) -> tuple[tuple[Range, ...], tuple[Range, ...]]:
+    """The ranges of the selection whose blocks can still afford ``declaration`` now, and those
+    whose blocks cannot (each distinct history decided once; nothing changes)."""
+    yes: list[Range] = []
+    no: list[Range] = []
+    decisions = decide_selected(selected, declaration, conversion_delta=conversion_delta)
+    for decided in decisions.decisions:
+        (yes if decided.decision.admitted else no).extend(decided.ranges)
+    return normalise_or_empty(yes), normalise_or_empty(no)
+
+
+def normalise_or_empty(ranges: Iterable[Range]) -> tuple[Range, ...]:
+    """:func:`normalise`, with no range giving no range."""
+    listed = list(ranges)
+    return normalise(listed) if listed else ()
+
+
+def selection_capacity(
+    selected: Selected,
+    declaration: Declaration,
+    *,
+    conversion_delta: Decimal | None = None,
+    limit: int = CAPACITY_LIMIT,
+) -> Capacity:
+    """How many more of ``declaration`` on this selection would be admitted in a row: the
+    fewest any selected block admits (each distinct history counted once; every selected block
+    is charged by each one)."""
+    ranges = normalise(selected.ranges)
+    if selected.blocks.missing(ranges):
+        raise BlockError("the selection names blocks that are not open")
+    best: Capacity | None = None
+    for state, _ in _by_state(selected.blocks, ranges):
+        counted = capacity(
+            selected.config, state, declaration, conversion_delta=conversion_delta, limit=limit
+        )
+        if best is None or counted.count < best.count:
+            best = counted
+    assert best is not None
+    return best
+
+
+def change_blocks(
+    config: AccountingConfig,
+    blocks: Blocks,
+    epsilon: object,
+    delta: object,
+    *,
+    final_conversion_delta: object = None,
+    workload: object = None,
+) -> tuple[AccountingConfig, Blocks]:
+    """A per-block budget change, applied to every open block and to every block opened later
+    (one configuration for the blocks). Each block follows the budget-change rule of a whole
+    dataset (:func:`~.filters.change_budget`): while no open block has been charged the filter
+    is made anew; once one has, thresholds and ladder stay and the new ε caps each block's
+    certified reading, and a value below any block's reading is refused (``BudgetBelowSpent``).
+    A block still fresh under a filter whose thresholds were fixed at creation is a filter whose
+    thresholds were fixed before its first charge, which is all its guarantee needs."""
+    fresh = initial_state(config)
+    states = [state for state, _ in _by_state(blocks, [(r.lo, r.hi) for r in blocks.runs])]
+    charged = [s for s in states if s != fresh]
+
+    def change(state: FilterState) -> tuple[AccountingConfig, FilterState]:
+        return change_budget(
+            config,
+            state,
+            epsilon,
+            delta,
+            final_conversion_delta=final_conversion_delta,
+            workload=workload,
+        )
+
+    new_config, _ = change(charged[0] if charged else fresh)
+    moved: dict[FilterState, FilterState] = {}
+    for state in states:
+        if state == fresh and charged:
+            moved[state] = recheck_dead(new_config, initial_state(config))
+            continue
+        changed_config, changed = change(state)
+        if changed_config != new_config:  # pragma: no cover - the rule depends on freshness only
+            raise AssertionError("blocks' budget change diverged")
+        moved[state] = changed
+    runs = [Run(r.lo, r.hi, moved[r.state]) for r in blocks.runs]
+    return new_config, Blocks(_merged(runs))
+
+
+def retire(blocks: Blocks, lo: int, hi: int) -> Blocks:
+    """``blocks`` without ``[lo, hi)``, every one of which must be open (a retired block is
+    never selected again, and never opened again: its history does not restart)."""
+    if hi <= lo:
+        raise BlockError(f"the block range [{lo}, {hi}) is empty")
+    gaps = blocks.missing(((lo, hi),))
+    if gaps:
+        raise BlockError(f"blocks of [{lo}, {hi}) are not open")
+    kept: list[Run] = []
+    for run in blocks.runs:
+        if run.hi <= lo or run.lo >= hi:
+            kept.append(run)
+            continue
+        if run.lo < lo:
+            kept.append(Run(run.lo, lo, run.state))
+        if run.hi > hi:
+            kept.append(Run(hi, run.hi, run.state))
+    return Blocks(tuple(kept))

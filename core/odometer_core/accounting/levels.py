@@ -32,6 +32,12 @@ from decimal import Decimal
 from typing import Any, Final
 
 from odometer_core.accounting import memo
+from odometer_core.accounting.blocks import (
+    Selected,
+    SelectionDecision,
+    decide_selected,
+    summarise,
+)
 from odometer_core.accounting.declarations import Declaration, DeclarationError, Relation
 from odometer_core.accounting.exact import DOWN, fmt
 from odometer_core.accounting.filters import (
@@ -172,6 +178,9 @@ class LevelsDecision:
     dataset: LevelOutcome
     uppers: tuple[LevelOutcome, ...]
     refused_by: str | None
+    #: on a partitioned dataset, every selected history's decision (the dataset outcome is
+    #: their summary: :func:`~.blocks.summarise`)
+    selection: SelectionDecision | None = None
 
     @property
     def admitted(self) -> bool:
@@ -208,7 +217,7 @@ def reported_refusal(refusals: Iterable[tuple[str, bool]]) -> str | None:
 
 
 def decide_levels(
-    dataset: Filter,
+    dataset: Filter | Selected,
     declaration: Declaration,
     *,
     organisation: Filter | None = None,
@@ -222,15 +231,27 @@ def decide_levels(
     ``organisation`` / ``quota`` are ``None`` when that level is not in force. With
     ``exhaustive`` (registration: the ledger records every level's decision) every level
     decides even after a refusal; without it (a preview) deciding stops at the first refusal.
+    ``dataset`` is a partitioned dataset's selection of blocks (:class:`~.blocks.Selected`)
+    or a whole dataset's filter. A selection is one decision: admitted only if every selected
+    block admits, each charged the whole cost (parallel composition: ``docs/accounting.md``,
+    *Partitioned datasets*); the levels above are charged once per invocation, whatever the
+    number of blocks.
+
     Raises what :func:`~.filters.admit` raises, in the level order.
     """
-    decisions = [
-        (
-            DATASET,
-            dataset,
-            admit(*dataset, declaration, sub_budget=sub_budget, conversion_delta=conversion_delta),
+    selection = None
+    if isinstance(dataset, Selected):
+        if sub_budget is not None:
+            raise ConfigError("'sub_budget' is only allowed on split datasets")
+        selection = decide_selected(dataset, declaration, conversion_delta=conversion_delta)
+        own: tuple[AccountingConfig, Any] = (dataset.config, dataset.blocks)
+        first = summarise(selection)
+    else:
+        own = dataset
+        first = admit(
+            *dataset, declaration, sub_budget=sub_budget, conversion_delta=conversion_delta
         )
-    ]
+    decisions = [(DATASET, own, first)]
     for name, level in ((ORGANISATION, organisation), (QUOTA, quota)):
         if level is None or not (exhaustive or decisions[-1][2].admitted):
             continue
@@ -249,7 +270,7 @@ def decide_levels(
         LevelOutcome(name, d, d.state if refused_by is None else held)
         for name, (_, held), d in decisions
     ]
-    return LevelsDecision(outcomes[0], tuple(outcomes[1:]), refused_by)
+    return LevelsDecision(outcomes[0], tuple(outcomes[1:]), refused_by, selection)
 
 
 def finish_uppers(

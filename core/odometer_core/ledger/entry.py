@@ -26,6 +26,9 @@ class EntryKind(StrEnum):
     INVOCATION_SETTLED = "invocation_settled"
     INVOCATION_CANCELLED = "invocation_cancelled"
     GRANT_CHANGED = "grant_changed"
+    #: a partitioned dataset's curator opened or retired blocks (``request``: the range)
+    BLOCKS_OPENED = "blocks_opened"
+    BLOCKS_RETIRED = "blocks_retired"
 
     @classmethod
     def for_invocation(cls, status: str) -> EntryKind:

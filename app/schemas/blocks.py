@@ -1,0 +1,118 @@
+"""Partitioned datasets: the partition a curator declares, the block selections analysts name,
+and the per-block status."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.schemas.common import StrictModel, optional
+
+#: A block key: a day ``2026-11-27``, a week ``2026-W48``, a month ``2026-11``, a bucket
+#: number, or a declared name.
+BlockKey = Annotated[
+    str | int,
+    Field(
+        description="a block key: day 2026-11-27, week 2026-W48, month 2026-11, a bucket "
+        "number or a declared name",
+        examples=["2026-11-27"],
+    ),
+]
+
+
+class PartitionIn(StrictModel):
+    """How a dataset's records fall into blocks: a public key, never the records themselves."""
+
+    kind: Literal["bucket", "day", "week", "month", "named"] = Field(
+        description="integer hash buckets, calendar periods (in 'timezone'), or named parts"
+    )
+    unit: Literal["record", "person"] = Field(
+        description="what one block's budget protects: a record (an event), or a person when "
+        "every record of a person falls in one block (hash buckets of a person id). Daily "
+        "blocks protect events: a person spans days"
+    )
+    timezone: str | None = optional(
+        max_length=64, description="calendar kinds: the IANA time zone periods are read in"
+    )
+    buckets: int | None = optional(ge=1, le=10_000_000, description="bucket kind: how many")
+    names: list[str] | None = optional(
+        min_length=1, max_length=10_000, description="named kind: the parts, in order"
+    )
+    immutable_key: bool = Field(
+        default=False,
+        description="the curator asserts that a record's block key never changes (a "
+        "replacement stays in its block): required for relation 'replace_one'",
+    )
+
+
+class BlockRange(StrictModel):
+    """Blocks ``from`` … ``to``, both included."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    from_: BlockKey = Field(alias="from")
+    to: BlockKey
+
+
+class BlockKeys(StrictModel):
+    """These blocks."""
+
+    keys: list[BlockKey] = Field(min_length=1, max_length=1000)
+
+
+class BlockRanges(StrictModel):
+    """The blocks of several ranges."""
+
+    ranges: list[BlockRange] = Field(min_length=1, max_length=1000)
+
+
+#: What an invocation on a partitioned dataset reads: a range, keys, ranges, or ``"all"``
+#: (every open block, resolved when it is decided and recorded as ranges).
+BlockSelection = BlockRange | BlockKeys | BlockRanges | Literal["all"]
+
+
+def selection_json(selection: BlockSelection | None) -> Any:
+    """A selection as the service reads it (``from`` by its name)."""
+    if selection is None or isinstance(selection, str):
+        return selection
+    return selection.model_dump(by_alias=True)
+
+
+class BlocksChange(StrictModel):
+    """Open blocks (on the public schedule) or retire them; exactly one of the two."""
+
+    open: BlockRange | None = optional(description="blocks to open, never opened before")
+    retire: BlockRange | None = optional(description="open blocks to retire for good")
+
+
+class BlockRun(BaseModel):
+    """Consecutive blocks that share one history, and their status."""
+
+    from_: str = Field(alias="from", serialization_alias="from")
+    to: str
+    blocks: int
+    fraction_spent: str = Field(
+        description="the certified reading's ε over the block budget's ε, in [0, 1]"
+    )
+    status: dict[str, Any]
+
+
+class BlocksPage(BaseModel):
+    """A page of a partitioned dataset's open blocks, as runs of equal history."""
+
+    dataset_id: str
+    partition: dict[str, Any]
+    open: int
+    runs: list[BlockRun]
+    next: str | None = Field(description="the key to pass as 'from' for the next page")
+
+
+class BlocksChanged(BaseModel):
+    """Blocks opened or retired (a ledger entry)."""
+
+    dataset_id: str
+    action: Literal["opened", "retired"]
+    range: dict[str, Any] = Field(description="the blocks, as keys, and how many")
+    open: int = Field(description="how many blocks are open now")
+    ledger: dict[str, Any]

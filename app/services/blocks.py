@@ -1,0 +1,292 @@
+"""Partitioned datasets' use cases: the partition checked at creation, blocks opened and
+retired on the public schedule, per-block budget changes, and the per-block status.
+
+Registrations, settles and cancels on blocks go through the one write path
+(:mod:`app.services.registration`, :mod:`app.services.reservations`), whose dataset level is
+then the selection of blocks (:class:`app.services._blocks.BlockStore`). What a block protects
+and why per-block filters compose in parallel: ``docs/accounting.md``, *Partitioned datasets*.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Final
+
+from app.db.blocks import UNBOUNDED, read_page, read_window
+from app.db.models import Dataset
+from app.db.uow import UnitOfWork
+from app.db.writes import Writes
+from app.services._aggregate import stage_entry, visible_dataset, write_now
+from app.services._blocks import (
+    BlockStore,
+    partition_of,
+    ranges_out,
+    unit_note,
+)
+from app.services._common import utc_now
+from app.services.errors import BlockConflict, InvalidBlocks
+from app.services.principals import Principal
+from odometer_core.accounting import (
+    AccountingConfig,
+    ConfigError,
+    FilterState,
+    config_from_json,
+    config_to_json,
+    fmt,
+    initial_state,
+    state_from_json,
+    status,
+)
+from odometer_core.accounting.blocks import BlockError, change_blocks, retire
+from odometer_core.ledger import EntryKind
+from odometer_core.ledger.blocks import Partitioned
+from odometer_core.partition import Partition, parse_partition
+
+#: A new partitioned dataset's aggregate: no block open yet.
+NO_BLOCKS: Final = Partitioned(0, 0, (), None).to_json()
+#: The most blocks one curator action opens (a run each: a single row, whatever the count).
+MAX_OPEN: Final = 10_000_000
+#: The most runs a page of the per-block status holds.
+MAX_PAGE: Final = 1000
+
+
+def check_partition(config: AccountingConfig, partition: dict[str, Any]) -> dict[str, Any]:
+    """The partition as stored, checked against the blocks' filter: leaf modes only, and
+    ``replace_one`` only with a key the curator asserts immutable (a replacement then stays
+    in its block; otherwise one replacement touches two blocks and a per-block budget B
+    becomes 2B)."""
+    immutable = bool(partition.get("immutable_key", False))
+    declared = {k: v for k, v in partition.items() if k != "immutable_key" and v is not None}
+    try:
+        parsed = parse_partition(declared)
+    except BlockError as exc:
+        raise InvalidBlocks(str(exc), field="partition") from None
+    if config.mode == "split":
+        raise ConfigError("a partitioned dataset's blocks take a leaf mode, not 'split'")
+    if config.relation == "replace_one" and not immutable:
+        raise ConfigError(
+            "a partitioned dataset uses relation 'add_remove', or 'replace_one' only with a "
+            "block key that a replacement cannot change ('immutable_key': true): otherwise "
+            "one replacement touches two blocks and each block's budget B becomes 2B"
+        )
+    out = parsed.to_json()
+    if immutable:
+        out["immutable_key"] = True
+    return out
+
+
+def _partition(ds: Dataset) -> Partition:
+    partition = partition_of(ds.partition_json)
+    if partition is None:
+        raise InvalidBlocks(f"dataset '{ds.id}' is not partitioned", field="dataset_id")
+    return partition
+
+
+def _distinct_states(
+    config: AccountingConfig, rows: list[tuple[int, int, dict[str, Any]]]
+) -> list[FilterState]:
+    seen: dict[str, FilterState] = {}
+    for _, _, state in rows:
+        key = repr(state)
+        if key not in seen:
+            seen[key] = state_from_json(config, state)
+    return list(seen.values())
+
+
+def fraction(reading: dict[str, Any], config: AccountingConfig) -> Decimal:
+    """The certified reading's ε over the block budget's ε (the heat strip's shade)."""
+    return min(Decimal(1), Decimal(reading["epsilon"]) / config.epsilon)
+
+
+def partition_status(
+    uow: UnitOfWork, ds: Dataset, config: AccountingConfig
+) -> dict[str, Any] | None:
+    """A partitioned dataset's status (``None`` for a whole dataset): the blocks' mode and
+    per-block budget, the highest certified reading over its open blocks (each distinct
+    history read once), and its blocks. Every block's own reading: :func:`blocks_page`."""
+    partition = partition_of(ds.partition_json)
+    if partition is None:
+        return None
+    aggregate = Partitioned.from_json(ds.state_json)
+    fresh = status(config, initial_state(config))
+    rows = read_window(uow.connection(), ds.id, -UNBOUNDED, UNBOUNDED) if aggregate.runs else []
+    readings = [status(config, s)["odometer"] for s in _distinct_states(config, rows)]
+    highest = max(readings, key=lambda r: Decimal(r["epsilon"]), default=fresh["odometer"])
+    return {
+        "mode": fresh["mode"],
+        "budget": fresh["budget"],
+        "odometer": highest,
+        "per_block": True,
+        "blocks": {
+            "unit": partition.unit,
+            "protects": unit_note(partition),
+            "open": aggregate.open,
+            "runs": aggregate.runs,
+            "opened": ranges_out(partition, aggregate.opened),
+            "highest_fraction_spent": fmt(fraction(highest, config)),
+        },
+    }
+
+
+def blocks_page(
+    uow: UnitOfWork,
+    principal: Principal,
+    dataset_id: str,
+    *,
+    first: str | None,
+    last: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    """The open blocks from ``first`` to ``last`` (keys, both included; default: all), as runs
+    of equal history with each run's status, at most ``limit`` runs; ``next`` continues."""
+    with uow.read_only():
+        ds = visible_dataset(uow, principal, dataset_id, lock=False)
+        partition = _partition(ds)
+        lo = -UNBOUNDED if first is None else _index(partition, first, "from")
+        hi = UNBOUNDED if last is None else _index(partition, last, "to") + 1
+        rows = read_page(uow.connection(), ds.id, lo, hi, limit + 1)
+        config = state_config(ds)
+        aggregate = Partitioned.from_json(ds.state_json)
+    runs = []
+    for run_lo, run_hi, state_json in rows[:limit]:
+        a, b = max(run_lo, lo), min(run_hi, hi)
+        block_status = status(config, state_from_json(config, state_json))
+        runs.append(
+            {
+                "from": partition.key(a),
+                "to": partition.key(b - 1),
+                "blocks": b - a,
+                "fraction_spent": fmt(fraction(block_status["odometer"], config)),
+                "status": block_status,
+            }
+        )
+    more = rows[limit] if len(rows) > limit else None
+    return {
+        "dataset_id": ds.id,
+        "partition": ds.partition_json,
+        "open": aggregate.open,
+        "runs": runs,
+        "next": None if more is None else partition.key(max(more[0], lo)),
+    }
+
+
+def state_config(ds: Dataset) -> AccountingConfig:
+    """Every block's filter configuration."""
+    return config_from_json(ds.config_json)
+
+
+def _index(partition: Partition, key: object, name: str) -> int:
+    try:
+        return partition.index(key)
+    except BlockError as exc:
+        raise InvalidBlocks(str(exc), field=name) from None
+
+
+def open_or_retire(
+    uow: UnitOfWork,
+    principal: Principal,
+    dataset_id: str,
+    *,
+    opening: tuple[str | int, str | int] | None,
+    retiring: tuple[str | int, str | int] | None,
+) -> dict[str, Any]:
+    """Open blocks (never opened before) or retire open ones: a curator's action on the
+    public schedule, one ledger entry (``blocks_opened`` / ``blocks_retired``)."""
+    if (opening is None) == (retiring is None):
+        raise InvalidBlocks("send exactly one of 'open' and 'retire'")
+    first, last = opening or retiring  # type: ignore[misc]
+    with uow:
+        ds = visible_dataset(uow, principal, dataset_id, lock=True)
+        partition = _partition(ds)
+        lo, hi = _index(partition, first, "from"), _index(partition, last, "to") + 1
+        if hi <= lo:
+            raise InvalidBlocks(f"the range {first} … {last} is reversed")
+        if hi - lo > MAX_OPEN:
+            raise InvalidBlocks(f"one action opens or retires at most {MAX_OPEN} blocks")
+        config = state_config(ds)
+        store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, (lo - 1, hi + 1))
+        if opening is not None:
+            if store.opened.ever_opened(lo, hi):
+                raise BlockConflict(
+                    f"blocks of {first} … {last} were opened before: a block's history never "
+                    "restarts (its records keep what they lost)"
+                )
+            store.moved(store.blocks.open(lo, hi, initial_state(config)), opened=(lo, hi))
+            kind = EntryKind.BLOCKS_OPENED
+        else:
+            try:
+                store.moved(retire(store.blocks, lo, hi), retired=hi - lo)
+            except BlockError:
+                raise BlockConflict(f"blocks of {first} … {last} are not all open") from None
+            kind = EntryKind.BLOCKS_RETIRED
+        writes = Writes()
+        store.stage(writes)
+        at = utc_now()
+        stage_entry(
+            uow,
+            writes,
+            ds,
+            kind=kind,
+            actor=principal.id,
+            at=at,
+            request={"from": lo, "to": hi, "keys": [partition.key(lo), partition.key(hi - 1)]},
+            state=store.aggregate([(lo, hi)]).to_json(),
+        )
+        write_now(uow, writes)
+        view = {
+            "dataset_id": ds.id,
+            "action": "opened" if opening is not None else "retired",
+            "range": ranges_out(partition, [(lo, hi)])[0],
+            "open": store.aggregate([]).open,
+            "ledger": {"last_seq": ds.last_seq, "head_hash": ds.head_hash},
+        }
+        uow.commit()
+    return view
+
+
+def change_blocks_budget(
+    uow: UnitOfWork,
+    principal: Principal,
+    ds: Dataset,
+    config: AccountingConfig,
+    request: dict[str, Any],
+    *,
+    workload: object,
+    final_conversion_delta: object,
+) -> tuple[AccountingConfig, str]:
+    """A per-block budget change (in the caller's transaction, the dataset locked): applied
+    to every open block and to every block opened later
+    (:func:`odometer_core.accounting.blocks.change_blocks`), one ``budget_changed`` entry
+    whose digest covers every open block."""
+    if request.get("sub_budget") is not None:
+        raise ConfigError("'sub_budget' is only allowed on split datasets")
+    store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, (-UNBOUNDED, UNBOUNDED))
+    new_config, moved = change_blocks(
+        config,
+        store.blocks,
+        request["epsilon"],
+        request["delta"],
+        final_conversion_delta=final_conversion_delta,
+        workload=workload,
+    )
+    store.moved(moved)
+    writes = Writes()
+    store.stage(writes)
+    config_json = config_to_json(new_config)
+    stage_entry(
+        uow,
+        writes,
+        ds,
+        kind=EntryKind.BUDGET_CHANGED,
+        actor=principal.id,
+        at=utc_now(),
+        request=request,
+        config=config_json,
+        state=store.aggregate([(r.lo, r.hi) for r in moved.runs]).to_json(),
+    )
+    ds.config_json = config_json
+    write_now(uow, writes)
+    return new_config, (
+        "applies to every open block and every block opened later; each block follows the "
+        "budget-change rule of a whole dataset (docs/accounting.md, *Budget changes*)"
+    )
