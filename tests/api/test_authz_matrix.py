@@ -59,6 +59,7 @@ class World:
     owner: str
     spare_key: str
     headers: dict[str, dict[str, str]]
+    blocks: str = ""  # a partitioned dataset of the organisation, the owner granted
 
 
 def build_world(client: TestClient) -> World:
@@ -99,7 +100,27 @@ def build_world(client: TestClient) -> World:
     revoked = client.post(f"/v1/principals/{owner}/keys", json={}, headers=AUTH).json()
     assert client.delete(f"/v1/keys/{revoked['id']}", headers=AUTH).status_code == 200
     headers["revoked_key"] = {"Authorization": f"Bearer {revoked['key']}"}
-    return World(org, dataset, invocation, ids["other_analyst"], owner, spare["id"], headers)
+    r = client.post(
+        "/v1/datasets",
+        json={
+            "name": "matrix-days",
+            "budget": {"epsilon": 10, "delta": "0.00001"},
+            "partition": {"kind": "bucket", "unit": "person", "buckets": 1000},
+        },
+        headers=headers["curator"],
+    )
+    assert r.status_code == 201, r.text
+    blocks = r.json()["id"]
+    r = client.post(
+        f"/v1/datasets/{blocks}/blocks",
+        json={"open": {"from": 0, "to": 9}},
+        headers=headers["curator"],
+    )
+    assert r.status_code == 200, r.text
+    grant(client, blocks, owner)
+    return World(
+        org, dataset, invocation, ids["other_analyst"], owner, spare["id"], headers, blocks
+    )
 
 
 @dataclass(frozen=True)
@@ -170,6 +191,15 @@ ROWS: dict[tuple[str, str], Row] = {
         "dataset",
         lambda w: DS.format(w.dataset) + "/budget",
         lambda w: {"epsilon": 9, "delta": "0.00001"},
+    ),
+    ("POST", "/v1/datasets/{dataset_id}/blocks"): Row(
+        frozenset({"curator"}),
+        "dataset",
+        lambda w: DS.format(w.blocks) + "/blocks",
+        lambda w: {"open": {"from": 10, "to": 19}},
+    ),
+    ("GET", "/v1/datasets/{dataset_id}/blocks"): Row(
+        ALL, "dataset", lambda w: DS.format(w.blocks) + "/blocks", mutating=False
     ),
     ("POST", "/v1/datasets/{dataset_id}/grants"): Row(
         frozenset({"curator"}),
@@ -310,6 +340,10 @@ def snapshot(uow: UnitOfWork) -> dict[str, list[tuple[Any, ...]]]:
         out["grants"] = sorted(
             (g.dataset_id, g.principal_id, repr(g.quota_state_json))
             for g in s.scalars(select(models.Grant))
+        )
+        out["block_runs"] = sorted(
+            (b.dataset_id, b.lo, b.hi, repr(b.state_json))
+            for b in s.scalars(select(models.BlockRun))
         )
         out["idempotency"] = sorted(
             (r.principal_id, r.key) for r in s.scalars(select(models.IdempotencyRecord))

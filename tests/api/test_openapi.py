@@ -23,6 +23,8 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "list_datasets",
         "get_dataset",
         "change_budget",
+        "change_blocks",
+        "list_blocks",
         "register_invocation",
         "preview_invocation",
         "settle_invocation",

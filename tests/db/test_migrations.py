@@ -28,6 +28,7 @@ def test_models_and_migrations_agree(database: Database) -> None:
     assert tables == {
         "alembic_version",
         "api_keys",
+        "block_runs",
         "datasets",
         "grants",
         "idempotency_keys",
@@ -52,7 +53,7 @@ def test_downgrade_and_upgrade_round_trip(fresh_backend: Backend) -> None:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(context, Base.metadata) == []
-            assert context.get_current_revision() == "0006"
+            assert context.get_current_revision() == "0007"
     finally:
         engine.dispose()
 

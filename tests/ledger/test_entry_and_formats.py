@@ -118,6 +118,8 @@ def test_entry_kinds_are_exactly_what_the_code_writes() -> None:
         "invocation_settled",
         "invocation_cancelled",
         "grant_changed",
+        "blocks_opened",
+        "blocks_retired",
     ]
     for status in ("accepted", "reserved", "rejected", "settled", "cancelled"):
         assert EntryKind.for_invocation(status) == f"invocation_{status}"
@@ -125,7 +127,8 @@ def test_entry_kinds_are_exactly_what_the_code_writes() -> None:
         EntryKind.for_invocation("refunded")
     # no bare kind strings left in the server, the client or the benchmarks
     pattern = re.compile(
-        r"[\"'](?:dataset_created|budget_changed|grant_changed|invocation_"
+        r"[\"'](?:dataset_created|budget_changed|grant_changed|blocks_(?:opened|retired)|"
+        r"invocation_"
         r"(?:accepted|reserved|rejected|settled|cancelled))[\"']"
     )
     offenders = [
