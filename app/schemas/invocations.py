@@ -131,6 +131,13 @@ class Preview(BaseModel):
     reason: str | None = None
     level: str | None = Field(default=None, description="the level that would refuse")
     reservation: dict[str, Any] | None = None
+    blocks: dict[str, Any] | None = Field(
+        default=None,
+        description="partitioned datasets: the selection ('selected'), which of its blocks "
+        "can still afford the declaration ('affordable', 'refused'; at most 20 ranges each) "
+        "and how many more of it fit in a row ('fit': every selected block and the levels "
+        "above, nothing else admitted meanwhile)",
+    )
 
 
 class InvocationEvent(BaseModel):

@@ -55,24 +55,19 @@ def check_partition(config: AccountingConfig, partition: dict[str, Any]) -> dict
     ``replace_one`` only with a key the curator asserts immutable (a replacement then stays
     in its block; otherwise one replacement touches two blocks and a per-block budget B
     becomes 2B)."""
-    immutable = bool(partition.get("immutable_key", False))
-    declared = {k: v for k, v in partition.items() if k != "immutable_key" and v is not None}
     try:
-        parsed = parse_partition(declared)
+        parsed = parse_partition({k: v for k, v in partition.items() if v is not None})
     except BlockError as exc:
         raise InvalidBlocks(str(exc), field="partition") from None
     if config.mode == "split":
         raise ConfigError("a partitioned dataset's blocks take a leaf mode, not 'split'")
-    if config.relation == "replace_one" and not immutable:
+    if config.relation == "replace_one" and not parsed.immutable_key:
         raise ConfigError(
             "a partitioned dataset uses relation 'add_remove', or 'replace_one' only with a "
             "block key that a replacement cannot change ('immutable_key': true): otherwise "
             "one replacement touches two blocks and each block's budget B becomes 2B"
         )
-    out = parsed.to_json()
-    if immutable:
-        out["immutable_key"] = True
-    return out
+    return parsed.to_json()
 
 
 def _partition(ds: Dataset) -> Partition:

@@ -9,11 +9,14 @@ own. Settle and cancel are :mod:`app.services.reservations`'.
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.db.models import Invocation
 from app.db.uow import UnitOfWork
 from app.schemas.invocations import InvocationOut, Preview
 from app.services._aggregate import load_filter, visible_dataset
-from app.services._levels import wire
+from app.services._blocks import SHOWN_RANGES, ranges_out
+from app.services._levels import Uppers, wire
 from app.services.batching import register_alone
 from app.services.charging import ChargeWorkers
 from app.services.errors import NotFound
@@ -21,14 +24,18 @@ from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
 from app.services.registration import (
     InvocationRequest,
+    PartitionLevel,
     compute_charges,
     decide,
     expensive,
     read_levels,
     registration,
+    whole_dataset,
 )
 from app.services.responses import reservation_json
-from odometer_core.accounting import memo
+from odometer_core.accounting import capacity, memo
+from odometer_core.accounting.blocks import Selected, affordable, selection_capacity
+from odometer_core.partition import Partition
 
 
 def register_invocation(
@@ -56,12 +63,17 @@ def preview_invocation(
     """The decision a registration would get now; nothing is written."""
     with uow.read_only():
         ds, uppers = read_levels(uow, principal, dataset_id)
-        dataset = load_filter(ds)
+        fresh = load_filter(ds)
+        blocks = PartitionLevel.prepare(uow, ds, [request])
+        level = whole_dataset(ds, request) if blocks is None else blocks.level(0)
     # Nothing is written: the decision is taken on this snapshot, outside the transaction,
     # with the charges computed as for a registration (in a worker, within the CPU budget).
-    known = compute_charges(charges, request, dataset, uppers) if expensive(request) else None
+    known = compute_charges(charges, request, fresh, uppers) if expensive(request) else None
     with memo.charges(known):
-        levels = decide(dataset, uppers, request, exhaustive=False)
+        levels = decide(level, uppers, request, exhaustive=False)
+        on_blocks = None
+        if blocks is not None and isinstance(level, Selected):
+            on_blocks = _blocks_preview(blocks.partition, level, uppers, request)
     decision = levels.reported
     return Preview(
         status=decision.outcome,
@@ -73,7 +85,29 @@ def preview_invocation(
         reason=decision.reason,
         level=levels.refused_by,
         reservation=reservation_json(decision),
+        blocks=on_blocks,
     )
+
+
+def _blocks_preview(
+    partition: Partition, selected: Selected, uppers: Uppers, request: InvocationRequest
+) -> dict[str, Any]:
+    """Which blocks of the selection can still afford the declaration, and how many more of
+    it fit in a row: the fewest any selected block admits, or the levels above, each charged
+    once per invocation (nothing else admitted meanwhile)."""
+    declaration, conversion = request.declaration, request.conversion_delta
+    yes, no = affordable(selected, declaration, conversion_delta=conversion)
+    fits = [selection_capacity(selected, declaration, conversion_delta=conversion)]
+    for level in uppers.present():
+        fits.append(capacity(*level.filter, declaration, conversion_delta=conversion))
+    fit = min(fits, key=lambda c: c.count)
+    return {
+        "selected": ranges_out(partition, selected.ranges),
+        "affordable": ranges_out(partition, yes)[:SHOWN_RANGES],
+        "refused": ranges_out(partition, no)[:SHOWN_RANGES],
+        "fit": fit.to_json(),
+        "unit": partition.unit,
+    }
 
 
 def _own_invocation(

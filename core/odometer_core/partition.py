@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -55,6 +55,8 @@ class Partition:
     timezone: str | None = None  # calendar kinds
     buckets: int | None = None  # bucket
     names: tuple[str, ...] | None = None  # named
+    #: the curator asserts a record's key never changes (a replacement stays in its block)
+    immutable_key: bool = False
 
     # ------------------------------------------------------------------ keys
     def index(self, key: object) -> int:
@@ -149,6 +151,8 @@ class Partition:
             out["buckets"] = self.buckets
         if self.names is not None:
             out["names"] = list(self.names)
+        if self.immutable_key:
+            out["immutable_key"] = True
         return out
 
 
@@ -162,9 +166,16 @@ def _listed(value: object, name: str) -> Sequence[Any]:
 
 def parse_partition(obj: Mapping[str, Any]) -> Partition:
     """A partition declared at a dataset's creation (:class:`BlockError` when it is bad)."""
-    unknown = set(obj) - {"kind", "unit", "timezone", "buckets", "names"}
+    unknown = set(obj) - {"kind", "unit", "timezone", "buckets", "names", "immutable_key"}
     if unknown:
         raise BlockError(f"unknown partition fields: {', '.join(sorted(unknown))}")
+    immutable = obj.get("immutable_key", False)
+    if not isinstance(immutable, bool):
+        raise BlockError("'immutable_key' is true or false")
+    return replace(_parsed(obj), immutable_key=immutable)
+
+
+def _parsed(obj: Mapping[str, Any]) -> Partition:
     kind, unit = obj.get("kind"), obj.get("unit")
     if kind not in KINDS:
         raise BlockError(f"a partition's kind is one of {', '.join(KINDS)}")
