@@ -144,3 +144,9 @@ class ReportOut(BaseModel):
     ledger: LedgerSummary
     chain_head: ChainHead
     verification: Verification
+    blocks: dict[str, Any] | None = Field(
+        default=None,
+        description="partitioned datasets: the block range reported ('from' … 'to' query "
+        "parameters), its runs as GET …/blocks pages them (at most 1000); the totals above "
+        "count the invocations whose selection meets the range",
+    )

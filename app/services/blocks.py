@@ -137,8 +137,7 @@ def blocks_page(
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
         partition = _partition(ds)
-        lo = -UNBOUNDED if first is None else _index(partition, first, "from")
-        hi = UNBOUNDED if last is None else _index(partition, last, "to") + 1
+        lo, hi = key_range(ds.partition_json, first, last)
         rows = read_page(uow.connection(), ds.id, lo, hi, limit + 1)
         config = state_config(ds)
         aggregate = Partitioned.from_json(ds.state_json)
@@ -285,3 +284,15 @@ def change_blocks_budget(
         "applies to every open block and every block opened later; each block follows the "
         "budget-change rule of a whole dataset (docs/accounting.md, *Budget changes*)"
     )
+
+
+def key_range(
+    partition_json: dict[str, Any] | None, first: str | None, last: str | None
+) -> tuple[int, int]:
+    """The block indices ``[lo, hi)`` of the keys ``first`` … ``last`` (both included; each
+    unbounded when omitted)."""
+    partition = partition_of(partition_json)
+    assert partition is not None
+    lo = -UNBOUNDED if first is None else _index(partition, first, "from")
+    hi = UNBOUNDED if last is None else _index(partition, last, "to") + 1
+    return lo, hi

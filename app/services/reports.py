@@ -22,7 +22,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from app.db.uow import UnitOfWork
-from app.services._aggregate import visible_dataset
+from app.services import blocks
+from app.services._aggregate import load_filter, visible_dataset
+from app.services.errors import InvalidBlocks
 from app.services.principals import Principal
 from odometer_core.accounting import (
     AccountingConfig,
@@ -329,15 +331,27 @@ def _verdict(
 
 
 def dataset_report(
-    uow: UnitOfWork, principal: Principal, dataset_id: str, *, verify: bool = True
+    uow: UnitOfWork,
+    principal: Principal,
+    dataset_id: str,
+    *,
+    verify: bool = True,
+    first: str | None = None,
+    last: str | None = None,
 ) -> dict[str, Any]:
     """The report of one dataset, as of its ledger head when the report started.
     ``verify=False`` skips the replay (the charts do not show it); ``verification`` is then
-    ``None``."""
+    ``None``. On a partitioned dataset ``first`` … ``last`` (block keys, both included; default
+    every block) is the block range reported: the totals count the invocations whose
+    selection meets it, ``blocks`` pages its runs (the replay still covers the whole ledger)."""
+    blocks_part: dict[str, Any] | None = None
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
         head, head_hash = ds.last_seq, ds.head_hash
         stored_state, config_json = dict(ds.state_json), dict(ds.config_json)
+        partitioned = ds.partition_json is not None
+        if partitioned:
+            now_blocks = blocks.partition_status(uow, ds, load_filter(ds)[0])
         identity = {
             "id": ds.id,
             "name": ds.name,
@@ -345,14 +359,23 @@ def dataset_report(
             "relation": ds.relation,
             "mode": ds.mode,
         }
+    window = (0, 0)
+    if partitioned:
+        blocks_part = blocks.blocks_page(
+            uow, principal, dataset_id, first=first, last=last, limit=blocks.MAX_PAGE
+        )
+        window = blocks.key_range(ds.partition_json, first, last)
+    elif first is not None or last is not None:
+        raise InvalidBlocks(f"dataset '{dataset_id}' is not partitioned", field="from")
     tally, replayer = _Tally(head), Replayer()
     for entry in _batches(uow, dataset_id, head):
         if verify:
             replayer.feed(entry)
-        tally.feed(entry)
+        if not partitioned or _meets(entry, window):
+            tally.feed(entry)
     with uow.read_only():
         names = {actor: _principal_name(uow, actor) for actor in tally.analysts}
-    now = _current_status(config_json, stored_state)
+    now = now_blocks if partitioned else _current_status(config_json, stored_state)
     verification = _verdict(replayer, head_hash, stored_state, head) if verify else None
     if verification is not None and now is None:
         verification["problems"].append(UNREADABLE)
@@ -403,10 +426,22 @@ def dataset_report(
         },
         "chain_head": {"seq": head, "hash": head_hash},
         "verification": verification,
+        "blocks": blocks_part,
     }
 
 
 UNREADABLE = "the dataset's stored configuration or state cannot be read"
+
+
+def _meets(entry: Mapping[str, Any], window: tuple[int, int]) -> bool:
+    """Whether a partitioned dataset's entry concerns the block range ``window`` (entries
+    without a selection — creation, budget changes, blocks opened — always do)."""
+    request = entry.get("request") or {}
+    selection = request.get("blocks") if isinstance(request, Mapping) else None
+    if not isinstance(selection, list):
+        return True
+    lo, hi = window
+    return any(int(a) < hi and lo < int(b) for a, b in selection)
 
 
 def _current_status(

@@ -14,12 +14,15 @@ edited digest or block state is found."""
 from __future__ import annotations
 
 import copy
+import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from app import cli as verify_cli
 from odometer_core.ledger.replay import replay
 from tests.support import AUTH, grant, ledger, new_organisation, new_principal, rehashed
 
@@ -450,3 +453,52 @@ def test_the_dataset_listing_shows_a_partitioned_dataset(client: TestClient) -> 
     assert mine["partition"] == {"kind": "day", "unit": "record", "timezone": "Europe/Paris"}
     assert mine["status"]["per_block"] is True
     assert Decimal(mine["status"]["blocks"]["highest_fraction_spent"]) == 0
+
+
+def test_the_report_covers_a_block_range_and_verifies(client: TestClient) -> None:
+    ds = _november(client)
+    assert _register(client, ds, _days("2026-11-01", "2026-11-02")).status_code == 201
+    assert _register(client, ds, _days("2026-11-20", "2026-11-21")).status_code == 201
+    assert _register(client, ds, _days("2026-11-21", "2026-11-22")).status_code == 201
+    whole = client.get(f"/v1/datasets/{ds}/report", headers=AUTH).json()
+    assert whole["verification"]["ok"] is True
+    assert whole["status"]["odometer"]["epsilon"] == "0.8"
+    assert whole["analysts"][0]["accepted"] == 3
+    late = client.get(
+        f"/v1/datasets/{ds}/report", params={"from": "2026-11-15", "to": "2026-11-30"}, headers=AUTH
+    ).json()
+    assert late["analysts"][0]["accepted"] == 2
+    assert late["analysts"][0]["charged"] == {"epsilon": "0.8", "delta": "0"}
+    assert [(r["from"], r["to"], r["fraction_spent"]) for r in late["blocks"]["runs"]] == [
+        ("2026-11-15", "2026-11-19", "0"),
+        ("2026-11-20", "2026-11-20", "0.4"),
+        ("2026-11-21", "2026-11-21", "0.8"),
+        ("2026-11-22", "2026-11-22", "0.4"),
+        ("2026-11-23", "2026-11-30", "0"),
+    ]
+    whole_ds = client.post(
+        "/v1/datasets", json={"name": "w", "budget": {"epsilon": 1, "delta": 0}}, headers=AUTH
+    ).json()["id"]
+    r = client.get(f"/v1/datasets/{whole_ds}/report", params={"from": "1"}, headers=AUTH)
+    assert r.status_code == 422
+
+
+def test_odometer_verify_checks_a_partitioned_export_offline(
+    client: TestClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ds = _november(client, mode="rdp", epsilon="3")
+    gaussian = {"type": "gaussian", "sigma": "4", "sensitivity": "1"}
+    for blocks in (_days("2026-11-01", "2026-11-15"), "all", {"keys": ["2026-11-03"]}):
+        assert _register(client, ds, blocks, gaussian).status_code == 201
+    r = client.get(f"/v1/datasets/{ds}/ledger", params={"export": "true"}, headers=AUTH)
+    assert r.status_code == 200
+    path = tmp_path / "export.json"
+    path.write_bytes(r.content)
+    assert verify_cli.main(["verify", str(path)]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["ok"], verdict["entries"]) == (True, 5)
+    exported = json.loads(r.content)
+    exported["entries"][3]["state"]["blocks"]["runs"] += 1
+    path.write_text(json.dumps({**exported, "entries": rehashed(exported["entries"])}))
+    assert verify_cli.main(["verify", str(path)]) == 1
+    assert "entry 4" in json.loads(capsys.readouterr().out)["problems"][0]
