@@ -15,9 +15,11 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const UNIT = { epsilon: "ε", rho: "ρ", mu_squared: "μ²", delta: "δ" }; // the order shown
   const KINDS = ["dataset_created", "budget_changed", "grant_changed", "invocation_accepted",
-    "invocation_reserved", "invocation_rejected", "invocation_settled", "invocation_cancelled"];
+    "invocation_reserved", "invocation_rejected", "invocation_settled", "invocation_cancelled",
+    "blocks_opened", "blocks_retired"];
   const $ = (id) => document.getElementById(id);
-  const state = { names: {}, dataset: null, head: 0, cursors: [], after: 0, next: null };
+  const state = { names: {}, dataset: null, head: 0, cursors: [], after: 0, next: null,
+    reportReadable: false };
 
   // ------------------------------------------------------------------ exact decimal strings
   function parseDec(text) {
@@ -236,6 +238,568 @@
       box.appendChild(odo);
     }
     return box;
+  }
+
+  // ------------------------------------------------------------------ partitioned datasets
+  // A partitioned dataset has one filter per block (a day, week or month, a hash bucket, a
+  // named part), so no whole-dataset gauge: its list row says how many blocks are open and
+  // the highest fraction any block has spent, and its detail draws the blocks as a heat strip
+  // from GET /v1/datasets/{id}/blocks (runs of consecutive blocks with one history, paged by
+  // the "next" key). A cell is one block, or (when a page holds more than MAX_CELLS blocks)
+  // neighbouring blocks drawn as one, shaded by the highest fraction among them.
+  const MAX_CELLS = 400;
+  // runs a page (GET …/blocks?limit=); /dashboard?runs=N asks for N (1 … 1000) instead
+  const RUNS_PAGE = Math.min(1000, Math.max(1,
+    parseInt(new URLSearchParams(window.location.search).get("runs") || "200", 10) || 200));
+  const DAY_MS = 86_400_000;
+  const EPOCH_MONDAY = Date.UTC(1969, 11, 29); // the Monday of block 0's ISO week
+  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+    "Nov", "Dec"];
+  const MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July",
+    "August", "September", "October", "November", "December"];
+  // shade k: fraction = 0, ≤ ¼, ≤ ½, ≤ ¾, < 1, = 1 (the block's budget spent out)
+  const SHADES = ["0 (unspent)", "≤ 0.25", "≤ 0.5", "≤ 0.75", "< 1", "1 (spent out)"];
+  const KIND_WORDS = { day: "by day", week: "by ISO week", month: "by month",
+    bucket: "hash buckets", named: "named parts" };
+  const blockState = { ds: null, partition: null, from: "", to: "", prev: [], next: null,
+    runs: [], token: 0 };
+
+  const pad2 = (n) => String(n).padStart(2, "0");
+
+  // A block key's index, as the server numbers blocks (odometer_core.partition); null when it
+  // is not a key of this partition (the server then says why).
+  function blockIndex(partition, key) {
+    const text = String(key).trim();
+    const kind = partition.kind;
+    let m;
+    if (kind === "bucket") return /^\d+$/.test(text) ? Number(text) : null;
+    if (kind === "named") {
+      const i = (partition.names || []).indexOf(text);
+      return i < 0 ? null : i;
+    }
+    if (kind === "day" && (m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text))) {
+      return Math.round(Date.UTC(+m[1], +m[2] - 1, +m[3]) / DAY_MS);
+    }
+    if (kind === "week" && (m = /^(\d{4})-W(\d{2})$/.exec(text))) {
+      const jan4 = Date.UTC(+m[1], 0, 4);
+      const monday = jan4 - ((new Date(jan4).getUTCDay() + 6) % 7) * DAY_MS;
+      return Math.round((monday + (+m[2] - 1) * 7 * DAY_MS - EPOCH_MONDAY) / (7 * DAY_MS));
+    }
+    if (kind === "month" && (m = /^(\d{4})-(\d{2})$/.exec(text))) {
+      return (+m[1] - 1970) * 12 + (+m[2] - 1);
+    }
+    return null;
+  }
+
+  function dayOf(index) { return new Date(index * DAY_MS); }
+
+  // The key of block ``index`` (the inverse of blockIndex).
+  function blockKey(partition, index) {
+    const kind = partition.kind;
+    if (kind === "bucket") return String(index);
+    if (kind === "named") return (partition.names || [])[index] || `#${index}`;
+    if (kind === "day") {
+      const d = dayOf(index);
+      return `${d.getUTCFullYear()}-${pad2(d.getUTCMonth() + 1)}-${pad2(d.getUTCDate())}`;
+    }
+    if (kind === "week") {
+      const thursday = EPOCH_MONDAY + index * 7 * DAY_MS + 3 * DAY_MS;
+      const year = new Date(thursday).getUTCFullYear();
+      const week = Math.floor((thursday - Date.UTC(year, 0, 1)) / (7 * DAY_MS)) + 1;
+      return `${year}-W${pad2(week)}`;
+    }
+    return `${1970 + Math.floor(index / 12)}-${pad2((index % 12) + 1)}`;
+  }
+
+  const exceeds = (a, b) => minus(a, b) !== "0"; // a > b, exactly
+
+  function shadeOf(fraction) {
+    const d = parseDec(fraction);
+    if (d === null || d.digits === "0" || d.neg) return 0;
+    if (!exceeds("1", fraction)) return 5;
+    if (!exceeds(fraction, "0.25")) return 1;
+    if (!exceeds(fraction, "0.5")) return 2;
+    if (!exceeds(fraction, "0.75")) return 3;
+    return 4;
+  }
+
+  // A fraction as text: rounded up (it is spent), and as a percentage.
+  function fractionText(fraction) {
+    const d = parseDec(fraction);
+    if (d === null) return String(fraction);
+    const percent = d.digits === "0" ? "0" : shown(formatDec({ ...d, exp: d.exp + 2 }), true);
+    return `${shown(fraction, true)} (${percent}%)`;
+  }
+
+  function partitionText(partition) {
+    const words = [KIND_WORDS[partition.kind] || partition.kind];
+    if (partition.timezone) words.push(`in ${partition.timezone}`);
+    if (partition.kind === "bucket" && partition.buckets) words.push(`(${partition.buckets})`);
+    if (partition.kind === "named" && partition.names) words.push(`(${partition.names.length})`);
+    return `${words.join(" ")}, unit ${partition.unit}`;
+  }
+
+  function swatch(fraction) {
+    const s = document.createElement("span");
+    s.className = `swatch f${shadeOf(fraction)}`;
+    s.setAttribute("aria-hidden", "true");
+    return s;
+  }
+
+  // The list row's and the detail's summary of a partitioned dataset: no spent bar (there is
+  // no whole-dataset spend), but the blocks open and the highest fraction spent by any.
+  function blocksSummary(ds) {
+    const status = ds.status || {};
+    const blocks = status.blocks || {};
+    const box = document.createElement("div");
+    box.className = "blocks-summary";
+    const head = document.createElement("p");
+    head.className = "bs-head";
+    const badge = document.createElement("span");
+    badge.className = "badge";
+    badge.textContent = "partitioned";
+    head.append(badge, ` ${partitionText(ds.partition || { kind: "?", unit: blocks.unit })}`);
+    box.appendChild(head);
+    const numbers = document.createElement("p");
+    numbers.className = "numbers";
+    const open = document.createElement("span");
+    open.className = "bs-open";
+    const n = blocks.open || 0;
+    open.textContent = `${n} block${n === 1 ? "" : "s"} open`;
+    open.title = (blocks.opened || []).map((r) => `${r.from} … ${r.to} (${r.blocks})`).join(", ");
+    numbers.appendChild(open);
+    const highest = document.createElement("span");
+    highest.className = "bs-highest";
+    const top = blocks.highest_fraction_spent != null ? String(blocks.highest_fraction_spent) : "0";
+    highest.dataset.exact = top;
+    highest.title = `highest fraction of a block's budget spent: ${top} (exact)`;
+    highest.append(swatch(top), `highest block spent ${fractionText(top)} of its budget`);
+    numbers.appendChild(highest);
+    const budget = document.createElement("span");
+    budget.className = "bs-budget";
+    budget.append("each block's budget ");
+    budget.appendChild(amountNode("span", status.budget, false));
+    if (status.mode) budget.append(` (${status.mode})`);
+    numbers.appendChild(budget);
+    box.appendChild(numbers);
+    if (status.odometer) {
+      const odo = document.createElement("p");
+      odo.className = "odometer";
+      odo.append("highest certified reading over open blocks: ");
+      odo.appendChild(amountNode("span", status.odometer, true, "g-odometer"));
+      box.appendChild(odo);
+    }
+    return box;
+  }
+
+  function setBlockInputs(partition) {
+    const types = { day: "date", week: "week", month: "month", bucket: "number" };
+    const examples = { day: "2026-11-27", week: "2026-W48", month: "2026-11", bucket: "17" };
+    const names = $("b-names");
+    names.replaceChildren();
+    for (const id of ["b-from", "b-to"]) {
+      const input = $(id);
+      input.type = types[partition.kind] || "text";
+      input.value = "";
+      input.placeholder = examples[partition.kind] || (partition.names || [""])[0];
+      input.removeAttribute("list");
+      if (partition.kind === "bucket") {
+        input.min = "0";
+        if (partition.buckets) input.max = String(partition.buckets - 1);
+      }
+      if (partition.kind === "named") input.setAttribute("list", "b-names");
+    }
+    for (const name of partition.kind === "named" ? (partition.names || []).slice(0, 1000) : []) {
+      names.appendChild(new Option(name));
+    }
+  }
+
+  function showBlocksHeader(ds) {
+    const status = ds.status || {};
+    const blocks = status.blocks || {};
+    const partition = ds.partition;
+    const line = $("blocks-partition");
+    line.replaceChildren(`Partition: ${partitionText(partition)}. `,
+      `${blocks.open || 0} blocks open in ${blocks.runs || 0} runs; every block has its own `
+      + "budget ");
+    line.appendChild(amountNode("span", status.budget, false, "b-budget"));
+    line.append(` (mode ${status.mode}).`);
+    $("blocks-protects").textContent = blocks.protects
+      ? `${blocks.protects.charAt(0).toUpperCase()}${blocks.protects.slice(1)}.` : "";
+    const legend = $("blocks-legend");
+    legend.replaceChildren();
+    const title = document.createElement("span");
+    title.className = "legend-title";
+    title.append("Fraction of each block's budget spent (certified reading ÷ block budget, ε): ");
+    legend.appendChild(title);
+    const scale = document.createElement("span");
+    scale.className = "legend-scale";
+    SHADES.forEach((label, k) => {
+      const item = document.createElement("span");
+      item.className = "legend-item";
+      const s = document.createElement("span");
+      s.className = `swatch f${k}`;
+      item.append(s, label);
+      scale.appendChild(item);
+    });
+    if (partition.kind === "day") {
+      const item = document.createElement("span");
+      item.className = "legend-item";
+      const s = document.createElement("span");
+      s.className = "swatch closed";
+      item.append(s, "not open");
+      scale.appendChild(item);
+    }
+    legend.appendChild(scale);
+  }
+
+  // The page's blocks as at most MAX_CELLS cells: consecutive open blocks, `group` to a cell,
+  // each cell with the runs it covers and the highest fraction among them.
+  function cellsOf(partition, runs) {
+    const total = runs.reduce((n, r) => n + r.blocks, 0);
+    const group = Math.max(1, Math.ceil(total / MAX_CELLS));
+    const cells = [];
+    let cur = null;
+    runs.forEach((run, r) => {
+      const lo = blockIndex(partition, run.from);
+      let done = 0;
+      while (done < run.blocks) {
+        if (cur === null) {
+          cur = { lo: lo + done, last: lo + done, count: 0, runs: [], top: r,
+            fraction: run.fraction_spent };
+        }
+        const take = Math.min(run.blocks - done, group - cur.count);
+        cur.count += take;
+        cur.last = lo + done + take - 1;
+        cur.runs.push(r);
+        if (exceeds(run.fraction_spent, cur.fraction)) {
+          cur.fraction = run.fraction_spent;
+          cur.top = r;
+        }
+        done += take;
+        if (cur.count === group) { cells.push(cur); cur = null; }
+      }
+    });
+    if (cur !== null) cells.push(cur);
+    return { cells, group, total };
+  }
+
+  function cellLabel(partition, index) {
+    const kind = partition.kind;
+    if (kind === "day") return String(dayOf(index).getUTCDate());
+    if (kind === "week") return blockKey(partition, index).slice(6);
+    if (kind === "month") return MONTHS[index % 12];
+    if (kind === "bucket") return index < 1000 ? String(index) : "";
+    return blockKey(partition, index);
+  }
+
+  // Calendar groups: a month (days, on a Monday-first grid), a year (weeks, months); one
+  // group otherwise and whenever a cell holds several blocks.
+  function groupOf(partition, index, group) {
+    if (group > 1) return null;
+    if (partition.kind === "day") {
+      const d = dayOf(index);
+      return `${MONTH_NAMES[d.getUTCMonth()]} ${d.getUTCFullYear()}`;
+    }
+    if (partition.kind === "week") return blockKey(partition, index).slice(0, 4);
+    if (partition.kind === "month") return String(1970 + Math.floor(index / 12));
+    return null;
+  }
+
+  function newGroup(strip, label, calendar, firstDay) {
+    const box = document.createElement("div");
+    box.className = calendar ? "strip-group month" : "strip-group";
+    if (label) {
+      const title = document.createElement("div");
+      title.className = "strip-label";
+      title.textContent = label;
+      box.appendChild(title);
+    }
+    const cells = document.createElement("div");
+    cells.className = calendar ? "cells calendar" : "cells";
+    if (calendar) {
+      for (const w of ["M", "T", "W", "T", "F", "S", "S"]) {
+        const h = document.createElement("span");
+        h.className = "weekday";
+        h.setAttribute("aria-hidden", "true");
+        h.textContent = w;
+        cells.appendChild(h);
+      }
+      // the weekdays before the month's first day: empty; its days before the first open
+      // one: not open (places, not blocks)
+      const first = dayOf(firstDay);
+      const monthStart = Date.UTC(first.getUTCFullYear(), first.getUTCMonth(), 1) / DAY_MS;
+      const offset = (new Date(monthStart * DAY_MS).getUTCDay() + 6) % 7;
+      for (let i = 0; i < offset; i += 1) cells.appendChild(gap(null));
+      for (let i = monthStart; i < firstDay; i += 1) cells.appendChild(gap(i));
+      cells.dataset.next = String(firstDay);
+      cells.dataset.end = String(Date.UTC(first.getUTCFullYear(), first.getUTCMonth() + 1, 1)
+        / DAY_MS);
+    }
+    box.appendChild(cells);
+    strip.appendChild(box);
+    return cells;
+  }
+
+  // An empty place of a calendar (no block): before the month's first day, or a day of the
+  // month that is not open (``day``: its index).
+  function gap(day) {
+    const g = document.createElement("span");
+    g.setAttribute("aria-hidden", "true");
+    g.className = "gap";
+    if (day != null) {
+      g.classList.add("closed");
+      g.textContent = String(dayOf(day).getUTCDate());
+      g.title = `${blockKey({ kind: "day" }, day)}: not open`;
+    }
+    return g;
+  }
+
+  // A month's days after its last open one: not open.
+  function closeMonth(cells) {
+    if (!cells || !cells.dataset.end) return;
+    for (let i = Number(cells.dataset.next); i < Number(cells.dataset.end); i += 1) {
+      cells.appendChild(gap(i));
+    }
+  }
+
+  function cellTitle(partition, c, runs) {
+    const from = blockKey(partition, c.lo);
+    const to = blockKey(partition, c.last);
+    const run = runs[c.top];
+    const fraction = `${fractionText(c.fraction)} of the block budget spent`;
+    if (c.count === 1) {
+      return `${from}: ${fraction} (run ${run.from} … ${run.to}, ${run.blocks} blocks)`;
+    }
+    return `${from} … ${to}: ${c.count} blocks, highest ${fraction}`;
+  }
+
+  function drawStrip(partition, runs) {
+    const strip = $("blocks-strip");
+    strip.replaceChildren();
+    const { cells, group, total } = cellsOf(partition, runs);
+    strip.classList.toggle("grouped", group > 1);
+    strip.classList.toggle("named", partition.kind === "named" && group === 1);
+    let label;
+    let box = null;
+    cells.forEach((c, k) => {
+      const name = groupOf(partition, c.lo, group);
+      const calendar = partition.kind === "day" && group === 1;
+      if (box === null || name !== label) {
+        closeMonth(box);
+        label = name;
+        box = newGroup(strip, name || (group > 1 ? `${group} blocks a cell` : ""), calendar,
+          c.lo);
+      } else if (calendar) {
+        // days not open between two shown ones: empty places
+        for (let i = Number(box.dataset.next); i < c.lo; i += 1) box.appendChild(gap(i));
+      }
+      if (calendar) box.dataset.next = String(c.lo + 1);
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = `blk f${shadeOf(c.fraction)}`;
+      button.dataset.cell = String(k);
+      button.dataset.from = blockKey(partition, c.lo);
+      button.dataset.to = blockKey(partition, c.last);
+      button.dataset.blocks = String(c.count);
+      button.dataset.fraction = c.fraction;
+      button.dataset.runs = c.runs.join(" ");
+      button.title = cellTitle(partition, c, runs);
+      button.setAttribute("aria-label", button.title);
+      button.textContent = group === 1 ? cellLabel(partition, c.lo) : "";
+      button.addEventListener("click", () => showCell(c, runs, button));
+      box.appendChild(button);
+    });
+    closeMonth(box);
+    if (!cells.length) {
+      const none = document.createElement("p");
+      none.className = "strip-none";
+      none.textContent = "No open block in this range.";
+      strip.appendChild(none);
+    }
+    return { cells: cells.length, group, total };
+  }
+
+  function runRange(run) {
+    return run.from === run.to ? run.from : `${run.from} … ${run.to}`;
+  }
+
+  // One run's drill-down: its blocks, the fraction spent and its status (the gauge: spent,
+  // remaining in the mode's unit, the certified reading).
+  function runDetail(run) {
+    const box = document.createElement("div");
+    box.className = "run-detail";
+    const head = document.createElement("h4");
+    head.className = "run-range";
+    head.textContent = `${runRange(run)} · ${run.blocks} block${run.blocks === 1 ? "" : "s"}`
+      + " with one history";
+    box.appendChild(head);
+    const f = document.createElement("p");
+    f.className = "run-fraction";
+    f.append(swatch(run.fraction_spent), "fraction spent ");
+    const value = document.createElement("strong");
+    value.className = "run-fraction-value";
+    value.textContent = fractionText(run.fraction_spent);
+    value.title = `${run.fraction_spent} (exact)`;
+    f.append(value, " of each block's budget");
+    box.appendChild(f);
+    box.appendChild(gaugeFor(run.status, "each block of the run:"));
+    return box;
+  }
+
+  function selectCells(runIndexes, button) {
+    const wanted = new Set(runIndexes.map(String));
+    for (const b of $("blocks-strip").querySelectorAll(".blk")) {
+      b.classList.toggle("selected", b === button);
+      b.classList.toggle("in-run", b.dataset.runs.split(" ").some((r) => wanted.has(r)));
+    }
+    for (const tr of $("blocks-runs").querySelectorAll("tbody tr")) {
+      tr.classList.toggle("selected", wanted.has(tr.dataset.run));
+    }
+  }
+
+  function showRun(runs, r, button) {
+    selectCells([r], button || null);
+    $("block-detail").replaceChildren(runDetail(runs[r]));
+    $("block-detail").dataset.run = String(r);
+  }
+
+  function showCell(c, runs, button) {
+    if (c.runs.length === 1) {
+      showRun(runs, c.runs[0], button);
+      return;
+    }
+    // a cell of several runs: which they are, the highest one's status first (its cells
+    // marked as its run's)
+    selectCells([c.top], button);
+    const detail = $("block-detail");
+    const intro = document.createElement("p");
+    intro.className = "cell-summary";
+    intro.textContent = `${button.dataset.from} … ${button.dataset.to}: ${c.count} blocks in `
+      + `${new Set(c.runs).size} runs, highest fraction spent ${fractionText(c.fraction)}.`;
+    const list = document.createElement("p");
+    list.className = "cell-runs";
+    list.append("Runs: ");
+    [...new Set(c.runs)].forEach((r, i) => {
+      if (i) list.append(" · ");
+      const link = document.createElement("button");
+      link.type = "button";
+      link.className = "linkish";
+      link.textContent = `${runRange(runs[r])} (${shown(runs[r].fraction_spent, true)})`;
+      link.addEventListener("click", () => {
+        selectCells([r], button);
+        detail.replaceChildren(intro, list, runDetail(runs[r]));
+        detail.dataset.run = String(r);
+      });
+      list.appendChild(link);
+    });
+    detail.replaceChildren(intro, list, runDetail(runs[c.top]));
+    detail.dataset.run = String(c.top);
+  }
+
+  function runsTable(runs) {
+    const tbody = $("blocks-runs").querySelector("tbody");
+    tbody.replaceChildren();
+    runs.forEach((run, r) => {
+      const tr = document.createElement("tr");
+      tr.dataset.run = String(r);
+      tr.tabIndex = 0;
+      cell(tr, run.from);
+      cell(tr, run.to);
+      cell(tr, run.blocks, "num");
+      const f = cell(tr, "", "num");
+      f.append(swatch(run.fraction_spent), shown(run.fraction_spent, true));
+      f.title = `${run.fraction_spent} (exact)`;
+      const [unit, , , remaining] = run.status && run.status.mode ? measure(run.status) : [];
+      if (unit) tr.appendChild(amountNode("td", { [unit]: remaining }, false));
+      else cell(tr, "");
+      const open = () => showRun(runs, r, $("blocks-strip").querySelector(
+        `.blk[data-runs~="${r}"]`));
+      tr.addEventListener("click", open);
+      tr.addEventListener("keydown", (e) => { if (e.key === "Enter") open(); });
+      tbody.appendChild(tr);
+    });
+  }
+
+  async function showBlocks(from, to) {
+    const ds = blockState.ds;
+    const token = ++blockState.token;
+    const params = new URLSearchParams({ limit: String(RUNS_PAGE) });
+    if (from) params.set("from", from);
+    if (to) params.set("to", to);
+    const body = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/blocks?${params}`);
+    if (token !== blockState.token) return; // a later request replaced this one
+    const partition = body.partition || ds.partition;
+    blockState.partition = partition;
+    blockState.from = from || "";
+    blockState.next = body.next;
+    blockState.runs = body.runs;
+    const drawn = drawStrip(partition, body.runs);
+    runsTable(body.runs);
+    $("blocks-runs").querySelector("summary").textContent =
+      `Runs on this page: ${body.runs.length} (consecutive blocks with one history)`;
+    const hint = document.createElement("p");
+    hint.className = "hint";
+    hint.textContent = "Select a block (or a run in the table below) to see its run: the"
+      + " blocks that share its history, the fraction spent and its status.";
+    $("block-detail").replaceChildren(...(body.runs.length ? [hint] : []));
+    delete $("block-detail").dataset.run;
+    const first = body.runs.length ? body.runs[0].from : null;
+    const last = body.runs.length ? body.runs[body.runs.length - 1].to : null;
+    let info = first === null ? `No open block here (${body.open} open in all).`
+      : `Showing ${first} … ${last}: ${drawn.total} open block${drawn.total === 1 ? "" : "s"} in `
+        + `${body.runs.length} run${body.runs.length === 1 ? "" : "s"} (${body.open} open in all)`;
+    if (drawn.group > 1) {
+      info += `; each cell draws up to ${drawn.group} neighbouring blocks, shaded by the `
+        + "highest fraction among them";
+    }
+    $("b-info").textContent = info;
+    $("b-prev").disabled = blockState.prev.length === 0;
+    $("b-next").disabled = body.next == null;
+    $("blocks").dataset.loaded = `${blockState.from}..${blockState.to}`;
+  }
+
+  async function firstBlocks() {
+    blockState.prev = [];
+    blockState.from = $("b-from").value.trim();
+    blockState.to = $("b-to").value.trim();
+    await showBlocks(blockState.from, blockState.to);
+    await rangeTotals(blockState.from, blockState.to);
+  }
+
+  async function setupBlocks(ds) {
+    blockState.ds = ds;
+    blockState.partition = ds.partition;
+    blockState.prev = [];
+    blockState.to = "";
+    setBlockInputs(ds.partition);
+    showBlocksHeader(ds);
+    delete $("blocks").dataset.loaded;
+    $("blocks").hidden = false;
+    await showBlocks("", "");
+  }
+
+  function startBlocks() {
+    $("blocks-range").addEventListener("submit", (event) => {
+      event.preventDefault();
+      say("");
+      firstBlocks().catch((e) => say(explain(e)));
+    });
+    $("b-all").addEventListener("click", () => {
+      $("b-from").value = "";
+      $("b-to").value = "";
+      say("");
+      firstBlocks().catch((e) => say(explain(e)));
+    });
+    $("b-next").addEventListener("click", () => {
+      if (blockState.next == null) return;
+      blockState.prev.push(blockState.from);
+      showBlocks(blockState.next, blockState.to).catch((e) => say(explain(e)));
+    });
+    $("b-prev").addEventListener("click", () => {
+      if (!blockState.prev.length) return;
+      showBlocks(blockState.prev.pop(), blockState.to).catch((e) => say(explain(e)));
+    });
   }
 
   // ------------------------------------------------------------------ organisation, datasets
@@ -534,7 +1098,8 @@
       tr.dataset.id = ds.id;
       cell(tr, ds.name, "name").title = ds.id;
       cell(tr, ds.mode);
-      cell(tr, "", "gauge-cell").appendChild(gaugeFor(ds.status));
+      cell(tr, "", "gauge-cell").appendChild(ds.partition ? blocksSummary(ds) : gaugeFor(ds.status));
+      if (ds.partition) tr.classList.add("partitioned");
       const button = document.createElement("button");
       button.type = "button";
       button.textContent = "Show";
@@ -642,22 +1207,80 @@
     }
   }
 
-  async function selectDataset(ds) {
-    say("");
-    state.dataset = ds;
-    for (const tr of $("datasets").querySelectorAll("tbody tr")) {
-      tr.classList.toggle("selected", tr.dataset.id === ds.id);
-    }
-    const base = `/v1/datasets/${encodeURIComponent(ds.id)}/report`;
-    const report = await api(base);
-    $("detail-title").textContent = `${report.dataset.name} (${report.dataset.mode})`;
-    $("detail-gauge").replaceChildren(gaugeFor(report.status));
-    $("refunds").replaceChildren(amountNode("span", report.refunds.odp_savings, false));
-    if (!$("refunds").textContent) $("refunds").textContent = "none";
+  // The report's totals: rejections, ledger kinds, per declaration kind and per analyst (on a
+  // partitioned dataset, of the invocations whose blocks meet the range the report was read for).
+  async function showTotals(ds, report) {
     countsTable("rejections", report.rejections.by_level);
     countsTable("reasons", report.rejections.by_reason);
     countsTable("kinds", report.ledger.kinds);
     showMechanisms(report);
+    await showAnalysts(ds, report);
+  }
+
+  function rangeNote(first, last) {
+    const range = first || last ? `blocks ${first || "…"} … ${last || "…"}` : "any block";
+    $("partition-note").textContent = "On a partitioned dataset a charge is spent by each block"
+      + " it selects. The report's totals (rejections, entries by kind, per analyst and per"
+      + ` declaration kind) count the invocations whose blocks meet ${range}, adding charges`
+      + " made on different blocks: they are no block's spend (the strip above shows each"
+      + " block's). The chart counts every block.";
+    $("report-parts").dataset.range = `${first}..${last}`;
+  }
+
+  // A block range chosen in the strip's form: the report's totals for that range too.
+  async function rangeTotals(first, last) {
+    const ds = state.dataset;
+    if (!ds || !ds.partition || !state.reportReadable) return;
+    const params = new URLSearchParams();
+    if (first) params.set("from", first);
+    if (last) params.set("to", last);
+    const report = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/report?${params}`);
+    if (state.dataset !== ds) return;
+    await showTotals(ds, report);
+    rangeNote(first, last);
+  }
+
+  async function selectDataset(ds) {
+    say("");
+    state.dataset = ds;
+    state.reportReadable = false;
+    delete document.body.dataset.loaded;
+    for (const tr of $("datasets").querySelectorAll("tbody tr")) {
+      tr.classList.toggle("selected", tr.dataset.id === ds.id);
+    }
+    const base = `/v1/datasets/${encodeURIComponent(ds.id)}/report`;
+    // a partitioned dataset: its blocks first (any reader may see them; the report is for
+    // curators and auditors), from the dataset as it is now
+    const partitioned = Boolean(ds.partition);
+    $("blocks").hidden = true;
+    $("partition-note").hidden = !partitioned;
+    $("spend-chart").hidden = partitioned; // no whole-dataset spend to draw
+    let fresh = ds;
+    if (partitioned) {
+      fresh = await api(`/v1/datasets/${encodeURIComponent(ds.id)}`);
+      $("detail-title").textContent = `${fresh.name} (${fresh.mode}, partitioned)`;
+      $("report-parts").hidden = true;
+      $("detail").hidden = false;
+      await setupBlocks(fresh);
+    }
+    let report;
+    try {
+      report = await api(base);
+    } catch (err) {
+      if (!partitioned) throw err;
+      say(explain(err));
+      document.body.dataset.loaded = ds.id;
+      return;
+    }
+    state.reportReadable = true;
+    if (partitioned) rangeNote("", "");
+    $("report-parts").hidden = false;
+    $("detail-title").textContent = `${report.dataset.name} (${report.dataset.mode}`
+      + `${partitioned ? ", partitioned" : ""})`;
+    $("detail-gauge").replaceChildren(partitioned ? blocksSummary(fresh)
+      : gaugeFor(report.status));
+    $("refunds").replaceChildren(amountNode("span", report.refunds.odp_savings, false));
+    if (!$("refunds").textContent) $("refunds").textContent = "none";
     $("chain-head").textContent = `seq ${report.chain_head.seq}, ${report.chain_head.hash}`;
     const verdict = $("verdict");
     verdict.textContent = verdictText(report.verification);
@@ -666,9 +1289,9 @@
     state.head = report.chain_head.seq;
     clearFilters();
     await Promise.all([
-      showChart("spend-chart", `${base}/spend.svg`),
+      partitioned ? $("spend-chart").replaceChildren() : showChart("spend-chart", `${base}/spend.svg`),
       showChart("analysts-chart", `${base}/analysts.svg`),
-      showAnalysts(ds, report).catch((e) => say(explain(e))),
+      showTotals(ds, report).catch((e) => say(explain(e))),
     ]);
     await firstPage().catch((e) => say(explain(e)));
     document.body.dataset.loaded = ds.id;
@@ -721,7 +1344,13 @@
         tr.appendChild(amountNode("td", e.charge, true, "num charge"));
       }
       tr.appendChild(amountNode("td", e.refund, false, "num"));
-      cell(tr, e.reason, "reason");
+      const keys = e.request && Array.isArray(e.request.keys) ? e.request.keys : null;
+      if (e.kind.startsWith("blocks_") && keys) {
+        cell(tr, `${e.kind === "blocks_opened" ? "opened" : "retired"} ${keys[0]} … ${keys[1]}`,
+          "reason");
+      } else {
+        cell(tr, e.reason, "reason");
+      }
       cell(tr, e.hash.slice(0, 10) + "…", "hash").title = e.hash;
       tbody.appendChild(tr);
     }
@@ -770,6 +1399,7 @@
 
   function start() {
     for (const kind of KINDS) $("f-kind").appendChild(new Option(kind, kind));
+    startBlocks();
     $("key-form").addEventListener("submit", (event) => {
       event.preventDefault();
       sessionStorage.setItem(KEY, $("api-key").value.trim());
@@ -781,6 +1411,7 @@
       sessionStorage.removeItem(KEY);
       $("main").hidden = true;
       $("detail").hidden = true;
+      $("blocks").hidden = true;
       $("login").hidden = false;
       say("Key forgotten.");
     });

@@ -8,6 +8,7 @@ the repository root (ignored by git).
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import shutil
@@ -707,3 +708,339 @@ def test_basic_and_uncapped_organisations_and_an_analyst_without_the_report(
     assert _rows(card.locator("table.usage")) == [["zcdp-capped", "3"]]
     _capacity(analyst, card, world, capped.analyst_key, capped.org)
     assert analyst.locator("#message").inner_text() == ""
+
+
+#: The analyst's charges on the daily dataset (ε of a block budget of 1): the days' fractions
+#: are then 0.4 (20–23, 27–28), 0.8 (24–25) and 1 (26, spent out).
+DAILY_CHARGES = [
+    ("2026-11-20", "2026-11-26", "0.4"),
+    ("2026-11-24", "2026-11-28", "0.4"),
+    ("2026-11-26", "2026-11-26", "0.2"),
+]
+NOVEMBER = [f"2026-11-{day:02d}" for day in range(1, 31)]
+
+
+@dataclass
+class Daily:
+    """An organisation whose curator made a day-partitioned dataset (Europe/Paris, ε 1 a
+    block), opened 2026-11-01 … 2026-11-30 and granted an analyst, who registered
+    ``DAILY_CHARGES`` (and was refused one more on the spent-out 26th); and a dataset of 1000
+    hashed person buckets, buckets 0–9 charged ε 0.5."""
+
+    org: str
+    dataset: str
+    buckets: str
+    curator_key: str
+    analyst_key: str
+
+
+def _build_daily(server: Server) -> Daily:
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        org = _post(http, "/v1/organisations", {"name": "daily-org"})["id"]
+        body = {"name": "dora", "role": "curator", "organisation_id": org}
+        curator = _post(http, "/v1/principals", body)["id"]
+        curator_key = str(_post(http, f"/v1/principals/{curator}/keys", {})["key"])
+        body = {"name": "dan", "role": "analyst", "organisation_id": org}
+        analyst = _post(http, "/v1/principals", body, curator_key)["id"]
+        analyst_key = str(_post(http, f"/v1/principals/{analyst}/keys", {}, curator_key)["key"])
+        budget = {"epsilon": "1", "delta": "0.000001"}
+        daily = {"kind": "day", "unit": "record", "timezone": "Europe/Paris"}
+        body = {"name": "visits-daily", "budget": budget, "organisation_id": org}
+        ds = _post(http, "/v1/datasets", {**body, "partition": daily}, curator_key)["id"]
+        assert _post(http, f"/v1/datasets/{ds}/grants", {"principal_id": analyst}, curator_key)
+        opened = _post(
+            http,
+            f"/v1/datasets/{ds}/blocks",
+            {"open": {"from": "2026-11-01", "to": "2026-11-30"}},
+            curator_key,
+        )
+        assert opened["open"] == 30
+        url = f"/v1/datasets/{ds}/invocations"
+        for first, last, eps in DAILY_CHARGES:
+            body = {
+                "mechanism": {"type": "pure_dp", "epsilon": eps},
+                "blocks": {"from": first, "to": last},
+            }
+            _post(http, url, body, analyst_key)
+        body = {
+            "mechanism": {"type": "pure_dp", "epsilon": "0.1"},
+            "blocks": {"from": "2026-11-25", "to": "2026-11-27"},
+        }
+        assert _refused(http, url, body, analyst_key) == "dataset"
+        hashed = {"kind": "bucket", "unit": "person", "buckets": 1000}
+        body = {"name": "people-buckets", "budget": budget, "organisation_id": org}
+        buckets = _post(http, "/v1/datasets", {**body, "partition": hashed}, curator_key)["id"]
+        change = {"open": {"from": 0, "to": 999}}
+        _post(http, f"/v1/datasets/{buckets}/blocks", change, curator_key)
+        _post(http, f"/v1/datasets/{buckets}/grants", {"principal_id": analyst}, curator_key)
+        body = {
+            "mechanism": {"type": "pure_dp", "epsilon": "0.5"},
+            "blocks": {"from": 0, "to": 9},
+        }
+        _post(http, f"/v1/datasets/{buckets}/invocations", body, analyst_key)
+    return Daily(org, ds, buckets, curator_key, analyst_key)
+
+
+@pytest.fixture(scope="module")
+def daily(world: World) -> Daily:
+    return _build_daily(world.server)
+
+
+def _day_fractions(world: World, key: str, dataset: str) -> dict[str, str]:
+    """Each open day's fraction spent, from the API's runs."""
+    page = _as(world, key, f"/v1/datasets/{dataset}/blocks?limit=1000")
+    assert page["next"] is None
+    out = {}
+    for run in page["runs"]:
+        first = dt.date.fromisoformat(run["from"])
+        for i in range(run["blocks"]):
+            out[(first + dt.timedelta(days=i)).isoformat()] = run["fraction_spent"]
+    return out
+
+
+def _shade(fraction: str) -> str:
+    """The page's shade class: 0, ≤ ¼, ≤ ½, ≤ ¾, < 1, 1."""
+    f = Decimal(fraction)
+    bounds = [Decimal(0), Decimal("0.25"), Decimal("0.5"), Decimal("0.75")]
+    if f >= 1:
+        return "f5"
+    return f"f{next((k for k, b in enumerate(bounds) if f <= b), 4)}"
+
+
+def _strip_fits(page: Page) -> None:
+    """The strip wraps: nothing in it sticks out sideways, and no cell leaves the window."""
+    sizes = page.evaluate(
+        "() => { const s = document.getElementById('blocks-strip');"
+        " const right = Math.max(...Array.from(s.querySelectorAll('.blk'))"
+        ".map((b) => b.getBoundingClientRect().right));"
+        " return [s.scrollWidth, s.clientWidth, right, window.innerWidth]; }"
+    )
+    assert sizes[0] <= sizes[1] and sizes[2] <= sizes[3], sizes
+
+
+def _cell(page: Page, key: str) -> Any:
+    return page.locator(f'#blocks-strip .blk[data-from="{key}"]')
+
+
+def test_a_day_partitioned_dataset_as_a_heat_strip(
+    world: World, daily: Daily, browser: BrowserContext
+) -> None:
+    """A curator's view of a day-partitioned dataset: the list says partitioned, with the open
+    blocks and the highest fraction instead of a spent bar; the detail draws one cell per open
+    day shaded by its fraction (as the API's runs say), the legend, the partition and what a
+    block protects; a charged cell drills down to its run's fraction and status; the from/to
+    inputs and the "next" key page through the runs; the strip wraps at 390 px."""
+    page, errors = _watched_page(browser)
+    _login(page, world, daily.curator_key)
+    row = page.locator(f'#datasets tr[data-id="{daily.dataset}"]')
+    row.wait_for(timeout=15_000)
+    dataset = _as(world, daily.curator_key, f"/v1/datasets/{daily.dataset}")
+    blocks = dataset["status"]["blocks"]
+    assert (blocks["open"], blocks["highest_fraction_spent"]) == (30, "1")
+    assert "partitioned" in (row.get_attribute("class") or "")
+    assert row.locator(".badge").inner_text() == "partitioned"
+    assert row.locator(".bs-open").inner_text() == "30 blocks open"
+    highest = row.locator(".bs-highest")
+    assert highest.inner_text() == "highest block spent 1 (100%) of its budget"
+    assert highest.get_attribute("data-exact") == blocks["highest_fraction_spent"]
+    assert row.locator(".bar").count() == 0  # no whole-dataset spent bar
+    assert row.locator(".g-odometer").inner_text() == "ε 1, δ 0"
+
+    row.locator("button.show").click()
+    page.wait_for_selector(f'body[data-loaded="{daily.dataset}"]', timeout=15_000)
+    page.wait_for_selector('#blocks[data-loaded=".."]', timeout=15_000)
+    assert (
+        page.locator("#blocks-partition")
+        .inner_text()
+        .startswith("Partition: by day in Europe/Paris, unit record. 30 blocks open in 6 runs")
+    )
+    protects = blocks["protects"]
+    assert protects == "each block's budget protects one record (an event) of the block"
+    assert page.locator("#blocks-protects").inner_text() == (
+        "Each block's budget protects one record (an event) of the block."
+    )
+    legend = page.locator("#blocks-legend .legend-item")
+    assert legend.all_inner_texts() == [
+        "0 (unspent)",
+        "≤ 0.25",
+        "≤ 0.5",
+        "≤ 0.75",
+        "< 1",
+        "1 (spent out)",
+        "not open",
+    ]
+    # one cell per open block, in order, each shaded as the API's fraction for its day
+    fractions = _day_fractions(world, daily.curator_key, daily.dataset)
+    assert list(fractions) == NOVEMBER
+    cells = page.locator("#blocks-strip .blk")
+    assert cells.count() == blocks["open"] == 30
+    assert [c.get_attribute("data-from") for c in cells.all()] == NOVEMBER
+    shades = {
+        c.get_attribute("data-from"): (c.get_attribute("class") or "").split()[-1]
+        for c in cells.all()
+    }
+    assert shades == {day: _shade(f) for day, f in fractions.items()}
+    assert page.locator("#blocks-strip .strip-label").all_inner_texts() == ["November 2026"]
+    charged, quiet = _cell(page, "2026-11-22"), _cell(page, "2026-11-05")
+    assert charged.get_attribute("class") == "blk f2"
+    assert charged.get_attribute("title") == (
+        "2026-11-22: 0.4 (40%) of the block budget spent (run 2026-11-20 … 2026-11-23, 4 blocks)"
+    )
+    assert quiet.get_attribute("class") == "blk f0"
+    assert quiet.get_attribute("title") == (
+        "2026-11-05: 0 (0%) of the block budget spent (run 2026-11-01 … 2026-11-19, 19 blocks)"
+    )
+    assert "f5" in (_cell(page, "2026-11-26").get_attribute("class") or "")
+    assert _cell(page, "2026-11-26").inner_text() == "26"
+    # drill-down: the run of the 24th, its fraction and its status
+    _cell(page, "2026-11-24").click()
+    detail = page.locator("#block-detail")
+    assert detail.locator(".run-range").inner_text() == (
+        "2026-11-24 … 2026-11-25 · 2 blocks with one history"
+    )
+    assert detail.locator(".run-fraction-value").inner_text() == "0.8 (80%)"
+    run = next(
+        r
+        for r in _as(world, daily.curator_key, f"/v1/datasets/{daily.dataset}/blocks")["runs"]
+        if r["from"] == "2026-11-24"
+    )
+    assert (run["to"], run["blocks"], run["fraction_spent"]) == ("2026-11-25", 2, "0.8")
+    gauge = _gauge(detail.locator(".gauge"))
+    assert gauge["spent"] == ("spent ε 0.8", run["status"]["spent"]["epsilon"])
+    assert gauge["remaining"] == ("remaining ε 0.2", run["status"]["remaining"]["epsilon"])
+    assert detail.locator(".g-odometer").inner_text() == "ε 0.8, δ 0"
+    in_run = page.locator("#blocks-strip .blk.in-run")
+    assert [c.get_attribute("data-from") for c in in_run.all()] == ["2026-11-24", "2026-11-25"]
+    assert "selected" in (_cell(page, "2026-11-24").get_attribute("class") or "")
+    # the report: its replay verdict, and its totals (every block) with the note that they add
+    # charges made on different blocks
+    assert page.locator("#verdict").inner_text().startswith("OK — 7 entries replayed")
+    assert page.locator("#partition-note").is_visible()
+    assert "invocations whose blocks meet any block" in page.locator("#partition-note").inner_text()
+    assert _rows(page.locator("#mechanisms")) == [
+        ["pure_dp", "3", "0", "0", "0", "1", "ε 1, δ 0", ""]
+    ]
+    assert page.locator("#spend-chart").is_hidden()
+    assert page.locator("#detail-gauge .bs-open").inner_text() == "30 blocks open"
+    _no_sideways_scroll(page)
+    assert _long_numbers(page) == []
+    _screenshot(page, "dashboard-blocks-desktop")
+
+    # 390 px: the month's calendar wraps inside the window; the drill-down too
+    page.set_viewport_size({"width": 390, "height": 900})
+    _strip_fits(page)
+    _no_sideways_scroll(page)  # the other tables scroll inside their own boxes
+    box = detail.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 390
+    page.locator("#blocks").scroll_into_view_if_needed()
+    page.mouse.move(0, 0)  # no hover outline in the picture
+    _screenshot(page, "dashboard-blocks-390")
+    page.set_viewport_size({"width": 1280, "height": 1000})
+
+    # a range from the inputs, then paging by the "next" key (2 runs a page)
+    page.goto(f"{world.server.base_url}/dashboard?runs=2")
+    row.locator("button.show").click()
+    page.wait_for_selector('#blocks[data-loaded=".."]', timeout=15_000)
+    page.fill("#b-from", "2026-11-20")
+    page.fill("#b-to", "2026-11-30")
+    page.click("#b-show")
+    page.wait_for_selector('#blocks[data-loaded="2026-11-20..2026-11-30"]', timeout=15_000)
+    pages = []
+    while True:
+        pages.append([c.get_attribute("data-from") for c in cells.all()])
+        if page.locator("#b-next").is_disabled():
+            break
+        following = _as(
+            world,
+            daily.curator_key,
+            f"/v1/datasets/{daily.dataset}/blocks?from={pages[-1][0]}&to=2026-11-30&limit=2",
+        )["next"]
+        page.click("#b-next")
+        page.wait_for_selector(f'#blocks[data-loaded="{following}..2026-11-30"]', timeout=15_000)
+    assert pages == [NOVEMBER[19:25], NOVEMBER[25:28], NOVEMBER[28:30]]
+    assert page.locator("#b-info").inner_text() == (
+        "Showing 2026-11-29 … 2026-11-30: 2 open blocks in 1 run (30 open in all)"
+    )
+    page.click("#b-prev")
+    page.wait_for_selector('#blocks[data-loaded="2026-11-26..2026-11-30"]', timeout=15_000)
+    assert [c.get_attribute("data-from") for c in cells.all()] == NOVEMBER[25:28]
+    # a range's totals are the report's for the invocations whose blocks meet it: the second
+    # charge (24–28) and the refused one (25–27)
+    page.fill("#b-from", "2026-11-27")
+    page.fill("#b-to", "2026-11-30")
+    page.click("#b-show")
+    page.wait_for_selector('#report-parts[data-range="2026-11-27..2026-11-30"]', timeout=15_000)
+    ranged = _as(
+        world,
+        daily.curator_key,
+        f"/v1/datasets/{daily.dataset}/report?from=2026-11-27&to=2026-11-30",
+    )
+    assert [(m["kind"], m["accepted"], m["rejected"]) for m in ranged["mechanisms"]] == [
+        ("pure_dp", 1, 1)
+    ]
+    assert _rows(page.locator("#mechanisms")) == [
+        ["pure_dp", "1", "0", "0", "0", "1", "ε 0.4, δ 0", ""]
+    ]
+    assert "meet blocks 2026-11-27 … 2026-11-30" in page.locator("#partition-note").inner_text()
+    assert page.locator("#message").inner_text() == ""
+    assert errors == []
+
+
+def test_hashed_buckets_drawn_grouped_and_an_analyst_sees_the_blocks(
+    world: World, daily: Daily, browser: BrowserContext
+) -> None:
+    """1000 open buckets are more than a page draws: neighbours share a cell showing the
+    highest fraction among them, and a cell's drill-down names its runs. An analyst, who may
+    not read the report, still sees the blocks."""
+    page, errors = _watched_page(browser)
+    _login(page, world, daily.curator_key)
+    row = page.locator(f'#datasets tr[data-id="{daily.buckets}"]')
+    row.wait_for(timeout=15_000)
+    assert row.locator(".bs-open").inner_text() == "1000 blocks open"
+    assert row.locator(".bs-highest").inner_text() == (
+        "highest block spent 0.5 (50%) of its budget"
+    )
+    row.locator("button.show").click()
+    page.wait_for_selector(f'body[data-loaded="{daily.buckets}"]', timeout=15_000)
+    assert page.locator("#blocks-protects").inner_text() == (
+        "Each block's budget protects every person whose records fall in it."
+    )
+    cells = page.locator("#blocks-strip .blk")
+    assert cells.count() == 334  # ⌈1000 / 400⌉ = 3 buckets a cell
+    first = [(c.get_attribute("data-from"), c.get_attribute("class")) for c in cells.all()[:5]]
+    assert first == [
+        ("0", "blk f2"),
+        ("3", "blk f2"),
+        ("6", "blk f2"),
+        ("9", "blk f2"),  # 9 (ε 0.5), 10 and 11 (0): the highest
+        ("12", "blk f0"),
+    ]
+    assert cells.nth(3).get_attribute("title") == (
+        "9 … 11: 3 blocks, highest 0.5 (50%) of the block budget spent"
+    )
+    assert "each cell draws up to 3 neighbouring blocks" in page.locator("#b-info").inner_text()
+    cells.nth(3).click()
+    detail = page.locator("#block-detail")
+    assert detail.locator(".cell-summary").inner_text() == (
+        "9 … 11: 3 blocks in 2 runs, highest fraction spent 0.5 (50%)."
+    )
+    assert detail.locator(".run-range").inner_text() == "0 … 9 · 10 blocks with one history"
+    detail.locator(".cell-runs button").nth(1).click()
+    assert detail.locator(".run-range").inner_text() == "10 … 999 · 990 blocks with one history"
+    assert detail.locator(".run-fraction-value").inner_text() == "0 (0%)"
+    _no_sideways_scroll(page)
+    _screenshot(page, "dashboard-buckets")
+    assert errors == []
+
+    analyst, analyst_errors = _watched_page(browser)
+    _login(analyst, world, daily.analyst_key)
+    row = analyst.locator(f'#datasets tr[data-id="{daily.dataset}"]')
+    row.wait_for(timeout=15_000)
+    row.locator("button.show").click()
+    analyst.wait_for_selector(f'body[data-loaded="{daily.dataset}"]', timeout=15_000)
+    assert analyst.locator("#blocks-strip .blk").count() == 30
+    assert analyst.locator("#report-parts").is_hidden()
+    assert analyst.locator("#message").inner_text() == (
+        "This key's role may not read reports and ledgers (curator or auditor needed)."
+    )
+    assert [e for e in analyst_errors if "403" not in e] == []
