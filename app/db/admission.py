@@ -36,6 +36,7 @@ from typing import Any, Final, Literal, cast
 
 from sqlalchemy import BindParameter, Connection, Table, and_, bindparam, select
 
+from app.db.blocks import Window
 from app.db.driver import loader, param, run, statement_text
 from app.db.models import Dataset, Grant, Invocation, Organisation
 from app.db.rows import DatasetRow, GrantRow, InvocationRow, OrgRow
@@ -53,6 +54,8 @@ class Locked:
     dataset: DatasetRow
     grant: GrantRow | None
     invocation: InvocationRow | None = None
+    #: a partitioned dataset's window of runs, asked for with the lock (:class:`Window`)
+    window: Window | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +239,31 @@ def lock_grant(conn: Connection, dataset_id: str, principal_id: str) -> GrantRow
         return None
     load = loader(conn)
     return GrantRow(row[0], row[1], load(row[2]), load(row[3]), row[4])
+
+
+class KnownPartitions:
+    """The partitions of the datasets this process has locked (``None``: a whole dataset). A
+    dataset's partition never changes once it is created, so what is known here is never
+    stale: a registration on a known partitioned dataset asks for its window of runs with the
+    lock statement (:func:`app.db.locking.lock_levels`)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, dict[str, Any] | None] = {}
+        self._lock = threading.Lock()
+
+    def get(self, dataset_id: str) -> tuple[bool, dict[str, Any] | None]:
+        """Whether ``dataset_id`` was seen, and its partition."""
+        if dataset_id not in self._known:
+            return False, None
+        return True, self._known.get(dataset_id)
+
+    def learn(self, dataset_id: str, partition: dict[str, Any] | None) -> None:
+        if dataset_id in self._known:
+            return
+        with self._lock:
+            if len(self._known) > 100_000:
+                self._known.clear()
+            self._known[dataset_id] = partition
 
 
 class OrganisationModes:

@@ -6,19 +6,21 @@ block indices that share one filter state (:class:`app.db.models.BlockRun`). A r
 *window* of runs its selection touches, plus the runs just outside it (their states decide
 whether the new runs merge with them), under the dataset's row lock, which serialises every
 writer of the dataset's blocks; it decides on that window in memory and writes the window back
-as one replacement (:class:`BlockWindow`: delete the runs starting inside it, insert the new
-ones). Runs are read and written as many as the window holds, never one row per block.
+as one replacement (:class:`BlockWindow`, written by :func:`app.db.writes.write` with the
+transaction's other rows). Runs are read and written as many as the window holds, never one
+row per block.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, Final
 
 from sqlalchemy import Connection
 
-from app.db.driver import dump, loader, param, run
+from app.db.driver import loader, param, queued, run
 
 #: Beyond every block index (the window of "every open block").
 UNBOUNDED: Final = 2**62
@@ -46,46 +48,37 @@ def _window_sql(dialect: str) -> str:
     )
 
 
-def read_window(
-    conn: Connection, dataset_id: str, lo: int, hi: int
-) -> list[tuple[int, int, dict[str, Any]]]:
+Rows = list[tuple[int, int, dict[str, Any]]]
+
+
+def read_window(conn: Connection, dataset_id: str, lo: int, hi: int) -> Rows:
     """The runs of ``dataset_id`` that overlap ``[lo, hi)`` (and the run that holds ``lo``,
     which may end before it), in order: two index range scans of the primary key."""
-    rows = run(conn, _window_sql(conn.dialect.name), {"dataset": dataset_id, "lo": lo, "hi": hi})
-    load = loader(conn)
-    return [(int(a), int(b), load(state)) for a, b, state in rows]
+    return queue_window(conn, dataset_id, lo, hi).rows()
 
 
-@lru_cache(maxsize=8)
-def _replace_sql(dialect: str) -> tuple[str, str]:
-    p = partial(param, dialect)
-    delete = (
-        f"DELETE FROM block_runs WHERE dataset_id = {p('dataset')}"
-        f" AND lo >= {p('lo')} AND lo < {p('hi')}"
-    )
-    if dialect == "postgresql":
-        rows = (
-            f"SELECT {p('dataset')}, (r->>0)::bigint, (r->>1)::bigint, (r->2)::json"
-            f" FROM jsonb_array_elements(CAST({p('runs')} AS jsonb)) AS r"
-        )
-    else:
-        rows = (
-            f"SELECT {p('dataset')}, json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
-            f" json_extract(value, '$[2]') FROM json_each({p('runs')})"
-        )
-    insert = f"INSERT INTO block_runs (dataset_id, lo, hi, state_json) {rows}"
-    return delete, insert
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A window of runs asked for (:func:`queue_window`), its rows read on demand."""
+
+    lo: int
+    hi: int
+    read: Callable[[], list[Any]]
+    load: Callable[[Any], Any]
+
+    def covers(self, lo: int, hi: int) -> bool:
+        return self.lo <= lo and hi <= self.hi
+
+    def rows(self) -> Rows:
+        return [(int(a), int(b), self.load(state)) for a, b, state in self.read()]
 
 
-def replace_window(conn: Connection, window: BlockWindow) -> None:
-    """Write ``window``: two statements, whatever the number of runs (the new runs travel as
-    one JSON array)."""
-    delete, insert = _replace_sql(conn.dialect.name)
-    params = {"dataset": window.dataset_id, "lo": window.lo, "hi": window.hi}
-    run(conn, delete, params, rows=False)
-    if window.runs:
-        runs = dump([[lo, hi, state] for lo, hi, state in window.runs])
-        run(conn, insert, {"dataset": window.dataset_id, "runs": runs}, rows=False)
+def queue_window(conn: Connection, dataset_id: str, lo: int, hi: int) -> Window:
+    """:func:`read_window`'s statement sent now, its rows read later: sent right after the
+    lock statement, it goes out in the lock's round trip and runs under the lock
+    (:func:`app.db.locking.lock_levels`)."""
+    params = {"dataset": dataset_id, "lo": lo, "hi": hi}
+    return Window(lo, hi, queued(conn, _window_sql(conn.dialect.name), params), loader(conn))
 
 
 @lru_cache(maxsize=8)

@@ -100,6 +100,31 @@ def run(
             cursor.close()
 
 
+def queued(conn: Connection, sql: str, params: dict[str, Any]) -> Callable[[], list[Any]]:
+    """Send ``sql`` now and read its rows later, through the function returned: in a
+    pipelined transaction the statement is queued and goes out with the next statement whose
+    rows are read (the lock statement's, say: one round trip for both); elsewhere it runs at
+    once. A driver error is raised as :func:`run` raises it, when the rows are read."""
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    cursor: DBAPICursor = raw.cursor()
+    try:
+        cursor.execute(sql, params)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        cursor.close()
+        raise _driver_error(conn, exc, sql, params, raw, cursor) from exc
+
+    def rows() -> list[Any]:
+        try:
+            return list(cursor.fetchall())
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise _driver_error(conn, exc, sql, params, raw, cursor) from exc
+        finally:
+            cursor.close()
+
+    return rows
+
+
 def _pipelined(conn: Connection, raw: Any) -> bool:
     """Whether ``raw`` is a psycopg connection in pipeline mode."""
     return conn.dialect.name == "postgresql" and raw.pgconn.pipeline_status != PipelineStatus.OFF

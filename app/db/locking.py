@@ -21,10 +21,11 @@ another, from waiting on each other in a cycle:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from app.db.admission import Locked, OrgLock, read_levels, read_many_levels
+from app.db.blocks import Window, queue_window
 from app.db.uow import UnitOfWork
 
 
@@ -52,6 +53,27 @@ def _prefetch(uow: UnitOfWork, owner: str, keys: Sequence[str]) -> Callable[[], 
     return partial(uow.idempotency.prefetch, owner, keys)
 
 
+class _Following:
+    """What follows a lock statement in its round trip: a partitioned dataset's window of
+    runs (sent first, read later) and the stored responses of the caller's keys."""
+
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        dataset_id: str,
+        window: tuple[int, int] | None,
+        keys: Callable[[], None] | None,
+    ) -> None:
+        self.uow, self.dataset_id, self.span, self.keys = uow, dataset_id, window, keys
+        self.window: Window | None = None
+
+    def __call__(self) -> None:
+        if self.span is not None:
+            self.window = queue_window(self.uow.connection(), self.dataset_id, *self.span)
+        if self.keys is not None:
+            self.keys()
+
+
 def read(
     uow: UnitOfWork,
     viewer: Viewer,
@@ -59,18 +81,26 @@ def read(
     org_lock: OrgLock | None,
     invocation_id: str | None = None,
     keys: Sequence[str] = (),
+    window: tuple[int, int] | None = None,
 ) -> Locked | None:
     """The levels as ``viewer`` may see them (locked unless ``org_lock`` is ``None``), or
-    ``None`` when it may not see the dataset."""
-    return read_levels(
+    ``None`` when it may not see the dataset; ``window``: a partitioned dataset's runs to read
+    with them (:attr:`Locked.window`)."""
+    following = _Following(uow, dataset_id, window, _prefetch(uow, viewer.owner, keys))
+    locked = read_levels(
         uow.connection(),
         dataset_id,
         scope=viewer.scope,
         analyst=viewer.analyst,
         org_lock=org_lock,
         invocation_id=invocation_id,
-        then=_prefetch(uow, viewer.owner, keys),
+        then=following if window is not None or keys else None,
     )
+    if locked is not None:
+        uow.database.partitions.learn(dataset_id, locked.dataset.partition_json)
+        if following.window is not None:
+            locked = replace(locked, window=following.window)
+    return locked
 
 
 def lock_levels(
@@ -81,22 +111,24 @@ def lock_levels(
     admitting: bool,
     invocation_id: str | None = None,
     keys: Sequence[str] = (),
+    window: tuple[int, int] | None = None,
 ) -> Locked | None:
     """Lock every level of a write on ``dataset_id`` (the module's first rule), or ``None``
     when ``viewer`` may not see it. ``keys``: the viewer's idempotency keys whose stored
     responses the transaction needs, read right after the lock statement (on PostgreSQL in its
-    round trip; under the lock, so a request with the same key that committed first is seen).
+    round trip; under the lock, so a request with the same key that committed first is seen);
+    ``window``: likewise, a partitioned dataset's runs the transaction decides on.
     """
     modes = uow.database.org_modes
     org_lock: OrgLock = modes.guess(dataset_id) if admitting else "update"
-    locked = read(uow, viewer, dataset_id, org_lock, invocation_id, keys)
+    locked = read(uow, viewer, dataset_id, org_lock, invocation_id, keys, window)
     if locked is None:
         return None
     capped = locked.org.cap_json is not None
     modes.learn(dataset_id, capped)
     if capped and org_lock == "share":
         uow.rollback()  # and what the keys read: read again under the new lock
-        locked = read(uow, viewer, dataset_id, "update", invocation_id, keys)
+        locked = read(uow, viewer, dataset_id, "update", invocation_id, keys, window)
     return locked
 
 

@@ -19,7 +19,7 @@ from typing import TypeVar
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.admission import OrganisationModes
+from app.db.admission import KnownPartitions, OrganisationModes
 from app.db.driver import PipelinedTransaction
 from app.db.engine import make_engine, read_only
 from app.db.queue import FairQueue
@@ -105,6 +105,8 @@ class Database:
     queue: FairQueue | None = None
     #: which datasets' organisations had a cap when last seen (the organisation lock to ask for)
     org_modes: OrganisationModes = field(default_factory=OrganisationModes)
+    #: the partitions of the datasets seen (never change: :class:`KnownPartitions`)
+    partitions: KnownPartitions = field(default_factory=KnownPartitions)
 
     @classmethod
     def from_engine(cls, engine: Engine) -> Database:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Final, cast
 
 from sqlalchemy import Connection, Table
 
-from app.db.blocks import BlockWindow, replace_window
+from app.db.blocks import BlockWindow
 from app.db.driver import dump, json_columns, json_param, param, run
 from app.db.models import (
     Dataset,
@@ -92,6 +92,32 @@ _JSON: Final = {
 }
 
 
+def _block_parts(dialect: str, r: int) -> list[str]:
+    """Replacing one window of a partitioned dataset's runs (:class:`BlockWindow`): the runs
+    that start in it and are not among the new ones deleted, the new ones inserted or, where a
+    run starts at the same block, updated. The two touch different rows, so on PostgreSQL they
+    are parts of the one write statement; the new runs travel as one JSON array parameter."""
+    p = partial(param, dialect)
+    d, lo, hi, runs = p(f"b{r}_dataset"), p(f"b{r}_lo"), p(f"b{r}_hi"), p(f"b{r}_runs")
+    if dialect == "postgresql":
+        elements = f"jsonb_array_elements(CAST({runs} AS jsonb)) AS r"
+        starts = f"SELECT (r->>0)::bigint FROM {elements}"
+        rows = f"SELECT {d}, (r->>0)::bigint, (r->>1)::bigint, (r->2)::json FROM {elements}"
+    else:
+        starts = f"SELECT json_extract(value, '$[0]') FROM json_each({runs})"
+        rows = (
+            f"SELECT {d}, json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
+            f" json_extract(value, '$[2]') FROM json_each({runs}) WHERE true"
+        )
+    return [
+        f"DELETE FROM block_runs WHERE dataset_id = {d} AND lo >= {lo} AND lo < {hi}"
+        f" AND lo NOT IN ({starts})",
+        f"INSERT INTO block_runs (dataset_id, lo, hi, state_json) {rows}"
+        " ON CONFLICT (dataset_id, lo) DO UPDATE SET hi = excluded.hi,"
+        " state_json = excluded.state_json",
+    ]
+
+
 def _value(dialect: str, prefix: str, column: str, name: str) -> str:
     if column in _JSON[prefix]:
         return json_param(dialect, name)
@@ -106,6 +132,10 @@ def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, .
     exactly once, whether or not the last refers to it)."""
     parts: list[str] = []
     for prefix, n in shape:
+        if prefix == "b":
+            for r in range(n):
+                parts.extend(_block_parts(dialect, r))
+            continue
         if prefix in _INSERTS:
             table, columns = _INSERTS[prefix]
             names = ", ".join(f'"{c}"' for c in columns)
@@ -140,11 +170,15 @@ def write(
 ) -> None:
     """Write ``writes`` and the levels' new states (of one dataset or several; none when the
     caller's levels are ORM objects that its session flushes): one statement on PostgreSQL,
-    after the two of each block window rewritten."""
-    for window in writes.blocks:
-        replace_window(conn, window)
+    its block windows included."""
     params: dict[str, Any] = {}
     shape: list[tuple[str, int]] = []
+    for r, window in enumerate(writes.blocks):
+        params[f"b{r}_dataset"], params[f"b{r}_lo"] = window.dataset_id, window.lo
+        params[f"b{r}_hi"] = window.hi
+        params[f"b{r}_runs"] = dump([[lo, hi, state] for lo, hi, state in window.runs])
+    if writes.blocks:
+        shape.append(("b", len(writes.blocks)))
 
     def rows(prefix: str, items: Sequence[dict[str, Any]]) -> None:
         if not items:

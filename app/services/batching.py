@@ -33,6 +33,7 @@ from app.services.registration import (
     Registration,
     decide_in_order,
     expensive,
+    known_window,
     registration,
 )
 
@@ -133,7 +134,10 @@ def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[O
         keys = [item.key for item in items if item.key is not None]
         found: dict[str, Locked]
         if len(datasets) == 1:
-            only = locking.lock_levels(uow, viewer, datasets[0], admitting=True, keys=keys)
+            window = known_window(uow, datasets[0], [item.request for item in items])
+            only = locking.lock_levels(
+                uow, viewer, datasets[0], admitting=True, keys=keys, window=window
+            )
             found = {} if only is None else {datasets[0]: only}
         else:
             found = locking.lock_shared(uow, viewer, datasets, keys)

@@ -19,6 +19,7 @@ from typing import Any
 
 from app.db import locking
 from app.db.admission import Locked
+from app.db.blocks import Window
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes
@@ -207,7 +208,8 @@ def decide_in_order(
     refusal (a reused key, a declaration the accounting refuses) is its outcome; the others go
     on."""
     outcomes: list[Outcome] = []
-    blocks = PartitionLevel.prepare(uow, locked.dataset, [item.request for item in items])
+    requests = [item.request for item in items]
+    blocks = PartitionLevel.prepare(uow, locked.dataset, requests, locked.window)
     for position, item in enumerate(items):
         owner = item.principal.id
         try:
@@ -239,6 +241,26 @@ def decide_in_order(
     return outcomes
 
 
+def known_window(
+    uow: UnitOfWork, dataset_id: str, requests: Sequence[InvocationRequest]
+) -> tuple[int, int] | None:
+    """The window of runs ``requests`` touch on ``dataset_id``, when this process knows the
+    dataset is partitioned (its partition never changes): read in the lock statement's round
+    trip (:func:`app.db.locking.lock_levels`); ``None`` otherwise (then read after the lock,
+    :meth:`PartitionLevel.prepare`)."""
+    known, partition_json = uow.database.partitions.get(dataset_id)
+    partition = partition_of(partition_json) if known else None
+    if partition is None:
+        return None
+    resolved: list[Resolved] = []
+    for request in requests:
+        try:
+            resolved.append(resolve(partition, request.blocks))
+        except InvalidBlocks:
+            continue
+    return window_of(resolved)
+
+
 def whole_dataset(ds: DatasetRow, request: InvocationRequest) -> Filter:
     """The dataset level of an invocation on a whole dataset (a selection of blocks there is
     :class:`InvalidBlocks`)."""
@@ -260,7 +282,11 @@ class PartitionLevel:
 
     @classmethod
     def prepare(
-        cls, uow: UnitOfWork, ds: DatasetRow, requests: Sequence[InvocationRequest]
+        cls,
+        uow: UnitOfWork,
+        ds: DatasetRow,
+        requests: Sequence[InvocationRequest],
+        prefetched: Window | None = None,
     ) -> PartitionLevel | None:
         """``None`` for a whole dataset (a request naming blocks there is refused when it is
         decided: :func:`whole_dataset`)."""
@@ -275,7 +301,10 @@ class PartitionLevel:
                 resolved.append(exc)
         window = window_of([r for r in resolved if not isinstance(r, Exception)])
         config = config_from_json(ds.config_json)
-        store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, window)
+        if prefetched is not None and prefetched.covers(*window):
+            store = BlockStore(ds.id, config, ds.state_json, prefetched.rows())
+        else:
+            store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, window)
         return cls(partition, store, resolved)
 
     def level(self, position: int) -> Selected:

@@ -502,3 +502,28 @@ def test_odometer_verify_checks_a_partitioned_export_offline(
     path.write_text(json.dumps({**exported, "entries": rehashed(exported["entries"])}))
     assert verify_cli.main(["verify", str(path)]) == 1
     assert "entry 4" in json.loads(capsys.readouterr().out)["problems"][0]
+
+
+def test_sampling_without_replacement_needs_the_immutable_key(client: TestClient) -> None:
+    wor = {
+        "type": "subsampled",
+        "scheme": "without_replacement",
+        "m": 100,
+        "n": 10000,
+        "mechanism": {"type": "gaussian", "sigma": "4", "sensitivity": "1"},
+    }
+    ds = _november(client, mode="rdp", epsilon="3")
+    r = _register(client, ds, _days("2026-11-01", "2026-11-05"), wor)
+    assert r.status_code == 422, r.text
+    assert "replace_one" in r.json()["detail"]
+    body = {
+        "name": "people",
+        "budget": {"epsilon": "3", "delta": "0.000001"},
+        "relation": "replace_one",
+        "accounting": {"mode": "rdp"},
+        "partition": {"kind": "bucket", "unit": "person", "buckets": 8, "immutable_key": True},
+    }
+    people = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
+    assert _open(client, people, 0, 7).status_code == 200
+    r = _register(client, people, "all", wor)
+    assert r.status_code == 201, r.text

@@ -68,6 +68,13 @@ EXPECT = {
         '"error":"InvalidOutput"',
         "\n422\nreserved\n",
     ],
+    "docs/http-api.md#5": [
+        "3 of the selected blocks cannot afford it (2026-11-24 … 2026-11-26)",
+        '"from":"2026-11-24","to":"2026-11-26","blocks":3',
+        "\n409\n",
+        "2026-11-20 2026-11-26 0.8\n",
+        "2026-11-27 2026-11-28 0\n",
+    ],
 }
 
 
