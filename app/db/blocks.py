@@ -28,12 +28,12 @@ UNBOUNDED: Final = 2**62
 
 @dataclass(frozen=True, slots=True)
 class BlockWindow:
-    """Replace the runs of ``dataset_id`` that start in ``[lo, hi)`` by ``runs`` (``[lo, hi,
-    state_json]`` each, all within ``[lo, hi)``)."""
+    """A window of ``dataset_id``'s runs rewritten: the runs starting at ``gone`` deleted,
+    ``runs`` (``[lo, hi, state_json]`` each) inserted, or updated where a run starts at the
+    same block. Runs the decisions left as they were are in neither."""
 
     dataset_id: str
-    lo: int
-    hi: int
+    gone: tuple[int, ...]
     runs: tuple[tuple[int, int, dict[str, Any]], ...]
 
 

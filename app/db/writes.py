@@ -92,30 +92,36 @@ _JSON: Final = {
 }
 
 
-def _block_parts(dialect: str, r: int) -> list[str]:
-    """Replacing one window of a partitioned dataset's runs (:class:`BlockWindow`): the runs
-    that start in it and are not among the new ones deleted, the new ones inserted or, where a
-    run starts at the same block, updated. The two touch different rows, so on PostgreSQL they
-    are parts of the one write statement; the new runs travel as one JSON array parameter."""
+def _block_parts(dialect: str, prefix: str, r: int) -> str:
+    """A part of a window of a partitioned dataset's runs rewritten (:class:`BlockWindow`):
+    ``x``, the runs that start at ``gone`` deleted; ``b``, the new runs inserted or, where a run
+    starts at the same block, updated. The two touch different rows, so on PostgreSQL they are
+    parts of the one write statement; the blocks travel as one JSON array parameter."""
     p = partial(param, dialect)
-    d, lo, hi, runs = p(f"b{r}_dataset"), p(f"b{r}_lo"), p(f"b{r}_hi"), p(f"b{r}_runs")
+    d, values = p(f"{prefix}{r}_dataset"), p(f"{prefix}{r}_values")
     if dialect == "postgresql":
-        elements = f"jsonb_array_elements(CAST({runs} AS jsonb)) AS r"
-        starts = f"SELECT (r->>0)::bigint FROM {elements}"
+        elements = f"jsonb_array_elements(CAST({values} AS jsonb)) AS r"
+        if prefix == "x":
+            return (
+                f"DELETE FROM block_runs WHERE dataset_id = {d}"
+                f" AND lo IN (SELECT (r #>> '{{}}')::bigint FROM {elements})"
+            )
         rows = f"SELECT {d}, (r->>0)::bigint, (r->>1)::bigint, (r->2)::json FROM {elements}"
     else:
-        starts = f"SELECT json_extract(value, '$[0]') FROM json_each({runs})"
+        if prefix == "x":
+            return (
+                f"DELETE FROM block_runs WHERE dataset_id = {d}"
+                f" AND lo IN (SELECT value FROM json_each({values}))"
+            )
         rows = (
             f"SELECT {d}, json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
-            f" json_extract(value, '$[2]') FROM json_each({runs}) WHERE true"
+            f" json_extract(value, '$[2]') FROM json_each({values}) WHERE true"
         )
-    return [
-        f"DELETE FROM block_runs WHERE dataset_id = {d} AND lo >= {lo} AND lo < {hi}"
-        f" AND lo NOT IN ({starts})",
+    return (
         f"INSERT INTO block_runs (dataset_id, lo, hi, state_json) {rows}"
         " ON CONFLICT (dataset_id, lo) DO UPDATE SET hi = excluded.hi,"
-        " state_json = excluded.state_json",
-    ]
+        " state_json = excluded.state_json"
+    )
 
 
 def _value(dialect: str, prefix: str, column: str, name: str) -> str:
@@ -132,9 +138,8 @@ def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, .
     exactly once, whether or not the last refers to it)."""
     parts: list[str] = []
     for prefix, n in shape:
-        if prefix == "b":
-            for r in range(n):
-                parts.extend(_block_parts(dialect, r))
+        if prefix in ("x", "b"):
+            parts.extend(_block_parts(dialect, prefix, r) for r in range(n))
             continue
         if prefix in _INSERTS:
             table, columns = _INSERTS[prefix]
@@ -173,12 +178,14 @@ def write(
     its block windows included."""
     params: dict[str, Any] = {}
     shape: list[tuple[str, int]] = []
-    for r, window in enumerate(writes.blocks):
-        params[f"b{r}_dataset"], params[f"b{r}_lo"] = window.dataset_id, window.lo
-        params[f"b{r}_hi"] = window.hi
-        params[f"b{r}_runs"] = dump([[lo, hi, state] for lo, hi, state in window.runs])
-    if writes.blocks:
-        shape.append(("b", len(writes.blocks)))
+    gone = [(w.dataset_id, list(w.gone)) for w in writes.blocks if w.gone]
+    runs = [(w.dataset_id, [list(run) for run in w.runs]) for w in writes.blocks if w.runs]
+    for prefix, windows in (("x", gone), ("b", runs)):
+        for r, (dataset_id, values) in enumerate(windows):
+            params[f"{prefix}{r}_dataset"] = dataset_id
+            params[f"{prefix}{r}_values"] = dump(values)
+        if windows:
+            shape.append((prefix, len(windows)))
 
     def rows(prefix: str, items: Sequence[dict[str, Any]]) -> None:
         if not items:

@@ -168,11 +168,14 @@ class BlockStore:
         """Stage the window's replacement (nothing when no decision changed it)."""
         if self.blocks is self.loaded:
             return
-        spans = [*self.loaded.runs, *self.blocks.runs]
-        lo = min(r.lo for r in spans)
-        hi = max(r.hi for r in spans)
-        runs = tuple((r.lo, r.hi, state_to_json(r.state)) for r in self.blocks.runs)
-        writes.blocks.append(BlockWindow(self.dataset_id, lo, hi, runs))
+        kept = set(self.loaded.runs)
+        starts = {r.lo for r in self.blocks.runs}
+        gone = tuple(r.lo for r in self.loaded.runs if r.lo not in starts)
+        runs = tuple(
+            (r.lo, r.hi, state_to_json(r.state)) for r in self.blocks.runs if r not in kept
+        )
+        if gone or runs:
+            writes.blocks.append(BlockWindow(self.dataset_id, gone, runs))
 
 
 def _joined(ranges: Sequence[Range]) -> tuple[Range, ...]:
