@@ -129,9 +129,9 @@ class BlockStore:
         return cls(dataset_id, config, aggregate, rows)
 
     # ------------------------------------------------------------------ deciding
-    def selected(self, resolved: Resolved) -> Selected:
+    def selected(self, resolved: Resolved, partition: Partition) -> Selected:
         """The dataset level of an invocation on ``resolved`` (``None``: every open block);
-        blocks that are not open are :class:`BlockConflict`."""
+        blocks that are not open are :class:`BlockConflict` (named by ``partition``'s keys)."""
         if resolved is None:
             resolved = tuple((r.lo, r.hi) for r in self.blocks.runs)
             if not resolved:
@@ -140,9 +140,9 @@ class BlockStore:
         gaps = self.blocks.missing(resolved)
         if gaps:
             raise BlockConflict(
-                "the selection names blocks that are not open: "
-                + ", ".join(f"[{lo}, {hi})" for lo, hi in gaps[:5]),
-                not_open=[list(g) for g in gaps[:SHOWN_RANGES]],
+                f"the selection names blocks that are not open: {label(partition, gaps)} (open "
+                "them first, or leave them out)",
+                not_open=ranges_out(partition, gaps[:SHOWN_RANGES]),
             )
         return Selected(self.config, self.blocks, resolved)
 

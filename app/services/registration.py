@@ -311,7 +311,7 @@ class PartitionLevel:
         resolved = self.resolved[position]
         if isinstance(resolved, Exception):
             raise resolved
-        return self.store.selected(resolved)
+        return self.store.selected(resolved, self.partition)
 
 
 def _reason(

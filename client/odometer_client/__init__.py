@@ -33,7 +33,17 @@ from odometer_client.errors import (
     TransportError,
     Unauthorized,
 )
-from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement
+from odometer_client.models import (
+    BlockRange,
+    BlockRun,
+    BlocksChanged,
+    BlocksPage,
+    BlocksPreview,
+    Dataset,
+    Invocation,
+    PreviewResult,
+    Settlement,
+)
 
 __version__ = "0.2.0"
 
@@ -41,6 +51,11 @@ __all__ = [
     "ApiError",
     "AsyncOdometerClient",
     "AsyncReservation",
+    "BlockRange",
+    "BlockRun",
+    "BlocksChanged",
+    "BlocksPage",
+    "BlocksPreview",
     "BudgetExceeded",
     "Conflict",
     "Dataset",

@@ -22,7 +22,16 @@ from odometer_client import contract
 from odometer_client.declarations import Mechanism
 from odometer_client.errors import ApiError, InvalidRequest, OdometerError, error_for
 from odometer_client.exports import EXPORT_FORMATS, ExportFormat
-from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement, decimals
+from odometer_client.models import (
+    BlockKey,
+    BlocksChanged,
+    BlocksPage,
+    Dataset,
+    Invocation,
+    PreviewResult,
+    Settlement,
+    decimals,
+)
 
 T = TypeVar("T")
 
@@ -31,6 +40,9 @@ T = TypeVar("T")
 Number = Decimal | int | float | str
 #: A mechanism: a declaration (see :mod:`odometer_client.declarations`) or its JSON form.
 MechanismLike = Mechanism | Mapping[str, Any]
+#: The blocks an invocation on a partitioned dataset reads: ``{"from": KEY, "to": KEY}``,
+#: ``{"keys": [KEY, …]}``, ``{"ranges": [{"from", "to"}, …]}``, or ``"all"`` (every open block).
+BlocksLike = Mapping[str, Any] | Literal["all"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -141,6 +153,7 @@ def create_dataset(
     relation: str,
     accounting: Mapping[str, Any] | None,
     idempotency_key: str | None,
+    partition: Mapping[str, Any] | None = None,
 ) -> Call[Dataset]:
     data: dict[str, Any] = {
         "name": name,
@@ -149,6 +162,8 @@ def create_dataset(
     }
     if accounting is not None:
         data["accounting"] = _jsonable(accounting)
+    if partition is not None:
+        data["partition"] = _jsonable(partition)
     return Call(
         "POST",
         "/v1/datasets",
@@ -196,13 +211,18 @@ def change_budget(
 
 
 def _invocation_body(
-    mechanism: MechanismLike, sub_budget: str | None, conversion_delta: Number | None
+    mechanism: MechanismLike,
+    sub_budget: str | None,
+    conversion_delta: Number | None,
+    blocks: BlocksLike | None = None,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {"mechanism": mechanism_json(mechanism)}
     if sub_budget is not None:
         data["sub_budget"] = sub_budget
     if conversion_delta is not None:
         data["conversion_delta"] = _amount_text(conversion_delta)
+    if blocks is not None:
+        data["blocks"] = blocks if isinstance(blocks, str) else _jsonable(blocks)
     return _validated("InvocationCreate", data)
 
 
@@ -212,25 +232,59 @@ def register(
     sub_budget: str | None,
     conversion_delta: Number | None,
     idempotency_key: str | None,
+    blocks: BlocksLike | None = None,
 ) -> Call[Invocation]:
     return Call(
         "POST",
         f"/v1/datasets/{ds}/invocations",
         Invocation.from_json,
-        body=_invocation_body(mechanism, sub_budget, conversion_delta),
+        body=_invocation_body(mechanism, sub_budget, conversion_delta, blocks),
         idempotency_key=new_key(idempotency_key),
     )
 
 
 def preview(
-    ds: str, mechanism: MechanismLike, sub_budget: str | None, conversion_delta: Number | None
+    ds: str,
+    mechanism: MechanismLike,
+    sub_budget: str | None,
+    conversion_delta: Number | None,
+    blocks: BlocksLike | None = None,
 ) -> Call[PreviewResult]:
     return Call(
         "POST",
         f"/v1/datasets/{ds}/invocations/preview",
         PreviewResult.from_json,
-        body=_invocation_body(mechanism, sub_budget, conversion_delta),
+        body=_invocation_body(mechanism, sub_budget, conversion_delta, blocks),
     )
+
+
+# ---------------------------------------------------------------------------- blocks
+def change_blocks(
+    ds: str, action: Literal["open", "retire"], first: BlockKey, last: BlockKey
+) -> Call[BlocksChanged]:
+    """Open or retire blocks ``first`` … ``last`` (a ledger entry). Not idempotency-keyed on
+    the server, and opening twice is refused (``BlockConflict``): never sent twice."""
+    body = _validated("BlocksChange", {action: {"from": first, "to": last}})
+    return Call(
+        "POST", f"/v1/datasets/{ds}/blocks", BlocksChanged.from_json, body=body, resend="unsent"
+    )
+
+
+#: The most runs one page of ``GET …/blocks`` holds.
+MAX_BLOCKS_PAGE = 1000
+
+
+def list_blocks(
+    ds: str, first: BlockKey | None, last: BlockKey | None, limit: int
+) -> Call[BlocksPage]:
+    if not 1 <= limit <= MAX_BLOCKS_PAGE:  # the route's bound on its query
+        _refuse([f"limit: must be 1 … {MAX_BLOCKS_PAGE}, got {limit}"])
+    params = [("limit", str(limit))]
+    if first is not None:
+        params.append(("from", str(first)))
+    if last is not None:
+        params.append(("to", str(last)))
+    return Call("GET", f"/v1/datasets/{ds}/blocks", BlocksPage.from_json, params=params)
 
 
 class _NoOutput(Enum):

@@ -1,7 +1,12 @@
 """``odometer`` subcommands for curators and auditors, talking to a running server.
 
     odometer datasets create NAME --epsilon E --delta D [--mode M | --accounting JSON]
+                             [--partition JSON]
     odometer datasets list | odometer datasets show DATASET
+    odometer blocks list DATASET [--from KEY] [--to KEY] [--limit N]
+    odometer blocks open DATASET FROM TO | odometer blocks retire DATASET FROM TO
+    odometer register DATASET --mechanism JSON [--blocks SPEC] [--sub-budget NAME]
+    odometer preview DATASET --mechanism JSON [--blocks SPEC] [--sub-budget NAME]
     odometer budget set DATASET --epsilon E --delta D [--sub-budget NAME]
     odometer grant DATASET PRINCIPAL [--quota-epsilon E --quota-delta D]
     odometer grants list DATASET | odometer grants revoke DATASET PRINCIPAL
@@ -26,11 +31,12 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NoReturn, TextIO
 
+from odometer_client._core import BlocksLike
 from odometer_client._sync.client import OdometerClient
 from odometer_client.errors import ApiError, OdometerError
 from odometer_client.exports import EXPORT_FORMATS, fmt
 from odometer_client.ledger import summarize
-from odometer_client.models import Dataset
+from odometer_client.models import BlockRange, BlockRun, Dataset
 
 Runner = Callable[[argparse.Namespace, OdometerClient, TextIO], int]
 
@@ -68,7 +74,48 @@ def _eps_delta(obj: Mapping[str, Any] | None) -> str:
     return ", ".join(parts) if parts else "-"
 
 
+def _partition_text(partition: Mapping[str, Any]) -> str:
+    """``day, unit record, Europe/Paris`` (``bucket``: how many; ``named``: the names)."""
+    parts = [str(partition.get("kind")), f"unit {partition.get('unit')}"]
+    if partition.get("timezone"):
+        parts.append(str(partition["timezone"]))
+    if partition.get("buckets") is not None:
+        parts.append(f"{partition['buckets']} buckets")
+    if partition.get("names"):
+        parts.append("names " + ", ".join(str(n) for n in partition["names"]))
+    if partition.get("immutable_key"):
+        parts.append("immutable key")
+    return ", ".join(parts)
+
+
+def _partitioned_lines(ds: Dataset, out: TextIO) -> None:
+    """A partitioned dataset: the budget is every block's, the reading the highest over its
+    open blocks (``odometer blocks list`` shows each run of blocks)."""
+    assert ds.partition is not None
+    blocks = ds.blocks
+    opened = ", ".join(str(BlockRange.from_json(r)) for r in blocks.get("opened", ())) or "none"
+    rows = [
+        ("dataset", f"{ds.id}  {ds.name!r}"),
+        ("mode / relation", f"{ds.mode} / {ds.relation}"),
+        ("partition", _partition_text(ds.partition)),
+        ("budget (each block)", _eps_delta(ds.budget)),
+        ("protects", _text(blocks.get("protects"))),
+        ("open blocks", f"{_text(blocks.get('open'))} in {_text(blocks.get('runs'))} runs"),
+        ("opened", opened),
+        ("highest fraction spent", _text(blocks.get("highest_fraction_spent"))),
+    ]
+    if ds.odometer:
+        rows.append(("guarantee so far", f"{_eps_delta(ds.odometer)} (the highest block)"))
+    rows.append(("ledger head", f"seq {ds.last_seq}  {ds.head_hash}"))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out.write(f"{k.ljust(width)}  {v}\n")
+
+
 def _dataset_lines(ds: Dataset, out: TextIO) -> None:
+    if ds.partitioned:
+        _partitioned_lines(ds, out)
+        return
     st = ds.status
     rows = [
         ("dataset", f"{ds.id}  {ds.name!r}"),
@@ -132,8 +179,9 @@ def _accounting(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _datasets_create(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    partition = None if args.partition is None else _json_object(args.partition, "--partition")
     ds = client.create_dataset(
-        args.name, args.epsilon, args.delta, args.relation, _accounting(args)
+        args.name, args.epsilon, args.delta, args.relation, _accounting(args), partition=partition
     )
     if args.json:
         _dump(ds.raw, out)
@@ -153,6 +201,10 @@ def _datasets_list(args: argparse.Namespace, client: OdometerClient, out: TextIO
     rows: list[Sequence[str]] = [("id", "name", "mode", "budget", "spent (ε, δ)", "remaining")]
     for d in datasets:
         rem = d.status.get("remaining", {})
+        if d.partitioned:  # every block has the budget: the most spent of them, as a fraction
+            spent = f"per block (max {_text(d.blocks.get('highest_fraction_spent'))})"
+            rows.append((d.id, d.name, d.mode, f"{_eps_delta(d.budget)} each", spent, "-"))
+            continue
         rows.append(
             (
                 d.id,
@@ -176,6 +228,137 @@ def _datasets_show(args: argparse.Namespace, client: OdometerClient, out: TextIO
         _dump(ds.raw, out)
     else:
         _dataset_lines(ds, out)
+    return 0
+
+
+#: Width of the bar ``odometer blocks list`` draws for a run's fraction spent.
+BAR_WIDTH = 20
+
+
+def _bar(fraction: Decimal, width: int = BAR_WIDTH) -> str:
+    """``[########............]``: the fraction of a block's budget spent (a spend above zero
+    shows at least one mark, a full budget every mark)."""
+    share = min(max(fraction, Decimal(0)), Decimal(1))
+    filled = int(share * width)
+    if share > 0 and filled == 0:
+        filled = 1
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def _run_row(run: BlockRun) -> tuple[str, str, str, str, str]:
+    return run.first, run.last, str(run.blocks), fmt(run.fraction_spent), _bar(run.fraction_spent)
+
+
+def _blocks_list(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    page = client.list_blocks(args.dataset, args.first, args.last, args.limit)
+    if args.json:
+        _dump(page.raw, out)
+        return 0
+    if not page.runs:
+        out.write(f"no open blocks in {args.dataset} ({page.open} open in all)\n")
+        return 0
+    rows: list[Sequence[str]] = [("from", "to", "blocks", "spent", "")]
+    rows.extend(_run_row(run) for run in page.runs)
+    _table(rows, out)
+    if page.next is not None:
+        sys.stderr.write(f"more runs from {page.next}: add --from {page.next}\n")
+    return 0
+
+
+def _blocks_change(action: str) -> Runner:
+    def run(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+        change = client.open_blocks if action == "open" else client.retire_blocks
+        done = change(args.dataset, args.first, args.last)
+        if args.json:
+            _dump(done.raw, out)
+        else:
+            out.write(
+                f"{done.action} {_count(done.range.blocks)} of {done.dataset_id}: {done.range} "
+                f"({done.open} open)\n"
+            )
+        return 0
+
+    return run
+
+
+_BLOCKS_FORMS = "FROM..TO, KEY[,KEY…] (ranges too: A..B,C), all, or a JSON object"
+
+
+def _blocks_option(text: str | None) -> BlocksLike | None:
+    """``--blocks``: ``FROM..TO``; keys ``A,B,C``; ranges and keys ``A..B,C..D,E``; ``all``;
+    or the selection as JSON (``{"keys": [...]}``, …). Keys are sent as written."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text == "all":
+        return "all"
+    if text.startswith(("{", "[", '"')):
+        return _json_object(text, "--blocks")
+    ranges: list[tuple[str, str]] = []
+    for piece in text.split(","):
+        ends = [end.strip() for end in piece.split("..")]
+        if len(ends) > 2 or not all(ends):
+            raise OdometerError(f"--blocks: cannot read {text!r}: give {_BLOCKS_FORMS}")
+        ranges.append((ends[0], ends[-1]))
+    if len(ranges) == 1 and ".." in text:
+        return {"from": ranges[0][0], "to": ranges[0][1]}
+    if ".." not in text:
+        return {"keys": [first for first, _ in ranges]}
+    return {"ranges": [{"from": first, "to": last} for first, last in ranges]}
+
+
+def _ranges_text(ranges: Sequence[BlockRange]) -> str:
+    return ", ".join(str(r) for r in ranges) or "none"
+
+
+def _count(n: int) -> str:
+    return "1 block" if n == 1 else f"{n} blocks"
+
+
+def _register(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    inv = client.register(
+        args.dataset,
+        _json_object(args.mechanism, "--mechanism"),
+        sub_budget=args.sub_budget,
+        conversion_delta=args.conversion_delta,
+        blocks=_blocks_option(args.blocks),
+    )
+    if args.json:
+        _dump(inv.raw, out)
+        return 0
+    out.write(f"{inv.status} {inv.id} on {inv.dataset_id}: charge {_currency(inv.charge)}\n")
+    if inv.blocks is not None:
+        count = sum(r.blocks for r in inv.blocks)
+        out.write(f"blocks: {_ranges_text(inv.blocks)} ({_count(count)})\n")
+    if inv.status == "reserved":
+        out.write(f"reserved cells: {', '.join(inv.cells)} (settle with the released cell)\n")
+    return 0
+
+
+def _preview(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
+    found = client.preview(
+        args.dataset,
+        _json_object(args.mechanism, "--mechanism"),
+        sub_budget=args.sub_budget,
+        conversion_delta=args.conversion_delta,
+        blocks=_blocks_option(args.blocks),
+    )
+    if args.json:
+        _dump(found.raw, out)
+        return 0
+    reason = f" ({found.reason})" if found.reason else ""
+    out.write(f"would be {found.status}{reason}: charge {_currency(found.charge)}\n")
+    on_blocks = found.blocks
+    if on_blocks is not None:
+        count = sum(r.blocks for r in on_blocks.selected)
+        out.write(f"selected: {_ranges_text(on_blocks.selected)} ({_count(count)})\n")
+        out.write(f"affordable: {_ranges_text(on_blocks.affordable)}\n")
+        out.write(f"refused: {_ranges_text(on_blocks.refused)}\n")
+        fit = on_blocks.fit
+        if fit:
+            more = f"at least {fit.get('count')}" if fit.get("at_least") else str(fit.get("count"))
+            after = f" (next refused: {fit['reason']})" if fit.get("reason") else ""
+            out.write(f"fit: {more} more in a row on every selected block{after}\n")
     return 0
 
 
@@ -648,6 +831,11 @@ def register(sub: Any) -> None:
     create.add_argument("--delta", required=True)
     create.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"])
     _accounting_options(create, '{"mode": "split", …}')
+    create.add_argument(
+        "--partition",
+        help="a partitioned dataset (budget and mode are every block's), e.g. "
+        '\'{"kind": "day", "unit": "record", "timezone": "Europe/Paris"}\'',
+    )
     create.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
     create.set_defaults(run=_client_command(_datasets_create))
     lst = dsub.add_parser("list", parents=[common], help="datasets with their budget status")
@@ -655,6 +843,41 @@ def register(sub: Any) -> None:
     show = dsub.add_parser("show", parents=[common], help="one dataset's budget status")
     show.add_argument("dataset")
     show.set_defaults(run=_client_command(_datasets_show))
+
+    blocks = sub.add_parser("blocks", help="a partitioned dataset's blocks (server)")
+    blsub = blocks.add_subparsers(dest="blocks_command", required=True)
+    blist = blsub.add_parser(
+        "list", parents=[common], help="open blocks as runs, with the fraction of budget spent"
+    )
+    blist.add_argument("dataset")
+    blist.add_argument("--from", dest="first", metavar="KEY", help="first block key")
+    blist.add_argument("--to", dest="last", metavar="KEY", help="last block key")
+    blist.add_argument("--limit", type=int, default=100, help="runs on the page (≤ 1000)")
+    blist.set_defaults(run=_client_command(_blocks_list))
+    for action, what in (("open", "open blocks (never opened before)"), ("retire", "retire")):
+        bchange = blsub.add_parser(
+            action, parents=[common], help=f"{what} FROM … TO (keys, both included)"
+        )
+        bchange.add_argument("dataset")
+        bchange.add_argument("first", metavar="FROM")
+        bchange.add_argument("last", metavar="TO")
+        bchange.set_defaults(run=_client_command(_blocks_change(action)))
+
+    for name, runner, what in (
+        ("register", _register, "declare an invocation before it runs (server)"),
+        ("preview", _preview, "the decision a registration would get now (server)"),
+    ):
+        inv = sub.add_parser(name, parents=[common], help=what)
+        inv.add_argument("dataset")
+        inv.add_argument(
+            "--mechanism",
+            required=True,
+            help='the declaration as JSON, e.g. \'{"type": "pure_dp", "epsilon": "0.4"}\'',
+        )
+        inv.add_argument("--blocks", help=f"partitioned datasets: the blocks read, {_BLOCKS_FORMS}")
+        inv.add_argument("--sub-budget", help="sub-budget of a split dataset")
+        inv.add_argument("--conversion-delta", help="δ converting a curve-based declaration")
+        inv.set_defaults(run=_client_command(runner))
 
     budget = sub.add_parser("budget", help="change a dataset's budget (server)")
     bsub = budget.add_subparsers(dest="budget_command", required=True)

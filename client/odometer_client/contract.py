@@ -35,6 +35,7 @@ REQUEST_SCHEMAS = (
     "Cap",
     "OrganisationCap",
     "CapacityQuery",
+    "BlocksChange",
 )
 RESPONSE_SCHEMAS = (
     "DatasetOut",
@@ -52,6 +53,8 @@ RESPONSE_SCHEMAS = (
     "PrincipalList",
     "KeyCreated",
     "KeyRevoked",
+    "BlocksChanged",
+    "BlocksPage",
     "ErrorBody",
 )
 #: A mechanism declaration on its own (the ``mechanism`` property of ``InvocationCreate``).

@@ -26,7 +26,8 @@ class ApiError(OdometerError):
 
 class InvalidRequest(ApiError):
     """400, 413, 415 or 422: the request is malformed or invalid (also raised before
-    sending when the shared request models refuse it; ``status_code`` is then 422)."""
+    sending when the shared request models refuse it; ``status_code`` is then 422), e.g.
+    ``InvalidBlocks``: a bad block key, or blocks named on a dataset that is not partitioned."""
 
 
 class Unauthorized(ApiError):
@@ -43,13 +44,16 @@ class NotFound(ApiError):
 
 class Conflict(ApiError):
     """409: the request is valid but cannot be applied now (e.g. ``InvocationNotReserved``,
-    ``BudgetBelowSpent``)."""
+    ``BudgetBelowSpent``, ``BlockConflict``: blocks opened before, or not open)."""
 
 
 class BudgetExceeded(Conflict):
     """409 ``BudgetExceeded``: the invocation was rejected (and the rejection is in the ledger).
 
-    ``requested`` and ``remaining`` are the server's amounts parsed to ``Decimal``."""
+    ``requested`` and ``remaining`` are the server's amounts parsed to ``Decimal``. On a
+    partitioned dataset ``blocks`` lists the selected blocks that refused, as ranges with what
+    each still has and why: ``{"from", "to", "blocks", "remaining", "reason"}`` (at most 20;
+    empty on a whole dataset)."""
 
     def __init__(self, status_code: int, body: dict[str, Any]) -> None:
         super().__init__(status_code, body)
@@ -57,6 +61,8 @@ class BudgetExceeded(Conflict):
         self.requested: dict[str, Any] = decimals(body.get("requested") or {})
         self.remaining: dict[str, Any] = decimals(body.get("remaining") or {})
         self.ledger_seq: int | None = body.get("ledger_seq")
+        refusing = body.get("blocks")
+        self.blocks: list[dict[str, Any]] = decimals(refusing) if isinstance(refusing, list) else []
 
     @property
     def requested_epsilon(self) -> Decimal | None:

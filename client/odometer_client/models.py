@@ -10,9 +10,26 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
 _DECIMAL = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|Infinity)$")
-#: Keys whose string values are names, never amounts.
+#: Keys whose string values are names, never amounts (block keys such as bucket ``"17"`` too).
 _TEXT_KEYS = frozenset(
-    {"name", "mode", "sub_budget", "relation", "type", "scheme", "cell", "id", "actor", "reason"}
+    {
+        "name",
+        "mode",
+        "sub_budget",
+        "relation",
+        "type",
+        "scheme",
+        "cell",
+        "id",
+        "actor",
+        "reason",
+        "from",
+        "to",
+        "keys",
+        "names",
+        "next",
+        "timezone",
+    }
 )
 
 
@@ -33,6 +50,10 @@ def decimals(value: Any, key: str | None = None) -> Any:
 def _amounts(obj: Mapping[str, Any], name: str) -> dict[str, Any]:
     value = obj.get(name)
     return decimals(value) if isinstance(value, Mapping) else {}
+
+
+def _ranges(value: Any) -> list[BlockRange]:
+    return [BlockRange.from_json(r) for r in value] if isinstance(value, list) else []
 
 
 def _cells(reservation: Mapping[str, Any] | None) -> dict[str, Decimal]:
@@ -58,10 +79,13 @@ class Dataset:
     last_seq: int
     head_hash: str
     raw: dict[str, Any]
+    #: A partitioned dataset's partition (``kind``, ``unit``, …); ``None`` for a whole dataset.
+    partition: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Dataset:
         head = obj.get("ledger") or {}
+        partition = obj.get("partition")
         return cls(
             id=obj["id"],
             name=obj["name"],
@@ -73,7 +97,21 @@ class Dataset:
             last_seq=int(head.get("last_seq", 0)),
             head_hash=str(head.get("head_hash", "")),
             raw=dict(obj),
+            partition=dict(partition) if isinstance(partition, Mapping) else None,
         )
+
+    @property
+    def partitioned(self) -> bool:
+        """Partitioned: ``budget`` and the mode are every block's, and ``status`` is per block
+        (``odometer`` the highest certified reading over the open blocks, ``blocks`` a summary;
+        ``client.list_blocks`` pages every block's)."""
+        return self.partition is not None
+
+    @property
+    def blocks(self) -> dict[str, Any]:
+        """A partitioned dataset's blocks: ``unit``, ``protects``, ``open``, ``runs``,
+        ``opened`` (ranges) and ``highest_fraction_spent``; empty for a whole dataset."""
+        return dict(self.status.get("blocks") or {})
 
     @property
     def budget(self) -> dict[str, Decimal]:
@@ -138,11 +176,15 @@ class Invocation:
     cell: str | None
     ledger_seq: int | None
     raw: dict[str, Any]
+    #: Partitioned datasets: the selected blocks as resolved by the server (``None`` otherwise;
+    #: not in an invocation read back).
+    blocks: list[BlockRange] | None = None
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Invocation:
         refund = obj.get("refund")
         reservation = obj.get("reservation")
+        blocks = obj.get("blocks")
         return cls(
             id=obj["id"],
             dataset_id=obj["dataset_id"],
@@ -157,6 +199,7 @@ class Invocation:
             cell=obj.get("cell"),
             ledger_seq=obj.get("ledger_seq"),
             raw=dict(obj),
+            blocks=None if blocks is None else _ranges(blocks),
         )
 
     @property
@@ -233,5 +276,154 @@ class PreviewResult:
         return self.status in ("accepted", "reserved")
 
     @property
+    def blocks(self) -> BlocksPreview | None:
+        """Partitioned datasets: which selected blocks can afford the declaration, and how many
+        more of it fit (``None`` on a whole dataset, or from a server without it)."""
+        found = self.raw.get("blocks")
+        return BlocksPreview.from_json(found) if isinstance(found, Mapping) else None
+
+    @property
     def cells(self) -> dict[str, Decimal]:
         return _cells(self.raw.get("reservation"))
+
+
+# ---------------------------------------------------------------------------- partitioned datasets
+#: A block key: a day ``"2026-11-27"``, a week ``"2026-W48"``, a month ``"2026-11"``, a bucket
+#: (``17`` or ``"17"``) or a declared name.
+BlockKey = str | int
+
+
+@dataclass(frozen=True)
+class BlockRange:
+    """Blocks ``first`` … ``last`` (keys as the server writes them, both included)."""
+
+    first: str
+    last: str
+    #: How many blocks the range holds.
+    blocks: int
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BlockRange:
+        return cls(first=str(obj["from"]), last=str(obj["to"]), blocks=int(obj["blocks"]))
+
+    def __str__(self) -> str:
+        return self.first if self.first == self.last else f"{self.first}..{self.last}"
+
+
+@dataclass(frozen=True)
+class BlockRun:
+    """Consecutive open blocks that share one history, with that history's status."""
+
+    #: The response documents (contract schemas) this type is read from.
+    SCHEMAS: ClassVar[tuple[str, ...]] = ("BlockRun",)
+
+    first: str
+    last: str
+    blocks: int
+    #: The certified reading's ε over the block budget's ε, in [0, 1].
+    fraction_spent: Decimal
+    #: The mode's status of each block of the run (as a whole dataset's ``status``).
+    status: dict[str, Any]
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BlockRun:
+        return cls(
+            first=str(obj["from"]),
+            last=str(obj["to"]),
+            blocks=int(obj["blocks"]),
+            fraction_spent=Decimal(str(obj["fraction_spent"])),
+            status=_amounts(obj, "status"),
+            raw=dict(obj),
+        )
+
+    @property
+    def range(self) -> BlockRange:
+        return BlockRange(self.first, self.last, self.blocks)
+
+
+@dataclass(frozen=True)
+class BlocksPage:
+    """One page of a partitioned dataset's open blocks, as runs (``client.list_blocks``)."""
+
+    #: The response documents (contract schemas) this type is read from.
+    SCHEMAS: ClassVar[tuple[str, ...]] = ("BlocksPage",)
+
+    dataset_id: str
+    partition: dict[str, Any]
+    #: How many blocks of the dataset are open (all of them, not only this page's).
+    open: int
+    runs: list[BlockRun]
+    #: The key to pass as ``first`` for the next page; ``None`` on the last page.
+    next: str | None
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BlocksPage:
+        after = obj["next"]
+        return cls(
+            dataset_id=obj["dataset_id"],
+            partition=dict(obj["partition"]),
+            open=int(obj["open"]),
+            runs=[BlockRun.from_json(r) for r in obj["runs"]],
+            next=None if after is None else str(after),
+            raw=dict(obj),
+        )
+
+
+@dataclass(frozen=True)
+class BlocksChanged:
+    """Blocks opened or retired (``client.open_blocks``, ``client.retire_blocks``)."""
+
+    #: The response documents (contract schemas) this type is read from.
+    SCHEMAS: ClassVar[tuple[str, ...]] = ("BlocksChanged",)
+
+    dataset_id: str
+    #: ``"opened"`` or ``"retired"``.
+    action: str
+    range: BlockRange
+    #: How many blocks of the dataset are open now.
+    open: int
+    last_seq: int
+    head_hash: str
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BlocksChanged:
+        head = dict(obj["ledger"])  # {"last_seq", "head_hash"}, as a dataset's
+        return cls(
+            dataset_id=obj["dataset_id"],
+            action=obj["action"],
+            range=BlockRange.from_json(dict(obj["range"])),  # {"from", "to", "blocks"}
+            open=int(obj["open"]),
+            last_seq=int(head.get("last_seq", 0)),
+            head_hash=str(head.get("head_hash", "")),
+            raw=dict(obj),
+        )
+
+
+@dataclass(frozen=True)
+class BlocksPreview:
+    """A preview on a partitioned dataset (``PreviewResult.blocks``): the selection, which of
+    its blocks can still afford the declaration, and how many more of it fit in a row."""
+
+    selected: list[BlockRange]
+    #: At most 20 ranges each (the server's cut).
+    affordable: list[BlockRange]
+    refused: list[BlockRange]
+    #: ``count``, ``at_least`` and ``reason`` (what the next one would be refused for).
+    fit: dict[str, Any]
+    #: What one block's budget protects: ``record`` or ``person``.
+    unit: str
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BlocksPreview:
+        return cls(
+            selected=_ranges(obj.get("selected")),
+            affordable=_ranges(obj.get("affordable")),
+            refused=_ranges(obj.get("refused")),
+            fit=dict(obj.get("fit") or {}),
+            unit=str(obj.get("unit", "")),
+            raw=dict(obj),
+        )

@@ -402,13 +402,13 @@ def test_a_selection_on_a_whole_dataset_is_refused(client: TestClient) -> None:
 
 def test_idempotent_retries_answer_the_same_bytes(client: TestClient) -> None:
     ds = _november(client)
-    key = {"Idempotency-Key": "blocks-1"}
-    first = _register(client, ds, _days("2026-11-01", "2026-11-03"), **key)
-    again = _register(client, ds, _days("2026-11-01", "2026-11-03"), **key)
+    keyed = {**AUTH, "Idempotency-Key": "blocks-1"}
+    first = _register(client, ds, _days("2026-11-01", "2026-11-03"), headers=keyed)
+    again = _register(client, ds, _days("2026-11-01", "2026-11-03"), headers=keyed)
     assert first.status_code == again.status_code == 201
     assert again.content == first.content
     assert again.headers["Idempotent-Replayed"] == "true"
-    other = _register(client, ds, _days("2026-11-01", "2026-11-04"), **key)
+    other = _register(client, ds, _days("2026-11-01", "2026-11-04"), headers=keyed)
     assert other.status_code == 422
     assert _runs(client, ds)[0] == ("2026-11-01", "2026-11-03", "0.4")
 
@@ -527,3 +527,13 @@ def test_sampling_without_replacement_needs_the_immutable_key(client: TestClient
     assert _open(client, people, 0, 7).status_code == 200
     r = _register(client, people, "all", wor)
     assert r.status_code == 201, r.text
+
+
+def test_blocks_not_open_are_named_by_their_keys(client: TestClient) -> None:
+    ds = _november(client)
+    r = _register(client, ds, _days("2026-10-30", "2026-11-02"))
+    assert r.status_code == 409
+    body = r.json()
+    assert body["error"] == "BlockConflict"
+    assert "2026-10-30 … 2026-10-31" in body["detail"]
+    assert body["not_open"] == [{"from": "2026-10-30", "to": "2026-10-31", "blocks": 2}]

@@ -160,21 +160,21 @@ def _history(client: TestClient, mode: str, actions: list[Any]) -> None:
         if step[0] in ("open", "retire"):
             lo, n = step[1]
             hi = min(lo + n, BUCKETS)
-            blocks = set(range(lo, hi))
+            span = set(range(lo, hi))
             r = client.post(
                 f"/v1/datasets/{ds}/blocks",
                 json={step[0]: {"from": lo, "to": hi - 1}},
                 headers=AUTH,
             )
             if step[0] == "open":
-                ok = not (blocks & ref.opened)
+                ok = not (span & ref.opened)
                 if ok:
-                    ref.opened |= blocks
-                    ref.states.update({b: initial_state(ref.config) for b in blocks})
+                    ref.opened |= span
+                    ref.states.update({b: initial_state(ref.config) for b in span})
             else:
-                ok = blocks <= set(ref.states)
+                ok = span <= set(ref.states)
                 if ok:
-                    for b in blocks:
+                    for b in span:
                         del ref.states[b]
             assert r.status_code == (200 if ok else 409), (step, r.text)
         elif step[0] == "register":

@@ -75,6 +75,47 @@ CASES = [
         ["grant", "ds_x", "prn_x", "--quota-epsilon", "1", *NOWHERE],
         "error: a quota needs both --quota-epsilon and --quota-delta",
     ),
+    # partitioned datasets (JSON braces are doubled: every case is a format string)
+    (
+        ["blocks", "open", "ds_x", "2026-11-01", *NOWHERE],
+        "odometer blocks open: the following arguments are required: TO "
+        "(see odometer blocks open --help)",
+    ),
+    (
+        ["blocks", "list", "ds_x", "--limit", "many"],
+        "odometer blocks list: argument --limit: invalid int value: 'many'",
+    ),
+    (
+        ["blocks", "list", "ds_x", "--limit", "5000", *NOWHERE],
+        "error: 422 ValidationError: refused before sending: limit: must be 1 … 1000, got 5000",
+    ),
+    (
+        ["register", "ds_x", "--mechanism", "{{}}", "--blocks", "a,,b", *NOWHERE],
+        "error: --blocks: cannot read 'a,,b': give FROM..TO, KEY[,KEY…]",
+    ),
+    (
+        ["preview", "ds_x", "--mechanism", "{{}}", "--blocks", "[1]", *NOWHERE],
+        "error: --blocks must be a JSON object",
+    ),
+    (
+        ["register", "ds_x", "--mechanism", "pure_dp", "--blocks", "all", *NOWHERE],
+        "error: --mechanism is not JSON:",
+    ),
+    (
+        ["register", "ds_x", "--mechanism", '{{"type": "pure_dp"}}', "--blocks", "all", *NOWHERE],
+        "error: 422 ValidationError: refused before sending: $.mechanism",
+    ),
+    (
+        ["datasets", "create", "x", "--epsilon", "1", "--delta", "0", "--partition", "{{day}}"],
+        "error: --partition is not JSON:",
+    ),
+    (
+        [
+            *("datasets", "create", "x", "--epsilon", "1", "--delta", "0", *NOWHERE),
+            *("--partition", '{{"kind": "hour", "unit": "record"}}'),
+        ],
+        "error: 422 ValidationError: refused before sending: $.partition.kind: must be one of",
+    ),
 ]
 
 

@@ -12,7 +12,15 @@ import pytest
 
 from odometer_client import contract
 from odometer_client.declarations import Mechanism
-from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement
+from odometer_client.models import (
+    BlockRun,
+    BlocksChanged,
+    BlocksPage,
+    Dataset,
+    Invocation,
+    PreviewResult,
+    Settlement,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = json.loads((ROOT / "openapi/openapi.json").read_text("utf-8"))
@@ -48,6 +56,12 @@ class Recording(Mapping[str, Any]):
         value = self._data[key]
         if isinstance(value, Mapping):
             return Recording(value, self._read, self._optional, f"{self._path}{key}.")
+        if isinstance(value, list):  # the items of an array of objects, as ``key[].name``
+            path = f"{self._path}{key}[]."
+            return [
+                Recording(v, self._read, self._optional, path) if isinstance(v, Mapping) else v
+                for v in value
+            ]
         return value
 
     def __getitem__(self, key: str) -> Any:
@@ -68,8 +82,16 @@ class Recording(Mapping[str, Any]):
         return len(self._data)
 
 
+def _item_ref(prop: Mapping[str, Any]) -> str | None:
+    """The schema an array property's items refer to (``runs: [BlockRun]``), if any."""
+    items = prop.get("items") if prop.get("type") == "array" else None
+    ref = items.get("$ref") if isinstance(items, Mapping) else None
+    return ref.rsplit("/", 1)[1] if isinstance(ref, str) else None
+
+
 def _example(name: str) -> dict[str, Any]:
-    """A document with every property of a response schema (nested objects one level down)."""
+    """A document with every property of a response schema (nested objects one level down,
+    arrays of objects as one item); strings are ``"1"``: a name, and an amount, alike."""
     node = contract.schema(name)
     out: dict[str, Any] = {}
     for key, prop in node.get("properties", {}).items():
@@ -79,12 +101,14 @@ def _example(name: str) -> dict[str, Any]:
         if ref is not None:
             inner = contract.schema(ref.rsplit("/", 1)[1])
             out[key] = {k: "1" for k in inner.get("properties", {})}
+        elif (item := _item_ref(prop)) is not None:
+            out[key] = [{k: "1" for k in contract.schema(item).get("properties", {})}]
         elif prop.get("type") == "integer":
             out[key] = 1
         elif prop.get("type") == "object":
             out[key] = {}
         else:
-            out[key] = "x"
+            out[key] = "1"
     return out
 
 
@@ -99,17 +123,29 @@ def _declared(name: str) -> set[str]:
         )
         if ref is not None:
             names.update(f"{key}.{k}" for k in contract.schema(ref.rsplit("/", 1)[1])["properties"])
+        elif (item := _item_ref(prop)) is not None:
+            names.update(f"{key}[].{k}" for k in contract.schema(item)["properties"])
     return names
+
+
+#: Free-form objects (``additionalProperties``) whose keys the schema does not declare: filled in
+#: as the server writes them (the client reads them from a copy, as ``raw``).
+FREE_FORM = {("BlocksChanged", "range"): {"from": "2026-11-01", "to": "2026-11-30", "blocks": 30}}
 
 
 def _reads(model: Any, name: str) -> tuple[set[str], set[str]]:
     read: set[str] = set()
     optional: set[str] = set()
-    model.from_json(Recording(_example(name), read, optional))
+    document = _example(name)
+    document.update({key: value for (schema, key), value in FREE_FORM.items() if schema == name})
+    model.from_json(Recording(document, read, optional))
     return read, optional
 
 
-@pytest.mark.parametrize("model", [Dataset, Invocation, Settlement, PreviewResult])
+@pytest.mark.parametrize(
+    "model",
+    [Dataset, Invocation, Settlement, PreviewResult, BlockRun, BlocksPage, BlocksChanged],
+)
 def test_result_types_read_only_what_the_response_schemas_declare(model: Any) -> None:
     """What a result type needs is required by every schema it is read from; what it reads
     optionally is declared by at least one of them."""
@@ -125,6 +161,14 @@ def test_result_types_read_only_what_the_response_schemas_declare(model: Any) ->
         anywhere |= _declared(name)
         optional_reads |= optional
     assert optional_reads <= anywhere, f"{model.__name__} reads {optional_reads - anywhere}"
+
+
+def test_reads_inside_an_array_of_objects_are_checked() -> None:
+    """A page's runs are read item by item: each field the client reads is a BlockRun's."""
+    read, _ = _reads(BlocksPage, "BlocksPage")
+    assert {"runs", "next", "runs[].from", "runs[].fraction_spent"} <= read
+    assert read <= _declared("BlocksPage")
+    assert not read <= _declared("BlocksPage") - {"runs[].fraction_spent"}
 
 
 def test_a_field_the_server_drops_is_caught() -> None:

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from odometer_core.accounting.filters import status as filter_status
+from odometer_core.ledger.blocks import BlockHistory
 from odometer_core.ledger.replay import Replayer
 from tests.support import AUTH
 
@@ -478,8 +479,10 @@ class Auditor:
                     for p in [*replayer.chain_problems, *replayer.replay_problems][:3]
                 )
             return
-        assert replayer.config is not None and replayer.state is not None
-        recomputed = filter_status(replayer.config, replayer.state)
+        state = replayer.state
+        assert replayer.config is not None and state is not None
+        assert not isinstance(state, BlockHistory)  # the lifecycle's datasets are whole
+        recomputed = filter_status(replayer.config, state)
         self.entries_checked += 1
         self.problems.extend(status_problems(recomputed, f"{dataset_id} seq {entry['seq']}"))
         watch.last_status = recomputed

@@ -19,10 +19,26 @@ from typing import Any, TypeVar
 import httpx
 
 from odometer_client import _core
-from odometer_client._core import Call, LedgerQuery, MechanismLike, Number, RetryPolicy
+from odometer_client._core import (
+    BlocksLike,
+    Call,
+    LedgerQuery,
+    MechanismLike,
+    Number,
+    RetryPolicy,
+)
 from odometer_client.errors import NotFound, ReservationNotSettled, TransportError
 from odometer_client.exports import ExportFormat
-from odometer_client.models import Dataset, Invocation, PreviewResult, Settlement
+from odometer_client.models import (
+    BlockKey,
+    BlockRun,
+    BlocksChanged,
+    BlocksPage,
+    Dataset,
+    Invocation,
+    PreviewResult,
+    Settlement,
+)
 
 T = TypeVar("T")
 
@@ -101,11 +117,20 @@ class OdometerClient:
         relation: str = "add_remove",
         accounting: Mapping[str, Any] | None = None,
         *,
+        partition: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> Dataset:
-        """Create a dataset with budget (ε, δ); ``accounting`` e.g. ``{"mode": "rdp"}``."""
+        """Create a dataset with budget (ε, δ); ``accounting`` e.g. ``{"mode": "rdp"}``.
+
+        ``partition`` makes it a partitioned dataset, e.g. ``{"kind": "day", "unit":
+        "record", "timezone": "Europe/Paris"}`` (kinds ``day``, ``week``, ``month`` with
+        ``timezone``, ``bucket`` with ``buckets``, ``named`` with ``names``; ``unit`` what one
+        block's budget protects, ``record`` or ``person``): (ε, δ) and ``accounting`` (a leaf
+        mode) are then every block's; blocks are opened with :meth:`open_blocks`."""
         return self._send(
-            _core.create_dataset(name, epsilon, delta, relation, accounting, idempotency_key)
+            _core.create_dataset(
+                name, epsilon, delta, relation, accounting, idempotency_key, partition
+            )
         )
 
     def list_datasets(self, *, page_size: int = 100) -> list[Dataset]:
@@ -162,6 +187,53 @@ class OdometerClient:
     def revoke_grant(self, dataset: str | Dataset, principal_id: str) -> dict[str, Any]:
         """Withdraw a principal's access to a dataset (its ledger history stays)."""
         return self._send(_core.revoke_grant(_core.dataset_id(dataset), principal_id))
+
+    # ------------------------------------------------------------------ blocks
+    def open_blocks(self, dataset: str | Dataset, first: BlockKey, last: BlockKey) -> BlocksChanged:
+        """Open blocks ``first`` … ``last`` (keys, both included) of a partitioned dataset, on
+        the public schedule the curator keeps; a block is opened once in its life (``Conflict``
+        BlockConflict if any was opened before; ``InvalidRequest`` InvalidBlocks for a bad key
+        or a dataset that is not partitioned)."""
+        return self._send(_core.change_blocks(_core.dataset_id(dataset), "open", first, last))
+
+    def retire_blocks(
+        self, dataset: str | Dataset, first: BlockKey, last: BlockKey
+    ) -> BlocksChanged:
+        """Retire open blocks ``first`` … ``last`` for good (``Conflict`` BlockConflict if one
+        is not open)."""
+        return self._send(_core.change_blocks(_core.dataset_id(dataset), "retire", first, last))
+
+    def list_blocks(
+        self,
+        dataset: str | Dataset,
+        first: BlockKey | None = None,
+        last: BlockKey | None = None,
+        limit: int = 100,
+    ) -> BlocksPage:
+        """One page of the open blocks from ``first`` to ``last`` (default: all), as runs of
+        blocks that share one history (``limit`` runs at most, ≤ 1000); the page's ``next``
+        is the ``first`` of the next page (``None`` on the last). :meth:`iter_blocks` follows
+        the pages."""
+        return self._send(_core.list_blocks(_core.dataset_id(dataset), first, last, limit))
+
+    def iter_blocks(
+        self,
+        dataset: str | Dataset,
+        first: BlockKey | None = None,
+        last: BlockKey | None = None,
+        *,
+        page_size: int = 100,
+    ) -> Iterator[BlockRun]:
+        """Every run of open blocks from ``first`` to ``last``, fetched page by page."""
+        ds = _core.dataset_id(dataset)
+        cursor: BlockKey | None = first
+        while True:
+            page = self._send(_core.list_blocks(ds, cursor, last, page_size))
+            for run in page.runs:
+                yield run
+            if page.next is None:
+                return
+            cursor = page.next
 
     # ------------------------------------------------------------------ organisations
     def organisations(self) -> list[dict[str, Any]]:
@@ -235,13 +307,26 @@ class OdometerClient:
         *,
         sub_budget: str | None = None,
         conversion_delta: Number | None = None,
+        blocks: BlocksLike | None = None,
         idempotency_key: str | None = None,
     ) -> Invocation:
         """Declare an invocation before it runs: ``accepted`` (charged) or ``reserved``
-        (ODP). Raises ``BudgetExceeded`` (409), ``InvalidRequest`` (422), …"""
+        (ODP). Raises ``BudgetExceeded`` (409), ``InvalidRequest`` (422), …
+
+        On a partitioned dataset ``blocks`` names the blocks the mechanism reads (required
+        there, refused elsewhere): ``{"from": KEY, "to": KEY}``, ``{"keys": [KEY, …]}``,
+        ``{"ranges": [{"from": KEY, "to": KEY}, …]}`` or ``"all"`` (every open block). It is
+        admitted only if every selected block admits it, and each is charged the whole cost;
+        ``Invocation.blocks`` is the selection as resolved, ``BudgetExceeded.blocks`` the
+        blocks that refused."""
         return self._send(
             _core.register(
-                _core.dataset_id(dataset), mechanism, sub_budget, conversion_delta, idempotency_key
+                _core.dataset_id(dataset),
+                mechanism,
+                sub_budget,
+                conversion_delta,
+                idempotency_key,
+                blocks,
             )
         )
 
@@ -252,10 +337,15 @@ class OdometerClient:
         *,
         sub_budget: str | None = None,
         conversion_delta: Number | None = None,
+        blocks: BlocksLike | None = None,
     ) -> PreviewResult:
-        """The decision a registration would get now; nothing is written."""
+        """The decision a registration would get now; nothing is written. With ``blocks`` (a
+        partitioned dataset) ``PreviewResult.blocks`` says which selected blocks can afford it
+        and how many more of it fit."""
         return self._send(
-            _core.preview(_core.dataset_id(dataset), mechanism, sub_budget, conversion_delta)
+            _core.preview(
+                _core.dataset_id(dataset), mechanism, sub_budget, conversion_delta, blocks
+            )
         )
 
     def settle(
@@ -315,6 +405,7 @@ class OdometerClient:
         *,
         sub_budget: str | None = None,
         conversion_delta: Number | None = None,
+        blocks: BlocksLike | None = None,
         idempotency_key: str | None = None,
     ) -> Iterator[Reservation]:
         """Register, yield a reservation handle, and make sure it ends settled or cancelled.
@@ -326,12 +417,14 @@ class OdometerClient:
           and the reservation stays charged at its worst cell (safe); never a silent refund.
 
         Non-ODP mechanisms are ``accepted`` (charged in full) at once: nothing to settle.
+        ``blocks`` as in :meth:`register` (the server remembers the reservation's blocks).
         """
         inv = self.register(
             dataset,
             mechanism,
             sub_budget=sub_budget,
             conversion_delta=conversion_delta,
+            blocks=blocks,
             idempotency_key=idempotency_key,
         )
         r = Reservation(self, inv)
