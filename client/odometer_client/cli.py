@@ -315,14 +315,18 @@ def _count(n: int) -> str:
     return "1 block" if n == 1 else f"{n} blocks"
 
 
+def _declared(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``register`` and ``preview`` send: the mechanism and the request's options."""
+    return {
+        "sub_budget": args.sub_budget,
+        "conversion_delta": args.conversion_delta,
+        "blocks": _blocks_option(args.blocks),
+    }
+
+
 def _register(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
-    inv = client.register(
-        args.dataset,
-        _json_object(args.mechanism, "--mechanism"),
-        sub_budget=args.sub_budget,
-        conversion_delta=args.conversion_delta,
-        blocks=_blocks_option(args.blocks),
-    )
+    mechanism = _json_object(args.mechanism, "--mechanism")
+    inv = client.register(args.dataset, mechanism, **_declared(args))
     if args.json:
         _dump(inv.raw, out)
         return 0
@@ -336,13 +340,8 @@ def _register(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> 
 
 
 def _preview(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
-    found = client.preview(
-        args.dataset,
-        _json_object(args.mechanism, "--mechanism"),
-        sub_budget=args.sub_budget,
-        conversion_delta=args.conversion_delta,
-        blocks=_blocks_option(args.blocks),
-    )
+    mechanism = _json_object(args.mechanism, "--mechanism")
+    found = client.preview(args.dataset, mechanism, **_declared(args))
     if args.json:
         _dump(found.raw, out)
         return 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 from decimal import Decimal
-from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -33,31 +32,10 @@ from odometer_core.accounting.blocks import (
 )
 from odometer_core.accounting.filters import FilterState
 from odometer_core.accounting.modes import leaf_mode
+from tests.accounting.block_workload import BLOCK_MECHANISMS
 
 UNIVERSE = 40
-MECHANISMS: dict[str, list[dict[str, Any]]] = {
-    "basic": [
-        {"type": "pure_dp", "epsilon": "0.3"},
-        {"type": "approx_dp", "epsilon": "0.2", "delta": "0.0000001"},
-        {
-            "type": "odp",
-            "cells": [{"name": "low", "epsilon": "0.05"}, {"name": "high", "epsilon": "0.4"}],
-        },
-    ],
-    # each admitted a few times on a fresh block (ρ = 1/32 of 0.107; μ² = 1/16 of 0.249)
-    "zcdp": [
-        {"type": "gaussian", "sigma": "4", "sensitivity": "1"},
-        {"type": "pure_dp", "epsilon": "0.3"},
-    ],
-    "rdp": [
-        {"type": "gaussian", "sigma": "4", "sensitivity": "1"},
-        {"type": "dp_sgd", "noise_multiplier": "1", "sample_rate": "0.05", "steps": 20},
-    ],
-    "gdp": [
-        {"type": "gaussian", "sigma": "4", "sensitivity": "1"},
-        {"type": "gaussian", "sigma": "6", "sensitivity": "1"},
-    ],
-}
+MECHANISMS = BLOCK_MECHANISMS
 ranges = st.lists(
     st.tuples(st.integers(0, UNIVERSE - 1), st.integers(1, 12)).map(lambda t: (t[0], t[0] + t[1])),
     min_size=1,

@@ -42,33 +42,12 @@ from odometer_core.accounting import (
 )
 from odometer_core.accounting.filters import FilterState
 from odometer_core.ledger.replay import replay
+from tests.accounting.block_workload import BLOCK_MECHANISMS
 from tests.support import AUTH, ledger
 
 BUCKETS = 30
 BUDGET = ("2", "0.00001")
-MECHANISMS: dict[str, list[dict[str, Any]]] = {
-    "basic": [
-        {"type": "pure_dp", "epsilon": "0.3"},
-        {"type": "approx_dp", "epsilon": "0.2", "delta": "0.0000001"},
-        {
-            "type": "odp",
-            "cells": [{"name": "low", "epsilon": "0.05"}, {"name": "high", "epsilon": "0.4"}],
-        },
-    ],
-    # each admitted a few times on a fresh block (ρ = 1/32 of 0.107; μ² = 1/16 of 0.249)
-    "zcdp": [
-        {"type": "gaussian", "sigma": "4", "sensitivity": "1"},
-        {"type": "pure_dp", "epsilon": "0.3"},
-    ],
-    "rdp": [
-        {"type": "gaussian", "sigma": "4", "sensitivity": "1"},
-        {"type": "dp_sgd", "noise_multiplier": "1", "sample_rate": "0.05", "steps": 20},
-    ],
-    "gdp": [
-        {"type": "gaussian", "sigma": "4", "sensitivity": "1"},
-        {"type": "gaussian", "sigma": "6", "sensitivity": "1"},
-    ],
-}
+MECHANISMS = BLOCK_MECHANISMS
 
 span = st.tuples(st.integers(0, BUCKETS - 1), st.integers(1, 10))
 selection = st.one_of(

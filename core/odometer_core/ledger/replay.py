@@ -354,11 +354,7 @@ def _step(
             conversion_delta=None if conversion is None else Decimal(conversion),
         )
         if kind == EntryKind.INVOCATION_REJECTED and decision.admitted:
-            # Refused by an upper level: that level must say so, and nothing moves here.
-            upper = [entry.get("org"), entry.get("quota")]
-            if not any(p and p.get("outcome") == "rejected" for p in upper):
-                raise _Mismatch("rejected, but neither the dataset nor an upper level refused")
-            _expect("charge", None, entry["charge"])
+            _refused_above(entry, "the dataset")  # and nothing moves here
             _expect("requested", amount_json(decision.requested), entry["requested"])
             _expect("state", state_to_json(state), entry["state"])
             return config, state
@@ -443,10 +439,7 @@ def _block_step(
         )
         decision = summarise(selection)
         if kind == EntryKind.INVOCATION_REJECTED and decision.admitted:
-            upper = [entry.get("org"), entry.get("quota")]
-            if not any(p and p.get("outcome") == "rejected" for p in upper):
-                raise _Mismatch("rejected, but neither the blocks nor an upper level refused")
-            _expect("charge", None, entry["charge"])
+            _refused_above(entry, "the blocks")  # and nothing moves here
         else:
             _expect("outcome", f"invocation_{decision.outcome}", kind)
             _expect("charge", amount_json(decision.charge), entry["charge"])
@@ -483,6 +476,15 @@ def _block_step(
     after = BlockHistory(Partitioned(open_blocks, len(blocks.runs), opened, digest), blocks)
     _expect("state", after.to_json(), entry["state"])
     return config, after
+
+
+def _refused_above(entry: Mapping[str, Any], level: str) -> None:
+    """A rejection ``level`` admitted: an upper level (organisation, quota) must have refused,
+    and nothing was charged at ``level``."""
+    upper = [entry.get("org"), entry.get("quota")]
+    if not any(p and p.get("outcome") == "rejected" for p in upper):
+        raise _Mismatch(f"rejected, but neither {level} nor an upper level refused")
+    _expect("charge", None, entry["charge"])
 
 
 def _check_output_digest(request: Mapping[str, Any]) -> None:
