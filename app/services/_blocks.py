@@ -11,17 +11,25 @@ ledger records of it (the selection, the aggregate state and the touched blocks'
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from sqlalchemy import Connection
 
-from app.db.blocks import UNBOUNDED, BlockWindow, read_window
+from app.db.blocks import UNBOUNDED, BlockWindow, Window, read_window
+from app.db.rows import DatasetRow
 from app.db.writes import Writes
 from app.services.errors import BlockConflict, InvalidBlocks
-from odometer_core.accounting import AccountingConfig, state_from_json, state_to_json
+from odometer_core.accounting import (
+    AccountingConfig,
+    config_from_json,
+    state_from_json,
+    state_to_json,
+)
 from odometer_core.accounting.blocks import BlockError, Blocks, Range, Run, Selected
-from odometer_core.ledger.blocks import Partitioned, touched_digest
+from odometer_core.accounting.levels import DATASET, LevelsDecision
+from odometer_core.ledger.blocks import Partitioned, ranges_json, touched_digest
 from odometer_core.partition import Partition, parse_partition
 
 #: A selection as resolved: index ranges, or ``None`` for every open block.
@@ -186,3 +194,116 @@ def _joined(ranges: Sequence[Range]) -> tuple[Range, ...]:
         else:
             out.append((lo, hi))
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """What one decision on blocks writes and answers: the selection the ledger entry and the
+    invocation row record (index ranges), the dataset's aggregate state after it, the
+    selection as keys (the 201), and the refusing blocks with what each has left (a 409)."""
+
+    selection: list[list[int]]
+    state: dict[str, Any]
+    selected: list[dict[str, Any]]
+    refused: list[dict[str, Any]] | None
+
+
+class PartitionLevel:
+    """The dataset level of one transaction's registrations on a partitioned dataset: their
+    selections resolved (a malformed one is that request's own 422) and the window of runs
+    they touch read once, under the dataset's lock; decided one after another on it, then
+    written back (:meth:`stage`)."""
+
+    def __init__(
+        self, partition: Partition, store: BlockStore, resolved: list[Resolved | Exception]
+    ) -> None:
+        self.partition = partition
+        self.store = store
+        self.resolved = resolved
+
+    @classmethod
+    def prepare(
+        cls,
+        connection: Callable[[], Connection],
+        ds: DatasetRow,
+        selections: Sequence[object],
+        prefetched: Window | None = None,
+    ) -> PartitionLevel | None:
+        """``None`` for a whole dataset. ``prefetched``: the window read with the lock, used
+        when it covers what ``selections`` touch (otherwise read now, on ``connection()``)."""
+        partition = partition_of(ds.partition_json)
+        if partition is None:
+            return None
+        resolved: list[Resolved | Exception] = []
+        for selection in selections:
+            try:
+                resolved.append(resolve(partition, selection))
+            except InvalidBlocks as exc:
+                resolved.append(exc)
+        window = window_of([r for r in resolved if not isinstance(r, Exception)])
+        config = config_from_json(ds.config_json)
+        if prefetched is not None and prefetched.covers(*window):
+            store = BlockStore(ds.id, config, ds.state_json, prefetched.rows())
+        else:
+            store = BlockStore.load(connection(), ds.id, config, ds.state_json, window)
+        return cls(partition, store, resolved)
+
+    def level(self, position: int) -> Selected:
+        """The dataset level of the ``position``-th request (its own 422 or 409 raised)."""
+        resolved = self.resolved[position]
+        if isinstance(resolved, Exception):
+            raise resolved
+        return self.store.selected(resolved, self.partition)
+
+    def decided(self, levels: LevelsDecision, selected: Selected) -> Staged:
+        """The blocks after ``levels`` (moved if it admitted), and what that decision records
+        and answers."""
+        if levels.admitted and levels.selection is not None:
+            self.store.moved(levels.selection.blocks)
+        refused = None
+        if levels.selection is not None and levels.refused_by == DATASET:
+            refused = []
+            for decision in levels.selection.refused:
+                for item in ranges_out(self.partition, decision.ranges):
+                    item["remaining"] = decision.decision.remaining.to_json()
+                    item["reason"] = decision.decision.reason
+                    refused.append(item)
+            refused.sort(key=lambda b: self.partition.index(b["from"]))
+        return Staged(
+            ranges_json(selected.ranges),
+            self.store.aggregate(selected.ranges).to_json(),
+            ranges_out(self.partition, selected.ranges),
+            None if refused is None else refused[:SHOWN_RANGES],
+        )
+
+    def refusal(self, levels: LevelsDecision) -> str:
+        """The recorded reason of a refusal by blocks: which blocks, why, and what each block's
+        budget protects."""
+        assert levels.selection is not None and levels.refusal is not None
+        refused = sorted(r for d in levels.selection.refused for r in d.ranges)
+        return (
+            f"{sum(hi - lo for lo, hi in refused)} of the selected blocks cannot afford it "
+            f"({label(self.partition, refused)}): {levels.refusal.reason or 'budget exceeded'}"
+            f"; {unit_note(self.partition)}"
+        )
+
+    def stage(self, writes: Writes) -> None:
+        self.store.stage(writes)
+
+
+def window_known(
+    partition_json: Mapping[str, Any] | None, selections: Sequence[object]
+) -> tuple[int, int] | None:
+    """The window of runs ``selections`` touch on a dataset of ``partition_json`` (``None``: a
+    whole dataset, nothing to read); malformed selections are left out (each is refused when
+    it is decided)."""
+    partition = partition_of(partition_json)
+    if partition is None:
+        return None
+    resolved: list[Resolved] = []
+    for selection in selections:
+        try:
+            resolved.append(resolve(partition, selection))
+        except InvalidBlocks:
+            continue
+    return window_of(resolved)

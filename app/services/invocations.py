@@ -15,7 +15,7 @@ from app.db.models import Invocation
 from app.db.uow import UnitOfWork
 from app.schemas.invocations import InvocationOut, Preview
 from app.services._aggregate import load_filter, visible_dataset
-from app.services._blocks import SHOWN_RANGES, ranges_out
+from app.services._blocks import SHOWN_RANGES, PartitionLevel, ranges_out
 from app.services._levels import Uppers, wire
 from app.services.batching import register_alone
 from app.services.charging import ChargeWorkers
@@ -24,7 +24,6 @@ from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
 from app.services.registration import (
     InvocationRequest,
-    PartitionLevel,
     compute_charges,
     decide,
     expensive,
@@ -64,7 +63,7 @@ def preview_invocation(
     with uow.read_only():
         ds, uppers = read_levels(uow, principal, dataset_id)
         fresh = load_filter(ds)
-        blocks = PartitionLevel.prepare(uow, ds, [request])
+        blocks = PartitionLevel.prepare(uow.connection, ds, [request.blocks])
         level = whole_dataset(ds, request) if blocks is None else blocks.level(0)
     # Nothing is written: the decision is taken on this snapshot, outside the transaction,
     # with the charges computed as for a registration (in a worker, within the CPU budget).

@@ -19,31 +19,20 @@ from typing import Any
 
 from app.db import locking
 from app.db.admission import Locked
-from app.db.blocks import Window
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes
 from app.services import idempotency
 from app.services._aggregate import load_filter, stage_entry
-from app.services._blocks import (
-    SHOWN_RANGES,
-    BlockStore,
-    Resolved,
-    label,
-    partition_of,
-    ranges_out,
-    resolve,
-    unit_note,
-    window_of,
-)
+from app.services._blocks import PartitionLevel, resolve, window_known
 from app.services._common import fingerprint, new_id, utc_now
 from app.services._levels import ORGANISATION, QUOTA, Uppers, organisation_level, quota_level, wire
 from app.services.charging import ChargeWorkers
-from app.services.errors import InvalidBlocks, NotFound
+from app.services.errors import NotFound
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
 from app.services.responses import Registered, render_registration, reservation_json
-from odometer_core.accounting import Declaration, config_from_json, fmt, memo, state_to_json
+from odometer_core.accounting import Declaration, fmt, memo, state_to_json
 from odometer_core.accounting.blocks import Selected
 from odometer_core.accounting.effort import may_be_expensive
 from odometer_core.accounting.levels import (
@@ -54,8 +43,6 @@ from odometer_core.accounting.levels import (
     precompute_levels,
 )
 from odometer_core.ledger import EntryKind
-from odometer_core.ledger.blocks import ranges_json
-from odometer_core.partition import Partition
 
 #: What a registration's transaction answers it: its recorded response, or the error it raises.
 Outcome = RecordedResponse | BaseException
@@ -208,8 +195,8 @@ def decide_in_order(
     refusal (a reused key, a declaration the accounting refuses) is its outcome; the others go
     on."""
     outcomes: list[Outcome] = []
-    requests = [item.request for item in items]
-    blocks = PartitionLevel.prepare(uow, locked.dataset, requests, locked.window)
+    selections = [item.request.blocks for item in items]
+    blocks = PartitionLevel.prepare(uow.connection, locked.dataset, selections, locked.window)
     for position, item in enumerate(items):
         owner = item.principal.id
         try:
@@ -237,28 +224,20 @@ def decide_in_order(
         idempotency.record_response(uow, writes, owner, item.key, item.digest, dataset_id, response)
         outcomes.append(response)
     if blocks is not None:
-        blocks.store.stage(writes)
+        blocks.stage(writes)
     return outcomes
 
 
 def known_window(
     uow: UnitOfWork, dataset_id: str, requests: Sequence[InvocationRequest]
 ) -> tuple[int, int] | None:
-    """The window of runs ``requests`` touch on ``dataset_id``, when this process knows the
-    dataset is partitioned (its partition never changes): read in the lock statement's round
-    trip (:func:`app.db.locking.lock_levels`); ``None`` otherwise (then read after the lock,
-    :meth:`PartitionLevel.prepare`)."""
+    """The window of runs ``requests`` touch on ``dataset_id`` when this process knows the
+    dataset is partitioned: read in the lock statement's round trip
+    (:func:`app.db.locking.lock_levels`); ``None`` otherwise."""
     known, partition_json = uow.database.partitions.get(dataset_id)
-    partition = partition_of(partition_json) if known else None
-    if partition is None:
+    if not known:
         return None
-    resolved: list[Resolved] = []
-    for request in requests:
-        try:
-            resolved.append(resolve(partition, request.blocks))
-        except InvalidBlocks:
-            continue
-    return window_of(resolved)
+    return window_known(partition_json, [request.blocks for request in requests])
 
 
 def whole_dataset(ds: DatasetRow, request: InvocationRequest) -> Filter:
@@ -268,52 +247,6 @@ def whole_dataset(ds: DatasetRow, request: InvocationRequest) -> Filter:
     return load_filter(ds)
 
 
-class PartitionLevel:
-    """The dataset level of one transaction's registrations on a partitioned dataset: their
-    selections resolved (a malformed one is that request's own 422) and the window of runs
-    they touch read once, under the dataset's lock."""
-
-    def __init__(
-        self, partition: Partition, store: BlockStore, resolved: list[Resolved | Exception]
-    ) -> None:
-        self.partition = partition
-        self.store = store
-        self.resolved = resolved
-
-    @classmethod
-    def prepare(
-        cls,
-        uow: UnitOfWork,
-        ds: DatasetRow,
-        requests: Sequence[InvocationRequest],
-        prefetched: Window | None = None,
-    ) -> PartitionLevel | None:
-        """``None`` for a whole dataset (a request naming blocks there is refused when it is
-        decided: :func:`whole_dataset`)."""
-        partition = partition_of(ds.partition_json)
-        if partition is None:
-            return None
-        resolved: list[Resolved | Exception] = []
-        for request in requests:
-            try:
-                resolved.append(resolve(partition, request.blocks))
-            except InvalidBlocks as exc:
-                resolved.append(exc)
-        window = window_of([r for r in resolved if not isinstance(r, Exception)])
-        config = config_from_json(ds.config_json)
-        if prefetched is not None and prefetched.covers(*window):
-            store = BlockStore(ds.id, config, ds.state_json, prefetched.rows())
-        else:
-            store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, window)
-        return cls(partition, store, resolved)
-
-    def level(self, position: int) -> Selected:
-        resolved = self.resolved[position]
-        if isinstance(resolved, Exception):
-            raise resolved
-        return self.store.selected(resolved, self.partition)
-
-
 def _reason(
     levels: LevelsDecision, uppers: Uppers, blocks: PartitionLevel | None = None
 ) -> str | None:
@@ -321,13 +254,7 @@ def _reason(
     refused), or the level above it that refused (the cap names the datasets that used it)."""
     refusal = levels.refusal
     if refusal is not None and levels.refused_by == DATASET and blocks is not None:
-        assert levels.selection is not None
-        refused = [r for d in levels.selection.refused for r in d.ranges]
-        return (
-            f"{sum(hi - lo for lo, hi in refused)} of the selected blocks cannot afford it "
-            f"({label(blocks.partition, sorted(refused))}): {refusal.reason or 'budget exceeded'}"
-            f"; {unit_note(blocks.partition)}"
-        )
+        return blocks.refusal(levels)
     if refusal is None or levels.refused_by == DATASET:
         return levels.dataset.decision.reason
     reason = f"{levels.refused_by} level: {refusal.reason or 'budget exceeded'}"
@@ -353,13 +280,11 @@ def _stage(
     records = uppers.apply(levels.uppers, applied=levels.admitted, budget=True)
     if levels.admitted and uppers.organisation is not None:
         uppers.organisation.count_use(ds.id)
-    selected: list[dict[str, Any]] | None = None
+    staged = None
     if blocks is not None and isinstance(dataset, Selected):
-        row["request"]["blocks"] = ranges_json(dataset.ranges)
-        if levels.admitted and levels.selection is not None:
-            blocks.store.moved(levels.selection.blocks)
-        state = blocks.store.aggregate(dataset.ranges).to_json()
-        selected = ranges_out(blocks.partition, dataset.ranges)
+        staged = blocks.decided(levels, dataset)
+        row["request"]["blocks"] = staged.selection
+        state = staged.state
     else:
         state = state_to_json(levels.dataset.state)
     seq = stage_entry(
@@ -390,24 +315,9 @@ def _stage(
         row["reason"],
         seq,
         at,
-        selected,
-        _refused_blocks(blocks, levels),
+        None if staged is None else staged.selected,
+        None if staged is None else staged.refused,
     )
-
-
-def _refused_blocks(
-    blocks: PartitionLevel | None, levels: LevelsDecision
-) -> list[dict[str, Any]] | None:
-    """What a 409 says of the blocks that refused: their keys and what each has left."""
-    if blocks is None or levels.selection is None or levels.refused_by != DATASET:
-        return None
-    out: list[dict[str, Any]] = []
-    for decided in levels.selection.refused:
-        for item in ranges_out(blocks.partition, decided.ranges):
-            item["remaining"] = wire(decided.decision.remaining)
-            item["reason"] = decided.decision.reason
-            out.append(item)
-    return sorted(out, key=lambda b: blocks.partition.index(b["from"]))[:SHOWN_RANGES]
 
 
 def _invocation_row(
