@@ -37,7 +37,7 @@ _SVG_RESPONSE: dict[int | str, dict[str, Any]] = {
     "",
     name="dataset_report",
     response_model=ReportOut,
-    responses=responses(401, 403, 404, 503),
+    responses=responses(401, 403, 404, 422, 503),
 )
 def dataset_report(
     dataset_id: str,
