@@ -16,14 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any, Final
+from typing import Any
 
 from sqlalchemy import Connection
 
 from app.db.driver import loader, param, queued, run
-
-#: Beyond every block index (the window of "every open block").
-UNBOUNDED: Final = 2**62
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ retired on the public schedule, per-block budget changes, and the per-block stat
 
 Registrations, settles and cancels on blocks go through the one write path
 (:mod:`app.services.registration`, :mod:`app.services.reservations`), whose dataset level is
-then the selection of blocks (:class:`app.services._blocks.BlockStore`). What a block protects
+then the selection of blocks (:class:`app.services._blocks.PartitionLevel`). What a block protects
 and why per-block filters compose in parallel: ``docs/accounting.md``, *Partitioned datasets*.
 """
 
@@ -12,17 +12,12 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Final
 
-from app.db.blocks import UNBOUNDED, read_page, read_window
+from app.db.blocks import read_page, read_window
 from app.db.models import Dataset
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes
 from app.services._aggregate import stage_entry, visible_dataset, write_now
-from app.services._blocks import (
-    BlockStore,
-    partition_of,
-    ranges_out,
-    unit_note,
-)
+from app.services._blocks import load, partition_of, stage
 from app.services._common import utc_now
 from app.services.errors import BlockConflict, InvalidBlocks
 from app.services.principals import Principal
@@ -40,7 +35,7 @@ from odometer_core.accounting import (
 from odometer_core.accounting.blocks import BlockError, change_blocks, retire
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.blocks import Partitioned
-from odometer_core.partition import Partition, parse_partition
+from odometer_core.partition import UNBOUNDED, Partition, parse_partition
 
 #: A new partitioned dataset's aggregate: no block open yet.
 NO_BLOCKS: Final = Partitioned(0, 0, (), None).to_json()
@@ -114,10 +109,10 @@ def partition_status(
         "per_block": True,
         "blocks": {
             "unit": partition.unit,
-            "protects": unit_note(partition),
+            "protects": partition.protects,
             "open": aggregate.open,
             "runs": aggregate.runs,
-            "opened": ranges_out(partition, aggregate.opened),
+            "opened": partition.keys(aggregate.opened),
             "highest_fraction_spent": fmt(fraction(highest, config)),
         },
     }
@@ -198,7 +193,7 @@ def open_or_retire(
         if hi - lo > MAX_OPEN:
             raise InvalidBlocks(f"one action opens or retires at most {MAX_OPEN} blocks")
         config = state_config(ds)
-        store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, (lo - 1, hi + 1))
+        store = load(uow.connection(), ds, config, (lo - 1, hi + 1))
         if opening is not None:
             if store.opened.ever_opened(lo, hi):
                 raise BlockConflict(
@@ -214,7 +209,7 @@ def open_or_retire(
                 raise BlockConflict(f"blocks of {first} … {last} are not all open") from None
             kind = EntryKind.BLOCKS_RETIRED
         writes = Writes()
-        store.stage(writes)
+        stage(writes, ds.id, store)
         at = utc_now()
         stage_entry(
             uow,
@@ -230,7 +225,7 @@ def open_or_retire(
         view = {
             "dataset_id": ds.id,
             "action": "opened" if opening is not None else "retired",
-            "range": ranges_out(partition, [(lo, hi)])[0],
+            "range": partition.keys([(lo, hi)])[0],
             "open": store.aggregate([]).open,
             "ledger": {"last_seq": ds.last_seq, "head_hash": ds.head_hash},
         }
@@ -254,7 +249,7 @@ def change_blocks_budget(
     whose digest covers every open block."""
     if request.get("sub_budget") is not None:
         raise ConfigError("'sub_budget' is only allowed on split datasets")
-    store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, (-UNBOUNDED, UNBOUNDED))
+    store = load(uow.connection(), ds, config, (-UNBOUNDED, UNBOUNDED))
     new_config, moved = change_blocks(
         config,
         store.blocks,
@@ -265,7 +260,7 @@ def change_blocks_budget(
     )
     store.moved(moved)
     writes = Writes()
-    store.stage(writes)
+    stage(writes, ds.id, store)
     config_json = config_to_json(new_config)
     stage_entry(
         uow,

@@ -15,7 +15,7 @@ from app.db.models import Invocation
 from app.db.uow import UnitOfWork
 from app.schemas.invocations import InvocationOut, Preview
 from app.services._aggregate import load_filter, visible_dataset
-from app.services._blocks import SHOWN_RANGES, PartitionLevel, ranges_out
+from app.services._blocks import PartitionLevel
 from app.services._levels import Uppers, wire
 from app.services.batching import register_alone
 from app.services.charging import ChargeWorkers
@@ -34,6 +34,7 @@ from app.services.registration import (
 from app.services.responses import reservation_json
 from odometer_core.accounting import capacity, memo
 from odometer_core.accounting.blocks import Selected, affordable, selection_capacity
+from odometer_core.ledger.blocks import SHOWN_RANGES
 from odometer_core.partition import Partition
 
 
@@ -101,9 +102,9 @@ def _blocks_preview(
         fits.append(capacity(*level.filter, declaration, conversion_delta=conversion))
     fit = min(fits, key=lambda c: c.count)
     return {
-        "selected": ranges_out(partition, selected.ranges),
-        "affordable": ranges_out(partition, yes)[:SHOWN_RANGES],
-        "refused": ranges_out(partition, no)[:SHOWN_RANGES],
+        "selected": partition.keys(selected.ranges),
+        "affordable": partition.keys(yes[:SHOWN_RANGES]),
+        "refused": partition.keys(no[:SHOWN_RANGES]),
         "fit": fit.to_json(),
         "unit": partition.unit,
     }

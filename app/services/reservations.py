@@ -22,7 +22,7 @@ from app.db.uow import UnitOfWork
 from app.db.writes import Writes
 from app.services import idempotency
 from app.services._aggregate import load_filter, stage_entry
-from app.services._blocks import BlockStore, window_of
+from app.services._blocks import load, stage
 from app.services._common import fingerprint, utc_now
 from app.services._levels import (
     ORGANISATION,
@@ -54,6 +54,7 @@ from odometer_core.accounting.levels import finish_uppers, quota_holds
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger import output_digest as sha256_of_output
 from odometer_core.ledger.blocks import ranges_from_json
+from odometer_core.partition import window_of
 
 
 class _NoOutput(Enum):
@@ -321,10 +322,10 @@ def _finish_blocks(
     dataset's aggregate state after it."""
     ranges = ranges_from_json((inv.request or {}).get("blocks"))
     config = config_from_json(ds.config_json)
-    store = BlockStore.load(uow.connection(), ds.id, config, ds.state_json, window_of([ranges]))
+    store = load(uow.connection(), ds, config, window_of([ranges]))
     finished = finish_selection(config, store.blocks, ranges, reservation, cell)
     store.moved(finished.blocks)
-    store.stage(writes)
+    stage(writes, ds.id, store)
     return summarise(finished), store.aggregate(ranges).to_json()
 
 

@@ -39,6 +39,10 @@ MAX_BLOCKS: Final = 10**7
 MAX_NAMES: Final = 10_000
 #: The most ranges or keys one selection may list.
 MAX_SELECTION_ITEMS: Final = 1_000
+#: The selection that names every open block.
+EVERY_OPEN_BLOCK: Final = "all"
+#: Beyond every block index (the window of "every open block").
+UNBOUNDED: Final = 2**62
 
 _EPOCH: Final = dt.date(1970, 1, 1)
 _EPOCH_MONDAY: Final = dt.date(1970, 1, 5)
@@ -142,6 +146,38 @@ class Partition:
                 items.append((lo, hi + 1))
         return normalise(items)
 
+    def resolve(self, selection: object) -> tuple[Range, ...] | None:
+        """The index ranges a request's ``blocks`` names: ``"all"`` (every open block: ``None``,
+        resolved against the blocks open when it is decided), or an object as
+        :meth:`selection` reads it (:class:`BlockError` otherwise)."""
+        if selection == EVERY_OPEN_BLOCK:
+            return None
+        if not isinstance(selection, Mapping):
+            raise BlockError("'blocks' is an object or 'all'")
+        return self.selection(selection)
+
+    def keys(self, ranges: Sequence[Range]) -> list[dict[str, Any]]:
+        """Index ranges as a person reads them: inclusive keys and the number of blocks."""
+        return [
+            {"from": self.key(lo), "to": self.key(hi - 1), "blocks": hi - lo} for lo, hi in ranges
+        ]
+
+    def label(self, ranges: Sequence[Range], limit: int = 5) -> str:
+        """``2026-11-20 … 2026-11-26, 2026-11-28`` (and how many more)."""
+        parts = [
+            self.key(lo) if hi - lo == 1 else f"{self.key(lo)} … {self.key(hi - 1)}"
+            for lo, hi in ranges[:limit]
+        ]
+        more = f" and {len(ranges) - limit} more ranges" if len(ranges) > limit else ""
+        return ", ".join(parts) + more
+
+    @property
+    def protects(self) -> str:
+        """What one block's budget protects, as the API says it."""
+        if self.unit == "person":
+            return "each block's budget protects every person whose records fall in it"
+        return "each block's budget protects one record (an event) of the block"
+
     # ------------------------------------------------------------------ codec
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "unit": self.unit}
@@ -219,3 +255,15 @@ def _parsed(obj: Mapping[str, Any]) -> Partition:
     ):
         raise BlockError(f"'names' are 1 … {MAX_NAMES} distinct names of 1 … 64 characters")
     return Partition("named", unit_, names=tuple(names))
+
+
+def window_of(selections: Sequence[tuple[Range, ...] | None]) -> Range:
+    """The blocks a transaction's resolved selections touch, and their neighbours (whose
+    states decide whether new runs merge with them); every block for ``None`` (every open
+    block); an empty window for no selection."""
+    if any(s is None for s in selections):
+        return -UNBOUNDED, UNBOUNDED
+    ranges = [r for s in selections if s for r in s]
+    if not ranges:
+        return 0, 0
+    return min(lo for lo, _ in ranges) - 1, max(hi for _, hi in ranges) + 1
