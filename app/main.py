@@ -6,6 +6,7 @@ import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from importlib.metadata import version
 from typing import Any
 
 from fastapi import FastAPI
@@ -33,7 +34,9 @@ from app.services.checkpoints import signer_from_settings
 from app.services.groups import GroupCommit
 from app.settings import Settings, get_settings
 
-API_VERSION = "1.0.0"
+#: The API's version, as the OpenAPI document states it: the distribution's (the server, the
+#: core and the client are versioned together).
+API_VERSION = version("privacy-odometer")
 
 
 def _operation_id(route: APIRoute) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.message
 import json
 import time
 from typing import Final
@@ -20,6 +21,19 @@ _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: How long (seconds) a process that served two requests at once is not taken to be serving
 #: one at a time (:meth:`Metrics.alone`).
 OVERLAP_MEMORY: Final = 1.0
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether FastAPI decodes a body of this content type as JSON (``application/json`` or
+    ``application/*+json``; none at all is not JSON)."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
 
 
 class Metrics:
@@ -129,7 +143,9 @@ class MetricsMiddleware:
 
 class BodySizeLimitMiddleware:
     """Refuse bodies above ``max_bytes`` with 413, whether announced by Content-Length or sent
-    chunked: the body is read (at most ``max_bytes`` + one chunk) before the app runs."""
+    chunked: the body is read (at most ``max_bytes`` + one chunk) before the app runs. A
+    body sent without a JSON content type (every body of the API is JSON) is refused with 415
+    and what to send, instead of a validation error about dictionaries."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -139,7 +155,10 @@ class BodySizeLimitMiddleware:
         if scope["type"] != "http" or scope.get("method") not in _BODY_METHODS:
             await self.app(scope, receive, send)
             return
+        content_type = None
         for name, value in scope.get("headers", ()):
+            if name == b"content-type":
+                content_type = value.decode("latin-1")
             if name == b"content-length":
                 try:
                     announced = int(value)
@@ -163,6 +182,18 @@ class BodySizeLimitMiddleware:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if body and not is_json(content_type):
+            await self._refuse(
+                send,
+                415,
+                {
+                    "error": "UnsupportedMediaType",
+                    "detail": "send the body as JSON, with the header Content-Type: "
+                    "application/json"
+                    + ("" if content_type is None else f" (it was sent as {content_type!r})"),
+                },
+            )
+            return
         delivered = False
 
         async def replay() -> Message:
@@ -175,18 +206,23 @@ class BodySizeLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _too_large(self, send: Send) -> None:
-        body = json.dumps(
+        await self._refuse(
+            send,
+            413,
             {
                 "error": "PayloadTooLarge",
                 "detail": f"request body larger than {self.max_bytes} bytes",
                 "limit": self.max_bytes,
             },
-            separators=(",", ":"),
-        ).encode()
+        )
+
+    @staticmethod
+    async def _refuse(send: Send, status: int, payload: dict[str, object]) -> None:
+        body = json.dumps(payload, separators=(",", ":")).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": status,
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),

@@ -21,7 +21,6 @@ code*):
 
 from __future__ import annotations
 
-import email.message
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
@@ -35,6 +34,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from app.api.deps import IdempotencyKeyDep, bearer, principal_of
+from app.api.middleware import is_json
 from app.schemas.invocations import InvocationCreate
 from app.services.principals import Role
 
@@ -44,25 +44,12 @@ _HEADER: Final = "idempotency-key"
 _BODY: Final = TypeAdapter(InvocationCreate)
 
 
-def _json_content(content_type: str | None) -> bool:
-    """Whether FastAPI decodes a body of this content type as JSON (``application/json`` or
-    ``application/*+json``; none at all is not JSON)."""
-    if not content_type:
-        return False
-    message = email.message.Message()
-    message["content-type"] = content_type
-    subtype = message.get_content_subtype()
-    return message.get_content_maintype() == "application" and (
-        subtype == "json" or subtype.endswith("+json")
-    )
-
-
 def _decoded(raw: bytes, content_type: str | None) -> Any:
     """The body as the route's model will read it: JSON decoded, else the bytes themselves;
     ``None`` for an empty body (missing)."""
     if not raw:
         return None
-    if not _json_content(content_type):
+    if not is_json(content_type):
         return raw
     try:
         return orjson.loads(raw)

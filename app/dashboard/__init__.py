@@ -14,6 +14,7 @@ from functools import cache
 from importlib.resources import files
 
 from fastapi import APIRouter, Response
+from fastapi.responses import RedirectResponse
 
 from app.services.errors import NotFound
 
@@ -48,6 +49,13 @@ def asset(name: str) -> bytes:
 
 def _serve(name: str) -> Response:
     return Response(asset(name), media_type=ASSETS[name], headers=HEADERS)
+
+
+@router.get("/", name="home")
+def home() -> RedirectResponse:
+    """The first URL ``make run`` prints: the dashboard (the API is under ``/v1``, its
+    documentation at ``/docs``)."""
+    return RedirectResponse("/dashboard", status_code=307)
 
 
 @router.get("/dashboard", name="dashboard")

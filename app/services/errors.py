@@ -87,3 +87,9 @@ class BlockConflict(ServiceError):
     """Blocks that are not open (selected, retired) or were opened before (opened again)."""
 
     code = "BlockConflict"
+
+
+class InvalidQuery(ServiceError):
+    """A query parameter the service cannot act on (→ 422, as a validation error)."""
+
+    code = "ValidationError"

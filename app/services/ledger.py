@@ -9,7 +9,8 @@ from typing import Any
 from app.db.repositories import LedgerFilter
 from app.db.uow import UnitOfWork
 from app.services._aggregate import visible_dataset
-from app.services.principals import Principal
+from app.services.errors import InvalidQuery
+from app.services.principals import ADMIN_PRINCIPAL_ID, Principal
 from odometer_core.ledger.replay import ReplayVerdict, replay
 
 #: Entries fetched per short read transaction while streaming.
@@ -45,6 +46,9 @@ def read_ledger(
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
         head = ds.last_seq
+        if query.where.actor is not None:
+            actor = _actor(uow, ds.organisation, query.where.actor)
+            query = replace(query, where=replace(query.where, actor=actor))
 
     def entries() -> Iterator[dict[str, Any]]:
         after, left = query.after_seq, query.limit
@@ -68,6 +72,27 @@ def read_ledger(
 
     page = LedgerPage(dataset_id, head, entries())
     return page
+
+
+def _actor(uow: UnitOfWork, organisation: str, actor: str) -> str:
+    """The principal id an ``actor`` filter means: an id as the ledger records it (the admin's
+    included), or the name of exactly one principal of the dataset's organisation; anything
+    else is a 422 that says what the filter takes, not an empty answer."""
+    if actor == ADMIN_PRINCIPAL_ID or uow.principals.get(actor) is not None:
+        return actor
+    named = [p.id for p in uow.principals.list(organisation) if p.name == actor]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise InvalidQuery(
+            f"several principals are named '{actor}': filter by id ({', '.join(named)})",
+            field="actor",
+        )
+    raise InvalidQuery(
+        f"no principal '{actor}' in this dataset's organisation: 'actor' is a principal's id "
+        "(as the ledger records it) or name",
+        field="actor",
+    )
 
 
 def verify_ledger(uow: UnitOfWork, principal: Principal, dataset_id: str) -> ReplayVerdict:

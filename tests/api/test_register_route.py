@@ -117,7 +117,8 @@ def test_a_request_is_answered_as_fastapi_answers_it(
     path = f"/v1/datasets/{basic_dataset(client, epsilon=10)['id']}/invocations"
     ours, theirs = _pair(client, reference, path, body, headers)
     assert ours == theirs
-    assert ours[0] in (201, 400, 401, 422), ours
+    # a body that is not sent as JSON is 415 with what to send (issue 38), before the route
+    assert ours[0] in (201, 400, 401, 415, 422), ours
 
 
 def test_roles_and_visibility_are_answered_as_fastapi_answers_them(

@@ -124,7 +124,12 @@ def test_readme_quick_start(example_server: Server) -> None:
     script = script.replace(
         ".venv/bin/odometer", str(odometer) if odometer.exists() else f"{sys.executable} -m app.cli"
     )
-    env = {**os.environ, "ODOMETER_ADMIN_KEY": ADMIN_KEY, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "ODOMETER_ADMIN_KEY": ADMIN_KEY,
+        "ODOMETER_URL": example_server.base_url,  # as a newcomer on another PORT sets it
+        "PYTHONPATH": str(ROOT),
+    }
     proc = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=ROOT,
