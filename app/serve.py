@@ -24,6 +24,9 @@ import socket
 from collections.abc import Sequence
 
 import uvicorn
+from pydantic import ValidationError
+
+from app.settings import get_settings
 
 APP = "app.main:create_app"
 
@@ -47,6 +50,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--proxy-headers", action="store_true")
     parser.add_argument("--app", default=APP, help="application factory (import string)")
     args = parser.parse_args(argv)
+    try:
+        get_settings()  # a setting the service refuses is one line here, not a worker's traceback
+    except ValidationError as exc:
+        problems = "; ".join(
+            str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors()
+        )
+        parser.exit(2, f"python -m app.serve: {problems}\n")
     sock = listening_socket(args.host, args.port)
     uvicorn.run(
         args.app,

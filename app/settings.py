@@ -86,7 +86,22 @@ class Settings(BaseSettings):
     def _blank_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and not value.get_secret_value().strip():
             return None
+        if value is not None and len(value.get_secret_value()) < MIN_ADMIN_KEY:
+            raise ValueError(weak_admin_key(len(value.get_secret_value())))
         return value
+
+
+#: The shortest admin key the service accepts (a guessable one, e.g. ``change-me``, would hand
+#: every dataset to whoever guesses it).
+MIN_ADMIN_KEY = 16
+
+
+def weak_admin_key(length: int) -> str:
+    return (
+        f"ODOMETER_ADMIN_KEY has {length} characters; an admin key needs at least "
+        f"{MIN_ADMIN_KEY}: unset it and `make run` makes one, or use the output of "
+        "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+    )
 
 
 @lru_cache(maxsize=1)

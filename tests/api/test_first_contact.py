@@ -1,14 +1,21 @@
 """What a newcomer meets first (issue 38): the first URL ``make run`` prints, a body sent without
-saying it is JSON, the ledger filtered by an analyst's name, and the API's version."""
+saying it is JSON, the ledger filtered by an analyst's name, the API's version, and a guessable
+admin key."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from importlib.metadata import version
 
+import pytest
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
-from tests.support import AUTH, basic_dataset, grant, new_organisation, new_principal
+from app.settings import Settings
+from tests.support import AUTH, ROOT, basic_dataset, grant, new_organisation, new_principal
 
 
 def test_the_root_leads_to_the_dashboard(client: TestClient) -> None:
@@ -61,3 +68,25 @@ def test_the_ledger_takes_an_analyst_by_name(client: TestClient) -> None:
 
 def test_the_api_states_the_distribution_version(client: TestClient) -> None:
     assert client.get("/openapi.json").json()["info"]["version"] == version("privacy-odometer")
+
+
+def test_a_guessable_admin_key_is_refused_in_one_line() -> None:
+    env = {**os.environ, "ODOMETER_ADMIN_KEY": "change-me", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.serve", "--port", "9"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "python -m app.serve: ODOMETER_ADMIN_KEY has 9 characters; an admin key needs at least "
+        "16: unset it and `make run` makes one, or use the output of `python3 -c 'import "
+        "secrets; print(secrets.token_urlsafe(32))'`"
+    ]
+    with pytest.raises(ValidationError):
+        Settings(admin_key="change-me")
+    assert Settings(admin_key="  ").admin_key is None  # blank: no admin key, as before
