@@ -19,21 +19,29 @@
     odometer report DATASET
 
 Every command takes ``--url`` (``$ODOMETER_URL``), ``--key`` (``$ODOMETER_API_KEY``) and
-``--json`` (machine-readable output). ``odometer verify FILE`` (offline) reads every export.
+``--json`` (machine-readable output), before or after the subcommand (the subcommand's wins).
+``DATASET`` is an id or an exact name. ``odometer verify FILE`` (offline) reads every export.
+Every error is one line on stderr beginning ``error: `` that says what to do, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from decimal import Decimal
-from typing import Any, NoReturn, TextIO
+from pathlib import Path
+from typing import Any, NoReturn, TextIO, cast
 
-from odometer_client._core import BlocksLike
+import httpx
+
+from odometer_client._core import DEFAULT_URL, BlocksLike, resolve
 from odometer_client._sync.client import OdometerClient
-from odometer_client.errors import ApiError, OdometerError
+from odometer_client.errors import ApiError, OdometerError, TransportError
 from odometer_client.exports import EXPORT_FORMATS, fmt
 from odometer_client.ledger import summarize
 from odometer_client.models import BlockRange, BlockRun, Dataset
@@ -152,23 +160,60 @@ def _dataset_lines(ds: Dataset, out: TextIO) -> None:
 
 
 # ---------------------------------------------------------------------------- commands
-def _json_object(text: str, option: str) -> dict[str, Any]:
-    """A JSON object given on the command line (an error naming the option otherwise)."""
+class UsageError(OdometerError):
+    """The command line itself is wrong (exit status 2, as argparse's usage errors)."""
+
+
+def _not_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _json_object(text: str, option: str, example: str) -> dict[str, Any]:
+    """A JSON object given on the command line; anything else is a :class:`UsageError` naming
+    the option, what is wrong and an example."""
+    hint = f"give a JSON object in single quotes, e.g. '{example}'"
     try:
-        parsed = json.loads(text)
-    except ValueError as exc:
-        raise OdometerError(f"{option} is not JSON: {exc}") from None
+        parsed = json.loads(text, parse_constant=_not_json_constant)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
+        raise UsageError(f"{option} is not JSON: {exc.msg} at {where}: {hint}") from None
+    except RecursionError:
+        raise UsageError(f"{option} is not JSON: nested too deeply: {hint}") from None
+    except ValueError as exc:  # NaN, Infinity; an integer of more than 4300 digits
+        raise UsageError(f"{option} is not JSON: {exc}: {hint}") from None
     if not isinstance(parsed, dict):
-        raise OdometerError(f"{option} must be a JSON object")
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+        got = kind.get(type(parsed), "a number")
+        raise UsageError(f"{option} must be a JSON object, not {got}: {hint}")
     return parsed
+
+
+#: The options taking a JSON object: what their error suggests.
+_JSON_OPTIONS = {
+    "accounting": '{"mode": "zcdp"}',
+    "partition": '{"kind": "day", "unit": "record"}',
+    "mechanism": '{"type": "pure_dp", "epsilon": "0.4"}',
+}
+
+
+def _read_options(args: argparse.Namespace) -> None:
+    """The JSON options (and ``--blocks``) read in place, before anything is sent: a bad one
+    is one error line, exit status 2."""
+    for name, example in _JSON_OPTIONS.items():
+        text = getattr(args, name, None)
+        if isinstance(text, str):
+            setattr(args, name, _json_object(text, f"--{name}", example))
+    blocks = getattr(args, "blocks", None)
+    if isinstance(blocks, str):
+        args.blocks = _blocks_option(blocks)
 
 
 def _accounting(args: argparse.Namespace) -> dict[str, Any] | None:
     """The accounting of :func:`_accounting_options`: ``--accounting`` (in full) or
     ``--mode``, with ``--final-conversion-delta`` if given; ``None``: the server's default."""
     accounting: dict[str, Any] | None = None
-    if args.accounting:
-        accounting = _json_object(args.accounting, "--accounting")
+    if args.accounting is not None:
+        accounting = dict(args.accounting)
     elif args.mode:
         accounting = {"mode": args.mode}
     if args.final_conversion_delta is not None:
@@ -179,9 +224,13 @@ def _accounting(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _datasets_create(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
-    partition = None if args.partition is None else _json_object(args.partition, "--partition")
     ds = client.create_dataset(
-        args.name, args.epsilon, args.delta, args.relation, _accounting(args), partition=partition
+        args.name,
+        args.epsilon,
+        args.delta,
+        args.relation,
+        _accounting(args),
+        partition=args.partition,
     )
     if args.json:
         _dump(ds.raw, out)
@@ -284,21 +333,20 @@ def _blocks_change(action: str) -> Runner:
 _BLOCKS_FORMS = "FROM..TO, KEY[,KEY…] (ranges too: A..B,C), all, or a JSON object"
 
 
-def _blocks_option(text: str | None) -> BlocksLike | None:
-    """``--blocks``: ``FROM..TO``; keys ``A,B,C``; ranges and keys ``A..B,C..D,E``; ``all``;
-    or the selection as JSON (``{"keys": [...]}``, …). Keys are sent as written."""
-    if text is None:
-        return None
+def _blocks_option(text: str) -> BlocksLike:
+    """``--blocks``: ``FROM..TO``; keys ``A,B,C``; ranges and keys
+    ``A..B,C..D,E``; ``all``; or the selection as JSON (``{"keys": [...]}``, …). Keys are sent
+    as written."""
     text = text.strip()
     if text == "all":
         return "all"
     if text.startswith(("{", "[", '"')):
-        return _json_object(text, "--blocks")
+        return _json_object(text, "--blocks", '{"keys": ["2026-11-01", "2026-11-03"]}')
     ranges: list[tuple[str, str]] = []
     for piece in text.split(","):
         ends = [end.strip() for end in piece.split("..")]
         if len(ends) > 2 or not all(ends):
-            raise OdometerError(f"--blocks: cannot read {text!r}: give {_BLOCKS_FORMS}")
+            raise UsageError(f"--blocks: cannot read {text!r}: give {_BLOCKS_FORMS}")
         ranges.append((ends[0], ends[-1]))
     if len(ranges) == 1 and ".." in text:
         return {"from": ranges[0][0], "to": ranges[0][1]}
@@ -320,12 +368,12 @@ def _declared(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "sub_budget": args.sub_budget,
         "conversion_delta": args.conversion_delta,
-        "blocks": _blocks_option(args.blocks),
+        "blocks": args.blocks,
     }
 
 
 def _register(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
-    mechanism = _json_object(args.mechanism, "--mechanism")
+    mechanism = args.mechanism
     inv = client.register(args.dataset, mechanism, **_declared(args))
     if args.json:
         _dump(inv.raw, out)
@@ -340,7 +388,7 @@ def _register(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> 
 
 
 def _preview(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
-    mechanism = _json_object(args.mechanism, "--mechanism")
+    mechanism = args.mechanism
     found = client.preview(args.dataset, mechanism, **_declared(args))
     if args.json:
         _dump(found.raw, out)
@@ -523,7 +571,7 @@ def _orgs_cap(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> 
 
 
 def _orgs_capacity(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
-    mechanism = _json_object(args.mechanism, "--mechanism")
+    mechanism = args.mechanism
     found = client.organisation_cap_capacity(
         _organisation_id(client, args.organisation),
         mechanism,
@@ -641,7 +689,13 @@ def _keys_revoke(args: argparse.Namespace, client: OdometerClient, out: TextIO) 
 
 
 def _export(args: argparse.Namespace, client: OdometerClient, out: TextIO) -> int:
-    count = client.export(args.dataset, args.output, args.format)
+    try:
+        count = client.export(args.dataset, args.output, args.format)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise OdometerError(
+            f"cannot write {args.output}: {reason}: give -o a writable path"
+        ) from None
     if args.json:
         _dump({"dataset_id": args.dataset, "entries": count, "path": args.output}, out)
     else:
@@ -789,18 +843,105 @@ def _connection_options() -> argparse.ArgumentParser:
     return common
 
 
+#: What to do when the service cannot be reached (the end of that error's line).
+_START_HINT = "is it running? Start it with `make run`, or point --url or $ODOMETER_URL at it"
+
+
+def _connection(args: argparse.Namespace) -> tuple[str, str]:
+    """The service's URL and API key: ``--url``/``--key`` (:func:`main` merged those given
+    before the subcommand), else ``$ODOMETER_URL``/``$ODOMETER_API_KEY`` (else the default
+    URL); a URL that is not one or no key at all is a usage error."""
+    url, key = resolve(args.url, args.key)
+    try:
+        parsed: httpx.URL | None = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        source = "--url" if args.url else "$ODOMETER_URL"
+        guess = f" (http://{url}?)" if parsed is not None and "://" not in url else ""
+        raise UsageError(
+            f"{source} {url!r} is not a service URL{guess}: give http://HOST:PORT "
+            f"(default {DEFAULT_URL})"
+        )
+    if not key:
+        raise UsageError(
+            "no API key given: pass --key KEY or set $ODOMETER_API_KEY "
+            "(`make run` prints the demo admin key)"
+        )
+    return url, key
+
+
+def _unreachable(url: str, exc: TransportError) -> str:
+    """The one line of a transport failure: cannot connect, or no answer."""
+    cause = exc.__cause__
+    reason = re.sub(r"^\[Errno -?\d+\] ", "", str(cause)) if cause is not None else str(exc)
+    if isinstance(cause, httpx.ConnectTimeout):
+        reason = "timed out"
+    if cause is None or isinstance(cause, httpx.ConnectError | httpx.ConnectTimeout):
+        return f"cannot reach the service at {url} ({reason.lower()}): {_START_HINT}"
+    what = type(cause).__name__ + (f": {reason}" if reason else "")
+    return (
+        f"the service at {url} did not answer ({what}): try again, "
+        "and if it persists look at the server's log"
+    )
+
+
+#: An id as the service makes them (``ds_`` and 32 hex digits): used as is, without a lookup.
+_DATASET_ID = re.compile(r"ds_[0-9a-f]{32}")
+
+
+def _dataset_id(client: OdometerClient, ref: str) -> str:
+    """A dataset named by id or by its exact name (looked up in ``GET /v1/datasets``: the
+    datasets visible to the key). A name matching none or several is an error; an unknown
+    reference written like an id (``ds_…``) goes to the server as is (its ``404 NotFound``)."""
+    if _DATASET_ID.fullmatch(ref):
+        return ref
+    found = client.list_datasets()
+    if any(d.id == ref for d in found):
+        return ref
+    named = [d.id for d in found if d.name == ref]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise OdometerError(
+            f"{len(named)} datasets are named {ref!r}: give one of their ids: {', '.join(named)}"
+        )
+    if ref.startswith("ds_"):
+        return ref
+    raise OdometerError(
+        f"no dataset {ref!r} (by id or name) is visible to this key: "
+        "`odometer datasets list` shows them"
+    )
+
+
+def _one_line(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_default)
+
+
 def _client_command(runner: Runner) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         out = sys.stdout
+        url = ""
         try:
-            with OdometerClient(args.url, args.key) as client:
+            _read_options(args)
+            url, key = _connection(args)
+            with OdometerClient(url, key) as client:
+                if getattr(args, "dataset", None) is not None:  # by id or name: the id
+                    args.dataset = _dataset_id(client, args.dataset)
                 return runner(args, client, out)
         except ApiError as exc:
             if args.json:
-                _dump({"status": exc.status_code, **exc.body}, sys.stderr)
+                sys.stderr.write(_one_line({"status": exc.status_code, **exc.body}) + "\n")
             else:
-                sys.stderr.write(f"error: {exc}\n")
+                hint = ": check --key or $ODOMETER_API_KEY" if exc.status_code == 401 else ""
+                sys.stderr.write(f"error: {exc}{hint}\n")
             return 1
+        except TransportError as exc:
+            sys.stderr.write(f"error: {_unreachable(url, exc)}\n")
+            return 1
+        except UsageError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return 2
         except OdometerError as exc:
             sys.stderr.write(f"error: {exc}\n")
             return 1
@@ -1003,6 +1144,42 @@ def _verify_missing(args: argparse.Namespace) -> int:
     return 2
 
 
+def _not_an_export(name: str, exc: Exception) -> str:
+    """Why ``odometer verify`` could not read ``name`` as a ledger export (its error line)."""
+    what = "standard input" if name == "-" else name
+    fix = "give the JSON, JSONL or CSV file `odometer export DATASET -o FILE` writes"
+    if name != "-":
+        with suppress(OSError, UnicodeDecodeError):
+            if not Path(name).read_text("utf-8").strip():
+                return f"{what} is empty, not a ledger export: {fix}"
+    if isinstance(exc, KeyError):
+        reason = f"a JSON object without {exc.args[0]!r}" if exc.args else "a field is missing"
+    elif isinstance(exc, AttributeError | TypeError):
+        reason = "its entries are not JSON objects"
+    elif isinstance(exc, RecursionError):
+        reason = "JSON nested too deeply"
+    elif str(exc).startswith("CSV columns"):
+        reason = "neither JSON nor CSV with an export's columns"
+    else:
+        reason = str(exc)
+    return f"{what} is not a ledger export ({reason}): {fix}"
+
+
+def _reading_exports(run: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
+    """``odometer verify`` (the core's) with a file that is not a ledger export (text, empty,
+    JSON of another shape) as one error line, exit status 1 (as the core's "cannot read"),
+    instead of a traceback."""
+
+    def verify(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            sys.stderr.write(f"error: {_not_an_export(str(args.export), exc)}\n")
+            return 1
+
+    return verify
+
+
 def _add_plugins(sub: Any) -> None:
     from importlib.metadata import entry_points
 
@@ -1017,23 +1194,90 @@ def _add_plugins(sub: Any) -> None:
         )
         missing.add_argument("args", nargs=argparse.REMAINDER)
         missing.set_defaults(run=_verify_missing)
+        return
+    verify = sub.choices["verify"]
+    run = verify.get_default("run")
+    if run is not None and "export" in {a.dest for a in verify._actions}:
+        verify.set_defaults(run=_reading_exports(run))
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line (the full usage is one ``--help`` away)."""
+    """Usage errors in one line, as every error (the full usage is one ``--help`` away)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+class _ReaderGone(BaseException):
+    """The reader of stdout went away (``odometer … | head -1``). Not an ``OSError``: no
+    ``except OSError`` on the way (the verifier's "cannot read FILE") takes it for another."""
+
+
+class _Stdout:
+    """``sys.stdout`` while a command runs: a broken pipe is :class:`_ReaderGone`."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise _ReaderGone from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _ReaderGone from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _quiet_broken_pipe() -> int:
+    """No traceback and nothing more written: stdout now goes nowhere, so the interpreter's
+    last flush cannot fail either."""
+    with suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141  # 128 + SIGPIPE: what a shell reports of a writer the pipe stopped
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``odometer``: the client commands and every installed plug-in's."""
     parser = _Parser(prog="odometer", description="Command line of the privacy odometer service.")
+    parser.add_argument(
+        "--url", dest="url_before", metavar="URL", help="server URL, for every command"
+    )
+    parser.add_argument(
+        "--key", dest="key_before", metavar="KEY", help="API key, for every command"
+    )
+    parser.add_argument(
+        "--json", dest="json_before", action="store_true", help="machine-readable JSON output"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     register(sub)
     _add_plugins(sub)
-    args = parser.parse_args(argv)
-    code: int = args.run(args)
+    stdout = sys.stdout
+    sys.stdout = cast(TextIO, _Stdout(stdout))
+    try:
+        try:
+            args = parser.parse_args(argv)
+            # given before the subcommand and after it: the subcommand's (the later) wins
+            if getattr(args, "url", None) is None and hasattr(args, "url"):
+                args.url = args.url_before
+            if getattr(args, "key", None) is None and hasattr(args, "key"):
+                args.key = args.key_before
+            if hasattr(args, "json"):
+                args.json = args.json or args.json_before
+            code: int = args.run(args)
+        finally:  # also after --help and usage errors (SystemExit): all written, or none
+            sys.stdout.flush()
+    except (_ReaderGone, BrokenPipeError):
+        sys.stdout = stdout
+        return _quiet_broken_pipe()
+    finally:
+        sys.stdout = stdout
     return code
 
 

@@ -280,7 +280,7 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
     code, out, _ = _run(server, capsys, "orgs", "capacity", org, "--mechanism", tiny)
     assert code == 0 and out == "the cap (zcdp) admits at least 10000 more of this declaration\n"
     code, out, err = _run(server, capsys, "orgs", "capacity", org, "--mechanism", "gaussian")
-    assert (code, out) == (1, "") and err.startswith("error: --mechanism is not JSON: ")
+    assert (code, out) == (2, "") and err.startswith("error: --mechanism is not JSON: ")
 
     code, out, _ = _run(server, capsys, "orgs", "report", "cli-zcdp-org")
     assert code == 0
@@ -333,7 +333,7 @@ def test_accounting_options_of_orgs_cap_and_datasets_create(
         "$.accounting.mode: 'split' is not one of basic, gdp, rdp, zcdp\n"
     )
     code, out, err = _run(server, capsys, *cap, "--accounting", "{mode: gdp}")
-    assert (code, out) == (1, "") and err.startswith("error: --accounting is not JSON: ")
+    assert (code, out) == (2, "") and err.startswith("error: --accounting is not JSON: ")
     with pytest.raises(SystemExit) as usage:  # one way of giving the mode
         _run(server, capsys, *cap, "--mode", "zcdp", "--accounting", gdp)
     assert usage.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
