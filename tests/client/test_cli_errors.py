@@ -184,13 +184,13 @@ CASES: list[tuple[Any, ...]] = [
     (
         ["register", "ds_x", "--mechanism", "{{}}", "--blocks", "a,,b", *NOWHERE],
         "error: --blocks: cannot read 'a,,b': give FROM..TO, KEY[,KEY…]",
-        1,
+        2,
     ),
     (
         ["preview", "ds_x", "--mechanism", "{{}}", "--blocks", "[1]", *NOWHERE],
         "error: --blocks must be a JSON object, not an array: give a JSON object in single "
         'quotes, e.g. \'{{"keys": ["2026-11-01", "2026-11-03"]}}\'\n',
-        1,
+        2,
     ),
     (
         ["register", "ds_x", "--mechanism", "pure_dp", "--blocks", "all", *NOWHERE],
@@ -242,7 +242,7 @@ CASES: list[tuple[Any, ...]] = [
     (
         ["preview", DS, "--mechanism", '{{"type": "pure_dp", "epsilon": 0.1}}', "--blocks", "{{"],
         "error: --blocks is not JSON: Expecting property name enclosed in double quotes at ",
-        1,
+        2,
     ),
 ]
 
