@@ -34,7 +34,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
 import httpx
@@ -1144,42 +1143,6 @@ def _verify_missing(args: argparse.Namespace) -> int:
     return 2
 
 
-def _not_an_export(name: str, exc: Exception) -> str:
-    """Why ``odometer verify`` could not read ``name`` as a ledger export (its error line)."""
-    what = "standard input" if name == "-" else name
-    fix = "give the JSON, JSONL or CSV file `odometer export DATASET -o FILE` writes"
-    if name != "-":
-        with suppress(OSError, UnicodeDecodeError):
-            if not Path(name).read_text("utf-8").strip():
-                return f"{what} is empty, not a ledger export: {fix}"
-    if isinstance(exc, KeyError):
-        reason = f"a JSON object without {exc.args[0]!r}" if exc.args else "a field is missing"
-    elif isinstance(exc, AttributeError | TypeError):
-        reason = "its entries are not JSON objects"
-    elif isinstance(exc, RecursionError):
-        reason = "JSON nested too deeply"
-    elif str(exc).startswith("CSV columns"):
-        reason = "neither JSON nor CSV with an export's columns"
-    else:
-        reason = str(exc)
-    return f"{what} is not a ledger export ({reason}): {fix}"
-
-
-def _reading_exports(run: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
-    """``odometer verify`` (the core's) with a file that is not a ledger export (text, empty,
-    JSON of another shape) as one error line, exit status 1 (as the core's "cannot read"),
-    instead of a traceback."""
-
-    def verify(args: argparse.Namespace) -> int:
-        try:
-            return run(args)
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-            sys.stderr.write(f"error: {_not_an_export(str(args.export), exc)}\n")
-            return 1
-
-    return verify
-
-
 def _add_plugins(sub: Any) -> None:
     from importlib.metadata import entry_points
 
@@ -1195,10 +1158,6 @@ def _add_plugins(sub: Any) -> None:
         missing.add_argument("args", nargs=argparse.REMAINDER)
         missing.set_defaults(run=_verify_missing)
         return
-    verify = sub.choices["verify"]
-    run = verify.get_default("run")
-    if run is not None and "export" in {a.dest for a in verify._actions}:
-        verify.set_defaults(run=_reading_exports(run))
 
 
 class _Parser(argparse.ArgumentParser):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from odometer_core.ledger.chain import ChainProblem, ChainWalker
 from odometer_core.ledger.formats import (
+    NotAnExport,
     UnreadableLine,
     iter_jsonl_export,
     load_export,
@@ -147,12 +148,19 @@ def _say(verdict: dict[str, Any]) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """``odometer verify``; an unreadable export is one line on stderr, never a traceback."""
+    """``odometer verify``; an unreadable export, or a file that is not one, is one line on
+    stderr, never a traceback."""
     try:
         return _verify_export(args)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SystemExit(f"odometer verify: cannot read {args.export}: {reason}") from None
+    except NotAnExport as exc:
+        name = "standard input" if args.export == "-" else args.export
+        raise SystemExit(
+            f"odometer verify: {name} is not a ledger export ({exc}): give the JSON, JSONL or "
+            "CSV file `odometer export DATASET -o FILE` writes"
+        ) from None
 
 
 def _load_outputs(args: argparse.Namespace) -> dict[str, Any]:

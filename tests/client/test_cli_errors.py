@@ -142,20 +142,26 @@ CASES: list[tuple[Any, ...]] = [
     # files that are not ledger exports (missing, a directory, binary: above)
     (
         ["verify", "{root}/garbage.jsonl"],
-        "error: {root}/garbage.jsonl is not a ledger export (neither JSON nor CSV with an "
+        "odometer verify: {root}/garbage.jsonl is not a ledger export (neither JSON nor CSV "
+        "with an "
         "export's columns): give the JSON, JSONL or CSV file `odometer export DATASET -o FILE` "
         "writes\n",
         1,
     ),
-    (["verify", "{root}/empty.jsonl"], "error: {root}/empty.jsonl is empty, not a ledger export"),
+    (
+        ["verify", "{root}/empty.jsonl"],
+        "odometer verify: {root}/empty.jsonl is not a ledger export (it is empty)",
+    ),
     (
         ["verify", "{root}/other.json"],
-        "error: {root}/other.json is not a ledger export (a JSON object without 'entries'): ",
+        "odometer verify: {root}/other.json is not a ledger export (a JSON object without "
+        "'entries'): ",
         1,
     ),
     (
         ["verify", "{root}/numbers.json"],
-        "error: {root}/numbers.json is not a ledger export (its entries are not JSON objects): ",
+        "odometer verify: {root}/numbers.json is not a ledger export (its entries are not JSON "
+        "objects): ",
         1,
     ),
     (

@@ -168,18 +168,35 @@ _OBJECT_COLUMNS = frozenset(
 _NULLABLE_TEXT_COLUMNS = frozenset({"invocation_id", "reason"})
 
 
+class NotAnExport(ValueError):
+    """Text that is not a ledger export at all (empty, another JSON document, not JSON nor an
+    export's CSV): what is wrong with it, in a few words."""
+
+
 def load_export(text: str) -> list[dict[str, Any]]:
     """Entries from a JSON export (``{"entries": [...]}`` or a list), a JSON-lines export
-    (``odometer export --format jsonl``) or a CSV export."""
+    (``odometer export --format jsonl``) or a CSV export; :class:`NotAnExport` for anything
+    else (whether the entries themselves are right is the replay's to say)."""
+    if not text.strip():
+        raise NotAnExport("it is empty")
     rows = jsonl_entries(text)
     if rows is not None:
         return rows
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
-        doc = json.loads(text)
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise NotAnExport(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+        except RecursionError:
+            raise NotAnExport("JSON nested too deeply") from None
+        if isinstance(doc, dict) and "entries" not in doc:
+            raise NotAnExport("a JSON object without 'entries'")
         entries = doc["entries"] if isinstance(doc, dict) else doc
         if not isinstance(entries, list):
-            raise ValueError("a JSON export must hold a list of entries")
+            raise NotAnExport("a JSON export holds a list of entries")
+        if not all(isinstance(entry, dict) for entry in entries):
+            raise NotAnExport("its entries are not JSON objects")
         return entries
     return entries_from_csv(text)
 
@@ -187,7 +204,7 @@ def load_export(text: str) -> list[dict[str, Any]]:
 def entries_from_csv(text: str) -> list[dict[str, Any]]:
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames != list(CSV_COLUMNS):
-        raise ValueError(f"CSV columns must be {', '.join(CSV_COLUMNS)}")
+        raise NotAnExport("neither JSON nor CSV with an export's columns")
     entries: list[dict[str, Any]] = []
     for row in reader:
         entry: dict[str, Any] = {}
