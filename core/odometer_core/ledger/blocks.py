@@ -110,11 +110,6 @@ class Partitioned:
         return any(a < hi and lo < b for a, b in self.opened)
 
 
-def is_partitioned(state: Mapping[str, Any]) -> bool:
-    """Whether a dataset's stored state is a partitioned dataset's aggregate."""
-    return BLOCKS in state
-
-
 def fresh_blocks(config: AccountingConfig, lo: int, hi: int, blocks: Blocks) -> Blocks:
     """``blocks`` with ``[lo, hi)`` opened, nothing spent."""
     return blocks.open(lo, hi, initial_state(config))
@@ -129,7 +124,6 @@ __all__ = [
     "Partitioned",
     "Staged",
     "fresh_blocks",
-    "is_partitioned",
     "ranges_from_json",
     "ranges_json",
     "refusal",
