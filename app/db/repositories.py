@@ -139,6 +139,19 @@ class LedgerRepository:
             stmt = stmt.where(or_(LedgerEntry.seq == 1, LedgerEntry.org.is_not(None)))
         return self.session.scalars(stmt).all()
 
+    def last_registration(self, dataset_id: str) -> LedgerEntry | None:
+        """The dataset's most recent registration (accepted, reserved or rejected): whose
+        declaration a status summary counts (:func:`app.services.datasets.get_dataset`). Read
+        backwards on the ``(dataset_id, seq)`` index from the head."""
+        kinds = ("invocation_accepted", "invocation_reserved", "invocation_rejected")
+        stmt = (
+            select(LedgerEntry)
+            .where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind.in_(kinds))
+            .order_by(LedgerEntry.seq.desc())
+            .limit(1)
+        )
+        return self.session.scalars(stmt).first()
+
     def for_invocation(self, dataset_id: str, invocation_id: str) -> Sequence[LedgerEntry]:
         stmt = (
             select(LedgerEntry)

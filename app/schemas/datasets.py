@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.blocks import PartitionIn
-from app.schemas.common import NOT_A_BOOLEAN, Amount, Delta, StrictModel, optional
+from app.schemas.common import NOT_A_BOOLEAN, Amount, Delta, StrictModel, Summary, optional
 from app.schemas.mechanisms import Mechanism
 from odometer_core.accounting.modes.rdp import (
     MAX_RDP_ORDERS,
@@ -209,6 +209,11 @@ class DatasetStatus(BaseModel):
     mode: str
     budget: dict[str, str] = Field(description="the target (ε_B, δ_B)")
     odometer: OdometerReading
+    summary: Summary = Field(
+        description="one reading to quote: the certified guarantee so far, what is left in the "
+        "mode's unit and how many more of the last declaration fit (a partitioned dataset: "
+        "its most spent open block's)"
+    )
 
 
 class DatasetOut(BaseModel):

@@ -33,6 +33,7 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.blocks import BlockError, change_blocks, retire
+from odometer_core.accounting.summary import compose
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.blocks import Partitioned
 from odometer_core.partition import UNBOUNDED, Partition, parse_partition
@@ -100,8 +101,11 @@ def partition_status(
     aggregate = Partitioned.from_json(ds.state_json)
     fresh = status(config, initial_state(config))
     rows = read_window(uow.connection(), ds.id, -UNBOUNDED, UNBOUNDED) if aggregate.runs else []
-    readings = [status(config, s)["odometer"] for s in _distinct_states(config, rows)]
-    highest = max(readings, key=lambda r: Decimal(r["epsilon"]), default=fresh["odometer"])
+    views = [status(config, s) for s in _distinct_states(config, rows)]
+    worst = max(views, key=lambda v: Decimal(v["odometer"]["epsilon"]), default=fresh)
+    highest = worst["odometer"]
+    summary = compose(worst)
+    summary["text"] = "the most spent open block: " + summary["text"]
     return {
         "mode": fresh["mode"],
         "budget": fresh["budget"],
@@ -115,6 +119,7 @@ def partition_status(
             "opened": partition.keys(aggregate.opened),
             "highest_fraction_spent": fmt(fraction(highest, config)),
         },
+        "summary": summary,
     }
 
 

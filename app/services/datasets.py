@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.db.models import Dataset
+from app.db.models import Dataset, LedgerEntry
 from app.db.uow import UnitOfWork
 from app.services import blocks
 from app.services._aggregate import append_entry, load_filter, visible_dataset
@@ -22,12 +22,14 @@ from odometer_core.accounting import (
     initial_state,
     make_config,
     parse_amount,
+    parse_declaration,
     state_to_json,
     status,
 )
 from odometer_core.accounting import (
     change_budget as accounting_change_budget,
 )
+from odometer_core.accounting.summary import compose, summarise
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.chain import GENESIS_HASH
 
@@ -65,11 +67,16 @@ def dataset_view(
     config: AccountingConfig,
     state: FilterState,
     blocks: Mapping[str, Any] | None = None,
+    last: LedgerEntry | None = None,
 ) -> dict[str, Any]:
-    """What clients see of a dataset: identity, configuration, status, ledger head (a
-    partitioned dataset's status: :func:`app.services.blocks.partition_status`, passed as
-    ``blocks``)."""
-    view_status = status(config, state) if blocks is None else dict(blocks)
+    """What clients see of a dataset: identity, configuration, status with its summary (how
+    many more of ``last``'s declaration fit, when given), ledger head (a partitioned
+    dataset's status: :func:`app.services.blocks.partition_status`, passed as ``blocks``)."""
+    if blocks is None:
+        view_status = status(config, state)
+        view_status["summary"] = summary_of(config, state, view_status, last)
+    else:
+        view_status = dict(blocks)
     return {
         "id": ds.id,
         "name": ds.name,
@@ -84,6 +91,35 @@ def dataset_view(
         "ledger": {"last_seq": ds.last_seq, "head_hash": ds.head_hash},
         "partition": ds.partition_json,
     }
+
+
+def summary_of(
+    config: AccountingConfig,
+    state: FilterState,
+    view: Mapping[str, Any],
+    last: LedgerEntry | None,
+) -> dict[str, Any]:
+    """The status summary (:mod:`odometer_core.accounting.summary`), counting how many more of
+    the last registration's declaration fit (a declaration this version no longer parses is
+    not counted)."""
+    if last is None or last.declaration is None:
+        return compose(view)
+    try:
+        declaration = parse_declaration(last.declaration)
+        request = last.request or {}
+        conversion = request.get("conversion_delta")
+        sub_budget = request.get("sub_budget")
+        conversion_delta = None if conversion is None else parse_amount(conversion)
+    except ValueError:
+        return compose(view)
+    return summarise(
+        config,
+        state,
+        declaration,
+        sub_budget=sub_budget,
+        conversion_delta=conversion_delta,
+        view=view,
+    )
 
 
 def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> dict[str, Any]:
@@ -132,12 +168,12 @@ def get_dataset(uow: UnitOfWork, principal: Principal, dataset_id: str) -> dict[
     """Budget status of one dataset."""
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
-        return _view(uow, ds)
+        return _view(uow, ds, uow.ledger.last_registration(ds.id))
 
 
-def _view(uow: UnitOfWork, ds: Dataset) -> dict[str, Any]:
+def _view(uow: UnitOfWork, ds: Dataset, last: LedgerEntry | None = None) -> dict[str, Any]:
     config, state = load_filter(ds)
-    return dataset_view(ds, config, state, blocks.partition_status(uow, ds, config))
+    return dataset_view(ds, config, state, blocks.partition_status(uow, ds, config), last)
 
 
 def _created_request(ds: Dataset) -> dict[str, Any]:

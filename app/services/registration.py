@@ -35,6 +35,7 @@ from app.services.responses import Registered, render_registration, reservation_
 from odometer_core.accounting import Declaration, fmt, memo, state_to_json
 from odometer_core.accounting.blocks import Selected
 from odometer_core.accounting.effort import may_be_expensive
+from odometer_core.accounting.summary import refusal
 from odometer_core.accounting.levels import (
     DATASET,
     Filter,
@@ -219,13 +220,40 @@ def decide_in_order(
             outcomes.append(exc)
             continue
         registered = _stage(uow, writes, locked, item, uppers, levels, blocks, dataset)
-        response = render_registration(registered)
+        response = render_registration(registered, refusal_summary(levels, dataset, uppers, item))
         dataset_id = locked.dataset.id
         idempotency.record_response(uow, writes, owner, item.key, item.digest, dataset_id, response)
         outcomes.append(response)
     if blocks is not None:
         blocks.stage(writes)
     return outcomes
+
+
+def refusal_summary(
+    levels: LevelsDecision, dataset: Filter | Selected, uppers: Uppers, item: Registration
+) -> dict[str, Any] | None:
+    """A refusal summed up for the 409 (:func:`odometer_core.accounting.summary.refusal`):
+    the refusing level's filter, what bound and what would fit instead. A selection of blocks
+    names its refusing blocks instead (``blocks`` in the 409)."""
+    refused_by, decision = levels.refused_by, levels.refusal
+    if refused_by is None or decision is None or isinstance(dataset, Selected):
+        return None
+    request = item.request
+    sub_budget = request.sub_budget if refused_by == DATASET else None
+    if refused_by == DATASET:
+        refusing = dataset
+    else:
+        level = uppers.organisation if refused_by == ORGANISATION else uppers.quota
+        assert level is not None
+        refusing = level.filter
+    return refusal(
+        *refusing,
+        request.declaration,
+        level=refused_by,
+        reason=decision.reason,
+        sub_budget=sub_budget,
+        conversion_delta=request.conversion_delta,
+    )
 
 
 def known_window(

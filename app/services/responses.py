@@ -59,8 +59,11 @@ def reservation_json(decision: Decision) -> dict[str, Any] | None:
     return decision.reservation.to_json() if decision.reservation else None
 
 
-def render_registration(r: Registered) -> RecordedResponse:
-    """The response to a registration: 201 with the charges, or 409 BudgetExceeded."""
+def render_registration(
+    r: Registered, summary: dict[str, Any] | None = None
+) -> RecordedResponse:
+    """The response to a registration: 201 with the charges, or 409 BudgetExceeded (with the
+    refusal's ``summary``, when there is one)."""
     refusal = r.levels.refusal
     body: BaseModel
     if refusal is not None:
@@ -73,6 +76,7 @@ def render_registration(r: Registered) -> RecordedResponse:
             remaining=wire(refusal.remaining),
             ledger_seq=r.ledger_seq,
             blocks=r.refused_blocks,
+            summary=summary,
         )
         return RecordedResponse(BUDGET_EXCEEDED, render(body), "rejected")
     decision = r.levels.dataset.decision

@@ -1,0 +1,368 @@
+"""One reading to quote: a budget's status summed up for people.
+
+Every place that shows a budget (a dataset's status, a refusal, the report, the dashboard, the
+command line) leads with the same summary, built here from the filter and its
+:func:`~odometer_core.accounting.filters.status` view:
+
+- ``guarantee``: the certified odometer reading so far (``status.odometer``), rounded *up* to
+  :data:`DIGITS` significant digits: a rounded reading still holds (a larger ε or δ is a weaker
+  statement that the same theorem covers).
+- ``left``: what is left, in the mode's own unit, rounded *down* to :data:`DIGITS` significant
+  digits (never overstated): ε and δ in ``basic``; ρ in ``zcdp`` (and δ where approximate
+  declarations have a share); μ² in ``gdp``; in ``rdp`` the order with the largest share of its
+  threshold left (an RDP budget is a curve: ε does not subtract, so no (ε, δ) remainder is
+  given in the curve modes); each sub-budget's in ``split``.
+- ``more``: how many more of a declaration (the last one registered) the filter admits in a row,
+  nothing else admitted meanwhile (:func:`~odometer_core.accounting.filters.capacity`: each is
+  decided by the filter itself, so the count is exact up to :data:`MORE_LIMIT`).
+- ``text``: the three in one line.
+
+A refusal adds :func:`instead`: the largest (or, for a noise scale, the smallest) value of the
+declaration's one privacy parameter that the refusing filter would admit now, found by bisection
+on :func:`~odometer_core.accounting.filters.admit` itself, so that what is suggested is exactly
+what would be admitted (a later registration can of course change it).
+
+The exact figures stay where they were (``status``, ``remaining``); the summary only rounds
+them for reading. ``docs/accounting.md``, *One reading to quote*.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import Any
+
+from odometer_core.accounting import memo
+from odometer_core.accounting.declarations import (
+    GDP,
+    ZCDP,
+    ApproxDP,
+    Declaration,
+    Exponential,
+    Gaussian,
+    Laplace,
+    PureDP,
+    RandomizedResponse,
+)
+from odometer_core.accounting.exact import fmt
+from odometer_core.accounting.filters import (
+    AccountingConfig,
+    FilterState,
+    admit,
+    capacity,
+    status,
+)
+
+#: Significant digits of every figure in a summary.
+DIGITS = 8
+#: ``more`` counts at most this many (then says "at least").
+MORE_LIMIT = 1000
+#: Bisection steps of :func:`instead` (each one admission): 2^-40 of the parameter's range,
+#: below the last of :data:`DIGITS` digits.
+STEPS = 40
+
+#: The unit names people read, per unit key.
+UNIT_NAMES = {"epsilon": "ε", "delta": "δ", "rho": "ρ", "mu_squared": "μ²", "rdp": "RDP"}
+
+
+def round_up(value: Decimal, digits: int = DIGITS) -> Decimal:
+    """``value`` rounded up to ``digits`` significant digits (a reading or a spend)."""
+    return _round(value, digits, ROUND_CEILING)
+
+
+def round_down(value: Decimal, digits: int = DIGITS) -> Decimal:
+    """``value`` rounded down to ``digits`` significant digits (what is left)."""
+    return _round(value, digits, ROUND_FLOOR)
+
+
+def _round(value: Decimal, digits: int, rounding: str) -> Decimal:
+    if not value.is_finite() or value == 0:
+        return value
+    exp = value.adjusted() - digits + 1
+    return value.quantize(Decimal(1).scaleb(exp), rounding=rounding).normalize()
+
+
+def short(value: Decimal, rounding: str = ROUND_CEILING) -> str:
+    """A figure as text, :data:`DIGITS` significant digits, no exponent for everyday sizes."""
+    d = _round(value, DIGITS, rounding)
+    if d.is_finite() and d != 0 and not -7 <= d.adjusted() <= 9:
+        return f"{d:E}".replace("E", "e")
+    return fmt(d)
+
+
+# ---------------------------------------------------------------------------- left
+def left(config: AccountingConfig, state: FilterState) -> list[dict[str, Any]]:
+    """What is left, per unit of the mode (see the module docstring); each item has ``unit``,
+    ``amount`` (rounded down), ``budget`` and ``fraction`` (amount / budget, rounded down to
+    four digits), and ``order`` (rdp) or ``sub_budget`` (split) where they apply."""
+    return left_of(status(config, state))
+
+
+def left_of(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """:func:`left` from a :func:`~odometer_core.accounting.filters.status` view."""
+    mode = view["mode"]
+    if mode == "split":
+        out = []
+        for name, sub in view["sub_budgets"].items():
+            out.extend({**item, "sub_budget": name} for item in left_of(sub))
+        return out
+    remaining = view["remaining"]
+    if mode == "basic":
+        budget = view["budget"]
+        return [
+            _item("epsilon", Decimal(remaining["epsilon"]), Decimal(budget["epsilon"])),
+            _item("delta", Decimal(remaining["delta"]), Decimal(budget["delta"])),
+        ]
+    if mode == "zcdp":
+        items = [_item("rho", Decimal(remaining["rho"]), Decimal(view["rho_budget"]))]
+        return items + _approx_delta(view)
+    if mode == "gdp":
+        total = Decimal(view["mu_squared_budget"])
+        return [_item("mu_squared", Decimal(remaining["mu_squared"]), total)]
+    if mode == "rdp":
+        return _rdp_left(view) + _approx_delta(view)
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def _approx_delta(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The δ left for approximate declarations, where the dataset has such a share."""
+    share = Decimal(view.get("delta_approx", "0"))
+    if share <= 0:
+        return []
+    return [_item("delta", Decimal(view["remaining"]["delta"]), share)]
+
+
+def _rdp_left(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The order with the largest share of its threshold left (live orders only); none left
+    when every order is dead or spent."""
+    best: tuple[Decimal, str, Decimal, Decimal] | None = None
+    spent, dead = view["spent"]["rdp"], view["spent"]["dead"]
+    for order, threshold, used, is_dead in zip(
+        view["orders"], view["thresholds"], spent, dead, strict=True
+    ):
+        top = float(threshold)
+        if is_dead or not math.isfinite(top) or top <= 0:
+            continue
+        total = Decimal(repr(top))
+        amount = max(total - Decimal(repr(float(used))), Decimal(0))
+        share = amount / total
+        if best is None or share > best[0]:
+            best = (share, order, amount, total)
+    if best is None:
+        return [{"unit": "rdp", "amount": "0", "budget": "0", "fraction": "0", "order": None}]
+    _, order, amount, total = best
+    return [{**_item("rdp", amount, total), "order": order}]
+
+
+def _item(unit: str, amount: Decimal, budget: Decimal) -> dict[str, Any]:
+    amount = max(amount, Decimal(0))
+    fraction = Decimal(0) if budget <= 0 else min(amount / budget, Decimal(1))
+    return {
+        "unit": unit,
+        "amount": fmt(round_down(amount)),
+        "budget": fmt(round_up(budget)),
+        "fraction": fmt(fraction.quantize(Decimal("0.0001"), rounding=ROUND_FLOOR).normalize()),
+    }
+
+
+# ---------------------------------------------------------------------------- the summary
+def summarise(
+    config: AccountingConfig,
+    state: FilterState,
+    last: Declaration | None = None,
+    *,
+    sub_budget: str | None = None,
+    conversion_delta: Decimal | None = None,
+    view: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary of a filter (module docstring); ``last`` (with its ``sub_budget`` and
+    ``conversion_delta``) is the declaration ``more`` counts (none: no ``more``). A
+    declaration the filter cannot account (another mode's, a missing sub-budget) gets no
+    count rather than an error: the summary is a reading, not a decision."""
+    view = status(config, state) if view is None else view
+    more = None
+    if last is not None:
+        more = _more(config, state, last, sub_budget, conversion_delta)
+    return compose(view, more)
+
+
+def compose(view: Mapping[str, Any], more: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A summary from a status view and an optional ``more`` (:func:`summarise` computes one;
+    a partitioned dataset composes its own from its blocks')."""
+    reading = view["odometer"]
+    guarantee = {
+        "epsilon": fmt(round_up(Decimal(reading["epsilon"]))),
+        "delta": fmt(round_up(Decimal(reading["delta"]))),
+    }
+    items = left_of(view)
+    return {
+        "text": _text(guarantee, items, more),
+        "guarantee": guarantee,
+        "left": items,
+        "more": None if more is None else dict(more),
+    }
+
+
+def _more(
+    config: AccountingConfig,
+    state: FilterState,
+    last: Declaration,
+    sub_budget: str | None,
+    conversion_delta: Decimal | None,
+) -> dict[str, Any] | None:
+    try:
+        fit = capacity(
+            config,
+            state,
+            last,
+            sub_budget=sub_budget,
+            conversion_delta=conversion_delta,
+            limit=MORE_LIMIT,
+        )
+    except ValueError:  # DeclarationError, ConfigError, UnsupportedInMode: not countable here
+        return None
+    out: dict[str, Any] = {"count": fit.count, "at_least": fit.at_least, "of": last.to_json()}
+    if sub_budget is not None:
+        out["sub_budget"] = sub_budget
+    return out
+
+
+def _text(
+    guarantee: Mapping[str, str], items: list[dict[str, Any]], more: Mapping[str, Any] | None
+) -> str:
+    head = f"certified ε = {guarantee['epsilon']}, δ = {guarantee['delta']} so far"
+    parts = []
+    for item in items:
+        name = UNIT_NAMES[item["unit"]]
+        where = f" at order {item['order']}" if item.get("order") else ""
+        sub = f"{item['sub_budget']}: " if item.get("sub_budget") else ""
+        percent = _percent(Decimal(item["fraction"]))
+        parts.append(f"{sub}{name} {item['amount']}{where} ({percent} of {item['budget']})")
+    text = head + "; left " + ", ".join(parts) if parts else head
+    if more is not None:
+        at_least = "at least " if more["at_least"] else ""
+        kind = more["of"]["type"]
+        count = more["count"]
+        text += f"; {at_least}{count} more {kind} like the last {'fits' if count == 1 else 'fit'}"
+    return text
+
+
+def _percent(fraction: Decimal) -> str:
+    return f"{fmt((fraction * 100).quantize(Decimal('0.01'), rounding=ROUND_FLOOR).normalize())} %"
+
+
+# ---------------------------------------------------------------------------- what fits instead
+#: The one privacy parameter of each kind :func:`instead` searches, and whether admission
+#: grows with it (ε, ρ, μ: smaller fits) or not (a noise scale: larger fits).
+KNOBS: dict[type[Declaration], tuple[str, bool]] = {
+    PureDP: ("epsilon", True),
+    ApproxDP: ("epsilon", True),
+    RandomizedResponse: ("epsilon", True),
+    Exponential: ("epsilon", True),
+    ZCDP: ("rho", True),
+    GDP: ("mu", True),
+    Gaussian: ("sigma", False),
+    Laplace: ("scale", False),
+}
+
+
+def instead(
+    config: AccountingConfig,
+    state: FilterState,
+    declaration: Declaration,
+    *,
+    sub_budget: str | None = None,
+    conversion_delta: Decimal | None = None,
+) -> dict[str, Any] | None:
+    """What the refusing filter would admit now in place of ``declaration``: the same
+    declaration with its privacy parameter (:data:`KNOBS`) moved to the edge of what fits,
+    rounded to :data:`DIGITS` digits on the admitted side and checked by :func:`admit` (module
+    docstring). ``None`` for a kind without one parameter, or when nothing of the kind fits
+    (e.g. its δ alone is over what is left)."""
+    knob = KNOBS.get(type(declaration))
+    if knob is None:
+        return None
+    field, grows = knob
+    value = Decimal(getattr(declaration, field))
+
+    def fits(x: Decimal) -> bool:
+        candidate = dataclasses.replace(declaration, **{field: x})  # type: ignore[arg-type]
+        try:
+            return admit(
+                config, state, candidate, sub_budget=sub_budget, conversion_delta=conversion_delta
+            ).admitted
+        except ValueError:
+            return False
+
+    with memo.charges():
+        if grows:
+            if value <= 0 or not fits(Decimal(0)):
+                return None
+            lo, hi = Decimal(0), value  # lo fits, hi does not
+            for _ in range(STEPS):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+            found = round_down(hi) if fits(round_down(hi)) else round_down(lo)
+            if found <= 0 or not fits(found):
+                return None
+        else:
+            lo, hi = value, max(value, Decimal(1))  # lo refused, hi to be found fitting
+            for _ in range(64):
+                if fits(hi):
+                    break
+                lo, hi = hi, hi * 2
+            else:
+                return None
+            for _ in range(STEPS):
+                mid = (lo + hi) / 2
+                lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+            found = round_up(lo) if fits(round_up(lo)) else round_up(hi)
+            if not fits(found):
+                return None
+    return dataclasses.replace(declaration, **{field: found}).to_json()  # type: ignore[arg-type]
+
+
+def refusal(
+    config: AccountingConfig,
+    state: FilterState,
+    declaration: Declaration,
+    *,
+    level: str,
+    reason: str | None,
+    sub_budget: str | None = None,
+    conversion_delta: Decimal | None = None,
+) -> dict[str, Any]:
+    """A refusal summed up: which budget (``level``: dataset, organisation or quota) and which
+    constraint of it bound (the filter's ``reason``), the refusing filter's reading and what it
+    has left, and :func:`instead`, in one line of ``text``."""
+    view = status(config, state)
+    reading = compose(view)
+    suggestion = instead(
+        config, state, declaration, sub_budget=sub_budget, conversion_delta=conversion_delta
+    )
+    bound = reason or "budget exceeded"
+    text = f"refused by the {level} budget: {bound}"
+    if reading["left"]:
+        text += "; left " + ", ".join(_left_words(item) for item in reading["left"])
+    if suggestion is not None:
+        field, grows = KNOBS[type(declaration)]
+        relation = "≤" if grows else "≥"
+        text += f"; {suggestion['type']} with {field} {relation} {suggestion[field]} would fit"
+    else:
+        text += f"; no {declaration.kind} of this shape fits now"
+    return {
+        "text": text,
+        "level": level,
+        "bound": bound,
+        "guarantee": reading["guarantee"],
+        "left": reading["left"],
+        "instead": suggestion,
+    }
+
+
+def _left_words(item: Mapping[str, Any]) -> str:
+    sub = f"{item['sub_budget']}: " if item.get("sub_budget") else ""
+    where = f" at order {item['order']}" if item.get("order") else ""
+    return f"{sub}{UNIT_NAMES[item['unit']]} {item['amount']}{where} of {item['budget']}"
