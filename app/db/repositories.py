@@ -73,6 +73,15 @@ class DatasetRepository:
         stmt = _visible(stmt, scope, analyst)
         return self.session.scalars(stmt, visibility_params(scope, analyst)).all()
 
+    def named(self, organisation_id: str, name: str) -> Sequence[str]:
+        """The ids of the organisation's datasets called ``name``, oldest first."""
+        stmt = (
+            select(Dataset.id)
+            .where(Dataset.organisation == organisation_id, Dataset.name == name)
+            .order_by(Dataset.created_at, Dataset.id)
+        )
+        return self.session.scalars(stmt).all()
+
     def of_organisation(self, organisation_id: str) -> Sequence[Dataset]:
         """Every dataset of one organisation, oldest first (the caller checked it may see it)."""
         stmt = (
@@ -306,6 +315,10 @@ class GrantRepository:
 
     def for_dataset(self, dataset_id: str) -> Sequence[Grant]:
         stmt = select(Grant).where(Grant.dataset_id == dataset_id).order_by(Grant.id)
+        return self.session.scalars(stmt).all()
+
+    def for_principal(self, principal_id: str) -> Sequence[Grant]:
+        stmt = select(Grant).where(Grant.principal_id == principal_id).order_by(Grant.id)
         return self.session.scalars(stmt).all()
 
 

@@ -238,6 +238,13 @@ class DatasetOut(BaseModel):
     )
 
 
+class DatasetCreated(DatasetOut):
+    """A new dataset; ``warnings`` says what the curator may not have meant (a name another
+    dataset of the organisation already has: names are labels, ids address datasets)."""
+
+    warnings: list[str] = Field(default_factory=list)
+
+
 class BudgetChangeOut(DatasetOut):
     """The dataset after a budget change, with what the change did to its capacity."""
 

@@ -6,7 +6,7 @@ artefact and must add up to the ledger digit for digit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -58,6 +58,20 @@ class SpendSeries(BaseModel):
     points: list[SpendPointOut]
 
 
+class Attribution(BaseModel):
+    """An analyst's or a kind's share of the spend as an (ε, δ): the charges alone, converted
+    as the dataset's status converts its running totals; labelled not certified."""
+
+    epsilon: str
+    delta: str
+    certified: Literal[False]
+
+
+class RdpCurve(BaseModel):
+    orders: list[str]
+    rdp: list[str]
+
+
 class AnalystTotalsOut(BaseModel):
     """One actor's totals; ``charged`` is net of refunds (open reservations included)."""
 
@@ -65,6 +79,14 @@ class AnalystTotalsOut(BaseModel):
     name: str | None
     charged: Amounts
     refunded: Amounts
+    attribution: Attribution | None = Field(
+        default=None,
+        description="the (ε, δ) of these charges alone, in every mode (docs/accounting.md, "
+        "*Attribution*): not certified; shares do not add up to the dataset's reading",
+    )
+    curve: RdpCurve | None = Field(
+        default=None, description="rdp datasets: the net RDP curve of these charges"
+    )
     accepted: int
     reserved: int
     rejected: int
@@ -80,6 +102,14 @@ class MechanismTotalsOut(BaseModel):
     kind: str
     charged: Amounts
     refunded: Amounts
+    attribution: Attribution | None = Field(
+        default=None,
+        description="the (ε, δ) of these charges alone, in every mode (docs/accounting.md, "
+        "*Attribution*): not certified; shares do not add up to the dataset's reading",
+    )
+    curve: RdpCurve | None = Field(
+        default=None, description="rdp datasets: the net RDP curve of these charges"
+    )
     accepted: int
     reserved: int
     rejected: int

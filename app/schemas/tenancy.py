@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.schemas.common import Amount, Delta, StrictModel, optional
+from app.schemas.common import Amount, Delta, StrictModel, Summary, optional
 from app.schemas.datasets import NAME_PATTERN, LeafAccounting
 from app.schemas.mechanisms import Mechanism, to_declaration
 from odometer_core.accounting import Declaration
@@ -138,6 +138,27 @@ class PrincipalOut(BaseModel):
     role: str
     organisation_id: str | None
     created_at: str
+
+
+class QuotaOut(BaseModel):
+    budget: dict[str, str] = Field(description="the quota's (ε, δ)")
+    summary: Summary = Field(description="the quota's reading, what is left of it")
+
+
+class MyGrant(BaseModel):
+    dataset_id: str
+    dataset_name: str | None
+    quota: QuotaOut | None = Field(description="null: no quota, the dataset's budget alone")
+
+
+class Me(BaseModel):
+    """The caller: identity, role and, for an analyst, its grants with their quotas."""
+
+    id: str
+    name: str
+    role: Literal["admin", "curator", "analyst", "auditor"]
+    organisation: str | None = Field(description="null for the admin (every organisation)")
+    grants: list[MyGrant] = Field(description="an analyst's grants (empty for other roles)")
 
 
 class PrincipalList(BaseModel):

@@ -133,6 +133,7 @@ def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> di
     with uow:
         if not principal.can_see(organisation) or uow.organisations.get(organisation) is None:
             raise NotFound(f"organisation '{organisation}' not found")
+        namesakes = uow.datasets.named(organisation, new.name)
         ds = Dataset(
             id=new_id("ds"),
             name=new.name,
@@ -161,6 +162,12 @@ def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> di
         )
         view = dataset_view(ds, config, state, blocks.partition_status(uow, ds, config))
         uow.commit()
+    if namesakes:
+        view["warnings"] = [
+            f"this organisation already has {len(namesakes)} other dataset(s) named "
+            f"'{new.name}' ({', '.join(namesakes[:5])}): address them by id, the name no "
+            "longer tells them apart"
+        ]
     return view
 
 

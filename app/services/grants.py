@@ -26,13 +26,17 @@ from app.services.errors import AlreadyExists, NotFound, ServiceError
 from app.services.principals import Principal, Role
 from odometer_core.accounting import (
     AccountingConfig,
+    config_from_json,
     config_to_json,
     fmt,
     initial_state,
     make_config,
     parse_amount,
+    state_from_json,
     state_to_json,
+    status,
 )
+from odometer_core.accounting.summary import compose
 from odometer_core.ledger import EntryKind
 
 
@@ -130,6 +134,40 @@ def create_grant(
         view = grant_view(grant)
         uow.commit()
     return view
+
+
+def whoami(uow: UnitOfWork, caller: Principal) -> dict[str, Any]:
+    """The caller (``GET /v1/me``): identity and role, and for an analyst every grant with its
+    quota's budget and summary (:mod:`odometer_core.accounting.summary`): what a dashboard
+    home shows each role."""
+    with uow.read_only():
+        row = uow.principals.get(caller.id)
+        grants = []
+        if caller.role is Role.ANALYST:
+            for grant in uow.grants.for_principal(caller.id):
+                ds = uow.datasets.get(grant.dataset_id)
+                grants.append(
+                    {
+                        "dataset_id": grant.dataset_id,
+                        "dataset_name": None if ds is None else ds.name,
+                        "quota": _quota_view(grant),
+                    }
+                )
+    return {
+        "id": caller.id,
+        "name": caller.id if row is None else row.name,
+        "role": caller.role.value,
+        "organisation": caller.organisation,
+        "grants": grants,
+    }
+
+
+def _quota_view(grant: Grant) -> dict[str, Any] | None:
+    if grant.quota_config_json is None or grant.quota_state_json is None:
+        return None
+    config = config_from_json(grant.quota_config_json)
+    view = status(config, state_from_json(config, grant.quota_state_json))
+    return {"budget": view["budget"], "summary": compose(view)}
 
 
 def list_grants(uow: UnitOfWork, caller: Principal, dataset_id: str) -> dict[str, Any]:

@@ -35,7 +35,6 @@ from app.services.responses import Registered, render_registration, reservation_
 from odometer_core.accounting import Declaration, fmt, memo, state_to_json
 from odometer_core.accounting.blocks import Selected
 from odometer_core.accounting.effort import may_be_expensive
-from odometer_core.accounting.summary import refusal
 from odometer_core.accounting.levels import (
     DATASET,
     Filter,
@@ -43,6 +42,7 @@ from odometer_core.accounting.levels import (
     decide_levels,
     precompute_levels,
 )
+from odometer_core.accounting.summary import refusal
 from odometer_core.ledger import EntryKind
 
 #: What a registration's transaction answers it: its recorded response, or the error it raises.

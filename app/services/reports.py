@@ -34,6 +34,7 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.levels import DATASET, ORGANISATION, QUOTA, reported_refusal
+from odometer_core.accounting.summary import Spend, compose
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.replay import Replayer
 
@@ -83,6 +84,8 @@ class MechanismTotals:
 
     charged: dict[str, Decimal] = field(default_factory=dict)
     refunded: dict[str, Decimal] = field(default_factory=dict)
+    #: the same net charges per sub-budget, curves included: what ``attribution`` converts
+    spend: Spend = field(default_factory=Spend)
     accepted: int = 0
     reserved: int = 0
     rejected: int = 0
@@ -206,7 +209,7 @@ class _Tally:
         self.mechanisms: dict[str, MechanismTotals] = {}
         # the declaration kind of each open reservation (settle and cancel entries do not
         # repeat the declaration): bounded by the open reservations, not the ledger's length
-        self._open_kinds: dict[str, str] = {}
+        self._open_kinds: dict[str, tuple[str, str | None]] = {}
         self.refunds: dict[str, Decimal] = {}
         self.odp_savings: dict[str, Decimal] = {}
         self.rejections = 0
@@ -228,12 +231,15 @@ class _Tally:
         declaration = entry.get("declaration")
         declared = str(declaration.get("type")) if isinstance(declaration, Mapping) else None
         invocation = str(entry.get("invocation_id"))
+        request = entry.get("request")
+        sub_budget = request.get("sub_budget") if isinstance(request, Mapping) else None
         if kind in _CHARGING:
             row = self.analysts.setdefault(actor, AnalystTotals())
             mech = self.mechanisms.setdefault(declared or UNKNOWN_KIND, MechanismTotals())
             charge = amounts(entry.get("charge"))
-            _add(row.charged, charge)
-            _add(mech.charged, charge)
+            for totals in (row, mech):
+                _add(totals.charged, charge)
+                totals.spend.add(entry.get("charge"), sub_budget)
             if "epsilon" not in charge and "rho" not in charge and "mu_squared" not in charge:
                 row.curve_charges += 1
             if kind == EntryKind.INVOCATION_ACCEPTED:
@@ -242,16 +248,16 @@ class _Tally:
             else:
                 row.reserved += 1
                 mech.reserved += 1
-                self._open_kinds[invocation] = declared or UNKNOWN_KIND
+                self._open_kinds[invocation] = (declared or UNKNOWN_KIND, sub_budget)
         elif kind in _RELEASING:
             row = self.analysts.setdefault(actor, AnalystTotals())
-            mech = self.mechanisms.setdefault(
-                self._open_kinds.pop(invocation, UNKNOWN_KIND), MechanismTotals()
-            )
+            held, sub_budget = self._open_kinds.pop(invocation, (UNKNOWN_KIND, sub_budget))
+            mech = self.mechanisms.setdefault(held, MechanismTotals())
             refund = amounts(entry.get("refund"))
             for totals in (row, mech):
                 _add(totals.charged, refund, -1)
                 _add(totals.refunded, refund)
+                totals.spend.add(entry.get("refund"), sub_budget, -1)
             _add(self.refunds, refund)
             if kind == EntryKind.INVOCATION_SETTLED:
                 row.settled += 1
@@ -375,6 +381,7 @@ def dataset_report(
             tally.feed(entry)
     with uow.read_only():
         names = {actor: _principal_name(uow, actor) for actor in tally.analysts}
+    config = _config(config_json)
     now = now_blocks if partitioned else _current_status(config_json, stored_state)
     verification = _verdict(replayer, head_hash, stored_state, head) if verify else None
     if verification is not None and now is None:
@@ -408,11 +415,11 @@ def dataset_report(
             ],
         },
         "analysts": [
-            _analyst_json(actor, names.get(actor), row)
+            _analyst_json(actor, names.get(actor), row, config)
             for actor, row in sorted(tally.analysts.items())
         ],
         "mechanisms": [
-            _mechanism_json(kind, row) for kind, row in sorted(tally.mechanisms.items())
+            _mechanism_json(kind, row, config) for kind, row in sorted(tally.mechanisms.items())
         ],
         "refunds": {"total": _text(tally.refunds), "odp_savings": _text(tally.odp_savings)},
         "rejections": {
@@ -444,6 +451,15 @@ def _meets(entry: Mapping[str, Any], window: tuple[int, int]) -> bool:
     return any(int(a) < hi and lo < int(b) for a, b in selection)
 
 
+def _config(config_json: Mapping[str, Any]) -> AccountingConfig | None:
+    """The dataset's configuration, or ``None`` when the row cannot be read (no attribution
+    then; the verdict says why)."""
+    try:
+        return config_from_json(config_json)
+    except Exception:
+        return None
+
+
 def _current_status(
     config_json: Mapping[str, Any], stored_state: Mapping[str, Any]
 ) -> dict[str, Any] | None:
@@ -451,9 +467,11 @@ def _current_status(
     tampered row must give a failed verdict, not a server error)."""
     try:
         config = config_from_json(config_json)
-        return status(config, state_from_json(config, stored_state))
+        view = status(config, state_from_json(config, stored_state))
     except Exception:
         return None
+    view["summary"] = compose(view)
+    return view
 
 
 def _principal_name(uow: UnitOfWork, actor: str) -> str | None:
@@ -461,11 +479,14 @@ def _principal_name(uow: UnitOfWork, actor: str) -> str | None:
     return principal.name if principal is not None else None
 
 
-def _totals_json(row: MechanismTotals) -> dict[str, Any]:
-    """The fields a per-kind and a per-analyst row share: amounts and counts by outcome."""
+def _totals_json(row: MechanismTotals, config: AccountingConfig | None) -> dict[str, Any]:
+    """The fields a per-kind and a per-analyst row share: amounts, the (ε, δ) attribution and
+    the summed RDP curve of a whole rdp dataset, and counts by outcome."""
     return {
         "charged": _text(row.charged),
         "refunded": _text(row.refunded),
+        "attribution": None if config is None else row.spend.attribution(config),
+        "curve": row.spend.curve_json(),
         "accepted": row.accepted,
         "reserved": row.reserved,
         "rejected": row.rejected,
@@ -474,9 +495,14 @@ def _totals_json(row: MechanismTotals) -> dict[str, Any]:
     }
 
 
-def _analyst_json(actor: str, name: str | None, row: AnalystTotals) -> dict[str, Any]:
-    return {"actor": actor, "name": name, **_totals_json(row), "curve_charges": row.curve_charges}
+def _analyst_json(
+    actor: str, name: str | None, row: AnalystTotals, config: AccountingConfig | None
+) -> dict[str, Any]:
+    totals = _totals_json(row, config)
+    return {"actor": actor, "name": name, **totals, "curve_charges": row.curve_charges}
 
 
-def _mechanism_json(kind: str, row: MechanismTotals) -> dict[str, Any]:
-    return {"kind": kind, **_totals_json(row)}
+def _mechanism_json(
+    kind: str, row: MechanismTotals, config: AccountingConfig | None
+) -> dict[str, Any]:
+    return {"kind": kind, **_totals_json(row, config)}

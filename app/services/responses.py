@@ -59,9 +59,7 @@ def reservation_json(decision: Decision) -> dict[str, Any] | None:
     return decision.reservation.to_json() if decision.reservation else None
 
 
-def render_registration(
-    r: Registered, summary: dict[str, Any] | None = None
-) -> RecordedResponse:
+def render_registration(r: Registered, summary: dict[str, Any] | None = None) -> RecordedResponse:
     """The response to a registration: 201 with the charges, or 409 BudgetExceeded (with the
     refusal's ``summary``, when there is one)."""
     refusal = r.levels.refusal

@@ -169,6 +169,7 @@ ROWS: dict[tuple[str, str], Row] = {
         lambda w: {"name": "new", "role": "analyst", "organisation_id": w.org},
     ),
     ("GET", "/v1/principals"): Row(ALL, "none", lambda w: "/v1/principals", mutating=False),
+    ("GET", "/v1/me"): Row(ALL, "none", lambda w: "/v1/me", mutating=False),
     ("POST", "/v1/principals/{principal_id}/keys"): Row(
         frozenset({"curator"}),
         "org",

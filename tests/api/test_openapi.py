@@ -41,6 +41,7 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "organisation_report",
         "create_principal",
         "list_principals",
+        "whoami",
         "create_key",
         "revoke_key",
         "create_grant",

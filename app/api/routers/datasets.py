@@ -13,6 +13,7 @@ from app.schemas.datasets import (
     BudgetChangeOut,
     BudgetPatch,
     DatasetCreate,
+    DatasetCreated,
     DatasetList,
     DatasetOut,
 )
@@ -26,7 +27,7 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
     "",
     name="create_dataset",
     status_code=201,
-    response_model=DatasetOut,
+    response_model=DatasetCreated,
     responses=responses(401, 403, 404, 413, 422, 503),
 )
 def create_dataset(body: DatasetCreate, principal: CuratorDep, uow: UowDep) -> dict[str, Any]:

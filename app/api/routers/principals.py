@@ -12,10 +12,12 @@ from app.schemas.tenancy import (
     KeyCreate,
     KeyCreated,
     KeyRevoked,
+    Me,
     PrincipalCreate,
     PrincipalList,
     PrincipalOut,
 )
+from app.services import grants
 from app.services import principals as service
 
 router = APIRouter(tags=["principals"])
@@ -44,6 +46,13 @@ def create_principal(body: PrincipalCreate, principal: CuratorDep, uow: UowDep) 
 def list_principals(principal: PrincipalDep, uow: UowDep) -> dict[str, Any]:
     """Principals of the caller's organisation (admin: all)."""
     return service.list_principals(uow, principal)
+
+
+@router.get("/v1/me", name="whoami", response_model=Me, responses=responses(401, 503))
+def whoami(principal: PrincipalDep, uow: UowDep) -> dict[str, Any]:
+    """The caller: identity, role, and for an analyst its grants with each quota's reading
+    and what is left of it (a dashboard's role-aware home)."""
+    return grants.whoami(uow, principal)
 
 
 @router.post(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
@@ -52,6 +53,9 @@ from odometer_core.accounting.filters import (
     FilterState,
     admit,
     capacity,
+    initial_state,
+    state_from_json,
+    state_to_json,
     status,
 )
 
@@ -104,7 +108,7 @@ def left_of(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     """:func:`left` from a :func:`~odometer_core.accounting.filters.status` view."""
     mode = view["mode"]
     if mode == "split":
-        out = []
+        out: list[dict[str, Any]] = []
         for name, sub in view["sub_budgets"].items():
             out.extend({**item, "sub_budget": name} for item in left_of(sub))
         return out
@@ -288,7 +292,7 @@ def instead(
     value = Decimal(getattr(declaration, field))
 
     def fits(x: Decimal) -> bool:
-        candidate = dataclasses.replace(declaration, **{field: x})  # type: ignore[arg-type]
+        candidate = dataclasses.replace(declaration, **{field: x})
         try:
             return admit(
                 config, state, candidate, sub_budget=sub_budget, conversion_delta=conversion_delta
@@ -321,7 +325,7 @@ def instead(
             found = round_up(lo) if fits(round_up(lo)) else round_up(hi)
             if not fits(found):
                 return None
-    return dataclasses.replace(declaration, **{field: found}).to_json()  # type: ignore[arg-type]
+    return dataclasses.replace(declaration, **{field: found}).to_json()
 
 
 def refusal(
@@ -366,3 +370,97 @@ def _left_words(item: Mapping[str, Any]) -> str:
     sub = f"{item['sub_budget']}: " if item.get("sub_budget") else ""
     where = f" at order {item['order']}" if item.get("order") else ""
     return f"{sub}{UNIT_NAMES[item['unit']]} {item['amount']}{where} of {item['budget']}"
+
+
+# ---------------------------------------------------------------------------- attribution
+#: What an attribution is, as the report says it.
+ATTRIBUTION_BASIS = (
+    "the (ε, δ) of these charges alone, converted as the dataset's own status converts its "
+    "running totals (spent_eps_delta): an attribution, not a certified statement; shares do "
+    "not add up to the dataset's reading"
+)
+
+
+@dataclass(slots=True)
+class Spend:
+    """Net charges (refunds subtracted) of one analyst or one declaration kind, per
+    sub-budget, in the charges' own units: scalars (ε, δ, ρ, μ²) add; an RDP curve adds order
+    by order (composition: Mironov 2017, Prop. 1)."""
+
+    scalars: dict[str | None, dict[str, Decimal]] = dataclasses.field(default_factory=dict)
+    curves: dict[str | None, tuple[list[str], list[Decimal]]] = dataclasses.field(
+        default_factory=dict
+    )
+
+    def add(self, amount: Mapping[str, Any] | None, sub_budget: str | None, sign: int = 1) -> None:
+        """Add a stored charge (``sign`` -1: subtract a refund)."""
+        if not isinstance(amount, Mapping):
+            return
+        totals = self.scalars.setdefault(sub_budget, {})
+        for unit in ("epsilon", "delta", "rho", "mu_squared"):
+            value = amount.get(unit)
+            if isinstance(value, str):
+                totals[unit] = totals.get(unit, Decimal(0)) + sign * Decimal(value)
+        curve, orders = amount.get("rdp"), amount.get("orders")
+        if isinstance(curve, list) and isinstance(orders, list):
+            known = self.curves.get(sub_budget)
+            values = [Decimal(str(v)) for v in curve]
+            if known is None or known[0] != orders:
+                self.curves[sub_budget] = (list(orders), [sign * v for v in values])
+            else:
+                for i, v in enumerate(values):
+                    known[1][i] += sign * v
+
+    def curve_json(self) -> dict[str, Any] | None:
+        """The whole dataset's curve (not a split's): orders and the summed RDP, or ``None``."""
+        known = self.curves.get(None)
+        if known is None:
+            return None
+        return {"orders": known[0], "rdp": [fmt(max(v, Decimal(0))) for v in known[1]]}
+
+    def attribution(self, config: AccountingConfig) -> dict[str, Any]:
+        """The (ε, δ) of these charges alone (:data:`ATTRIBUTION_BASIS`): each sub-budget's
+        totals as a state of its filter, converted by that filter's own status
+        (``spent_eps_delta``: ε from ρ by Canonne–Kamath–Steinke 2020 Cor. 13, from μ by Dong–Roth–Su
+        2019 Cor. 2.13, from an RDP curve by Canonne–Kamath–Steinke 2020 Prop. 12), summed
+        over sub-budgets as the split's reading is. A part that cannot be read (a sub-budget
+        since removed) is left out."""
+        epsilon, delta = Decimal(0), Decimal(0)
+        for sub_budget in {*self.scalars, *self.curves}:
+            try:
+                leaf = config.sub_budget(sub_budget) if sub_budget else config  # type: ignore[union-attr]
+                view = status(leaf, self._state(leaf, sub_budget))["spent_eps_delta"]
+            except (AttributeError, KeyError, ValueError):
+                continue
+            if self._empty(sub_budget):
+                continue
+            epsilon += Decimal(view["epsilon"])
+            delta += Decimal(view["delta"])
+        return {
+            "epsilon": fmt(round_up(epsilon)),
+            "delta": fmt(round_up(delta)),
+            "certified": False,
+        }
+
+    def _empty(self, sub_budget: str | None) -> bool:
+        scalars = self.scalars.get(sub_budget, {})
+        curve = self.curves.get(sub_budget)
+        return all(v <= 0 for v in scalars.values()) and (
+            curve is None or all(v <= 0 for v in curve[1])
+        )
+
+    def _state(self, leaf: AccountingConfig, sub_budget: str | None) -> FilterState:
+        obj = state_to_json(initial_state(leaf))
+        totals = {k: fmt(max(v, Decimal(0))) for k, v in self.scalars.get(sub_budget, {}).items()}
+        if leaf.mode == "basic":
+            obj.update(
+                spent_epsilon=totals.get("epsilon", "0"), spent_delta=totals.get("delta", "0")
+            )
+        elif leaf.mode == "rdp":
+            curve = self.curves.get(sub_budget)
+            if curve is not None:
+                obj["rdp"] = [repr(float(max(v, Decimal(0)))) for v in curve[1]]
+            obj["delta"] = totals.get("delta", "0")
+        else:  # zcdp: rho, delta; gdp: mu_squared
+            obj.update({k: v for k, v in totals.items() if k in obj})
+        return state_from_json(leaf, obj)
