@@ -31,6 +31,7 @@ from app.db.uow import Database
 from app.services.batching import Registrar
 from app.services.charging import ChargeWorkers
 from app.services.checkpoints import signer_from_settings
+from app.services.gauges import BudgetGauges
 from app.services.groups import GroupCommit
 from app.settings import Settings, get_settings
 
@@ -83,6 +84,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         queue=FairQueue() if fair else None,
     )
     metrics = Metrics()
+    if settings.metrics_datasets:  # the listed datasets' budgets, read at each scrape
+        metrics.registry.register(BudgetGauges(db, settings.metrics_datasets))
     groups: GroupCommit[Any, Any] = GroupCommit(settings.group_commit)
     registrar = Registrar(db, charges, groups, metrics.alone)
 

@@ -1,14 +1,15 @@
 """Service configuration from the environment (pydantic-settings).
 
-Every variable is documented in the README's configuration table.
+Every variable is documented in the configuration table of docs/operations.md.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./odometer.db"
 
@@ -75,6 +76,12 @@ class Settings(BaseSettings):
     checkpoint_every: int = Field(
         default=1000, ge=1, validation_alias=AliasChoices("ODOMETER_CHECKPOINT_EVERY")
     )
+    #: Datasets whose budgets ``/metrics`` exports as gauges (``app/services/gauges.py``), by id
+    #: or exact name, comma-separated; empty = none. At most :data:`MAX_METRICS_DATASETS`, so
+    #: that the series a scrape returns stay bounded (no wildcard: every dataset is unbounded).
+    metrics_datasets: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), validation_alias=AliasChoices("ODOMETER_METRICS_DATASETS")
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -90,6 +97,11 @@ class Settings(BaseSettings):
             raise ValueError(weak_admin_key(len(value.get_secret_value())))
         return value
 
+    @field_validator("metrics_datasets", mode="before")
+    @classmethod
+    def _dataset_list(cls, value: Any) -> tuple[str, ...]:
+        return metrics_datasets(value)
+
 
 #: The shortest admin key the service accepts (a guessable one, e.g. ``change-me``, would hand
 #: every dataset to whoever guesses it).
@@ -102,6 +114,32 @@ def weak_admin_key(length: int) -> str:
         f"{MIN_ADMIN_KEY}: unset it and `make run` makes one, or use the output of "
         "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
     )
+
+
+#: The most datasets ``ODOMETER_METRICS_DATASETS`` may list (each adds six series, and one per
+#: unit of what is left, to every scrape of every worker).
+MAX_METRICS_DATASETS = 100
+
+
+def metrics_datasets(value: Any) -> tuple[str, ...]:
+    """The datasets listed, from ``a, b,c`` or a sequence: blanks dropped, each once, in order;
+    more than :data:`MAX_METRICS_DATASETS`, or a wildcard, is refused in one line."""
+    if not isinstance(value, str | list | tuple):
+        raise ValueError("ODOMETER_METRICS_DATASETS is a comma-separated list of datasets")
+    items = value.split(",") if isinstance(value, str) else value
+    listed = tuple(dict.fromkeys(s for s in (str(item).strip() for item in items) if s))
+    if "*" in listed:
+        raise ValueError(
+            "ODOMETER_METRICS_DATASETS names datasets by id or name; '*' (every dataset) is not "
+            "accepted, so that the series stay bounded: list the datasets (a dataset named '*': "
+            "give its id)"
+        )
+    if len(listed) > MAX_METRICS_DATASETS:
+        raise ValueError(
+            f"ODOMETER_METRICS_DATASETS lists {len(listed)} datasets; at most "
+            f"{MAX_METRICS_DATASETS} are exported (each adds series to every scrape): list fewer"
+        )
+    return listed
 
 
 @lru_cache(maxsize=1)

@@ -149,10 +149,11 @@ class LedgerRepository:
         return self.session.scalars(stmt).all()
 
     def last_registration(self, dataset_id: str) -> LedgerEntry | None:
-        """The dataset's most recent registration (accepted, reserved or rejected): whose
-        declaration a status summary counts (:func:`app.services.datasets.get_dataset`). Read
-        backwards on the ``(dataset_id, seq)`` index from the head."""
-        kinds = ("invocation_accepted", "invocation_reserved", "invocation_rejected")
+        """The dataset's most recent admitted registration (accepted or reserved: a refusal
+        changes nothing, the status it reads included), whose declaration a status summary
+        counts (:func:`app.services.datasets.get_dataset`). Read backwards on the
+        ``(dataset_id, seq)`` index from the head."""
+        kinds = ("invocation_accepted", "invocation_reserved")
         stmt = (
             select(LedgerEntry)
             .where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind.in_(kinds))

@@ -143,7 +143,7 @@ class LeftAmount(BaseModel):
 
 
 class MoreOfLast(BaseModel):
-    """How many more of the last registered declaration the dataset's budget admits in a
+    """How many more of the last admitted declaration the dataset's budget admits in a
     row, nothing else admitted meanwhile (levels above the dataset not counted)."""
 
     count: int

@@ -33,5 +33,6 @@ def readyz(database: DatabaseDep) -> dict[str, str]:
     responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
 )
 def metrics(metrics: MetricsDep) -> Response:
-    """Prometheus metrics of this worker process."""
+    """Prometheus metrics of this worker process, and the budget gauges of the datasets
+    ODOMETER_METRICS_DATASETS lists (read from the database: the same in every worker)."""
     return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)

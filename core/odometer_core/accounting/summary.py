@@ -12,7 +12,7 @@ command line) leads with the same summary, built here from the filter and its
   declarations have a share); μ² in ``gdp``; in ``rdp`` the order with the largest share of its
   threshold left (an RDP budget is a curve: ε does not subtract, so no (ε, δ) remainder is
   given in the curve modes); each sub-budget's in ``split``.
-- ``more``: how many more of a declaration (the last one registered) the filter admits in a row,
+- ``more``: how many more of a declaration (the last one admitted) the filter admits in a row,
   nothing else admitted meanwhile (:func:`~odometer_core.accounting.filters.capacity`: each is
   decided by the filter itself, so the count is exact up to :data:`MORE_LIMIT`).
 - ``text``: the three in one line.
@@ -421,9 +421,9 @@ class Spend:
     def attribution(self, config: AccountingConfig) -> dict[str, Any]:
         """The (ε, δ) of these charges alone (:data:`ATTRIBUTION_BASIS`): each sub-budget's
         totals as a state of its filter, converted by that filter's own status
-        (``spent_eps_delta``: ε from ρ by Canonne–Kamath–Steinke 2020 Cor. 13, from μ by Dong–Roth–Su
-        2019 Cor. 2.13, from an RDP curve by Canonne–Kamath–Steinke 2020 Prop. 12), summed
-        over sub-budgets as the split's reading is. A part that cannot be read (a sub-budget
+        (``spent_eps_delta``: ε from ρ by Canonne–Kamath–Steinke 2020 Cor. 13, from μ by
+        Dong–Roth–Su 2019 Cor. 2.13, from an RDP curve by Canonne–Kamath–Steinke 2020
+        Prop. 12), summed over sub-budgets as the split's reading is. A part that cannot be read (a sub-budget
         since removed) is left out."""
         epsilon, delta = Decimal(0), Decimal(0)
         for sub_budget in {*self.scalars, *self.curves}:
