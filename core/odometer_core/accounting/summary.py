@@ -423,8 +423,8 @@ class Spend:
         totals as a state of its filter, converted by that filter's own status
         (``spent_eps_delta``: ε from ρ by Canonne–Kamath–Steinke 2020 Cor. 13, from μ by
         Dong–Roth–Su 2019 Cor. 2.13, from an RDP curve by Canonne–Kamath–Steinke 2020
-        Prop. 12), summed over sub-budgets as the split's reading is. A part that cannot be read (a sub-budget
-        since removed) is left out."""
+        Prop. 12), summed over sub-budgets as the split's reading is. A part that cannot be
+        read (a sub-budget since removed) is left out."""
         epsilon, delta = Decimal(0), Decimal(0)
         for sub_budget in {*self.scalars, *self.curves}:
             try:
