@@ -202,3 +202,21 @@ def test_attribution_in_rdp_is_per_analyst_and_not_additive() -> None:
     # a refund subtracts: ann's second charge refunded leaves ann equal to bob
     ann.add(amount_json(admit(config, initial_state(config), GAUSSIAN).charge), None, -1)
     assert ann.attribution(config) == b
+
+
+@pytest.mark.parametrize("mode", ["zcdp", "rdp"])
+def test_a_delta_refusal_without_a_delta_share_says_why(mode: str) -> None:
+    approx = parse_declaration({"type": "approx_dp", "epsilon": "0.1", "delta": "1e-12"})
+    for conversion, explained in (("0.000001", True), ("0.0000005", False)):
+        config = make_config(
+            "2", "0.000001", "add_remove", {"mode": mode, "final_conversion_delta": conversion}
+        )
+        state = initial_state(config)
+        decision = admit(config, state, approx)
+        if not explained:  # a δ share: the same declaration is admitted
+            assert decision.admitted
+            continue
+        assert decision.reason == "delta budget exceeded"
+        text = refusal(config, state, approx, level="dataset", reason=decision.reason)["text"]
+        assert "keeps no δ for approximate declarations" in text
+        assert "final_conversion_delta < δ_B" in text

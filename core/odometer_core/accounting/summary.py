@@ -348,6 +348,12 @@ def refusal(
     )
     bound = reason or "budget exceeded"
     text = f"refused by the {level} budget: {bound}"
+    if bound.startswith("delta") and Decimal(view.get("delta_approx", "1")) == 0:
+        text += (
+            " (this budget keeps no δ for approximate declarations: all of δ_B converts its "
+            f"{view['mode']} total, final_conversion_delta = δ_B; declare a δ-free form such as "
+            "zcdp, rdp or gaussian, or use a dataset created with final_conversion_delta < δ_B)"
+        )
     if reading["left"]:
         text += "; left " + ", ".join(_left_words(item) for item in reading["left"])
     if suggestion is not None:
