@@ -62,6 +62,11 @@ class OrganisationOut(BaseModel):
     guarantee: dict[str, Any] | None = Field(
         description="the (ε, δ) the cap promises across the organisation's datasets, or null"
     )
+    summary: Summary | None = Field(
+        default=None,
+        description="the cap's reading to quote and what is left of it in its currency (null "
+        "without a cap)",
+    )
     cap_seq: int = Field(description="ledger entries that touched the cap, across datasets")
     usage: dict[str, int] = Field(
         description="invocations each dataset (by id) registered under the cap"

@@ -41,6 +41,7 @@ from odometer_core.accounting import (
 )
 from odometer_core.accounting.filters import CAPACITY_LIMIT
 from odometer_core.accounting.levels import CAP_RELATION, change_cap
+from odometer_core.accounting.summary import compose
 from odometer_core.ledger.organisation import replay_organisation
 
 
@@ -59,6 +60,7 @@ def organisation_view(org: Organisation) -> dict[str, Any]:
         "remaining": counted["remaining"] if org.cap_json else None,
         "status": counted,
         "guarantee": eps_delta_guarantee(config) if org.cap_json else None,
+        "summary": compose(counted) if org.cap_json else None,
         "cap_seq": org.cap_seq,
         "usage": org.cap_usage_json or {},
         "created_at": org.created_at,

@@ -418,6 +418,10 @@ def organisation_report(organisation_id: str) -> Call[dict[str, Any]]:
     return Call("GET", f"/v1/organisations/{organisation_id}/report", _document)
 
 
+def whoami() -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/me", _document)
+
+
 def list_principals() -> Call[list[dict[str, Any]]]:
     return Call("GET", "/v1/principals", _listed("principals"))
 

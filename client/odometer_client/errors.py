@@ -63,6 +63,11 @@ class BudgetExceeded(Conflict):
         self.ledger_seq: int | None = body.get("ledger_seq")
         refusing = body.get("blocks")
         self.blocks: list[dict[str, Any]] = decimals(refusing) if isinstance(refusing, list) else []
+        summary = body.get("summary")
+        #: the refusal in one line (``summary["text"]``): which budget and constraint bound,
+        #: what is left, and ``summary["instead"]``, a declaration that fits now (``None``
+        #: from a server before the summary, or on a partitioned dataset)
+        self.summary: dict[str, Any] | None = summary if isinstance(summary, dict) else None
 
     @property
     def requested_epsilon(self) -> Decimal | None:

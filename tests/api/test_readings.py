@@ -160,3 +160,24 @@ def test_a_second_dataset_of_the_same_name_is_created_with_a_warning(client: Tes
     other = new_organisation(client)
     r = client.post("/v1/datasets", json={**body, "organisation_id": other}, headers=AUTH)
     assert r.json()["warnings"] == []
+
+
+def test_an_organisation_cap_leads_with_its_reading(client: TestClient) -> None:
+    org = new_organisation(client)
+    listed = {
+        o["id"]: o for o in client.get("/v1/organisations", headers=AUTH).json()["organisations"]
+    }
+    assert listed[org]["summary"] is None  # no cap, nothing to be left of
+    cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
+    r = client.patch(f"/v1/organisations/{org}/cap", json=cap, headers=AUTH)
+    assert r.status_code == 200, r.text
+    ds = _dataset(client, org, {"mode": "zcdp"})
+    assert _register(client, ds, AUTH, {"type": "gaussian", "sigma": 10}).status_code == 201
+    listed = {
+        o["id"]: o for o in client.get("/v1/organisations", headers=AUTH).json()["organisations"]
+    }
+    summary, status = listed[org]["summary"], listed[org]["status"]
+    assert summary["guarantee"]["epsilon"] == str(round_up(Decimal(status["odometer"]["epsilon"])))
+    left = summary["left"][0]  # then the δ for approximate declarations the cap keeps
+    assert left["unit"] == "rho" and [x["unit"] for x in summary["left"][1:]] == ["delta"]
+    assert Decimal(left["amount"]) <= Decimal(status["remaining"]["rho"])

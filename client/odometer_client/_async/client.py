@@ -285,6 +285,11 @@ class AsyncOdometerClient:
         return await self._send(_core.organisation_report(organisation_id))
 
     # ------------------------------------------------------------------ principals and keys
+    async def whoami(self) -> dict[str, Any]:
+        """The key's principal: ``id``, ``name``, ``role``, ``organisation`` and, for an
+        analyst, ``grants`` with each quota's ``budget`` and ``summary`` (``GET /v1/me``)."""
+        return await self._send(_core.whoami())
+
     async def principals(self) -> list[dict[str, Any]]:
         """The principals the key can see."""
         return await self._send(_core.list_principals())

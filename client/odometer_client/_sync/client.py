@@ -281,6 +281,11 @@ class OdometerClient:
         return self._send(_core.organisation_report(organisation_id))
 
     # ------------------------------------------------------------------ principals and keys
+    def whoami(self) -> dict[str, Any]:
+        """The key's principal: ``id``, ``name``, ``role``, ``organisation`` and, for an
+        analyst, ``grants`` with each quota's ``budget`` and ``summary`` (``GET /v1/me``)."""
+        return self._send(_core.whoami())
+
     def principals(self) -> list[dict[str, Any]]:
         """The principals the key can see."""
         return self._send(_core.list_principals())
