@@ -1,25 +1,36 @@
 // Privacy odometer dashboard: read-only, vanilla JS, no inline script (see the page's CSP).
 // Every value from the server is written with textContent; the SVG charts are parsed as XML,
-// stripped of anything active and imported as nodes, never assigned as HTML.
-// Amounts are exact decimal strings from the API. They are shown rounded to DIGITS
-// significant digits in the direction that never flatters (spent and reserved up, budgets
-// and what remains down), with the exact string in the element's title; no amount is ever
-// added up in floating point (floats only size the gauge's bars).
+// stripped of anything active and imported as nodes, never assigned as HTML (the page's own
+// chart is built node by node).
+// Every budget leads with ONE reading to quote: the status summary's text and its certified
+// guarantee (status.summary: the odometer reading rounded up to 8 significant digits, what is
+// left rounded down), shown as the API gives them. Other amounts are exact decimal strings
+// from the API, shown rounded to DIGITS significant digits in the direction that never
+// flatters (spent and reserved up, budgets and what remains down), with the exact string in
+// the element's title; no amount is ever added up in floating point (floats only size bars).
 "use strict";
 
 (function () {
   const KEY = "odometer.apiKey";
   const PAGE = 20;
   const DIGITS = 6;
+  const READING_DIGITS = 8; // the summary's: a reading rounded up, what is left rounded down
   const MAX_GRANT_READS = 50; // the organisation view reads the grants of this many datasets
+  const MAX_REPORTS = 20; // an auditor's home reads this many reports (3 at a time)
   const SVG_NS = "http://www.w3.org/2000/svg";
   const UNIT = { epsilon: "ε", rho: "ρ", mu_squared: "μ²", delta: "δ" }; // the order shown
+  const LEFT_UNIT = { epsilon: "ε", delta: "δ", rho: "ρ", mu_squared: "μ²", rdp: "RDP" };
   const KINDS = ["dataset_created", "budget_changed", "grant_changed", "invocation_accepted",
     "invocation_reserved", "invocation_rejected", "invocation_settled", "invocation_cancelled",
     "blocks_opened", "blocks_retired"];
+  const params = new URLSearchParams(window.location.search);
+  // the open dataset's status is read again every POLL_MS (/dashboard?poll=MS: 250 … 600000)
+  const POLL_MS = Math.min(600_000, Math.max(250,
+    parseInt(params.get("poll") || "5000", 10) || 5000));
   const $ = (id) => document.getElementById(id);
   const state = { names: {}, dataset: null, head: 0, cursors: [], after: 0, next: null,
-    reportReadable: false };
+    reportReadable: false, me: null, role: null, datasets: [], orgNames: {}, reportKey: null,
+    homeToken: 0 };
 
   // ------------------------------------------------------------------ exact decimal strings
   function parseDec(text) {
@@ -47,13 +58,15 @@
     return `${sign}${d.digits[0]}${rest ? "." + rest : ""}e${adjusted >= 0 ? "+" : ""}${adjusted}`;
   }
 
-  // At most DIGITS significant digits, towards +∞ (up) or −∞ (down): never flattering.
-  function shown(text, up) {
+  // At most `digits` (DIGITS) significant digits, towards +∞ (up) or −∞ (down): never
+  // flattering.
+  function shown(text, up, significant) {
+    const keep = significant || DIGITS;
     const d = parseDec(text);
     if (d === null) return String(text);
-    if (d.digits.length <= DIGITS) return formatDec(d);
-    const dropped = d.digits.slice(DIGITS);
-    let kept = BigInt(d.digits.slice(0, DIGITS));
+    if (d.digits.length <= keep) return formatDec(d);
+    const dropped = d.digits.slice(keep);
+    let kept = BigInt(d.digits.slice(0, keep));
     if (/[1-9]/.test(dropped) && up !== d.neg) kept += 1n;
     let digits = kept.toString();
     let exp = d.exp + dropped.length;
@@ -148,6 +161,95 @@
     return name ? name : id;
   }
 
+  // ------------------------------------------------------------------ one reading to quote
+  // The certified reading as shown: the summary's guarantee (the odometer reading rounded up
+  // to READING_DIGITS significant digits: a larger ε or δ is still a guarantee) or, where a
+  // status has no summary (a sub-budget, a run of blocks, an organisation's cap), its
+  // odometer rounded up the same way. The exact reading is on hover.
+  function readingNode(odometer, guarantee, cls) {
+    const el = document.createElement("span");
+    el.className = `reading-value ${cls || "g-odometer"}`;
+    const g = guarantee || (odometer && {
+      epsilon: shown(odometer.epsilon, true, READING_DIGITS),
+      delta: shown(odometer.delta, true, READING_DIGITS),
+    });
+    el.textContent = g ? `ε ${g.epsilon}, δ ${g.delta}` : "no certified reading";
+    el.title = odometer ? `ε ${odometer.epsilon}, δ ${odometer.delta}`
+      : `rounded up to ${READING_DIGITS} significant digits`;
+    return el;
+  }
+
+  // fraction (0 … 1, a decimal string) as a percentage: "48.48 %"
+  function percentText(fraction) {
+    const d = parseDec(fraction);
+    if (d === null) return "";
+    return `${d.digits === "0" ? "0" : shown(formatDec({ ...d, exp: d.exp + 2 }), false)} %`;
+  }
+
+  // What is left, from summary.left: in the mode's own unit, rounded down by the API.
+  function leftNode(items) {
+    const p = document.createElement("p");
+    p.className = "left";
+    const label = document.createElement("span");
+    label.className = "left-label";
+    label.textContent = "left";
+    p.appendChild(label);
+    items.forEach((item, i) => {
+      if (i) p.append(" · ");
+      const span = document.createElement("span");
+      span.className = "left-item";
+      span.dataset.unit = item.unit;
+      span.dataset.amount = item.amount;
+      const sub = item.sub_budget ? `${item.sub_budget}: ` : "";
+      const where = item.order ? ` at order ${item.order}` : "";
+      span.textContent = `${sub}${LEFT_UNIT[item.unit] || item.unit} ${item.amount}${where}`
+        + ` of ${item.budget} (${percentText(item.fraction)})`;
+      span.title = "what is left, rounded down to 8 significant digits"
+        + (item.unit === "rdp" ? " (an RDP budget is a curve: the order with the largest"
+          + " share of its threshold left)" : "");
+      p.appendChild(span);
+    });
+    return p;
+  }
+
+  // "N more like the last": how many more of the last declaration the budget admits.
+  function moreNode(more) {
+    const p = document.createElement("p");
+    p.className = more.count === 0 ? "more none" : "more";
+    const kind = more.of && more.of.type ? more.of.type : "declaration";
+    const n = more.count;
+    p.textContent = `${more.at_least ? "at least " : ""}${n} more ${kind} like the last `
+      + `${n === 1 ? "fits" : "fit"}${more.sub_budget ? ` (sub-budget ${more.sub_budget})` : ""}`;
+    p.title = `counted by the dataset's filter: ${JSON.stringify(more.of)}`;
+    return p;
+  }
+
+  // A budget's reading: the summary's text first (the sentence to quote), the certified
+  // guarantee prominently, what is left and how many more of the last declaration fit.
+  function readingBlock(summary, odometer, options) {
+    const opts = options || {};
+    const box = document.createElement("div");
+    box.className = "reading-box";
+    if (summary && summary.text) {
+      const text = document.createElement("p");
+      text.className = "summary-text";
+      text.textContent = summary.text;
+      box.appendChild(text);
+    }
+    const reading = document.createElement("p");
+    reading.className = "reading";
+    const label = document.createElement("span");
+    label.className = "reading-label";
+    label.textContent = opts.label || "Certified reading to quote";
+    reading.append(label, " ", readingNode(odometer, summary && summary.guarantee, opts.cls));
+    box.appendChild(reading);
+    if (summary && Array.isArray(summary.left) && summary.left.length) {
+      box.appendChild(leftNode(summary.left));
+    }
+    if (summary && summary.more) box.appendChild(moreNode(summary.more));
+    return box;
+  }
+
   // ------------------------------------------------------------------ gauges
   // The gauge of one leaf status, in the mode's own unit: [unit, spent, reserved, remaining,
   // budget]; rdp counts in its (ε, δ) estimate (what remains is budget − estimate).
@@ -168,6 +270,10 @@
     return ["epsilon", spent, "0", minus(status.budget.epsilon, spent), status.budget.epsilon];
   }
 
+  // What the secondary line of numbers is, per mode.
+  const COUNTED = { basic: "Counted in ε:", zcdp: "Counted in ρ (zCDP):", gdp: "Counted in μ² (GDP):",
+    rdp: "(ε, δ) estimate, not certified:" };
+
   // A gauge's bar: each part ([class, amount]) as its share of total (floats size bars only).
   function barNode(total, parts) {
     const bar = document.createElement("div");
@@ -182,30 +288,28 @@
     return bar;
   }
 
-  function gaugeFor(status, label) {
-    const box = document.createElement("div");
-    box.className = "gauge";
-    if (!status || !status.mode) {
-      box.textContent = "unreadable (see the replay verification)";
-      return box;
-    }
-    if (status.mode === "split") {
-      for (const [name, sub] of Object.entries(status.sub_budgets || {})) {
-        box.appendChild(gaugeFor(sub, `sub-budget ${name}`));
-      }
-      return box;
-    }
+  // The bar and the secondary numbers of one leaf status (a whole dataset, a sub-budget, a
+  // run of blocks). An rdp budget is a curve: its bar is the share used of the order with the
+  // most left (summary.left), its numbers the (ε, δ) estimate, labelled so.
+  function barAndNumbers(status, leftItems) {
+    const nodes = [];
     const [unit, spent, reserved, remaining, budget] = measure(status);
     const sym = UNIT[unit];
-    if (label) {
-      const head = document.createElement("div");
-      head.className = "gauge-label";
-      head.textContent = label;
-      box.appendChild(head);
+    const rdpLeft = status.mode === "rdp" && (leftItems || []).find((i) => i.unit === "rdp");
+    if (rdpLeft) {
+      const used = Math.max(0, 1 - Number(rdpLeft.fraction));
+      const bar = barNode(1, [["spent", used]]);
+      bar.title = `RDP used at order ${rdpLeft.order}: ${percentText(String(used.toFixed(4)))}`;
+      nodes.push(bar);
+    } else {
+      nodes.push(barNode(budget, [["spent", spent], ["reserved", reserved]]));
     }
-    box.appendChild(barNode(budget, [["spent", spent], ["reserved", reserved]]));
     const numbers = document.createElement("p");
     numbers.className = "numbers";
+    const label = document.createElement("span");
+    label.className = "numbers-label";
+    label.textContent = COUNTED[status.mode] || "Counted:";
+    numbers.appendChild(label);
     const parts = [
       ["spent", "spent", spent, true], ["reserved", "reserved", reserved, true],
       ["remaining", "remaining", remaining, false], ["budget", "of", budget, false],
@@ -218,24 +322,45 @@
       span.textContent = `${word} ${sym} ${shown(value, up)}`;
       numbers.appendChild(span);
     }
-    box.appendChild(numbers);
-    const ed = document.createElement("p");
-    ed.className = "eps-delta";
-    ed.append("as (ε, δ): spent ");
-    ed.appendChild(amountNode("span", status.spent_eps_delta, true, "g-ed-spent"));
-    ed.append(" of ");
-    ed.appendChild(amountNode("span", status.budget, false, "g-ed-budget"));
-    if (status.spent_eps_delta && status.spent_eps_delta.certified === false) {
-      ed.append(" (estimate, not certified)");
+    nodes.push(numbers);
+    return nodes;
+  }
+
+  // A dataset's (or a run's) gauge: its reading to quote first, then what its filter counts.
+  // A split dataset's sub-budgets follow, each with its bar, its numbers and its own part of
+  // the reading (the dataset's reading is their sum).
+  function gaugeFor(status, label) {
+    const box = document.createElement("div");
+    box.className = "gauge";
+    if (!status || !status.mode) {
+      box.textContent = "unreadable (see the replay verification)";
+      return box;
     }
-    box.appendChild(ed);
-    if (status.odometer) {
-      // the certified reading: valid whenever the analysts stop (rounded up: it is a cost)
-      const odo = document.createElement("p");
-      odo.className = "odometer";
-      odo.append("guarantee so far (certified at any stopping time): ");
-      odo.appendChild(amountNode("span", status.odometer, true, "g-odometer"));
-      box.appendChild(odo);
+    if (label) {
+      const head = document.createElement("div");
+      head.className = "gauge-label";
+      head.textContent = label;
+      box.appendChild(head);
+    }
+    const summary = status.summary || null;
+    box.appendChild(readingBlock(summary, status.odometer));
+    if (status.mode !== "split") {
+      box.append(...barAndNumbers(status, summary && summary.left));
+      return box;
+    }
+    for (const [name, sub] of Object.entries(status.sub_budgets || {})) {
+      const part = document.createElement("div");
+      part.className = "sub-gauge";
+      part.dataset.sub = name;
+      const head = document.createElement("div");
+      head.className = "gauge-label";
+      head.append(`sub-budget ${name} (${sub.mode}): its part of the reading `);
+      if (sub.odometer) head.appendChild(readingNode(sub.odometer, null, "g-sub-odometer"));
+      part.appendChild(head);
+      const items = summary && summary.left ? summary.left.filter((i) => i.sub_budget === name)
+        : [];
+      part.append(...barAndNumbers(sub, items));
+      box.appendChild(part);
     }
     return box;
   }
@@ -382,12 +507,10 @@
     if (status.mode) budget.append(` (${status.mode})`);
     numbers.appendChild(budget);
     box.appendChild(numbers);
-    if (status.odometer) {
-      const odo = document.createElement("p");
-      odo.className = "odometer";
-      odo.append("highest certified reading over open blocks: ");
-      odo.appendChild(amountNode("span", status.odometer, true, "g-odometer"));
-      box.appendChild(odo);
+    if (status.odometer || status.summary) {
+      // the most spent open block's reading (the summary's text says so)
+      box.insertBefore(readingBlock(status.summary, status.odometer,
+        { label: "Certified reading to quote (most spent open block)" }), head.nextSibling);
     }
     return box;
   }
@@ -814,13 +937,16 @@
     ]);
     state.names = {};
     for (const p of people.principals) state.names[p.id] = p.name;
+    for (const org of orgs.organisations) state.orgNames[org.id] = org.name;
+    // grants and the caps' replays are for curators and auditors: an analyst does not ask
+    const overseer = state.role !== "analyst";
     const [grants, reports] = await Promise.all([
-      Promise.all(datasets.slice(0, MAX_GRANT_READS).map((ds) =>
+      Promise.all((overseer ? datasets.slice(0, MAX_GRANT_READS) : []).map((ds) =>
         api(`/v1/datasets/${encodeURIComponent(ds.id)}/grants`)
           .then((body) => body.grants.map((g) => ({ ...g, dataset: ds })))
           .catch(() => []))),
       // the cap's replay: curators and auditors only (an analyst's 403 just leaves it out)
-      Promise.all(orgs.organisations.map((org) => (org.cap
+      Promise.all(orgs.organisations.map((org) => (org.cap && overseer
         ? api(`/v1/organisations/${encodeURIComponent(org.id)}/report`).catch(() => null)
         : null))),
     ]);
@@ -924,14 +1050,26 @@
     }
     const reserved = org.reserved && org.reserved.epsilon != null ? org.reserved.epsilon : "0";
     const settled = minus(reading.epsilon, reserved) || reading.epsilon;
-    box.appendChild(barNode(org.cap.epsilon, [["spent", settled], ["reserved", reserved]]));
     const line = document.createElement("p");
-    line.className = "odometer";
-    line.append("certified reading (at any stopping time): ");
-    line.appendChild(amountNode("span", reading, true, "g-odometer org-odometer"));
-    line.append(" of the cap's ");
-    line.appendChild(amountNode("span", { epsilon: org.cap.epsilon }, false, "org-cap-epsilon"));
+    line.className = "reading";
+    const label = document.createElement("span");
+    label.className = "reading-label";
+    label.textContent = "Certified reading to quote";
+    const summary = org.status.summary || null; // where the server sums a cap up too
+    if (summary && summary.text) {
+      const text = document.createElement("p");
+      text.className = "summary-text";
+      text.textContent = summary.text;
+      box.appendChild(text);
+    }
+    const of = document.createElement("span");
+    of.className = "reading-of";
+    of.append("of the cap's ",
+      amountNode("span", { epsilon: org.cap.epsilon }, false, "org-cap-epsilon"));
+    line.append(label, " ", readingNode(reading, summary && summary.guarantee,
+      "g-odometer org-odometer"), " ", of);
     box.appendChild(line);
+    box.appendChild(barNode(org.cap.epsilon, [["spent", settled], ["reserved", reserved]]));
     return box;
   }
 
@@ -1087,30 +1225,316 @@
     return table;
   }
 
-  async function loadDatasets() {
-    say("");
-    const body = await api("/v1/datasets?limit=1000");
-    await loadOrganisation(body.datasets).catch((e) => say(explain(e)));
+  // ------------------------------------------------------------------ the list and the homes
+  // One row per dataset: its name, mode and reading (the list is the master of a master-detail
+  // layout: on a wide window it stays on the left, the selected dataset's detail or the
+  // role's home on the right; on a phone they stack).
+  function listGauge(ds) {
+    return ds.partition ? blocksSummary(ds) : gaugeFor(ds.status);
+  }
+
+  function renderList(datasets) {
     const tbody = $("datasets").querySelector("tbody");
     tbody.replaceChildren();
-    for (const ds of body.datasets) {
+    for (const ds of datasets) {
       const tr = document.createElement("tr");
       tr.dataset.id = ds.id;
+      tr.className = "ds-row";
       cell(tr, ds.name, "name").title = ds.id;
-      cell(tr, ds.mode);
-      cell(tr, "", "gauge-cell").appendChild(ds.partition ? blocksSummary(ds) : gaugeFor(ds.status));
+      const mode = cell(tr, "", "mode");
+      const tag = document.createElement("span");
+      tag.className = "mode-tag";
+      tag.textContent = ds.mode;
+      mode.appendChild(tag);
+      cell(tr, "", "gauge-cell").appendChild(listGauge(ds));
       if (ds.partition) tr.classList.add("partitioned");
       const button = document.createElement("button");
       button.type = "button";
       button.textContent = "Show";
       button.className = "show";
+      button.setAttribute("aria-label", `Show ${ds.name}`);
       button.addEventListener("click", () => selectDataset(ds).catch((e) => say(explain(e))));
-      cell(tr, "").appendChild(button);
+      cell(tr, "", "action").appendChild(button);
+      tr.classList.toggle("selected", Boolean(state.dataset && state.dataset.id === ds.id));
       tbody.appendChild(tr);
     }
+    $("list-count").textContent = `(${datasets.length})`;
+  }
+
+  // A dataset's row again, from a status read since (the live refresh of the open dataset).
+  function updateRow(fresh) {
+    const i = state.datasets.findIndex((d) => d.id === fresh.id);
+    if (i >= 0) state.datasets[i] = { ...state.datasets[i], status: fresh.status };
+    const td = $("datasets").querySelector(`tr[data-id="${CSS.escape(fresh.id)}"] td.gauge-cell`);
+    if (td) td.replaceChildren(listGauge({ ...fresh, partition: fresh.partition }));
+  }
+
+  // GET /v1/me: who the key is (null from a server without it: the role is then inferred
+  // from what the key may read).
+  async function whoami() {
+    try {
+      return await api("/v1/me");
+    } catch (err) {
+      if (err.status === 404 || err.status === 405) return null;
+      throw err;
+    }
+  }
+
+  const HOME_TITLES = {
+    admin: "Every organisation and dataset",
+    curator: "Your organisation: datasets, caps and grants",
+    analyst: "Your grants, quotas and spend",
+    auditor: "Your reports",
+  };
+
+  const HOME_INTROS = {
+    admin: "As the administrator you see every organisation with its cap, and every dataset."
+      + " Select a dataset for its live reading and its report.",
+    curator: "Your organisation's cap, datasets and the analysts' grants with their quotas."
+      + " Select a dataset for its live reading, its report and its ledger.",
+    analyst: "Each dataset you may spend on, with your quota's certified reading (what you"
+      + " have spent under it) and what is left of it. Select a dataset for its live reading.",
+    auditor: "Every report of your organisation: each dataset's certified reading and the"
+      + " replay of its ledger. Open one for its charts, totals and ledger.",
+  };
+
+  function whoText() {
+    const me = state.me;
+    if (!me) return "role unknown (this server has no GET /v1/me)";
+    if (me.role === "admin") {
+      return `${me.name === "admin" ? "" : `${me.name} · `}admin · every organisation`;
+    }
+    const org = me.organisation ? state.orgNames[me.organisation] || me.organisation : "";
+    return `${me.name} · ${me.role}${org ? ` · ${org}` : ""}`;
+  }
+
+  function showWho() {
+    const who = $("whoami");
+    who.textContent = whoText();
+    who.hidden = false;
+    document.body.dataset.role = state.role || "unknown";
+  }
+
+  // The role's home: what it is for, then its own panel (an analyst's grants, an auditor's
+  // reports) and the organisation cards.
+  async function renderHome(datasets) {
+    const role = state.role;
+    const token = ++state.homeToken;
+    $("home-title").textContent = HOME_TITLES[role] || "Organisations and datasets";
+    $("home-intro").textContent = HOME_INTROS[role]
+      || "Select a dataset for its live reading and, where this key may read it, its report.";
+    $("org-heading").textContent = role === "admin" ? "Organisations" : "Your organisation";
+    $("grants").hidden = role !== "analyst";
+    $("reports").hidden = role !== "auditor";
+    if (role === "analyst") renderGrants(datasets);
+    const pending = [loadOrganisation(datasets)];
+    if (role === "auditor") pending.push(renderReports(datasets, token));
+    await Promise.all(pending);
+    showWho();
+  }
+
+  // A grant's quota: its certified reading (the analyst's own spend under it), what is left;
+  // or no quota (the dataset's budget alone bounds the analyst).
+  function quotaNodes(grant) {
+    const nodes = [];
+    const quota = document.createElement("p");
+    quota.className = "grant-quota";
+    if (!grant.quota) {
+      quota.textContent = "No quota: your charges count against the dataset's budget only (the"
+        + " API keeps no separate reading of them).";
+      nodes.push(quota);
+      return nodes;
+    }
+    quota.append("Your quota ");
+    quota.appendChild(amountNode("span", grant.quota.budget, false, "quota-budget"));
+    nodes.push(quota);
+    const summary = grant.quota.summary;
+    const block = readingBlock(summary, null,
+      { label: "Your spend: certified reading of your quota", cls: "q-odometer" });
+    // the bar: the share used of the quota's most used budget (floats size bars only)
+    const fractions = (summary.left || []).map((i) => Number(i.fraction));
+    if (fractions.length) {
+      const used = Math.max(0, 1 - Math.min(...fractions));
+      const bar = barNode(1, [["spent", used]]);
+      bar.title = `${percentText(used.toFixed(4))} of the quota's most used budget`;
+      block.appendChild(bar);
+    }
+    block.classList.add("gauge", "quota-gauge");
+    nodes.push(block);
+    return nodes;
+  }
+
+  function grantOf(datasetId) {
+    const grants = state.me && Array.isArray(state.me.grants) ? state.me.grants : [];
+    return grants.find((g) => g.dataset_id === datasetId) || null;
+  }
+
+  function renderGrants(datasets) {
+    const box = $("grants");
+    box.replaceChildren();
+    const grants = state.me && Array.isArray(state.me.grants) ? state.me.grants : [];
+    const head = document.createElement("h3");
+    head.textContent = `Your grants (${grants.length})`;
+    box.appendChild(head);
+    if (!grants.length) {
+      const none = document.createElement("p");
+      none.className = "note";
+      none.textContent = "No grant yet: a curator of your organisation grants datasets.";
+      box.appendChild(none);
+    }
+    for (const grant of grants) {
+      const ds = datasets.find((d) => d.id === grant.dataset_id);
+      const card = document.createElement("div");
+      card.className = "grant";
+      card.dataset.id = grant.dataset_id;
+      const top = document.createElement("div");
+      top.className = "grant-head";
+      const name = document.createElement("h4");
+      name.textContent = grant.dataset_name || (ds && ds.name) || grant.dataset_id;
+      top.appendChild(name);
+      if (ds) {
+        const tag = document.createElement("span");
+        tag.className = "mode-tag";
+        tag.textContent = ds.mode;
+        const open = document.createElement("button");
+        open.type = "button";
+        open.className = "open";
+        open.textContent = "Open";
+        open.addEventListener("click", () => selectDataset(ds).catch((e) => say(explain(e))));
+        top.append(tag, open);
+      }
+      card.appendChild(top);
+      card.append(...quotaNodes(grant));
+      if (ds && ds.status && ds.status.odometer) {
+        const whole = document.createElement("p");
+        whole.className = "grant-dataset";
+        whole.append("The dataset's reading (everyone's charges): ");
+        whole.appendChild(readingNode(ds.status.odometer,
+          ds.status.summary && ds.status.summary.guarantee, "ds-odometer"));
+        card.appendChild(whole);
+      }
+      box.appendChild(card);
+    }
+  }
+
+  // An auditor's reports: each dataset's reading and its report's replay verdict, rejections
+  // and entries (the first MAX_REPORTS datasets, three reports read at a time).
+  async function renderReports(datasets, token) {
+    const tbody = $("reports-table").querySelector("tbody");
+    tbody.replaceChildren();
+    const rows = datasets.slice(0, MAX_REPORTS).map((ds) => {
+      const tr = document.createElement("tr");
+      tr.dataset.id = ds.id;
+      cell(tr, ds.name, "name").title = ds.id;
+      cell(tr, ds.partition ? `${ds.mode}, partitioned` : ds.mode, "mode n");
+      const reading = cell(tr, "", "reading-cell");
+      if (ds.status && (ds.status.odometer || ds.status.summary)) {
+        const summary = ds.status.summary;
+        const value = readingNode(ds.status.odometer, summary && summary.guarantee,
+          "r-odometer");
+        if (summary && summary.text) {
+          const text = document.createElement("span");
+          text.className = "summary-text";
+          text.textContent = summary.text;
+          reading.append(text, value);
+        } else {
+          reading.appendChild(value);
+        }
+      }
+      cell(tr, "reading…", "replay n");
+      cell(tr, "", "num n rejections");
+      cell(tr, "", "num n entries");
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "open";
+      button.textContent = "Open";
+      button.addEventListener("click", () => selectDataset(ds).catch((e) => say(explain(e))));
+      cell(tr, "", "action").appendChild(button);
+      labelCells($("reports-table"), tr);
+      tbody.appendChild(tr);
+      return [ds, tr];
+    });
+    if (datasets.length > MAX_REPORTS) {
+      const tr = document.createElement("tr");
+      cell(tr, `… and ${datasets.length - MAX_REPORTS} more in the list`, "more-rows").colSpan = 7;
+      tbody.appendChild(tr);
+    }
+    let next = 0;
+    const worker = async () => {
+      while (next < rows.length && token === state.homeToken) {
+        const [ds, tr] = rows[next++];
+        const replay = tr.querySelector("td.replay");
+        try {
+          const report = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/report`);
+          const v = report.verification;
+          replay.textContent = v && v.ok ? "verified" : `FAILED (${v ? v.problem_count : "?"})`;
+          replay.className = `replay n ${v && v.ok ? "ok" : "failed"}`;
+          replay.title = verdictText(v);
+          tr.querySelector("td.rejections").textContent = String(report.rejections.total);
+          tr.querySelector("td.entries").textContent = String(report.ledger.entries);
+        } catch (err) {
+          replay.textContent = err.status === 403 ? "not readable by this key" : explain(err);
+        }
+      }
+    };
+    await Promise.all([worker(), worker(), worker()]);
+    document.body.dataset.reports = "loaded";
+  }
+
+  async function loadAll() {
+    say("");
+    const me = await whoami(); // a refused key stops here (401)
+    state.me = me;
+    state.role = me ? me.role : null;
+    const body = await api("/v1/datasets?limit=1000");
+    state.datasets = body.datasets;
+    renderList(body.datasets);
     $("main").hidden = false;
     $("login").hidden = true;
+    $("toolbar").hidden = false;
+    showWho();
     if (!body.datasets.length) say("No datasets are visible to this key.");
+    const home = renderHome(body.datasets).catch((e) => say(explain(e)));
+    await route();
+    await home;
+    document.body.dataset.home = state.role || "unknown";
+  }
+
+  // ------------------------------------------------------------------ navigation
+  // The selected dataset is in the address (#ds=ID): the back button goes home again, and a
+  // reload opens the same dataset.
+  function routeId() {
+    const m = /^#ds=(.+)$/.exec(window.location.hash);
+    return m ? decodeURIComponent(m[1]) : null;
+  }
+
+  function setRoute(id) {
+    if (routeId() === id) return;
+    const url = id ? `#ds=${encodeURIComponent(id)}`
+      : window.location.pathname + window.location.search;
+    window.history.pushState({ ds: id }, "", url);
+  }
+
+  async function route() {
+    const id = routeId();
+    const ds = id ? state.datasets.find((d) => d.id === id) : null;
+    if (ds) await selectDataset(ds, true).catch((e) => say(explain(e)));
+    else showHome(true);
+  }
+
+  function narrow() { return window.matchMedia("(max-width: 999px)").matches; }
+
+  function showHome(fromRoute) {
+    stopLive();
+    state.dataset = null;
+    $("detail").hidden = true;
+    $("home").hidden = false;
+    for (const tr of $("datasets").querySelectorAll("tbody tr")) tr.classList.remove("selected");
+    document.body.classList.remove("has-detail");
+    if (!fromRoute) {
+      setRoute(null);
+      if (narrow()) $("view-pane").scrollIntoView({ block: "start" });
+    }
   }
 
   // ------------------------------------------------------------------ report
@@ -1138,6 +1562,60 @@
     figure.appendChild(safeSvg(await api(path, "image/svg+xml")));
   }
 
+  function svgNode(tag, attrs, text) {
+    const el = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    if (text != null) el.textContent = text;
+    return el;
+  }
+
+  // The page's own per-analyst chart outside basic mode: each analyst's attribution (the
+  // (ε, δ) of its own charges alone), a bar of its ε against the budget's ε. Not a certified
+  // statement: the shares do not add up to the dataset's reading (the server's chart counts
+  // the charges in the mode's unit, which a curve has none of).
+  function attributionChart(rows, budget, datasetName) {
+    const labelW = 200;
+    const barW = 300;
+    const rowH = 30;
+    const top = 58;
+    const width = labelW + barW + 230;
+    const height = top + rowH * Math.max(1, rows.length) + 34;
+    const svg = svgNode("svg", { viewBox: `0 0 ${width} ${height}`, width, height,
+      role: "img", class: "attribution-chart",
+      "aria-label": `Attribution per analyst of dataset ${datasetName} (not certified)` });
+    svg.appendChild(svgNode("text", { x: 12, y: 22, class: "chart-title" },
+      `Attribution per analyst (ε) of dataset ${datasetName}`));
+    svg.appendChild(svgNode("text", { x: 12, y: 42, class: "chart-sub" },
+      "not certified: each analyst's own charges alone; shares do not add up to the reading"));
+    const whole = Math.max(Number(budget) || 0,
+      ...rows.map((r) => Number(r.attribution.epsilon) || 0)) || 1;
+    rows.forEach((r, i) => {
+      const y = top + i * rowH;
+      const g = svgNode("g", { class: "analyst" });
+      const name = r.name || nameOf(r.actor);
+      const short = name.length > 28 ? `${name.slice(0, 27)}…` : name;
+      g.appendChild(svgNode("text", { x: labelW - 8, y: y + 17, "text-anchor": "end",
+        class: "label" }, short));
+      const w = Math.max(1, (barW * (Number(r.attribution.epsilon) || 0)) / whole);
+      const bar = svgNode("rect", { x: labelW, y: y + 5, width: w, height: 16,
+        class: "attribution-bar" });
+      bar.appendChild(svgNode("title", {},
+        `${name}: attribution ε ${r.attribution.epsilon}, δ ${r.attribution.delta} (not certified)`));
+      g.appendChild(bar);
+      g.appendChild(svgNode("text", { x: labelW + w + 6, y: y + 17, class: "value" },
+        `ε ${shown(r.attribution.epsilon, true, READING_DIGITS)}, `
+        + `δ ${shown(r.attribution.delta, true, READING_DIGITS)}`));
+      svg.appendChild(g);
+    });
+    const axisY = top + rowH * Math.max(1, rows.length) + 4;
+    svg.appendChild(svgNode("line", { x1: labelW, y1: axisY, x2: labelW + barW, y2: axisY,
+      class: "axis" }));
+    svg.appendChild(svgNode("text", { x: labelW, y: axisY + 16, class: "tick" }, "0"));
+    svg.appendChild(svgNode("text", { x: labelW + barW, y: axisY + 16, "text-anchor": "end",
+      class: "tick" }, `ε ${shown(String(whole), false)}`));
+    return svg;
+  }
+
   function verdictText(v) {
     if (!v) return "not run";
     if (v.ok) return `OK — ${v.entries} entries replayed, head hash matches`;
@@ -1163,12 +1641,72 @@
     }
   }
 
+  // A table's header row from [text, class] pairs.
+  function setHead(table, columns) {
+    const tr = table.tHead.rows[0];
+    tr.replaceChildren(...columns.map(([text, cls]) => {
+      const th = document.createElement("th");
+      th.textContent = text;
+      if (cls) th.className = cls;
+      return th;
+    }));
+  }
+
+  // Each cell of a row named by its column's header (data-label): a narrow window draws the
+  // table's rows as cards, each value under its column's name.
+  function labelCells(table, tr) {
+    const heads = Array.from(table.tHead.rows[0].cells).map((th) => th.textContent);
+    Array.from(tr.cells).forEach((td, i) => {
+      if (heads[i]) td.dataset.label = heads[i];
+    });
+  }
+
+  // A charge as text: scalar amounts, or (rdp) a curve, which has no single amount (its
+  // values by order on hover).
+  function chargeNode(tag, obj, up, cls, curve) {
+    const rdp = curve || (obj && Array.isArray(obj.rdp) ? obj : null);
+    if (!rdp) return amountNode(tag, obj, up, cls);
+    const el = document.createElement(tag);
+    if (cls) el.className = cls;
+    const delta = obj && typeof obj.delta === "string" && obj.delta !== "0"
+      ? `, δ ${shown(obj.delta, up)}` : "";
+    el.textContent = `RDP curve${delta}`;
+    const orders = rdp.orders || [];
+    el.title = `an RDP curve over ${rdp.rdp.length} orders (no single amount): ` + rdp.rdp.map((v, k) => `α ${orders[k] != null ? orders[k] : k}: ${v}`).join(", ");
+    return el;
+  }
+
+  // The attribution cell: (ε, δ) of these charges alone, labelled not certified.
+  function attributionCell(tr, row) {
+    const a = row.attribution;
+    if (!a) return cell(tr, "—", "num attribution");
+    const td = cell(tr, `ε ${shown(a.epsilon, true, READING_DIGITS)}, `
+      + `δ ${shown(a.delta, true, READING_DIGITS)}`, "num attribution");
+    td.title = `ε ${a.epsilon}, δ ${a.delta}: attribution, not certified (shares do not add`
+      + " up to the dataset's reading)";
+    return td;
+  }
+
+  const COUNTS = [["Accepted", "accepted"], ["Reserved", "reserved"], ["Settled", "settled"],
+    ["Cancelled", "cancelled"], ["Rejected", "rejected"]];
+
+  // Attribution is shown outside basic mode (in basic it is the net charge itself), where the
+  // report has it (an older server's has not: the net charge is all there is).
+  function attributed(report, rows) {
+    return report.dataset.mode !== "basic" && rows.some((r) => r.attribution);
+  }
+
   async function showAnalysts(ds, report) {
     const grants = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/grants`)
       .catch(() => ({ grants: [] }));
     const quotas = {};
     for (const g of grants.grants) quotas[g.principal_id] = g.quota;
-    const tbody = $("analysts").querySelector("tbody");
+    const table = $("analysts");
+    const withAttribution = attributed(report, report.analysts);
+    setHead(table, [["Analyst"], ["Quota"], ...COUNTS.map(([t]) => [t, "num"]),
+      ["Net charge", "num"], ["Refunded", "num"],
+      ...(withAttribution ? [["Attribution (not certified)", "num"]] : [])]);
+    const tbody = table.querySelector("tbody");
     tbody.replaceChildren();
     const select = $("f-actor");
     select.replaceChildren(new Option("anyone", ""));
@@ -1182,28 +1720,73 @@
       const quota = quotas[a.actor];
       const q = cell(tr, "");
       if (quota) q.appendChild(amountNode("span", quota, false)); else q.textContent = "—";
-      for (const k of ["accepted", "reserved", "settled", "cancelled", "rejected"]) {
-        cell(tr, a[k], "num");
-      }
-      tr.appendChild(amountNode("td", a.charged, true, "num"));
+      for (const [, k] of COUNTS) cell(tr, a[k], "num n");
+      tr.appendChild(chargeNode("td", a.charged, true, "num", a.curve));
       tr.appendChild(amountNode("td", a.refunded, false, "num"));
+      if (withAttribution) attributionCell(tr, a);
+      labelCells(table, tr);
       tbody.appendChild(tr);
     }
   }
 
   function showMechanisms(report) {
-    const tbody = $("mechanisms").querySelector("tbody");
+    const table = $("mechanisms");
+    const rows = report.mechanisms || [];
+    const withAttribution = attributed(report, rows);
+    setHead(table, [["Kind"], ...COUNTS.map(([t]) => [t, "num"]), ["Net charge", "num"],
+      ["Refunded", "num"], ...(withAttribution ? [["Attribution (not certified)", "num"]] : [])]);
+    const tbody = table.querySelector("tbody");
     tbody.replaceChildren();
-    for (const m of report.mechanisms || []) {
+    for (const m of rows) {
       const tr = document.createElement("tr");
       tr.dataset.kind = m.kind;
       cell(tr, m.kind, "name");
-      for (const k of ["accepted", "reserved", "settled", "cancelled", "rejected"]) {
-        cell(tr, m[k], "num");
-      }
-      tr.appendChild(amountNode("td", m.charged, true, "num"));
+      for (const [, k] of COUNTS) cell(tr, m[k], "num n");
+      tr.appendChild(chargeNode("td", m.charged, true, "num", m.curve));
       tr.appendChild(amountNode("td", m.refunded, false, "num"));
+      if (withAttribution) attributionCell(tr, m);
+      labelCells(table, tr);
       tbody.appendChild(tr);
+    }
+  }
+
+  // The per-analyst chart: the server's (net charge and refunds in the mode's unit) in basic
+  // mode; outside it the page's own chart of each analyst's attribution, where the report has
+  // one (the server's chart would show curve charges as 0).
+  async function showAnalystsChart(base, report) {
+    const note = $("analysts-note");
+    note.hidden = true;
+    if (attributed(report, report.analysts)) {
+      const rows = report.analysts.filter((a) => a.attribution);
+      $("analysts-chart").replaceChildren(attributionChart(rows,
+        report.guarantee && report.guarantee.budget ? report.guarantee.budget.epsilon : "1",
+        report.dataset.name));
+      note.textContent = "Attribution (not certified): the (ε, δ) of each analyst's own charges"
+        + " alone. The shares do not add up to the dataset's certified reading, the one to quote.";
+      note.hidden = false;
+      return;
+    }
+    await showChart("analysts-chart", `${base}/analysts.svg`);
+    if (report.dataset.mode !== "basic") {
+      note.textContent = "This server's report has no attribution: charges without a scalar"
+        + " amount (curves) count as 0 in this chart.";
+      note.hidden = false;
+    }
+  }
+
+  function spendNote(report) {
+    const note = $("spend-note");
+    const unit = report.series && report.series.unit;
+    const certified = report.guarantee ? report.guarantee.certified : true;
+    note.hidden = report.dataset.mode === "basic" || Boolean(report.blocks);
+    if (unit && unit !== "epsilon") {
+      note.textContent = `Drawn in ${UNIT[unit] || unit}, what the ${report.dataset.mode} filter`
+        + " counts; the certified reading to quote is at the top.";
+    } else if (!certified) {
+      note.textContent = "Drawn as the (ε, δ) estimate, not certified; the certified reading"
+        + " to quote is at the top.";
+    } else {
+      note.hidden = true;
     }
   }
 
@@ -1231,66 +1814,186 @@
   async function rangeTotals(first, last) {
     const ds = state.dataset;
     if (!ds || !ds.partition || !state.reportReadable) return;
-    const params = new URLSearchParams();
-    if (first) params.set("from", first);
-    if (last) params.set("to", last);
-    const report = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/report?${params}`);
+    const query = new URLSearchParams();
+    if (first) query.set("from", first);
+    if (last) query.set("to", last);
+    const report = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/report?${query}`);
     if (state.dataset !== ds) return;
     await showTotals(ds, report);
     rangeNote(first, last);
   }
 
-  async function selectDataset(ds) {
+  // ------------------------------------------------------------------ live refresh
+  // The open dataset's status is read again every POLL_MS while the tab is visible (paused
+  // while it is hidden, read at once when it shows again); its gauge and its list row follow,
+  // "updated hh:mm:ss" says when it was last read, and new activity since the report below
+  // was read offers to reload it. An analyst's quota is read again with it (GET /v1/me).
+  const live = { ds: null, timer: null, seen: null, busy: false };
+
+  function clock(date) {
+    return `${pad2(date.getHours())}:${pad2(date.getMinutes())}:${pad2(date.getSeconds())}`;
+  }
+
+  function liveNote() {
+    $("live-note").textContent = document.hidden ? "· paused while this tab is hidden"
+      : `· live, every ${POLL_MS < 1000 ? `${POLL_MS} ms` : `${POLL_MS / 1000} s`}`;
+  }
+
+  function stopLive() {
+    clearTimeout(live.timer);
+    live.timer = null;
+    live.ds = null;
+    live.seen = null;
+  }
+
+  function schedule() {
+    clearTimeout(live.timer);
+    live.timer = null;
+    if (!live.ds) return;
+    liveNote();
+    if (!document.hidden) live.timer = setTimeout(() => { pollOnce(); }, POLL_MS);
+  }
+
+  async function pollOnce() {
+    const ds = live.ds;
+    if (!ds || document.hidden || live.busy) return;
+    live.busy = true;
+    try {
+      const [fresh, me] = await Promise.all([
+        api(`/v1/datasets/${encodeURIComponent(ds.id)}`),
+        state.role === "analyst" ? whoami().catch(() => null) : null,
+      ]);
+      if (live.ds !== ds) return;
+      if (me) {
+        state.me = me;
+        showMyQuota(ds.id);
+      }
+      applyStatus(fresh);
+    } catch (err) {
+      if (live.ds === ds) $("live-note").textContent = `· not refreshed (${explain(err)}); retrying`;
+    } finally {
+      live.busy = false;
+      if (live.ds === ds) schedule();
+    }
+  }
+
+  // A status just read: the detail's gauge and the list's row when it changed; the time.
+  function applyStatus(fresh) {
+    const key = JSON.stringify(fresh.status);
+    if (key !== live.seen) {
+      live.seen = key;
+      $("detail-gauge").replaceChildren(listGauge({ ...fresh, partition: fresh.partition }));
+      updateRow(fresh);
+      if (state.reportKey !== null && key !== state.reportKey) $("stale").hidden = false;
+    }
+    const now = new Date();
+    const updated = $("updated");
+    updated.textContent = `updated ${clock(now)}`;
+    updated.title = `status read at ${now.toISOString()}`;
+    updated.dataset.at = String(now.getTime());
+  }
+
+  function startLive(ds, fresh) {
+    stopLive();
+    live.ds = ds;
+    applyStatus(fresh);
+    schedule();
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (!live.ds) return;
+    if (document.hidden) schedule(); else pollOnce();
+  });
+
+  // ------------------------------------------------------------------ a dataset
+  function showMyQuota(datasetId) {
+    const box = $("my-quota");
+    const grant = grantOf(datasetId);
+    if (!grant) {
+      box.hidden = true;
+      return;
+    }
+    const key = JSON.stringify(grant);
+    if (box.dataset.key !== key || box.dataset.id !== datasetId) {
+      const head = document.createElement("h3");
+      head.textContent = "Your quota on this dataset";
+      box.replaceChildren(head, ...quotaNodes(grant));
+      box.dataset.key = key;
+      box.dataset.id = datasetId;
+    }
+    box.hidden = false;
+  }
+
+  function noReport() {
+    $("report-parts").hidden = true;
+    const note = $("role-note");
+    note.textContent = "Reports and ledgers are for curators and auditors. Your key sees the"
+      + " dataset's reading above and, where you have a grant, your quota's; both refresh live.";
+    note.hidden = false;
+  }
+
+  async function selectDataset(ds, fromRoute) {
     say("");
     state.dataset = ds;
     state.reportReadable = false;
+    state.reportKey = null;
+    stopLive();
     delete document.body.dataset.loaded;
     for (const tr of $("datasets").querySelectorAll("tbody tr")) {
       tr.classList.toggle("selected", tr.dataset.id === ds.id);
     }
-    const base = `/v1/datasets/${encodeURIComponent(ds.id)}/report`;
-    // a partitioned dataset: its blocks first (any reader may see them; the report is for
-    // curators and auditors), from the dataset as it is now
+    if (!fromRoute) setRoute(ds.id);
     const partitioned = Boolean(ds.partition);
-    $("blocks").hidden = true;
+    $("home").hidden = true;
+    $("detail").hidden = false;
+    document.body.classList.add("has-detail");
+    $("detail-title").textContent = `${ds.name} (${ds.mode}${partitioned ? ", partitioned" : ""})`;
+    for (const id of ["stale", "role-note", "my-quota", "blocks", "report-parts"]) $(id).hidden = true;
+    $("detail-gauge").replaceChildren();
+    $("updated").textContent = "";
+    $("live-note").textContent = "";
+    if (narrow()) $("detail").scrollIntoView({ block: "start" });
+    const base = `/v1/datasets/${encodeURIComponent(ds.id)}/report`;
+    const fresh = await api(`/v1/datasets/${encodeURIComponent(ds.id)}`);
+    if (state.dataset !== ds) return;
+    startLive(ds, fresh);
+    if (state.role === "analyst") showMyQuota(ds.id);
     $("partition-note").hidden = !partitioned;
     $("spend-chart").hidden = partitioned; // no whole-dataset spend to draw
-    let fresh = ds;
-    if (partitioned) {
-      fresh = await api(`/v1/datasets/${encodeURIComponent(ds.id)}`);
-      $("detail-title").textContent = `${fresh.name} (${fresh.mode}, partitioned)`;
-      $("report-parts").hidden = true;
-      $("detail").hidden = false;
-      await setupBlocks(fresh);
+    // a partitioned dataset: its blocks first (any reader may see them)
+    if (partitioned) await setupBlocks(fresh);
+    if (state.role === "analyst") {
+      noReport();
+      document.body.dataset.loaded = ds.id;
+      return;
     }
     let report;
     try {
       report = await api(base);
     } catch (err) {
-      if (!partitioned) throw err;
-      say(explain(err));
+      if (err.status !== 403) throw err;
+      if (state.role === null) state.role = "analyst"; // no /v1/me: what the key may read says
+      noReport();
       document.body.dataset.loaded = ds.id;
       return;
     }
+    if (state.dataset !== ds) return;
     state.reportReadable = true;
+    state.reportKey = live.seen;
     if (partitioned) rangeNote("", "");
     $("report-parts").hidden = false;
-    $("detail-title").textContent = `${report.dataset.name} (${report.dataset.mode}`
-      + `${partitioned ? ", partitioned" : ""})`;
-    $("detail-gauge").replaceChildren(partitioned ? blocksSummary(fresh)
-      : gaugeFor(report.status));
     $("refunds").replaceChildren(amountNode("span", report.refunds.odp_savings, false));
     if (!$("refunds").textContent) $("refunds").textContent = "none";
     $("chain-head").textContent = `seq ${report.chain_head.seq}, ${report.chain_head.hash}`;
     const verdict = $("verdict");
     verdict.textContent = verdictText(report.verification);
     verdict.className = report.verification && report.verification.ok ? "ok" : "failed";
-    $("detail").hidden = false;
     state.head = report.chain_head.seq;
     clearFilters();
+    spendNote(report);
     await Promise.all([
       partitioned ? $("spend-chart").replaceChildren() : showChart("spend-chart", `${base}/spend.svg`),
-      showChart("analysts-chart", `${base}/analysts.svg`),
+      showAnalystsChart(base, report),
       showTotals(ds, report).catch((e) => say(explain(e))),
     ]);
     await firstPage().catch((e) => say(explain(e)));
@@ -1341,7 +2044,7 @@
       if (e.kind === "invocation_rejected") {
         cell(tr, `— refused at ${refusedAt(e)} level`, "charge refused");
       } else {
-        tr.appendChild(amountNode("td", e.charge, true, "num charge"));
+        tr.appendChild(chargeNode("td", e.charge, true, "num charge"));
       }
       tr.appendChild(amountNode("td", e.refund, false, "num"));
       const keys = e.request && Array.isArray(e.request.keys) ? e.request.keys : null;
@@ -1352,6 +2055,7 @@
         cell(tr, e.reason, "reason");
       }
       cell(tr, e.hash.slice(0, 10) + "…", "hash").title = e.hash;
+      labelCells($("ledger"), tr);
       tbody.appendChild(tr);
     }
     const seqs = body.entries.map((e) => e.seq);
@@ -1400,20 +2104,36 @@
   function start() {
     for (const kind of KINDS) $("f-kind").appendChild(new Option(kind, kind));
     startBlocks();
+    const reload = () => loadAll().catch((e) => say(explain(e)));
     $("key-form").addEventListener("submit", (event) => {
       event.preventDefault();
       sessionStorage.setItem(KEY, $("api-key").value.trim());
       $("api-key").value = "";
-      loadDatasets().catch((e) => say(explain(e)));
+      reload();
     });
-    $("refresh").addEventListener("click", () => loadDatasets().catch((e) => say(explain(e))));
+    $("refresh").addEventListener("click", reload);
+    $("go-home").addEventListener("click", () => showHome(false));
+    $("back-home").addEventListener("click", () => showHome(false));
+    $("reload-report").addEventListener("click", () => {
+      if (state.dataset) selectDataset(state.dataset, true).catch((e) => say(explain(e)));
+    });
     $("forget-key").addEventListener("click", () => {
       sessionStorage.removeItem(KEY);
+      stopLive();
+      state.me = null;
+      state.role = null;
+      state.dataset = null;
       $("main").hidden = true;
       $("detail").hidden = true;
       $("blocks").hidden = true;
+      $("toolbar").hidden = true;
+      $("whoami").hidden = true;
       $("login").hidden = false;
+      setRoute(null);
       say("Key forgotten.");
+    });
+    window.addEventListener("popstate", () => {
+      if (!$("main").hidden) route().catch((e) => say(explain(e)));
     });
     $("ledger-filters").addEventListener("submit", (event) => {
       event.preventDefault();
@@ -1428,7 +2148,7 @@
     $("f-csv").addEventListener("click", () => exportCsv().catch((e) => say(explain(e))));
     $("page-prev").addEventListener("click", () => earlier().catch((e) => say(explain(e))));
     $("page-next").addEventListener("click", () => later().catch((e) => say(explain(e))));
-    if (sessionStorage.getItem(KEY)) loadDatasets().catch((e) => say(explain(e)));
+    if (sessionStorage.getItem(KEY)) reload();
   }
 
   // The rounding rule, readable by tests (it must agree with the charts' app.reports_svg.shown).

@@ -323,13 +323,17 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
     assert Decimal(gauge["remaining"][1] or "") == left
     census = _gauge(page.locator(f'#datasets tr[data-id="{world.dataset}"] .gauge'))
     assert census["remaining"] == ("remaining ε 0.15", "0.15")
-    # every gauge shows the certified odometer reading of its dataset, rounded up
+    # every gauge shows the certified odometer reading of its dataset, rounded up to 8
+    # significant digits: the summary's guarantee, the one reading to quote
     for ds in (world.dataset, world.heavy, world.modes["zcdp"], world.modes["rdp"]):
-        reading = _api(world, f"/v1/datasets/{ds}")["status"]["odometer"]
+        status = _api(world, f"/v1/datasets/{ds}")["status"]
+        reading, guarantee = status["odometer"], status["summary"]["guarantee"]
         node = page.locator(f'#datasets tr[data-id="{ds}"] .gauge .g-odometer')
         assert node.inner_text() == (
-            f"ε {shown(reading['epsilon'], up=True)}, δ {shown(reading['delta'], up=True)}"
+            f"ε {shown(reading['epsilon'], up=True, digits=8)},"
+            f" δ {shown(reading['delta'], up=True, digits=8)}"
         )
+        assert node.inner_text() == f"ε {guarantee['epsilon']}, δ {guarantee['delta']}"
         assert node.get_attribute("title") == f"ε {reading['epsilon']}, δ {reading['delta']}"
     _no_sideways_scroll(page)
     assert _long_numbers(page) == []
@@ -609,11 +613,13 @@ def test_a_zcdp_cap_in_the_organisation_view(
     assert view["cap"] == {"epsilon": "10", "delta": "0.00001", "mode": "zcdp"}
     assert view["usage"] == {capped.dataset: 3}
     assert card.locator(".org-cap").inner_text() == "Cap ε 10, δ 0.00001 (mode zcdp)"
-    # the certified reading, rounded up as the dataset gauges round it, exact on hover
+    # the certified reading, rounded up as the dataset gauges round it (8 significant digits,
+    # as the summaries' guarantees), exact on hover
     reading = view["status"]["odometer"]
     node = card.locator(".org-odometer")
     assert node.inner_text() == (
-        f"ε {shown(reading['epsilon'], up=True)}, δ {shown(reading['delta'], up=True)}"
+        f"ε {shown(reading['epsilon'], up=True, digits=8)},"
+        f" δ {shown(reading['delta'], up=True, digits=8)}"
     )
     assert node.get_attribute("title") == f"ε {reading['epsilon']}, δ {reading['delta']}"
     assert card.locator(".org-cap-epsilon").inner_text() == "ε 10"
@@ -1040,7 +1046,11 @@ def test_hashed_buckets_drawn_grouped_and_an_analyst_sees_the_blocks(
     analyst.wait_for_selector(f'body[data-loaded="{daily.dataset}"]', timeout=15_000)
     assert analyst.locator("#blocks-strip .blk").count() == 30
     assert analyst.locator("#report-parts").is_hidden()
-    assert analyst.locator("#message").inner_text() == (
-        "This key's role may not read reports and ledgers (curator or auditor needed)."
+    # no error: the detail says what an analyst's key reads instead of the report
+    assert analyst.locator("#message").inner_text() == ""
+    assert (
+        analyst.locator("#role-note")
+        .inner_text()
+        .startswith("Reports and ledgers are for curators and auditors.")
     )
     assert [e for e in analyst_errors if "403" not in e] == []
