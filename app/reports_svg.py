@@ -278,20 +278,34 @@ def spend_chart(report: Mapping[str, Any]) -> str:
 def analysts_chart(report: Mapping[str, Any]) -> str:
     """Per-analyst horizontal bars: net charge in the series unit, with the refunded part
     drawn after it in a lighter colour; the largest :data:`MAX_BARS` spenders. Each bar is
-    labelled with both parts by name, so the net charge does not read as the bar's total."""
+    labelled with both parts by name, so the net charge does not read as the bar's total.
+
+    Where the series is not certified (rdp, split: charges are curves, or currencies that do
+    not add), a bar is the analyst's ε attribution instead (``attribution``: its charges
+    alone, converted; ``docs/accounting.md``, *Attribution*), labelled not certified."""
     unit = str(report["series"]["unit"])
-    symbol = UNIT_SYMBOL.get(unit, unit)
-    rows = sorted(
-        report["analysts"],
-        key=lambda r: (-Decimal(r["charged"].get(unit, "0")), str(r["actor"])),
-    )
+    attributed = not report["guarantee"]["certified"]
+    symbol = "ε attribution" if attributed else UNIT_SYMBOL.get(unit, unit)
+
+    def spent(row: Mapping[str, Any]) -> Decimal:
+        if attributed:
+            return Decimal((row.get("attribution") or {}).get("epsilon", "0"))
+        return Decimal(row["charged"].get(unit, "0"))
+
+    def back(row: Mapping[str, Any]) -> Decimal:
+        return Decimal(0) if attributed else Decimal(row["refunded"].get(unit, "0"))
+
+    rows = sorted(report["analysts"], key=lambda r: (-spent(r), str(r["actor"])))
     shown_rows, hidden = rows[:MAX_BARS], len(rows) - MAX_BARS
-    title = f"Spend per analyst ({unit}) of dataset {report['dataset']['name']}"
+    what = "ε attribution, not certified" if attributed else unit
+    title = f"Spend per analyst ({what}) of dataset {report['dataset']['name']}"
     height = TOP + max(len(shown_rows), 1) * (BAR_HEIGHT + BAR_GAP) + BOTTOM
-    charged = [Decimal(r["charged"].get(unit, "0")) for r in shown_rows]
-    refunded = [Decimal(r["refunded"].get(unit, "0")) for r in shown_rows]
+    charged = [spent(r) for r in shown_rows]
+    refunded = [back(r) for r in shown_rows]
     values = [
-        f"net {shown(c, up=True)}, refunded {shown(f, up=False)}"
+        f"ε {shown(c, up=True)} (attribution)"
+        if attributed
+        else f"net {shown(c, up=True)}, refunded {shown(f, up=False)}"
         for c, f in zip(charged, refunded, strict=True)
     ]
     # the value column is as wide as its longest label, so no label runs off the picture
@@ -306,10 +320,19 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
         f'<text x="{margin}" y="22" font-size="15" font-weight="bold">'
         f"{_label(title, (WIDTH - margin - RIGHT) * 12 // (15 * CHAR_W))}</text>",
         f'<rect x="{margin}" y="34" width="14" height="10" fill="{SPENT_COLOUR}"/>',
-        f'<text x="{margin + 20}" y="43">net charge (open reservations included)</text>',
-        f'<rect x="{margin + 300}" y="34" width="14" height="10" fill="{REFUND_COLOUR}"/>',
-        f'<text x="{margin + 320}" y="43">refunded</text>',
+        f'<text x="{margin + 20}" y="43">'
+        + (
+            "the analyst's charges alone as (ε, δ): shares do not add up"
+            if attributed
+            else "net charge (open reservations included)"
+        )
+        + "</text>",
     ]
+    if not attributed:
+        body += [
+            f'<rect x="{margin + 300}" y="34" width="14" height="10" fill="{REFUND_COLOUR}"/>',
+            f'<text x="{margin + 320}" y="43">refunded</text>',
+        ]
     if not shown_rows:
         body.append(f'<text x="{margin}" y="{TOP + 16}">No invocations yet.</text>')
     for tick, label in zip(ticks, tick_labels(ticks), strict=True):
@@ -329,11 +352,18 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
         w_charged = Decimal(plot_w) * max(charged[i], Decimal(0)) / top
         w_refund = Decimal(plot_w) * refunded[i] / top
         who = row["name"] or row["actor"]
-        net, back = row["charged"].get(unit, "0"), row["refunded"].get(unit, "0")
+        if attributed:
+            share = row.get("attribution") or {}
+            about = (
+                f"ε {share.get('epsilon', '0')}, δ {share.get('delta', '0')} attributed "
+                "(not certified)"
+            )
+        else:
+            net, out = row["charged"].get(unit, "0"), row["refunded"].get(unit, "0")
+            about = f"net charge {net}, refunded {out} {unit}"
         body += [
-            f'<g class="analyst"><title>{text(who)} ({text(row["actor"])}): net charge '
-            f"{text(net)}, refunded {text(back)} {text(unit)}, rejected "
-            f"{int(row['rejected'])}</title>",
+            f'<g class="analyst"><title>{text(who)} ({text(row["actor"])}): {text(about)}, '
+            f"rejected {int(row['rejected'])}</title>",
             f'<text x="{x0 - 8}" y="{y + 15}" text-anchor="end">{_label(who, 28)}</text>',
             f'<rect x="{x0}" y="{y}" width="{_num(w_charged)}" height="{BAR_HEIGHT}" '
             f'fill="{SPENT_COLOUR}"/>',
@@ -343,5 +373,9 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
         ]
     if hidden > 0:
         body.append(f'<text x="{x0}" y="{height - 6}">… and {hidden} more analysts</text>')
-    desc = f"{len(rows)} analysts; net charge and refunds in {unit}."
+    desc = f"{len(rows)} analysts; " + (
+        "ε attributed to each (its charges alone), not certified."
+        if attributed
+        else f"net charge and refunds in {unit}."
+    )
     return _svg(WIDTH, height, title, desc, body)

@@ -200,6 +200,9 @@ class GrantOut(BaseModel):
     principal_id: str
     quota: dict[str, Any] | None
     quota_state: dict[str, Any] | None
+    quota_summary: Summary | None = Field(
+        default=None, description="the quota's reading and what is left of it (null: no quota)"
+    )
     created_by: str
     created_at: str
 

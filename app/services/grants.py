@@ -75,11 +75,13 @@ def quota_config(dataset: AccountingConfig, epsilon: object, delta: object) -> A
 
 def grant_view(grant: Grant) -> dict[str, Any]:
     quota = grant.quota_config_json
+    reading = _quota_view(grant)
     return {
         "dataset_id": grant.dataset_id,
         "principal_id": grant.principal_id,
         "quota": None if quota is None else {"epsilon": quota["epsilon"], "delta": quota["delta"]},
         "quota_state": grant.quota_state_json,
+        "quota_summary": None if reading is None else reading["summary"],
         "created_by": grant.created_by,
         "created_at": grant.created_at,
     }

@@ -116,6 +116,9 @@ def test_a_quota_refusal_is_summed_up_at_the_quota(client: TestClient) -> None:
     assert mine["quota"]["budget"] == {"epsilon": "0.5", "delta": "0"}
     assert mine["quota"]["summary"]["guarantee"] == {"epsilon": "0.4", "delta": "0"}
     assert client.get("/v1/me", headers=AUTH).json()["grants"] == []
+    # the curator's list of grants shows the same quota reading
+    (listed,) = client.get(f"/v1/datasets/{ds}/grants", headers=AUTH).json()["grants"]
+    assert listed["quota_summary"] == mine["quota"]["summary"]
 
 
 @pytest.mark.parametrize("accounting", [{"mode": "rdp"}, SPLIT])
@@ -147,6 +150,11 @@ def test_the_report_attributes_spend_per_analyst_in_curve_modes(
     assert report["status"]["summary"]["guarantee"]["epsilon"] == str(
         round_up(Decimal(report["status"]["odometer"]["epsilon"]))
     )
+    # the per-analyst chart draws the attributions, never "net 0" for curve charges
+    svg = client.get(f"/v1/datasets/{ds}/report/analysts.svg", headers=AUTH).text
+    assert "net 0" not in svg and "not certified" in svg
+    for actor in spenders:
+        assert f"ε {rows[actor]['attribution']['epsilon']}, δ" in svg
 
 
 def test_a_second_dataset_of_the_same_name_is_created_with_a_warning(client: TestClient) -> None:
