@@ -15,10 +15,21 @@ file byte for byte against the core's ``write_export``.
 from __future__ import annotations
 
 from decimal import Context, Decimal
+from pathlib import PurePath
 from typing import Literal
 
 ExportFormat = Literal["json", "jsonl", "csv"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("json", "jsonl", "csv")
+
+#: The format a file's name asks for; any other name gets JSON lines, which ``odometer
+#: verify`` streams (bounded memory, the chain walk beside the replay).
+FORMAT_OF_SUFFIX: dict[str, ExportFormat] = {".json": "json", ".csv": "csv", ".jsonl": "jsonl"}
+
+
+def format_of(path: str | PurePath) -> ExportFormat:
+    """The export format ``path``'s name asks for (``.json``, ``.csv``, ``.jsonl``), else JSON
+    lines: the one rule of ``export()`` and ``odometer export``."""
+    return FORMAT_OF_SUFFIX.get(PurePath(path).suffix.lower(), "jsonl")
 
 
 def fmt(d: Decimal) -> str:

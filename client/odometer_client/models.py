@@ -141,6 +141,17 @@ class Dataset:
         return dict(self.status.get("odometer") or {})
 
     @property
+    def summary(self) -> dict[str, Any] | None:
+        """One reading to quote (``status.summary``, docs/accounting.md): ``text``, the
+        ``guarantee`` (the certified reading rounded up to 8 significant digits), what is
+        ``left`` in the mode's unit (rounded down) and how many ``more`` of the last declaration
+        fit; amounts as the server wrote them (text, already rounded). ``None`` from a server
+        without it."""
+        status = self.raw.get("status")
+        summary = status.get("summary") if isinstance(status, Mapping) else None
+        return dict(summary) if isinstance(summary, Mapping) else None
+
+    @property
     def remaining_epsilon(self) -> Decimal | None:
         """Remaining ε on a ``basic`` dataset (``None`` in curve-based modes)."""
         value = self.status.get("remaining", {}).get("epsilon")

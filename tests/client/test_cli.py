@@ -14,6 +14,7 @@ import pytest
 from app.cli import main
 from odometer_client import NotFound, OdometerClient
 from odometer_client import declarations as d
+from tests.client.figures import up8
 from tests.client.live import ADMIN_KEY, Server
 from tests.support import ROOT
 
@@ -252,7 +253,20 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
     cells = _org_line(out, org).split()
     # id, name, cap (ε δ mode), mode, spent (ρ δ), certified ε, decisions (cap_seq)
     cap, spent = ["ε=10", "δ=0.00001", "zcdp"], ["ρ=0.015", "δ=0"]
-    assert cells == [org, "cli-zcdp-org", *cap, "zcdp", *spent, certified, "3"]
+    # the certified ε rounded up to 8 significant digits for people; in full with --exact
+    assert len(Decimal(certified).as_tuple().digits) > 8
+    assert cells == [org, "cli-zcdp-org", *cap, "zcdp", *spent, up8(certified), "3"]
+    code, out, _ = _run(server, capsys, "orgs", "list", "--exact")
+    assert code == 0
+    assert _org_line(out, org).split() == [
+        org,
+        "cli-zcdp-org",
+        *cap,
+        "zcdp",
+        *spent,
+        certified,
+        "3",
+    ]
     code, out, _ = _run(server, capsys, "orgs", "list", "--json")
     (listed,) = [o for o in json.loads(out) if o["id"] == org]
     assert listed["cap"] == {"epsilon": "10", "delta": "0.00001", "mode": "zcdp"}
@@ -287,7 +301,7 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
     lines = out.splitlines()
     assert "replay             verified" in lines and "decisions          3" in lines
     assert "spent              ρ=0.015 δ=0" in lines
-    assert f"certified reading  ε={certified} δ=0.0000099 (ladder)" in lines
+    assert f"certified reading  ε={up8(certified)} δ=0.0000099 (ladder)" in lines
     row = next(line for line in lines if line.startswith(ds.id))
     assert row.split() == [ds.id, "cli-zcdp-ds", "zcdp", "3", "3", "ρ=0.015", "δ=0"]
     code, out, _ = _run(server, capsys, "orgs", "report", org, "--json")

@@ -26,7 +26,7 @@ from odometer_client._core import (
     RetryPolicy,
 )
 from odometer_client.errors import NotFound, ReservationNotSettled, TransportError
-from odometer_client.exports import ExportFormat
+from odometer_client.exports import ExportFormat, format_of
 from odometer_client.models import (
     BlockKey,
     BlockRun,
@@ -479,13 +479,15 @@ class AsyncOdometerClient:
         self,
         dataset: str | Dataset,
         path: str | Path,
-        format: ExportFormat = "json",
+        format: ExportFormat | None = None,
         *,
         page_size: int = 10_000,
     ) -> int:
         """Write the whole ledger to ``path`` (``json``: ``{"dataset_id", "entries"}``,
         ``jsonl``: one entry per line, ``csv``: the server's columns); returns the count.
-        Every format is accepted by ``odometer verify``.
+        Without ``format``, the one ``path``'s name asks for (``.json``, ``.csv``, ``.jsonl``;
+        any other name: JSON lines), as ``odometer export`` chooses. Every format is accepted
+        by ``odometer verify``.
 
         The server writes the file (``GET …/ledger?export=true``, up to the head at the time of
         the request) and the client saves the bytes as they arrive: memory for one chunk.
@@ -493,7 +495,7 @@ class AsyncOdometerClient:
         streamed response, batched by the server). A failed attempt is retried from the start.
         """
         del page_size
-        call = _core.export_ledger(_core.dataset_id(dataset), format)
+        call = _core.export_ledger(_core.dataset_id(dataset), format or format_of(path))
         attempt = 0
         with Path(path).open("wb") as out:
             while True:

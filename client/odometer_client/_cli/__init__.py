@@ -1,0 +1,1 @@
+"""The ``odometer`` command line's commands (entry point: :func:`odometer_client.cli.main`)."""

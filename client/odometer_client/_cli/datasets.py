@@ -1,0 +1,296 @@
+"""``odometer datasets``, ``budget`` and ``blocks``: datasets, their budgets and their blocks.
+
+Wherever a dataset's budget is shown, its reading leads: ``status.summary`` (the certified
+guarantee so far, what is left in the mode's unit, how many more of the last declaration fit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from odometer_client._cli.options import accounting, accounting_options
+from odometer_client._cli.output import Output, text
+from odometer_client._cli.run import Runner, command
+from odometer_client._sync.client import OdometerClient
+from odometer_client.models import BlockRange, BlockRun, Dataset
+
+
+# ---------------------------------------------------------------------------- a dataset's lines
+def _partition_text(partition: Mapping[str, Any]) -> str:
+    """``day, unit record, Europe/Paris`` (``bucket``: how many; ``named``: the names)."""
+    parts = [str(partition.get("kind")), f"unit {partition.get('unit')}"]
+    if partition.get("timezone"):
+        parts.append(str(partition["timezone"]))
+    if partition.get("buckets") is not None:
+        parts.append(f"{partition['buckets']} buckets")
+    if partition.get("names"):
+        parts.append("names " + ", ".join(str(n) for n in partition["names"]))
+    if partition.get("immutable_key"):
+        parts.append("immutable key")
+    return ", ".join(parts)
+
+
+def _partitioned_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
+    """A partitioned dataset: the budget is every block's, the reading the highest over its
+    open blocks (``odometer blocks list`` shows each run of blocks)."""
+    assert ds.partition is not None
+    blocks = ds.blocks
+    opened = ranges_text([BlockRange.from_json(r) for r in blocks.get("opened", ())])
+    rows = [
+        ("dataset", f"{ds.id}  {ds.name!r}"),
+        ("mode / relation", f"{ds.mode} / {ds.relation}"),
+        ("partition", _partition_text(ds.partition)),
+        ("budget (each block)", out.amounts(ds.budget)),
+        ("protects", text(blocks.get("protects"))),
+        ("open blocks", f"{text(blocks.get('open'))} in {text(blocks.get('runs'))} runs"),
+        ("opened", opened),
+        ("highest fraction spent", out.figure(blocks.get("highest_fraction_spent"))),
+    ]
+    if ds.odometer:
+        rows.append(("guarantee so far", f"{out.amounts(ds.odometer)} (the highest block)"))
+    return rows
+
+
+def _remaining(obj: Mapping[str, Any] | None, out: Output) -> str:
+    return out.amounts(obj, left=True, curve="curve (see --json)")
+
+
+def _whole_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
+    st = ds.status
+    estimate = ds.spent.get("estimate") is True  # the mode's conversion, not certified
+    rows = [
+        ("dataset", f"{ds.id}  {ds.name!r}"),
+        ("mode / relation", f"{ds.mode} / {ds.relation}"),
+        ("budget", out.amounts(st.get("budget"))),
+        ("spent (ε, δ)", out.amounts(ds.spent) + (" (estimate)" if estimate else "")),
+    ]
+    if ds.odometer:
+        # the guarantee of what was released, valid at any stopping time (certified)
+        rows.append(("guarantee so far", f"{out.amounts(ds.odometer)} ({ds.odometer['source']})"))
+    if "reserved" in st:
+        reserved = st["reserved"]
+        reserved_text = f"{out.figure(reserved.get('epsilon'))} ({reserved.get('open', 0)} open)"
+        rows.append(("reserved ε", reserved_text))
+    if st.get("remaining"):
+        rows.append(("remaining", _remaining(st["remaining"], out)))
+    for name, sub in st.get("sub_budgets", {}).items():
+        rows.append(
+            (
+                f"  sub-budget {name}",
+                f"{sub.get('mode')}: budget {out.amounts(sub.get('budget'))}; "
+                f"spent {out.amounts(sub.get('spent_eps_delta'))}; "
+                f"remaining {_remaining(sub.get('remaining'), out)}",
+            )
+        )
+    return rows
+
+
+def dataset_lines(ds: Dataset, out: Output) -> None:
+    """A dataset's status: its reading (``summary.text``) first, then the exact figures."""
+    summary = ds.summary
+    if summary and summary.get("text"):
+        out.line(str(summary["text"]))
+    exact = Output(out.stream, exact=True)
+    rows = _partitioned_rows(ds, exact) if ds.partitioned else _whole_rows(ds, exact)
+    rows.append(("ledger head", f"seq {ds.last_seq}  {ds.head_hash}"))
+    exact.pairs(rows)
+
+
+def _certified(ds: Dataset, out: Output) -> tuple[str, str]:
+    """The certified (ε, δ) so far: the summary's (rounded up), exact with ``--exact``."""
+    summary = ds.summary
+    reading = summary.get("guarantee") if summary and not out.exact else ds.odometer
+    if not isinstance(reading, Mapping) or "epsilon" not in reading:
+        return "-", "-"
+    return out.figure(reading["epsilon"]), out.figure(reading.get("delta"))
+
+
+def _left(ds: Dataset, out: Output) -> str:
+    """What is left in the mode's unit (the summary's; an older server: scalar remainders)."""
+    summary = ds.summary
+    if summary is not None and isinstance(summary.get("left"), list):
+        shown = out.left(summary["left"])
+    else:
+        shown = out.amounts(ds.status.get("remaining"), left=True, symbols=True, curve="-")
+    return f"{shown} (most spent block)" if ds.partitioned and shown != "-" else shown
+
+
+# ---------------------------------------------------------------------------- datasets
+def _datasets_create(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    ds = client.create_dataset(
+        args.name,
+        args.epsilon,
+        args.delta,
+        args.relation,
+        accounting(args),
+        partition=args.partition,
+    )
+    if args.json:
+        out.json(ds.raw)
+    elif args.quiet:
+        out.line(ds.id)
+    else:
+        out.line(f"created {ds.id}")
+        dataset_lines(ds, out)
+    return 0
+
+
+def _datasets_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    datasets = client.list_datasets()
+    if args.json:
+        out.json([d.raw for d in datasets])
+        return 0
+    if not datasets:
+        out.line("no datasets")
+        return 0
+    rows: list[Sequence[str]] = [("id", "name", "mode", "budget", "certified ε", "δ", "remaining")]
+    for d in datasets:
+        budget = out.amounts(d.budget, symbols=True) + (" each block" if d.partitioned else "")
+        rows.append((d.id, d.name, d.mode, budget, *_certified(d, out), _left(d, out)))
+    out.table(rows)
+    return 0
+
+
+def _datasets_show(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    ds = client.get_dataset(args.dataset)
+    if args.json:
+        out.json(ds.raw)
+    else:
+        dataset_lines(ds, out)
+    return 0
+
+
+def _budget_set(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    ds = client.change_budget(
+        args.dataset,
+        args.epsilon,
+        args.delta,
+        sub_budget=args.sub_budget,
+        final_conversion_delta=args.final_conversion_delta,
+    )
+    if args.json:
+        out.json(ds.raw)
+    else:
+        out.line(f"budget of {ds.id} changed")
+        if ds.raw.get("effect"):  # what the change did to the capacity (servers since 1.4.0)
+            out.line(str(ds.raw["effect"]))
+        dataset_lines(ds, out)
+    return 0
+
+
+# ---------------------------------------------------------------------------- blocks
+#: Width of the bar ``odometer blocks list`` draws for a run's fraction spent.
+BAR_WIDTH = 20
+
+
+def bar(fraction: Decimal, width: int = BAR_WIDTH) -> str:
+    """``[########............]``: the fraction of a block's budget spent (a spend above zero
+    shows at least one mark, a full budget every mark)."""
+    share = min(max(fraction, Decimal(0)), Decimal(1))
+    filled = int(share * width)
+    if share > 0 and filled == 0:
+        filled = 1
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def ranges_text(ranges: Sequence[BlockRange]) -> str:
+    return ", ".join(str(r) for r in ranges) or "none"
+
+
+def block_count(n: int) -> str:
+    return "1 block" if n == 1 else f"{n} blocks"
+
+
+def _run_row(run: BlockRun, out: Output) -> tuple[str, str, str, str, str]:
+    spent = out.figure(run.fraction_spent)
+    return run.first, run.last, str(run.blocks), spent, bar(run.fraction_spent)
+
+
+def _blocks_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    page = client.list_blocks(args.dataset, args.first, args.last, args.limit)
+    if args.json:
+        out.json(page.raw)
+        return 0
+    if not page.runs:
+        out.line(f"no open blocks in {args.dataset} ({page.open} open in all)")
+        return 0
+    rows: list[Sequence[str]] = [("from", "to", "blocks", "spent", "")]
+    rows.extend(_run_row(run, out) for run in page.runs)
+    out.table(rows)
+    if page.next is not None:
+        sys.stderr.write(f"more runs from {page.next}: add --from {page.next}\n")
+    return 0
+
+
+def _blocks_change(action: str) -> Runner:
+    def run(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+        change = client.open_blocks if action == "open" else client.retire_blocks
+        done = change(args.dataset, args.first, args.last)
+        if args.json:
+            out.json(done.raw)
+        else:
+            out.line(
+                f"{done.action} {block_count(done.range.blocks)} of {done.dataset_id}: "
+                f"{done.range} ({done.open} open)"
+            )
+        return 0
+
+    return run
+
+
+# ---------------------------------------------------------------------------- wiring
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``datasets``, ``blocks`` and ``budget``."""
+    datasets = sub.add_parser("datasets", help="create, list and show datasets (server)")
+    dsub = datasets.add_subparsers(dest="datasets_command", required=True)
+    create = dsub.add_parser("create", parents=[common], help="create a dataset")
+    create.add_argument("name")
+    create.add_argument("--epsilon", required=True)
+    create.add_argument("--delta", required=True)
+    create.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"])
+    accounting_options(create, '{"mode": "split", …}')
+    create.add_argument(
+        "--partition",
+        help="a partitioned dataset (budget and mode are every block's), e.g. "
+        '\'{"kind": "day", "unit": "record", "timezone": "Europe/Paris"}\'',
+    )
+    create.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+    create.set_defaults(run=command(_datasets_create))
+    lst = dsub.add_parser("list", parents=[common], help="datasets with their budget status")
+    lst.set_defaults(run=command(_datasets_list))
+    show = dsub.add_parser("show", parents=[common], help="one dataset's budget status")
+    show.add_argument("dataset")
+    show.set_defaults(run=command(_datasets_show))
+
+    blocks = sub.add_parser("blocks", help="a partitioned dataset's blocks (server)")
+    blsub = blocks.add_subparsers(dest="blocks_command", required=True)
+    blist = blsub.add_parser(
+        "list", parents=[common], help="open blocks as runs, with the fraction of budget spent"
+    )
+    blist.add_argument("dataset")
+    blist.add_argument("--from", dest="first", metavar="KEY", help="first block key")
+    blist.add_argument("--to", dest="last", metavar="KEY", help="last block key")
+    blist.add_argument("--limit", type=int, default=100, help="runs on the page (≤ 1000)")
+    blist.set_defaults(run=command(_blocks_list))
+    for action, what in (("open", "open blocks (never opened before)"), ("retire", "retire")):
+        bchange = blsub.add_parser(
+            action, parents=[common], help=f"{what} FROM … TO (keys, both included)"
+        )
+        bchange.add_argument("dataset")
+        bchange.add_argument("first", metavar="FROM")
+        bchange.add_argument("last", metavar="TO")
+        bchange.set_defaults(run=command(_blocks_change(action)))
+
+    budget = sub.add_parser("budget", help="change a dataset's budget (server)")
+    bsub = budget.add_subparsers(dest="budget_command", required=True)
+    bset = bsub.add_parser("set", parents=[common], help="new target (ε, δ)")
+    bset.add_argument("dataset")
+    bset.add_argument("--epsilon", required=True)
+    bset.add_argument("--delta", required=True)
+    bset.add_argument("--sub-budget", help="sub-budget of a split dataset")
+    bset.add_argument("--final-conversion-delta")
+    bset.set_defaults(run=command(_budget_set))

@@ -1,0 +1,95 @@
+"""``odometer register`` and ``odometer preview``: declare an invocation, or ask what it would
+get. On a whole dataset the decision is followed by the dataset's reading as it now is
+(``status.summary``); a refusal is one ``error:`` line, the refusal's own summary."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
+from odometer_client._cli.datasets import block_count, ranges_text
+from odometer_client._cli.options import BLOCKS_FORMS
+from odometer_client._cli.output import Output
+from odometer_client._cli.run import command
+from odometer_client._sync.client import OdometerClient
+from odometer_client.errors import ApiError
+
+
+def _declared(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``register`` and ``preview`` send: the mechanism and the request's options."""
+    return {
+        "sub_budget": args.sub_budget,
+        "conversion_delta": args.conversion_delta,
+        "blocks": args.blocks,
+    }
+
+
+def _reading_now(client: OdometerClient, dataset: str, out: Output) -> None:
+    """``now: <summary.text>``: a whole dataset's reading after the decision. Nothing for a
+    partitioned dataset (the blocks' lines say what they have left), from a server without
+    summaries, or when the key cannot read the dataset."""
+    try:
+        ds = client.get_dataset(dataset)
+    except ApiError:
+        return
+    summary: Mapping[str, Any] | None = None if ds.partitioned else ds.summary
+    if summary and summary.get("text"):
+        out.line(f"now: {summary['text']}")
+
+
+def _register(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    inv = client.register(args.dataset, args.mechanism, **_declared(args))
+    if args.json:
+        out.json(inv.raw)
+        return 0
+    charge = out.amounts(inv.charge, symbols=True)
+    out.line(f"{inv.status} {inv.id} on {inv.dataset_id}: charge {charge}")
+    if inv.blocks is not None:
+        count = sum(r.blocks for r in inv.blocks)
+        out.line(f"blocks: {ranges_text(inv.blocks)} ({block_count(count)})")
+    if inv.status == "reserved":
+        out.line(f"reserved cells: {', '.join(inv.cells)} (settle with the released cell)")
+    _reading_now(client, inv.dataset_id, out)
+    return 0
+
+
+def _preview(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    found = client.preview(args.dataset, args.mechanism, **_declared(args))
+    if args.json:
+        out.json(found.raw)
+        return 0
+    reason = f" ({found.reason})" if found.reason else ""
+    out.line(f"would be {found.status}{reason}: charge {out.amounts(found.charge, symbols=True)}")
+    on_blocks = found.blocks
+    if on_blocks is not None:
+        count = sum(r.blocks for r in on_blocks.selected)
+        out.line(f"selected: {ranges_text(on_blocks.selected)} ({block_count(count)})")
+        out.line(f"affordable: {ranges_text(on_blocks.affordable)}")
+        out.line(f"refused: {ranges_text(on_blocks.refused)}")
+        fit = on_blocks.fit
+        if fit:
+            more = f"at least {fit.get('count')}" if fit.get("at_least") else str(fit.get("count"))
+            after = f" (next refused: {fit['reason']})" if fit.get("reason") else ""
+            out.line(f"fit: {more} more in a row on every selected block{after}")
+    _reading_now(client, args.dataset, out)
+    return 0
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``register`` and ``preview``."""
+    for name, runner, what in (
+        ("register", _register, "declare an invocation before it runs (server)"),
+        ("preview", _preview, "the decision a registration would get now (server)"),
+    ):
+        inv = sub.add_parser(name, parents=[common], help=what)
+        inv.add_argument("dataset")
+        inv.add_argument(
+            "--mechanism",
+            required=True,
+            help='the declaration as JSON, e.g. \'{"type": "pure_dp", "epsilon": "0.4"}\'',
+        )
+        inv.add_argument("--blocks", help=f"partitioned datasets: the blocks read, {BLOCKS_FORMS}")
+        inv.add_argument("--sub-budget", help="sub-budget of a split dataset")
+        inv.add_argument("--conversion-delta", help="δ converting a curve-based declaration")
+        inv.set_defaults(run=command(runner))

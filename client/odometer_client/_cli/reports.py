@@ -1,0 +1,236 @@
+"""``odometer export`` (a dataset's whole ledger to a file ``odometer verify`` reads) and
+``odometer report`` (status, refunds, rejections, per-analyst spend and the replay verdict)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from odometer_client._cli.datasets import dataset_lines
+from odometer_client._cli.output import Output
+from odometer_client._cli.run import command
+from odometer_client._sync.client import OdometerClient
+from odometer_client.errors import OdometerError
+from odometer_client.exports import EXPORT_FORMATS, ExportFormat, format_of
+from odometer_client.ledger import summarize
+
+
+# ---------------------------------------------------------------------------- export
+def export_format(args: argparse.Namespace) -> ExportFormat:
+    """``--format``, else the one ``-o``'s name asks for (:func:`format_of`), as the client's
+    ``export()`` chooses."""
+    if args.format is not None:
+        chosen: ExportFormat = args.format
+        return chosen
+    return format_of(args.output)
+
+
+def _export(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    form = export_format(args)
+    try:
+        count = client.export(args.dataset, args.output, form)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise OdometerError(
+            f"cannot write {args.output}: {reason}: give -o a writable path"
+        ) from None
+    if args.json:
+        out.json(
+            {"dataset_id": args.dataset, "entries": count, "path": args.output, "format": form}
+        )
+    else:
+        out.line(f"wrote {count} entries of {args.dataset} to {args.output} ({form})")
+    return 0
+
+
+# ---------------------------------------------------------------------------- report
+def _report(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    report = client.report(args.dataset)
+    if report is not None:  # the server's (GET …/report); it always replays
+        if args.json:
+            out.json(report)
+        else:
+            _server_report_lines(report, out)
+        return 0 if report["verification"]["ok"] else 1
+    ds = client.get_dataset(args.dataset)  # a server without the route: summed up here
+    report = summarize(ds.raw, list(client.ledger(ds, page_size=10_000)), verify=args.verify)
+    report["source"] = "client"
+    if args.json:
+        out.json(report)
+        return 0
+    dataset_lines(ds, out)
+    _ledger_lines(report["ledger"], out)
+    refunded = out.figure(report["refunded_epsilon"], left=True)
+    out.line(f"refunded ε (settlements and cancellations): {refunded}")
+    if report["curve_charges"]:
+        out.line(f"curve-based charges (no scalar ε per entry): {report['curve_charges']}")
+    actors = report["actors"]
+    if actors:
+        out.line("\nper actor:")
+        rows: list[Sequence[str]] = [
+            (
+                *("actor", "invocations", "rejected", "settled", "cancelled"),
+                *("net ε", "net δ", "refunded ε"),
+            )
+        ]
+        for actor, row in actors.items():
+            counts = (str(row[k]) for k in ("invocations", "rejected", "settled", "cancelled"))
+            rows.append(
+                (
+                    actor,
+                    *counts,
+                    out.figure(row["epsilon"]),
+                    out.figure(row["delta"]),
+                    out.figure(row["refunded_epsilon"], left=True),
+                )
+            )
+        out.table(rows)
+    verification = report.get("verification")
+    if verification is None:
+        return 0
+    verdict = "OK" if verification["ok"] else "FAILED"
+    out.line(
+        f"\nreplay verification: {verdict} ({verification['entries']} entries, "
+        f"head {verification['head_hash']})"
+    )
+    for problem in verification["problems"]:
+        out.line(f"  problem: {problem}")
+    return 0 if verification["ok"] else 1
+
+
+def _ledger_lines(ledger: Mapping[str, Any], out: Output) -> None:
+    out.line(f"\nledger: {ledger['entries']} entries; by kind:")
+    for kind, n in ledger["kinds"].items():
+        out.line(f"  {kind:<22} {n}")
+
+
+def _status_amounts(obj: Mapping[str, Any] | None, out: Output, *, left: bool = False) -> str:
+    """A report's amounts: scalars rounded, an RDP curve named; under ``--exact`` every field
+    as the server wrote it (curves, and which orders are dead, included)."""
+    if out.exact:
+        return ", ".join(f"{k}={v}" for k, v in (obj or {}).items()) or "-"
+    return out.amounts(obj, left=left, curve="RDP curve (--exact prints it)")
+
+
+#: The outcome counts of a per-analyst row, in their columns' order.
+COUNTS = ("accepted", "reserved", "rejected", "settled", "cancelled")
+
+
+def _server_report_lines(report: Mapping[str, Any], out: Output) -> None:
+    """The server's report (``GET …/report``) as text: the reading first (``status.summary``),
+    then status, refunds, rejections, ledger summary, per-analyst spend, chain head and the
+    replay verdict."""
+    ds, st = report["dataset"], report["status"]
+    summary = st.get("summary")
+    if isinstance(summary, Mapping) and summary.get("text"):
+        out.line(str(summary["text"]))
+    refunds, rejections = report["refunds"], report["rejections"]
+    levels = ", ".join(f"{k}: {n}" for k, n in rejections["by_level"].items())
+    rows = [
+        ("dataset", f"{ds['id']}  {ds['name']!r}"),
+        ("mode / relation", f"{ds['mode']} / {ds['relation']}"),
+        ("budget", _status_amounts(st.get("budget"), out)),
+    ]
+    if "spent" in st:  # a split dataset's are its sub-budgets' (the reading above; --json)
+        rows.append(("spent", _status_amounts(st["spent"], out)))
+    if "remaining" in st:
+        rows.append(("remaining", _status_amounts(st["remaining"], out, left=True)))
+    rows += [
+        ("refunds (ODP savings)", _status_amounts(refunds["odp_savings"], out, left=True)),
+        ("refunds (all)", _status_amounts(refunds["total"], out, left=True)),
+        ("rejections", f"{rejections['total']}" + (f" ({levels})" if levels else "")),
+    ]
+    out.pairs(rows, colon=True)
+    for reason, n in rejections["by_reason"].items():
+        out.line(f"  {n:>5}  {reason}")
+    _ledger_lines(report["ledger"], out)
+    if report["analysts"]:
+        if ds["mode"] == "basic":
+            _basic_analysts(report["analysts"], report["series"]["unit"], out)
+        else:
+            _attributed_analysts(report["analysts"], ds["mode"], out)
+    head, verdict = report["chain_head"], report["verification"]
+    out.line(f"\nchain head: seq {head['seq']} {head['hash']}")
+    outcome = "OK" if verdict["ok"] else "FAILED"
+    out.line(f"replay verification: {outcome} ({verdict['entries']} entries)")
+    for problem in verdict["problems"]:
+        out.line(f"  problem: {problem}")
+
+
+def _basic_analysts(analysts: Sequence[Mapping[str, Any]], unit: str, out: Output) -> None:
+    """``basic``: what each analyst was charged, net of refunds (certified: basic composition
+    adds up), and refunded."""
+    out.line(f"\nper analyst ({unit}):")
+    table: list[Sequence[str]] = [("actor", "name", *COUNTS, "charged", "charged δ", "refunded")]
+    for a in analysts:
+        table.append(
+            (
+                a["actor"],
+                a["name"] or "-",
+                *(str(a[k]) for k in COUNTS),
+                out.figure(a["charged"].get(unit, "0")),
+                out.figure(a["charged"].get("delta", "0")),
+                out.figure(a["refunded"].get(unit, "0"), left=True),
+            )
+        )
+    out.table(table)
+
+
+def _charged(row: Mapping[str, Any], mode: str, out: Output) -> str:
+    """An analyst's net charges in the mode's currency (``ρ=0.015 δ=0``; rdp: a curve; split:
+    one currency per sub-budget, in ``--json``)."""
+    if mode == "split":
+        return "see --json"
+    return "RDP curve" if row.get("curve") else out.amounts(row.get("charged"), symbols=True)
+
+
+def _attributed_analysts(analysts: Sequence[Mapping[str, Any]], mode: str, out: Output) -> None:
+    """``zcdp``, ``rdp``, ``gdp``, ``split``: each analyst's charges in the mode's currency,
+    and their attribution, the (ε, δ) of those charges alone (``attribution``): not
+    certified, and the analysts' shares do not add up to the dataset's reading."""
+    out.line("\nper analyst, attribution (not certified): the (ε, δ) of each analyst's own")
+    out.line("charges alone; the shares do not add up to the certified reading")
+    table: list[Sequence[str]] = [("actor", "name", *COUNTS, "charged", "attributed ε", "δ")]
+    for a in analysts:
+        attribution = a.get("attribution") or {}
+        table.append(
+            (
+                a["actor"],
+                a["name"] or "-",
+                *(str(a[k]) for k in COUNTS),
+                _charged(a, mode, out),
+                out.figure(attribution.get("epsilon")),
+                out.figure(attribution.get("delta")),
+            )
+        )
+    out.table(table)
+
+
+# ---------------------------------------------------------------------------- wiring
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``export`` and ``report``."""
+    export = sub.add_parser(
+        "export", parents=[common], help="stream a dataset's whole ledger to a file (server)"
+    )
+    export.add_argument("dataset")
+    export.add_argument("-o", "--output", required=True)
+    export.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        help="default: the one -o's suffix names (.json, .csv), else jsonl (JSON lines, which "
+        "`odometer verify` streams)",
+    )
+    export.set_defaults(run=command(_export))
+
+    report = sub.add_parser(
+        "report", parents=[common], help="status, ledger summary and replay verification (server)"
+    )
+    report.add_argument("dataset")
+    report.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="skip the local replay (servers without a report route; the server always replays)",
+    )
+    report.set_defaults(run=command(_report))

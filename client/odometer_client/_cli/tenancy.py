@@ -1,0 +1,324 @@
+"""Who may spend what: ``odometer grant`` and ``grants`` (analysts on a dataset, with a
+quota), ``orgs`` (organisations and their caps), ``principals`` and ``keys``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from odometer_client._cli.options import accounting, accounting_options
+from odometer_client._cli.output import Output, text
+from odometer_client._cli.run import command, organisation_id
+from odometer_client._sync.client import OdometerClient
+from odometer_client.errors import OdometerError
+
+
+# ---------------------------------------------------------------------------- grants
+def _grant(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    quota: dict[str, str] | None = None
+    if (args.quota_epsilon is None) != (args.quota_delta is None):
+        sys.stderr.write("error: a quota needs both --quota-epsilon and --quota-delta\n")
+        return 2
+    if args.quota_epsilon is not None:
+        quota = {"epsilon": args.quota_epsilon, "delta": args.quota_delta}
+    result = client.grant(args.dataset, args.principal, quota=quota)
+    if args.json:
+        out.json(result)
+    else:
+        suffix = f" with quota {out.amounts(quota)}" if quota else ""
+        out.line(f"granted {args.principal} on {args.dataset}{suffix}")
+    return 0
+
+
+def _grants_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    grants = client.grants(args.dataset)
+    if args.json:
+        out.json(grants)
+        return 0
+    if not grants:
+        out.line(f"no grants on {args.dataset}")
+        return 0
+    rows: list[Sequence[str]] = [("principal", "quota", "quota spent", "granted by", "at")]
+    for g in grants:
+        spent = (g.get("quota_state") or {}).get("spent")
+        rows.append(
+            (
+                g["principal_id"],
+                out.amounts(g.get("quota")),
+                out.amounts(spent),
+                g.get("created_by", "-"),
+                g.get("created_at", "-"),
+            )
+        )
+    out.table(rows)
+    return 0
+
+
+def _grants_revoke(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    result = client.revoke_grant(args.dataset, args.principal)
+    if args.json:
+        out.json(result)
+    else:
+        out.line(f"revoked {args.principal}'s grant on {args.dataset}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- organisations
+def _cap_text(cap: Mapping[str, Any] | None, out: Output) -> str:
+    """The cap in force: its target and mode (``ε=10 δ=0.00001 zcdp``)."""
+    return f"{out.amounts(cap, symbols=True)} {cap['mode']}" if cap else "-"
+
+
+def _org_rows(orgs: Sequence[Mapping[str, Any]], out: Output) -> None:
+    rows: list[Sequence[str]] = [("id", "name", "cap", "mode", "spent", "certified ε", "decisions")]
+    for o in orgs:
+        status = o.get("status") or {}
+        spent = out.amounts(o.get("spent"), symbols=True)
+        reserved = (o.get("reserved") or {}).get("epsilon")
+        if reserved:  # open ODP reservations (basic caps)
+            spent += f" (reserved ε={out.figure(reserved)})"
+        rows.append(
+            (
+                o["id"],
+                o["name"],
+                _cap_text(o.get("cap"), out),
+                text(status.get("mode")),
+                spent,
+                out.figure((status.get("odometer") or {}).get("epsilon")),
+                text(o.get("cap_seq")),
+            )
+        )
+    out.table(rows)
+
+
+def _orgs_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    orgs = client.organisations()
+    if args.json:
+        out.json(orgs)
+    else:
+        _org_rows(orgs, out)
+    return 0
+
+
+def _orgs_create(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    org = client.create_organisation(args.name)
+    if args.json:
+        out.json(org)
+    elif args.quiet:
+        out.line(str(org["id"]))
+    else:
+        out.line(f"created organisation {org['id']} {org['name']!r}")
+    return 0
+
+
+def _orgs_cap(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    chosen = accounting(args)
+    amounts = args.epsilon is not None or args.delta is not None
+    if args.remove and (amounts or chosen is not None):
+        raise OdometerError("--remove takes no amounts and no accounting options")
+    if not args.remove and not amounts:
+        raise OdometerError("give --epsilon and --delta, or --remove")
+    if not args.remove and (args.epsilon is None or args.delta is None):
+        raise OdometerError("a cap needs both --epsilon and --delta")
+    org = client.set_organisation_cap(
+        organisation_id(client, args.organisation), args.epsilon, args.delta, chosen
+    )
+    if args.json:
+        out.json(org)
+    else:
+        _org_rows([org], out)
+    return 0
+
+
+def _orgs_capacity(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    found = client.organisation_cap_capacity(
+        organisation_id(client, args.organisation),
+        args.mechanism,
+        args.dataset,
+        args.conversion_delta,
+    )
+    if args.json:
+        out.json(found)
+        return 0
+    count = f"at least {found['count']}" if found["at_least"] else str(found["count"])
+    reason = f" (next refused: {found['reason']})" if found.get("reason") else ""
+    out.line(f"the cap ({found['mode']}) admits {count} more of this declaration{reason}")
+    return 0
+
+
+def _orgs_report(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    report = client.organisation_report(organisation_id(client, args.organisation))
+    if args.json:
+        out.json(report)
+    else:
+        _org_report_lines(report, out)
+    return 0 if report["verified"] else 1
+
+
+def _org_report_lines(report: Mapping[str, Any], out: Output) -> None:
+    """The organisation's report (``GET …/report``) as text: the replay's verdict, the
+    certified reading it replayed, and what each dataset drew from the cap."""
+    org, reading = report["organisation"], report.get("odometer")
+    certified = "-"
+    if reading:
+        certified = f"{out.amounts(reading, symbols=True)} ({text(reading.get('source'))})"
+    out.pairs(
+        [
+            ("organisation", f"{org['id']}  {org['name']!r}"),
+            ("cap", _cap_text(org.get("cap"), out)),
+            ("spent", out.amounts(org.get("spent"), symbols=True)),
+            ("certified reading", certified),
+            ("decisions", str(report["decisions"])),
+            ("replay", "verified" if report["verified"] else "FAILED"),
+        ]
+    )
+    for problem in report["problems"]:
+        out.line(f"  problem: {problem}")
+    table: list[Sequence[str]] = [("dataset", "name", "mode", "decisions", "admitted", "drawn")]
+    for d in report["datasets"]:
+        drawn = out.amounts(d.get("drawn"), symbols=True)
+        table.append(
+            (d["id"], d["name"], d["mode"], str(d["decisions"]), str(d["admitted"]), drawn)
+        )
+    out.line()
+    if len(table) == 1:
+        out.line("no datasets")
+    else:
+        out.table(table)
+
+
+# ---------------------------------------------------------------------------- principals, keys
+def _principals_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    principals = client.principals()
+    if args.json:
+        out.json(principals)
+        return 0
+    rows: list[Sequence[str]] = [("id", "name", "role", "organisation", "created")]
+    for p in principals:
+        organisation = text(p.get("organisation_id"))
+        rows.append((p["id"], p["name"], p["role"], organisation, p["created_at"]))
+    out.table(rows)
+    return 0
+
+
+def _principals_create(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    organisation = None if args.organisation is None else organisation_id(client, args.organisation)
+    principal = client.create_principal(args.name, args.role, organisation_id=organisation)
+    if args.json:
+        out.json(principal)
+    elif args.quiet:
+        out.line(str(principal["id"]))
+    else:
+        out.line(
+            f"created {principal['role']} {principal['id']} {principal['name']!r} "
+            f"in {text(principal.get('organisation_id'))}"
+        )
+    return 0
+
+
+def _keys_issue(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    key = client.issue_key(args.principal, expires_at=args.expires_at)
+    if args.json:
+        out.json(key)
+        return 0
+    sys.stderr.write(
+        f"key {key['id']} for {key['principal_id']} (expires {text(key.get('expires_at'))}); "
+        "shown once, the server keeps only its hash:\n"
+    )
+    out.line(str(key["key"]))
+    return 0
+
+
+def _keys_revoke(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    result = client.revoke_key(args.key_id)
+    if args.json:
+        out.json(result)
+    else:
+        out.line(f"revoked key {result['id']} of {result['principal_id']}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- wiring
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``grant``, ``grants``, ``orgs``, ``principals`` and ``keys``."""
+    grant = sub.add_parser("grant", parents=[common], help="grant an analyst a dataset (server)")
+    grant.add_argument("dataset")
+    grant.add_argument("principal")
+    grant.add_argument("--quota-epsilon", help="the analyst's quota ε inside this dataset")
+    grant.add_argument("--quota-delta", help="the analyst's quota δ (with --quota-epsilon)")
+    grant.set_defaults(run=command(_grant))
+
+    grants = sub.add_parser("grants", help="list or revoke a dataset's grants (server)")
+    gsub = grants.add_subparsers(dest="grants_command", required=True)
+    glist = gsub.add_parser("list", parents=[common], help="principals granted a dataset")
+    glist.add_argument("dataset")
+    glist.set_defaults(run=command(_grants_list))
+    grevoke = gsub.add_parser("revoke", parents=[common], help="withdraw a principal's grant")
+    grevoke.add_argument("dataset")
+    grevoke.add_argument("principal")
+    grevoke.set_defaults(run=command(_grants_revoke))
+
+    orgs = sub.add_parser("orgs", help="organisations and their caps (server)")
+    osub = orgs.add_subparsers(dest="orgs_command", required=True)
+    olist = osub.add_parser("list", parents=[common], help="organisations with cap and spend")
+    olist.set_defaults(run=command(_orgs_list))
+    ocreate = osub.add_parser("create", parents=[common], help="create an organisation (admin)")
+    ocreate.add_argument("name")
+    ocreate.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+    ocreate.set_defaults(run=command(_orgs_create))
+    ocap = osub.add_parser("cap", parents=[common], help="set or remove an organisation's cap")
+    ocap.add_argument("organisation", help="the organisation's id or exact name")
+    ocap.add_argument("--epsilon")
+    ocap.add_argument("--delta")
+    accounting_options(ocap, '{"mode": "rdp", "workload": […]}')
+    ocap.add_argument("--remove", action="store_true", help="remove the cap")
+    ocap.set_defaults(run=command(_orgs_cap))
+    ocapacity = osub.add_parser(
+        "capacity", parents=[common], help="how many more of a declaration the cap admits"
+    )
+    ocapacity.add_argument("organisation", help="the organisation's id or exact name")
+    ocapacity.add_argument(
+        "--mechanism",
+        required=True,
+        help='the declaration as JSON, e.g. \'{"type": "gaussian", "sigma": "10", '
+        '"sensitivity": "1"}\'',
+    )
+    ocapacity.add_argument(
+        "--dataset", help="the dataset it would read (the cap charges under its relation)"
+    )
+    ocapacity.add_argument(
+        "--conversion-delta", help="δ converting a curve-based declaration (basic caps)"
+    )
+    ocapacity.set_defaults(run=command(_orgs_capacity))
+    oreport = osub.add_parser(
+        "report", parents=[common], help="the cap replayed: what each dataset drew (server)"
+    )
+    oreport.add_argument("organisation", help="the organisation's id or exact name")
+    oreport.set_defaults(run=command(_orgs_report))
+
+    principals = sub.add_parser("principals", help="list and create principals (server)")
+    psub = principals.add_subparsers(dest="principals_command", required=True)
+    plist = psub.add_parser("list", parents=[common], help="principals visible to the key")
+    plist.set_defaults(run=command(_principals_list))
+    pcreate = psub.add_parser("create", parents=[common], help="create a principal")
+    pcreate.add_argument("name")
+    pcreate.add_argument(
+        "--role", required=True, choices=["curator", "analyst", "auditor", "admin"]
+    )
+    pcreate.add_argument(
+        "--organisation", help="id or exact name (default: the caller's organisation)"
+    )
+    pcreate.add_argument("-q", "--quiet", action="store_true", help="print only the new id")
+    pcreate.set_defaults(run=command(_principals_create))
+
+    keys = sub.add_parser("keys", help="issue and revoke API keys (server)")
+    ksub = keys.add_subparsers(dest="keys_command", required=True)
+    kissue = ksub.add_parser("issue", parents=[common], help="a new key for a principal")
+    kissue.add_argument("principal", help="the principal's id")
+    kissue.add_argument("--expires-at", help="ISO 8601 time after which the key is refused")
+    kissue.set_defaults(run=command(_keys_issue))
+    krevoke = ksub.add_parser("revoke", parents=[common], help="revoke a key at once")
+    krevoke.add_argument("key_id")
+    krevoke.set_defaults(run=command(_keys_revoke))
