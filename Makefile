@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev bench bench-accounting bench-blocks bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
+.PHONY: run test browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,32 @@ $(VENV)/.installed-dev: $(PYPROJECTS) | $(BIN)/python
 install: $(VENV)/.installed
 
 dev: $(VENV)/.installed-dev
+
+## install-locked: the same installation as `make install`, pinned: every third-party
+## distribution from requirements.lock (hash-checked, no resolution beyond the file), then the
+## three distributions of this checkout, editable, with nothing more to fetch (`make
+## install-locked run` serves on the locked versions)
+install-locked: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e ./client -e ./core -e .
+	$(BIN)/python -m pip check
+	@touch $(VENV)/.installed
+
+## lock: regenerate requirements.lock from the three pyproject.toml files (uv, from the dev extra;
+## needs the package index). Pins already in the file are kept unless LOCK_ARGS=--upgrade or
+## LOCK_ARGS='--upgrade-package NAME'
+lock: dev
+	printf '%s\n' ./client ./core . 'setuptools>=70.1' | $(BIN)/uv pip compile - --quiet \
+	  --universal --python-version 3.11 --generate-hashes \
+	  --no-emit-package privacy-odometer --no-emit-package privacy-odometer-core \
+	  --no-emit-package privacy-odometer-client \
+	  --custom-compile-command 'make lock' $(LOCK_ARGS) -o requirements.lock
+
+## dist: the wheels of the three distributions in dist/ (emptied first): the server, the core and
+## the client; `pip install dist/*.whl` installs the server (docs/install.md)
+dist: | $(BIN)/python
+	rm -rf dist build core/build client/build
+	$(BIN)/python -m pip wheel --quiet --no-deps -w dist ./client ./core .
 
 ## run: migrate the database (SQLite ./odometer.db unless DATABASE_URL is set) and serve
 run: install

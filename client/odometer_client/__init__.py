@@ -2,7 +2,7 @@
 
 Its only third-party dependency is httpx; the adapters (:mod:`odometer_client.adapters`) load
 their DP library only when called, and the offline verifier (``odometer verify``) comes with
-the accounting core (``pip install privacy-odometer-core``, which brings this client).
+the accounting core (``pip install ./client ./core`` from a checkout of the repository).
 
 ```python
 from odometer_client import OdometerClient, declarations as d

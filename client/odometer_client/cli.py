@@ -61,7 +61,8 @@ PLUGIN_GROUP = "odometer.commands"
 def _verify_missing(args: argparse.Namespace) -> int:
     sys.stderr.write(
         "odometer verify: the offline verifier is not installed: "
-        "pip install privacy-odometer-core\n"
+        "pip install ./client ./core from a checkout of the repository "
+        "(privacy-odometer-core is on no package index)\n"
     )
     return 2
 

@@ -3,7 +3,7 @@
 - :func:`summarize` builds the report (status + ledger summary + replay verdict) when the
   server has no ``GET …/report``.
 - :func:`verify_entries` is the offline verifier's replay (``odometer verify``); it needs the
-  accounting core (``pip install privacy-odometer-core``, which brings this client), loaded
+  accounting core (``pip install ./client ./core`` from a checkout of the repository), loaded
   only then.
 - Exports are written by the server and saved as received (:mod:`odometer_client.exports`).
 """
@@ -33,7 +33,10 @@ class VerifierMissing(OdometerError):
     """The offline verifier (the accounting core) is not installed."""
 
     def __init__(self) -> None:
-        super().__init__("the offline verifier is not installed: pip install privacy-odometer-core")
+        super().__init__(
+            "the offline verifier is not installed: pip install ./client ./core from a checkout "
+            "of the repository (privacy-odometer-core is on no package index)"
+        )
 
 
 def verify_entries(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The client and the verifier install on their own: each into a real fresh virtual
-environment, offline, from wheels built from this source tree (dependencies repacked from the
-installed copies, resolved by pip from their real metadata)."""
+environment, offline, from the wheels ``make dist`` builds from this source tree (dependencies
+repacked from the installed copies, resolved by pip from their real metadata; the wheelhouse is
+the session's one, shared with ``tests/install``, which runs every install command of the docs)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,8 @@ import pytest
 
 from odometer_client import OdometerClient
 from odometer_client import declarations as d
-from tests.client.wheelhouse import (
-    ROOT,
-    fresh_venv,
-    installed,
-    pip_install,
-    wheelhouse,
-)
+from tests.client.wheelhouse import ROOT, installed, pip_install
+from tests.install.wheels import fresh_env, shared_wheels
 
 #: What the client must never bring: the numeric stack, the web framework, the database layer.
 HEAVY = {"numpy", "scipy", "fastapi", "starlette", "sqlalchemy", "uvicorn", "psycopg", "pydantic"}
@@ -35,14 +31,12 @@ IMPORT_BUDGET_S = 0.300
 
 @pytest.fixture(scope="module")
 def house(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return wheelhouse(
-        ["privacy-odometer-client", "privacy-odometer-core"], tmp_path_factory.mktemp("wheels")
-    )
+    return shared_wheels(tmp_path_factory).house
 
 
 @pytest.fixture(scope="module")
 def client_env(house: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    python = fresh_venv(tmp_path_factory.mktemp("client-venv") / "venv")
+    python = fresh_env(tmp_path_factory.mktemp("client-venv") / "venv", house, build=False)
     pip_install(python, house, "privacy-odometer-client")
     yield python
 
@@ -105,7 +99,8 @@ def test_client_alone_says_how_to_get_the_verifier(client_env: Path, tmp_path: P
     assert proc.returncode == 2
     assert proc.stderr == (
         "odometer verify: the offline verifier is not installed: "
-        "pip install privacy-odometer-core\n"
+        "pip install ./client ./core from a checkout of the repository "
+        "(privacy-odometer-core is on no package index)\n"
     )
 
 
@@ -118,7 +113,7 @@ def test_verifier_alone_verifies_a_servers_export(
         r.settle("a")
     export = tmp_path_factory.mktemp("export") / "ledger.jsonl"
     assert client.export(ds, export, "jsonl") == 4
-    python = fresh_venv(tmp_path_factory.mktemp("verifier-venv") / "venv")
+    python = fresh_env(tmp_path_factory.mktemp("verifier-venv") / "venv", house, build=False)
     pip_install(python, house, "privacy-odometer-core")
     assert installed(python) & SERVER == set()
     odometer = python.parent / "odometer"

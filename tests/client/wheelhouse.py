@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,15 +80,20 @@ def closure(requirements: list[str]) -> set[str]:
 
 
 def repack_installed(name: str, out: Path) -> Path:
-    """A wheel of an installed distribution, from the files its RECORD lists."""
+    """A wheel of an installed distribution, from the files its RECORD lists, named with a tag
+    this interpreter installs."""
     dist = metadata.distribution(name)
     files = [f for f in dist.files or [] if not str(f).startswith("..")]
     wheel_text = next(
         (f.read_text() for f in files if f.name == "WHEEL" and ".dist-info" in str(f)), ""
     )
     tags = re.findall(r"^Tag: (.+)$", wheel_text or "", flags=re.M) or ["py3-none-any"]
+    # a wheel built for several tags (Deprecated's py2 and py3) is named after one this
+    # interpreter installs: pip skips a wheel whose name has none
+    supported = {str(tag) for tag in sys_tags()}
+    tag = next((t for t in tags if t in supported), tags[0])
     dist_name = re.sub(r"[^\w.]+", "_", dist.metadata["Name"])
-    target = out / f"{dist_name}-{dist.version}-{tags[0]}.whl"
+    target = out / f"{dist_name}-{dist.version}-{tag}.whl"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as wheel:
         for f in files:
             path = Path(str(f.locate()))
