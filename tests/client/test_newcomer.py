@@ -127,6 +127,12 @@ def test_curator_analyst_auditor_in_every_mode(
     code, out, err = _cli(server, auditor_key, capsys, "report", ds.id)
     assert code == 0, err
     assert report["status"]["summary"]["text"] in out
+    if mode != "basic":  # per analyst and per declaration kind, labelled as attribution
+        assert "per analyst, attribution (not certified)" in out
+        assert "per declaration kind, attribution (not certified)" in out
+        (kind,) = report["mechanisms"]
+        kind_line = next(line for line in out.splitlines() if line.startswith(kind["kind"]))
+        assert str(kind["attribution"]["epsilon"]) in kind_line
     assert "Traceback" not in out + err
 
 

@@ -145,11 +145,18 @@ def _server_report_lines(report: Mapping[str, Any], out: Output) -> None:
     for reason, n in rejections["by_reason"].items():
         out.line(f"  {n:>5}  {reason}")
     _ledger_lines(report["ledger"], out)
-    if report["analysts"]:
+    unit = report["series"]["unit"]
+    spenders: tuple[tuple[str, Sequence[Mapping[str, Any]]], ...] = (
+        ("analyst", report["analysts"]),
+        ("kind", report.get("mechanisms") or []),
+    )
+    for who, totals in spenders:
+        if not totals:
+            continue
         if ds["mode"] == "basic":
-            _basic_analysts(report["analysts"], report["series"]["unit"], out)
+            _basic_rows(who, totals, unit, out)
         else:
-            _attributed_analysts(report["analysts"], ds["mode"], out)
+            _attributed_rows(who, totals, ds["mode"], out)
     head, verdict = report["chain_head"], report["verification"]
     out.line(f"\nchain head: seq {head['seq']} {head['hash']}")
     outcome = "OK" if verdict["ok"] else "FAILED"
@@ -158,16 +165,24 @@ def _server_report_lines(report: Mapping[str, Any], out: Output) -> None:
         out.line(f"  problem: {problem}")
 
 
-def _basic_analysts(analysts: Sequence[Mapping[str, Any]], unit: str, out: Output) -> None:
-    """``basic``: what each analyst was charged, net of refunds (certified: basic composition
-    adds up), and refunded."""
-    out.line(f"\nper analyst ({unit}):")
-    table: list[Sequence[str]] = [("actor", "name", *COUNTS, "charged", "charged δ", "refunded")]
-    for a in analysts:
+def _keys(who: str, row: Mapping[str, Any]) -> tuple[str, ...]:
+    """A row's first columns: an analyst's ``actor`` and ``name``, a declaration kind."""
+    return (row["actor"], row["name"] or "-") if who == "analyst" else (row["kind"],)
+
+
+def _heading(who: str) -> tuple[str, ...]:
+    return ("actor", "name") if who == "analyst" else ("kind",)
+
+
+def _basic_rows(who: str, rows: Sequence[Mapping[str, Any]], unit: str, out: Output) -> None:
+    """``basic``: what each analyst (or declaration kind) was charged, net of refunds
+    (certified: basic composition adds up), and refunded."""
+    out.line(f"\nper {'analyst' if who == 'analyst' else 'declaration kind'} ({unit}):")
+    table: list[Sequence[str]] = [(*_heading(who), *COUNTS, "charged", "charged δ", "refunded")]
+    for a in rows:
         table.append(
             (
-                a["actor"],
-                a["name"] or "-",
+                *_keys(who, a),
                 *(str(a[k]) for k in COUNTS),
                 out.figure(a["charged"].get(unit, "0")),
                 out.figure(a["charged"].get("delta", "0")),
@@ -185,19 +200,19 @@ def _charged(row: Mapping[str, Any], mode: str, out: Output) -> str:
     return "RDP curve" if row.get("curve") else out.amounts(row.get("charged"), symbols=True)
 
 
-def _attributed_analysts(analysts: Sequence[Mapping[str, Any]], mode: str, out: Output) -> None:
-    """``zcdp``, ``rdp``, ``gdp``, ``split``: each analyst's charges in the mode's currency,
-    and their attribution, the (ε, δ) of those charges alone (``attribution``): not
-    certified, and the analysts' shares do not add up to the dataset's reading."""
-    out.line("\nper analyst, attribution (not certified): the (ε, δ) of each analyst's own")
+def _attributed_rows(who: str, rows: Sequence[Mapping[str, Any]], mode: str, out: Output) -> None:
+    """``zcdp``, ``rdp``, ``gdp``, ``split``: each analyst's (or declaration kind's) charges in
+    the mode's currency, and their attribution, the (ε, δ) of those charges alone
+    (``attribution``): not certified, and the shares do not add up to the dataset's reading."""
+    whose = "analyst" if who == "analyst" else "declaration kind"
+    out.line(f"\nper {whose}, attribution (not certified): the (ε, δ) of each {whose}'s own")
     out.line("charges alone; the shares do not add up to the certified reading")
-    table: list[Sequence[str]] = [("actor", "name", *COUNTS, "charged", "attributed ε", "δ")]
-    for a in analysts:
+    table: list[Sequence[str]] = [(*_heading(who), *COUNTS, "charged", "attributed ε", "δ")]
+    for a in rows:
         attribution = a.get("attribution") or {}
         table.append(
             (
-                a["actor"],
-                a["name"] or "-",
+                *_keys(who, a),
                 *(str(a[k]) for k in COUNTS),
                 _charged(a, mode, out),
                 out.figure(attribution.get("epsilon")),
