@@ -13,9 +13,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, Route, sync_playwright
+from playwright.sync_api import BrowserContext, Page, Route
 
-from tests.browser.test_dashboard import CHROMIUM_FLAGS, chromium_binary
+from tests.browser.conftest import chromium
 from tests.concurrency.server import Server, running_server
 from tests.support import fresh_database
 
@@ -33,9 +33,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture
 def offline(tmp_path: Path, server: Server) -> Iterator[tuple[BrowserContext, list[str]]]:
     """A browser whose requests to anywhere but the server are aborted (and listed)."""
-    binary = chromium_binary()
-    if binary is None:
-        pytest.skip("no Chromium binary: install Debian's `chromium` or set ODOMETER_CHROMIUM")
     local = urlsplit(server.base_url).netloc
     refused: list[str] = []
 
@@ -47,19 +44,9 @@ def offline(tmp_path: Path, server: Server) -> Iterator[tuple[BrowserContext, li
             refused.append(url)
             route.abort("internetdisconnected")
 
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=binary,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 900},
-        )
+    with chromium(tmp_path / "profile", height=900) as context:
         context.route("**/*", gate)
-        try:
-            yield context, refused
-        finally:
-            context.close()
+        yield context, refused
 
 
 def _open(context: BrowserContext, url: str) -> tuple[Page, list[str]]:

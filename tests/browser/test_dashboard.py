@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -20,33 +19,15 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Page, expect
 
 from app.reports_svg import shown
 from tests.concurrency.server import Server, running_server
 from tests.support import ADMIN_KEY, ROOT, fresh_database
 
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 #: An analyst name that would run script if the page or the chart ever treated it as markup.
 HOSTILE = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
-
-
-def chromium_binary() -> str | None:
-    """The system Chromium: ``$ODOMETER_CHROMIUM``, else ``chromium`` on the PATH."""
-    configured = os.environ.get("ODOMETER_CHROMIUM")
-    if configured:
-        return configured if Path(configured).exists() else None
-    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @dataclass
@@ -157,25 +138,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         running_server(backend.url, tmp / "server.log") as server,
     ):
         yield _build(server)
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[BrowserContext]:
-    binary = chromium_binary()
-    if binary is None:
-        pytest.skip("no Chromium binary: install Debian's `chromium` or set ODOMETER_CHROMIUM")
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),  # a fresh user-data-dir per test
-            executable_path=binary,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 1000},
-        )
-        try:
-            yield context
-        finally:
-            context.close()
 
 
 def _screenshot(page: Page, name: str) -> Path:

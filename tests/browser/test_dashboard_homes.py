@@ -16,20 +16,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Locator, Page, Route, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Locator, Page, Route, expect
 
 from odometer_core.accounting.exact import fmt
 from odometer_core.accounting.summary import round_up
 from tests.browser.test_dashboard import (
-    CHROMIUM_FLAGS,
     _long_numbers,
     _screenshot,
-    chromium_binary,
 )
 from tests.concurrency.server import Server, running_server
 from tests.support import ADMIN_KEY, fresh_database
@@ -149,25 +146,6 @@ def homes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homes]:
         running_server(backend.url, tmp / "server.log") as server,
     ):
         yield build_homes(server)
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[BrowserContext]:
-    binary = chromium_binary()
-    if binary is None:
-        pytest.skip("no Chromium binary: install Debian's `chromium` or set ODOMETER_CHROMIUM")
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=binary,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 900},
-        )
-        try:
-            yield context
-        finally:
-            context.close()
 
 
 def _get(homes: Homes, key: str, path: str) -> Any:
