@@ -148,12 +148,10 @@ class LedgerRepository:
             stmt = stmt.where(or_(LedgerEntry.seq == 1, LedgerEntry.org.is_not(None)))
         return self.session.scalars(stmt).all()
 
-    def last_registration(self, dataset_id: str) -> LedgerEntry | None:
-        """The dataset's most recent admitted registration (accepted or reserved: a refusal
-        changes nothing, the status it reads included), whose declaration a status summary
-        counts (:func:`app.services.datasets.get_dataset`). Read backwards on the
-        ``(dataset_id, seq)`` index from the head."""
-        kinds = ("invocation_accepted", "invocation_reserved")
+    def last_of(self, dataset_id: str, kinds: Sequence[str]) -> LedgerEntry | None:
+        """The dataset's most recent entry of one of ``kinds`` (a status summary counts the
+        last admitted registration's declaration: :func:`app.services.datasets.get_dataset`).
+        Read backwards on the ``(dataset_id, seq)`` index from the head."""
         stmt = (
             select(LedgerEntry)
             .where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind.in_(kinds))

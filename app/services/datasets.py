@@ -33,6 +33,9 @@ from odometer_core.accounting.summary import compose, summarise
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.chain import GENESIS_HASH
 
+#: The entries of an admitted registration, whose declaration a status summary counts.
+ADMITTED = (EntryKind.INVOCATION_ACCEPTED, EntryKind.INVOCATION_RESERVED)
+
 #: Datasets created by the admin (who belongs to no organisation) land here.
 DEFAULT_ORGANISATION = "default"
 
@@ -175,7 +178,9 @@ def get_dataset(uow: UnitOfWork, principal: Principal, dataset_id: str) -> dict[
     """Budget status of one dataset."""
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
-        return _view(uow, ds, uow.ledger.last_registration(ds.id))
+        # the last admitted registration: a refusal changes nothing, the status included
+        last = uow.ledger.last_of(ds.id, ADMITTED)
+        return _view(uow, ds, last)
 
 
 def _view(uow: UnitOfWork, ds: Dataset, last: LedgerEntry | None = None) -> dict[str, Any]:
