@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from app.schemas.common import NOT_A_BOOLEAN, Amount, StrictModel, optional
 from odometer_core.accounting import Declaration, parse_declaration
@@ -101,6 +101,36 @@ class Exponential(StrictModel):
 
     type: Literal["exponential"]
     epsilon: Amount
+
+
+class DiscreteLaplace(StrictModel):
+    """Discrete Laplace (two-sided geometric) noise P[x] ∝ exp(−|x|/t) on an integer-valued
+    query: scale t > 0, sensitivity Δ (default 1); ε = Δ/t."""
+
+    type: Literal["discrete_laplace"]
+    scale: Amount
+    sensitivity: Amount | None = optional()
+
+
+class DiscreteGaussian(StrictModel):
+    """Discrete Gaussian noise on an integer-valued query: σ > 0, ℓ₂ sensitivity Δ (default 1);
+    ρ = Δ²/(2σ²)-zCDP (Canonne–Kamath–Steinke 2020). Not accepted in mode ``gdp``."""
+
+    type: Literal["discrete_gaussian"]
+    sigma: Amount
+    sensitivity: Amount | None = optional()
+
+
+class ReportNoisyMax(StrictModel):
+    """Report noisy max with ``gumbel`` noise (the exponential mechanism) or ``exponential``
+    noise (permute-and-flip, charged as pure ε-DP), scale b > 0, score sensitivity Δ (default
+    1): ε = Δ/b if ``monotonic`` (default false), else 2Δ/b."""
+
+    type: Literal["report_noisy_max"]
+    noise: Literal["gumbel", "exponential"]
+    scale: Amount
+    sensitivity: Amount | None = optional()
+    monotonic: StrictBool | None = optional()
 
 
 class OdpCell(StrictModel):
@@ -212,6 +242,9 @@ MechanismModel = (
     | Laplace
     | RandomizedResponse
     | Exponential
+    | DiscreteLaplace
+    | DiscreteGaussian
+    | ReportNoisyMax
     | ODP
     | SVT
     | PTR

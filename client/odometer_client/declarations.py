@@ -118,6 +118,41 @@ def laplace(scale: Number, sensitivity: Number | None = None) -> Mechanism:
     )
 
 
+def discrete_laplace(scale: Number, sensitivity: Number | None = None) -> Mechanism:
+    """Discrete Laplace (two-sided geometric) noise P[x] ∝ exp(−|x|/t) of scale t on an
+    integer-valued query of sensitivity Δ (default 1): ε = Δ/t."""
+    return Mechanism(
+        type="discrete_laplace",
+        scale=_d(scale),
+        sensitivity=None if sensitivity is None else _d(sensitivity),
+    )
+
+
+def discrete_gaussian(sigma: Number, sensitivity: Number | None = None) -> Mechanism:
+    """Discrete Gaussian noise of parameter σ on an integer-valued query of ℓ₂ sensitivity Δ
+    (default 1): Δ²/(2σ²)-zCDP (not accepted by ``gdp`` datasets)."""
+    return Mechanism(
+        type="discrete_gaussian",
+        sigma=_d(sigma),
+        sensitivity=None if sensitivity is None else _d(sensitivity),
+    )
+
+
+def report_noisy_max(
+    noise: str, scale: Number, sensitivity: Number | None = None, *, monotonic: bool = False
+) -> Mechanism:
+    """The index of the largest score plus ``"gumbel"`` noise (the exponential mechanism) or
+    ``"exponential"`` noise (permute-and-flip) of scale b, each score of sensitivity Δ (default
+    1): ε = Δ/b when the scores are ``monotonic``, else 2Δ/b."""
+    return Mechanism(
+        type="report_noisy_max",
+        noise=noise,
+        scale=_d(scale),
+        sensitivity=None if sensitivity is None else _d(sensitivity),
+        monotonic=monotonic,
+    )
+
+
 def odp(cells: Mapping[str, Number], delta: Number | None = None) -> Mechanism:
     """An output-dependent partition: cell name → ε of outputs in that cell, and one δ."""
     return Mechanism(

@@ -34,6 +34,22 @@ EXAMPLES: list[dict[str, Any]] = [
     {"type": "laplace", "scale": "2", "sensitivity": "1"},
     {"type": "randomized_response", "epsilon": "1"},
     {"type": "exponential", "epsilon": "0.5"},
+    {"type": "discrete_laplace", "scale": "2", "sensitivity": "1"},
+    {"type": "discrete_gaussian", "sigma": "4", "sensitivity": "1"},
+    {
+        "type": "report_noisy_max",
+        "noise": "gumbel",
+        "scale": "10",
+        "sensitivity": "1",
+        "monotonic": False,
+    },
+    {
+        "type": "report_noisy_max",
+        "noise": "exponential",
+        "scale": "10",
+        "sensitivity": "2",
+        "monotonic": True,
+    },
     {
         "type": "subsampled",
         "scheme": "poisson",
@@ -95,7 +111,7 @@ def test_canonical_json_round_trips(example: dict[str, Any]) -> None:
 def _numbers_as_floats(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {
-            k: (v if k in ("type", "name", "scheme") else _numbers_as_floats(v))
+            k: (v if k in ("type", "name", "scheme", "noise") else _numbers_as_floats(v))
             for k, v in obj.items()
         }
     if isinstance(obj, list):

@@ -21,6 +21,8 @@ MODES = ("basic", "zcdp", "rdp", "gdp")
 
 
 def _name(example: dict[str, Any]) -> str:
+    if example["type"] == "report_noisy_max":
+        return f"report_noisy_max/{example['noise']}"
     if example["type"] == "subsampled":
         return f"subsampled/{example['mechanism']['type']}"
     if example["type"] == "composed":
@@ -34,7 +36,8 @@ SUPPORTED: dict[str, set[str]] = {
     "zcdp": {
         "pure_dp", "approx_dp", "zcdp", "gdp", "mcdp", "odp", "gaussian", "laplace",
         "randomized_response", "exponential", "composed/", "composed/pure_dp+gaussian", "svt",
-        "ptr", "iterative", "tested_release",
+        "ptr", "iterative", "tested_release", "discrete_laplace", "discrete_gaussian",
+        "report_noisy_max/gumbel", "report_noisy_max/exponential",
     },
     "rdp": {_name(e) for e in EXAMPLES} - {"subsampled/pure_dp"},
     "gdp": {"gdp", "gaussian"},

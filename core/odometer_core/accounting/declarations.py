@@ -14,7 +14,12 @@ Output-dependent (ODP) kinds — ``odp`` and the templates ``svt``, ``ptr``, ``i
 ``tested_release`` — expose :meth:`OdpCapable.partition`: the named cells with their ε and the
 single δ of the partition (Hartmann et al. 2022, Definition 2).
 
-The module is long (about 800 lines) because it is one closed registry: each kind's validation,
+Concrete mechanisms whose whole proven guarantee is one an existing kind states —
+``discrete_laplace`` (ε-DP), ``discrete_gaussian`` (ρ-zCDP) and ``report_noisy_max`` (the
+exponential mechanism, or ε-DP) — expose :meth:`ChargedAs.charged_as`: that kind, which every
+mode charges (or refuses) in their place, so that no charge formula is written twice.
+
+The module is long (about 1,000 lines) because it is one closed registry: each kind's validation,
 bounds and canonical JSON sit next to the parser that is the only way to build it, so that no
 kind can be constructed from a payload without passing through them.
 """
@@ -173,6 +178,18 @@ class OdpCapable:
     """Mixin for kinds with an output-dependent partition."""
 
     def partition(self) -> OdpPartition:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class ChargedAs:
+    """Mixin for mechanisms whose guarantee is exactly what another kind declares.
+
+    :meth:`charged_as` is that kind, built from the mechanism's parameters by the theorem cited
+    on the class; the modes charge it in the mechanism's place (``gdp`` refuses with its own
+    reason). The declaration keeps its own kind in the ledger: what ran, not what it cost.
+    """
+
+    def charged_as(self) -> Declaration:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -350,6 +367,15 @@ class Gaussian(Declaration):
             return Decimal("Infinity")
         return UP.divide(self.sensitivity, self.sigma)
 
+    @property
+    def rho(self) -> Decimal:
+        """ρ = Δ²/(2σ²) (Bun–Steinke 2016 Prop. 1.6): Δ/σ rounded up, squared and halved rounded
+        up (∞ when σ = 0 < Δ)."""
+        r = self.ratio
+        if r.is_infinite():
+            return r
+        return UP.divide(mul_up(r, r), Decimal(2))
+
 
 @dataclass(frozen=True, slots=True)
 class Laplace(Declaration):
@@ -413,6 +439,146 @@ class Exponential(Declaration):
     def from_params(cls, params: Mapping[str, Any], depth: int) -> Exponential:
         _only(params, ["epsilon"], cls.kind)
         return cls(_amount(params, "epsilon"))
+
+
+@dataclass(frozen=True, slots=True)
+class DiscreteLaplace(Declaration, ChargedAs):
+    """Discrete Laplace (two-sided geometric) noise P[x] ∝ e^{−|x|/t} on an integer-valued query
+    of sensitivity Δ: ε-DP with ε = Δ/t (Ghosh–Roughgarden–Sundararajan 2012, the geometric
+    mechanism; also discussed by Canonne–Kamath–Steinke 2020 beside the discrete Gaussian): the
+    privacy loss (|y − k| − |y|)/t of an output y for a shift |k| ≤ Δ is at most Δ/t. Charged
+    as ``pure_dp`` at that ε in every mode.
+
+    RDP: the pure-DP curve is the tight RDP bound of an ε-DP mechanism (Steinke 2024, Thm 4), and
+    for Δ = 1 it is this mechanism's exact curve: the loss then takes only the values ±1/t, with
+    the probabilities of randomized response, 1/(1 + e^{∓1/t}). The continuous Laplace curve
+    (Mironov 2017 Prop. 6) is not used: it is smaller and does not cover integer noise.
+    A sensitivity that is not an integer is charged as given (an integer query's sensitivity is
+    at most ⌊Δ⌋, so Δ/t is an upper bound)."""
+
+    kind: ClassVar[str] = "discrete_laplace"
+    scale: Decimal
+    sensitivity: Decimal = ONE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "scale": fmt(self.scale), "sensitivity": fmt(self.sensitivity)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> DiscreteLaplace:
+        _only(params, ["scale", "sensitivity"], cls.kind)
+        return cls(
+            _amount(params, "scale", upper=MAX_MECHANISM_PARAMETER, positive=True),
+            _amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
+        )
+
+    @property
+    def epsilon(self) -> Decimal:
+        """ε = Δ/t, rounded up: the Laplace mechanism's ε at the same scale and sensitivity."""
+        return Laplace(self.scale, self.sensitivity).epsilon
+
+    def charged_as(self) -> PureDP:
+        return PureDP(self.epsilon)
+
+
+@dataclass(frozen=True, slots=True)
+class DiscreteGaussian(Declaration, ChargedAs):
+    """Discrete Gaussian noise N_ℤ(0, σ²) (P[x] ∝ e^{−x²/(2σ²)} on ℤ, per coordinate) on an
+    integer-valued query of ℓ₂ sensitivity Δ: Δ²/(2σ²)-zCDP, the same ρ as the continuous
+    Gaussian (Canonne–Kamath–Steinke 2020, arXiv 2004.00010, Thm 14), hence RDP αΔ²/(2σ²) at
+    every order. Charged as ``zcdp`` at that ρ in every mode: ``basic`` converts it by CKS20
+    Cor. 13 at the conversion δ, as any ρ.
+
+    The continuous Gaussian's exact (ε, δ) (Balle–Wang 2018 Thm 8) and its μ-GDP (Dong–Roth–Su
+    2019 Thm 2.7) are *not* used: no theorem carries them to the discrete Gaussian (its exact δ(ε)
+    is CKS20 Thm 7, a sum over ℤ, for one dimension only), so ``gdp`` refuses it."""
+
+    kind: ClassVar[str] = "discrete_gaussian"
+    sigma: Decimal
+    sensitivity: Decimal = ONE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "sigma": fmt(self.sigma), "sensitivity": fmt(self.sensitivity)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> DiscreteGaussian:
+        _only(params, ["sigma", "sensitivity"], cls.kind)
+        return cls(
+            _amount(params, "sigma", upper=MAX_MECHANISM_PARAMETER, positive=True),
+            _amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
+        )
+
+    @property
+    def rho(self) -> Decimal:
+        """ρ = Δ²/(2σ²), rounded up: the continuous Gaussian's ρ (CKS20 Thm 14)."""
+        return Gaussian(self.sigma, self.sensitivity).rho
+
+    def charged_as(self) -> ZCDP:
+        return ZCDP(self.rho)
+
+
+#: The noises of ``report_noisy_max``.
+NOISES: Final[tuple[str, ...]] = ("gumbel", "exponential")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportNoisyMax(Declaration, ChargedAs):
+    """Report noisy max: the index of the largest of the scores plus i.i.d. noise of scale b,
+    each score of sensitivity Δ; ε = Δ/b when the scores are monotonic (all move the same way
+    between neighbours), else 2Δ/b (Dwork–Roth 2014, Claim 3.9 and §3.4).
+
+    - ``gumbel`` noise samples index i with probability ∝ e^{q_i/b}: it *is* the exponential
+      mechanism with that ε (McSherry–Talwar 2007; Dwork–Roth 2014 Thm 3.10), ε-bounded-range,
+      hence charged as ``exponential`` (ε²/8-zCDP, Cesar–Rogers 2021 Lemma 3.2, and its RDP
+      curve).
+    - ``exponential`` noise is permute-and-flip (Ding–Kifer–Wang–Zhang 2021, "The permute-and-
+      flip mechanism is identical to report-noisy-max with exponential noise"; McKenna–Sheldon
+      2020): ε-DP but *not* ε-bounded-range — the loss of one output reaches +ε while another's
+      is negative — so it is charged as ``pure_dp`` (ε·tanh(ε/2)-zCDP, the RR curve), never at
+      the bounded-range ε²/8, a quarter of that for small ε (OpenDP issue #2911)."""
+
+    kind: ClassVar[str] = "report_noisy_max"
+    noise: Literal["gumbel", "exponential"]
+    scale: Decimal
+    sensitivity: Decimal = ONE
+    monotonic: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "noise": self.noise,
+            "scale": fmt(self.scale),
+            "sensitivity": fmt(self.sensitivity),
+            "monotonic": self.monotonic,
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> ReportNoisyMax:
+        _only(params, ["noise", "scale", "sensitivity", "monotonic"], cls.kind)
+        if "noise" not in params:
+            raise DeclarationError("missing field 'noise'", field="noise")
+        noise = params["noise"]
+        if noise not in NOISES:
+            raise DeclarationError("noise must be 'gumbel' or 'exponential'", field="noise")
+        monotonic = params.get("monotonic", False)
+        if not isinstance(monotonic, bool):
+            raise DeclarationError("monotonic must be true or false", field="monotonic")
+        return cls(
+            noise,
+            _amount(params, "scale", upper=MAX_MECHANISM_PARAMETER, positive=True),
+            _amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
+            monotonic,
+        )
+
+    @property
+    def epsilon(self) -> Decimal:
+        """ε = Δ/b (monotonic) or 2Δ/b, rounded up."""
+        spread = self.sensitivity if self.monotonic else mul_up(Decimal(2), self.sensitivity)
+        return UP.divide(spread, self.scale)
+
+    def charged_as(self) -> Exponential | PureDP:
+        if self.noise == "gumbel":
+            return Exponential(self.epsilon)
+        return PureDP(self.epsilon)
 
 
 # ---------------------------------------------------------------------------- ODP kinds
@@ -786,6 +952,9 @@ KINDS: Final[dict[str, type[Declaration]]] = {
         Laplace,
         RandomizedResponse,
         Exponential,
+        DiscreteLaplace,
+        DiscreteGaussian,
+        ReportNoisyMax,
         ODP,
         SVT,
         PTR,

@@ -41,11 +41,14 @@ from odometer_core.accounting.declarations import (
     ZCDP,
     ApproxDP,
     Declaration,
+    DiscreteGaussian,
+    DiscreteLaplace,
     Exponential,
     Gaussian,
     Laplace,
     PureDP,
     RandomizedResponse,
+    ReportNoisyMax,
 )
 from odometer_core.accounting.exact import fmt
 from odometer_core.accounting.filters import (
@@ -269,6 +272,9 @@ KNOBS: dict[type[Declaration], tuple[str, bool]] = {
     GDP: ("mu", True),
     Gaussian: ("sigma", False),
     Laplace: ("scale", False),
+    DiscreteLaplace: ("scale", False),
+    DiscreteGaussian: ("sigma", False),
+    ReportNoisyMax: ("scale", False),
 }
 
 

@@ -38,6 +38,7 @@ from odometer_core.accounting.declarations import (
     MCDP,
     ZCDP,
     ApproxDP,
+    ChargedAs,
     Composed,
     Declaration,
     DeclarationError,
@@ -207,6 +208,8 @@ class EpsDelta:
 
 def _pure_epsilon(decl: Declaration) -> Decimal | None:
     """ε of kinds that are pure ε-DP by definition, else ``None``."""
+    if isinstance(decl, ChargedAs):
+        return _pure_epsilon(decl.charged_as())
     if isinstance(decl, PureDP | RandomizedResponse | Exponential):
         return decl.epsilon
     if isinstance(decl, Laplace):
@@ -225,8 +228,13 @@ def eps_delta(
     Gaussian) into (ε, δ); it is added to the declaration's own δ. Pure kinds never use it.
     ``effort`` is fixed once for the whole declaration (:func:`effort_for`) and passed down to
     nested items. Raises :class:`DeclarationError` when even the cheapest sound method would
-    need more work than one request may do.
+    need more work than one request may do. A :class:`ChargedAs` mechanism is charged as the kind
+    that states its guarantee (``discrete_laplace`` as ``pure_dp``, ``discrete_gaussian`` as
+    ``zcdp``, converted at the conversion δ as a Gaussian's ρ would be, ``report_noisy_max`` as
+    ``exponential`` or ``pure_dp``).
     """
+    if isinstance(decl, ChargedAs):
+        return eps_delta(decl.charged_as(), conversion_delta, effort)
     if effort is None:
         effort = effort_for(decl)
     pure = _pure_epsilon(decl)

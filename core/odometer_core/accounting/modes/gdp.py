@@ -12,12 +12,21 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import odometer as odo
 from odometer_core.accounting.amounts import MuSquared
-from odometer_core.accounting.declarations import GDP, Composed, Declaration, Gaussian, Relation
+from odometer_core.accounting.declarations import (
+    GDP,
+    Composed,
+    Declaration,
+    DiscreteGaussian,
+    DiscreteLaplace,
+    Gaussian,
+    Relation,
+    ReportNoisyMax,
+)
 from odometer_core.accounting.exact import (
     DOWN,
     INFINITY,
@@ -113,9 +122,29 @@ def unsupported(decl: Declaration) -> str | None:
         return None
     if isinstance(decl, GDP | Gaussian):
         return None
+    return _refusal(decl)
+
+
+#: Why the kinds charged as another kind elsewhere (``ChargedAs``) are refused here.
+NOT_GDP: Final[dict[type[Declaration], str]] = {
+    DiscreteGaussian: (
+        "the discrete Gaussian is Δ²/(2σ²)-zCDP (Canonne–Kamath–Steinke 2020, Thm 14), but no "
+        "theorem makes it μ-GDP with μ = Δ/σ: Dong–Roth–Su 2019 Thm 2.7 is for continuous "
+        "Gaussian noise"
+    ),
+    DiscreteLaplace: "the discrete Laplace mechanism is ε-DP, as 'laplace' and 'pure_dp' are",
+    ReportNoisyMax: (
+        "report noisy max is the exponential mechanism (Gumbel noise) or ε-DP (exponential "
+        "noise), as 'exponential' and 'pure_dp' are"
+    ),
+}
+
+
+def _refusal(decl: Declaration) -> str:
+    why = NOT_GDP.get(type(decl))
     return (
         f"mode 'gdp' accepts only certified μ-GDP declarations ('gdp', 'gaussian'), not "
-        f"'{decl.kind}'; use mode 'zcdp' or 'rdp'"
+        f"'{decl.kind}'{'' if why is None else f' ({why})'}; use mode 'zcdp' or 'rdp'"
     )
 
 
@@ -124,7 +153,10 @@ def gdp_charge(decl: Declaration) -> Decimal:
 
     Only certified μ-GDP kinds: ``gdp`` (μ) and ``gaussian`` (μ = Δ/σ, Dong–Roth–Su 2019
     Thm 2.7), and compositions of them (DRS19 Cor. 3.3: μ² adds). Subsampled Gaussians are
-    rejected — the CLT approximations are not certified bounds (Tran et al. 2026).
+    rejected — the CLT approximations are not certified bounds (Tran et al. 2026). So are
+    ``discrete_laplace``, ``discrete_gaussian`` and ``report_noisy_max`` (:data:`NOT_GDP`): their
+    guarantees are those of ``pure_dp``, ``zcdp`` and ``exponential``, which this mode refuses
+    too, and the discrete Gaussian is not known to be μ-GDP with μ = Δ/σ.
     """
     if isinstance(decl, GDP):
         return mul_up(decl.mu, decl.mu)
@@ -133,10 +165,7 @@ def gdp_charge(decl: Declaration) -> Decimal:
         return INFINITY if r.is_infinite() else mul_up(r, r)
     if isinstance(decl, Composed):
         return add_up(*(mul_up(Decimal(c), gdp_charge(d)) for d, c in decl.items))
-    raise UnsupportedInMode(
-        f"mode 'gdp' accepts only certified μ-GDP declarations ('gdp', 'gaussian'), not "
-        f"'{decl.kind}'; use mode 'zcdp' or 'rdp'"
-    )
+    raise UnsupportedInMode(_refusal(decl))
 
 
 def _gdp_remaining(config: GDPConfig, state: GDPState) -> MuSquared:

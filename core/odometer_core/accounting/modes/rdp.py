@@ -36,6 +36,7 @@ from odometer_core.accounting.declarations import (
     MCDP,
     ZCDP,
     ApproxDP,
+    ChargedAs,
     Composed,
     Declaration,
     DeclarationError,
@@ -492,6 +493,8 @@ def initial_state(config: RDPConfig) -> RDPState:
 # ---------------------------------------------------------------------------- charge
 def unsupported(decl: Declaration) -> str | None:
     """Why ``decl`` has no RDP curve here (the 422 message), or ``None``."""
+    if isinstance(decl, ChargedAs):
+        return unsupported(decl.charged_as())
     if isinstance(decl, Composed):
         for item, _ in decl.items:
             why = unsupported(item)
@@ -540,7 +543,12 @@ def rdp_curve(
     orders); without-replacement Gaussian → Wang–Balle–Kasiviswanathan 2019 Thm 27, and with
     ``tight`` the smaller of that and Birrell–Ebrahimi–Behnia–Pacheco 2024 Thm 3.4 per order;
     user curves → at each α the smallest supplied value at a supplied order ≥ α (RDP is
-    non-decreasing in α), ∞ where none exists. The result is rounded up element-wise.
+    non-decreasing in α), ∞ where none exists; discrete Laplace, discrete Gaussian and report
+    noisy max → the curve of the kind that states their guarantee
+    (:class:`~odometer_core.accounting.declarations.ChargedAs`): the pure-DP curve at ε = Δ/t
+    (exact for Δ = 1), αΔ²/(2σ²) (Canonne–Kamath–Steinke 2020 Thm 14), the bounded-range curve
+    for Gumbel noise and the pure-DP curve for exponential noise. The result is rounded up
+    element-wise.
     """
     curve, delta = _rdp_curve(decl, relation, orders, tight)
     with np.errstate(over="ignore", invalid="raise"):
@@ -555,6 +563,8 @@ def rdp_curve(
 def _rdp_curve(
     decl: Declaration, relation: Relation, orders: FloatArray, tight: bool = False
 ) -> tuple[FloatArray, Decimal]:
+    if isinstance(decl, ChargedAs):
+        return _rdp_curve(decl.charged_as(), relation, orders, tight)
     if isinstance(decl, PureDP | RandomizedResponse):
         return cv.pure_dp_rdp(to_float_up(decl.epsilon), orders), ZERO
     if isinstance(decl, ApproxDP):
@@ -583,7 +593,7 @@ def _rdp_curve(
             return np.full_like(orders, math.inf), ZERO
         # αΔ²/(2σ²) (Mironov 2017 Prop. 7): the exact ρ = Δ²/(2σ²) rounded up, times α;
         # the single float product is covered by rdp_curve's final round-up.
-        return orders * to_float_up(_gaussian_rho(decl)), ZERO
+        return orders * to_float_up(decl.rho), ZERO
     if isinstance(decl, RDPCurve):
         supplied = np.array([float(a) for a in decl.orders])
         values = np.array([to_float_up(v) for v in decl.values])
@@ -647,12 +657,6 @@ def _poisson_gaussian(rate: float, sigma: float, orders: FloatArray) -> FloatArr
     curve, terms = _poisson_gaussian_cached(rate, sigma, tuple(orders.tolist()))
     effort.count(terms)
     return curve
-
-
-def _gaussian_rho(decl: Gaussian) -> Decimal:
-    """ρ = Δ²/(2σ²) of a Gaussian with σ > 0 (Bun–Steinke 2016 Prop. 1.6), rounded up."""
-    r = UP.divide(decl.sensitivity, decl.sigma)
-    return UP.divide(mul_up(r, r), Decimal(2))
 
 
 # ---------------------------------------------------------------------------- admission

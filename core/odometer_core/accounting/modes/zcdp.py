@@ -23,6 +23,7 @@ from odometer_core.accounting.declarations import (
     MCDP,
     ZCDP,
     ApproxDP,
+    ChargedAs,
     Composed,
     Declaration,
     Exponential,
@@ -36,7 +37,6 @@ from odometer_core.accounting.declarations import (
     Subsampled,
 )
 from odometer_core.accounting.exact import (
-    INFINITY,
     UP,
     ZERO,
     add_up,
@@ -137,6 +137,8 @@ def initial_state(config: ZCDPConfig) -> ZCDPState:
 # ---------------------------------------------------------------------------- charge
 def unsupported(decl: Declaration) -> str | None:
     """Why ``decl`` has no certified zCDP charge (the 422 message), or ``None``."""
+    if isinstance(decl, ChargedAs):
+        return unsupported(decl.charged_as())
     if isinstance(decl, Composed):
         for item, _ in decl.items:
             why = unsupported(item)
@@ -176,10 +178,16 @@ def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
       is not used);
     - μ-GDP → μ²/2 and Gaussian → Δ²/(2σ²) (BS16 Prop. 1.6);
     - mCDP → ξ + ρ via BS16 Lemma 4.2; ODP → its worst cell as pure / approximate DP;
-    - composed → Σ count·ρ, Σ count·δ (BS16 Lemma 2.3).
+    - composed → Σ count·ρ, Σ count·δ (BS16 Lemma 2.3);
+    - discrete Laplace, discrete Gaussian, report noisy max → the kind that states their
+      guarantee (:class:`~odometer_core.accounting.declarations.ChargedAs`): pure ε = Δ/t;
+      ρ = Δ²/(2σ²) (Canonne–Kamath–Steinke 2020 Thm 14); the exponential mechanism's rule for
+      Gumbel noise, the pure-ε rule for exponential noise (not bounded-range).
     RDP grid curves, subsampled mechanisms and DP-SGD are rejected: a finite grid does not
     certify zCDP and subsampling does not improve ρ (a lower bound of Steinke 2022).
     """
+    if isinstance(decl, ChargedAs):
+        return zcdp_charge(decl.charged_as())
     if isinstance(decl, ZCDP):
         return add_up(decl.xi, decl.rho), decl.delta
     if isinstance(decl, MCDP):
@@ -197,10 +205,7 @@ def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
     if isinstance(decl, GDP):
         return UP.divide(mul_up(decl.mu, decl.mu), Decimal(2)), ZERO
     if isinstance(decl, Gaussian):
-        r = decl.ratio
-        if r.is_infinite():
-            return INFINITY, ZERO
-        return UP.divide(mul_up(r, r), Decimal(2)), ZERO
+        return decl.rho, ZERO
     if isinstance(decl, OdpCapable):
         part = decl.partition()
         return zcdp_charge(ApproxDP(part.worst_epsilon, part.delta))
