@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from odometer_core.accounting.filters import status as filter_status
+from odometer_core.accounting.summary import compose
 from odometer_core.ledger.blocks import BlockHistory
 from odometer_core.ledger.replay import Replayer
 from tests.support import AUTH
@@ -492,6 +493,24 @@ class Auditor:
     def _compare(
         self, dataset_id: str, seq: int, observed: dict[str, Any], recomputed: Any
     ) -> None:
+        """The served status is the replayed one, and its summary is the replayed status's
+        (its reading and what is left; ``more`` counts the last admitted declaration, which
+        the status does not hold)."""
+        observed = dict(observed)
+        summary, expected = observed.pop("summary", None), compose(recomputed)
+        # the wire writes an item's absent order and sub-budget as null
+        left = [
+            {k: v for k, v in item.items() if v is not None}
+            for item in (summary or {}).get("left", [])
+        ]
+        if (
+            summary is None
+            or (summary["guarantee"], left) != (expected["guarantee"], expected["left"])
+            or not summary["text"].startswith(expected["text"])
+        ):
+            self.problems.append(
+                f"{dataset_id} seq {seq}: served summary {summary} != replayed {expected}"
+            )
         if observed != recomputed:
             self.problems.append(
                 f"{dataset_id} seq {seq}: served status {observed} != replayed {recomputed}"
