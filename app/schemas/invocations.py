@@ -119,6 +119,17 @@ class InvocationFinished(BaseModel):
     updated_at: str
 
 
+class Fit(BaseModel):
+    """How many more fit in a row, and what stops the next one."""
+
+    count: int
+    at_least: bool = Field(description="counting stopped at 10,000: at least ``count``")
+    reason: str | None = Field(description="why the next one would be refused")
+    level: Literal["dataset", "organisation", "quota"] = Field(
+        description="the level that admits the fewest"
+    )
+
+
 class Preview(BaseModel):
     """The decision the service would take now (nothing is written)."""
 
@@ -131,6 +142,12 @@ class Preview(BaseModel):
     reason: str | None = None
     level: str | None = Field(default=None, description="the level that would refuse")
     reservation: dict[str, Any] | None = None
+    fit: Fit | None = Field(
+        default=None,
+        description="how many more of this declaration the caller could register in a row "
+        "now, nothing else admitted meanwhile: the fewest any level (dataset or its selected "
+        "blocks, organisation cap, quota) admits, each counted by its filter's own admission",
+    )
     blocks: dict[str, Any] | None = Field(
         default=None,
         description="partitioned datasets: the selection ('selected'), which of its blocks "

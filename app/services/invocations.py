@@ -32,8 +32,9 @@ from app.services.registration import (
     whole_dataset,
 )
 from app.services.responses import reservation_json
-from odometer_core.accounting import capacity, memo
+from odometer_core.accounting import Capacity, capacity, memo
 from odometer_core.accounting.blocks import Selected, affordable, selection_capacity
+from odometer_core.accounting.levels import DATASET, Filter
 from odometer_core.ledger.blocks import SHOWN_RANGES
 from odometer_core.partition import Partition
 
@@ -71,9 +72,10 @@ def preview_invocation(
     known = compute_charges(charges, request, fresh, uppers) if expensive(request) else None
     with memo.charges(known):
         levels = decide(level, uppers, request, exhaustive=False)
+        fit = how_many_fit(level, uppers, request)
         on_blocks = None
         if blocks is not None and isinstance(level, Selected):
-            on_blocks = _blocks_preview(blocks.partition, level, uppers, request)
+            on_blocks = _blocks_preview(blocks.partition, level, request, fit)
     decision = levels.reported
     return Preview(
         status=decision.outcome,
@@ -85,27 +87,52 @@ def preview_invocation(
         reason=decision.reason,
         level=levels.refused_by,
         reservation=reservation_json(decision),
+        fit=fit,
         blocks=on_blocks,
     )
 
 
+def how_many_fit(
+    dataset: Filter | Selected, uppers: Uppers, request: InvocationRequest
+) -> dict[str, Any]:
+    """How many more of the request this caller could register in a row, nothing else
+    admitted meanwhile: the fewest any level admits (each level is its own filter, charged
+    once per invocation, so the n-th registration is admitted iff every level admits its n-th:
+    the minimum is exact), each counted by :func:`~odometer_core.accounting.capacity` (the
+    filter's own ``admit``, up to its limit). ``level`` names the level that binds; a
+    declaration a level cannot account counts 0 there with the reason."""
+    declaration, conversion = request.declaration, request.conversion_delta
+    counts: list[tuple[str, Capacity]] = []
+    try:
+        if isinstance(dataset, Selected):
+            own = selection_capacity(dataset, declaration, conversion_delta=conversion)
+        else:
+            own = capacity(
+                *dataset, declaration, sub_budget=request.sub_budget, conversion_delta=conversion
+            )
+        counts.append((DATASET, own))
+        for level in uppers.present():
+            counts.append(
+                (level.name, capacity(*level.filter, declaration, conversion_delta=conversion))
+            )
+    except ValueError as exc:  # refused by the accounting: the decision above says why
+        return {"count": 0, "at_least": False, "reason": str(exc), "level": DATASET}
+    name, fit = min(counts, key=lambda c: c[1].count)
+    return {**fit.to_json(), "level": name}
+
+
 def _blocks_preview(
-    partition: Partition, selected: Selected, uppers: Uppers, request: InvocationRequest
+    partition: Partition, selected: Selected, request: InvocationRequest, fit: dict[str, Any]
 ) -> dict[str, Any]:
     """Which blocks of the selection can still afford the declaration, and how many more of
-    it fit in a row: the fewest any selected block admits, or the levels above, each charged
-    once per invocation (nothing else admitted meanwhile)."""
+    it fit in a row (:func:`how_many_fit`)."""
     declaration, conversion = request.declaration, request.conversion_delta
     yes, no = affordable(selected, declaration, conversion_delta=conversion)
-    fits = [selection_capacity(selected, declaration, conversion_delta=conversion)]
-    for level in uppers.present():
-        fits.append(capacity(*level.filter, declaration, conversion_delta=conversion))
-    fit = min(fits, key=lambda c: c.count)
     return {
         "selected": partition.keys(selected.ranges),
         "affordable": partition.keys(yes[:SHOWN_RANGES]),
         "refused": partition.keys(no[:SHOWN_RANGES]),
-        "fit": fit.to_json(),
+        "fit": {k: v for k, v in fit.items() if k != "level"},
         "unit": partition.unit,
     }
 

@@ -287,6 +287,14 @@ class PreviewResult:
         return self.status in ("accepted", "reserved")
 
     @property
+    def fit(self) -> dict[str, Any] | None:
+        """How many more of the declaration the caller could register in a row now
+        (``count``, ``at_least``, ``reason``, ``level``: the level that admits the fewest);
+        ``None`` from a server without it."""
+        fit = self.raw.get("fit")
+        return dict(fit) if isinstance(fit, Mapping) else None
+
+    @property
     def blocks(self) -> BlocksPreview | None:
         """Partitioned datasets: which selected blocks can afford the declaration, and how many
         more of it fit (``None`` on a whole dataset, or from a server without it)."""

@@ -189,3 +189,40 @@ def test_an_organisation_cap_leads_with_its_reading(client: TestClient) -> None:
     left = summary["left"][0]  # then the δ for approximate declarations the cap keeps
     assert left["unit"] == "rho" and [x["unit"] for x in summary["left"][1:]] == ["delta"]
     assert Decimal(left["amount"]) <= Decimal(status["remaining"]["rho"])
+
+
+@pytest.mark.parametrize(
+    ("accounting", "mechanism", "quota"),
+    [
+        ({"mode": "basic"}, {"type": "pure_dp", "epsilon": "0.1"}, {"epsilon": "0.35", "delta": 0}),
+        ({"mode": "basic"}, {"type": "pure_dp", "epsilon": "0.15"}, None),
+        ({"mode": "zcdp"}, {"type": "gaussian", "sigma": 6}, None),
+        ({"mode": "rdp"}, {"type": "gaussian", "sigma": 6}, None),
+        ({"mode": "gdp"}, {"type": "gaussian", "sigma": 6}, None),
+        (SPLIT, {"type": "gaussian", "sigma": 6}, None),
+    ],
+)
+def test_preview_says_how_many_more_fit_and_that_many_are_admitted(
+    client: TestClient,
+    accounting: dict[str, Any],
+    mechanism: dict[str, Any],
+    quota: dict[str, Any] | None,
+) -> None:
+    org = new_organisation(client)
+    ds = _dataset(client, org, accounting)
+    analyst, headers = new_principal(client, org, "analyst")
+    grant(client, ds, analyst, quota)
+    extra = {"sub_budget": "train"} if accounting["mode"] == "split" else {}
+    r = client.post(
+        f"/v1/datasets/{ds}/invocations/preview",
+        json={"mechanism": mechanism, **extra},
+        headers=headers,
+    )
+    assert r.status_code == 200, r.text
+    fit = r.json()["fit"]
+    assert fit["at_least"] is False and fit["reason"]
+    assert fit["level"] == ("quota" if quota else "dataset")
+    admitted = 0
+    while _register(client, ds, headers, mechanism, **extra).status_code == 201:
+        admitted += 1
+    assert admitted == fit["count"] > 0

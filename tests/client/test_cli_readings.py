@@ -60,13 +60,17 @@ def _left_cell(item: dict[str, Any]) -> str:
     return f"{SYMBOL[item['unit']]} {item['amount']}{where} ({_percent(item['fraction'])})"
 
 
-def _raw(server: Server, path: str) -> dict[str, Any]:
-    response = httpx.get(
-        f"{server.base_url}{path}", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+def _raw(server: Server, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The server's document at ``path`` (GET, or POST ``body``), as the admin."""
+    response = httpx.request(
+        "GET" if body is None else "POST",
+        f"{server.base_url}{path}",
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        json=body,
     )
     response.raise_for_status()
-    body: dict[str, Any] = response.json()
-    return body
+    document: dict[str, Any] = response.json()
+    return document
 
 
 # ---------------------------------------------------------------------------- datasets
@@ -137,8 +141,13 @@ def test_register_and_preview_say_the_reading_after_the_decision(
     assert now.endswith("more gaussian like the last fit")
     code, out, _ = _run(server, capsys, "preview", ds.id, "--mechanism", thirty)
     assert code == 0
+    preview = _raw(
+        server, f"/v1/datasets/{ds.id}/invocations/preview", {"mechanism": json.loads(thirty)}
+    )
     assert out.splitlines() == [
         f"would be accepted: charge ρ={up8(Decimal(1) / 1800)} δ=0",
+        f"fit: {preview['fit']['count']} more in a row (the dataset admits the fewest) "
+        "(next refused: rho budget exceeded)",
         "now: " + _raw(server, f"/v1/datasets/{ds.id}")["status"]["summary"]["text"],
     ]
     code, out, _ = _run(server, capsys, "register", ds.id, "--mechanism", thirty, "--json")

@@ -67,11 +67,14 @@ def _preview(args: argparse.Namespace, client: OdometerClient, out: Output) -> i
         out.line(f"selected: {ranges_text(on_blocks.selected)} ({block_count(count)})")
         out.line(f"affordable: {ranges_text(on_blocks.affordable)}")
         out.line(f"refused: {ranges_text(on_blocks.refused)}")
-        fit = on_blocks.fit
-        if fit:
-            more = f"at least {fit.get('count')}" if fit.get("at_least") else str(fit.get("count"))
-            after = f" (next refused: {fit['reason']})" if fit.get("reason") else ""
-            out.line(f"fit: {more} more in a row on every selected block{after}")
+    fit = found.fit or (on_blocks.fit if on_blocks is not None else None)
+    if fit:
+        more = f"at least {fit.get('count')}" if fit.get("at_least") else str(fit.get("count"))
+        where = " on every selected block" if on_blocks is not None else ""
+        if on_blocks is None and fit.get("level"):
+            where = f" (the {fit['level']} admits the fewest)"
+        after = f" (next refused: {fit['reason']})" if fit.get("reason") else ""
+        out.line(f"fit: {more} more in a row{where}{after}")
     _reading_now(client, args.dataset, out)
     return 0
 
