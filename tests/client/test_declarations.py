@@ -1,19 +1,30 @@
-"""Declaration helpers and the dp_accounting allow-list."""
+"""Declaration helpers and the dp_accounting adapter: every DpEvent class of the installed
+dp_accounting is converted or refused with what to declare instead, and dp_accounting's own
+accountants and privacy losses are the oracle of every converted charge."""
 
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 from typing import Any
 
 import dp_accounting
+import numpy as np
 import pytest
 from dp_accounting import dp_event as ev
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.pld import privacy_loss_mechanism as plm
 
 from odometer_client import Mechanism, OdometerClient
 from odometer_client import declarations as d
-from odometer_client.adapters.dp_accounting import from_dp_event
-from odometer_core.accounting import parse_declaration
+from odometer_client.adapters import dp_accounting as dp_adapter
+from odometer_client.adapters.dp_accounting import (
+    approx_dp_declaration,
+    from_dp_event,
+    rdp_declaration,
+)
+from odometer_core.accounting import admit, initial_state, make_config, parse_declaration
 
 
 def _json(model: object) -> dict[str, Any]:
@@ -170,3 +181,391 @@ def test_server_charge_matches_dp_accounting_pure_and_zcdp(client: OdometerClien
     zc = client.create_dataset("decl-zcdp", "2", "0.000001", accounting={"mode": "zcdp"})
     gauss = client.preview(zc, from_dp_event(ev.GaussianDpEvent(5.0)))
     assert float(gauss.charge["rho"]) == pytest.approx(1 / (2 * 25.0))
+
+
+# ---------------------------------------------------------------------------- every DpEvent class
+# One instance of every DpEvent class of the installed dp_accounting. The table test fails for
+# a class missing here, so a new event type of a new dp_accounting fails until it is handled.
+SAMPLES: dict[type, Any] = {
+    ev.NoOpDpEvent: ev.NoOpDpEvent(),
+    ev.NonPrivateDpEvent: ev.NonPrivateDpEvent(),
+    ev.UnsupportedDpEvent: ev.UnsupportedDpEvent(),
+    ev.GaussianDpEvent: ev.GaussianDpEvent(1.5),
+    ev.LaplaceDpEvent: ev.LaplaceDpEvent(2.0),
+    ev.DiscreteLaplaceDpEvent: ev.DiscreteLaplaceDpEvent(0.3, 2),
+    ev.ZCDpEvent: ev.ZCDpEvent(0.1, 0.05),
+    ev.RandomizedResponseDpEvent: ev.RandomizedResponseDpEvent(0.3, 5),
+    ev.PoissonSampledDpEvent: ev.PoissonSampledDpEvent(0.01, ev.GaussianDpEvent(1.2)),
+    ev.SampledWithoutReplacementDpEvent: ev.SampledWithoutReplacementDpEvent(
+        1000, 10, ev.GaussianDpEvent(3.0)
+    ),
+    ev.SampledWithReplacementDpEvent: ev.SampledWithReplacementDpEvent(
+        1000, 10, ev.GaussianDpEvent(3.0)
+    ),
+    ev.SelfComposedDpEvent: ev.SelfComposedDpEvent(ev.LaplaceDpEvent(2.0), 3),
+    ev.ComposedDpEvent: ev.ComposedDpEvent([ev.GaussianDpEvent(3.0), ev.LaplaceDpEvent(4.0)]),
+    ev.SingleEpochTreeAggregationDpEvent: ev.SingleEpochTreeAggregationDpEvent(2.0, [100, 60]),
+    ev.RepeatAndSelectDpEvent: ev.RepeatAndSelectDpEvent(ev.GaussianDpEvent(4.0), 5.0, 1.0),
+    ev.MixtureOfGaussiansDpEvent: ev.MixtureOfGaussiansDpEvent(2.0, [1.0, 0.5], [0.3, 0.7]),
+    ev.TruncatedSubsampledGaussianDpEvent: ev.TruncatedSubsampledGaussianDpEvent(
+        10000, 0.01, 150, 1.0
+    ),
+}
+
+#: The neighbouring relation each sample is analysed under (add/remove unless said).
+SAMPLE_RELATION: dict[type, str] = {
+    ev.RandomizedResponseDpEvent: "replace_one",
+    ev.SampledWithoutReplacementDpEvent: "replace_one",
+    ev.SampledWithReplacementDpEvent: "replace_one",
+}
+
+NEIGHBOURS = {
+    "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE,
+}
+ORDERS = [1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+
+
+def _dp_event_classes() -> set[type]:
+    """Every DpEvent subclass the installed dp_accounting defines (not the base)."""
+    found: set[type] = set()
+    todo = [ev.DpEvent]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("dp_accounting.") and sub not in found:
+                found.add(sub)
+                todo.append(sub)
+    return found
+
+
+def _rdp_supports(event: Any, relation: str) -> bool:
+    return bool(dp_accounting.rdp.RdpAccountant(None, NEIGHBOURS[relation]).supports(event))
+
+
+def _pld_supports(event: Any, relation: str) -> bool:
+    return bool(dp_accounting.pld.PLDAccountant(NEIGHBOURS[relation]).supports(event))
+
+
+def test_every_dp_event_class_is_converted_or_refused_with_an_alternative() -> None:
+    """By introspection of the installed dp_accounting: each DpEvent class is either in the
+    adapter's allow-list (and converts into a declaration the core accepts) or refused with a
+    ValueError naming the class and what to declare instead."""
+    classes = _dp_event_classes()
+    assert len(classes) >= 17  # dp_accounting 0.6
+    assert classes == set(SAMPLES), "new DpEvent class: handle it in the adapter, sample it here"
+    assert classes == dp_adapter.CONVERTED | set(dp_adapter.REFUSED)
+    assert not dp_adapter.CONVERTED & set(dp_adapter.REFUSED)
+    for cls, event in SAMPLES.items():
+        assert type(event) is cls
+        if cls in dp_adapter.CONVERTED:
+            _json(from_dp_event(event))
+            continue
+        with pytest.raises(ValueError) as refused:
+            from_dp_event(event)
+        message = str(refused.value)
+        assert cls.__qualname__ in message
+        # what to send instead: a helper, or a declaration kind the server accepts
+        assert re.search(r"(?i)declare", message), message
+        assert re.search(r"rdp_declaration|approx_dp|gaussian\(|zcdp|GaussianDpEvent", message)
+        # nested, the refusal is the same
+        with pytest.raises(ValueError, match=re.escape(cls.__qualname__)):
+            from_dp_event(ev.ComposedDpEvent([ev.GaussianDpEvent(1.0), event]))
+
+
+def test_refusals_say_what_dp_accountings_accountants_support() -> None:
+    """What each refusal says of RdpAccountant and PLDAccountant is what their ``supports()``
+    answers, and the helper it names is offered exactly when that accountant supports it."""
+    for cls, reason in dp_adapter.REFUSED.items():
+        event = SAMPLES[cls]
+        if cls is ev.NonPrivateDpEvent:  # "supported" by both, at ε = ∞
+            assert dp_accounting.rdp.RdpAccountant().compose(event).get_epsilon(1e-6) == math.inf
+            continue
+        relation = SAMPLE_RELATION.get(cls, "add_remove")
+        rdp = _rdp_supports(event, relation)
+        pld = _pld_supports(event, relation)
+        assert ("rdp_declaration" in reason) == rdp, cls
+        assert ("approx_dp_declaration" in reason) == pld, cls
+        if "neither" in reason:
+            assert not rdp and not pld
+            assert not any(_rdp_supports(event, r) or _pld_supports(event, r) for r in NEIGHBOURS)
+    tree = SAMPLES[ev.SingleEpochTreeAggregationDpEvent]
+    assert not any(_rdp_supports(tree, r) or _pld_supports(tree, r) for r in NEIGHBOURS)
+    special = dp_accounting.NeighboringRelation.REPLACE_SPECIAL
+    assert dp_accounting.rdp.RdpAccountant(None, special).supports(tree)
+
+
+# ---------------------------------------------------------------------------- dp_accounting: oracle
+def _charged(event: Any, relation: str, accounting: dict[str, Any]) -> Any:
+    """What the accounting core charges the declaration ``from_dp_event`` makes of ``event``
+    on a dataset with a large budget (in-process: the service's own charge functions)."""
+    return _admitted(from_dp_event(event), relation, accounting)
+
+
+def _admitted(decl: Mechanism, relation: str, accounting: dict[str, Any]) -> Any:
+    config = make_config(1000, "0.00001", relation, accounting)
+    decision = admit(config, initial_state(config), parse_declaration(decl.to_json()))
+    assert decision.admitted, decision.reason
+    return decision.requested
+
+
+RDP_ORACLE_EVENTS = [
+    (ev.GaussianDpEvent(1.5), "add_remove"),
+    (ev.GaussianDpEvent(0.7), "replace_one"),
+    (ev.LaplaceDpEvent(2.0), "add_remove"),
+    (ev.ZCDpEvent(0.1, 0.05), "add_remove"),
+    (ev.RandomizedResponseDpEvent(0.3, 2), "replace_one"),
+    (ev.RandomizedResponseDpEvent(0.3, 5), "replace_one"),
+    (ev.PoissonSampledDpEvent(0.01, ev.GaussianDpEvent(1.2)), "add_remove"),
+    (
+        ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.01, ev.GaussianDpEvent(1.2)), 500),
+        "add_remove",
+    ),
+    (ev.SampledWithoutReplacementDpEvent(1000, 10, ev.GaussianDpEvent(3.0)), "replace_one"),
+    (ev.SampledWithoutReplacementDpEvent(1000, 100, ev.GaussianDpEvent(0.8)), "replace_one"),
+    (ev.SelfComposedDpEvent(ev.LaplaceDpEvent(2.0), 3), "add_remove"),
+    (
+        ev.ComposedDpEvent([ev.GaussianDpEvent(3.0), ev.NoOpDpEvent(), ev.ZCDpEvent(0.01)]),
+        "add_remove",
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "relation"), RDP_ORACLE_EVENTS)
+def test_rdp_charge_is_never_below_dp_accountings_rdp_accountant(event: Any, relation: str) -> None:
+    """On an rdp dataset, the converted declaration is charged at least what dp_accounting's
+    RdpAccountant computes for the event at every order (sampling without replacement on the
+    WBK19 bound both implement; the default tighter bound is a second theorem)."""
+    accounting = {"mode": "rdp", "orders": ORDERS, "wor_bound": "wbk19"}
+    charged = np.array(_charged(event, relation, accounting).rdp)
+    accountant = dp_accounting.rdp.RdpAccountant(ORDERS, NEIGHBOURS[relation]).compose(event)
+    expected = accountant.rdp
+    assert np.all(charged >= expected), (charged, expected)
+    pure_rr_curve = type(event) is ev.RandomizedResponseDpEvent and event.num_buckets > 2
+    if not pure_rr_curve:  # the same curve, up to the core's rounding up
+        assert np.allclose(charged, expected, rtol=1e-6, atol=0)
+
+
+def _zero(delta: float) -> bool:
+    return delta <= 1e-12
+
+
+@pytest.mark.parametrize(
+    ("event", "relation", "loss"),
+    [
+        (ev.LaplaceDpEvent(2.0), "add_remove", plm.LaplacePrivacyLoss(2.0)),
+        (ev.LaplaceDpEvent(0.3), "add_remove", plm.LaplacePrivacyLoss(0.3)),
+        (ev.DiscreteLaplaceDpEvent(0.3, 2), "add_remove", plm.DiscreteLaplacePrivacyLoss(0.3, 2)),
+        (ev.DiscreteLaplaceDpEvent(1.7, 1), "add_remove", plm.DiscreteLaplacePrivacyLoss(1.7, 1)),
+        (ev.DiscreteLaplaceDpEvent(1e-3, 5), "add_remove", plm.DiscreteLaplacePrivacyLoss(1e-3, 5)),
+    ],
+)
+def test_pure_events_are_charged_dp_accountings_epsilon(
+    event: Any, relation: str, loss: Any
+) -> None:
+    """Pure events on a basic dataset: charged (ε, 0) with ε dp_accounting's own — its exact
+    privacy loss has δ(ε) = 0 at the charged ε (sound) and δ > 0 just below it (tight)."""
+    charge = _charged(event, relation, {"mode": "basic"})
+    assert charge.delta == 0
+    epsilon = float(charge.epsilon)
+    assert _zero(loss.get_delta_for_epsilon(epsilon))
+    assert loss.get_delta_for_epsilon(epsilon * (1 - 1e-6)) > 1e-12
+
+
+def test_discrete_laplace_follows_dp_accountings_parameterisation() -> None:
+    """dp_accounting's DiscreteLaplaceDpEvent(a, Δ) has P[x] ∝ e^{−a|x|}: scale t = 1/a (rounded
+    down), ε = aΔ — never below a·Δ as exact decimals, and equal to 17 digits."""
+    for a, sensitivity in ((0.3, 2), (1.7, 1), (0.1, 1), (2.0, 3)):
+        decl = from_dp_event(ev.DiscreteLaplaceDpEvent(a, sensitivity))
+        assert _json(decl) == {
+            "type": "discrete_laplace",
+            "scale": str(decl.scale),
+            "sensitivity": str(sensitivity),
+        }
+        assert decl.scale <= 1 / Decimal(a)
+        epsilon = _charged(
+            ev.DiscreteLaplaceDpEvent(a, sensitivity), "add_remove", {"mode": "basic"}
+        ).epsilon
+        assert epsilon >= Decimal(a) * sensitivity
+        assert epsilon - Decimal(a) * sensitivity <= epsilon * Decimal("1e-15")
+    for bad in (
+        ev.DiscreteLaplaceDpEvent(0.0, 1),
+        ev.DiscreteLaplaceDpEvent(-1.0, 1),
+        ev.DiscreteLaplaceDpEvent(1.0, 1.5),
+    ):
+        with pytest.raises(ValueError):
+            from_dp_event(bad)
+
+
+def test_randomized_response_is_charged_dp_accountings_epsilon() -> None:
+    """k-ary randomized response under replace-one: dp_accounting's optimistic PLD (a lower
+    bound of the true δ) has δ = 0 at the charged ε; its pessimistic PLD needs no more."""
+    for p, k in ((0.3, 2), (0.3, 5), (0.9, 3), (0.05, 10)):
+        event = ev.RandomizedResponseDpEvent(p, k)
+        charge = _charged(event, "replace_one", {"mode": "basic"})
+        assert charge.delta == 0
+        epsilon = float(charge.epsilon)
+        optimistic = pld_lib.from_randomized_response(p, k, pessimistic_estimate=False)
+        assert _zero(optimistic.get_delta_for_epsilon(epsilon))
+        pessimistic = pld_lib.from_randomized_response(p, k).get_epsilon_for_delta(0)
+        assert epsilon <= pessimistic <= epsilon + 1e-4  # the PLD's discretisation
+
+
+def test_gaussian_events_are_charged_at_least_dp_accountings_delta() -> None:
+    """Basic mode converts a Gaussian at the conversion δ: dp_accounting's exact Gaussian privacy
+    loss (Balle–Wang) needs at most that δ at the charged ε; DP-SGD's charge is at least
+    PLDAccountant's ε at the charged δ."""
+    for sigma in (0.7, 1.5, 5.0):
+        charge = _charged(ev.GaussianDpEvent(sigma), "add_remove", {"mode": "basic"})
+        exact = plm.GaussianPrivacyLoss(sigma).get_delta_for_epsilon(float(charge.epsilon))
+        assert exact <= float(charge.delta) * (1 + 1e-9)
+        assert exact >= float(charge.delta) * (1 - 1e-6)  # and not loose
+    sgd = ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.01, ev.GaussianDpEvent(1.2)), 500)
+    charge = _charged(sgd, "add_remove", {"mode": "basic"})
+    pld = dp_accounting.pld.PLDAccountant().compose(sgd).get_epsilon(float(charge.delta))
+    assert float(charge.epsilon) >= pld
+    assert float(charge.epsilon) == pytest.approx(pld, rel=1e-2)
+
+
+# ---------------------------------------------------------------------------- dp_accounting's own
+RDP_DECLARATION_EVENTS = [
+    (ev.RepeatAndSelectDpEvent(ev.GaussianDpEvent(4.0), 5.0, 1.0), "add_remove"),
+    (ev.RepeatAndSelectDpEvent(ev.LaplaceDpEvent(8.0), 3.0, math.inf), "add_remove"),
+    (ev.RepeatAndSelectDpEvent(ev.GaussianDpEvent(3.0), 10.0, 0.5), "add_remove"),
+    (ev.GaussianDpEvent(1.5), "add_remove"),
+    (
+        ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.01, ev.GaussianDpEvent(1.2)), 500),
+        "add_remove",
+    ),
+    (ev.SampledWithoutReplacementDpEvent(1000, 10, ev.GaussianDpEvent(3.0)), "replace_one"),
+    (ev.RandomizedResponseDpEvent(0.3, 4), "replace_one"),
+]
+
+
+def _non_decreasing(curve: list[float]) -> list[float]:
+    """At each order the smallest value at that order or a higher one (RDP is non-decreasing in
+    the order: each value bounds every lower order too)."""
+    return [min(curve[i:]) for i in range(len(curve))]
+
+
+@pytest.mark.parametrize(("event", "relation"), RDP_DECLARATION_EVENTS)
+def test_rdp_declaration_is_rdp_accountants_curve(event: Any, relation: str) -> None:
+    """``rdp_declaration`` carries RdpAccountant's value at each order — where its curve
+    decreases (repeat-and-select), the smallest at that order or above — rounded up to 17
+    digits (never below it), and an rdp dataset with the same orders charges at least that."""
+    decl = rdp_declaration(event, ORDERS, relation=relation)
+    assert decl.type == "rdp"
+    assert decl.orders == [Decimal(str(a)) for a in ORDERS]
+    curve = dp_accounting.rdp.RdpAccountant(ORDERS, NEIGHBOURS[relation]).compose(event).rdp
+    expected = _non_decreasing(curve.tolist())
+    if type(event) is not ev.RepeatAndSelectDpEvent:
+        assert expected == curve.tolist()
+    for value, oracle in zip(decl.values, expected, strict=True):
+        assert value >= Decimal(oracle)
+        assert float(value) == pytest.approx(oracle, rel=1e-15)
+    charged = _admitted(decl, relation, {"mode": "rdp", "orders": ORDERS}).rdp
+    assert all(c >= o for c, o in zip(charged, expected, strict=True))
+
+
+def test_rdp_declaration_at_a_datasets_orders() -> None:
+    """Decimal text orders (a dataset's status) are read at a float order at least the declared
+    one; orders from which the value passes the server's bound are left out (charged ∞)."""
+    event = ev.RepeatAndSelectDpEvent(ev.GaussianDpEvent(4.0), 5.0, 1.0)
+    decl = rdp_declaration(event, ["1.1", "2", "10.3"])
+    assert decl.orders == [Decimal("1.1"), Decimal(2), Decimal("10.3")]
+    big = rdp_declaration(ev.ZCDpEvent(1.0), [2, 100, 2e6, 3e6])
+    assert (big.orders, big.values) == ([Decimal(2), Decimal(100)], [Decimal(2), Decimal(100)])
+    # the server charges an order past the last declared one ∞
+    charged = _admitted(big, "add_remove", {"mode": "rdp", "orders": [2.0, 50.0, 200.0]}).rdp
+    assert charged[0] >= 2 and charged[1] >= 100 and charged[2] == math.inf
+    for orders, message in (([], "give the orders"), ([1, 2], "> 1"), ([3, 2], "increasing")):
+        with pytest.raises(ValueError, match=message):
+            rdp_declaration(event, orders)
+
+
+@pytest.mark.parametrize(
+    ("event", "relation", "message"),
+    [
+        (ev.MixtureOfGaussiansDpEvent(2.0, [1.0], [1.0]), "add_remove", "approx_dp_declaration"),
+        (ev.SingleEpochTreeAggregationDpEvent(2.0, 100), "add_remove", "REPLACE_SPECIAL only"),
+        (ev.SingleEpochTreeAggregationDpEvent(2.0, 100), "replace_one", "REPLACE_SPECIAL only"),
+        (ev.RandomizedResponseDpEvent(0.3, 2), "add_remove", "REPLACE_ONE, REPLACE_SPECIAL only"),
+        (ev.PoissonSampledDpEvent(0.1, ev.LaplaceDpEvent(1.0)), "add_remove", "from_dp_event"),
+        (
+            ev.ComposedDpEvent([ev.UnsupportedDpEvent()]),
+            "add_remove",
+            "odometer_client.declarations",
+        ),
+        (ev.NonPrivateDpEvent(), "add_remove", "no finite RDP value"),
+        (ev.GaussianDpEvent(1.0), "replace_special", "relation must be"),
+        ("GaussianDpEvent", "add_remove", "not a dp_accounting DpEvent"),
+    ],
+)
+def test_rdp_declaration_refuses_what_rdp_accountant_does_not_support(
+    event: Any, relation: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        rdp_declaration(event, ORDERS, relation=relation)
+
+
+def test_approx_dp_declaration_is_pld_accountants_epsilon() -> None:
+    """``approx_dp_declaration``: (ε, δ) with ε PLDAccountant's at δ, rounded up; a basic
+    dataset charges exactly that. The alternatives the refusals name are upper bounds by
+    dp_accounting's own numbers."""
+    delta = Decimal("1e-6")
+    mixture = SAMPLES[ev.MixtureOfGaussiansDpEvent]
+    truncated = SAMPLES[ev.TruncatedSubsampledGaussianDpEvent]
+    laplace = ev.PoissonSampledDpEvent(0.1, ev.LaplaceDpEvent(1.0))
+    interval = 1e-3  # coarser than the default 1e-4: the mixture's PLD takes seconds at 1e-4
+    declared = {}
+    for event in (mixture, truncated, laplace):
+        decl = approx_dp_declaration(event, delta, value_discretization_interval=interval)
+        oracle = dp_accounting.pld.PLDAccountant(value_discretization_interval=interval)
+        epsilon = oracle.compose(event).get_epsilon(1e-6)
+        assert decl.delta == delta and decl.epsilon >= Decimal(epsilon)
+        assert float(decl.epsilon) == pytest.approx(epsilon, rel=1e-15)
+        charge = _admitted(decl, "add_remove", {"mode": "basic"})
+        assert (charge.epsilon, charge.delta) == (decl.epsilon, delta)
+        declared[type(event)] = decl.epsilon
+    # mixture: no more than gaussian(σ, max |c_i|) by dp_accounting's PLD of both
+    widest = dp_accounting.pld.PLDAccountant(value_discretization_interval=interval)
+    widest.compose(ev.GaussianDpEvent(2.0 / 1.0))
+    assert declared[ev.MixtureOfGaussiansDpEvent] <= Decimal(widest.get_epsilon(1e-6))
+    # truncated Poisson sampling: below the unamplified gaussian(σ, 2) the refusal offers
+    unamplified = {"mode": "basic", "conversion_delta": "1e-6"}
+    bound = _admitted(d.gaussian(1.0, 2), "add_remove", unamplified)
+    assert declared[ev.TruncatedSubsampledGaussianDpEvent] <= bound.epsilon
+    with pytest.raises(ValueError, match="rdp_declaration"):
+        approx_dp_declaration(SAMPLES[ev.RepeatAndSelectDpEvent], delta)
+    with pytest.raises(ValueError, match="not private"):
+        approx_dp_declaration(ev.NonPrivateDpEvent(), delta)
+    with pytest.raises(ValueError, match=r"\(0, 1\)"):
+        approx_dp_declaration(mixture, 0)
+
+
+def test_tree_aggregation_alternative_is_dp_accountings_own_curve() -> None:
+    """The refusal of SingleEpochTreeAggregationDpEvent offers gaussian(σ, √d): on an rdp
+    dataset it is charged at least the curve RdpAccountant computes for the event (under
+    REPLACE_SPECIAL), d = ⌈log₂(max steps + 1)⌉."""
+    event = SAMPLES[ev.SingleEpochTreeAggregationDpEvent]  # σ = 2, steps [100, 60]: d = 7
+    special = dp_accounting.NeighboringRelation.REPLACE_SPECIAL
+    expected = dp_accounting.rdp.RdpAccountant(ORDERS, special).compose(event).rdp
+    sensitivity = Decimal(7).sqrt(d.UP)
+    charged = _admitted(d.gaussian(2, sensitivity), "add_remove", {"mode": "rdp", "orders": ORDERS})
+    assert np.all(np.array(charged.rdp) >= expected)
+    assert np.allclose(charged.rdp, expected, rtol=1e-12)
+
+
+def test_service_accepts_what_the_dp_accounting_helpers_declare(client: OdometerClient) -> None:
+    """Over HTTP: a discrete Laplace event is charged ε = aΔ; repeat-and-select is registered on
+    an rdp dataset at the dataset's own orders, charged at least RdpAccountant's curve."""
+    basic = client.create_dataset("decl-dlap", "10", "0.000001")
+    charge = client.preview(basic, from_dp_event(ev.DiscreteLaplaceDpEvent(0.5, 3))).charge
+    assert charge["epsilon"] == Decimal("1.5")
+    ds = client.create_dataset("decl-repeat", "5", "0.00001", accounting={"mode": "rdp"})
+    orders = client.get_dataset(ds).status["orders"]
+    event = SAMPLES[ev.RepeatAndSelectDpEvent]
+    decl = rdp_declaration(event, orders)
+    assert client.register(ds, decl).status == "accepted"
+    alphas = [float(a) for a in decl.orders]
+    curve = dp_accounting.rdp.RdpAccountant(alphas).compose(event).rdp.tolist()
+    assert all(v >= Decimal(o) for v, o in zip(decl.values, _non_decreasing(curve), strict=True))

@@ -14,7 +14,8 @@ import opendp.prelude as dp
 import pytest
 
 from odometer_client import OdometerClient
-from odometer_client.adapters.opendp import declaration, measure_name
+from odometer_client.adapters.opendp import SUPPORTED, declaration, measure_name
+from odometer_core.accounting import parse_declaration
 
 dp.enable_features("contrib", "honest-but-curious")
 
@@ -75,6 +76,8 @@ def test_zcdp_gaussian_is_charged_its_rho(client: OdometerClient) -> None:
 
 
 def test_approximate_max_divergence_keeps_its_delta(client: OdometerClient) -> None:
+    # OpenDP's FixedSmoothedMaxDivergence is Approximate<MaxDivergence>
+    assert str(dp.fixed_smoothed_max_divergence().type) == "Approximate<MaxDivergence>"
     meas: Any = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(gaussian(4.0)), 1e-7)
     eps, delta = meas.map(1.0)
     decl = declaration(meas, 1.0)
@@ -98,6 +101,31 @@ def test_approximate_zcdp_keeps_its_delta(client: OdometerClient) -> None:
     ds = client.create_dataset("odp-approx-zcdp", "10", "1e-3", accounting=zcdp)
     charge = client.register(ds, decl).charge
     assert charge["rho"] == decl.rho and charge["delta"] == decl.delta
+
+
+def test_approximate_smoothed_max_divergence_is_read_at_the_total_delta(
+    client: OdometerClient,
+) -> None:
+    """(profile, δ₀) = map(d_in): declared at the total δ the caller names, ε = the profile's at
+    δ − δ₀ — what OpenDP's own make_fix_delta gives at that δ."""
+    meas: Any = dp.c.make_zCDP_to_approxDP(threshold_histogram())
+    d_in = (1, 1.0, 1.0)
+    assert measure_name(meas) == "Approximate<SmoothedMaxDivergence>"
+    decl = declaration(meas, d_in, delta="1e-5")
+    fixed_delta: Any = dp.c.make_fix_delta(meas, 1e-5)
+    eps, delta = fixed_delta.map(d_in)
+    # OpenDP's δ is the float 1e-5, a hair above the decimal declared (whose profile δ is
+    # smaller: ε at least OpenDP's)
+    assert (decl.type, decl.delta, float(decl.delta)) == ("approx_dp", Decimal("1e-5"), delta)
+    _close_above(decl.epsilon, eps)
+    fixed = meas.map(d_in)[1]
+    with pytest.raises(ValueError, match="needs the delta"):
+        declaration(meas, d_in)
+    with pytest.raises(ValueError, match="leaves nothing"):
+        declaration(meas, d_in, delta=fixed)
+    ds = client.create_dataset("odp-approx-smoothed", "5", "1e-4")
+    charge = client.register(ds, decl).charge
+    assert (charge["epsilon"], charge["delta"]) == (decl.epsilon, decl.delta)
 
 
 def test_smoothed_max_divergence_is_read_at_the_named_delta(client: OdometerClient) -> None:
@@ -154,3 +182,64 @@ def test_unsupported_measurements_are_refused_before_any_request(
                 client.register("ds_x", declaration(bad, 1.0))
         with pytest.raises(ValueError, match="could not map"):
             client.register("ds_x", declaration(laplace(1.0), -1.0))
+
+
+def _measurements() -> dict[str, tuple[Any, Any, dict[str, Any]]]:
+    """One measurement of every supported output measure: (measurement, d_in, options)."""
+    smoothed = dp.c.make_zCDP_to_approxDP(gaussian(4.0))
+    return {
+        "MaxDivergence": (laplace(3.0), 1.0, {}),
+        "ZeroConcentratedDivergence": (gaussian(3.0), 1.0, {}),
+        "Approximate<MaxDivergence>": (dp.c.make_fix_delta(smoothed, 1e-7), 1.0, {}),
+        "Approximate<ZeroConcentratedDivergence>": (threshold_histogram(), (1, 1.0, 1.0), {}),
+        "SmoothedMaxDivergence": (smoothed, 1.0, {"delta": "1e-6"}),
+        "Approximate<SmoothedMaxDivergence>": (
+            dp.c.make_zCDP_to_approxDP(threshold_histogram()),
+            (1, 1.0, 1.0),
+            {"delta": "1e-4"},
+        ),
+        "RenyiDivergence": (renyi_gaussian(5.0), 1.0, {"orders": [2, 4, 8]}),
+    }
+
+
+def test_every_supported_measure_carries_opendps_own_numbers() -> None:
+    """Each supported output measure, with OpenDP as the oracle: the declaration carries the
+    number(s) of the measurement's own privacy map at d_in (or its profile, or make_fix_delta),
+    rounded up, and the accounting core accepts it."""
+    samples = _measurements()
+    assert set(samples) == set(SUPPORTED)
+    for name, (meas, d_in, options) in samples.items():
+        assert measure_name(meas) == name
+        decl = declaration(meas, d_in, **options)
+        parse_declaration(decl.to_json())
+        d_out = meas.map(d_in)
+        if name == "MaxDivergence":
+            _close_above(decl.epsilon, d_out)
+        elif name == "ZeroConcentratedDivergence":
+            _close_above(decl.rho, d_out)
+        elif name == "Approximate<MaxDivergence>":
+            _close_above(decl.epsilon, d_out[0])
+            _close_above(decl.delta, d_out[1])
+        elif name == "Approximate<ZeroConcentratedDivergence>":
+            _close_above(decl.rho, d_out[0])
+            _close_above(decl.delta, d_out[1])
+        elif name == "SmoothedMaxDivergence":
+            _close_above(decl.epsilon, d_out.epsilon(1e-6))
+        elif name == "Approximate<SmoothedMaxDivergence>":
+            fixed: Any = dp.c.make_fix_delta(meas, 1e-4)
+            _close_above(decl.epsilon, fixed.map(d_in)[0])
+        else:
+            for alpha, value in zip(decl.orders, decl.values, strict=True):
+                _close_above(value, d_out(float(alpha)))
+
+
+def test_an_unsupported_measure_is_refused_naming_what_to_send() -> None:
+    custom = dp.m.make_user_measurement(
+        REAL, ABS, dp.user_divergence("MyDivergence"), function=lambda x: x, privacy_map=lambda d: d
+    )
+    with pytest.raises(ValueError) as refused:
+        declaration(custom, 1.0)
+    message = str(refused.value)
+    assert "ExtrinsicDivergence (MyDivergence)" in message
+    for alternative in ("make_fix_delta", "pure_dp", "approx_dp", "zcdp", "rdp"):
+        assert alternative in message

@@ -11,13 +11,19 @@ that guarantee into the declaration the odometer charges, by the output measure:
 ``Approximate(ZeroConcentrated…)``     ``zcdp`` ρ with δ: (ρ, δ) = map(d_in)
 ``SmoothedMaxDivergence``              ``approx_dp`` (ε(δ), δ) at the ``delta`` the caller names
                                        (the privacy profile's ε at that δ)
+``Approximate(SmoothedMaxDivergence)`` ``approx_dp`` (ε(δ − δ₀), δ) at the total ``delta`` the
+                                       caller names, where (profile, δ₀) = map(d_in) (what
+                                       OpenDP's ``make_fix_delta`` computes)
 ``RenyiDivergence``                    ``rdp`` curve: map(d_in)(α) at the caller's ``orders``
                                        (a dataset's orders: ``dataset.status["orders"]``)
 =====================================  =========================================================
 
-Anything else raises ``ValueError`` before a request could be sent. OpenDP's maps return binary
-floats already rounded towards less privacy; each is read into a decimal rounded *up* (17
-significant digits), so the declaration is never below OpenDP's own value.
+``FixedSmoothedMaxDivergence`` is ``Approximate(MaxDivergence)`` in OpenDP (0.16:
+``dp.fixed_smoothed_max_divergence()`` returns it). Anything else (``dp.user_divergence(...)``,
+measures of later OpenDP versions) raises ``ValueError`` before a request could be sent, naming
+what to send instead. OpenDP's maps return binary floats already rounded towards less privacy;
+each is read into a decimal rounded *up* (17 significant digits), so the declaration is never
+below OpenDP's own value.
 
 The declaration covers the measurement's guarantee at ``d_in``: the analyst chooses ``d_in``
 to match the dataset's neighbouring relation (e.g. ``d_in = 1`` record for add/remove
@@ -33,7 +39,7 @@ from typing import Any
 
 import opendp.prelude as dp
 
-from odometer_client.declarations import UP, Mechanism, Number, approx_dp, pure_dp, zcdp
+from odometer_client.declarations import DOWN, UP, Mechanism, Number, approx_dp, pure_dp, zcdp
 
 #: The output measures this adapter reads, by OpenDP's type name.
 SUPPORTED = (
@@ -42,6 +48,7 @@ SUPPORTED = (
     "Approximate<MaxDivergence>",
     "Approximate<ZeroConcentratedDivergence>",
     "SmoothedMaxDivergence",
+    "Approximate<SmoothedMaxDivergence>",
     "RenyiDivergence",
 )
 
@@ -78,17 +85,27 @@ def declaration(
 ) -> Mechanism:
     """The declaration of ``measurement`` on inputs at distance ``d_in`` (see the module).
 
-    ``delta`` is needed for ``SmoothedMaxDivergence`` (the δ at which to read ε), ``orders``
-    for ``RenyiDivergence`` (the α at which to read the curve); neither is used otherwise.
+    ``delta`` is needed for ``SmoothedMaxDivergence`` (the δ at which to read ε) and
+    ``Approximate<SmoothedMaxDivergence>`` (the total δ declared, as in OpenDP's
+    ``make_fix_delta``), ``orders`` for ``RenyiDivergence`` (the α at which to read the curve);
+    neither is used otherwise.
     """
     name = measure_name(measurement)
     if name not in SUPPORTED:
+        described = str(measurement.output_measure)
+        if described != name:  # e.g. a user divergence: ExtrinsicDivergence, named by its user
+            name = f"{name} ({described})"
         raise ValueError(
-            f"cannot declare an OpenDP measurement with output measure {name}: "
-            f"supported are {', '.join(SUPPORTED)}"
+            f"cannot declare an OpenDP measurement with output measure {name}: supported are "
+            f"{', '.join(SUPPORTED)}. Convert it to one of them with OpenDP's combinators "
+            "(e.g. dp.c.make_zCDP_to_approxDP, dp.c.make_fix_delta), or declare the guarantee "
+            "you proved for it with odometer_client.declarations (pure_dp, approx_dp, zcdp, "
+            "rdp)"
         )
     if name == "SmoothedMaxDivergence":
         return _smoothed(measurement, d_in, delta)
+    if name == "Approximate<SmoothedMaxDivergence>":
+        return _approximate_smoothed(measurement, d_in, delta)
     if name == "RenyiDivergence":
         return _renyi(measurement, d_in, orders)
     d_out = _map(measurement, d_in)
@@ -104,21 +121,48 @@ def declaration(
     return zcdp(rho, delta=d if d > 0 else None)
 
 
-def _smoothed(measurement: Any, d_in: Any, delta: Number | None) -> Mechanism:
+def _delta(name: str, delta: Number | None) -> Decimal:
     if delta is None:
-        raise ValueError("a SmoothedMaxDivergence measurement needs the delta to declare at")
+        raise ValueError(f"a {name} measurement needs the delta to declare at")
     d = Decimal(str(delta))
     if not 0 < d < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
-    profile = _map(measurement, d_in)
+    return d
+
+
+def _epsilon_at(profile: Any, d: Decimal) -> Decimal:
+    """The profile's ε at a float δ at most ``d``: ε(δ) only grows as δ shrinks."""
+    f = float(d)
+    if Decimal(f) > d:
+        f = math.nextafter(f, 0)
     try:
-        # OpenDP's profile at a float δ at most the declared one: ε(δ) only grows as δ shrinks
-        epsilon = profile.epsilon(
-            float(d) if Decimal(float(d)) <= d else math.nextafter(float(d), 0)
-        )
+        epsilon = profile.epsilon(f)
     except Exception as exc:
         raise ValueError(f"OpenDP's privacy profile has no ε at δ = {d}: {exc}") from exc
-    return approx_dp(_up(epsilon, "ε"), d)
+    return _up(epsilon, "ε")
+
+
+def _smoothed(measurement: Any, d_in: Any, delta: Number | None) -> Mechanism:
+    d = _delta("SmoothedMaxDivergence", delta)
+    profile = _map(measurement, d_in)
+    return approx_dp(_epsilon_at(profile, d), d)
+
+
+def _approximate_smoothed(measurement: Any, d_in: Any, delta: Number | None) -> Mechanism:
+    """(profile, δ₀) = map(d_in) is (ε(δ′), δ′ + δ₀)-DP for every δ′: at the total δ the
+    caller names, ε is the profile's at δ′ = δ − δ₀ (δ₀ read rounded up, so δ′ is at most the
+    true remainder)."""
+    d = _delta("Approximate<SmoothedMaxDivergence>", delta)
+    d_out = _map(measurement, d_in)
+    if not (isinstance(d_out, tuple) and len(d_out) == 2):
+        raise ValueError(f"OpenDP's Approximate<SmoothedMaxDivergence> map gave {d_out!r}")
+    profile, fixed = d_out[0], _up(d_out[1], "δ")
+    if fixed >= d:
+        raise ValueError(
+            f"delta = {d} leaves nothing for the privacy profile: the measurement already "
+            f"spends δ = {fixed}; name a larger delta"
+        )
+    return approx_dp(_epsilon_at(profile, DOWN.subtract(d, fixed)), d)
 
 
 def _renyi(measurement: Any, d_in: Any, orders: Sequence[Number] | None) -> Mechanism:
