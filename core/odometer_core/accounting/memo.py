@@ -52,8 +52,13 @@ def memoised(fn: Callable[P, R]) -> Callable[P, R]:
 
 @contextmanager
 def charges(known: dict[Hashable, Any] | None = None) -> Iterator[dict[Hashable, Any]]:
-    """Within the block, memoised charges are looked up in (and added to) ``known``."""
-    table = {} if known is None else known
+    """Within the block, memoised charges are looked up in (and added to) ``known``; without
+    it, in the table of an enclosing block if there is one (a capacity count inside a preview
+    reuses the charges computed for it, by a charge worker within its CPU budget), else in a
+    new table."""
+    table = known if known is not None else _TABLE.get()
+    if table is None:
+        table = {}
     token = _TABLE.set(table)
     try:
         yield table
