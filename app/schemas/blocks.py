@@ -5,24 +5,61 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from app.schemas.common import StrictModel, optional
+from app.schemas.common import Form, StrictModel, one_form_of, optional
+from odometer_core.partition import MAX_BLOCKS
 
 #: A block key: a day ``2026-11-27``, a week ``2026-W48``, a month ``2026-11``, a bucket
-#: number, or a declared name.
+#: number, or a declared name. The schema bounds what any partition could hold (a bucket below
+#: 10⁷, a name of 1 … 64 characters); which keys a dataset's partition has is its own.
 BlockKey = Annotated[
     str | int,
-    Field(
-        description="a block key: day 2026-11-27, week 2026-W48, month 2026-11, a bucket "
-        "number or a declared name",
-        examples=["2026-11-27"],
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "minLength": 1, "maxLength": 64},
+                {"type": "integer", "minimum": 0, "maximum": MAX_BLOCKS - 1},
+            ],
+            "description": "a block key: day 2026-11-27, week 2026-W48, month 2026-11, a bucket "
+            "number or a declared name",
+            "examples": ["2026-11-27"],
+        }
     ),
 ]
 
 
+def _partition_schema(schema: dict[str, Any]) -> None:
+    """Each kind takes its own field: calendar kinds a ``timezone``, ``bucket`` its
+    ``buckets``, ``named`` its ``names`` (distinct, 1 … 64 characters each)."""
+    names = schema["properties"]["names"]
+    names["items"] = {"type": "string", "minLength": 1, "maxLength": 64}
+    names["uniqueItems"] = True
+    common = ("kind", "unit")
+    one_form_of(
+        schema,
+        Form(
+            (*common, "timezone", "immutable_key"),
+            (*common, "timezone"),
+            kind={"type": "string", "enum": ["day", "week", "month"]},
+        ),
+        Form(
+            (*common, "buckets", "immutable_key"),
+            (*common, "buckets"),
+            kind={"type": "string", "const": "bucket"},
+        ),
+        Form(
+            (*common, "names", "immutable_key"),
+            (*common, "names"),
+            kind={"type": "string", "const": "named"},
+        ),
+    )
+
+
 class PartitionIn(StrictModel):
     """How a dataset's records fall into blocks: a public key, never the records themselves."""
+
+    model_config = ConfigDict(json_schema_extra=_partition_schema)
 
     kind: Literal["bucket", "day", "week", "month", "named"] = Field(
         description="integer hash buckets, calendar periods (in 'timezone'), or named parts"
@@ -81,6 +118,10 @@ def selection_json(selection: BlockSelection | None) -> Any:
 
 class BlocksChange(StrictModel):
     """Open blocks (on the public schedule) or retire them; exactly one of the two."""
+
+    model_config = ConfigDict(
+        json_schema_extra=lambda schema: one_form_of(schema, Form(("open",)), Form(("retire",)))
+    )
 
     open: BlockRange | None = optional(description="blocks to open, never opened before")
     retire: BlockRange | None = optional(description="open blocks to retire for good")

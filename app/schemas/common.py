@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 import orjson
 from pydantic import (
@@ -13,15 +14,24 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     PlainSerializer,
+    TypeAdapter,
     WithJsonSchema,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
 
 from odometer_core.accounting import AmountError, fmt, parse_amount
-from odometer_core.accounting.exact import ONE, ZERO
+from odometer_core.accounting.declarations import (
+    MAX_MECHANISM_PARAMETER,
+    MAX_ORDER,
+    MAX_PRIVACY_PARAMETER,
+)
+from odometer_core.accounting.exact import MAX_INPUT_DIGITS, MIN_EXPONENT, ONE, ZERO
 
-DECIMAL_PATTERN = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
+#: The smallest nonzero magnitude ``parse_amount`` accepts: 1e-300 (|exponent| ≤ 300).
+SMALLEST = float(f"1e{MIN_EXPONENT}")
 
 
 def _amount(value: object) -> Decimal:
@@ -33,34 +43,270 @@ def _amount(value: object) -> Decimal:
         raise ValueError(str(exc).removeprefix("value ")) from None
 
 
-#: An exact decimal amount: a JSON number or a decimal string, returned as a decimal string.
-#: Range checks (≥ 0, δ < 1, limits) belong to the accounting core, which names the field.
-Amount = Annotated[
-    Decimal,
-    BeforeValidator(_amount),
-    PlainSerializer(fmt, return_type=str, when_used="always"),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "number"},
-                {"type": "string", "pattern": DECIMAL_PATTERN, "maxLength": 64},
-            ],
-            "description": 'exact decimal: a JSON number or a decimal string such as "0.1"',
-            "examples": ["0.1"],
-        }
-    ),
-]
-
-
 def _probability(value: Decimal) -> Decimal:
     if not ZERO <= value < ONE:
         raise ValueError("must be a δ: 0 ≤ δ < 1")
     return value
 
 
-#: An exact δ (0 ≤ δ < 1). Used where the accounting core only compares the value with the
-#: budget's δ, so that a negative or huge one is refused instead of being recorded.
-Delta = Annotated[Amount, AfterValidator(_probability)]
+# ---------------------------------------------------------------------------- amount domains
+def _upto(n: int) -> str:
+    """The decimal integers 0 … n (n < 20) as a regular expression."""
+    return f"[0-{n}]" if n <= 9 else f"[0-9]|1[0-{n - 10}]"
+
+
+def _decimal_text(k: int, *, positive: bool, top: bool) -> str:
+    """Decimal text for a value in [0, 10^k) ((0, 10^k) if ``positive``; 10^k itself too if
+    ``top``) that ``parse_amount`` reads: at most 30 significant digits and a decimal exponent
+    far inside ±300. A subset of what the server reads (no sign but ``+``, no whitespace, a
+    positive exponent only in scientific notation), so that every string the pattern admits
+    is accepted; ``tests/api/test_openapi.py`` draws strings from each pattern to check it."""
+    digits, frac = MAX_INPUT_DIGITS, MAX_INPUT_DIGITS - max(k, 1)
+    if positive:  # a nonzero digit somewhere
+        plain = [rf"0*\.0*[1-9][0-9]{{0,{digits - 1}}}0*"]
+        if k > 0:
+            plain.insert(0, rf"0*[1-9][0-9]{{0,{k - 1}}}(?:\.[0-9]{{0,{frac}}}0*)?")
+    else:
+        plain = [rf"0*\.0*[0-9]{{1,{digits}}}0*"]
+        plain.insert(0, rf"0*[0-9]{{1,{k}}}(?:\.[0-9]{{0,{frac}}}0*)?" if k > 0 else r"0+\.?")
+    exponent = r"-0*[1-9][0-9]?" if k == 0 else rf"-0*[0-9]{{1,2}}|\+?0*(?:{_upto(k - 1)})"
+    forms = [
+        # plain notation below 10^k, optionally scaled down (e-0 … e-99)
+        rf"(?:{'|'.join(plain)})(?:[eE]-0*[0-9]{{1,2}})?",
+        # scientific notation d.ddd…e±n below 10^k
+        rf"[1-9](?:\.[0-9]{{0,{digits - 1}}})?[eE](?:{exponent})",
+    ]
+    if top:
+        forms.append(rf"0*1{'0' * k}(?:\.0*)?")
+        if k > 0:
+            forms.append(rf"1(?:\.0*)?[eE]\+?0*{k}")
+    return rf"^\+?(?:{'|'.join(forms)})$"
+
+
+#: An RDP order α in (1, 10⁶] as decimal text (the same subset of what the server reads).
+ORDER_TEXT = (
+    r"^\+?(?:0*(?:[2-9][0-9]{0,5}|1[0-9]{1,5})(?:\.[0-9]{0,23}0*)?|0*1\.[0-9]{0,23}[1-9]0*"
+    r"|[1-9](?:\.[0-9]{0,29})?[eE]\+?0*[1-5]|0*1000000(?:\.0*)?|1(?:\.0*)?[eE]\+?0*6)$"
+)
+
+
+def _bound(value: Decimal) -> int | float:
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def _domain_schema(
+    text: str,
+    *,
+    low: Decimal,
+    low_open: bool,
+    high: Decimal,
+    high_open: bool,
+    example: str,
+    what: str,
+    smallest: float = SMALLEST,
+) -> dict[str, Any]:
+    """An amount's JSON schema: a JSON number in its domain, or decimal text (``text``);
+    ``smallest``: the least nonzero magnitude (where the server derives smaller values)."""
+    number: dict[str, Any] = {"type": "number"}
+    forms: list[dict[str, Any]] = [number]
+    if low == ZERO:
+        # nonzero magnitudes below 1e-300 are refused (exponent out of range), zero is not
+        number["minimum"] = smallest
+        if not low_open:
+            forms.append({"type": "number", "const": 0})
+    else:
+        number["exclusiveMinimum" if low_open else "minimum"] = _bound(low)
+    number["exclusiveMaximum" if high_open else "maximum"] = _bound(high)
+    forms.append({"type": "string", "pattern": text, "maxLength": 64})
+    return {
+        "anyOf": forms,
+        "description": f"{what}: an exact decimal, as a JSON number or as decimal text such as "
+        f'"{example}"',
+        "examples": [example],
+    }
+
+
+#: How every amount is read (a JSON number or decimal text, exactly) and written (decimal text).
+#: The domain is documented (``WithJsonSchema``) and checked by the accounting core, which names
+#: the field in its answer (``InvalidDeclaration``, ``InvalidConfig``), as before the schema said
+#: it; only ``Delta`` checks its domain here.
+_READ = BeforeValidator(_amount)
+_WRITE = PlainSerializer(fmt, return_type=str, when_used="always")
+_MILLION = Decimal(10) ** 6  # the budget's limit (odometer_core…modes.common.check_budget)
+
+#: A privacy parameter of a declaration (ε, ρ, ξ, μ, τ, an RDP value): 0 … 10⁶.
+Privacy = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            _decimal_text(6, positive=False, top=True),
+            low=ZERO,
+            low_open=False,
+            high=MAX_PRIVACY_PARAMETER,
+            high_open=False,
+            example="0.1",
+            what="0 ≤ value ≤ 10⁶",
+        )
+    ),
+]
+#: A budget's ε_B (datasets, sub-budgets, caps, quotas): 0 < ε_B ≤ 10⁶.
+BudgetEpsilon = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            _decimal_text(6, positive=True, top=True),
+            low=ZERO,
+            low_open=True,
+            high=_MILLION,
+            high_open=False,
+            example="1",
+            what="0 < ε ≤ 10⁶",
+        )
+    ),
+]
+#: A noise scale or a sensitivity (σ, b, Δ): 0 … 10¹².
+Noise = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            _decimal_text(12, positive=False, top=True),
+            low=ZERO,
+            low_open=False,
+            high=MAX_MECHANISM_PARAMETER,
+            high_open=False,
+            example="1",
+            what="0 ≤ value ≤ 10¹²",
+        )
+    ),
+]
+#: A noise scale that must be positive (discrete noise, report noisy max, DP-SGD): 0 < x ≤ 10¹².
+PositiveNoise = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            _decimal_text(12, positive=True, top=True),
+            low=ZERO,
+            low_open=True,
+            high=MAX_MECHANISM_PARAMETER,
+            high_open=False,
+            example="1",
+            what="0 < value ≤ 10¹²",
+        )
+    ),
+]
+_PROBABILITY_SCHEMA = _domain_schema(
+    _decimal_text(0, positive=False, top=False),
+    low=ZERO,
+    low_open=False,
+    high=ONE,
+    high_open=True,
+    example="0.00001",
+    what="0 ≤ δ < 1",
+)
+#: A budget's δ_B (datasets, sub-budgets, caps, quotas): 0 ≤ δ_B < 1, and 0 or at least
+#: 1e-298, since the server derives δ_B/10 (basic's default conversion δ) and δ_B/100 (a curve
+#: cap's) and reads them again, where 1e-300 is the least magnitude it reads.
+BudgetDelta = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            _decimal_text(0, positive=False, top=False),
+            low=ZERO,
+            low_open=False,
+            high=ONE,
+            high_open=True,
+            example="0.00001",
+            what="0 ≤ δ < 1 (0, or at least 1e-298)",
+            smallest=1e-298,
+        )
+    ),
+]
+#: A δ the accounting core checks (declarations, a configuration's conversion δ).
+Probability = Annotated[Decimal, _READ, _WRITE, WithJsonSchema(_PROBABILITY_SCHEMA)]
+#: A δ checked here, in the request model (0 ≤ δ < 1), where the accounting core only compares
+#: the value with the budget's δ, so that a negative or huge one is refused instead of being
+#: recorded.
+Delta = Annotated[
+    Decimal, _READ, AfterValidator(_probability), _WRITE, WithJsonSchema(_PROBABILITY_SCHEMA)
+]
+#: DP-SGD's own δ: 0 < δ < 1.
+PositiveProbability = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            _decimal_text(0, positive=True, top=False),
+            low=ZERO,
+            low_open=True,
+            high=ONE,
+            high_open=True,
+            example="0.00001",
+            what="0 < δ < 1",
+        )
+    ),
+]
+#: A sampling rate or an order's weight: 0 … 1.
+Rate = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            _decimal_text(0, positive=False, top=True),
+            low=ZERO,
+            low_open=False,
+            high=ONE,
+            high_open=False,
+            example="0.5",
+            what="0 ≤ value ≤ 1",
+        )
+    ),
+]
+#: DP-SGD's sampling rate: 0 < q ≤ 1.
+PositiveRate = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            _decimal_text(0, positive=True, top=True),
+            low=ZERO,
+            low_open=True,
+            high=ONE,
+            high_open=False,
+            example="0.01",
+            what="0 < value ≤ 1",
+        )
+    ),
+]
+#: An RDP order α: 1 < α ≤ 10⁶.
+Order = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            ORDER_TEXT,
+            low=ONE,
+            low_open=True,
+            high=MAX_ORDER,
+            high_open=False,
+            example="2",
+            what="1 < α ≤ 10⁶",
+        )
+    ),
+]
 
 
 def _integer(value: object) -> object:
@@ -109,6 +355,120 @@ def not_null(schema: dict[str, Any]) -> None:
         else:
             schema["anyOf"] = kept
     schema.pop("default", None)
+
+
+# ------------------------------------------------------------------------- amounts in responses
+#: Decimal text as the server writes it: exact decimals (``fmt``: "0.1", "1E-25", "Infinity" for
+#: a cost that no budget admits) and an RDP curve's floats (``repr``: "0.25", "1e-05", "inf").
+DecimalText = Annotated[
+    str,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|Infinity|inf)$",
+        }
+    ),
+]
+
+
+class Documented(BaseModel):
+    """A response part that is documented, not built: see :class:`SchemaOnly`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EpsilonDeltaAmount(Documented):
+    """(ε, δ): ``basic`` (a dataset, a sub-budget, an organisation's cap or an analyst's quota
+    counted in that mode)."""
+
+    epsilon: DecimalText
+    delta: DecimalText
+
+
+class RhoDeltaAmount(Documented):
+    """(ρ, δ): ``zcdp``."""
+
+    rho: DecimalText
+    delta: DecimalText
+
+
+class RdpAmount(Documented):
+    """An RDP curve ε(α) at each order of the filter's grid (``orders`` and ``rdp`` have the
+    same length), and δ: ``rdp``."""
+
+    orders: list[DecimalText]
+    rdp: list[DecimalText]
+    delta: DecimalText
+
+
+class MuSquaredAmount(Documented):
+    """μ²: ``gdp``."""
+
+    mu_squared: DecimalText
+
+
+class NothingCharged(Documented):
+    """``{}``: an invocation refused above its dataset (by the organisation's cap or the
+    analyst's quota) charged nothing on the dataset."""
+
+
+#: What a decision charges, asks for, leaves or refunds, in the currency of the filter that
+#: decided it: each currency has its own required keys (``epsilon``, ``rho``, ``orders`` and
+#: ``rdp``, ``mu_squared``), so exactly one of the four schemas matches an amount.
+AmountUnion: TypeAlias = EpsilonDeltaAmount | RhoDeltaAmount | RdpAmount | MuSquaredAmount
+
+
+class SchemaOnly:
+    """Documents a field as ``documented`` (components and references included) while the
+    field is read and written as its own type: the server renders these bodies from the
+    accounting core's JSON, which the schema describes and ``tests/api/test_openapi.py`` holds
+    to it, so nothing is checked or rewritten on the way out."""
+
+    def __init__(self, documented: Any) -> None:
+        self._core = TypeAdapter(documented).core_schema
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: Any, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return handler(self._core)
+
+
+#: An amount in a response (see :data:`AmountUnion`), passed through as the core wrote it.
+AmountOut = Annotated[dict[str, Any], SchemaOnly(AmountUnion)]
+
+
+# ------------------------------------------------------------------------ fields that go together
+class Form:
+    """One form a request object takes: the fields it has (``required`` of them always; all of
+    them if not given) and no others, a field's schema replaced where ``narrowed`` gives one."""
+
+    def __init__(
+        self, fields: tuple[str, ...], required: tuple[str, ...] | None = None, **narrowed: Any
+    ) -> None:
+        self.fields, self.required, self.narrowed = fields, required or fields, narrowed
+
+    def schema(self, properties: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                name: self.narrowed.get(name) or copy.deepcopy(properties[name])
+                for name in self.fields
+            },
+            "required": list(self.required),
+            "additionalProperties": False,
+        }
+
+
+def one_form_of(schema: dict[str, Any], *forms: Form) -> None:
+    """Say in a model's schema (``json_schema_extra``) which fields go together: exactly one
+    of ``forms`` (``oneOf``: the forms must not overlap), under ``allOf`` beside the model's own
+    ``properties``. The rule is checked by the accounting core or the service, as before the
+    schema said it. A reader that knows only ``properties`` (the client's check before sending,
+    ``odometer_client.contract``, which skips ``allOf``) still checks each field as before and
+    names it; a validator applies the forms too; a generated client types the model as its
+    properties and one of the forms."""
+    properties = schema["properties"]
+    schema["allOf"] = [{"oneOf": [form.schema(properties) for form in forms]}]
 
 
 class ErrorBody(BaseModel):
@@ -190,8 +550,10 @@ class BudgetExceededBody(ErrorBody):
         description="the level that refused: the dataset budget, the organisation's cap or "
         "the analyst's quota"
     )
-    requested: dict[str, Any]
-    remaining: dict[str, Any]
+    requested: AmountOut = Field(
+        description="what the refusing level was asked for, in its currency"
+    )
+    remaining: AmountOut = Field(description="what the refusing level has left")
     ledger_seq: int
     blocks: list[dict[str, Any]] | None = Field(
         default=None,

@@ -7,7 +7,20 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.blocks import PartitionIn
-from app.schemas.common import NOT_A_BOOLEAN, Amount, Delta, StrictModel, Summary, optional
+from app.schemas.common import (
+    NOT_A_BOOLEAN,
+    BudgetDelta,
+    BudgetEpsilon,
+    Delta,
+    Form,
+    Order,
+    Probability,
+    Rate,
+    StrictModel,
+    Summary,
+    one_form_of,
+    optional,
+)
 from app.schemas.mechanisms import Mechanism
 from odometer_core.accounting.modes.rdp import (
     MAX_RDP_ORDERS,
@@ -22,21 +35,22 @@ NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 class Budget(StrictModel):
     """A target (ε_B, δ_B): ε_B > 0, 0 ≤ δ_B < 1."""
 
-    epsilon: Amount
-    delta: Amount
+    epsilon: BudgetEpsilon
+    delta: BudgetDelta
 
 
 class SubBudgetTarget(StrictModel):
-    epsilon: Amount
-    delta: Amount | None = optional()
+    epsilon: BudgetEpsilon
+    delta: BudgetDelta | None = optional(description="default 0")
 
 
 class BasicAccounting(StrictModel):
     """Basic composition filter with output-dependent refunds (Hartmann et al. 2022, Alg. 1)."""
 
     mode: Literal["basic"]
-    conversion_delta: Amount | None = optional(
-        description="δ at which curve-based declarations are converted (default δ_B/10)"
+    conversion_delta: Probability | None = optional(
+        description="δ at which curve-based declarations are converted (default δ_B/10; at "
+        "most δ_B)"
     )
 
 
@@ -44,7 +58,7 @@ class ZcdpAccounting(StrictModel):
     """Approximate zCDP filter; δ_B = δ_A + δ_conversion."""
 
     mode: Literal["zcdp"]
-    final_conversion_delta: Amount | None = optional()
+    final_conversion_delta: Probability | None = optional(description="at most δ_B")
 
 
 class WorkloadItem(StrictModel):
@@ -57,12 +71,27 @@ class WorkloadItem(StrictModel):
 class RdpAccounting(StrictModel):
     """Approximate RDP filter over a fixed order grid with weights; or, with ``workload``, the
     grid the server chooses for the expected workload (the response's ``config.workload`` shows
-    the chosen order and the expected admitted counts)."""
+    the chosen order and the expected admitted counts): a workload, or orders and weights,
+    never both."""
+
+    model_config = ConfigDict(
+        json_schema_extra=lambda schema: one_form_of(
+            schema,
+            Form(("mode", "final_conversion_delta", "orders", "weights", "wor_bound"), ("mode",)),
+            Form(("mode", "final_conversion_delta", "workload", "wor_bound"), ("mode", "workload")),
+        )
+    )
 
     mode: Literal["rdp"]
-    final_conversion_delta: Amount | None = optional()
-    orders: list[Amount] | None = optional(min_length=1, max_length=MAX_RDP_ORDERS)
-    weights: list[Amount] | None = optional(min_length=1, max_length=MAX_RDP_ORDERS)
+    final_conversion_delta: Probability | None = optional(description="at most δ_B")
+    orders: list[Order] | None = optional(
+        min_length=1, max_length=MAX_RDP_ORDERS, description="strictly increasing"
+    )
+    weights: list[Rate] | None = optional(
+        min_length=1,
+        max_length=MAX_RDP_ORDERS,
+        description="one per order (of the default grid without 'orders'), summing to ≤ 1",
+    )
     workload: list[WorkloadItem] | None = optional(
         min_length=1,
         max_length=MAX_WORKLOAD_ITEMS,
@@ -108,8 +137,33 @@ Accounting = Annotated[
 ]
 
 
+def _partitioned_dataset(schema: dict[str, Any]) -> None:
+    """A partitioned dataset's blocks take a leaf mode (not ``split``), and relation
+    ``replace_one`` only with a key the curator asserts immutable (``immutable_key``: true)."""
+    schema["dependentSchemas"] = {
+        "partition": {
+            "properties": {
+                "accounting": {
+                    "not": {"properties": {"mode": {"const": "split"}}, "required": ["mode"]}
+                }
+            },
+            "if": {"properties": {"relation": {"const": "replace_one"}}, "required": ["relation"]},
+            "then": {
+                "properties": {
+                    "partition": {
+                        "properties": {"immutable_key": {"const": True}},
+                        "required": ["immutable_key"],
+                    }
+                }
+            },
+        }
+    }
+
+
 class DatasetCreate(StrictModel):
     """A new dataset: its budget, neighbouring relation and accounting mode (fixed)."""
+
+    model_config = ConfigDict(json_schema_extra=_partitioned_dataset)
 
     name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
     budget: Budget
@@ -140,10 +194,26 @@ class DatasetCreate(StrictModel):
 
 
 class BudgetPatch(StrictModel):
-    """A new target; on a split dataset ``sub_budget`` names the sub-budget to change."""
+    """A new target; on a split dataset ``sub_budget`` names the sub-budget to change. A
+    ``workload`` re-chooses an ``rdp`` dataset's grid, never a sub-budget's (split datasets
+    take it in the sub-budget's accounting at creation)."""
 
-    epsilon: Amount
-    delta: Amount
+    model_config = ConfigDict(
+        json_schema_extra=lambda schema: one_form_of(
+            schema,
+            Form(
+                ("epsilon", "delta", "sub_budget", "final_conversion_delta"),
+                ("epsilon", "delta"),
+            ),
+            Form(
+                ("epsilon", "delta", "final_conversion_delta", "workload"),
+                ("epsilon", "delta", "workload"),
+            ),
+        )
+    )
+
+    epsilon: BudgetEpsilon
+    delta: BudgetDelta
     sub_budget: str | None = optional(min_length=1, max_length=64)
     final_conversion_delta: Delta | None = optional()
     workload: list[WorkloadItem] | None = optional(

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from app.schemas.blocks import BlockSelection
-from app.schemas.common import Delta, StrictModel, optional
+from app.schemas.common import (
+    AmountOut,
+    AmountUnion,
+    Delta,
+    Documented,
+    Form,
+    NothingCharged,
+    SchemaOnly,
+    StrictModel,
+    one_form_of,
+    optional,
+)
 from app.schemas.mechanisms import CELL_PATTERN, Mechanism, to_declaration
 from odometer_core.accounting import Declaration
 
@@ -36,6 +47,12 @@ class SettleRequest(StrictModel):
     """The cell of the ODP partition the released output fell in: named (``cell``), derived
     by the service from the released output (``output``, templates only), or both (they must
     agree). ``docs/http-api.md`` lists each template's output form."""
+
+    model_config = ConfigDict(
+        json_schema_extra=lambda schema: one_form_of(
+            schema, Form(("cell", "output"), ("cell",)), Form(("output",))
+        )
+    )
 
     cell: str | None = optional(
         pattern=CELL_PATTERN, description="the cell the released output fell in"
@@ -74,6 +91,34 @@ class SettleRequest(StrictModel):
         return "output" in self.model_fields_set
 
 
+class LevelCharge(Documented):
+    """What a registration did at a level above the dataset, in that level's currency."""
+
+    charge: AmountUnion
+    remaining: AmountUnion
+
+
+class LevelRefund(Documented):
+    """What a settle or cancel did at a level above the dataset."""
+
+    charge: AmountUnion
+    refund: AmountUnion
+
+
+class LevelsCharged(Documented):
+    """The levels above the dataset that decided with it (only those that apply)."""
+
+    organisation: LevelCharge | None = optional(description="the organisation's cap")
+    quota: LevelCharge | None = optional(description="the analyst's quota")
+
+
+class LevelsRefunded(Documented):
+    """The levels above the dataset that hold the reservation (only those that apply)."""
+
+    organisation: LevelRefund | None = optional(description="the organisation's cap")
+    quota: LevelRefund | None = optional(description="the analyst's quota")
+
+
 class InvocationCreated(BaseModel):
     """201: the invocation is admitted (``accepted``, charged) or ``reserved`` (ODP)."""
 
@@ -83,11 +128,15 @@ class InvocationCreated(BaseModel):
     mechanism: dict[str, Any]
     sub_budget: str | None = None
     conversion_delta: str | None = None
-    charge: dict[str, Any]
-    requested: dict[str, Any]
-    remaining: dict[str, Any]
+    charge: AmountOut = Field(
+        description="what the dataset was charged (or reserved), in its mode's currency: "
+        "(ε, δ) in basic, (ρ, δ) in zcdp, a curve in rdp, μ² in gdp; a split dataset's "
+        "sub-budget's, a partitioned dataset's per block"
+    )
+    requested: AmountOut = Field(description="what the declaration costs, in the same currency")
+    remaining: AmountOut = Field(description="what the dataset has left, in the same currency")
     reservation: dict[str, Any] | None = None
-    levels: dict[str, Any] | None = Field(
+    levels: Annotated[dict[str, Any], SchemaOnly(LevelsCharged)] | None = Field(
         default=None,
         description="charges at the organisation cap and the analyst's quota, when they apply",
     )
@@ -111,10 +160,12 @@ class InvocationFinished(BaseModel):
         description="SHA-256 (hex) of the released output's canonical JSON, as recorded in "
         "the ledger's settle entry; only when the output was sent",
     )
-    charge: dict[str, Any]
-    refund: dict[str, Any]
-    remaining: dict[str, Any]
-    levels: dict[str, Any] | None = None
+    charge: AmountOut = Field(description="what stays charged, in the dataset's currency")
+    refund: AmountOut = Field(description="what was given back, in the same currency")
+    remaining: AmountOut = Field(description="what the dataset has left, in the same currency")
+    levels: Annotated[dict[str, Any], SchemaOnly(LevelsRefunded)] | None = Field(
+        default=None, description="the same at the organisation cap and the analyst's quota"
+    )
     ledger_seq: int
     updated_at: str
 
@@ -136,9 +187,9 @@ class Preview(BaseModel):
     status: Literal["accepted", "reserved", "rejected"]
     mechanism: dict[str, Any]
     sub_budget: str | None = None
-    charge: dict[str, Any]
-    requested: dict[str, Any]
-    remaining: dict[str, Any]
+    charge: AmountOut = Field(description="what the dataset would be charged, in its currency")
+    requested: AmountOut
+    remaining: AmountOut = Field(description="what the dataset has left now")
     reason: str | None = None
     level: str | None = Field(default=None, description="the level that would refuse")
     reservation: dict[str, Any] | None = None
@@ -162,8 +213,8 @@ class InvocationEvent(BaseModel):
     kind: str
     at: str
     actor: str
-    charge: dict[str, Any] | None
-    refund: dict[str, Any] | None
+    charge: AmountOut | None = Field(description="the ledger entry's charge on the dataset")
+    refund: AmountOut | None
     hash: str
 
 
@@ -176,9 +227,12 @@ class InvocationOut(BaseModel):
     mechanism: dict[str, Any]
     sub_budget: str | None
     conversion_delta: str | None
-    charge: dict[str, Any]
-    requested: dict[str, Any]
-    refund: dict[str, Any] | None
+    charge: Annotated[dict[str, Any], SchemaOnly(AmountUnion | NothingCharged)] = Field(
+        description="what the dataset holds of it now, in its currency; {} when a level above "
+        "the dataset refused it (nothing was charged on the dataset)"
+    )
+    requested: AmountOut
+    refund: AmountOut | None
     reservation: dict[str, Any] | None
     cell: str | None
     reason: str | None

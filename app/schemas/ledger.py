@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from odometer_core.ledger import EntryKind as StoredKind
 
@@ -50,13 +50,26 @@ class LedgerEntryOut(BaseModel):
     hash: str
 
 
+def _page_or_export(schema: dict[str, Any]) -> None:
+    """An export file (``export=true``) is ``{dataset_id, entries}``: a page's cursor fields
+    are documented as a page's only."""
+    schema["required"] = ["dataset_id", "entries"]
+
+
 class LedgerPageOut(BaseModel):
-    """A page of the ledger; pass ``next_after_seq`` as ``after_seq`` for the next one."""
+    """A page of the ledger; pass ``next_after_seq`` as ``after_seq`` for the next one. An
+    export file (``export=true``) has ``dataset_id`` and ``entries`` only (its head is the
+    ``Ledger-Head-Seq`` header)."""
+
+    model_config = ConfigDict(json_schema_extra=_page_or_export)
 
     dataset_id: str
-    head_seq: int
+    head_seq: int = Field(description="a page's: the ledger's last seq (not in an export file)")
     entries: list[LedgerEntryOut]
-    next_after_seq: int | None
+    next_after_seq: int | None = Field(
+        description="a page's: the after_seq of the next page, null on the last (not in an "
+        "export file)"
+    )
 
 
 def ledger_time(value: datetime) -> str:

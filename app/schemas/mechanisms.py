@@ -8,12 +8,26 @@ is applied by :func:`to_declaration`. Field names and limits mirror
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, StrictBool
+from pydantic import ConfigDict, Field, StrictBool
 
-from app.schemas.common import NOT_A_BOOLEAN, Amount, StrictModel, optional
-from odometer_core.accounting import Declaration, parse_declaration
+from app.schemas.common import (
+    NOT_A_BOOLEAN,
+    Form,
+    Noise,
+    Order,
+    PositiveNoise,
+    PositiveProbability,
+    PositiveRate,
+    Privacy,
+    Probability,
+    Rate,
+    StrictModel,
+    one_form_of,
+    optional,
+)
+from odometer_core.accounting import KINDS, Declaration, parse_declaration
 from odometer_core.accounting.declarations import (
     MAX_CELLS,
     MAX_COMPOSED_ITEMS,
@@ -21,7 +35,20 @@ from odometer_core.accounting.declarations import (
     MAX_CURVE_POINTS,
     MAX_POPULATION,
     MAX_STEPS,
+    OdpCapable,
 )
+
+#: The kinds whose cell is decided by the released output (ODP partitions): never composed
+#: inside one invocation nor subsampled (the accounting core's rule; the schema says it too).
+ODP_KINDS: Final = tuple(kind for kind, cls in KINDS.items() if issubclass(cls, OdpCapable))
+
+
+def _without_odp(union: dict[str, Any]) -> None:
+    """A declaration union (``oneOf`` with its ``type`` discriminator) without the ODP kinds."""
+    mapping = union["discriminator"]["mapping"]
+    dropped = {mapping.pop(kind) for kind in ODP_KINDS}
+    union["oneOf"] = [option for option in union["oneOf"] if option.get("$ref") not in dropped]
+
 
 CELL_PATTERN = r"^[A-Za-z0-9_.:=+\-]{1,64}$"
 
@@ -30,77 +57,77 @@ class PureDP(StrictModel):
     """ε-DP."""
 
     type: Literal["pure_dp"]
-    epsilon: Amount
+    epsilon: Privacy
 
 
 class ApproxDP(StrictModel):
     """(ε, δ)-DP."""
 
     type: Literal["approx_dp"]
-    epsilon: Amount
-    delta: Amount
+    epsilon: Privacy
+    delta: Probability
 
 
 class ZCDP(StrictModel):
     """(ξ, ρ)-zCDP, δ-approximate when δ > 0."""
 
     type: Literal["zcdp"]
-    rho: Amount
-    xi: Amount | None = optional()
-    delta: Amount | None = optional()
+    rho: Privacy
+    xi: Privacy | None = optional()
+    delta: Probability | None = optional()
 
 
 class RDP(StrictModel):
     """An RDP curve known at finitely many orders (orders > 1, strictly increasing)."""
 
     type: Literal["rdp"]
-    orders: list[Amount] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
-    values: list[Amount] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
+    orders: list[Order] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
+    values: list[Privacy] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
 
 
 class GDP(StrictModel):
     """μ-Gaussian DP."""
 
     type: Literal["gdp"]
-    mu: Amount
+    mu: Privacy
 
 
 class MCDP(StrictModel):
     """(μ, τ)-mean-concentrated DP."""
 
     type: Literal["mcdp"]
-    mu: Amount
-    tau: Amount
+    mu: Privacy
+    tau: Privacy
 
 
 class Gaussian(StrictModel):
     """Gaussian mechanism: noise std σ, ℓ₂ sensitivity Δ (default 1)."""
 
     type: Literal["gaussian"]
-    sigma: Amount
-    sensitivity: Amount | None = optional()
+    sigma: Noise
+    sensitivity: Noise | None = optional()
 
 
 class Laplace(StrictModel):
     """Laplace mechanism: scale b, ℓ₁ sensitivity Δ (default 1)."""
 
     type: Literal["laplace"]
-    scale: Amount
-    sensitivity: Amount | None = optional()
+    scale: Noise
+    sensitivity: Noise | None = optional()
 
 
 class RandomizedResponse(StrictModel):
     """Binary randomized response with parameter ε."""
 
     type: Literal["randomized_response"]
-    epsilon: Amount
+    epsilon: Privacy
 
 
 class Exponential(StrictModel):
     """Exponential mechanism with parameter ε."""
 
     type: Literal["exponential"]
-    epsilon: Amount
+    epsilon: Privacy
 
 
 class DiscreteLaplace(StrictModel):
@@ -108,8 +135,8 @@ class DiscreteLaplace(StrictModel):
     query: scale t > 0, sensitivity Δ (default 1); ε = Δ/t."""
 
     type: Literal["discrete_laplace"]
-    scale: Amount
-    sensitivity: Amount | None = optional()
+    scale: PositiveNoise
+    sensitivity: Noise | None = optional()
 
 
 class DiscreteGaussian(StrictModel):
@@ -117,8 +144,8 @@ class DiscreteGaussian(StrictModel):
     ρ = Δ²/(2σ²)-zCDP (Canonne–Kamath–Steinke 2020). Not accepted in mode ``gdp``."""
 
     type: Literal["discrete_gaussian"]
-    sigma: Amount
-    sensitivity: Amount | None = optional()
+    sigma: PositiveNoise
+    sensitivity: Noise | None = optional()
 
 
 class ReportNoisyMax(StrictModel):
@@ -128,8 +155,8 @@ class ReportNoisyMax(StrictModel):
 
     type: Literal["report_noisy_max"]
     noise: Literal["gumbel", "exponential"]
-    scale: Amount
-    sensitivity: Amount | None = optional()
+    scale: PositiveNoise
+    sensitivity: Noise | None = optional()
     monotonic: StrictBool | None = optional()
 
 
@@ -137,7 +164,7 @@ class OdpCell(StrictModel):
     """One cell of an output-dependent partition."""
 
     name: str = Field(pattern=CELL_PATTERN)
-    epsilon: Amount
+    epsilon: Privacy
 
 
 class ODP(StrictModel):
@@ -146,15 +173,15 @@ class ODP(StrictModel):
 
     type: Literal["odp"]
     cells: list[OdpCell] = Field(min_length=1, max_length=MAX_CELLS)
-    delta: Amount | None = optional()
+    delta: Probability | None = optional()
 
 
 class SVT(StrictModel):
     """Sparse vector technique with at most ``c`` ⊤ answers (cells ``tops=0..c``)."""
 
     type: Literal["svt"]
-    epsilon1: Amount
-    epsilon2: Amount
+    epsilon1: Privacy
+    epsilon2: Privacy
     c: Annotated[int, Field(ge=1, le=MAX_CELLS - 1), NOT_A_BOOLEAN]
 
 
@@ -162,8 +189,8 @@ class PTR(StrictModel):
     """Propose-test-release (cells ``value`` and ``bottom``)."""
 
     type: Literal["ptr"]
-    epsilon: Amount
-    delta: Amount
+    epsilon: Privacy
+    delta: Probability
     tests: Annotated[int, Field(ge=1, le=2), NOT_A_BOOLEAN] | None = optional()
 
 
@@ -171,8 +198,8 @@ class Iterative(StrictModel):
     """Iterative mechanism with early stopping (cells ``stop=k``)."""
 
     type: Literal["iterative"]
-    step_epsilon: Amount
-    step_delta: Amount
+    step_epsilon: Privacy
+    step_delta: Probability
     stopping_points: list[Annotated[int, Field(ge=1, le=MAX_STEPS), NOT_A_BOOLEAN]] = Field(
         min_length=1, max_length=MAX_CELLS
     )
@@ -182,18 +209,21 @@ class TestedRelease(StrictModel):
     """Output perturbation with a DP quality test (cells ``released`` and ``bottom``)."""
 
     type: Literal["tested_release"]
-    epsilon_release: Amount
-    epsilon_bottom: Amount
-    delta: Amount | None = optional()
+    epsilon_release: Privacy
+    epsilon_bottom: Privacy
+    delta: Probability | None = optional()
 
 
 class Subsampled(StrictModel):
     """An inner mechanism on a random subsample: ``poisson`` (``rate``) needs relation
-    ``add_remove``; ``without_replacement`` (``m`` of ``n``) needs ``replace_one``."""
+    ``add_remove``; ``without_replacement`` (``m`` of ``n``) needs ``replace_one``. The inner
+    mechanism is not an ODP partition."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _subsampled_schema(schema))
 
     type: Literal["subsampled"]
     scheme: Literal["poisson", "without_replacement"]
-    rate: Amount | None = optional()
+    rate: Rate | None = optional()
     m: Annotated[int, Field(ge=0, le=MAX_POPULATION), NOT_A_BOOLEAN] | None = optional()
     n: Annotated[int, Field(ge=1, le=MAX_POPULATION), NOT_A_BOOLEAN] | None = optional()
     mechanism: Mechanism
@@ -208,7 +238,10 @@ class Composed(StrictModel):
     a declaration whose series would evaluate more than 3,000,000 terms on the dataset's grid
     (about half a second of CPU) is refused with 422 ``InvalidDeclaration``, nothing charged
     (merge segments that share parameters, or split the run). In ``basic`` mode up to four of
-    them get their own PLD; above that they are charged by their RDP bounds."""
+    them get their own PLD; above that they are charged by their RDP bounds. ODP partitions
+    are not composed (declare them as separate invocations)."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _composed_schema(schema))
 
     type: Literal["composed"]
     mechanisms: list[Mechanism] | None = optional(min_length=1, max_length=MAX_COMPOSED_ITEMS)
@@ -225,10 +258,10 @@ class DPSGD(StrictModel):
     refused on a cheap lower bound, named in the 409 ("the charge is at least …")."""
 
     type: Literal["dp_sgd"]
-    noise_multiplier: Amount
-    sample_rate: Amount
+    noise_multiplier: PositiveNoise
+    sample_rate: PositiveRate
     steps: Annotated[int, Field(ge=1, le=MAX_STEPS), NOT_A_BOOLEAN]
-    delta: Amount | None = optional()
+    delta: PositiveProbability | None = optional()
 
 
 MechanismModel = (
@@ -257,6 +290,29 @@ MechanismModel = (
 
 #: The request field: the same union, discriminated on ``type`` (one schema per kind).
 Mechanism = Annotated[MechanismModel, Field(discriminator="type")]
+
+
+def _const(value: str) -> dict[str, Any]:
+    return {"type": "string", "const": value}
+
+
+def _subsampled_schema(schema: dict[str, Any]) -> None:
+    """``poisson`` takes ``rate``, ``without_replacement`` takes ``m`` and ``n``; the inner
+    mechanism is never an ODP partition."""
+    _without_odp(schema["properties"]["mechanism"])
+    one_form_of(
+        schema,
+        Form(("type", "scheme", "rate", "mechanism"), scheme=_const("poisson")),
+        Form(("type", "scheme", "m", "n", "mechanism"), scheme=_const("without_replacement")),
+    )
+
+
+def _composed_schema(schema: dict[str, Any]) -> None:
+    """Exactly one of ``mechanisms`` and ``mechanism`` (with its ``count``); no ODP items."""
+    _without_odp(schema["properties"]["mechanisms"]["items"])
+    _without_odp(schema["properties"]["mechanism"])
+    one_form_of(schema, Form(("type", "mechanisms")), Form(("type", "mechanism", "count")))
+
 
 Subsampled.model_rebuild()
 Composed.model_rebuild()

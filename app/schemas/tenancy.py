@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.schemas.common import Amount, Delta, StrictModel, Summary, optional
+from app.schemas.common import BudgetDelta, BudgetEpsilon, Delta, StrictModel, Summary, optional
 from app.schemas.datasets import NAME_PATTERN, LeafAccounting
 from app.schemas.mechanisms import Mechanism, to_declaration
 from odometer_core.accounting import Declaration
@@ -20,8 +20,8 @@ class OrganisationCreate(StrictModel):
 class Cap(StrictModel):
     """An (ε, δ) target: the organisation's cap or an analyst's quota."""
 
-    epsilon: Amount
-    delta: Amount
+    epsilon: BudgetEpsilon
+    delta: BudgetDelta
 
 
 class OrganisationCap(StrictModel):
@@ -30,8 +30,8 @@ class OrganisationCap(StrictModel):
     for the δ of approximate (ε, δ) declarations unless ``final_conversion_delta`` is given;
     the mode and the grid are fixed once the cap has counted something."""
 
-    epsilon: Amount
-    delta: Amount
+    epsilon: BudgetEpsilon
+    delta: BudgetDelta
     accounting: LeafAccounting | None = optional(
         description="the cap filter's mode and parameters; default: the cap's mode in force "
         '(with that mode\'s defaults), {"mode": "basic"} for an organisation that never had one'

@@ -96,7 +96,7 @@ router.add_api_route(
     "/preview",
     name="preview_invocation",
     response_model=Preview,
-    responses=responses(401, 403, 404, 413, 422, 503),
+    responses=responses(401, 403, 404, 409, 413, 422, 503),
 )
 def preview_invocation(
     dataset_id: str,
