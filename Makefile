@@ -7,7 +7,7 @@ PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
+.PHONY: run test browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -74,9 +74,13 @@ run: install
 	  --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
 ## test: the whole suite (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set;
-## the browser tests are skipped, saying why, when no Chromium is installed: `make browser-deps`)
+## the browser tests are skipped, saying why, when no Chromium is installed: `make browser-deps`).
+## TEST_WORKERS processes share the files (pytest-xdist, one file per worker at a time): most
+## tests wait on servers, databases and fsync, so two workers on two cores halve the wall time;
+## TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
 test: dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 ## browser-deps: the system Chromium the dashboard's and the API docs' browser tests drive
 ## (Debian's package; needs root; .ci/run calls it). Playwright never downloads a browser here.
@@ -118,6 +122,10 @@ bench-blocks: dev
 ## bench-caps: what an organisation cap admits in each currency, today's basic cap beside it → benchmarks/RESULTS.md
 bench-caps: dev
 	$(BIN)/python -m benchmarks caps $(BENCH_ARGS)
+
+## bench-capacity: how many more fit, the search beside the loop of admit() up to 10^6 → benchmarks/RESULTS.md
+bench-capacity: dev
+	$(BIN)/python -m benchmarks capacity $(BENCH_ARGS)
 
 ## bench-grids: what rdp mode admits with its default and workload-aware grids → benchmarks/RESULTS.md
 bench-grids: dev

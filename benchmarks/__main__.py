@@ -46,6 +46,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "caps": Benchmark(
         "caps", "what an organisation cap admits in each currency, today's basic cap beside it"
     ),
+    "capacity": Benchmark(
+        "capacity",
+        "how many more of a declaration fit: the search beside the loop of admit(), up to 10^6",
+    ),
     "ladder": Benchmark(
         "ladder", "what anchoring a filter's ladder at creation costs, what budget changes buy"
     ),

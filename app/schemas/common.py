@@ -27,6 +27,7 @@ from odometer_core.accounting.declarations import (
     MAX_MECHANISM_PARAMETER,
     MAX_ORDER,
     MAX_PRIVACY_PARAMETER,
+    MAX_RUNS_MEAN,
 )
 from odometer_core.accounting.exact import MAX_INPUT_DIGITS, MIN_EXPONENT, ONE, ZERO
 
@@ -307,6 +308,23 @@ Order = Annotated[
         )
     ),
 ]
+#: The mean number of runs E[K] of a ``repeat_and_select``: 1 < E[K] ≤ 10⁶ (an order's domain).
+RunsMean = Annotated[
+    Decimal,
+    _READ,
+    _WRITE,
+    WithJsonSchema(
+        _domain_schema(
+            ORDER_TEXT,
+            low=ONE,
+            low_open=True,
+            high=MAX_RUNS_MEAN,
+            high_open=False,
+            example="10",
+            what="1 < E[K] ≤ 10⁶",
+        )
+    ),
+]
 
 
 def _integer(value: object) -> object:
@@ -507,7 +525,7 @@ class MoreOfLast(BaseModel):
     row, nothing else admitted meanwhile (levels above the dataset not counted)."""
 
     count: int
-    at_least: bool = Field(description="counting stopped at 1000: at least ``count``")
+    at_least: bool = Field(description="counting stopped at 1,000,000: at least ``count``")
     of: dict[str, Any] = Field(description="the declaration counted")
     sub_budget: str | None = None
 

@@ -174,7 +174,7 @@ class Fit(BaseModel):
     """How many more fit in a row, and what stops the next one."""
 
     count: int
-    at_least: bool = Field(description="counting stopped at 10,000: at least ``count``")
+    at_least: bool = Field(description="counting stopped at 1,000,000: at least ``count``")
     reason: str | None = Field(description="why the next one would be refused")
     level: Literal["dataset", "organisation", "quota"] = Field(
         description="the level that admits the fewest"

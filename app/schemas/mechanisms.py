@@ -23,6 +23,7 @@ from app.schemas.common import (
     Privacy,
     Probability,
     Rate,
+    RunsMean,
     StrictModel,
     one_form_of,
     optional,
@@ -33,8 +34,12 @@ from odometer_core.accounting.declarations import (
     MAX_COMPOSED_ITEMS,
     MAX_COUNT,
     MAX_CURVE_POINTS,
+    MAX_MIXTURE_COMPONENTS,
     MAX_POPULATION,
+    MAX_SAMPLE_SIZE,
     MAX_STEPS,
+    MAX_TREES,
+    WITH_REPLACEMENT_INNER,
     OdpCapable,
 )
 
@@ -160,6 +165,20 @@ class ReportNoisyMax(StrictModel):
     monotonic: StrictBool | None = optional()
 
 
+class TreeAggregation(StrictModel):
+    """DP-FTRL's single-epoch tree aggregation (Kairouz et al. 2021): one tree of noisy partial
+    sums per entry of ``step_counts`` (steps per tree), noise std ``noise_multiplier`` times the
+    sensitivity of one record's contribution to one leaf, each record in one leaf of all the
+    trees. Charged as ``gaussian`` with σ = noise_multiplier and sensitivity √d,
+    d = ⌈log₂(max step_counts + 1)⌉ (rounded up), in every mode."""
+
+    type: Literal["tree_aggregation"]
+    noise_multiplier: PositiveNoise
+    step_counts: list[Annotated[int, Field(ge=1, le=MAX_STEPS), NOT_A_BOOLEAN]] = Field(
+        min_length=1, max_length=MAX_TREES
+    )
+
+
 class OdpCell(StrictModel):
     """One cell of an output-dependent partition."""
 
@@ -249,6 +268,23 @@ class Composed(StrictModel):
     count: Annotated[int, Field(ge=1, le=MAX_COUNT), NOT_A_BOOLEAN] | None = optional()
 
 
+class RepeatAndSelect(StrictModel):
+    """Private selection (hyperparameter tuning): ``mechanism`` run K times, only the best
+    output released; K ~ ``poisson`` with mean ``mean``, or the ``truncated_negative_binomial``
+    of ``shape`` η ≥ 0 (0: logarithmic, 1: geometric) with mean ``mean`` (Papernot–Steinke
+    2022). Accounted in modes ``rdp`` and ``basic`` (an ε-DP mechanism under a truncated
+    negative binomial: (2 + η)ε; otherwise the Rényi curve converted), refused by ``zcdp`` and
+    ``gdp``; the inner mechanism declares no δ and is not an ODP partition."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _repeat_and_select_schema(schema))
+
+    type: Literal["repeat_and_select"]
+    distribution: Literal["poisson", "truncated_negative_binomial"]
+    mean: RunsMean
+    shape: Privacy | None = optional()
+    mechanism: Mechanism
+
+
 class DPSGD(StrictModel):
     """DP-SGD: ``steps`` Poisson-subsampled Gaussian steps (rate q, noise multiplier σ).
 
@@ -262,6 +298,49 @@ class DPSGD(StrictModel):
     sample_rate: PositiveRate
     steps: Annotated[int, Field(ge=1, le=MAX_STEPS), NOT_A_BOOLEAN]
     delta: PositiveProbability | None = optional()
+
+
+class MixtureOfGaussians(StrictModel):
+    """A mixture of Gaussians (amplified banded matrix mechanisms; Choquette-Choo–Ganesh–
+    Steinke–Thakurta 2023): N(0, σ²) against Σ_i p_i N(c_i, σ²) — ``standard_deviation`` σ > 0,
+    ``sensitivities`` c_i ≥ 0 (norms), ``sampling_probs`` p_i in (0, 1] summing to exactly 1, as
+    many, at most 256. Datasets with relation ``add_remove``. Accounted in ``basic`` (the exact
+    (ε, δ) of both directions at the conversion δ) and ``rdp`` (a Rényi bound for both
+    directions); refused by ``zcdp`` and ``gdp``."""
+
+    type: Literal["mixture_of_gaussians"]
+    standard_deviation: PositiveNoise
+    sensitivities: list[Noise] = Field(min_length=1, max_length=MAX_MIXTURE_COMPONENTS)
+    sampling_probs: list[PositiveRate] = Field(min_length=1, max_length=MAX_MIXTURE_COMPONENTS)
+
+
+class SampledWithReplacement(StrictModel):
+    """``mechanism`` on ``m`` records drawn uniformly with replacement out of ``n``
+    (Balle–Barthe–Gaboardi 2018 Thm 10): datasets with relation ``replace_one``; the inner
+    mechanism is ``gaussian`` or an ε-DP kind (sensitivity or ε for one substitution in the
+    sample). Accounted in ``basic`` and ``rdp`` (its Rényi bound sums m + 1 terms per order,
+    within the work limit of a charge); refused by ``zcdp`` and ``gdp``."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _with_replacement_schema(schema))
+
+    type: Literal["sampled_with_replacement"]
+    m: Annotated[int, Field(ge=1, le=MAX_SAMPLE_SIZE), NOT_A_BOOLEAN]
+    n: Annotated[int, Field(ge=1, le=MAX_POPULATION), NOT_A_BOOLEAN]
+    mechanism: Mechanism
+
+
+class TruncatedSubsampledGaussian(StrictModel):
+    """Poisson sampling of rate ``sampling_probability`` from ``dataset_size`` records, the
+    batch truncated to ``truncated_batch_size`` records by a random subset, then the Gaussian
+    mechanism of ``noise_multiplier`` (noise std / clipping norm). Datasets with relation
+    ``add_remove``. Accounted in ``basic`` (PLD, on a grid bounded as DP-SGD's) and ``rdp``;
+    refused by ``zcdp`` and ``gdp``."""
+
+    type: Literal["truncated_subsampled_gaussian"]
+    dataset_size: Annotated[int, Field(ge=1, le=MAX_POPULATION), NOT_A_BOOLEAN]
+    sampling_probability: PositiveRate
+    truncated_batch_size: Annotated[int, Field(ge=1, le=MAX_POPULATION), NOT_A_BOOLEAN]
+    noise_multiplier: PositiveNoise
 
 
 MechanismModel = (
@@ -278,6 +357,7 @@ MechanismModel = (
     | DiscreteLaplace
     | DiscreteGaussian
     | ReportNoisyMax
+    | TreeAggregation
     | ODP
     | SVT
     | PTR
@@ -285,7 +365,11 @@ MechanismModel = (
     | TestedRelease
     | Subsampled
     | Composed
+    | RepeatAndSelect
     | DPSGD
+    | MixtureOfGaussians
+    | SampledWithReplacement
+    | TruncatedSubsampledGaussian
 )
 
 #: The request field: the same union, discriminated on ``type`` (one schema per kind).
@@ -314,8 +398,31 @@ def _composed_schema(schema: dict[str, Any]) -> None:
     one_form_of(schema, Form(("type", "mechanisms")), Form(("type", "mechanism", "count")))
 
 
+def _repeat_and_select_schema(schema: dict[str, Any]) -> None:
+    """A ``shape`` with the truncated negative binomial only; no ODP inner mechanism."""
+    _without_odp(schema["properties"]["mechanism"])
+    one_form_of(
+        schema,
+        Form(("type", "distribution", "mean", "mechanism"), distribution=_const("poisson")),
+        Form(
+            ("type", "distribution", "mean", "shape", "mechanism"),
+            distribution=_const("truncated_negative_binomial"),
+        ),
+    )
+
+
+def _with_replacement_schema(schema: dict[str, Any]) -> None:
+    """The inner mechanism is one of the kinds whose group privacy profile is known."""
+    union = schema["properties"]["mechanism"]
+    mapping = union["discriminator"]["mapping"]
+    dropped = {mapping.pop(kind) for kind in list(mapping) if kind not in WITH_REPLACEMENT_INNER}
+    union["oneOf"] = [option for option in union["oneOf"] if option.get("$ref") not in dropped]
+
+
 Subsampled.model_rebuild()
 Composed.model_rebuild()
+SampledWithReplacement.model_rebuild()
+RepeatAndSelect.model_rebuild()
 
 
 def to_declaration(mechanism: MechanismModel) -> Declaration:

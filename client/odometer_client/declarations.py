@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
+from fractions import Fraction
 from typing import Any
 
 from odometer_client import contract
@@ -153,6 +154,40 @@ def report_noisy_max(
     )
 
 
+def tree_aggregation(noise_multiplier: Number, step_counts: int | list[int]) -> Mechanism:
+    """DP-FTRL's single-epoch tree aggregation (dp_accounting's
+    ``SingleEpochTreeAggregationDpEvent``): one tree per entry of ``step_counts`` (steps between
+    restarts), node noise std = ``noise_multiplier`` × the sensitivity of one record's
+    contribution to one leaf, each record in one leaf of all the trees. Charged as a Gaussian
+    of sensitivity √⌈log₂(max steps + 1)⌉."""
+    counts = [step_counts] if isinstance(step_counts, int) else list(step_counts)
+    return Mechanism(
+        type="tree_aggregation", noise_multiplier=_d(noise_multiplier), step_counts=counts
+    )
+
+
+def repeat_and_select(mechanism: Mechanism, mean: Number, shape: Number | str) -> Mechanism:
+    """Private selection (hyperparameter tuning): ``mechanism`` run K times, only the best
+    output released, E[K] = ``mean`` > 1 (dp_accounting's ``RepeatAndSelectDpEvent``). ``shape``
+    is η ≥ 0 of the truncated negative binomial (0: logarithmic, 1: geometric), or
+    ``"poisson"`` (or ``math.inf``, dp_accounting's convention) for a Poisson number of runs."""
+    if shape == "poisson" or (isinstance(shape, float) and math.isinf(shape) and shape > 0):
+        return Mechanism(
+            type="repeat_and_select", distribution="poisson", mean=_d(mean), mechanism=mechanism
+        )
+    try:
+        eta = _d(shape)
+    except ArithmeticError:  # decimal.InvalidOperation: not a number
+        raise ValueError(f"shape must be a number ≥ 0 or 'poisson', got {shape!r}") from None
+    return Mechanism(
+        type="repeat_and_select",
+        distribution="truncated_negative_binomial",
+        mean=_d(mean),
+        shape=eta,
+        mechanism=mechanism,
+    )
+
+
 def odp(cells: Mapping[str, Number], delta: Number | None = None) -> Mechanism:
     """An output-dependent partition: cell name → ε of outputs in that cell, and one δ."""
     return Mechanism(
@@ -248,6 +283,50 @@ def dp_sgd(
         sample_rate=q,
         steps=steps,
         delta=None if delta is None else _d(delta),
+    )
+
+
+def mixture_of_gaussians(
+    standard_deviation: Number, sensitivities: list[Number], sampling_probs: list[Number]
+) -> Mechanism:
+    """A mixture of Gaussians (dp_accounting's ``MixtureOfGaussiansDpEvent``; amplified banded
+    matrix mechanisms): N(0, σ²) against Σ_i p_i N(c_i, σ²), σ = ``standard_deviation`` > 0,
+    c_i ≥ 0 the ``sensitivities`` (norms), p_i the ``sampling_probs``, summing to exactly 1 as
+    decimals (add_remove datasets)."""
+    probs = [_d(p) for p in sampling_probs]
+    if sum(Fraction(p) for p in probs) != 1:
+        raise ValueError(f"sampling_probs must sum to exactly 1, got {sum(probs)}")
+    return Mechanism(
+        type="mixture_of_gaussians",
+        standard_deviation=_d(standard_deviation),
+        sensitivities=[_d(c) for c in sensitivities],
+        sampling_probs=probs,
+    )
+
+
+def sampled_with_replacement(mechanism: Mechanism, *, m: int, n: int) -> Mechanism:
+    """``mechanism`` on m records drawn uniformly with replacement out of n (dp_accounting's
+    ``SampledWithReplacementDpEvent(n, m, event)``; replace_one datasets): a ``gaussian`` or an
+    ε-DP mechanism, its sensitivity or ε for one substitution in the sample."""
+    return Mechanism(type="sampled_with_replacement", m=m, n=n, mechanism=mechanism)
+
+
+def truncated_subsampled_gaussian(
+    dataset_size: int,
+    sampling_probability: Number,
+    truncated_batch_size: int,
+    noise_multiplier: Number,
+) -> Mechanism:
+    """Poisson sampling of rate q from ``dataset_size`` records, batches truncated to
+    ``truncated_batch_size`` records, then Gaussian noise of ``noise_multiplier`` × the
+    clipping norm (dp_accounting's ``TruncatedSubsampledGaussianDpEvent``, the same argument
+    order; add_remove datasets)."""
+    return Mechanism(
+        type="truncated_subsampled_gaussian",
+        dataset_size=dataset_size,
+        sampling_probability=_d(sampling_probability),
+        truncated_batch_size=truncated_batch_size,
+        noise_multiplier=_d(noise_multiplier),
     )
 
 

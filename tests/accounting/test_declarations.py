@@ -84,12 +84,45 @@ EXAMPLES: list[dict[str, Any]] = [
         "stopping_points": [10, 20, 30],
     },
     {"type": "tested_release", "epsilon_release": "1", "epsilon_bottom": "0.1", "delta": "0"},
+    {"type": "tree_aggregation", "noise_multiplier": "1.1", "step_counts": [100, 60]},
+    {
+        "type": "repeat_and_select",
+        "distribution": "truncated_negative_binomial",
+        "mean": "10",
+        "shape": "1",
+        "mechanism": {"type": "gaussian", "sigma": "4", "sensitivity": "1"},
+    },
+    {
+        "type": "repeat_and_select",
+        "distribution": "poisson",
+        "mean": "5",
+        "mechanism": {"type": "pure_dp", "epsilon": "0.1"},
+    },
     {
         "type": "dp_sgd",
         "noise_multiplier": "1.1",
         "sample_rate": "0.01",
         "steps": 10000,
         "delta": "0.00001",
+    },
+    {
+        "type": "mixture_of_gaussians",
+        "standard_deviation": "2",
+        "sensitivities": ["0", "1", "2"],
+        "sampling_probs": ["0.81", "0.18", "0.01"],
+    },
+    {
+        "type": "sampled_with_replacement",
+        "m": 10,
+        "n": 1000,
+        "mechanism": {"type": "gaussian", "sigma": "3", "sensitivity": "1"},
+    },
+    {
+        "type": "truncated_subsampled_gaussian",
+        "dataset_size": 10000,
+        "sampling_probability": "0.01",
+        "truncated_batch_size": 150,
+        "noise_multiplier": "2",
     },
 ]
 
@@ -111,7 +144,11 @@ def test_canonical_json_round_trips(example: dict[str, Any]) -> None:
 def _numbers_as_floats(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {
-            k: (v if k in ("type", "name", "scheme", "noise") else _numbers_as_floats(v))
+            k: (
+                v
+                if k in ("type", "name", "scheme", "noise", "distribution")
+                else _numbers_as_floats(v)
+            )
             for k, v in obj.items()
         }
     if isinstance(obj, list):

@@ -25,6 +25,8 @@ def _name(example: dict[str, Any]) -> str:
         return f"report_noisy_max/{example['noise']}"
     if example["type"] == "subsampled":
         return f"subsampled/{example['mechanism']['type']}"
+    if example["type"] == "repeat_and_select":
+        return f"repeat_and_select/{example['distribution']}"
     if example["type"] == "composed":
         return "composed/" + "+".join(m["type"] for m in example.get("mechanisms", []) or [])
     return str(example["type"])
@@ -37,10 +39,10 @@ SUPPORTED: dict[str, set[str]] = {
         "pure_dp", "approx_dp", "zcdp", "gdp", "mcdp", "odp", "gaussian", "laplace",
         "randomized_response", "exponential", "composed/", "composed/pure_dp+gaussian", "svt",
         "ptr", "iterative", "tested_release", "discrete_laplace", "discrete_gaussian",
-        "report_noisy_max/gumbel", "report_noisy_max/exponential",
+        "report_noisy_max/gumbel", "report_noisy_max/exponential", "tree_aggregation",
     },
     "rdp": {_name(e) for e in EXAMPLES} - {"subsampled/pure_dp"},
-    "gdp": {"gdp", "gaussian"},
+    "gdp": {"gdp", "gaussian", "tree_aggregation"},
 }  # fmt: skip
 
 
@@ -54,7 +56,8 @@ def _config(mode: str) -> Any:
 def test_supports_says_exactly_what_admit_accepts(mode: str, example: dict[str, Any]) -> None:
     config = _config(mode)
     decl = parse_declaration(example)
-    if decl.kind == "subsampled" and decl.to_json()["scheme"] == "without_replacement":
+    wor = decl.kind == "subsampled" and decl.to_json()["scheme"] == "without_replacement"
+    if wor or decl.kind == "sampled_with_replacement":  # analysed under replace-one
         config = make_config(10, "1e-5", "replace_one", {"mode": mode})
     expected = _name(example) in SUPPORTED[mode]
     assert supports(config, decl) is expected

@@ -169,7 +169,10 @@ def world(
                 assert r.status_code == 201, r.text
                 ids[name] = r.json()["id"]
             world = World(client, database, tables, ids)
-            world.dataset_for = {"subsampled_wor": ids["replace_one"]}
+            world.dataset_for = {
+                "subsampled_wor": ids["replace_one"],
+                "sampled_with_replacement": ids["replace_one"],
+            }
             yield world
         database.dispose()
 
@@ -221,6 +224,37 @@ def _mechanisms() -> dict[str, dict[str, Any]]:
             "epsilon_release": eps,
             "epsilon_bottom": eps,
             "delta": "1e-8",
+        },
+        "tree_aggregation": {
+            "type": "tree_aggregation",
+            "noise_multiplier": 100,
+            "step_counts": [10, 20],
+        },
+        "repeat_and_select": {
+            "type": "repeat_and_select",
+            "distribution": "truncated_negative_binomial",
+            "mean": 2,
+            "shape": 1,
+            "mechanism": pure,
+        },
+        "mixture_of_gaussians": {
+            "type": "mixture_of_gaussians",
+            "standard_deviation": 100,
+            "sensitivities": [0, 1],
+            "sampling_probs": ["0.9", "0.1"],
+        },
+        "sampled_with_replacement": {
+            "type": "sampled_with_replacement",
+            "m": 10,
+            "n": 1000,
+            "mechanism": {"type": "gaussian", "sigma": 100, "sensitivity": 1},
+        },
+        "truncated_subsampled_gaussian": {
+            "type": "truncated_subsampled_gaussian",
+            "dataset_size": 1000,
+            "sampling_probability": "0.01",
+            "truncated_batch_size": 20,
+            "noise_multiplier": 100,
         },
         "subsampled": {"type": "subsampled", "scheme": "poisson", "rate": "0.1", "mechanism": pure},
         "subsampled_wor": {
@@ -315,6 +349,10 @@ def variants() -> list[Variant]:
                         "mcdp",
                         "gaussian",
                         "discrete_gaussian",
+                        "tree_aggregation",
+                        "mixture_of_gaussians",
+                        "sampled_with_replacement",
+                        "truncated_subsampled_gaussian",
                         "subsampled",
                         "composed",
                         "dp_sgd",

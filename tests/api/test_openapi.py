@@ -84,13 +84,18 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "discrete_laplace",
         "discrete_gaussian",
         "report_noisy_max",
+        "tree_aggregation",
         "subsampled",
         "composed",
+        "repeat_and_select",
         "svt",
         "ptr",
         "iterative",
         "tested_release",
         "dp_sgd",
+        "mixture_of_gaussians",
+        "sampled_with_replacement",
+        "truncated_subsampled_gaussian",
     }
 
 

@@ -140,11 +140,11 @@ NOT_IN_THE_SCHEMA: dict[str, Unsaid] = {
         DECLARING,
         InvalidDeclaration=(
             r"strictly increasing|non-decreasing|same length|Corollary 18|summed δ|"
-            r"duplicate cell|^m must be in \[0, \d+\]|nest at most"
+            r"duplicate cell|^m must be in \[0, \d+\]|nest at most|sum to exactly 1"
         ),
         InvalidConfig=(
             rf"{ITEM}.*(strictly increasing|non-decreasing|same length|Corollary 18|summed δ|"
-            r"duplicate cell|m must be in \[0, \d+\]|nest at most)"
+            r"duplicate cell|m must be in \[0, \d+\]|nest at most|sum to exactly 1)"
         ),
     ),
     "work-limit": _unsaid(

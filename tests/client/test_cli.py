@@ -292,7 +292,7 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
     assert code == 0 and json.loads(out) == expected
     tiny = json.dumps({**GAUSSIAN, "sigma": "1000"})  # ρ = 5e-7: more than the count's limit
     code, out, _ = _run(server, capsys, "orgs", "capacity", org, "--mechanism", tiny)
-    assert code == 0 and out == "the cap (zcdp) admits at least 10000 more of this declaration\n"
+    assert code == 0 and out == "the cap (zcdp) admits at least 1000000 more of this declaration\n"
     code, out, err = _run(server, capsys, "orgs", "capacity", org, "--mechanism", "gaussian")
     assert (code, out) == (2, "") and err.startswith("error: --mechanism is not JSON: ")
 

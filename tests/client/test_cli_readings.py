@@ -150,6 +150,10 @@ def test_register_and_preview_say_the_reading_after_the_decision(
         "(next refused: rho budget exceeded)",
         "now: " + _raw(server, f"/v1/datasets/{ds.id}")["status"]["summary"]["text"],
     ]
+    # past 10⁶ the count stops and says so, with no level as the fewest
+    tiny = json.dumps({"type": "gaussian", "sigma": "1000000", "sensitivity": "1"})
+    code, out, _ = _run(server, capsys, "preview", ds.id, "--mechanism", tiny)
+    assert code == 0 and out.splitlines()[1] == "fit: at least 1000000 more in a row"
     code, out, _ = _run(server, capsys, "register", ds.id, "--mechanism", thirty, "--json")
     registered = json.loads(out)  # the server's document only
     assert code == 0 and registered["status"] == "accepted"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import dp_accounting
@@ -15,6 +16,7 @@ import pytest
 from dp_accounting import dp_event as ev
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.pld import privacy_loss_mechanism as plm
+from scipy import stats
 
 from odometer_client import Mechanism, OdometerClient
 from odometer_client import declarations as d
@@ -131,7 +133,13 @@ def test_from_dp_event_rounds_towards_less_privacy() -> None:
         ev.UnsupportedDpEvent(),
         ev.GaussianDpEvent(0.0),
         ev.RandomizedResponseDpEvent(0.0, 2),
-        ev.SampledWithReplacementDpEvent(100, 10, ev.GaussianDpEvent(1.0)),
+        ev.SampledWithReplacementDpEvent(
+            100, 10, ev.PoissonSampledDpEvent(0.1, ev.GaussianDpEvent(1.0))
+        ),
+        ev.SampledWithReplacementDpEvent(100, 10, ev.ZCDpEvent(0.1)),
+        ev.MixtureOfGaussiansDpEvent(0.0, [1.0], [1.0]),
+        ev.MixtureOfGaussiansDpEvent(1.0, [1.0, 2.0], [1.0]),
+        ev.TruncatedSubsampledGaussianDpEvent(100, 0.1, 10, 0.0),
         ev.PoissonSampledDpEvent(0.1, ev.NonPrivateDpEvent()),
         ev.ComposedDpEvent([ev.GaussianDpEvent(1.0), ev.UnsupportedDpEvent()]),
         {"type": "GaussianDpEvent", "noise_multiplier": 1.0},
@@ -426,6 +434,80 @@ def test_gaussian_events_are_charged_at_least_dp_accountings_delta() -> None:
     assert float(charge.epsilon) == pytest.approx(pld, rel=1e-2)
 
 
+def test_mixture_events_convert_to_their_kinds() -> None:
+    """MixtureOfGaussiansDpEvent, TruncatedSubsampledGaussianDpEvent and
+    SampledWithReplacementDpEvent convert to the kinds of the same name; a basic dataset's
+    charge (at the conversion δ 1e-6) is never below dp_accounting's optimistic PLD — a lower
+    bound on the true δ(ε) — of the mixture, of dp_accounting's own reduction of truncated
+    Poisson sampling (its PLDAccountant's figure, pessimistic, less its discretisation), and
+    of one pair of replace-one neighbours of sampling with replacement (the record of value 1
+    drawn K ~ Bin(m, 1/n) times against 0: a mixture of Gaussians), which dp_accounting does
+    not account otherwise; and the mixture is charged no more than PLDAccountant's
+    pessimistic figure (the charge is the exact profile)."""
+    delta = 1e-6
+    basic = {"mode": "basic", "conversion_delta": "1e-6"}
+    optimistic = {
+        "pessimistic_estimate": False,
+        "use_connect_dots": False,
+        "value_discretization_interval": 1e-2,
+    }
+    mixture = SAMPLES[ev.MixtureOfGaussiansDpEvent]  # σ 2, shifts 1 and 0.5, 0.3 and 0.7
+    assert _json(from_dp_event(mixture)) == {
+        "type": "mixture_of_gaussians",
+        "standard_deviation": "2",
+        "sensitivities": ["1", "0.5"],
+        "sampling_probs": ["0.3", "0.7"],
+    }
+    charge = _charged(mixture, "add_remove", basic)
+    assert float(charge.delta) == delta
+    lower = pld_lib.from_mixture_gaussian_mechanism(2.0, [1.0, 0.5], [0.3, 0.7], **optimistic)
+    assert lower.get_epsilon_for_delta(delta) <= float(charge.epsilon)
+    upper = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-2)
+    assert float(charge.epsilon) <= upper.compose(mixture).get_epsilon(delta)
+
+    truncated = SAMPLES[ev.TruncatedSubsampledGaussianDpEvent]  # 10⁴ records, q 0.01, B 150, σ 1
+    assert _json(from_dp_event(truncated))["type"] == "truncated_subsampled_gaussian"
+    charge = _charged(truncated, "add_remove", basic)
+    theirs = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-3)
+    figure = theirs.compose(truncated).get_epsilon(delta)
+    assert float(charge.epsilon) >= figure * (1 - 1e-3)
+    assert float(charge.epsilon) == pytest.approx(figure, rel=1e-2)  # truncation is rare here
+
+    sampled = SAMPLES[ev.SampledWithReplacementDpEvent]  # m = 10 of n = 1000, σ 3
+    assert _json(from_dp_event(sampled)) == {
+        "type": "sampled_with_replacement",
+        "m": 10,
+        "n": 1000,
+        "mechanism": {"type": "gaussian", "sigma": "3", "sensitivity": "1"},
+    }
+    charge = _charged(sampled, "replace_one", basic)
+    k = np.arange(11)
+    copies = [float(p) for p in stats.binom.pmf(k, 10, 1 / 1000)]
+    pair = pld_lib.from_mixture_gaussian_mechanism(3.0, k.tolist(), copies, **optimistic)
+    assert pair.get_epsilon_for_delta(delta) <= float(charge.epsilon)
+    unamplified = _admitted(d.gaussian(3, 10), "replace_one", basic)  # the old alternative
+    assert charge.epsilon < unamplified.epsilon / 5
+
+
+def test_mixture_probabilities_are_declared_never_less_private() -> None:
+    """Float probabilities whose shortest decimals do not sum to 1 are normalised, rounded down
+    on a grid of 10⁻²⁸, and the rest given to the largest shift: the declared mixture moves
+    mass only towards larger shifts, its probabilities sum to exactly 1, and none is dropped
+    above the grid."""
+    probs = [0.81, 0.18, 0.010000000000000009]  # shortest decimals: 1.000000000000000009
+    decl = from_dp_event(ev.MixtureOfGaussiansDpEvent(1.0, [0.0, 1.0, 2.0], probs))
+    declared = [Fraction(p) for p in decl.sampling_probs]
+    assert sum(declared) == 1
+    exact = [Fraction(p) / sum(map(Fraction, probs)) for p in probs]  # the floats' own values
+    assert declared[0] <= exact[0] and declared[1] <= exact[1] and declared[2] >= exact[2]
+    assert exact[0] - declared[0] < Fraction(1, 10**28)
+    assert [float(c) for c in decl.sensitivities] == [0.0, 1.0, 2.0]
+    # shortest decimals that sum to 1 are kept as they are; a probability 0 is dropped
+    plain = from_dp_event(ev.MixtureOfGaussiansDpEvent(1.0, [0.0, 2.0, 1.0], [0.5, 0.0, 0.5]))
+    assert _json(plain)["sampling_probs"] == ["0.5", "0.5"]
+    assert _json(plain)["sensitivities"] == ["0", "1"]
+
+
 # ---------------------------------------------------------------------------- dp_accounting's own
 RDP_DECLARATION_EVENTS = [
     (ev.RepeatAndSelectDpEvent(ev.GaussianDpEvent(4.0), 5.0, 1.0), "add_remove"),
@@ -542,22 +624,123 @@ def test_approx_dp_declaration_is_pld_accountants_epsilon() -> None:
         approx_dp_declaration(mixture, 0)
 
 
-def test_tree_aggregation_alternative_is_dp_accountings_own_curve() -> None:
-    """The refusal of SingleEpochTreeAggregationDpEvent offers gaussian(σ, √d): on an rdp
-    dataset it is charged at least the curve RdpAccountant computes for the event (under
-    REPLACE_SPECIAL), d = ⌈log₂(max steps + 1)⌉."""
-    event = SAMPLES[ev.SingleEpochTreeAggregationDpEvent]  # σ = 2, steps [100, 60]: d = 7
+TREE_EVENTS = [
+    ev.SingleEpochTreeAggregationDpEvent(2.0, [100, 60]),  # d = 7
+    ev.SingleEpochTreeAggregationDpEvent(0.7, 1),
+    ev.SingleEpochTreeAggregationDpEvent(1.1, [0, 15, 16]),  # a tree of no step: dropped
+    ev.SingleEpochTreeAggregationDpEvent(5.0, [10**6]),
+]
+
+
+@pytest.mark.parametrize("event", TREE_EVENTS)
+def test_tree_aggregation_is_charged_rdp_accountants_curve(event: Any) -> None:
+    """SingleEpochTreeAggregationDpEvent converts to ``tree_aggregation``: on an rdp dataset
+    it is charged the curve RdpAccountant computes for the event (under REPLACE_SPECIAL, a
+    record's contribution replaced by zero), αd/(2σ²), d = ⌈log₂(max steps + 1)⌉ — never
+    below it; in zcdp at ρ = d/(2σ²) (RdpAccountant's value at order 1, its slope)."""
+    decl = from_dp_event(event)
+    counts = [event.step_counts] if isinstance(event.step_counts, int) else event.step_counts
+    assert _json(decl) == {
+        "type": "tree_aggregation",
+        "noise_multiplier": str(decl.noise_multiplier),
+        "step_counts": [t for t in counts if t > 0],
+    }
+    assert decl.noise_multiplier <= Decimal(event.noise_multiplier)
     special = dp_accounting.NeighboringRelation.REPLACE_SPECIAL
     expected = dp_accounting.rdp.RdpAccountant(ORDERS, special).compose(event).rdp
-    sensitivity = Decimal(7).sqrt(d.UP)
-    charged = _admitted(d.gaussian(2, sensitivity), "add_remove", {"mode": "rdp", "orders": ORDERS})
+    charged = _admitted(decl, "add_remove", {"mode": "rdp", "orders": ORDERS})
     assert np.all(np.array(charged.rdp) >= expected)
     assert np.allclose(charged.rdp, expected, rtol=1e-12)
+    rho = _admitted(decl, "add_remove", {"mode": "zcdp"}).rho
+    slope = dp_accounting.rdp.RdpAccountant([1.0], special).compose(event).rdp[0]
+    assert float(rho) == pytest.approx(slope, rel=1e-14)
+    levels = max(counts).bit_length()  # ρ ≥ d/(2σ²) for the event's exact σ
+    assert Fraction(rho) >= Fraction(levels) / (2 * Fraction(event.noise_multiplier) ** 2)
+    for bad in (
+        ev.SingleEpochTreeAggregationDpEvent(0.0, 5),
+        ev.SingleEpochTreeAggregationDpEvent(1.0, []),
+        ev.SingleEpochTreeAggregationDpEvent(1.0, [-1]),
+    ):
+        with pytest.raises(ValueError):
+            from_dp_event(bad)
+    nothing = from_dp_event(ev.SingleEpochTreeAggregationDpEvent(1.0, [0]))
+    assert _json(nothing) == {"type": "pure_dp", "epsilon": "0"}  # no step: nothing released
+
+
+SELECTION_EVENTS = [
+    ev.RepeatAndSelectDpEvent(ev.GaussianDpEvent(4.0), 5.0, 1.0),
+    ev.RepeatAndSelectDpEvent(ev.LaplaceDpEvent(8.0), 3.0, math.inf),
+    ev.RepeatAndSelectDpEvent(ev.GaussianDpEvent(3.0), 10.0, 0.5),
+    ev.RepeatAndSelectDpEvent(ev.GaussianDpEvent(1.0), 100.0, 0.0),
+    ev.RepeatAndSelectDpEvent(ev.GaussianDpEvent(2.0), 1.0, math.inf),
+    ev.RepeatAndSelectDpEvent(
+        ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.01, ev.GaussianDpEvent(1.2)), 500),
+        20.0,
+        2.0,
+    ),
+    ev.RepeatAndSelectDpEvent(ev.ZCDpEvent(0.05), 7.5, 0.1),
+]
+
+
+@pytest.mark.parametrize("event", SELECTION_EVENTS)
+def test_repeat_and_select_is_charged_within_rdp_accountants_curve(event: Any) -> None:
+    """RepeatAndSelectDpEvent converts to ``repeat_and_select`` (mean and shape rounded up, the
+    inner event converted); on an rdp dataset its charge is at most 1 % above RdpAccountant's
+    curve at every order (both implement Papernot–Steinke 2022 Thms 2 and 6; the server also
+    optimises over more orders, so it is often below), and its (ε, δ) conversion too."""
+    decl = from_dp_event(event)
+    body = _json(decl)
+    assert body["type"] == "repeat_and_select"
+    assert body["mechanism"] == _json(from_dp_event(event.event))
+    assert Decimal(body["mean"]) >= Decimal(event.mean) and Decimal(body["mean"]) > 1
+    if math.isinf(event.shape):
+        assert body["distribution"] == "poisson" and "shape" not in body
+    else:
+        assert body["distribution"] == "truncated_negative_binomial"
+        assert (
+            Decimal(event.shape)
+            <= Decimal(body["shape"])
+            <= Decimal(event.shape) * (1 + Decimal("1e-16"))
+        )
+    accountant = dp_accounting.rdp.RdpAccountant(ORDERS).compose(event)
+    charged = np.array(_admitted(decl, "add_remove", {"mode": "rdp", "orders": ORDERS}).rdp)
+    assert np.all(charged <= np.asarray(accountant.rdp) * 1.01), (charged, accountant.rdp)
+    epsilon, _ = dp_accounting.rdp.compute_epsilon(ORDERS, charged, 1e-6)
+    assert epsilon <= accountant.get_epsilon(1e-6) * 1.01
+
+
+def test_repeat_and_select_edge_cases_convert_soundly() -> None:
+    """A truncated negative binomial of mean 1 is K = 1: the inner mechanism itself; a Poisson
+    mean of 1 is declared just above 1 (the charge only grows with the mean); a no-op stays a
+    no-op; the inner event's refusal is the refusal."""
+    gauss = ev.GaussianDpEvent(2.0)
+    assert from_dp_event(ev.RepeatAndSelectDpEvent(gauss, 1.0, 1.0)) == from_dp_event(gauss)
+    poisson = from_dp_event(ev.RepeatAndSelectDpEvent(gauss, 1.0, math.inf))
+    assert poisson.mean == Decimal("1.0000000000000001")
+    noop = from_dp_event(ev.RepeatAndSelectDpEvent(ev.NoOpDpEvent(), 5.0, 1.0))
+    assert _json(noop) == {"type": "pure_dp", "epsilon": "0"}
+    for bad in (
+        ev.RepeatAndSelectDpEvent(gauss, 0.5, 1.0),
+        ev.RepeatAndSelectDpEvent(gauss, 5.0, -1.0),
+        ev.RepeatAndSelectDpEvent(gauss, math.nan, 1.0),
+    ):
+        with pytest.raises(ValueError):
+            from_dp_event(bad)
+    with pytest.raises(ValueError, match="NonPrivateDpEvent"):
+        from_dp_event(ev.RepeatAndSelectDpEvent(ev.NonPrivateDpEvent(), 5.0, 1.0))
+    # an (ε, δ) inner event converts, but no mode charges a selection over it
+    approx = from_dp_event(
+        ev.RepeatAndSelectDpEvent(ev.PoissonSampledDpEvent(0.1, ev.LaplaceDpEvent(1.0)), 5, 1.0)
+    )
+    config = make_config(1000, "0.00001", "add_remove", {"mode": "basic"})
+    with pytest.raises(ValueError, match="implemented for the Gaussian mechanism"):
+        admit(config, initial_state(config), parse_declaration(approx.to_json()))
 
 
 def test_service_accepts_what_the_dp_accounting_helpers_declare(client: OdometerClient) -> None:
     """Over HTTP: a discrete Laplace event is charged ε = aΔ; repeat-and-select is registered on
-    an rdp dataset at the dataset's own orders, charged at least RdpAccountant's curve."""
+    an rdp dataset at the dataset's own orders, charged at least RdpAccountant's curve as
+    ``rdp_declaration``, at most 1 % above it as ``repeat_and_select``."""
     basic = client.create_dataset("decl-dlap", "10", "0.000001")
     charge = client.preview(basic, from_dp_event(ev.DiscreteLaplaceDpEvent(0.5, 3))).charge
     assert charge["epsilon"] == Decimal("1.5")
@@ -569,3 +752,9 @@ def test_service_accepts_what_the_dp_accounting_helpers_declare(client: Odometer
     alphas = [float(a) for a in decl.orders]
     curve = dp_accounting.rdp.RdpAccountant(alphas).compose(event).rdp.tolist()
     assert all(v >= Decimal(o) for v, o in zip(decl.values, _non_decreasing(curve), strict=True))
+    # … and as the kind of its own: charged at most what dp_accounting's own curve is
+    own = client.register(ds, from_dp_event(event))
+    assert own.status == "accepted"
+    assert all(float(c) <= o * 1.01 for c, o in zip(own.charge["rdp"], curve, strict=True))
+    tree = client.register(ds, from_dp_event(ev.SingleEpochTreeAggregationDpEvent(40.0, [99])))
+    assert tree.status == "accepted"

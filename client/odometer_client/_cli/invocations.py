@@ -71,7 +71,8 @@ def _preview(args: argparse.Namespace, client: OdometerClient, out: Output) -> i
     if fit:
         more = f"at least {fit.get('count')}" if fit.get("at_least") else str(fit.get("count"))
         where = " on every selected block" if on_blocks is not None else ""
-        if on_blocks is None and fit.get("level"):
+        if on_blocks is None and fit.get("level") and not fit.get("at_least"):
+            # past the limit (10⁶) every level admits at least as many: none is the fewest
             where = f" (the {fit['level']} admits the fewest)"
         after = f" (next refused: {fit['reason']})" if fit.get("reason") else ""
         out.line(f"fit: {more} more in a row{where}{after}")

@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from fractions import Fraction
 from itertools import pairwise
 from typing import Any, Final
 
@@ -40,8 +41,13 @@ from odometer_client.declarations import (
     dp_sgd,
     gaussian,
     laplace,
+    mixture_of_gaussians,
     pure_dp,
+    repeat_and_select,
+    sampled_with_replacement,
     subsampled,
+    tree_aggregation,
+    truncated_subsampled_gaussian,
     zcdp,
 )
 
@@ -56,8 +62,13 @@ CONVERTED: Final[frozenset[type]] = frozenset(
         dp_event.RandomizedResponseDpEvent,
         dp_event.PoissonSampledDpEvent,
         dp_event.SampledWithoutReplacementDpEvent,
+        dp_event.SampledWithReplacementDpEvent,
+        dp_event.MixtureOfGaussiansDpEvent,
+        dp_event.TruncatedSubsampledGaussianDpEvent,
         dp_event.SelfComposedDpEvent,
         dp_event.ComposedDpEvent,
+        dp_event.RepeatAndSelectDpEvent,
+        dp_event.SingleEpochTreeAggregationDpEvent,
     }
 )
 
@@ -74,47 +85,6 @@ REFUSED: Final[Mapping[type, str]] = {
         "UnsupportedDpEvent carries no privacy guarantee (dp_accounting's accountants refuse it "
         "too): declare what the operation is, with odometer_client.declarations — e.g. its "
         "(ε, δ) as approx_dp, its ρ as zcdp, or its Rényi curve as rdp"
-    ),
-    dp_event.RepeatAndSelectDpEvent: (
-        "RepeatAndSelectDpEvent (a random number of runs, best one released; Papernot–Steinke "
-        "2022) has no declaration kind: dp_accounting's RdpAccountant supports it (when it "
-        "supports the repeated event), so declare rdp_declaration(event, orders) on an rdp "
-        "dataset — an `rdp` curve of RdpAccountant's values at the dataset's orders — or "
-        "register each tuning run's event as it is made (their composition: the selection is "
-        "post-processing). PLDAccountant does not support it"
-    ),
-    dp_event.SingleEpochTreeAggregationDpEvent: (
-        "SingleEpochTreeAggregationDpEvent has no declaration kind, and dp_accounting's "
-        "RdpAccountant accounts it only under REPLACE_SPECIAL (a record replaced by a zero "
-        "record), neither of the odometer's relations (PLDAccountant does not support it). "
-        "Declare gaussian(sigma=noise_multiplier, sensitivity=√d) with d = ⌈log₂(max(step_counts) "
-        "+ 1)⌉ tree levels — the Gaussian whose RDP αd/(2σ²) dp_accounting computes for it — when "
-        "one record changes each of the d tree nodes holding it by at most one clipping norm "
-        "(add/remove of its contribution); under replace_one use sensitivity 2√d"
-    ),
-    dp_event.MixtureOfGaussiansDpEvent: (
-        "MixtureOfGaussiansDpEvent has no declaration kind, and dp_accounting's RdpAccountant "
-        "does not support it; its PLDAccountant does (add_remove): declare "
-        "approx_dp_declaration(event, delta), the (ε, δ) PLDAccountant computes, or "
-        "gaussian(sigma=standard_deviation, sensitivity=max |sensitivities|), an upper bound "
-        "(a mixture of Gaussians is no less private than its farthest component: hockey-stick "
-        "and Rényi divergences are jointly (quasi-)convex)"
-    ),
-    dp_event.SampledWithReplacementDpEvent: (
-        "SampledWithReplacementDpEvent has no declaration kind, and neither of dp_accounting's "
-        "accountants (RdpAccountant, PLDAccountant) supports it: declare it without "
-        "amplification — the inner event's mechanism with its sensitivity multiplied by "
-        "sample_size, since a record can be drawn up to sample_size times (e.g. "
-        "gaussian(noise_multiplier, sensitivity=sample_size)) — or an approx_dp (ε, δ) you "
-        "proved for sampling with replacement"
-    ),
-    dp_event.TruncatedSubsampledGaussianDpEvent: (
-        "TruncatedSubsampledGaussianDpEvent has no declaration kind, and dp_accounting's "
-        "RdpAccountant does not support it; its PLDAccountant does: declare "
-        "approx_dp_declaration(event, delta), the (ε, δ) PLDAccountant computes, or, without "
-        "amplification, gaussian(noise_multiplier, sensitivity=2) (one record's presence changes "
-        "the truncated batch's sum by at most two clipping norms: it can displace another "
-        "record)"
     ),
 }
 
@@ -165,6 +135,13 @@ def from_dp_event(event: object) -> Mechanism:
                                             ε = aΔ; t rounded down)
     ``PoissonSampledDpEvent(q, e)``         ``subsampled`` poisson, rate q
     ``SampledWithoutReplacementDpEvent``    ``subsampled`` without_replacement, m of n
+    ``SampledWithReplacementDpEvent``       ``sampled_with_replacement``, m draws out of n
+                                            (a Gaussian or ε-DP inner event only)
+    ``MixtureOfGaussiansDpEvent(σ, c, p)``  ``mixture_of_gaussians``: σ rounded down, c_i
+                                            up, p_i normalised, rounded down to 1e-28, the
+                                            rest to the largest shift (sum exactly 1)
+    ``TruncatedSubsampledGaussianDpEvent``  ``truncated_subsampled_gaussian`` (n, q, B, σ):
+                                            σ rounded down, q as its shortest decimal
     ``SelfComposedDpEvent(e, k)``           ``composed`` e × k (``dp_sgd`` when e is a
                                             Poisson-subsampled Gaussian: the tight curve)
     ``ComposedDpEvent([...])``              ``composed`` list (no-ops dropped)
@@ -174,14 +151,23 @@ def from_dp_event(event: object) -> Mechanism:
                                             the guarantee of changing one record's bucket,
                                             the replace-one relation dp_accounting requires)
     ``NoOpDpEvent``                         ``pure_dp`` ε = 0 (dropped inside compositions)
+    ``RepeatAndSelectDpEvent(e, m, η)``     ``repeat_and_select`` of e, mean m (rounded up),
+                                            ``poisson`` for η = ∞, else the truncated
+                                            negative binomial of shape η (rounded up); with
+                                            m = 1 and η finite, K = 1: e itself
+    ``SingleEpochTreeAggregationDpEvent``   ``tree_aggregation`` σ (rounded down), the step
+                                            counts (trees of no step dropped); σ is over
+                                            the sensitivity under the dataset's relation —
+                                            dp_accounting analyses it under REPLACE_SPECIAL
+                                            (a record's contribution replaced by zero), as
+                                            add/remove of a contribution; under
+                                            replace_one a clipped record moves its leaf by
+                                            up to two clipping norms
     ======================================  =============================================
 
     The other event classes of dp_accounting 0.6 raise ``ValueError`` with what to declare
-    instead (:data:`REFUSED`): ``NonPrivateDpEvent``, ``UnsupportedDpEvent``,
-    ``RepeatAndSelectDpEvent`` (see :func:`rdp_declaration`), ``SingleEpochTreeAggregationDpEvent``,
-    ``MixtureOfGaussiansDpEvent`` and ``TruncatedSubsampledGaussianDpEvent`` (see
-    :func:`approx_dp_declaration`), ``SampledWithReplacementDpEvent``. So do events of other
-    libraries and subclasses.
+    instead (:data:`REFUSED`): ``NonPrivateDpEvent`` and ``UnsupportedDpEvent``. So do events of
+    other libraries and subclasses.
     """
     out = _convert(event, dp_event, depth=0)
     return out if out is not None else pure_dp(0)
@@ -225,6 +211,13 @@ def _convert(event: Any, ev: Any, depth: int) -> Mechanism | None:
         n = _int(event.source_dataset_size, "source_dataset_size")
         size = _int(event.sample_size, "sample_size")
         return subsampled(inner, m_of=(size, n))
+    if kind is ev.SampledWithReplacementDpEvent:
+        inner = _convert(event.event, ev, depth + 1)
+        return None if inner is None else _with_replacement(event, inner)
+    if kind is ev.MixtureOfGaussiansDpEvent:
+        return _mixture_of_gaussians(event)
+    if kind is ev.TruncatedSubsampledGaussianDpEvent:
+        return _truncated_subsampled_gaussian(event)
     if kind is ev.SelfComposedDpEvent:
         count = _int(event.count, "count")
         inner_event = event.event
@@ -237,6 +230,11 @@ def _convert(event: Any, ev: Any, depth: int) -> Mechanism | None:
         if inner is None:
             return None
         return inner if count == 1 else composed(inner, count=count)
+    if kind is ev.RepeatAndSelectDpEvent:
+        inner = _convert(event.event, ev, depth + 1)
+        return None if inner is None else _repeat_and_select(event, inner)
+    if kind is ev.SingleEpochTreeAggregationDpEvent:
+        return _tree_aggregation(event)
     if kind is ev.ComposedDpEvent:
         raw: Sequence[object] = event.events
         items = [c for c in (_convert(e, ev, depth + 1) for e in raw) if c is not None]
@@ -279,6 +277,143 @@ def _discrete_laplace(event: Any) -> Mechanism:
         raise ValueError("a DiscreteLaplaceDpEvent with noise_parameter 0 is not private")
     scale = DOWN.divide(Decimal(1), Decimal(a)).normalize(DOWN)  # Decimal(a): a's exact value
     return discrete_laplace(scale, sensitivity)
+
+
+def _repeat_and_select(event: Any, inner: Mechanism) -> Mechanism:
+    """``RepeatAndSelectDpEvent(e, mean, shape)``: the charge grows with the mean (Papernot–
+    Steinke 2022 Thms 2 and 6: log E[K], μ·δ̂ and log(1/γ) all grow with it), so it is rounded
+    up — a Poisson mean of 1 to just above 1, the least the server takes — and a truncated
+    negative binomial of mean 1 is K = 1, the inner mechanism itself. The shape is rounded up
+    to 17 digits: the float the bound computes γ with is the event's own, (1 + η) and
+    (2 + η)ε only grow."""
+    mean = _up(event.mean, "mean")
+    poisson = isinstance(event.shape, float) and event.shape == math.inf
+    shape = math.inf if poisson else _float(event.shape, "shape")
+    if mean < 1 or shape < 0:
+        raise ValueError("RepeatAndSelectDpEvent needs mean ≥ 1 and shape ≥ 0")
+    if poisson:
+        return repeat_and_select(inner, max(mean, _JUST_ABOVE_ONE), "poisson")
+    if mean == 1:
+        return inner
+    return repeat_and_select(inner, mean, _up(shape, "shape"))
+
+
+#: The least mean the server takes above 1, at 17 digits.
+_JUST_ABOVE_ONE: Final = Decimal("1.0000000000000001")
+
+
+def _tree_aggregation(event: Any) -> Mechanism | None:
+    """``SingleEpochTreeAggregationDpEvent(σ, step_counts)``: σ rounded down, trees of no step
+    dropped (nothing in them); no step at all is nothing released (``None``)."""
+    raw = event.step_counts
+    counts = [raw] if isinstance(raw, int) and not isinstance(raw, bool) else list(raw)
+    steps = [_int(t, "step_counts") for t in counts]
+    if not steps or any(t < 0 for t in steps):
+        raise ValueError("SingleEpochTreeAggregationDpEvent needs step counts ≥ 0, at least one")
+    sigma = _down(event.noise_multiplier, "noise_multiplier")
+    if sigma <= 0:
+        raise ValueError("SingleEpochTreeAggregationDpEvent with noise_multiplier 0 is not private")
+    kept = [t for t in steps if t > 0]
+    return tree_aggregation(sigma, kept) if kept else None
+
+
+#: The inner kinds ``sampled_with_replacement`` takes (the server's list).
+_WITH_REPLACEMENT_INNER: Final = frozenset(
+    {
+        "gaussian",
+        "pure_dp",
+        "laplace",
+        "randomized_response",
+        "exponential",
+        "discrete_laplace",
+        "report_noisy_max",
+    }
+)
+
+
+def _with_replacement(event: Any, inner: Mechanism) -> Mechanism | None:
+    """``SampledWithReplacementDpEvent(n, m, e)``: e's declaration on m draws out of n; no draw
+    is nothing released. The inner event must convert to a Gaussian or an ε-DP kind, whose
+    privacy when the record is drawn k times the amplification needs (Balle–Barthe–Gaboardi
+    2018 Thm 10)."""
+    n = _int(event.source_dataset_size, "source_dataset_size")
+    m = _int(event.sample_size, "sample_size")
+    if n < 1 or m < 0:
+        raise ValueError("SampledWithReplacementDpEvent needs source_dataset_size ≥ 1, m ≥ 0")
+    if m == 0:
+        return None
+    if inner.type not in _WITH_REPLACEMENT_INNER:
+        raise ValueError(
+            f"cannot convert SampledWithReplacementDpEvent around {inner.type!r}: the odometer "
+            "amplifies sampling with replacement for a Gaussian or an ε-DP mechanism only (their "
+            "privacy when the record is drawn k times is known); declare the sampled event's "
+            "guarantee without amplification — its sensitivity multiplied by sample_size, since "
+            "a record can be drawn up to sample_size times"
+        )
+    return sampled_with_replacement(inner, m=m, n=n)
+
+
+#: Probabilities of a mixture are declared on a grid of 10^−28, so that 1 minus their sum is
+#: exact within the server's 30 significant digits.
+_GRID_DIGITS: Final = 28
+_GRID_STEPS: Final = 10**_GRID_DIGITS
+
+
+def _mixture_of_gaussians(event: Any) -> Mechanism:
+    """``MixtureOfGaussiansDpEvent(σ, c, p)``: σ rounded down, each c_i (a norm) rounded up.
+    The probabilities are their shortest decimals when those sum to exactly 1; otherwise
+    (dp_accounting accepts a sum within 1e-9 of 1) they are normalised and rounded down onto a
+    grid of 10^−28, and the component of largest shift takes what they leave, so that they sum
+    to exactly 1. Mass then only moves to the largest shift, and both privacy losses of the
+    mixture grow with every shift (its loss is monotone, the optimal events half-lines), so the
+    declaration is never less private than the event. Components of probability 0 (and, in the
+    second case, below the grid) are dropped."""
+    sigma = _down(event.standard_deviation, "standard_deviation")
+    if sigma <= 0:
+        raise ValueError("a MixtureOfGaussiansDpEvent with standard_deviation 0 is not private")
+    shifts = [_float(c, "sensitivities") for c in event.sensitivities]
+    probs = [_float(p, "sampling_probs") for p in event.sampling_probs]
+    if not shifts or len(shifts) != len(probs):
+        raise ValueError("MixtureOfGaussiansDpEvent needs as many sensitivities as probabilities")
+    if any(c < 0 for c in shifts) or any(p < 0 for p in probs) or sum(probs) <= 0:
+        raise ValueError("MixtureOfGaussiansDpEvent needs sensitivities ≥ 0, probabilities ≥ 0")
+    shortest = [Decimal(repr(p)) for p in probs]
+    if sum(Fraction(p) for p in shortest) == 1:
+        declared = shortest
+    else:
+        total = sum(Fraction(p) for p in probs)
+        top = max(range(len(shifts)), key=lambda i: shifts[i])
+        declared = []
+        for p in probs:
+            share = Fraction(p) / total  # exact; floored onto the grid exactly
+            declared.append(
+                Decimal(share.numerator * _GRID_STEPS // share.denominator).scaleb(-_GRID_DIGITS)
+            )
+        declared[top] = Decimal(1) - sum(
+            (d for i, d in enumerate(declared) if i != top), Decimal(0)
+        )
+    kept = [(c, p) for c, p in zip(shifts, declared, strict=True) if p > 0]
+    return mixture_of_gaussians(
+        sigma, [_up(c, "sensitivities") for c, _ in kept], [p for _, p in kept]
+    )
+
+
+def _truncated_subsampled_gaussian(event: Any) -> Mechanism | None:
+    """``TruncatedSubsampledGaussianDpEvent(n, q, B, σ)``: σ rounded down; q as its shortest
+    decimal, which reads back as the same float — the server bounds the charge over the two
+    floats around the declared rate, so the event's own rate is covered (its bound is not
+    monotone in q: truncation grows with it). A rate, batch or dataset of 0 samples nothing."""
+    n = _int(event.dataset_size, "dataset_size")
+    batch = _int(event.truncated_batch_size, "truncated_batch_size")
+    q = _float(event.sampling_probability, "sampling_probability")
+    if n < 0 or batch < 0 or not 0 <= q <= 1:
+        raise ValueError("TruncatedSubsampledGaussianDpEvent needs n, B ≥ 0 and 0 ≤ q ≤ 1")
+    if n == 0 or batch == 0 or q == 0:
+        return None
+    sigma = _down(event.noise_multiplier, "noise_multiplier")
+    if sigma <= 0:
+        raise ValueError("TruncatedSubsampledGaussianDpEvent: noise_multiplier 0 is not private")
+    return truncated_subsampled_gaussian(n, Decimal(repr(q)), batch, sigma)
 
 
 def _randomized_response(event: Any) -> Mechanism:

@@ -15,9 +15,10 @@ Output-dependent (ODP) kinds — ``odp`` and the templates ``svt``, ``ptr``, ``i
 single δ of the partition (Hartmann et al. 2022, Definition 2).
 
 Concrete mechanisms whose whole proven guarantee is one an existing kind states —
-``discrete_laplace`` (ε-DP), ``discrete_gaussian`` (ρ-zCDP) and ``report_noisy_max`` (the
-exponential mechanism, or ε-DP) — expose :meth:`ChargedAs.charged_as`: that kind, which every
-mode charges (or refuses) in their place, so that no charge formula is written twice.
+``discrete_laplace`` (ε-DP), ``discrete_gaussian`` (ρ-zCDP), ``report_noisy_max`` (the
+exponential mechanism, or ε-DP) and ``tree_aggregation`` (a Gaussian mechanism) — expose
+:meth:`ChargedAs.charged_as`: that kind, which every mode charges (or refuses) in their place,
+so that no charge formula is written twice.
 
 The module is long (about 1,000 lines) because it is one closed registry: each kind's validation,
 bounds and canonical JSON sit next to the parser that is the only way to build it, so that no
@@ -29,11 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_CEILING, Context, Decimal
 from itertools import pairwise
 from typing import Any, ClassVar, Final, Literal
 
 from odometer_core.accounting.exact import (
+    DOWN,
     ONE,
     UP,
     ZERO,
@@ -57,6 +59,10 @@ MAX_STEPS: Final = 10**7
 MAX_DEPTH: Final = 4
 MAX_POPULATION: Final = 10**12
 MAX_ORDER: Final = Decimal(10) ** 6
+MAX_TREES: Final = 1024  # trees of one tree_aggregation
+MAX_RUNS_MEAN: Final = Decimal(10) ** 6  # E[K] of repeat_and_select
+MAX_MIXTURE_COMPONENTS: Final = 256  # components of one mixture_of_gaussians
+MAX_SAMPLE_SIZE: Final = 10**6  # draws of one sampled_with_replacement
 CELL_NAME: Final = re.compile(r"^[A-Za-z0-9_.:=+\-]{1,64}$")
 
 Relation = Literal["add_remove", "replace_one"]
@@ -581,6 +587,70 @@ class ReportNoisyMax(Declaration, ChargedAs):
         return PureDP(self.epsilon)
 
 
+#: √d is written with this many significant digits, rounded up.
+_ROOT_DIGITS: Final = Context(prec=30, rounding=ROUND_CEILING)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeAggregation(Declaration, ChargedAs):
+    """DP-FTRL's single-epoch tree aggregation (Kairouz–McMahan–Song–Thakkar–Thakurta–Xu 2021,
+    "Practical and private (deep) learning without sampling or shuffling", ICML, Appendix D),
+    as dp_accounting's ``SingleEpochTreeAggregationDpEvent(noise_multiplier, step_counts)``: one
+    tree of noisy partial sums over each entry's steps (the tree restarted between entries),
+    Gaussian noise on every node of std σ = ``noise_multiplier`` times the ℓ₂ sensitivity of one
+    record's contribution to one leaf under the dataset's relation, each record in at most one
+    leaf of all the trees.
+
+    A tree over T steps releases the dyadic nodes [(j − 1)2^ℓ + 1, j·2^ℓ] ⊆ [1, T], so a leaf
+    lies in one node of each of its ⌊log₂ T⌋ + 1 = ⌈log₂(T + 1)⌉ levels (T's bit length); one
+    record therefore moves at most d = ⌈log₂(max T + 1)⌉ nodes, each by at most the sensitivity,
+    and no node of the other trees. Conditioned on what was released before, each node is a
+    Gaussian mechanism, so the release is the adaptive composition of d Gaussian mechanisms of
+    noise multiplier σ: the Gaussian mechanism of ℓ₂ sensitivity √d (RDP αd/(2σ²), Mironov 2017
+    Prop. 7 with adaptive composition, Prop. 1; √d/σ-GDP, Dong–Roth–Su 2019 Thm 2.7 and
+    Cor. 3.3), the curve dp_accounting's RdpAccountant computes for the event. Charged as
+    ``gaussian`` σ = noise_multiplier, Δ = √d in every mode (``gdp`` included): √d rounded up to
+    30 digits where it is irrational — a larger sensitivity only costs more."""
+
+    kind: ClassVar[str] = "tree_aggregation"
+    noise_multiplier: Decimal
+    step_counts: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "noise_multiplier": fmt(self.noise_multiplier),
+            "step_counts": list(self.step_counts),
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> TreeAggregation:
+        _only(params, ["noise_multiplier", "step_counts"], cls.kind)
+        raw = _list(params, "step_counts", MAX_TREES)
+        counts = tuple(
+            _integer({"step_counts": t}, "step_counts", lower=1, upper=MAX_STEPS) for t in raw
+        )
+        sigma = _amount(params, "noise_multiplier", upper=MAX_MECHANISM_PARAMETER, positive=True)
+        return cls(sigma, counts)
+
+    @property
+    def depth(self) -> int:
+        """d = ⌈log₂(max T + 1)⌉, the levels of the tallest tree: max T's bit length (exact)."""
+        return max(self.step_counts).bit_length()
+
+    @property
+    def sensitivity(self) -> Decimal:
+        """√d, rounded up to 30 significant digits (exact when d is a square)."""
+        d = Decimal(self.depth)
+        root = d.sqrt(_ROOT_DIGITS)
+        while DOWN.multiply(root, root) < d:  # a rounded-down square ≥ d: the root is ≥ √d
+            root = root.next_plus(_ROOT_DIGITS)
+        return root
+
+    def charged_as(self) -> Gaussian:
+        return Gaussian(self.noise_multiplier, self.sensitivity)
+
+
 # ---------------------------------------------------------------------------- ODP kinds
 @dataclass(frozen=True, slots=True)
 class ODP(Declaration, OdpCapable):
@@ -897,6 +967,67 @@ class Composed(Declaration):
         return cls(items)
 
 
+#: The distributions of the number of runs of ``repeat_and_select``.
+RUN_DISTRIBUTIONS: Final[tuple[str, ...]] = ("poisson", "truncated_negative_binomial")
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatAndSelect(Declaration):
+    """Private selection (hyperparameter tuning): the inner ``mechanism`` run K times, K random,
+    and only the best of its K outputs released (Liu–Talwar 2019, "Private selection from
+    private candidates", STOC; Papernot–Steinke 2022, "Hyperparameter tuning with Rényi
+    differential privacy", ICLR), as dp_accounting's ``RepeatAndSelectDpEvent(event, mean,
+    shape)``.
+
+    K ~ Poisson(``mean``) (PS22 Thm 6; dp_accounting's shape ∞), or K ~ the truncated negative
+    binomial D_{η,γ} on {1, 2, …} of ``shape`` η ≥ 0 whose mean is ``mean`` (PS22 Def. 1 and
+    Thm 2; η = 0 is the logarithmic distribution, η = 1 the geometric). ``mean`` > 1: a
+    distribution on {1, 2, …} with mean 1 is K = 1, the mechanism itself. The inner mechanism
+    may not be an ODP partition (its cells describe one run's outputs). How each mode charges it
+    (or refuses): :mod:`odometer_core.accounting.selection` and ``docs/accounting.md``."""
+
+    kind: ClassVar[str] = "repeat_and_select"
+    mechanism: Declaration
+    mean: Decimal
+    distribution: Literal["poisson", "truncated_negative_binomial"]
+    shape: Decimal | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.kind,
+            "distribution": self.distribution,
+            "mean": fmt(self.mean),
+        }
+        if self.shape is not None:
+            out["shape"] = fmt(self.shape)
+        out["mechanism"] = self.mechanism.to_json()
+        return out
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> RepeatAndSelect:
+        distribution = params.get("distribution")
+        if distribution == "poisson":
+            _only(params, ["distribution", "mean", "mechanism"], cls.kind)
+            shape = None
+        elif distribution == "truncated_negative_binomial":
+            _only(params, ["distribution", "mean", "shape", "mechanism"], cls.kind)
+            shape = _amount(params, "shape")
+        else:
+            raise DeclarationError(
+                "distribution must be 'poisson' or 'truncated_negative_binomial'",
+                field="distribution",
+            )
+        mean = _amount(params, "mean", upper=MAX_RUNS_MEAN)
+        if mean <= 1:
+            raise DeclarationError(f"mean must be > 1, got {fmt(mean)}", field="mean")
+        inner = _parse(params.get("mechanism"), depth + 1)
+        if isinstance(inner, OdpCapable):
+            raise DeclarationError(
+                "an ODP partition cannot be repeated and selected", field="mechanism"
+            )
+        return cls(inner, mean, distribution, shape)
+
+
 @dataclass(frozen=True, slots=True)
 class DPSGD(Declaration):
     """DP-SGD (Abadi et al. 2016): ``steps`` Poisson-subsampled Gaussian steps, sample rate q,
@@ -938,6 +1069,148 @@ class DPSGD(Declaration):
         )
 
 
+@dataclass(frozen=True, slots=True)
+class MixtureOfGaussians(Declaration):
+    """A mixture of Gaussians (Choquette-Choo–Ganesh–Steinke–Thakurta 2023, "Privacy
+    amplification for matrix mechanisms", MMCC), as dp_accounting's
+    ``MixtureOfGaussiansDpEvent(standard_deviation, sensitivities, sampling_probs)``: on one of
+    two neighbours the output is N(0, σ²), on the other Σ_i p_i N(c_i, σ²) — the dominating pair
+    of an amplified banded matrix mechanism, c_i the norms of its possible sensitivity vectors
+    (their Cor. 4.7). Analysed under add/remove, as dp_accounting does; both directions are
+    charged. How each mode charges it: :mod:`odometer_core.accounting.mixtures`.
+
+    At most :data:`MAX_MIXTURE_COMPONENTS` components; σ > 0, c_i ≥ 0, p_i in (0, 1] summing
+    to exactly 1 (as decimals)."""
+
+    kind: ClassVar[str] = "mixture_of_gaussians"
+    standard_deviation: Decimal
+    sensitivities: tuple[Decimal, ...]
+    sampling_probs: tuple[Decimal, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "standard_deviation": fmt(self.standard_deviation),
+            "sensitivities": [fmt(c) for c in self.sensitivities],
+            "sampling_probs": [fmt(p) for p in self.sampling_probs],
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> MixtureOfGaussians:
+        _only(params, ["standard_deviation", "sensitivities", "sampling_probs"], cls.kind)
+        sigma = _amount(params, "standard_deviation", upper=MAX_MECHANISM_PARAMETER, positive=True)
+        raw_c = _list(params, "sensitivities", MAX_MIXTURE_COMPONENTS)
+        raw_p = _list(params, "sampling_probs", MAX_MIXTURE_COMPONENTS)
+        if len(raw_c) != len(raw_p):
+            raise DeclarationError(
+                "sensitivities and sampling_probs must have the same length", field="sampling_probs"
+            )
+        sens = tuple(
+            _amount({"sensitivities": c}, "sensitivities", upper=MAX_MECHANISM_PARAMETER)
+            for c in raw_c
+        )
+        probs = tuple(
+            _amount({"sampling_probs": p}, "sampling_probs", upper=ONE, positive=True)
+            for p in raw_p
+        )
+        low, high = ZERO, ZERO
+        for p in probs:
+            low, high = DOWN.add(low, p), UP.add(high, p)
+        if low != ONE or high != ONE:
+            raise DeclarationError(
+                f"sampling_probs must sum to exactly 1, got {fmt(high)}", field="sampling_probs"
+            )
+        return cls(sigma, sens, probs)
+
+
+#: The inner kinds of ``sampled_with_replacement``: those whose group privacy profile is known.
+WITH_REPLACEMENT_INNER: Final[tuple[str, ...]] = (
+    "gaussian",
+    "pure_dp",
+    "laplace",
+    "randomized_response",
+    "exponential",
+    "discrete_laplace",
+    "report_noisy_max",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SampledWithReplacement(Declaration):
+    """The inner ``mechanism`` run on m records drawn uniformly with replacement out of n, as
+    dp_accounting's ``SampledWithReplacementDpEvent(source_dataset_size, sample_size, event)``.
+
+    Balle–Barthe–Gaboardi 2018 Thm 10 analyses it under the replace-one relation (the dataset's
+    size n is fixed), from the inner mechanism's group privacy profile: the record can be drawn
+    up to m times. The inner kind is therefore the Gaussian mechanism or an ε-DP kind
+    (:data:`WITH_REPLACEMENT_INNER`), whose profiles at k substitutions are known (sensitivity
+    kΔ; kε-DP); its sensitivity or ε is for one substitution in the sample. How each mode
+    charges it: :mod:`odometer_core.accounting.mixtures`."""
+
+    kind: ClassVar[str] = "sampled_with_replacement"
+    mechanism: Declaration
+    m: int
+    n: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "m": self.m, "n": self.n, "mechanism": self.mechanism.to_json()}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> SampledWithReplacement:
+        _only(params, ["m", "n", "mechanism"], cls.kind)
+        n = _integer(params, "n", lower=1, upper=MAX_POPULATION)
+        m = _integer(params, "m", lower=1, upper=MAX_SAMPLE_SIZE)
+        inner = _parse(params.get("mechanism"), depth + 1)
+        if inner.kind not in WITH_REPLACEMENT_INNER:
+            raise DeclarationError(
+                "the mechanism of sampled_with_replacement must be one of "
+                f"{', '.join(WITH_REPLACEMENT_INNER)}, not '{inner.kind}': the amplification "
+                "(Balle–Barthe–Gaboardi 2018 Thm 10) needs the inner mechanism's privacy when "
+                "the record is drawn k times, known for these",
+                field="mechanism",
+            )
+        return cls(inner, m, n)
+
+
+@dataclass(frozen=True, slots=True)
+class TruncatedSubsampledGaussian(Declaration):
+    """Poisson sampling of rate q from n records, the batch truncated to at most B records by
+    a uniformly random subset, then the Gaussian mechanism of noise multiplier σ (noise std /
+    clipping norm), as dp_accounting's ``TruncatedSubsampledGaussianDpEvent(dataset_size,
+    sampling_probability, truncated_batch_size, noise_multiplier)`` ("Tighter privacy analysis
+    for truncated Poisson sampling", arXiv 2508.15089). Analysed under add/remove, as DP-SGD;
+    how each mode charges it: :mod:`odometer_core.accounting.mixtures`."""
+
+    kind: ClassVar[str] = "truncated_subsampled_gaussian"
+    dataset_size: int
+    sampling_probability: Decimal
+    truncated_batch_size: int
+    noise_multiplier: Decimal
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "dataset_size": self.dataset_size,
+            "sampling_probability": fmt(self.sampling_probability),
+            "truncated_batch_size": self.truncated_batch_size,
+            "noise_multiplier": fmt(self.noise_multiplier),
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], depth: int) -> TruncatedSubsampledGaussian:
+        _only(
+            params,
+            ["dataset_size", "sampling_probability", "truncated_batch_size", "noise_multiplier"],
+            cls.kind,
+        )
+        return cls(
+            _integer(params, "dataset_size", lower=1, upper=MAX_POPULATION),
+            _amount(params, "sampling_probability", upper=ONE, positive=True),
+            _integer(params, "truncated_batch_size", lower=1, upper=MAX_POPULATION),
+            _amount(params, "noise_multiplier", upper=MAX_MECHANISM_PARAMETER, positive=True),
+        )
+
+
 #: The closed registry: the only classes a payload can name.
 KINDS: Final[dict[str, type[Declaration]]] = {
     cls.kind: cls
@@ -955,6 +1228,7 @@ KINDS: Final[dict[str, type[Declaration]]] = {
         DiscreteLaplace,
         DiscreteGaussian,
         ReportNoisyMax,
+        TreeAggregation,
         ODP,
         SVT,
         PTR,
@@ -962,7 +1236,11 @@ KINDS: Final[dict[str, type[Declaration]]] = {
         TestedRelease,
         Subsampled,
         Composed,
+        RepeatAndSelect,
         DPSGD,
+        MixtureOfGaussians,
+        SampledWithReplacement,
+        TruncatedSubsampledGaussian,
     )
 }
 

@@ -33,7 +33,11 @@ from odometer_core.accounting.declarations import (
     Declaration,
     DeclarationError,
     Gaussian,
+    MixtureOfGaussians,
+    RepeatAndSelect,
+    SampledWithReplacement,
     Subsampled,
+    TruncatedSubsampledGaussian,
 )
 
 MAX_SERIES_TERMS: Final = 3_000_000
@@ -106,19 +110,26 @@ _WOR_PER_ORDER: Final = 0.05
 
 
 def walk(decl: Declaration) -> Iterator[Declaration]:
-    """``decl`` and every declaration nested in it (composed items, subsampled mechanisms)."""
+    """``decl`` and every declaration nested in it (composed items, subsampled and selected
+    mechanisms)."""
     yield decl
     if isinstance(decl, Composed):
         for item, _ in decl.items:
             yield from walk(item)
-    elif isinstance(decl, Subsampled):
+    elif isinstance(decl, Subsampled | RepeatAndSelect | SampledWithReplacement):
         yield from walk(decl.mechanism)
 
 
 def may_be_expensive(decl: Declaration) -> bool:
     """Whether ``decl``'s charge may need numerical work beyond a closed form (a PLD, an RDP
-    series, a composition): the service computes those before taking a lock."""
-    return any(isinstance(node, DPSGD | Subsampled | Composed) for node in walk(decl))
+    series, a composition, a selection's bound over the orders): the service computes those
+    before taking a lock."""
+    searched = MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian
+    if any(isinstance(node, searched) for node in walk(decl)):
+        return True  # a search over thresholds, a PLD, a sum over the draws
+    return any(
+        isinstance(node, DPSGD | Subsampled | Composed | RepeatAndSelect) for node in walk(decl)
+    )
 
 
 def subsampled_gaussian_leaves(decl: Declaration) -> set[tuple[str, Decimal, Decimal]]:
@@ -128,6 +139,9 @@ def subsampled_gaussian_leaves(decl: Declaration) -> set[tuple[str, Decimal, Dec
     for node in walk(decl):
         if isinstance(node, DPSGD):
             out.add(("poisson", node.noise_multiplier, node.sample_rate))
+        elif isinstance(node, TruncatedSubsampledGaussian):  # two curves: rates q and ≈ q
+            out.add(("poisson", node.noise_multiplier, node.sampling_probability))
+            out.add(("truncated", node.noise_multiplier, node.sampling_probability))
         elif isinstance(node, Subsampled) and isinstance(node.mechanism, Gaussian):
             inner = node.mechanism
             if inner.sigma > 0 and inner.sensitivity > 0:

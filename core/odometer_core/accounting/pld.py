@@ -447,3 +447,153 @@ def pld_epsilon_laplace(
     if delta == 0.0:
         return pure
     return min(pure, _pld_epsilon(_dp_event().LaplaceDpEvent(b), count, delta, interval))
+
+
+# ---------------------------------------------------------------------------- truncated sampling
+def _replace_points(sigma: float, q: float, interval: float) -> int:
+    """Points of the one PMF of the replace-one Poisson-subsampled Gaussian (dp_accounting's
+    ``REPLACE`` adjacency, symmetric), from its connect-the-dots loss range."""
+    from dp_accounting.pld import privacy_loss_mechanism as plm
+
+    if sigma * sigma == 0.0 or not math.isfinite(1.0 / (sigma * sigma)):
+        raise PldUnavailable("σ² is below the float range")
+    try:
+        bounds = plm.GaussianPrivacyLoss(
+            sigma,
+            sensitivity=1.0,
+            pessimistic_estimate=True,
+            log_mass_truncation_bound=-50,
+            sampling_prob=q,
+            adjacency_type=plm.AdjacencyType.REPLACE,
+        ).connect_dots_bounds()
+    except (ArithmeticError, ValueError):
+        raise PldUnavailable("the privacy-loss range is not representable") from None
+    upper, lower = bounds.epsilon_upper, bounds.epsilon_lower
+    if upper is None or lower is None or not math.isfinite(upper - lower):
+        raise PldUnavailable("the privacy-loss range is not finite")
+    if not math.isfinite((upper - lower) / interval):
+        raise PldUnavailable("the privacy-loss range is not representable")
+    return int(math.ceil(upper / interval) - math.floor(lower / interval) + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pmf:
+    """One pessimistic privacy-loss PMF as arrays: its losses (ascending), their probabilities
+    and the mass at +∞."""
+
+    losses: Any
+    probs: Any
+    infinity: float
+
+    def delta(self, epsilon: float) -> float:
+        """Its hockey-stick divergence at ε: the mass at +∞ plus Σ_{ℓ > ε} p_ℓ(1 − e^{ε − ℓ}),
+        a sum of non-negative terms (as dp_accounting's ``get_delta_for_epsilon``)."""
+        import numpy as np
+
+        above = self.losses > epsilon
+        return self.infinity + float(
+            np.dot(-np.expm1(epsilon - self.losses[above]), self.probs[above])
+        )
+
+
+def _arrays(pmf: Any) -> _Pmf:
+    import numpy as np
+    from dp_accounting.pld import pld_pmf
+
+    if isinstance(pmf, pld_pmf.SparsePLDPmf):
+        pmf = pmf.to_dense_pmf()
+    probs = np.asarray(pmf._probs, dtype=np.float64)
+    losses = (np.arange(probs.size) + pmf._lower_loss) * pmf._discretization
+    return _Pmf(losses, probs, float(pmf._infinity_mass))
+
+
+@functools.lru_cache(maxsize=8)
+def _gaussian_pmfs(sigma: float, q: float, replace: bool, share: int) -> tuple[_Pmf, ...]:
+    """The pessimistic PMFs of one Poisson-subsampled Gaussian step (noise multiplier σ, rate
+    q): remove and add for add/remove (one when q = 1), or the one symmetric PMF of the
+    replace-one pair (``replace``), on the default grid doubled until the estimated work of
+    building them (:func:`_work`) fits :data:`WORK_LIMIT_US`/``share``. Memoised."""
+    from dp_accounting import privacy_accountant
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    relation = privacy_accountant.NeighboringRelation
+    interval = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+    for _ in range(_MAX_REBUILDS):
+        points = (
+            _replace_points(sigma, q, interval) if replace else _single_points(sigma, q, interval)
+        )
+        work = _work(points, points)
+        if work <= WORK_LIMIT_US / share:
+            break
+        interval = _coarser(interval, work, WORK_LIMIT_US / share)
+    else:  # pragma: no cover - one coarsening always fits: the work scales as 1/interval
+        raise PldUnavailable("the privacy-loss range is too wide for a bounded grid")
+    try:
+        pld = pld_lib.from_gaussian_mechanism(
+            standard_deviation=sigma,
+            value_discretization_interval=interval,
+            sampling_prob=q,
+            neighboring_relation=relation.REPLACE_ONE if replace else relation.ADD_OR_REMOVE_ONE,
+        )
+    except (ArithmeticError, ValueError):
+        raise PldUnavailable("dp_accounting could not discretise this PLD") from None
+    pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
+    return tuple(_arrays(pmf) for pmf in pmfs)
+
+
+def pld_epsilon_truncated(
+    noise_multiplier: float,
+    rate: float,
+    untruncated: float,
+    parts: tuple[tuple[float, float], ...],
+    delta: float,
+    *,
+    share: int = 1,
+) -> float:
+    """ε at δ of truncated Poisson sampling with the Gaussian mechanism, from the weights of
+    :func:`odometer_core.accounting.mixtures.truncation`: the least ε (up to a relative 1e-12,
+    rounded up) with
+
+        u·δ₁(ε) + Σ_j ρ_j·δ_j(ε) ≤ δ·(1 − 1e-6)
+
+    in each direction, δ₁ the pessimistic PLD of the Poisson-subsampled Gaussian (noise
+    multiplier σ, rate q = ``rate``, add/remove: its remove and add PMFs, Doroshenko et al. 2022
+    connect-the-dots), δ_j that of the replace-one pair of rate R_j and noise multiplier σ/2
+    (two clipping norms; dp_accounting's ``REPLACE`` adjacency, which dominates both directions
+    of the add/remove pair: docs/accounting.md), u = ``untruncated`` and (R_j, ρ_j) =
+    ``parts``. Each PMF is built once, on a grid bounded like :func:`plan_poisson_gaussian`'s
+    (a share of the work limit each), and its hockey stick summed directly. Raises
+    :class:`PldUnavailable` where no bounded grid exists."""
+    sigma = _check_nonneg("noise_multiplier", noise_multiplier)
+    q = _check_unit("rate", rate)
+    delta = _check_unit("delta", delta)
+    if q == 0.0 or math.isinf(sigma) or delta == 1.0:
+        return 0.0
+    if sigma == 0.0 or delta == 0.0:
+        return math.inf
+    builds = share * (1 + len(parts))
+    first = _gaussian_pmfs(sigma, q, False, builds)
+    others = [(w, _gaussian_pmfs(sigma / 2.0, r, True, builds)[0]) for r, w in parts]
+    target = delta * (1.0 - _DELTA_SAFETY)
+
+    def total(epsilon: float) -> float:
+        truncated = sum(w * pmf.delta(epsilon) for w, pmf in others)
+        return max(untruncated * pmf.delta(epsilon) + truncated for pmf in first)
+
+    if total(0.0) <= target:
+        return 0.0
+    hi = 1.0
+    while total(hi) > target:
+        hi *= 2.0
+        if math.isinf(hi):  # δ below the PMFs' mass at +∞ (about e^{−50} each)
+            return math.inf
+    lo = hi / 2.0 if hi > 1.0 else 0.0
+    for _ in range(200):
+        if hi - lo <= 1e-12 * hi:
+            break
+        mid = lo + (hi - lo) / 2.0
+        if total(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return _epsilon_at(hi)

@@ -28,7 +28,9 @@ import numpy.typing as npt
 from odometer_core.accounting import bounds, pld
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import effort as work
+from odometer_core.accounting import mixtures as mx
 from odometer_core.accounting import odometer as odo
+from odometer_core.accounting import selection as sel
 from odometer_core.accounting import subsampling as ss
 from odometer_core.accounting.amounts import EpsilonDelta
 from odometer_core.accounting.declarations import (
@@ -45,13 +47,17 @@ from odometer_core.accounting.declarations import (
     Exponential,
     Gaussian,
     Laplace,
+    MixtureOfGaussians,
     OdpCapable,
     OdpPartition,
     PureDP,
     RandomizedResponse,
     RDPCurve,
     Relation,
+    RepeatAndSelect,
+    SampledWithReplacement,
     Subsampled,
+    TruncatedSubsampledGaussian,
 )
 from odometer_core.accounting.exact import (
     DOWN,
@@ -81,6 +87,7 @@ from odometer_core.accounting.modes.common import (
     reject,
 )
 from odometer_core.accounting.modes.rdp import rdp_curve
+from odometer_core.accounting.modes.rdp import unsupported as rdp_unsupported
 from odometer_core.accounting.modes.zcdp import zcdp_pair
 from odometer_core.accounting.odometer import Reading
 
@@ -138,7 +145,7 @@ def _needs_pld(node: Declaration) -> bool:
         return node.scheme == "poisson" and isinstance(node.mechanism, Gaussian)
     if isinstance(node, Composed):
         return len(node.items) == 1 and isinstance(node.items[0][0], Gaussian)
-    return False
+    return isinstance(node, TruncatedSubsampledGaussian)
 
 
 def effort_for(decl: Declaration) -> Effort:
@@ -191,7 +198,13 @@ def initial_state(config: BasicConfig) -> BasicState:
 
 # ---------------------------------------------------------------------------- charge
 def unsupported(decl: Declaration) -> str | None:
-    """``basic`` converts every declaration kind to (ε, δ)."""
+    """``basic`` converts every declaration kind to (ε, δ), but a ``repeat_and_select`` only
+    from its pure ε or its RDP curve (:func:`_selection_refusal`), wherever it is nested."""
+    for node in work.walk(decl):
+        if isinstance(node, RepeatAndSelect):
+            why = _selection_refusal(node)
+            if why is not None:
+                return why
     if type(decl) in KINDS.values():
         return None
     return f"no (ε, δ) conversion for kind '{decl.kind}'"
@@ -216,7 +229,18 @@ def _pure_epsilon(decl: Declaration) -> Decimal | None:
         return decl.epsilon
     if isinstance(decl, GDP) and decl.mu == 0:
         return ZERO
+    if isinstance(decl, RepeatAndSelect):
+        return sel.pure_epsilon(decl)
     return None
+
+
+def _selection_refusal(decl: RepeatAndSelect) -> str | None:
+    """Why ``basic`` cannot charge ``decl``: (2 + η)ε needs an ε-DP inner mechanism and a
+    truncated negative binomial; otherwise the curve of ``rdp`` mode is converted, which needs
+    an inner mechanism that mode can account, without a δ."""
+    if sel.pure_epsilon(decl) is not None:
+        return None
+    return rdp_unsupported(decl)
 
 
 def eps_delta(
@@ -231,7 +255,10 @@ def eps_delta(
     need more work than one request may do. A :class:`ChargedAs` mechanism is charged as the kind
     that states its guarantee (``discrete_laplace`` as ``pure_dp``, ``discrete_gaussian`` as
     ``zcdp``, converted at the conversion δ as a Gaussian's ρ would be, ``report_noisy_max`` as
-    ``exponential`` or ``pure_dp``).
+    ``exponential`` or ``pure_dp``, ``tree_aggregation`` as ``gaussian``). A
+    ``repeat_and_select`` is (2 + η)ε-DP for an ε-DP inner mechanism and a truncated negative
+    binomial (Papernot–Steinke 2022 Cor. 3), else its ``rdp`` curve converted at the
+    conversion δ.
     """
     if isinstance(decl, ChargedAs):
         return eps_delta(decl.charged_as(), conversion_delta, effort)
@@ -275,6 +302,14 @@ def eps_delta(
         return EpsDelta(eps, conversion_delta)
     if isinstance(decl, Subsampled):
         return _subsampled_eps_delta(decl, conversion_delta, effort)
+    if isinstance(decl, RepeatAndSelect):
+        # not ε-DP by PS22 Cor. 3 (handled above): its rdp-mode curve (Papernot–Steinke 2022
+        # Thm 2 or 6) on effort.orders, converted by CKS20 Prop. 12 at the conversion δ
+        why = _selection_refusal(decl)
+        if why is not None:
+            raise UnsupportedInMode(why)
+        eps = _conv_or_inf(dc, lambda: _rdp_epsilon(decl, dc, effort))
+        return EpsDelta(eps, conversion_delta)
     if isinstance(decl, DPSGD):
         delta = decl.delta if decl.delta is not None else conversion_delta
         d = to_float_down(delta)
@@ -290,6 +325,8 @@ def eps_delta(
             ),
         )
         return EpsDelta(eps, delta)
+    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
+        return _mixture_eps_delta(decl, conversion_delta, effort)
     if isinstance(decl, Composed):
         return _composed_eps_delta(decl, conversion_delta, effort)
     raise UnsupportedInMode(f"no (ε, δ) conversion for kind '{decl.kind}'")
@@ -446,6 +483,66 @@ def _subsampled_eps_delta(decl: Subsampled, conversion_delta: Decimal, effort: E
         assert decl.m is not None and decl.n is not None
         e, d = ss.wor_amplify(to_float_up(base.epsilon), to_float_up(base.delta), decl.m, decl.n)
     return EpsDelta(cost_from_float(e), cost_from_float(d))
+
+
+def _mixture_eps_delta(
+    decl: MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian,
+    conversion_delta: Decimal,
+    effort: Effort,
+) -> EpsDelta:
+    """The kinds that reduce to mixtures of Gaussians, at the conversion δ, which is charged
+    (:mod:`odometer_core.accounting.mixtures`; docs/accounting.md):
+
+    - ``mixture_of_gaussians``: the exact privacy profile of Σ p_i N(c_i, σ²) against N(0, σ²)
+      in both directions (Neyman–Pearson thresholds, no discretisation);
+    - ``sampled_with_replacement``: Balle–Barthe–Gaboardi 2018 Thm 10 with the inner
+      mechanism's group privacy profile (the Gaussian's of sensitivity kΔ, Balle–Wang 2018
+      Thm 8; kε-DP for an ε-DP mechanism, charged (ε', 0) when the δ would need all m copies
+      covered anyway);
+    - ``truncated_subsampled_gaussian``: pessimistic PLDs of the Poisson-subsampled Gaussian
+      and of the replace-one pair that bounds a truncated batch
+      (:func:`odometer_core.accounting.pld.pld_epsilon_truncated`), the larger ε of the
+      dataset's two neighbours (n and n + 1 records with the record); where no bounded grid
+      exists or the declaration has more PLD items than :data:`MAX_PLD_ITEMS`, its ``rdp``
+      curve converted by CKS20 Prop. 12 (sound, looser). ε = 0 without a grid where the rate
+      alone is within δ (:func:`_within_delta`).
+    """
+    dc = to_float_down(conversion_delta)
+    if isinstance(decl, MixtureOfGaussians):
+        mix = mx.of_declaration(decl)
+        if mix is None:
+            return EpsDelta(ZERO, ZERO)
+        return EpsDelta(_conv_or_inf(dc, lambda: mx.mixture_epsilon(mix, dc)), conversion_delta)
+    if isinstance(decl, SampledWithReplacement):
+        mu, epsilon0 = mx.inner_of(decl)
+        if mu == 0.0 or epsilon0 == 0.0:
+            return EpsDelta(ZERO, ZERO)
+        draws = mx.copies(decl.n, decl.m, dc * mx.DROPPED_MASS if dc > 0 else 1.0)
+        if mu is not None:
+            eps = _conv_or_inf(dc, lambda: mx.wr_gaussian_epsilon(draws, mu, dc))
+            return EpsDelta(eps, conversion_delta)
+        assert epsilon0 is not None
+        value, pure = mx.wr_pure_epsilon(draws, epsilon0, dc, decl.m)
+        return EpsDelta(cost_from_float(value), ZERO if pure else conversion_delta)
+    if dc <= 0:
+        return EpsDelta(INFINITY, conversion_delta)
+    q = to_float_up(decl.sampling_probability)
+    if _within_delta(q, 1, dc):
+        return EpsDelta(ZERO, conversion_delta)
+    if effort.pld_share is not None:
+        sigma = to_float_down(decl.noise_multiplier)
+        try:
+            epsilon = max(
+                pld.pld_epsilon_truncated(
+                    sigma, q, weights.untruncated, weights.parts, dc, share=effort.pld_share
+                )
+                for weights in mx.truncations_of(decl)
+            )
+        except pld.PldUnavailable:
+            pass
+        else:
+            return EpsDelta(cost_from_float(epsilon), conversion_delta)
+    return EpsDelta(cost_from_float(_rdp_epsilon(decl, dc, effort)), conversion_delta)
 
 
 def _composed_eps_delta(decl: Composed, conversion_delta: Decimal, effort: Effort) -> EpsDelta:

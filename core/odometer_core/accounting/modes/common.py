@@ -21,9 +21,13 @@ from odometer_core.accounting.declarations import (
     Composed,
     Declaration,
     DeclarationError,
+    MixtureOfGaussians,
     OdpPartition,
     Relation,
+    RepeatAndSelect,
+    SampledWithReplacement,
     Subsampled,
+    TruncatedSubsampledGaussian,
 )
 from odometer_core.accounting.exact import INFINITY, AmountError, fmt, parse_amount
 from odometer_core.accounting.odometer import Reading
@@ -241,7 +245,9 @@ def check_relation(decl: Declaration, relation: Relation) -> None:
 
     Poisson subsampling (and DP-SGD, which is Poisson-subsampled) is analysed under
     add/remove; sampling without replacement under replace-one (Balle–Barthe–Gaboardi 2018;
-    Wang–Balle–Kasiviswanathan 2019). Nested declarations are checked recursively.
+    Wang–Balle–Kasiviswanathan 2019). So are mixtures of Gaussians and truncated Poisson sampling
+    (add/remove) and sampling with replacement (replace-one, BBG18 Thm 10). Nested declarations
+    are checked recursively.
     """
     if isinstance(decl, Subsampled):
         if decl.required_relation != relation:
@@ -260,6 +266,22 @@ def check_relation(decl: Declaration, relation: Relation) -> None:
     elif isinstance(decl, Composed):
         for item, _ in decl.items:
             check_relation(item, relation)
+    elif isinstance(decl, RepeatAndSelect):
+        check_relation(decl.mechanism, relation)
+    elif isinstance(decl, MixtureOfGaussians | TruncatedSubsampledGaussian):
+        if relation != "add_remove":
+            raise DeclarationError(
+                f"{decl.kind} is analysed under 'add_remove' (Poisson sampling: the record is in "
+                f"the batch or not), but the dataset uses '{relation}'",
+                field="type",
+            )
+    elif isinstance(decl, SampledWithReplacement) and relation != "replace_one":
+        raise DeclarationError(
+            "sampling with replacement draws from a dataset of fixed size n, analysed under "
+            "'replace_one' (Balle–Barthe–Gaboardi 2018 Thm 10), but the dataset uses "
+            f"'{relation}'",
+            field="type",
+        )
 
 
 # ---------------------------------------------------------------------------- parsing helpers

@@ -15,7 +15,9 @@ from decimal import Decimal
 from typing import Any, Final, Literal
 
 from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import mixtures as mx
 from odometer_core.accounting import odometer as odo
+from odometer_core.accounting import selection as sel
 from odometer_core.accounting.amounts import MuSquared
 from odometer_core.accounting.declarations import (
     GDP,
@@ -24,8 +26,13 @@ from odometer_core.accounting.declarations import (
     DiscreteGaussian,
     DiscreteLaplace,
     Gaussian,
+    MixtureOfGaussians,
     Relation,
+    RepeatAndSelect,
     ReportNoisyMax,
+    SampledWithReplacement,
+    TreeAggregation,
+    TruncatedSubsampledGaussian,
 )
 from odometer_core.accounting.exact import (
     DOWN,
@@ -120,7 +127,7 @@ def unsupported(decl: Declaration) -> str | None:
             if why is not None:
                 return why
         return None
-    if isinstance(decl, GDP | Gaussian):
+    if isinstance(decl, GDP | Gaussian | TreeAggregation):
         return None
     return _refusal(decl)
 
@@ -141,10 +148,15 @@ NOT_GDP: Final[dict[type[Declaration], str]] = {
 
 
 def _refusal(decl: Declaration) -> str:
+    if isinstance(decl, RepeatAndSelect):
+        return sel.refusal("gdp", "μ-GDP")
+    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
+        return mx.refusal("gdp", decl)
     why = NOT_GDP.get(type(decl))
     return (
-        f"mode 'gdp' accepts only certified μ-GDP declarations ('gdp', 'gaussian'), not "
-        f"'{decl.kind}'{'' if why is None else f' ({why})'}; use mode 'zcdp' or 'rdp'"
+        "mode 'gdp' accepts only certified μ-GDP declarations ('gdp', 'gaussian', "
+        f"'tree_aggregation'), not '{decl.kind}'{'' if why is None else f' ({why})'}; use mode "
+        "'zcdp' or 'rdp'"
     )
 
 
@@ -152,7 +164,9 @@ def gdp_charge(decl: Declaration) -> Decimal:
     """μ² charged in ``gdp`` mode (Smith–Thakurta 2022 filter: Σμ_i² ≤ μ_B²).
 
     Only certified μ-GDP kinds: ``gdp`` (μ) and ``gaussian`` (μ = Δ/σ, Dong–Roth–Su 2019
-    Thm 2.7), and compositions of them (DRS19 Cor. 3.3: μ² adds). Subsampled Gaussians are
+    Thm 2.7), ``tree_aggregation`` (the Gaussian of sensitivity √d, μ² = d/σ²), and compositions
+    of them (DRS19 Cor. 3.3: μ² adds). ``repeat_and_select`` is refused (its bound is a Rényi
+    curve, Papernot–Steinke 2022). Subsampled Gaussians are
     rejected — the CLT approximations are not certified bounds (Tran et al. 2026). So are
     ``discrete_laplace``, ``discrete_gaussian`` and ``report_noisy_max`` (:data:`NOT_GDP`): their
     guarantees are those of ``pure_dp``, ``zcdp`` and ``exponential``, which this mode refuses
@@ -163,6 +177,8 @@ def gdp_charge(decl: Declaration) -> Decimal:
     if isinstance(decl, Gaussian):
         r = decl.ratio
         return INFINITY if r.is_infinite() else mul_up(r, r)
+    if isinstance(decl, TreeAggregation):  # the Gaussian of sensitivity √d it is
+        return gdp_charge(decl.charged_as())
     if isinstance(decl, Composed):
         return add_up(*(mul_up(Decimal(c), gdp_charge(d)) for d, c in decl.items))
     raise UnsupportedInMode(_refusal(decl))

@@ -27,7 +27,9 @@ import numpy.typing as npt
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import effort
+from odometer_core.accounting import mixtures as mx
 from odometer_core.accounting import odometer as odo
+from odometer_core.accounting import selection as sel
 from odometer_core.accounting import subsampling as ss
 from odometer_core.accounting.amounts import RdpCurve
 from odometer_core.accounting.declarations import (
@@ -43,12 +45,16 @@ from odometer_core.accounting.declarations import (
     Exponential,
     Gaussian,
     Laplace,
+    MixtureOfGaussians,
     OdpCapable,
     PureDP,
     RandomizedResponse,
     RDPCurve,
     Relation,
+    RepeatAndSelect,
+    SampledWithReplacement,
     Subsampled,
+    TruncatedSubsampledGaussian,
     parse_declaration,
 )
 from odometer_core.accounting.exact import (
@@ -505,6 +511,13 @@ def unsupported(decl: Declaration) -> str | None:
         if isinstance(decl.mechanism, Gaussian):
             return None
         return _SUBSAMPLED_ONLY_GAUSSIAN
+    if isinstance(decl, RepeatAndSelect):
+        why = unsupported(decl.mechanism)
+        if why is None and _declares_delta(decl.mechanism):
+            return sel.APPROXIMATE_INNER
+        return why
+    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
+        return None  # bounds for both directions: odometer_core.accounting.mixtures
     if isinstance(
         decl,
         PureDP
@@ -531,6 +544,36 @@ _SUBSAMPLED_ONLY_GAUSSIAN: Final = (
 )
 
 
+def _declares_delta(decl: Declaration) -> bool:
+    """Whether ``decl``'s charge here carries a δ > 0 (approximate RDP, not RDP)."""
+    if isinstance(decl, ChargedAs):
+        return _declares_delta(decl.charged_as())
+    if isinstance(decl, ApproxDP | ZCDP):
+        return decl.delta > 0
+    if isinstance(decl, OdpCapable):
+        return decl.partition().delta > 0
+    if isinstance(decl, Composed):
+        return any(_declares_delta(item) for item, _ in decl.items)
+    if isinstance(decl, Subsampled | RepeatAndSelect):
+        return _declares_delta(decl.mechanism)
+    return False
+
+
+def _selection_curve(
+    decl: RepeatAndSelect, relation: Relation, orders: FloatArray, tight: bool
+) -> FloatArray:
+    """Papernot–Steinke 2022 Thm 2 or 6 (:mod:`odometer_core.accounting.selection`): the inner
+    curve (as charged, rounded up) on ``orders`` together with
+    :data:`~odometer_core.accounting.selection.SELECTION_ORDERS`, the bound on that union,
+    read back at ``orders``. An inner mechanism whose charge carries a δ is refused."""
+    union = np.union1d(orders, np.asarray(sel.SELECTION_ORDERS, dtype=np.float64))
+    inner, delta = rdp_curve(decl.mechanism, relation, union, tight=tight)
+    if delta > 0:
+        raise UnsupportedInMode(sel.APPROXIMATE_INNER)
+    curve = sel.selection_rdp(decl, union, inner)
+    return np.asarray(curve[np.searchsorted(union, orders)], dtype=np.float64)
+
+
 def rdp_curve(
     decl: Declaration, relation: Relation, orders: FloatArray, *, tight: bool = False
 ) -> tuple[FloatArray, Decimal]:
@@ -547,8 +590,12 @@ def rdp_curve(
     noisy max → the curve of the kind that states their guarantee
     (:class:`~odometer_core.accounting.declarations.ChargedAs`): the pure-DP curve at ε = Δ/t
     (exact for Δ = 1), αΔ²/(2σ²) (Canonne–Kamath–Steinke 2020 Thm 14), the bounded-range curve
-    for Gumbel noise and the pure-DP curve for exponential noise. The result is rounded up
-    element-wise.
+    for Gumbel noise and the pure-DP curve for exponential noise; tree aggregation → the
+    Gaussian's αd/(2σ²) (Kairouz et al. 2021, App. D); repeat-and-select → Papernot–Steinke 2022
+    Thm 2 or 6 on the inner curve (:mod:`odometer_core.accounting.selection`); mixture of
+    Gaussians, sampling with replacement and truncated Poisson sampling → the bounds of
+    :mod:`odometer_core.accounting.mixtures` (joint convexity of e^{(α−1)D_α}, both
+    directions). The result is rounded up element-wise.
     """
     curve, delta = _rdp_curve(decl, relation, orders, tight)
     with np.errstate(over="ignore", invalid="raise"):
@@ -623,11 +670,20 @@ def _rdp_curve(
             "(Mironov–Talwar–Zhang 2019; Wang–Balle–Kasiviswanathan 2019 Thm 27); declare the "
             "subsampled mechanism's own RDP curve with type 'rdp' instead"
         )
+    if isinstance(decl, MixtureOfGaussians):
+        mix = mx.of_declaration(decl)
+        return (np.zeros_like(orders) if mix is None else mx.mixture_rdp(mix, orders)), ZERO
+    if isinstance(decl, SampledWithReplacement):
+        return _with_replacement_curve(decl, orders), ZERO
+    if isinstance(decl, TruncatedSubsampledGaussian):
+        return _truncated_curve(decl, orders), ZERO
     if isinstance(decl, DPSGD):
         step = _poisson_gaussian(
             to_float_up(decl.sample_rate), to_float_down(decl.noise_multiplier), orders
         )
         return step * float(decl.steps), ZERO
+    if isinstance(decl, RepeatAndSelect):
+        return _selection_curve(decl, relation, orders, tight), ZERO
     if isinstance(decl, Composed):
         total = np.zeros_like(orders)
         delta = ZERO
@@ -657,6 +713,34 @@ def _poisson_gaussian(rate: float, sigma: float, orders: FloatArray) -> FloatArr
     curve, terms = _poisson_gaussian_cached(rate, sigma, tuple(orders.tolist()))
     effort.count(terms)
     return curve
+
+
+def _with_replacement_curve(decl: SampledWithReplacement, orders: FloatArray) -> FloatArray:
+    """Σ over the K ~ Bin(m, 1/n) copies of the record of its inner curve at distance K, by
+    joint convexity of e^{(α−1)D_α} (:func:`odometer_core.accounting.mixtures.wr_rdp`): m + 1
+    terms per order, counted as series terms of the charge's work limit before they are
+    summed."""
+    mu, epsilon0 = mx.inner_of(decl)
+    if mu == 0.0 or epsilon0 == 0.0:
+        return np.zeros_like(orders)
+    if mu is not None and math.isinf(mu):
+        return np.full_like(orders, math.inf)
+    effort.count((decl.m + 1) * orders.size)
+    return mx.wr_rdp(mx.copies(decl.n, decl.m), orders, mu=mu, epsilon0=epsilon0)
+
+
+def _truncated_curve(decl: TruncatedSubsampledGaussian, orders: FloatArray) -> FloatArray:
+    """Truncated Poisson sampling: the Mironov–Talwar–Zhang curves of the Poisson-subsampled
+    Gaussian at rate q (noise multiplier σ) and at each truncated part's rate R_j (σ/2: two
+    clipping norms), weighted as :func:`odometer_core.accounting.mixtures.truncated_rdp`
+    says; the larger at each order of the dataset's two neighbours (n and n + 1 records)."""
+    sigma = to_float_down(decl.noise_multiplier)
+    first = _poisson_gaussian(to_float_up(decl.sampling_probability), sigma, orders)
+    curves = []
+    for weights in mx.truncations_of(decl):  # both neighbours: n and n + 1 records
+        parts = tuple(_poisson_gaussian(rate, sigma / 2.0, orders) for rate, _ in weights.parts)
+        curves.append(mx.truncated_rdp(weights, first, parts, orders))
+    return np.maximum(*curves)
 
 
 # ---------------------------------------------------------------------------- admission

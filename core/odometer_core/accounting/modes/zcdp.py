@@ -15,7 +15,9 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import mixtures as mx
 from odometer_core.accounting import odometer as odo
+from odometer_core.accounting import selection as sel
 from odometer_core.accounting.amounts import RhoDelta
 from odometer_core.accounting.declarations import (
     DPSGD,
@@ -29,12 +31,16 @@ from odometer_core.accounting.declarations import (
     Exponential,
     Gaussian,
     Laplace,
+    MixtureOfGaussians,
     OdpCapable,
     PureDP,
     RandomizedResponse,
     RDPCurve,
     Relation,
+    RepeatAndSelect,
+    SampledWithReplacement,
     Subsampled,
+    TruncatedSubsampledGaussian,
 )
 from odometer_core.accounting.exact import (
     UP,
@@ -150,6 +156,10 @@ def unsupported(decl: Declaration) -> str | None:
             f"'{decl.kind}' has no certified zCDP bound (a finite RDP grid does not certify "
             "zCDP and subsampling does not improve ρ); use a dataset or sub-budget in mode 'rdp'"
         )
+    if isinstance(decl, RepeatAndSelect):
+        return sel.refusal("zcdp", "ξ + ρα")
+    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
+        return mx.refusal("zcdp", decl)
     if isinstance(
         decl,
         ZCDP
@@ -184,7 +194,12 @@ def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
       ρ = Δ²/(2σ²) (Canonne–Kamath–Steinke 2020 Thm 14); the exponential mechanism's rule for
       Gumbel noise, the pure-ε rule for exponential noise (not bounded-range).
     RDP grid curves, subsampled mechanisms and DP-SGD are rejected: a finite grid does not
-    certify zCDP and subsampling does not improve ρ (a lower bound of Steinke 2022).
+    certify zCDP and subsampling does not improve ρ (a lower bound of Steinke 2022). So is
+    ``repeat_and_select``: its Rényi bound (Papernot–Steinke 2022) is not of the form ξ + ρα.
+    So are ``mixture_of_gaussians``, ``sampled_with_replacement`` and
+    ``truncated_subsampled_gaussian``: ρ cannot state their amplification
+    (:func:`odometer_core.accounting.mixtures.refusal`).
+    ``tree_aggregation`` is charged as the Gaussian it is (ρ = d/(2σ²)).
     """
     if isinstance(decl, ChargedAs):
         return zcdp_charge(decl.charged_as())
@@ -221,6 +236,10 @@ def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
             f"'{decl.kind}' has no certified zCDP bound (a finite RDP grid does not certify "
             "zCDP and subsampling does not improve ρ); use a dataset or sub-budget in mode 'rdp'"
         )
+    if isinstance(decl, RepeatAndSelect):
+        raise UnsupportedInMode(sel.refusal("zcdp", "ξ + ρα"))
+    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
+        raise UnsupportedInMode(mx.refusal("zcdp", decl))
     raise UnsupportedInMode(f"kind '{decl.kind}' is not supported in mode 'zcdp'")
 
 
