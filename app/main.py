@@ -25,6 +25,7 @@ from app.api.routers import (
     organisations,
     principals,
     reports,
+    witness,
 )
 from app.db.queue import FairQueue
 from app.db.uow import Database
@@ -33,6 +34,7 @@ from app.services.charging import ChargeWorkers
 from app.services.checkpoints import signer_from_settings
 from app.services.gauges import BudgetGauges
 from app.services.groups import GroupCommit
+from app.services.witness import witness_from_settings, witness_loop
 from app.settings import Settings, get_settings
 
 #: The API's version, as the OpenAPI document states it: the distribution's (the server, the
@@ -78,10 +80,13 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     # between processes decides the order and the queue only cost throughput
     # (benchmarks/RESULTS.md, *Fair queueing*).
     fair = settings.fair_queue and base.engine.dialect.name == "postgresql"
+    signer = signer_from_settings(settings)
     db = replace(
         base,
-        signer=signer_from_settings(settings),
+        signer=signer,
         queue=FairQueue() if fair else None,
+        # every committed head recorded outside the database (docs/witness.md)
+        witness=witness_from_settings(settings, signer),
     )
     metrics = Metrics()
     if settings.metrics_datasets:  # the listed datasets' budgets, read at each scrape
@@ -92,10 +97,14 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         charges.start()  # the workers import the accounting core while the server starts
+        # the database compared with the witness before the first request, then periodically
+        watcher = await witness_loop(db, settings.witness_check_seconds)
         freeze_startup_objects()
         try:
             yield
         finally:
+            if watcher is not None:
+                watcher.cancel()
             charges.close()  # requests still waiting for a worker get their 503 now
             if owns_database:
                 db.dispose()
@@ -122,6 +131,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         app.include_router(module.router)
     app.include_router(reports.router)  # dataset reports and the dashboard
     app.include_router(checkpoints.router)  # signed ledger-head checkpoints
+    app.include_router(witness.router)  # the witness of ledger heads (admin)
     app.include_router(docs.router)  # /docs and /redoc, no CDN
     # Added last = outermost: metrics see every response, including 413s.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)

@@ -76,6 +76,16 @@ class Settings(BaseSettings):
     checkpoint_every: int = Field(
         default=1000, ge=1, validation_alias=AliasChoices("ODOMETER_CHECKPOINT_EVERY")
     )
+    #: Directory where every committed ledger head is witnessed, outside the database
+    #: (``docs/witness.md``); unset = no witness (a restored backup goes undetected).
+    witness_dir: str | None = Field(
+        default=None, validation_alias=AliasChoices("ODOMETER_WITNESS_DIR")
+    )
+    #: Seconds between two comparisons of the database's heads with the witness (0: at start
+    #: only; every write also compares its dataset's head).
+    witness_check_seconds: float = Field(
+        default=30.0, ge=0, validation_alias=AliasChoices("ODOMETER_WITNESS_CHECK_SECONDS")
+    )
     #: Datasets whose budgets ``/metrics`` exports as gauges (``app/services/gauges.py``), by id
     #: or exact name, comma-separated; empty = none. At most :data:`MAX_METRICS_DATASETS`, so
     #: that the series a scrape returns stay bounded (no wildcard: every dataset is unbounded).

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.db.witness import WitnessUnavailable
 from app.schemas.common import BudgetExceededBody, ErrorBody
 from app.services.errors import ServiceError
 from odometer_core.accounting import (
@@ -45,6 +46,10 @@ ERROR_STATUS: Final[dict[str, int]] = {
     "NoCap": 409,
     "BlockConflict": 409,
     "CheckpointsDisabled": 409,
+    # the dataset's ledger is behind the witness of its heads (docs/witness.md): writes refused
+    "LedgerBehindWitness": 409,
+    "WitnessDisabled": 409,
+    "NotBehindWitness": 409,
     "PayloadTooLarge": 413,
     "UnsupportedMediaType": 415,
     # the request is understood but invalid
@@ -57,6 +62,7 @@ ERROR_STATUS: Final[dict[str, int]] = {
     "IdempotencyKeyReused": 422,
     "NotAnAnalyst": 422,
     "ChargeTooExpensive": 422,
+    "TailRefused": 422,
     "InternalError": 500,
     "ServiceUnavailable": 503,
     # the accounting core's state-transition codes: conflicts are 409, malformed requests 422
@@ -152,6 +158,9 @@ def install_error_handlers(app: FastAPI) -> None:
             "ServiceUnavailable", "the database is busy or unreachable; retry", {"Retry-After": "1"}
         )
 
+    async def witness_unavailable(_: Request, exc: Exception) -> Response:
+        return error_response("ServiceUnavailable", str(exc), {"Retry-After": "5"})
+
     async def internal_error(_: Request, exc: Exception) -> Response:
         log.exception("unhandled error", exc_info=exc)
         return error_response("InternalError", "internal error")
@@ -161,6 +170,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(OperationalError, database_unavailable)
+    app.add_exception_handler(WitnessUnavailable, witness_unavailable)
     app.add_exception_handler(Exception, internal_error)
 
 
@@ -175,7 +185,9 @@ def responses(*statuses: int, budget_exceeded: bool = False) -> dict[int | str, 
     if budget_exceeded:
         out[409] = {
             "model": BudgetExceededBody,
-            "description": "BudgetExceeded (the rejection is in the ledger), or a state conflict",
+            "description": "BudgetExceeded (the rejection is in the ledger), or a state conflict "
+            "(LedgerBehindWitness: the dataset's ledger is behind the witness of its heads, "
+            "writes are refused until an operator recovers it)",
         }
     return out
 
@@ -185,7 +197,9 @@ _DESCRIPTIONS: Final[dict[int, str]] = {
     401: "Unauthorized: missing, unknown, revoked or expired bearer key",
     403: "Forbidden: the key's role may not do this",
     404: "NotFound (also for objects of another organisation)",
-    409: "Conflict with the current state",
+    409: "Conflict with the current state (on a write, LedgerBehindWitness: the dataset's "
+    "ledger is behind the witness of its heads; writes are refused until an operator "
+    "recovers it, reads are served)",
     413: "PayloadTooLarge: body above the size limit",
     422: "ValidationError, InvalidDeclaration, UnsupportedInMode, InvalidConfig, UnknownCell, "
     "IdempotencyKeyReused, ChargeTooExpensive (the charge needs more CPU than one request may "

@@ -34,8 +34,10 @@ from app.db.repositories import (
     OrganisationRepository,
     PrincipalRepository,
 )
+from app.db.witness import WitnessGuard
 from app.settings import Settings
 from odometer_core.ledger.checkpoints import Signer
+from odometer_core.ledger.witness import Head
 
 T = TypeVar("T")
 
@@ -107,6 +109,9 @@ class Database:
     org_modes: OrganisationModes = field(default_factory=OrganisationModes)
     #: the partitions of the datasets seen (never change: :class:`KnownPartitions`)
     partitions: KnownPartitions = field(default_factory=KnownPartitions)
+    #: where the heads committed through this database are witnessed (``None``: nowhere; the
+    #: app factory sets it from its settings: :mod:`app.db.witness`)
+    witness: WitnessGuard | None = None
 
     @classmethod
     def from_engine(cls, engine: Engine) -> Database:
@@ -162,6 +167,11 @@ class UnitOfWork:
         self._core: Connection | None = None
         #: a Core unit of work's open transaction on PostgreSQL (:meth:`connection`)
         self._pipelined: PipelinedTransaction | None = None
+        #: the ledger heads this transaction moved, witnessed once it commits (:meth:`commit`)
+        self.heads: dict[str, Head] = {}
+        #: an operator's recovery (import of a tail, acknowledged loss) writes to a dataset
+        #: the witness froze; set by :mod:`app.services.witness` only
+        self.recovering = False
 
     def _behind_gate(self, opening: Callable[[], T], *, write: bool) -> T:
         """``opening()`` once this writer's turn at the write gate came (writers only), the
@@ -233,6 +243,7 @@ class UnitOfWork:
     def _release(self) -> None:
         """Closed: the write gate's turn goes to the next writer."""
         self._open = False
+        self.heads.clear()
         gate, self._gate = self._gate, None
         if gate is not None:
             gate.release()
@@ -288,7 +299,14 @@ class UnitOfWork:
         finally:
             self._finish()
 
+    @property
+    def witness(self) -> WitnessGuard | None:
+        """The witness of this unit of work's database (``None``: heads are not witnessed)."""
+        return self._database.witness
+
     def commit(self) -> None:
+        """Commit; then witness the ledger heads the transaction moved, all in one write
+        (the one commit point of every ledger append: the answer is sent after both)."""
         if self._pipelined is not None:
             pipelined, self._pipelined = self._pipelined, None
             pipelined.commit()
@@ -296,8 +314,13 @@ class UnitOfWork:
             self._core.commit()
         else:
             self.session.commit()
+        heads, self.heads = self.heads, {}
+        witness = self._database.witness
+        if heads and witness is not None:
+            witness.record(heads.values())
 
     def rollback(self) -> None:
+        self.heads.clear()
         if self._open:
             self.idempotency.forget()  # what it read or kept belonged to the rolled-back work
         if self._pipelined is not None:

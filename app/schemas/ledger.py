@@ -20,6 +20,7 @@ EntryKind = Literal[
     "grant_changed",
     "blocks_opened",
     "blocks_retired",
+    "loss_acknowledged",
 ]
 # a literal (not the enum) keeps the OpenAPI document's inline enum; it must list every kind
 assert set(get_args(EntryKind)) == {str(k) for k in StoredKind}

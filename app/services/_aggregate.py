@@ -13,8 +13,9 @@ from typing import Any, Unpack
 from app.db.models import Dataset
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
+from app.db.witness import Behind
 from app.db.writes import Writes, write
-from app.services.errors import NotFound
+from app.services.errors import LedgerBehindWitness, NotFound
 from app.services.principals import Principal
 from odometer_core.accounting import (
     ACCOUNTING_VERSION,
@@ -25,6 +26,7 @@ from odometer_core.accounting import (
     state_from_json,
 )
 from odometer_core.ledger import EntryContent, EntryKind, Signer, next_entry
+from odometer_core.ledger.witness import Head
 
 
 def visible_dataset(
@@ -67,7 +69,17 @@ def stage_entry(
     The one way an entry joins a ledger: the write path stages into the transaction's
     ``writes`` and writes them with the levels it locked (:func:`app.db.writes.write`); the
     ORM's units of work through :func:`append_entry`. The caller holds the aggregate (locked, or
-    a new dataset), so ``last_seq + 1`` is the next gapless sequence number."""
+    a new dataset), so ``last_seq + 1`` is the next gapless sequence number.
+
+    A dataset whose ledger is behind its witnessed head (:mod:`app.db.witness`) takes no entry:
+    :class:`LedgerBehindWitness` (checked once per dataset and transaction, before its first
+    entry; an operator's recovery passes). The new head is witnessed when the transaction
+    commits (:meth:`UnitOfWork.commit`)."""
+    witness = uow.witness
+    if witness is not None and ds.id not in uow.heads and not uow.recovering:
+        behind = witness.behind(ds.id, ds.last_seq, ds.head_hash)
+        if behind is not None:
+            raise behind_witness(behind)
     made = next_entry(
         dataset_id=ds.id,
         head_seq=ds.last_seq,
@@ -81,6 +93,7 @@ def stage_entry(
     )
     writes.ledger.append(made.to_export())
     ds.last_seq, ds.head_hash, ds.state_json, ds.updated_at = made.seq, made.hash, state, at
+    uow.heads[ds.id] = Head(ds.id, made.seq, made.hash)
     signer = uow.signer
     if signer is not None and signer.due(made.seq):
         writes.checkpoints.append(checkpoint_row(signer, ds.id, made.seq, made.hash, at))
@@ -129,3 +142,50 @@ def write_now(uow: UnitOfWork, writes: Writes) -> None:
     first entry refers to it."""
     uow.session.flush()
     write(uow.session.connection(), writes)
+
+
+def behind_witness(behind: Behind) -> LedgerBehindWitness:
+    """The refusal of a write to a dataset the witness froze, saying what each side holds and
+    what the operator can do."""
+    fields = {
+        "dataset_id": behind.dataset_id,
+        "reason": behind.reason,
+        "witnessed_seq": behind.witnessed_seq,
+        "database_seq": behind.database_seq,
+    }
+    fix = (
+        "an operator imports the lost entries from an export (`odometer witness import "
+        f"{behind.dataset_id} EXPORT`) or acknowledges the loss (`odometer witness "
+        f"acknowledge {behind.dataset_id} --reason ...`); reads are still served"
+    )
+    if behind.reason == "unwitnessed":
+        return LedgerBehindWitness(
+            f"dataset '{behind.dataset_id}': its head (seq {behind.database_seq}) could not be "
+            "recorded in the witness; writes resume once the witness is writable again",
+            **fields,
+        )
+    if behind.reason == "organisation":
+        return LedgerBehindWitness(
+            f"dataset '{behind.dataset_id}' shares a capped organisation with dataset "
+            f"'{behind.sibling}', whose ledger is behind the witness: the cap's spent budget may "
+            f"have been rolled back; recover '{behind.sibling}' first ({fix})",
+            sibling=behind.sibling,
+            **fields,
+        )
+    if behind.reason == "forked":
+        held = (
+            f"the witness holds seq {behind.witnessed_seq} with hash "
+            f"{behind.witnessed_hash[:16]}…, the database another entry there (head at seq "
+            f"{behind.database_seq})"
+        )
+    else:
+        held = (
+            f"the witness holds seq {behind.witnessed_seq}, the database only "
+            f"{behind.database_seq}: entries {behind.database_seq + 1}..{behind.witnessed_seq} "
+            "were lost (was the database restored from a backup?)"
+        )
+    return LedgerBehindWitness(
+        f"dataset '{behind.dataset_id}' refuses writes: its ledger is behind the witness "
+        f"({held}); {fix}",
+        **fields,
+    )

@@ -20,6 +20,7 @@ from anyio import to_thread
 from app.db import locking
 from app.db.admission import Locked
 from app.db.uow import Database, UnitOfWork
+from app.db.witness import WitnessUnavailable
 from app.db.writes import Writes
 from app.services import idempotency
 from app.services.charging import ChargeWorkers
@@ -104,6 +105,8 @@ def _register_part(uow: UnitOfWork, items: Sequence[Registration]) -> list[Outco
     (nothing of it was committed), and each of its requests is then run alone."""
     try:
         return _register_together(uow, items)
+    except WitnessUnavailable as exc:  # committed, not witnessed: never decided again
+        return [exc] * len(items)
     except Exception as exc:
         if len(items) == 1:
             return [exc]

@@ -93,3 +93,12 @@ class InvalidQuery(ServiceError):
     """A query parameter the service cannot act on (→ 422, as a validation error)."""
 
     code = "ValidationError"
+
+
+class LedgerBehindWitness(ServiceError):
+    """The dataset's ledger in the database is behind (or beside) the head the witness recorded
+    outside it: the database was restored from a backup, or replaced, and the budget spent since
+    would be spent again. Writes are refused until an operator imports the lost tail or
+    acknowledges the loss (``docs/witness.md``); reads are served."""
+
+    code = "LedgerBehindWitness"

@@ -121,7 +121,7 @@ def _report(
 
 
 def _load_audit(args: argparse.Namespace) -> CheckpointAudit | None:
-    if args.checkpoints is None and args.public_key is None:
+    if args.checkpoints is None and (args.public_key is None or args.witness is not None):
         return None
     if args.checkpoints is None or args.public_key is None:
         raise SystemExit("odometer verify: --checkpoints and --public-key go together")
@@ -221,16 +221,65 @@ def _verify_export(args: argparse.Namespace) -> int:
                     verdict = _with_outputs(
                         verdict, outputs, iter_jsonl_export(stream, strict=True)
                     )
-            return _say(verdict)
+            return _say(_with_witness(verdict, args, _Streamed(path)))
     text = sys.stdin.read() if args.export == "-" else Path(args.export).read_text("utf-8")
     entries = load_export(text)
     if audit is None:
-        return _say(_with_outputs(replay(entries).to_json(), outputs, entries))
+        verdict = _with_outputs(replay(entries).to_json(), outputs, entries)
+        return _say(_with_witness(verdict, args, entries))
     replayer_input = list(entries)
     verdict = replay(replayer_input).to_json()
     for position, entry in enumerate(replayer_input, start=1):
         audit.see(position, entry)
-    return _say(_with_outputs(_report(verdict, None, audit), outputs, replayer_input))
+    verdict = _with_outputs(_report(verdict, None, audit), outputs, replayer_input)
+    return _say(_with_witness(verdict, args, replayer_input))
+
+
+def _with_witness(
+    verdict: dict[str, Any], args: argparse.Namespace, entries: Iterable[dict[str, Any]]
+) -> dict[str, Any]:
+    """``--witness DIR``: the export reaches its dataset's witnessed head, with the same hash
+    there (``odometer_core.ledger.witness``; a signed record's signature is checked with
+    ``--public-key`` when given)."""
+    if args.witness is None:
+        return verdict
+    from odometer_core.ledger.witness import WitnessAudit, read_directory
+
+    try:
+        records = read_directory(args.witness)
+    except (OSError, ValueError, KeyError) as exc:
+        reason = f"cannot read the witness {args.witness}: {exc}"
+        raise SystemExit(f"odometer verify: {reason}") from None
+    audit: WitnessAudit | None = None
+    count = 0
+    for count, entry in enumerate(entries, start=1):
+        if audit is None:
+            record = records.get(str(entry.get("dataset_id")))
+            if record is None:
+                verdict["problems"].append(
+                    f"the witness holds no head for dataset {entry.get('dataset_id')!r}"
+                )
+                break
+            audit = WitnessAudit(record)
+        audit.see(count, entry)
+    if audit is not None:
+        verdict["problems"].extend(audit.finish(count))
+        record = audit.record
+        if args.public_key is not None and record.signature is not None:
+            from odometer_core.ledger.checkpoints import load_public_key, signature_problem
+
+            key = load_public_key(Path(args.public_key).read_bytes())
+            problem = signature_problem(record.checkpoint(), key)
+            if problem is not None:
+                verdict["problems"].append(f"witness record of seq {record.seq}: {problem}")
+        verdict["witness"] = {
+            "seq": record.seq,
+            "epoch": record.epoch,
+            "signed": record.signature is not None,
+            "matched": audit.matched,
+        }
+    verdict["ok"] = not verdict["problems"]
+    return verdict
 
 
 def _is_jsonl(path: Path) -> bool:
@@ -320,6 +369,12 @@ def register(sub: Any) -> None:
     )
     verify.add_argument(
         "--public-key", metavar="PEM", help="the operator's checkpoint public key (PEM)"
+    )
+    verify.add_argument(
+        "--witness",
+        metavar="DIR",
+        help="a copy of the service's witness directory: the export must reach the "
+        "dataset's witnessed head with the same hash there (docs/witness.md)",
     )
     verify.add_argument(
         "--jobs",

@@ -120,6 +120,7 @@ def test_entry_kinds_are_exactly_what_the_code_writes() -> None:
         "grant_changed",
         "blocks_opened",
         "blocks_retired",
+        "loss_acknowledged",
     ]
     for status in ("accepted", "reserved", "rejected", "settled", "cancelled"):
         assert EntryKind.for_invocation(status) == f"invocation_{status}"
@@ -128,6 +129,7 @@ def test_entry_kinds_are_exactly_what_the_code_writes() -> None:
     # no bare kind strings left in the server, the client or the benchmarks
     pattern = re.compile(
         r"[\"'](?:dataset_created|budget_changed|grant_changed|blocks_(?:opened|retired)|"
+        r"loss_acknowledged|"
         r"invocation_"
         r"(?:accepted|reserved|rejected|settled|cancelled))[\"']"
     )

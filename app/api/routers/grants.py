@@ -44,7 +44,7 @@ def list_grants(dataset_id: str, principal: GrantReaderDep, uow: UowDep) -> dict
     "/{principal_id}",
     name="delete_grant",
     response_model=GrantOut,
-    responses=responses(401, 403, 404, 503),
+    responses=responses(401, 403, 404, 409, 503),
 )
 def delete_grant(
     dataset_id: str, principal_id: str, principal: CuratorDep, uow: UowDep

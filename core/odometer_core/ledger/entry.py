@@ -29,6 +29,11 @@ class EntryKind(StrEnum):
     #: a partitioned dataset's curator opened or retired blocks (``request``: the range)
     BLOCKS_OPENED = "blocks_opened"
     BLOCKS_RETIRED = "blocks_retired"
+    #: an operator acknowledged that the database lost the entries after this one's
+    #: predecessor (a restored backup: ``docs/witness.md``); ``request``: the witnessed head
+    #: that was lost (``witnessed_seq``, ``witnessed_hash``, ``database_seq``); ``reason``: the
+    #: operator's words. The state does not move: what the lost entries spent is not counted.
+    LOSS_ACKNOWLEDGED = "loss_acknowledged"
 
     @classmethod
     def for_invocation(cls, status: str) -> EntryKind:

@@ -11,6 +11,8 @@ entry:
   (and the released output's digest, when recorded, checked for its form)
 - ``invocation_cancelled`` → ``cancel`` of that reservation
 - ``grant_changed`` → an analyst's quota filter starts (``initial_state``) or ends
+- ``loss_acknowledged`` → nothing moves (the state is the one before it): an operator
+  acknowledged that the entries after the previous one were lost (:func:`_loss`)
 
 Quota levels are replayed per analyst as well: every entry's ``quota`` part is recomputed
 with the quota filter opened by the latest ``grant_changed`` for that analyst. A quota is named
@@ -339,6 +341,8 @@ def _step(
         _expect("config", config_to_json(config), entry["config"])
     elif kind == EntryKind.GRANT_CHANGED:
         pass
+    elif kind == EntryKind.LOSS_ACKNOWLEDGED:
+        _loss(entry)
     elif kind in (
         EntryKind.INVOCATION_ACCEPTED,
         EntryKind.INVOCATION_RESERVED,
@@ -413,6 +417,10 @@ def _block_step(
         digest = touched_digest(blocks, [(r.lo, r.hi) for r in blocks.runs])
     elif kind == EntryKind.GRANT_CHANGED:
         pass
+    elif kind == EntryKind.LOSS_ACKNOWLEDGED:
+        _loss(entry)
+        _expect("state", history.to_json(), entry["state"])
+        return config, history
     elif kind in (EntryKind.BLOCKS_OPENED, EntryKind.BLOCKS_RETIRED):
         lo, hi = int(request["from"]), int(request["to"])
         if kind == EntryKind.BLOCKS_OPENED:
@@ -476,6 +484,19 @@ def _block_step(
     after = BlockHistory(Partitioned(open_blocks, len(blocks.runs), opened, digest), blocks)
     _expect("state", after.to_json(), entry["state"])
     return config, after
+
+
+def _loss(entry: Mapping[str, Any]) -> None:
+    """An acknowledged loss: it names the witnessed head that was lost and the database's head
+    it follows (its predecessor), charges nothing, and touches no level (the caller checks
+    that the state did not move)."""
+    request: Mapping[str, Any] = entry.get("request") or {}
+    lost, held = request.get("witnessed_seq"), request.get("database_seq")
+    if type(lost) is not int or type(held) is not int:
+        raise _Mismatch("a loss_acknowledged entry names the witnessed and the database seq")
+    _expect("database_seq", int(entry["seq"]) - 1, held)
+    for name in ("charge", "refund", "reservation", "org", "quota", "config"):
+        _expect(name, None, entry.get(name))
 
 
 def _refused_above(entry: Mapping[str, Any], level: str) -> None:

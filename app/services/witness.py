@@ -1,0 +1,444 @@
+"""The witness of ledger heads: the database compared with it, and an operator's recovery.
+
+Every committed head is witnessed outside the database at the commit point
+(:meth:`app.db.uow.UnitOfWork.commit`), and every write first compares its dataset's head with
+the witness (:func:`app.services._aggregate.stage_entry`). Here:
+
+- :func:`check` compares every dataset's database head with the witness (at start and every
+  ``ODOMETER_WITNESS_CHECK_SECONDS``): a dataset behind it (fewer entries, or another hash at the
+  witnessed seq) is frozen for writes (409 ``LedgerBehindWitness``), and so is every other
+  dataset of its organisation when the organisation has a cap (the cap's counted state went
+  back with it); a dataset ahead of the witness (a head not yet witnessed, or a witness that
+  was lost) has its head witnessed now;
+- :func:`import_tail` brings a frozen dataset back from an export taken before the loss;
+- :func:`acknowledge_loss` records in the ledger that the lost entries are given up;
+- :func:`witness_status` is the operator's view.
+
+Format, settings and guarantees: ``docs/witness.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from anyio import to_thread
+from sqlalchemy import select, tuple_
+
+from app.db.models import Dataset, Invocation, LedgerEntry, Organisation
+from app.db.uow import Database, UnitOfWork
+from app.db.witness import Behind, WitnessGuard
+from app.db.writes import Writes
+from app.services._aggregate import append_entry, write_now
+from app.services._common import utc_now
+from app.services.errors import ConcurrentUpdate, NotFound, ServiceError
+from app.services.principals import Principal
+from app.settings import Settings
+from odometer_core.ledger import EntryKind, replay
+from odometer_core.ledger.checkpoints import Signer
+from odometer_core.ledger.witness import DirectoryWitness, Head, Witnessed
+
+log = logging.getLogger("odometer.witness")
+
+#: Entries an import re-creates the rows of. A tail with other kinds (grants, blocks, budget
+#: changes) or with organisation or quota parts is refused: acknowledge its loss instead.
+_IMPORTABLE = frozenset(
+    {
+        EntryKind.INVOCATION_ACCEPTED,
+        EntryKind.INVOCATION_RESERVED,
+        EntryKind.INVOCATION_REJECTED,
+        EntryKind.INVOCATION_SETTLED,
+        EntryKind.INVOCATION_CANCELLED,
+    }
+)
+
+
+class WitnessDisabled(ServiceError):
+    """A witness operation on a server without a witness (``ODOMETER_WITNESS_DIR`` unset)."""
+
+    code = "WitnessDisabled"
+
+
+class NotBehind(ServiceError):
+    """Recovery asked for a dataset that is not behind its witness (nothing to recover)."""
+
+    code = "NotBehindWitness"
+
+
+class TailRefused(ServiceError):
+    """An imported tail that does not bring the dataset exactly to its witnessed head."""
+
+    code = "TailRefused"
+
+
+def witness_from_settings(settings: Settings, signer: Signer | None) -> WitnessGuard | None:
+    """The configured witness (its records signed with the checkpoint key, if one is set), or
+    ``None`` when ``ODOMETER_WITNESS_DIR`` is unset."""
+    path = (settings.witness_dir or "").strip()
+    if not path:
+        return None
+    return WitnessGuard(DirectoryWitness(path), signer)
+
+
+# ---------------------------------------------------------------------------- the check
+def check(database: Database) -> dict[str, Behind]:
+    """Compare every dataset's head with the witness; freeze what is behind, witness what is
+    ahead; the frozen datasets. The witness is read before the database: a head witnessed
+    meanwhile is one the database already has, so a concurrent write is never taken for a
+    loss."""
+    guard = database.witness
+    if guard is None:
+        return {}
+    records = {r.dataset_id: r for r in guard.store.records()}
+    uow = UnitOfWork(database)
+    frozen: dict[str, Behind] = {}
+    ahead: list[Head] = []
+    with uow.read_only():
+        session = uow.session
+        rows = session.execute(
+            select(Dataset.id, Dataset.organisation, Dataset.last_seq, Dataset.head_hash)
+        ).all()
+        heads = {r.id: r for r in rows}
+        probes = [
+            (d, rec.seq) for d, rec in records.items() if d in heads and heads[d].last_seq > rec.seq
+        ]
+        at_witnessed: dict[str, str] = {}
+        for start in range(0, len(probes), 500):
+            part = probes[start : start + 500]
+            for dataset_id, _seq, digest in session.execute(
+                select(LedgerEntry.dataset_id, LedgerEntry.seq, LedgerEntry.hash).where(
+                    tuple_(LedgerEntry.dataset_id, LedgerEntry.seq).in_(part)
+                )
+            ):
+                at_witnessed[dataset_id] = digest
+        capped = {
+            o.id
+            for o in session.execute(select(Organisation)).scalars()
+            if o.cap_json is not None or o.cap_seq
+        }
+    for dataset_id, row in heads.items():
+        record = records.get(dataset_id)
+        head = Head(dataset_id, row.last_seq, row.head_hash)
+        if record is None:
+            ahead.append(head)
+            continue
+        reason = _compare(record, row.last_seq, row.head_hash, at_witnessed.get(dataset_id))
+        if reason is None:
+            if row.last_seq > record.seq:
+                ahead.append(head)
+            continue
+        frozen[dataset_id] = Behind(
+            dataset_id, record.seq, record.head_hash, row.last_seq, row.head_hash, reason
+        )
+    for behind in list(frozen.values()):
+        org = heads[behind.dataset_id].organisation
+        if org not in capped:
+            continue
+        for dataset_id, row in heads.items():
+            if row.organisation == org and dataset_id not in frozen:
+                frozen[dataset_id] = Behind(
+                    dataset_id,
+                    behind.witnessed_seq,
+                    behind.witnessed_hash,
+                    row.last_seq,
+                    row.head_hash,
+                    "organisation",
+                    sibling=behind.dataset_id,
+                )
+    missing = sorted(set(records) - set(heads))
+    if missing:
+        log.error(
+            "the witness holds %d dataset(s) the database does not have (lost with a restore?): %s",
+            len(missing),
+            ", ".join(missing[:20]),
+        )
+    if ahead:
+        if not records and heads:
+            log.warning(
+                "the witness is empty: witnessing the database's %d dataset head(s) as they are "
+                "(a restore done before now cannot be detected)",
+                len(ahead),
+            )
+        try:
+            guard.store.advance(ahead, utc_now(), guard.signer)
+        except OSError as exc:
+            log.error("the witness could not record %d head(s): %s", len(ahead), exc)
+            for head in ahead:
+                frozen.setdefault(
+                    head.dataset_id,
+                    Behind(head.dataset_id, -1, "", head.seq, head.head_hash, "unwitnessed"),
+                )
+    guard.replace_frozen(frozen)
+    return frozen
+
+
+def _compare(record: Witnessed, seq: int, head_hash: str, hash_at: str | None) -> str | None:
+    """Why a database head ``(seq, head_hash)`` is behind ``record`` (``hash_at``: the
+    database's hash at the witnessed seq, when it is ahead), or ``None``."""
+    if seq < record.seq:
+        return "behind"
+    if seq == record.seq:
+        return None if head_hash == record.head_hash else "forked"
+    return None if hash_at == record.head_hash else "forked"
+
+
+# ---------------------------------------------------------------------------- status
+def witness_status(database: Database) -> dict[str, Any]:
+    """What the operator sees: whether heads are witnessed, where, and the frozen datasets."""
+    guard = database.witness
+    if guard is None:
+        return {"enabled": False, "location": None, "signed": False, "frozen": []}
+    store = guard.store
+    return {
+        "enabled": True,
+        "location": str(getattr(store, "path", type(store).__name__)),
+        "signed": guard.signer is not None,
+        "frozen": [_behind_json(b) for b in sorted(guard.all_frozen().values(), key=_key)],
+    }
+
+
+def _key(behind: Behind) -> str:
+    return behind.dataset_id
+
+
+def _behind_json(behind: Behind) -> dict[str, Any]:
+    return {
+        "dataset_id": behind.dataset_id,
+        "reason": behind.reason,
+        "witnessed_seq": behind.witnessed_seq,
+        "witnessed_hash": behind.witnessed_hash or None,
+        "database_seq": behind.database_seq,
+        "sibling": behind.sibling,
+    }
+
+
+# ---------------------------------------------------------------------------- recovery
+def _guard(uow: UnitOfWork) -> WitnessGuard:
+    guard = uow.witness
+    if guard is None:
+        raise WitnessDisabled("this server keeps no witness (ODOMETER_WITNESS_DIR is unset)")
+    return guard
+
+
+def _locked_behind(
+    uow: UnitOfWork, guard: WitnessGuard, dataset_id: str
+) -> tuple[Dataset, Witnessed]:
+    ds = uow.datasets.get_for_update(dataset_id)
+    if ds is None:
+        raise NotFound(f"dataset '{dataset_id}' not found")
+    record = guard.get(dataset_id)
+    if record is None or (record.seq == ds.last_seq and record.head_hash == ds.head_hash):
+        raise NotBehind(
+            f"dataset '{dataset_id}' is not behind its witness (database seq {ds.last_seq}"
+            + ("" if record is None else f", witnessed seq {record.seq}")
+            + "): nothing to recover",
+        )
+    if record.seq < ds.last_seq:
+        hash_at = uow.ledger.page(
+            dataset_id, after_seq=record.seq - 1, limit=1, up_to_seq=record.seq
+        )
+        if hash_at and hash_at[0].hash == record.head_hash:
+            raise NotBehind(f"dataset '{dataset_id}' is ahead of its witness: nothing to recover")
+    return ds, record
+
+
+def import_tail(
+    uow: UnitOfWork, principal: Principal, dataset_id: str, entries: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Append the lost entries of a frozen dataset from an export (the whole ledger or any part
+    that holds the lost tail): they must follow the database's head and end exactly at the
+    witnessed head, and the whole ledger must replay. Refused (nothing changes) otherwise."""
+    guard = _guard(uow)
+    uow.recovering = True
+    with uow:
+        ds, record = _locked_behind(uow, guard, dataset_id)
+        if ds.partition_json is not None:
+            raise TailRefused(
+                "a partitioned dataset's tail cannot be imported (its blocks are not in the "
+                "ledger entries alone): acknowledge the loss instead"
+            )
+        tail = [
+            dict(e) for e in entries if isinstance(e.get("seq"), int) and e["seq"] > ds.last_seq
+        ]
+        _check_tail(ds, record, tail)
+        stored = [e.to_export() for e in _whole_ledger(uow, ds.id, ds.last_seq)]
+        verdict = replay([*stored, *tail])
+        if not verdict.ok or verdict.head_hash != record.head_hash:
+            problem = verdict.problems[0] if verdict.problems else "another head"
+            raise TailRefused(f"the database's ledger with this tail does not replay: {problem}")
+        writes = Writes(ledger=tail)
+        _invocation_rows(uow, ds.id, tail)
+        last = tail[-1]
+        ds.last_seq, ds.head_hash, ds.state_json = last["seq"], last["hash"], last["state"]
+        ds.updated_at = last["at"]
+        uow.heads[ds.id] = Head(ds.id, ds.last_seq, ds.head_hash)
+        write_now(uow, writes)
+        uow.commit()
+    guard.thaw(dataset_id)
+    log.warning(
+        "dataset %s: %d lost entries imported by %s (now at seq %d)",
+        dataset_id,
+        len(tail),
+        principal.id,
+        record.seq,
+    )
+    return {
+        "dataset_id": dataset_id,
+        "imported": len(tail),
+        "seq": record.seq,
+        "head_hash": record.head_hash,
+        "replay": verdict.to_json(),
+    }
+
+
+def _check_tail(ds: Dataset, record: Witnessed, tail: list[dict[str, Any]]) -> None:
+    if not tail:
+        raise TailRefused(
+            f"the export holds no entry after the database's head (seq {ds.last_seq})"
+        )
+    first, last = tail[0], tail[-1]
+    if any(e.get("dataset_id") != ds.id for e in tail):
+        raise TailRefused(f"the export's entries are not all of dataset '{ds.id}'")
+    if first["seq"] != ds.last_seq + 1 or first.get("prev_hash") != ds.head_hash:
+        raise TailRefused(
+            f"the export's entry {first['seq']} does not follow the database's head (seq "
+            f"{ds.last_seq}, hash {ds.head_hash[:16]}…)"
+        )
+    if last["seq"] != record.seq or last.get("hash") != record.head_hash:
+        raise TailRefused(
+            f"the export ends at seq {last['seq']} (hash {str(last.get('hash'))[:16]}…), not at "
+            f"the witnessed head (seq {record.seq}, hash {record.head_hash[:16]}…)"
+        )
+    for entry in tail:
+        if entry.get("kind") not in _IMPORTABLE or entry.get("org") or entry.get("quota"):
+            raise TailRefused(
+                f"entry {entry['seq']} ({entry.get('kind')}) cannot be imported (only "
+                "invocations without organisation or quota parts are): acknowledge the loss "
+                "instead"
+            )
+
+
+def _whole_ledger(uow: UnitOfWork, dataset_id: str, head: int) -> list[LedgerEntry]:
+    out: list[LedgerEntry] = []
+    while len(out) < head:
+        page = uow.ledger.page(dataset_id, after_seq=len(out), limit=10_000, up_to_seq=head)
+        if not page:
+            break
+        out.extend(page)
+    return out
+
+
+def _invocation_rows(uow: UnitOfWork, dataset_id: str, tail: list[dict[str, Any]]) -> None:
+    """The ``invocations`` rows the lost entries had made or moved."""
+    session = uow.session
+    made: dict[str, Invocation] = {}
+    for entry in tail:
+        inv_id, kind = str(entry["invocation_id"]), entry["kind"]
+        request = entry.get("request") or {}
+        if kind in (EntryKind.INVOCATION_SETTLED, EntryKind.INVOCATION_CANCELLED):
+            inv = made.get(inv_id) or session.get(Invocation, inv_id)
+            if inv is None:
+                raise TailRefused(f"entry {entry['seq']} finishes an unknown invocation")
+            inv.status = str(kind).removeprefix("invocation_")
+            inv.cell = request.get("cell")
+            inv.charge, inv.refund = entry.get("charge") or {}, entry.get("refund")
+            inv.updated_at = entry["at"]
+            continue
+        declaration = entry["declaration"]
+        inv = Invocation(
+            id=inv_id,
+            dataset_id=dataset_id,
+            status=str(kind).removeprefix("invocation_"),
+            kind=declaration["type"],
+            sub_budget=request.get("sub_budget"),
+            declaration=declaration,
+            request=request,
+            charge=entry.get("charge") or {},
+            requested=entry.get("requested") or {},
+            refund=None,
+            reservation=entry.get("reservation"),
+            cell=None,
+            reason=entry.get("reason"),
+            actor=entry["actor"],
+            created_at=entry["at"],
+            updated_at=entry["at"],
+            levels={"organisation": None, "quota": None},
+        )
+        session.add(inv)
+        made[inv_id] = inv
+
+
+def acknowledge_loss(
+    uow: UnitOfWork, principal: Principal, dataset_id: str, reason: str
+) -> dict[str, Any]:
+    """Give up the lost entries of a frozen dataset: a ``loss_acknowledged`` entry follows the
+    database's head (the state does not move), and the witness moves to it (its next epoch)."""
+    guard = _guard(uow)
+    uow.recovering = True
+    at = utc_now()
+    with uow:
+        ds, record = _locked_behind(uow, guard, dataset_id)
+        lost_from = ds.last_seq
+        seq = append_entry(
+            uow,
+            ds,
+            kind=EntryKind.LOSS_ACKNOWLEDGED,
+            actor=principal.id,
+            at=at,
+            state=ds.state_json,
+            request={
+                "witnessed_seq": record.seq,
+                "witnessed_hash": record.head_hash,
+                "database_seq": lost_from,
+            },
+            reason=reason,
+        )
+        head = Head(ds.id, seq, ds.head_hash)
+        uow.heads.pop(ds.id, None)  # the witness moves back on purpose, below
+        uow.commit()
+    try:
+        moved = guard.store.supersede(head, at, guard.signer, expected=record)
+    except ValueError as exc:
+        raise ConcurrentUpdate(f"{exc}; retry") from None
+    guard.thaw(dataset_id)
+    log.warning(
+        "dataset %s: loss of entries %d..%d acknowledged by %s (%s)",
+        dataset_id,
+        lost_from + 1,
+        record.seq,
+        principal.id,
+        reason,
+    )
+    return {
+        "dataset_id": dataset_id,
+        "seq": seq,
+        "head_hash": head.head_hash,
+        "lost": {
+            "witnessed_seq": record.seq,
+            "witnessed_hash": record.head_hash,
+            "database_seq": lost_from,
+        },
+        "witness": moved.to_json(),
+    }
+
+
+async def witness_loop(database: Database, every: float) -> asyncio.Task[None] | None:
+    """:func:`check` now (before the first request is served), then every ``every`` seconds
+    in a thread (0: at start only); the periodic task, or ``None`` without a witness."""
+    if database.witness is None:
+        return None
+    await to_thread.run_sync(check, database)
+    if every <= 0:
+        return None
+
+    async def periodically() -> None:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await to_thread.run_sync(check, database)
+            except Exception:  # a failed check is logged; the next one runs on time
+                log.exception("the witness check failed")
+
+    return asyncio.get_running_loop().create_task(periodically())

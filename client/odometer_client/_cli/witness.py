@@ -1,0 +1,122 @@
+"""``odometer witness``: the witness of ledger heads (admin): its state, a check now, and the
+recovery of a dataset whose ledger is behind it (``docs/witness.md``).
+
+odometer witness status
+odometer witness check
+odometer witness import DATASET EXPORT         the lost tail, from an export taken before
+odometer witness acknowledge DATASET --reason TEXT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from odometer_client._cli.output import Output
+from odometer_client._cli.run import command
+from odometer_client._core import Call
+from odometer_client._sync.client import OdometerClient
+
+
+def _document(obj: Any) -> dict[str, Any]:
+    return dict(obj)
+
+
+def _show(status: dict[str, Any], out: Output, json_output: bool) -> int:
+    if json_output:
+        out.json(status)
+        return 0
+    if not status["enabled"]:
+        out.line("witness: disabled (ODOMETER_WITNESS_DIR is unset)")
+        return 0
+    signed = "signed" if status["signed"] else "unsigned"
+    out.line(f"witness: {status['location']} ({signed})")
+    if not status["frozen"]:
+        out.line("no dataset is behind the witness")
+        return 0
+    rows = [["dataset", "reason", "witnessed seq", "database seq"]]
+    rows += [
+        [f["dataset_id"], f["reason"], str(f["witnessed_seq"]), str(f["database_seq"])]
+        for f in status["frozen"]
+    ]
+    out.table(rows)
+    return 1
+
+
+def _status(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    return _show(client._send(Call("GET", "/v1/witness", _document)), out, args.json)
+
+
+def _check(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    call = Call("POST", "/v1/witness/check", _document, body={})
+    return _show(client._send(call), out, args.json)
+
+
+def read_entries(path: str) -> list[dict[str, Any]]:
+    """The entries of a JSON (``{"entries": [...]}`` or a list) or JSON-lines export."""
+    text = Path(path).read_text("utf-8")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        doc = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if isinstance(doc, dict):
+        doc = doc.get("entries", [])
+    return [e for e in doc if isinstance(e, dict) and "seq" in e]
+
+
+def _import(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    entries = read_entries(args.export)
+    path = f"/v1/datasets/{args.dataset}/witness/import"
+    done = client._send(Call("POST", path, _document, body={"entries": entries}))
+    if args.json:
+        out.json(done)
+    else:
+        out.line(
+            f"imported {done['imported']} entries: dataset {done['dataset_id']} is at seq "
+            f"{done['seq']} again and serves writes"
+        )
+    return 0
+
+
+def _acknowledge(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
+    path = f"/v1/datasets/{args.dataset}/witness/acknowledge"
+    done = client._send(
+        Call("POST", path, _document, body={"reason": args.reason}, resend="unsent")
+    )
+    if args.json:
+        out.json(done)
+    else:
+        lost = done["lost"]
+        out.line(
+            f"loss of entries {lost['database_seq'] + 1}..{lost['witnessed_seq']} acknowledged "
+            f"(ledger entry {done['seq']}): dataset {done['dataset_id']} serves writes"
+        )
+    return 0
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``witness``."""
+    witness = sub.add_parser(
+        "witness", help="the witness of ledger heads: status, check, recovery (admin)"
+    )
+    wsub = witness.add_subparsers(dest="witness_command", required=True)
+    wsub.add_parser(
+        "status", parents=[common], help="datasets refusing writes (exit 1 if any)"
+    ).set_defaults(run=command(_status))
+    wsub.add_parser(
+        "check", parents=[common], help="compare the database with the witness now"
+    ).set_defaults(run=command(_check))
+    imp = wsub.add_parser(
+        "import", parents=[common], help="import a dataset's lost tail from an export"
+    )
+    imp.add_argument("dataset")
+    imp.add_argument("export", help="JSON or JSON-lines export taken before the loss")
+    imp.set_defaults(run=command(_import))
+    ack = wsub.add_parser(
+        "acknowledge", parents=[common], help="give up a dataset's lost tail (a ledger entry)"
+    )
+    ack.add_argument("dataset")
+    ack.add_argument("--reason", required=True, help="recorded in the ledger")
+    ack.set_defaults(run=command(_acknowledge))

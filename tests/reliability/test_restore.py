@@ -1,0 +1,309 @@
+"""A restored backup never re-opens spent budget: the witness of ledger heads catches it.
+
+Each test takes a backup of the database (a copy of the SQLite file; ``CREATE DATABASE …
+TEMPLATE`` on PostgreSQL), keeps registering on some datasets (others stay untouched), restores
+the backup and starts the service again (a new app on a new engine: the start-up check runs
+before the first request). Every dataset whose tail was lost then refuses writes with 409
+``LedgerBehindWitness`` naming both heads, the untouched ones serve, reads are served; the lost
+tail imported from an export taken before the restore brings the state back exactly (replay
+equal, status equal); a forged tail (an entry altered, another dataset's tail) is refused and
+changes nothing; an acknowledged loss is a ledger entry, the ledger still replays, and the
+dataset serves again. Two processes writing the same witness concurrently never let a smaller
+head win (real processes, :func:`test_racing_writers_never_let_a_smaller_head_win`).
+
+Shown to fail without the witness (``ODOMETER_WITNESS_DIR`` unset: the test's
+``witness=False`` switch, run once by hand with ``ODOMETER_TEST_NO_WITNESS=1``):
+``test_restore_freezes_lost_datasets[sqlite]`` failed with ``assert 201 == 409`` at the first
+write to a restored dataset: its spent budget was rolled back and the registration was
+accepted again.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import make_url
+
+from app.db.uow import Database
+from app.main import create_app
+from app.settings import Settings
+from odometer_client import cli
+from odometer_core.ledger import replay
+from odometer_core.ledger.witness import DirectoryWitness, Head, read_directory
+from tests.support import (
+    ADMIN_KEY,
+    AUTH,
+    Backend,
+    _libpq,
+    basic_dataset,
+    ledger,
+    postgres_url,
+    status,
+)
+
+NO_WITNESS = os.environ.get("ODOMETER_TEST_NO_WITNESS") == "1"
+
+
+class Service:
+    """The service on one database, started and stopped as an operator would."""
+
+    def __init__(self, backend: Backend, witness: Path) -> None:
+        self.backend = backend
+        self.witness = witness
+        self.client: TestClient | None = None
+        self.database: Database | None = None
+
+    def start(self) -> TestClient:
+        settings = Settings(
+            database_url=self.backend.url,
+            admin_key=ADMIN_KEY,
+            witness_dir=None if NO_WITNESS else str(self.witness),
+            witness_check_seconds=0,
+        )
+        self.database = Database.from_settings(settings)
+        self.client = TestClient(create_app(settings, self.database))
+        self.client.__enter__()
+        return self.client
+
+    def stop(self) -> None:
+        if self.client is not None:
+            self.client.__exit__(None, None, None)
+        if self.database is not None:
+            self.database.dispose()
+        self.client = self.database = None
+
+
+class Backup:
+    """A backup of the database and its restore."""
+
+    def __init__(self, backend: Backend, tmp: Path) -> None:
+        self.backend = backend
+        self.tmp = tmp
+        url = make_url(backend.url)
+        self.name = url.database or ""
+        self.copy = f"{self.name}_backup"
+
+    def take(self) -> None:
+        if self.backend.name == "sqlite":
+            with sqlite3.connect(self.name) as src, sqlite3.connect(self.tmp / "backup.db") as dst:
+                src.backup(dst)
+            return
+        with psycopg.connect(_libpq(postgres_url() or ""), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.copy}" TEMPLATE "{self.name}"')
+
+    def restore(self) -> None:
+        if self.backend.name == "sqlite":  # SQLite's online backup: safe under open connections
+            with (
+                sqlite3.connect(self.tmp / "backup.db") as src,
+                sqlite3.connect(self.name) as dst,
+            ):
+                src.backup(dst)
+            return
+        with psycopg.connect(_libpq(postgres_url() or ""), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{self.name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{self.name}" TEMPLATE "{self.copy}"')
+            conn.execute(f'DROP DATABASE "{self.copy}"')
+
+
+@pytest.fixture
+def service(fresh_backend: Backend, tmp_path: Path) -> Iterator[Service]:
+    s = Service(fresh_backend, tmp_path / "witness")
+    yield s
+    s.stop()
+
+
+def _register(client: TestClient, ds: str, epsilon: str = "0.01") -> Any:
+    return client.post(
+        f"/v1/datasets/{ds}/invocations",
+        json={"mechanism": {"type": "pure_dp", "epsilon": epsilon}},
+        headers=AUTH,
+    )
+
+
+def _export(client: TestClient, ds: str) -> dict[str, Any]:
+    r = client.get(f"/v1/datasets/{ds}/ledger", params={"export": "true"}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def _import(client: TestClient, ds: str, entries: list[dict[str, Any]]) -> Any:
+    return client.post(f"/v1/datasets/{ds}/witness/import", json={"entries": entries}, headers=AUTH)
+
+
+def test_restore_freezes_lost_datasets(
+    service: Service, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = service.start()
+    lost, acked, untouched = (basic_dataset(client)["id"] for _ in range(3))
+    for ds in (lost, acked, untouched):
+        for _ in range(3):
+            assert _register(client, ds).status_code == 201
+    service.stop()
+    backup = Backup(service.backend, tmp_path)
+    backup.take()
+
+    client = service.start()
+    for ds in (lost, acked):
+        for i in range(5):
+            assert _register(client, ds, f"0.0{i + 2}").status_code == 201
+    before = {ds: status(client, ds) for ds in (lost, acked, untouched)}
+    export = _export(client, lost)  # what an operator (or an auditor) kept
+    other_export = _export(client, acked)
+    heads = {ds: ledger(client, ds)[-1] for ds in (lost, acked)}
+    service.stop()
+
+    backup.restore()
+    client = service.start()
+
+    # the lost tails refuse writes, say why, and keep serving reads
+    for ds in (lost, acked):
+        r = _register(client, ds)
+        assert r.status_code == 409, r.text
+        body = r.json()
+        assert body["error"] == "LedgerBehindWitness"
+        assert (body["witnessed_seq"], body["database_seq"], body["reason"]) == (9, 4, "behind")
+        assert "entries 5..9 were lost" in body["detail"]
+        assert "odometer witness import" in body["detail"]
+        assert client.get(f"/v1/datasets/{ds}", headers=AUTH).status_code == 200
+        r = client.patch(
+            f"/v1/datasets/{ds}/budget", json={"epsilon": "2", "delta": "0.000001"}, headers=AUTH
+        )
+        assert r.status_code == 409 and r.json()["error"] == "LedgerBehindWitness", r.text
+    assert _register(client, untouched).status_code == 201
+    frozen = client.get("/v1/witness", headers=AUTH).json()["frozen"]
+    assert {f["dataset_id"] for f in frozen} == {lost, acked}
+
+    # an auditor's check of an export against the witness: the restored one is behind
+    (tmp_path / "before.json").write_text(json.dumps(export), "utf-8")
+    (tmp_path / "restored.json").write_text(json.dumps(_export(client, lost)), "utf-8")
+    witness_dir = str(service.witness)
+    assert cli.main(["verify", str(tmp_path / "before.json"), "--witness", witness_dir]) == 0
+    assert cli.main(["verify", str(tmp_path / "restored.json"), "--witness", witness_dir]) == 1
+    assert "is behind the witness" in capsys.readouterr().err
+
+    # forged tails are refused and change nothing
+    altered = json.loads(json.dumps(export["entries"]))
+    altered[6]["actor"] = "someone-else"  # an entry of the lost tail, not re-hashed
+    r = _import(client, lost, altered)
+    assert r.status_code == 422 and r.json()["error"] == "TailRefused", r.text
+    r = _import(client, lost, other_export["entries"])
+    assert r.status_code == 422 and r.json()["error"] == "TailRefused", r.text
+    r = _import(client, lost, export["entries"][:-1])  # short of the witnessed head
+    assert r.status_code == 422, r.text
+    assert _register(client, lost).status_code == 409
+    assert len(ledger(client, lost)) == 4
+
+    # the tail from the export brings the state back exactly
+    r = _import(client, lost, export["entries"])
+    assert r.status_code == 200, r.text
+    assert r.json()["imported"] == 5
+    assert status(client, lost) == before[lost]
+    entries = ledger(client, lost)
+    assert entries == export["entries"]
+    verdict = replay(entries)
+    assert verdict.ok and verdict.head_hash == heads[lost]["hash"]
+    assert _register(client, lost).status_code == 201
+
+    # an acknowledged loss is an entry of its own, and the dataset serves again
+    r = client.post(
+        f"/v1/datasets/{acked}/witness/acknowledge",
+        json={"reason": "restored the 02:00 backup; tail not recoverable"},
+        headers=AUTH,
+    )
+    assert r.status_code == 201, r.text
+    entries = ledger(client, acked)
+    assert entries[-1]["kind"] == "loss_acknowledged" and entries[-1]["seq"] == 5
+    assert entries[-1]["request"] == {
+        "witnessed_seq": 9,
+        "witnessed_hash": heads[acked]["hash"],
+        "database_seq": 4,
+    }
+    assert _register(client, acked).status_code == 201
+    verdict = replay(ledger(client, acked))
+    assert verdict.ok, verdict.problems
+    assert client.get("/v1/witness", headers=AUTH).json()["frozen"] == []
+    record = read_directory(service.witness)[acked]
+    assert (record.epoch, record.seq) == (1, 6)
+
+
+def test_restore_under_a_running_service_is_caught_at_the_next_write(
+    service: Service, tmp_path: Path
+) -> None:
+    """No restart: the per-write comparison refuses the first write after the restore."""
+    if service.backend.name != "sqlite":
+        pytest.skip("a PostgreSQL database cannot be dropped under a running service's pool")
+    client = service.start()
+    ds = basic_dataset(client)["id"]
+    assert _register(client, ds).status_code == 201
+    backup = Backup(service.backend, tmp_path)
+    backup.take()
+    assert _register(client, ds).status_code == 201
+    backup.restore()
+    r = _register(client, ds)
+    assert r.status_code == 409 and r.json()["reason"] == "behind", r.text
+
+
+def test_lost_witness_is_rebuilt_from_the_database(service: Service) -> None:
+    """A lost witness directory: the service starts, witnesses the database's heads anew."""
+    client = service.start()
+    ds = basic_dataset(client)["id"]
+    assert _register(client, ds).status_code == 201
+    service.stop()
+    shutil.rmtree(service.witness)
+    client = service.start()
+    assert _register(client, ds).status_code == 201
+    assert read_directory(service.witness)[ds].seq == 3
+
+
+# ---------------------------------------------------------------------------- racing writers
+def test_racing_writers_never_let_a_smaller_head_win(tmp_path: Path) -> None:
+    """Two processes advance the same datasets' heads at once, one the even seqs, one the odd
+    ones: a reader watching the files never sees a head go back, and the largest stays."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(3)
+    path = str(tmp_path / "witness")
+    DirectoryWitness(path)
+    datasets = [f"ds_{i}" for i in range(3)]
+    procs = [
+        context.Process(target=_writers, args=(path, datasets, list(range(2, 401, 2)), barrier)),
+        context.Process(target=_writers, args=(path, datasets, list(range(1, 400, 2)), barrier)),
+    ]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    seen = dict.fromkeys(datasets, 0)
+    went_back = []
+    while any(p.is_alive() for p in procs):
+        for d, record in read_directory(path).items():
+            if record.seq < seen[d]:
+                went_back.append((d, seen[d], record.seq))
+            seen[d] = max(seen[d], record.seq)
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    assert went_back == []
+    records = read_directory(path)
+    assert {d: (r.seq, r.head_hash) for d, r in records.items()} == {
+        d: (400, f"{400:064x}") for d in datasets
+    }
+    assert not list((tmp_path / "witness" / "datasets").glob(".tmp-*"))
+
+
+def _writers(path: str, datasets: list[str], seqs: list[int], barrier: Any) -> None:
+    store = DirectoryWitness(path)
+    barrier.wait()
+    for seq in seqs:
+        store.advance(
+            [Head(d, seq, f"{seq:064x}") for d in datasets], "2026-01-01T00:00:00.000000Z", None
+        )
