@@ -75,9 +75,9 @@ run: install
 
 ## test: the whole suite (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set;
 ## the browser tests are skipped, saying why, when no Chromium is installed: `make browser-deps`).
-## TEST_WORKERS processes share the files (pytest-xdist, one file per worker at a time): most
-## tests wait on servers, databases and fsync, so two workers on two cores halve the wall time;
-## TEST_WORKERS=0 runs everything in this process.
+## TEST_WORKERS processes share the files (pytest-xdist, a file's tests in one process): most
+## tests wait on servers, databases and fsync, so a second process fills the idle core
+## (docs/development.md, *Tests*); TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 test: dev
 	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
