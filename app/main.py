@@ -9,6 +9,7 @@ from dataclasses import replace
 from importlib.metadata import version
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
@@ -105,6 +106,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         finally:
             if watcher is not None:
                 watcher.cancel()
+            if db.witness is not None:  # what is pending is written before the process ends
+                await to_thread.run_sync(db.witness.close)
             charges.close()  # requests still waiting for a worker get their 503 now
             if owns_database:
                 db.dispose()

@@ -86,6 +86,12 @@ class Settings(BaseSettings):
     witness_check_seconds: float = Field(
         default=30.0, ge=0, validation_alias=AliasChoices("ODOMETER_WITNESS_CHECK_SECONDS")
     )
+    #: The witness's bound: the answer to a write committed at ``t`` is sent only once every
+    #: head committed before ``t - lag`` is in the witness (else the request waits for the
+    #: witness writer, at most 5 s, then answers 503). 0: each answer waits for its own heads.
+    witness_lag_seconds: float = Field(
+        default=1.0, ge=0, le=60, validation_alias=AliasChoices("ODOMETER_WITNESS_LAG_SECONDS")
+    )
     #: Datasets whose budgets ``/metrics`` exports as gauges (``app/services/gauges.py``), by id
     #: or exact name, comma-separated; empty = none. At most :data:`MAX_METRICS_DATASETS`, so
     #: that the series a scrape returns stay bounded (no wildcard: every dataset is unbounded).

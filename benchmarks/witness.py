@@ -1,11 +1,13 @@
 """The witness's cost on the write path, measured side by side in one run.
 
 The service (uvicorn, 2 workers, group commit on) without a witness against the same service
-with ``ODOMETER_WITNESS_DIR`` set (every committed head written to a directory: a temporary
-file fsynced and renamed under a per-dataset ``flock``, and each dataset's witnessed head read
-before its first entry of a transaction), N clients registering on one hot dataset each, the
-two servers' cells interleaved on the same database. Server CPU per registration is the two
-workers' user + system time over the measurement.
+with ``ODOMETER_WITNESS_DIR`` set (committed heads written to a directory by one writer per
+process: a temporary file fsynced and renamed under a per-dataset ``flock``) at
+``ODOMETER_WITNESS_LAG_SECONDS`` 0 (each answer waits for its heads) and 1 s, N clients
+registering on one hot dataset each, the servers' cells interleaved on the same database.
+Server CPU per registration is the two workers' user + system time over the measurement.
+``--before DIR`` adds a fourth server: another checkout's build (``app`` and ``core``) with the
+witness at its own default, e.g. the earlier synchronous witness (``git archive`` of a commit).
 
     .venv/bin/python -m benchmarks.witness
 
@@ -20,7 +22,7 @@ import os
 import platform
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,16 +47,35 @@ END = "<!-- witness: end -->"
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/odometer_witness_bench"
 
 
+#: the systems compared: no witness, and the witness at each lag (seconds)
+SYSTEMS: dict[str, float | None] = {
+    "no witness": None,
+    "witness, lag 0": 0.0,
+    "witness, lag 1 s": 1.0,
+}
+
+
+#: the label of ``--before``'s server
+BEFORE = "witness, earlier build"
+
+
 @contextmanager
-def _serve(url: str, workdir: Path, witness: Path | None) -> Iterator[Server]:
-    label = "witness" if witness else "plain"
-    if witness is not None:
-        os.environ["ODOMETER_WITNESS_DIR"] = str(witness)
+def _serve(
+    url: str, workdir: Path, label: str, lag: float | None, root: Path = ROOT
+) -> Iterator[Server]:
+    env = {}
+    if lag is not None:
+        env = {
+            "ODOMETER_WITNESS_DIR": str(workdir / f"witness-{label}"),
+            "ODOMETER_WITNESS_LAG_SECONDS": str(lag),
+        }
+    os.environ.update(env)
     try:
-        server = running_server(url, workdir / f"server-{label}.log", 2)
+        server = running_server(url, workdir / f"server-{label}.log", 2, root=root)
         started = server.__enter__()
     finally:
-        os.environ.pop("ODOMETER_WITNESS_DIR", None)
+        for name in env:
+            os.environ.pop(name, None)
     try:
         yield started
     finally:
@@ -62,19 +83,27 @@ def _serve(url: str, workdir: Path, witness: Path | None) -> Iterator[Server]:
 
 
 def measure(
-    backends: list[str], pg_url: str, clients: list[int], duration: float, rounds: int
+    backends: list[str],
+    pg_url: str,
+    clients: list[int],
+    duration: float,
+    rounds: int,
+    before: Path | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
+    systems: dict[str, tuple[float | None, Path]] = {k: (v, ROOT) for k, v in SYSTEMS.items()}
+    if before is not None:
+        systems[BEFORE] = (0.0, before.resolve())
     with tempfile.TemporaryDirectory(prefix="odometer-witness-", dir=ROOT) as tmp:
         workdir = Path(tmp)
         for backend in backends:
             url = pg_recreate(pg_url) if backend == "postgresql" else f"sqlite:///{workdir}/w.db"
             migrate(url)
-            with (
-                _serve(url, workdir, None) as plain,
-                _serve(url, workdir, workdir / f"witness-{backend}") as witnessed,
-            ):
-                servers = {"no witness": plain, "witness": witnessed}
+            with ExitStack() as stack:
+                servers = {
+                    label: stack.enter_context(_serve(url, workdir, f"{backend}-{i}", lag, root))
+                    for i, (label, (lag, root)) in enumerate(systems.items())
+                }
                 paths = {
                     label: f"/v1/datasets/{create_dataset(s.port, label, 'basic')}/invocations"
                     for label, s in servers.items()
@@ -120,16 +149,24 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
         "",
         f"`{command}` ({when}, commit {commit_of(ROOT)}, {platform.machine()}, "
         f"{os.cpu_count()} cores; median of the rounds; load average before each cell shown). "
-        "Two servers (uvicorn, 2 workers, group commit) on one database, one without a witness "
-        "and one with `ODOMETER_WITNESS_DIR` (fsync on), N clients registering on one hot "
-        "dataset each, cells interleaved.",
+        "Servers (uvicorn, 2 workers, group commit) on one database: one without a "
+        "witness, one with `ODOMETER_WITNESS_DIR` (fsync on) and `ODOMETER_WITNESS_LAG_SECONDS=0` "
+        "(each answer waits for its heads to be written), one with a lag of 1 s (heads written "
+        "in the background by one writer per process)"
+        + (
+            f", and `--before`'s build ({BEFORE!r}, its witness at its own default)"
+            if any(r["system"] == BEFORE for r in rows)
+            else ""
+        )
+        + "; N clients registering on one hot dataset each, cells interleaved.",
         "",
         "| backend | clients | system | registrations/s | p50 ms | p99 ms | server CPU ms "
         "per registration | load | errors |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     keys = sorted({(r["backend"], r["clients"], r["system"]) for r in rows}, key=str)
-    for backend, n, system in sorted(keys, key=lambda k: (k[0], k[1], k[2] != "no witness")):
+    order = [*SYSTEMS, BEFORE]
+    for backend, n, system in sorted(keys, key=lambda k: (k[0], k[1], order.index(k[2]))):
         key = (backend, n, system)
         cell = [r for r in rows if (r["backend"], r["clients"], r["system"]) == key]
         out.append(
@@ -151,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=5.0)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--no-write", action="store_true", help="print, do not touch RESULTS.md")
+    p.add_argument("--before", type=Path, help="another checkout's build, served alongside")
     args = p.parse_args(argv)
     rows = measure(
         args.backends.split(","),
@@ -158,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         [int(c) for c in args.clients.split(",")],
         args.duration,
         args.rounds,
+        args.before,
     )
     command = ".venv/bin/python -m benchmarks.witness " + " ".join(argv or [])
     block = render(rows, command.strip())

@@ -305,8 +305,9 @@ class UnitOfWork:
         return self._database.witness
 
     def commit(self) -> None:
-        """Commit; then witness the ledger heads the transaction moved, all in one write
-        (the one commit point of every ledger append: the answer is sent after both)."""
+        """Commit; then hand the ledger heads the transaction moved to the witness writer, and
+        return once the answer may be sent (the one commit point of every ledger append; the
+        bound is :meth:`app.db.witness.WitnessGuard.acknowledge`)."""
         if self._pipelined is not None:
             pipelined, self._pipelined = self._pipelined, None
             pipelined.commit()

@@ -1,5 +1,18 @@
-"""The witness of ledger heads, as the units of work use it: written at the commit point,
-consulted before an entry is staged, and the datasets found behind it (frozen for writes).
+"""The witness of ledger heads, as the units of work use it: handed in at the commit point,
+written by one writer per process, consulted before an entry is staged, and the datasets found
+behind it (frozen for writes).
+
+The bound, by construction (:meth:`WitnessGuard.acknowledge`): the answer to a write committed
+at ``t`` is sent only once every head handed to the writer before ``t - lag`` is in the
+witness; otherwise the request's thread writes everything pending itself when no write is under
+way (group commit: requests arriving meanwhile wait for that write or lead the next one), or
+waits for the write under way, at most ``wait`` seconds, and then answers 503, the commit
+standing. Every head acknowledged is therefore in the witness, or was handed in within ``lag``
+seconds after the oldest head the witness still lacks. ``lag = 0`` is the synchronous witness:
+an answer waits for its own heads, written in its own thread (no hand-off). With ``lag > 0`` a
+background thread writes what is pending ``lag / 2`` after the oldest head was handed in, so
+that answers do not wait while it keeps up; it also retries a failed write. Both write through
+the one path, :meth:`WitnessGuard._lead`.
 
 What is witnessed, the format and the guarantees: :mod:`odometer_core.ledger.witness` and
 ``docs/witness.md``. The checks against the database (at start, periodically) and the recovery
@@ -11,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +34,11 @@ from odometer_core.ledger.witness import Head, Witnessed, WitnessStore
 
 log = logging.getLogger("odometer.witness")
 
+#: how long an answer waits for the witness writer at most before it is answered 503
+WAIT_SECONDS = 5.0
+#: the least pause before a failed witness write is retried
+RETRY_SECONDS = 0.5
+
 
 def now() -> str:
     """The time a head is witnessed, in the ledger's form (fixed-width ISO 8601, UTC)."""
@@ -27,9 +46,10 @@ def now() -> str:
 
 
 class WitnessUnavailable(RuntimeError):
-    """The transaction committed but its heads could not be witnessed (the witness directory
-    is unwritable): the request is answered 503, its datasets refuse writes until the witness
-    catches up (:meth:`WitnessGuard.catch_up`)."""
+    """The transaction committed but the witness is behind the bound (its directory is
+    unwritable, or its writer late): the request is answered 503 with Retry-After; the commit
+    stands, and a retry with the same Idempotency-Key gets the recorded answer once the witness
+    has caught up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +72,40 @@ class Behind:
 class WitnessGuard:
     """The witness store, the signer of its records and this process's frozen datasets."""
 
-    def __init__(self, store: WitnessStore, signer: Signer | None) -> None:
+    def __init__(
+        self,
+        store: WitnessStore,
+        signer: Signer | None,
+        *,
+        lag: float = 0.0,
+        wait: float = WAIT_SECONDS,
+    ) -> None:
         self.store = store
         self.signer = signer
+        #: no answer about a write committed at ``t`` is sent unless every head handed to the
+        #: writer before ``t - lag`` is in the witness (0: its own heads)
+        self.lag = lag
+        #: how long an answer waits for the writer before it is a 503
+        self.wait = wait
         self._lock = threading.Lock()
         self._frozen: dict[str, Behind] = {}
+        # the writer's state, under ``_cond``: heads handed in and not yet written (the largest
+        # seq per dataset), the oldest hand-off time among them and among those being written
+        self._cond = threading.Condition()
+        self._pending: dict[str, Head] = {}
+        self._writing: dict[str, Head] = {}
+        self._pending_since: float | None = None
+        self._writing_since: float | None = None
+        self._busy = False  # a write under way (by an answer's thread or the background one)
+        self._closed = False
+        self._failures = 0
+        self._error: str | None = None
+        self._failures_pending = False  # the last write failed: its heads are retried
+        self._retry_at = 0.0
+        self._thread: threading.Thread | None = None
+        #: the largest head of each dataset this process committed (the write path compares
+        #: the locked database head with it, in memory)
+        self._known: dict[str, Head] = {}
 
     # ------------------------------------------------------------------ frozen datasets
     def frozen(self, dataset_id: str) -> Behind | None:
@@ -106,15 +155,28 @@ class WitnessGuard:
     # ------------------------------------------------------------------ the write path
     def behind(self, dataset_id: str, seq: int, head_hash: str) -> Behind | None:
         """Whether the dataset, whose locked database head is ``(seq, head_hash)``, must refuse
-        writes: frozen by a check, or found behind its witnessed head now (one small file
-        read: a database restored under a running service is caught at its next write)."""
+        writes: frozen by a check, or behind a head this process committed (kept in memory:
+        no file is read on the write path). Only when the database is behind what this process
+        saw is the dataset's witness record read, and that record decides (another process
+        may have acknowledged a loss meanwhile)."""
         known = self.frozen(dataset_id)
         if known is not None:
             return known
-        record = self.store.get(dataset_id)
-        if record is None or record.seq < seq:
+        mine = self._known.get(dataset_id)
+        if mine is None or mine.seq < seq or (mine.seq == seq and mine.head_hash == head_hash):
             return None
-        if record.seq == seq and record.head_hash == head_hash:
+        record = self.store.get(dataset_id)
+        with self._cond:
+            unwritten = dataset_id in self._pending or dataset_id in self._writing
+        if unwritten and (record is None or record.seq < mine.seq):
+            record = Witnessed(dataset_id, mine.seq, mine.head_hash)  # not in the file yet
+        elif (
+            record is None
+            or record.seq < seq
+            or (record.seq == seq and record.head_hash == head_hash)
+        ):  # the witness moved back: a loss acknowledged through another process
+            with self._cond:
+                self._known[dataset_id] = Head(dataset_id, seq, head_hash)
             return None
         found = Behind(
             dataset_id,
@@ -128,23 +190,161 @@ class WitnessGuard:
         return found
 
     def record(self, heads: Iterable[Head]) -> None:
-        """Witness the heads a transaction just committed (one write per dataset it touched);
-        :class:`WitnessUnavailable` when the store cannot be written."""
-        heads = list(heads)
-        try:
-            forks = self.store.advance(heads, now(), self.signer)
-        except OSError as exc:
-            log.error("the witness could not record %d head(s): %s", len(heads), exc)
+        """Hand the heads a transaction just committed to this process's witness writer, then
+        wait until the answer may be sent (:meth:`acknowledge`); :class:`WitnessUnavailable`
+        when it may not (the commit stands)."""
+        at = time.monotonic()
+        with self._cond:
+            idle = not self._pending
             for head in heads:
+                pending = self._pending.get(head.dataset_id)
+                if pending is None or head.seq > pending.seq:
+                    self._pending[head.dataset_id] = head
+                mine = self._known.get(head.dataset_id)
+                if mine is None or head.seq >= mine.seq:
+                    self._known[head.dataset_id] = head
+            if self._pending_since is None:
+                self._pending_since = at
+            if self.lag > 0 and idle:  # a new deadline for the background writer (lag 0: none)
+                self._start()
+                self._cond.notify_all()
+        self.acknowledge(at)
+
+    def acknowledge(self, at: float) -> None:
+        """Return once every head handed to the writer before ``at - lag`` (``time.monotonic``)
+        is in the witness: the answer to a write committed at ``at`` may then be sent. When it
+        is not and no write is under way, the calling thread writes everything pending itself
+        (group commit: requests arriving meanwhile wait for that write, or lead the next);
+        otherwise it waits for the write under way. Waits at most :attr:`wait` seconds, and not
+        past a failed write: :class:`WitnessUnavailable` then. A replayed answer passes here
+        with ``at`` = now."""
+        deadline = time.monotonic() + self.wait
+        with self._cond:
+            failures = self._failures
+            while True:
+                since = self._unwitnessed_since()
+                if since is None or since > at - self.lag:
+                    return
+                left = deadline - time.monotonic()
+                if self._failures != failures or left <= 0:
+                    raise WitnessUnavailable(
+                        "the write was committed, but the witness has not recorded the ledger "
+                        f"heads of the last {self.lag:g} s ({self._error or 'it is late'}); "
+                        "retry with the same Idempotency-Key for the recorded answer"
+                    )
+                if not self._busy and self._pending:
+                    self._lead()
+                else:
+                    self._cond.wait(left)
+
+    def forget(self, dataset_id: str) -> None:
+        """Drop what this process holds of ``dataset_id``'s head (its witness moves back on
+        purpose: an acknowledged loss)."""
+        with self._cond:
+            self._pending.pop(dataset_id, None)
+            self._known.pop(dataset_id, None)
+
+    def close(self) -> None:
+        """Write what is pending and stop the writer (a clean shutdown leaves nothing behind)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(self.wait + 5)
+        with self._cond:
+            deadline = time.monotonic() + self.wait
+            while self._busy and time.monotonic() < deadline:
+                self._cond.wait(deadline - time.monotonic())
+            if not self._busy and self._pending:
+                self._lead()
+
+    # ------------------------------------------------------------------ the writer
+    def _unwitnessed_since(self) -> float | None:
+        times = [t for t in (self._pending_since, self._writing_since) if t is not None]
+        return min(times) if times else None
+
+    def _start(self) -> None:
+        if self._thread is None and not self._closed:
+            self._thread = threading.Thread(target=self._run, name="witness-writer", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        """The background writer, for what no answer waits for yet: with ``lag`` > 0, what is
+        pending ``lag / 2`` seconds after the oldest head was handed in, so that answers never
+        wait while the witness keeps up; and a failed write's heads, retried every
+        ``max(lag, RETRY_SECONDS)``. It writes as an answer's thread does (:meth:`_lead`)."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    return
+                due = self._due()
+                left = None if due is None else due - time.monotonic()
+                if left is not None and left <= 0 and not self._busy:
+                    self._lead()
+                else:
+                    self._cond.wait(left)
+
+    def _due(self) -> float | None:
+        """When the background writer writes what is pending (``None``: not before told)."""
+        if not self._pending:
+            return None
+        if self._failures_pending:
+            return self._retry_at
+        if self.lag > 0 and self._pending_since is not None:
+            return self._pending_since + self.lag / 2
+        return None
+
+    def _lead(self) -> None:
+        """Write everything pending, called under ``_cond`` with no write under way (released
+        during the write itself): the one path by which heads reach the store, whether from an
+        answer's thread or the background writer's."""
+        batch, self._pending = self._pending, {}
+        self._writing, self._busy = batch, True
+        self._writing_since, self._pending_since = self._pending_since, None
+        self._cond.release()
+        try:
+            error = self._write(batch)
+        finally:
+            self._cond.acquire()
+        if error is not None:
+            for dataset_id, head in batch.items():
+                pending = self._pending.get(dataset_id)
+                if pending is None or head.seq > pending.seq:
+                    self._pending[dataset_id] = head
+            since = [t for t in (self._pending_since, self._writing_since) if t is not None]
+            self._pending_since = min(since) if since else None
+            self._failures += 1
+            self._error = error
+            self._failures_pending = True
+            self._retry_at = time.monotonic() + max(self.lag, RETRY_SECONDS)
+            self._start()  # the failed heads are retried even when no answer waits for them
+        else:
+            self._error = None
+            self._failures_pending = False
+        self._writing_since = None
+        self._writing, self._busy = {}, False
+        self._cond.notify_all()
+
+    def _write(self, batch: dict[str, Head]) -> str | None:
+        """Write ``batch`` (outside ``_cond``); on failure freeze its datasets
+        (``unwitnessed``; :meth:`_lead` puts the heads back for the next write); the failure,
+        or ``None``."""
+        try:
+            forks = self.store.advance(batch.values(), now(), self.signer)
+        except OSError as exc:
+            log.error("the witness could not record %d head(s): %s", len(batch), exc)
+            for head in batch.values():
                 self.freeze(
                     Behind(head.dataset_id, -1, "", head.seq, head.head_hash, "unwitnessed")
                 )
-            raise WitnessUnavailable(
-                "the write was committed, but its ledger head could not be recorded in the "
-                f"witness ({exc}); the dataset refuses writes until the witness is writable"
-            ) from exc
+            return str(exc)
+        for dataset_id in batch:
+            frozen = self.frozen(dataset_id)
+            if frozen is not None and frozen.reason == "unwitnessed":
+                self.thaw(dataset_id)
         for record in forks:
-            head = next(h for h in heads if h.dataset_id == record.dataset_id)
+            head = batch[record.dataset_id]
             self.freeze(
                 Behind(
                     record.dataset_id,
@@ -155,6 +355,7 @@ class WitnessGuard:
                     "forked",
                 )
             )
+        return None
 
     def get(self, dataset_id: str) -> Witnessed | None:
         return self.store.get(dataset_id)

@@ -73,8 +73,8 @@ def stage_entry(
 
     A dataset whose ledger is behind its witnessed head (:mod:`app.db.witness`) takes no entry:
     :class:`LedgerBehindWitness` (checked once per dataset and transaction, before its first
-    entry; an operator's recovery passes). The new head is witnessed when the transaction
-    commits (:meth:`UnitOfWork.commit`)."""
+    entry, in memory; an operator's recovery passes). The new head is handed to the witness
+    writer when the transaction commits (:meth:`UnitOfWork.commit`)."""
     witness = uow.witness
     if witness is not None and ds.id not in uow.heads and not uow.recovering:
         behind = witness.behind(ds.id, ds.last_seq, ds.head_hash)

@@ -14,6 +14,7 @@ Seams: the reliability tests' deliberately broken builds replace :func:`stored_r
 from __future__ import annotations
 
 import hmac
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,6 +60,8 @@ def stored_response(
         return None
     if not hmac.compare_digest(record.fingerprint, digest):
         raise IdempotencyKeyReused("this Idempotency-Key was already used with a different request")
+    if uow.witness is not None:  # a recorded answer obeys the witness's bound too
+        uow.witness.acknowledge(time.monotonic())
     return RecordedResponse(record.outcome, record.response_body, None, replayed=True)
 
 

@@ -79,7 +79,7 @@ def witness_from_settings(settings: Settings, signer: Signer | None) -> WitnessG
     path = (settings.witness_dir or "").strip()
     if not path:
         return None
-    return WitnessGuard(DirectoryWitness(path), signer)
+    return WitnessGuard(DirectoryWitness(path), signer, lag=settings.witness_lag_seconds)
 
 
 # ---------------------------------------------------------------------------- the check
@@ -398,6 +398,7 @@ def acknowledge_loss(
         head = Head(ds.id, seq, ds.head_hash)
         uow.heads.pop(ds.id, None)  # the witness moves back on purpose, below
         uow.commit()
+    guard.forget(dataset_id)  # nothing pending of the lost head is written after this
     try:
         moved = guard.store.supersede(head, at, guard.signer, expected=record)
     except ValueError as exc:

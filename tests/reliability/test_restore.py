@@ -25,6 +25,7 @@ import multiprocessing
 import os
 import shutil
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,10 @@ NO_WITNESS = os.environ.get("ODOMETER_TEST_NO_WITNESS") == "1"
 class Service:
     """The service on one database, started and stopped as an operator would."""
 
-    def __init__(self, backend: Backend, witness: Path) -> None:
+    def __init__(self, backend: Backend, witness: Path, lag: float = 0.0) -> None:
         self.backend = backend
         self.witness = witness
+        self.lag = lag
         self.client: TestClient | None = None
         self.database: Database | None = None
 
@@ -69,6 +71,7 @@ class Service:
             admin_key=ADMIN_KEY,
             witness_dir=None if NO_WITNESS else str(self.witness),
             witness_check_seconds=0,
+            witness_lag_seconds=self.lag,
         )
         self.database = Database.from_settings(settings)
         self.client = TestClient(create_app(settings, self.database))
@@ -115,9 +118,11 @@ class Backup:
             conn.execute(f'DROP DATABASE "{self.copy}"')
 
 
-@pytest.fixture
-def service(fresh_backend: Backend, tmp_path: Path) -> Iterator[Service]:
-    s = Service(fresh_backend, tmp_path / "witness")
+@pytest.fixture(params=[0.0, 1.0], ids=["lag0", "lag1"])
+def service(fresh_backend: Backend, tmp_path: Path, request: Any) -> Iterator[Service]:
+    """The service at lag 0 (each answer waits for its heads: the synchronous guarantee) and at
+    a lag of 1 s (a clean stop writes what is pending)."""
+    s = Service(fresh_backend, tmp_path / "witness", request.param)
     yield s
     s.stop()
 
@@ -233,6 +238,7 @@ def test_restore_freezes_lost_datasets(
     verdict = replay(ledger(client, acked))
     assert verdict.ok, verdict.problems
     assert client.get("/v1/witness", headers=AUTH).json()["frozen"] == []
+    service.stop()  # a clean stop: what is pending is written
     record = read_directory(service.witness)[acked]
     assert (record.epoch, record.seq) == (1, 6)
 
@@ -240,7 +246,8 @@ def test_restore_freezes_lost_datasets(
 def test_restore_under_a_running_service_is_caught_at_the_next_write(
     service: Service, tmp_path: Path
 ) -> None:
-    """No restart: the per-write comparison refuses the first write after the restore."""
+    """No restart: the per-write comparison (with the head this process committed, held in
+    memory) refuses the first write after the restore."""
     if service.backend.name != "sqlite":
         pytest.skip("a PostgreSQL database cannot be dropped under a running service's pool")
     client = service.start()
@@ -263,6 +270,7 @@ def test_lost_witness_is_rebuilt_from_the_database(service: Service) -> None:
     shutil.rmtree(service.witness)
     client = service.start()
     assert _register(client, ds).status_code == 201
+    service.stop()
     assert read_directory(service.witness)[ds].seq == 3
 
 
@@ -307,3 +315,155 @@ def _writers(path: str, datasets: list[str], seqs: list[int], barrier: Any) -> N
         store.advance(
             [Head(d, seq, f"{seq:064x}") for d in datasets], "2026-01-01T00:00:00.000000Z", None
         )
+
+
+# ---------------------------------------------------------------------------- the bound
+LAG = 0.5
+
+
+def _keep_registering(
+    client: TestClient, ds: str, seconds: float
+) -> list[tuple[float, float, int]]:
+    """Registrations one after another for ``seconds``: (sent, answered, seq) of each 201."""
+    acked = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sent = time.monotonic()
+        r = _register(client, ds, "0.000001")
+        answered = time.monotonic()
+        assert r.status_code == 201, r.text
+        acked.append((sent, answered, int(r.json()["ledger_seq"])))
+    return acked
+
+
+@pytest.mark.parametrize("lag", [LAG, 30.0], ids=["lag0.5", "lag30"])
+def test_a_restore_reopens_at_most_the_last_lag_seconds(
+    fresh_backend: Backend, tmp_path: Path, lag: float
+) -> None:
+    """The stated bound: the service crashes at ``T`` (the witness as it was on disk then is
+    kept: a copy taken at ``T``, the running process never writes it again), the database is
+    restored from a backup taken earlier, the service starts on the restored database and the
+    copy. (a) Every entry answered 201 more than ``lag`` before the last request was *sent*
+    is detected (its dataset frozen, its seq at or below the witnessed one); (b) the entries
+    re-opened (answered 201, above the witnessed seq) are at most those answered in the last
+    ``lag`` seconds. No scheduling margin: the last 201 was sent only once every head committed
+    ``lag`` before it was in the witness (the check at the commit point), and it was sent
+    after its request was. With a lag of 30 s nothing is written in the test's time: every
+    entry answered is re-opened, and all were answered within the lag (the window is real)."""
+    service = Service(fresh_backend, tmp_path / "witness", lag)
+    client = service.start()
+    ds = basic_dataset(client)["id"]
+    assert _register(client, ds).status_code == 201
+    service.stop()
+    backup = Backup(service.backend, tmp_path)
+    backup.take()
+    client = service.start()
+    acked = _keep_registering(client, ds, 2.5 if lag < 5 else 1.0)
+    shutil.copytree(service.witness, tmp_path / "at-crash")  # the crash, at T
+    crash = time.monotonic()
+    service.stop()
+    backup.restore()
+    restored = Service(fresh_backend, tmp_path / "at-crash", lag)
+    client = restored.start()
+    try:
+        record = read_directory(tmp_path / "at-crash").get(ds)
+        witnessed = 0 if record is None else record.seq
+        last_sent = acked[-1][0]
+        old = [seq for _sent, answered, seq in acked if answered < last_sent - lag]
+        reopened = [seq for _sent, _answered, seq in acked if seq > witnessed]
+        recent = [seq for _sent, answered, seq in acked if answered >= last_sent - lag]
+        assert all(seq <= witnessed for seq in old), (witnessed, old[-3:])  # (a)
+        assert len(reopened) <= len(recent), (reopened, recent)  # (b)
+        assert set(reopened) <= set(recent)
+        if old:  # the restore of what was witnessed is detected
+            r = _register(client, ds)
+            assert r.status_code == 409 and r.json()["reason"] == "behind", r.text
+        if lag > 5:
+            assert reopened == [seq for *_, seq in acked] and crash - acked[0][1] < lag
+    finally:
+        restored.stop()
+
+
+class _Broken:
+    """A witness store that fails from ``broken_at`` on (as an unwritable directory does)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.broken_at: float | None = None
+
+    def advance(self, heads: Any, at: str, signer: Any) -> Any:
+        if self.broken_at is not None:
+            raise OSError(28, "No space left on device")
+        return self.store.advance(heads, at, signer)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_an_unwritable_witness_stops_acknowledgements_within_the_lag(
+    fresh_backend: Backend, tmp_path: Path
+) -> None:
+    """(c) From the moment the witness cannot be written, no 201 is sent for a request sent
+    more than ``LAG`` later: the requests wait for the writer and answer 503 (Retry-After), or
+    409 ``unwitnessed`` once their dataset is frozen; the commits stand, and a retry with the
+    same Idempotency-Key gets the recorded 201 once the witness is writable again.
+
+    Shown to fail against a build without the bound check (``WitnessGuard.acknowledge``
+    returning at once; run once by hand on SQLite): the request to the dataset with nothing
+    pending was answered ``201`` (``assert (201 == 503)``, "status": "accepted", ledger_seq 2)
+    while the witness could not be written. The hot dataset's late-201 assertion held even so:
+    the writer's failed write froze that dataset (409 ``unwitnessed``) within ``LAG / 2``.
+    """
+    service = Service(fresh_backend, tmp_path / "witness", LAG)
+    client = service.start()
+    guard = client.app.state.database.witness  # type: ignore[attr-defined]
+    assert guard is not None
+    broken = _Broken(guard.store)
+    guard.store = broken
+    try:
+        ds, other = basic_dataset(client)["id"], basic_dataset(client)["id"]
+        _keep_registering(client, ds, 0.5)
+        broken.broken_at = time.monotonic()
+        answers = []
+        end = broken.broken_at + 4 * LAG
+        i = 0
+        while time.monotonic() < end:
+            sent = time.monotonic()
+            key = {"Idempotency-Key": f"k-{i}"}
+            r = client.post(
+                f"/v1/datasets/{ds}/invocations",
+                json={"mechanism": {"type": "pure_dp", "epsilon": "0.000001"}},
+                headers={**AUTH, **key},
+            )
+            answers.append((sent, r.status_code, r.json(), key))
+            i += 1
+        late = [a for a in answers if a[1] == 201 and a[0] > broken.broken_at + LAG]
+        assert late == [], late[:3]
+        refused = [a for a in answers if a[1] != 201]
+        assert refused, "the service kept acknowledging"
+        for _sent, code, body, _key in refused:
+            assert code in (503, 409), body
+            assert code == 503 or body["reason"] == "unwitnessed", body
+        # a dataset with nothing pending: its commit waits for the writer's retry, then 503
+        key = {"Idempotency-Key": "other"}
+        body = {"mechanism": {"type": "pure_dp", "epsilon": "0.000001"}}
+        r = client.post(f"/v1/datasets/{other}/invocations", json=body, headers={**AUTH, **key})
+        assert r.status_code == 503 and r.headers["Retry-After"], r.text
+        first_503 = (0.0, 503, r.json(), key)
+        # the witness writable again: the retry gets the recorded answer, now witnessed
+        broken.broken_at = None
+        deadline = time.monotonic() + 10
+        while True:
+            r = client.post(
+                f"/v1/datasets/{other}/invocations",
+                json={"mechanism": {"type": "pure_dp", "epsilon": "0.000001"}},
+                headers={**AUTH, **first_503[3]},
+            )
+            if r.status_code == 201 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert r.status_code == 201, r.text
+        assert read_directory(service.witness)[other].seq >= int(r.json()["ledger_seq"])
+    finally:
+        guard.store = broken.store
+        service.stop()
