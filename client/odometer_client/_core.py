@@ -422,6 +422,24 @@ def whoami() -> Call[dict[str, Any]]:
     return Call("GET", "/v1/me", _document)
 
 
+def witness() -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/witness", _document)
+
+
+def check_witness() -> Call[dict[str, Any]]:
+    return Call("POST", "/v1/witness/check", _document, body={})
+
+
+def import_ledger_tail(dataset_id: str, entries: list[dict[str, Any]]) -> Call[dict[str, Any]]:
+    path = f"/v1/datasets/{dataset_id}/witness/import"
+    return Call("POST", path, _document, body={"entries": entries})
+
+
+def acknowledge_ledger_loss(dataset_id: str, reason: str) -> Call[dict[str, Any]]:
+    path = f"/v1/datasets/{dataset_id}/witness/acknowledge"
+    return Call("POST", path, _document, body={"reason": reason}, resend="unsent")
+
+
 def list_principals() -> Call[list[dict[str, Any]]]:
     return Call("GET", "/v1/principals", _listed("principals"))
 

@@ -16,12 +16,7 @@ from typing import Any
 
 from odometer_client._cli.output import Output
 from odometer_client._cli.run import command
-from odometer_client._core import Call
 from odometer_client._sync.client import OdometerClient
-
-
-def _document(obj: Any) -> dict[str, Any]:
-    return dict(obj)
 
 
 def _show(status: dict[str, Any], out: Output, json_output: bool) -> int:
@@ -46,12 +41,11 @@ def _show(status: dict[str, Any], out: Output, json_output: bool) -> int:
 
 
 def _status(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
-    return _show(client._send(Call("GET", "/v1/witness", _document)), out, args.json)
+    return _show(client.witness(), out, args.json)
 
 
 def _check(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
-    call = Call("POST", "/v1/witness/check", _document, body={})
-    return _show(client._send(call), out, args.json)
+    return _show(client.check_witness(), out, args.json)
 
 
 def read_entries(path: str) -> list[dict[str, Any]]:
@@ -68,8 +62,7 @@ def read_entries(path: str) -> list[dict[str, Any]]:
 
 def _import(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     entries = read_entries(args.export)
-    path = f"/v1/datasets/{args.dataset}/witness/import"
-    done = client._send(Call("POST", path, _document, body={"entries": entries}))
+    done = client.import_ledger_tail(args.dataset, entries)
     if args.json:
         out.json(done)
     else:
@@ -81,10 +74,7 @@ def _import(args: argparse.Namespace, client: OdometerClient, out: Output) -> in
 
 
 def _acknowledge(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
-    path = f"/v1/datasets/{args.dataset}/witness/acknowledge"
-    done = client._send(
-        Call("POST", path, _document, body={"reason": args.reason}, resend="unsent")
-    )
+    done = client.acknowledge_ledger_loss(args.dataset, args.reason)
     if args.json:
         out.json(done)
     else:

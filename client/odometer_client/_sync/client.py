@@ -304,6 +304,29 @@ class OdometerClient:
         """Revoke an API key at once."""
         return self._send(_core.revoke_key(key_id))
 
+    # ------------------------------------------------------------------ the witness (admin)
+    def witness(self) -> dict[str, Any]:
+        """The witness of ledger heads: ``enabled``, ``location``, ``signed`` and the ``frozen``
+        datasets, each with its ``reason``, ``witnessed_seq`` and ``database_seq``
+        (``docs/witness.md``)."""
+        return self._send(_core.witness())
+
+    def check_witness(self) -> dict[str, Any]:
+        """Compare every dataset's ledger head with the witness now; the state after it."""
+        return self._send(_core.check_witness())
+
+    def import_ledger_tail(
+        self, dataset: str | Dataset, entries: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Bring back a dataset whose ledger is behind the witness from the lost entries of an
+        export taken before: they must chain from the database's head to the witnessed one."""
+        return self._send(_core.import_ledger_tail(_core.dataset_id(dataset), entries))
+
+    def acknowledge_ledger_loss(self, dataset: str | Dataset, reason: str) -> dict[str, Any]:
+        """Accept that a dataset's entries past its database head are lost: a
+        ``loss_acknowledged`` ledger entry, after which the dataset serves writes again."""
+        return self._send(_core.acknowledge_ledger_loss(_core.dataset_id(dataset), reason))
+
     # ------------------------------------------------------------------ invocations
     def register(
         self,
