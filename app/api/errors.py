@@ -12,7 +12,8 @@ from typing import Any, Final
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db.witness import WitnessUnavailable
@@ -165,11 +166,25 @@ def install_error_handlers(app: FastAPI) -> None:
         log.exception("unhandled error", exc_info=exc)
         return error_response("InternalError", "internal error")
 
+    async def database_error(request: Request, exc: Exception) -> Response:
+        """A database error no service turned into an answer: 503 when its connection was
+        lost with it (the server went away, ended the session, or no longer accepts writes:
+        a failover; :func:`app.db.engine.connection_lost`), else 500. Nothing was committed."""
+        assert isinstance(exc, DBAPIError)
+        if exc.connection_invalidated:
+            return await database_unavailable(request, exc)
+        return await internal_error(request, exc)
+
     for exc_type in (ServiceError, DeclarationError, ConfigError, InvalidTransition, AmountError):
         app.add_exception_handler(exc_type, domain_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    # the server unreachable, gone, busy, or not the primary: nothing was committed, and a
+    # retry with the same Idempotency-Key may succeed (docs/operations.md, *What a client sees*)
     app.add_exception_handler(OperationalError, database_unavailable)
+    app.add_exception_handler(DBAPIError, database_error)
+    # no pooled connection came free in time (e.g. all stuck on a server that went away)
+    app.add_exception_handler(PoolTimeout, database_unavailable)
     app.add_exception_handler(WitnessUnavailable, witness_unavailable)
     app.add_exception_handler(Exception, internal_error)
 
@@ -204,6 +219,7 @@ _DESCRIPTIONS: Final[dict[int, str]] = {
     422: "ValidationError, InvalidDeclaration, UnsupportedInMode, InvalidConfig, UnknownCell, "
     "IdempotencyKeyReused, ChargeTooExpensive (the charge needs more CPU than one request may "
     "use; nothing was charged)",
-    503: "ServiceUnavailable: the database is busy or unreachable, or no charge worker was free "
-    "in time (retry after Retry-After; nothing was charged)",
+    503: "ServiceUnavailable: the database is busy or unreachable, no charge worker was free in "
+    "time, or the witness of ledger heads is behind (retry after Retry-After with the same "
+    "Idempotency-Key: the retry answers what was decided, once; docs/operations.md)",
 }

@@ -30,7 +30,7 @@ from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine.interfaces import DBAPICursor, Dialect
 
-from app.db.engine import session_ended
+from app.db.engine import connection_lost
 
 
 # ---------------------------------------------------------------------------- execution
@@ -138,8 +138,10 @@ def _driver_error(
     raw: Any,
     cursor: DBAPICursor | None,
 ) -> sa_exc.StatementError:
-    """A driver error as SQLAlchemy raises it; a disconnect invalidates the connection."""
-    disconnected = conn.dialect.is_disconnect(exc, raw, cursor) or session_ended(exc)
+    """A driver error as SQLAlchemy raises it; a disconnect (or a write refused by a server
+    that is not the primary: :func:`~app.db.engine.connection_lost`) invalidates the
+    connection."""
+    disconnected = conn.dialect.is_disconnect(exc, raw, cursor) or connection_lost(exc)
     if disconnected:
         conn.invalidate(exc)
     error: sa_exc.StatementError = sa_exc.DBAPIError.instance(

@@ -13,7 +13,11 @@ PostgreSQL: psycopg 3, READ COMMITTED; the budget aggregate is locked with
 ``SELECT … FOR UPDATE`` (see :meth:`app.db.repositories.DatasetRepository.get_for_update`).
 A pooled connection is checked for life when it is handed out without a round trip
 (:func:`_install_liveness_check`), and an error that ends the server's session invalidates
-its connection even before psycopg has seen the socket close (:func:`session_ended`).
+its connection even before psycopg has seen the socket close (:func:`session_ended`), as does
+a write refused because the server is not the primary (:func:`not_the_primary`). A URL may
+list several servers (``?host=a,b&port=5432,5432&target_session_attrs=read-write``: libpq
+tries them in turn and keeps the one that accepts writes; docs/operations.md, *Surviving the
+loss of the primary*); a connection discarded so is opened anew on whichever is the primary.
 """
 
 from __future__ import annotations
@@ -83,12 +87,36 @@ def session_ended(exc: BaseException) -> bool:
     return getattr(diag, "severity_nonlocalized", None) in ("FATAL", "PANIC")
 
 
+#: SQLSTATE ``read_only_sql_transaction``: "cannot execute … in a read-only transaction"
+READ_ONLY_SQL_TRANSACTION: Final = "25006"
+
+
+def not_the_primary(exc: BaseException) -> bool:
+    """Whether a statement was refused because its connection's server does not accept writes
+    (SQLSTATE 25006; the service itself never opens a read-only transaction): the connection
+    reached the primary once and that server is a standby now, or it never was the primary.
+    So a managed service's failover looks to a connection opened through a DNS name that
+    moved to the new primary, or through a proxy that still routes to the old one; and so
+    does a primary made read-only (``default_transaction_read_only``) to fence it. The
+    connection is of no more use for writes: it is discarded as a lost one (and the pool's
+    older connections with it), the request is answered 503 with ``Retry-After``, and the
+    next connection is opened anew, on whichever server accepts writes then."""
+    return getattr(exc, "sqlstate", None) == READ_ONLY_SQL_TRANSACTION
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether an error leaves its connection of no further use: the server ended the session
+    (:func:`session_ended`) or does not accept writes (:func:`not_the_primary`)."""
+    return session_ended(exc) or not_the_primary(exc)
+
+
 def _install_session_end_check(engine: Engine) -> None:
-    """Any statement failing on a session-ending error invalidates its connection at once."""
+    """Any statement failing on a session-ending error, or refused by a server that is not the
+    primary, invalidates its connection at once."""
 
     @event.listens_for(engine, "handle_error")
     def _ended(context: Any) -> None:
-        if session_ended(context.original_exception):
+        if connection_lost(context.original_exception):
             context.is_disconnect = True
 
 

@@ -205,38 +205,43 @@ def test_http_idempotency_storm(fresh_backend: Backend, tmp_path: Path) -> None:
     with running_server(
         fresh_backend.url, tmp_path / "server.log", workers=2, factory=factory
     ) as server:
-        began = time.monotonic()
-        datasets = _storm_datasets(server.base_url)
-        rng = random.Random(STORM_KEYS)
-        logs = [
-            KeyLog(f"storm-{i}", i % STORM_DATASETS, rng.choice(("0.01", "0.02", "0.05")))
-            for i in range(STORM_KEYS)
-        ]
+        run_storm(server.base_url, fresh_backend.url, f"{fresh_backend.name} {factory}")
 
-        def path(log: KeyLog) -> str:
-            return f"/v1/datasets/{datasets[log.dataset]}/invocations"
 
-        # 3 copies of each key back to back in the queue: free threads take them together
-        errors = _pool(
-            server.base_url, [_first_send(path(log), log) for log in logs for _ in range(3)]
-        )
-        errors += _pool(server.base_url, [_sequential(path(log), log, 2) for log in logs])
-        changed = rng.sample(logs, CHANGED)
-        reused: list[tuple[KeyLog, tuple[int, bytes, bool]]] = []
+def run_storm(base_url: str, database_url: str, label: str) -> None:
+    """The storm of :func:`test_http_idempotency_storm` against the service at ``base_url``
+    (one server, or replicas behind a proxy: ``test_replicas_behind_proxy.py``), and its
+    checks, the ledgers read from ``database_url``."""
+    began = time.monotonic()
+    datasets = _storm_datasets(base_url)
+    rng = random.Random(STORM_KEYS)
+    logs = [
+        KeyLog(f"storm-{i}", i % STORM_DATASETS, rng.choice(("0.01", "0.02", "0.05")))
+        for i in range(STORM_KEYS)
+    ]
 
-        def resend_changed(log: KeyLog, n: int) -> Callable[[http.client.HTTPConnection], None]:
-            other = datasets[(log.dataset + 1) % STORM_DATASETS] if n % 2 else datasets[log.dataset]
-            epsilon = log.epsilon if n % 2 else "0.03"  # another dataset, or another epsilon
+    def path(log: KeyLog) -> str:
+        return f"/v1/datasets/{datasets[log.dataset]}/invocations"
 
-            def job(conn: http.client.HTTPConnection) -> None:
-                answer = _send(conn, f"/v1/datasets/{other}/invocations", _body(epsilon), log.key)
-                reused.append((log, answer))
+    # 3 copies of each key back to back in the queue: free threads take them together
+    errors = _pool(base_url, [_first_send(path(log), log) for log in logs for _ in range(3)])
+    errors += _pool(base_url, [_sequential(path(log), log, 2) for log in logs])
+    changed = rng.sample(logs, CHANGED)
+    reused: list[tuple[KeyLog, tuple[int, bytes, bool]]] = []
 
-            return job
+    def resend_changed(log: KeyLog, n: int) -> Callable[[http.client.HTTPConnection], None]:
+        other = datasets[(log.dataset + 1) % STORM_DATASETS] if n % 2 else datasets[log.dataset]
+        epsilon = log.epsilon if n % 2 else "0.03"  # another dataset, or another epsilon
 
-        errors += _pool(server.base_url, [resend_changed(log, n) for n, log in enumerate(changed)])
-        errors += _pool(server.base_url, [_sequential(path(log), log, 1) for log in changed])
-        seconds = time.monotonic() - began
+        def job(conn: http.client.HTTPConnection) -> None:
+            answer = _send(conn, f"/v1/datasets/{other}/invocations", _body(epsilon), log.key)
+            reused.append((log, answer))
+
+        return job
+
+    errors += _pool(base_url, [resend_changed(log, n) for n, log in enumerate(changed)])
+    errors += _pool(base_url, [_sequential(path(log), log, 1) for log in changed])
+    seconds = time.monotonic() - began
 
     assert errors == [], errors[:5]
     problems: list[str] = []
@@ -257,13 +262,13 @@ def test_http_idempotency_storm(fresh_backend: Backend, tmp_path: Path) -> None:
     in_flight = sum(log.in_flight_409s for log in logs)
     rejected = sum(1 for log in logs if log.answers[0][0] == 409)
     print(
-        f"\n[{fresh_backend.name} {factory}] {STORM_KEYS} keys, {CHANGED} changed, "
+        f"\n[{label}] {STORM_KEYS} keys, {CHANGED} changed, "
         f"{sum(len(log.answers) for log in logs) + len(reused)} requests in {seconds:.1f}s; "
         f"{rejected} rejected (409 BudgetExceeded, replayed as such); {in_flight} in-flight "
         f"409 IdempotencyConflict retried"
     )
     assert 0 < rejected < STORM_KEYS // STORM_DATASETS  # the small dataset ran out
-    database = Database.from_settings(Settings(database_url=fresh_backend.url))
+    database = Database.from_settings(Settings(database_url=database_url))
     try:
         uow = UnitOfWork(database)
         for n, dataset_id in enumerate(datasets):

@@ -28,6 +28,26 @@ def test_url_spellings_select_psycopg3() -> None:
     assert normalise_database_url("sqlite:///./x.db") == "sqlite:///./x.db"
 
 
+def test_a_multi_host_url_reaches_libpq_whole() -> None:
+    """The URL of an HA pair (docs/operations.md, *The connection URL*): every host, port and
+    libpq option reaches psycopg's connect as libpq reads them, in both of SQLAlchemy's
+    spellings. (Connecting through one: ``tests/reliability/test_failover.py``.)"""
+    options = "target_session_attrs=read-write&connect_timeout=5&tcp_user_timeout=15000"
+    for url, hosts, ports in (
+        (f"postgresql://u:p@/db?host=pg-a,pg-b&port=5432,5433&{options}", "pg-a,pg-b", "5432,5433"),
+        (f"postgres://u:p@/db?host=pg-a:5432&host=pg-b:5433&{options}", "pg-a,pg-b", "5432,5433"),
+    ):
+        engine = make_engine(Settings(database_url=url).database_url)
+        try:
+            _, kwargs = engine.dialect.create_connect_args(engine.url)
+        finally:
+            engine.dispose()
+        assert kwargs["host"] == hosts and str(kwargs["port"]) == ports, kwargs
+        assert kwargs["dbname"] == "db" and kwargs["user"] == "u"
+        assert kwargs["target_session_attrs"] == "read-write"
+        assert kwargs["connect_timeout"] == "5" and kwargs["tcp_user_timeout"] == "15000"
+
+
 def test_backend_settings(database: Database) -> None:
     with database.engine.connect() as conn:
         if conn.dialect.name == "sqlite":

@@ -2,9 +2,13 @@
 the suite must never be killed: other tests use it).
 
 ``initdb`` into a fresh directory owned by the ``postgres`` OS user, then ``postgres`` on a
-free port listening on 127.0.0.1 only, with its socket in the data directory and ``fsync``
-on (the default; a crash test with fsync off would prove nothing). The server is started as
-the ``postgres`` user when the tests run as root (PostgreSQL refuses to run as root).
+free port listening on 127.0.0.1 only, with its socket beside the data directory (in it,
+``pg_rewind`` would try to copy the socket) and ``fsync`` on (the default; a crash test with
+fsync off would prove nothing). The server is started as the ``postgres`` user when the tests
+run as root (PostgreSQL refuses to run as root), and so are the cluster's tools
+(:meth:`PrivateCluster.tool`: ``pg_ctl``, ``pg_basebackup``, ``pg_rewind``). ``settings`` are
+more ``-c`` options of the server (a replicated pair's:
+``tests/reliability/replicated_postgres.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -54,6 +59,9 @@ class PrivateCluster:
     port: int
     bin: Path
     process: subprocess.Popen[bytes] | None = None
+    #: more ``-c name=value`` options of the server (fixed for the cluster's life: a setting
+    #: given on the command line cannot be changed by ``ALTER SYSTEM``)
+    settings: dict[str, str] = field(default_factory=dict)
 
     @property
     def data(self) -> Path:
@@ -62,33 +70,61 @@ class PrivateCluster:
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 
+    def conninfo(self, database: str = "postgres") -> str:
+        """The libpq connection string of ``database`` on this cluster."""
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname={database}"
+
     @property
     def _owner(self) -> str | None:
         """The OS user to run PostgreSQL as (it refuses to run as root)."""
         return "postgres" if os.geteuid() == 0 else None
 
-    def init(self) -> None:
+    def own_root(self) -> None:
+        """Hand the cluster's directory to the OS user that runs PostgreSQL."""
         if os.geteuid() == 0:
             entry = pwd.getpwnam("postgres")
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
-        subprocess.run(
-            [
-                str(self.bin / "initdb"),
-                "-D",
-                str(self.data),
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "--no-instructions",
-                "-E",
-                "UTF8",
-            ],
-            check=True,
+
+    def tool(self, name: str, *args: str, timeout: float = 120) -> str:
+        """Run the cluster's ``name`` (``pg_ctl``, ``pg_basebackup``, ``pg_rewind`` ...) as the
+        OS user that runs the server; its output, or ``RuntimeError`` with it when it fails."""
+        done = subprocess.run(
+            [str(self.bin / name), *args],
             capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
             user=self._owner,
             group=self._owner,
             extra_groups=[] if self._owner else None,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+        return done.stdout + done.stderr
+
+    def query(
+        self, sql: str, params: tuple[Any, ...] = (), database: str = "postgres"
+    ) -> list[Any]:
+        """Rows of one statement, run outside a transaction (``ALTER SYSTEM`` may be)."""
+        with psycopg.connect(
+            self.conninfo(database) + " connect_timeout=5", autocommit=True
+        ) as conn:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description is not None else []
+
+    def init(self) -> None:
+        self.own_root()
+        self.tool(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "--no-instructions",
+            "-E",
+            "UTF8",
         )
 
     def start(self) -> None:
@@ -119,13 +155,14 @@ class PrivateCluster:
                 "-p",
                 str(self.port),
                 "-k",
-                str(self.data),
+                str(self.root),
                 "-c",
                 "listen_addresses=127.0.0.1",
                 "-c",
                 "fsync=on",
                 "-c",
                 "max_connections=100",
+                *(option for item in self.settings.items() for option in ("-c", "=".join(item))),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
