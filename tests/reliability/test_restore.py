@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import make_url
 
@@ -39,7 +40,8 @@ from app.db.uow import Database
 from app.main import create_app
 from app.settings import Settings
 from odometer_client import cli
-from odometer_core.ledger import replay
+from odometer_core.ledger import checkpoints, replay
+from odometer_core.ledger.checkpoints import load_private_key
 from odometer_core.ledger.witness import DirectoryWitness, Head, read_directory
 from tests.support import (
     ADMIN_KEY,
@@ -58,10 +60,13 @@ NO_WITNESS = os.environ.get("ODOMETER_TEST_NO_WITNESS") == "1"
 class Service:
     """The service on one database, started and stopped as an operator would."""
 
-    def __init__(self, backend: Backend, witness: Path, lag: float = 0.0) -> None:
+    def __init__(
+        self, backend: Backend, witness: Path, lag: float = 0.0, checkpoint_key: str | None = None
+    ) -> None:
         self.backend = backend
         self.witness = witness
         self.lag = lag
+        self.checkpoint_key = checkpoint_key
         self.client: TestClient | None = None
         self.database: Database | None = None
 
@@ -72,6 +77,7 @@ class Service:
             witness_dir=None if NO_WITNESS else str(self.witness),
             witness_check_seconds=0,
             witness_lag_seconds=self.lag,
+            checkpoint_key=self.checkpoint_key,
         )
         self.database = Database.from_settings(settings)
         self.client = TestClient(create_app(settings, self.database))
@@ -467,3 +473,90 @@ def test_an_unwritable_witness_stops_acknowledgements_within_the_lag(
     finally:
         guard.store = broken.store
         service.stop()
+
+
+def test_signed_witness_records_verify_with_the_public_key_only(
+    fresh_backend: Backend, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the checkpoint key set, each witnessed head is a signed checkpoint: ``verify
+    --witness --public-key`` accepts the export with the operator's public key, and refuses it
+    with another key or with a record whose signed head was altered."""
+    key = tmp_path / "checkpoint-key.pem"
+    assert cli.main(["checkpoint-keygen", "-o", str(key)]) == 0
+    public = tmp_path / "checkpoint-key.pub.pem"
+    public.write_text(checkpoints.public_pem(load_private_key(key.read_bytes()).public_key()))
+    other = tmp_path / "other.pub.pem"
+    other.write_text(checkpoints.public_pem(Ed25519PrivateKey.generate().public_key()))
+    service = Service(fresh_backend, tmp_path / "witness", 0.0, checkpoint_key=str(key))
+    client = service.start()
+    ds = basic_dataset(client)["id"]
+    for _ in range(3):
+        assert _register(client, ds).status_code == 201
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(_export(client, ds)), "utf-8")
+    service.stop()
+    capsys.readouterr()
+
+    record = read_directory(service.witness)[ds]
+    assert record.seq == 4 and record.signature and record.key_id
+    witness = str(service.witness)
+    assert cli.main(["verify", str(export), "--witness", witness, "--public-key", str(public)]) == 0
+    assert cli.main(["verify", str(export), "--witness", witness, "--public-key", str(other)]) == 1
+    capsys.readouterr()
+
+    # a witness record edited where the export cannot tell (its time) fails its signature
+    (path,) = (p for p in (service.witness / "datasets").iterdir() if p.suffix == ".json")
+    doc = json.loads(path.read_text("utf-8"))
+    doc["witnessed_at"] = "2020-01-01T00:00:00.000000Z"
+    path.write_text(json.dumps(doc), "utf-8")
+    assert cli.main(["verify", str(export), "--witness", witness, "--public-key", str(public)]) == 1
+    assert "signature" in capsys.readouterr().err.lower()
+
+
+def test_a_capped_organisations_other_datasets_freeze_with_the_one_behind(
+    fresh_backend: Backend, tmp_path: Path
+) -> None:
+    """An organisation cap's counted state lives in its datasets' entries: when one of them is
+    behind the witness, its siblings under the cap freeze too (``organisation``, naming the one
+    behind), a dataset outside the organisation serves, and all serve again once the loss is
+    dealt with. Without the sibling freeze the test fails: the set of
+    frozen datasets lacks the sibling."""
+    service = Service(fresh_backend, tmp_path / "witness", 0.0)
+    client = service.start()
+    r = client.post("/v1/organisations", json={"name": "capped"}, headers=AUTH)
+    assert r.status_code == 201, r.text
+    org = r.json()["id"]
+    cap = {"epsilon": "10", "delta": "0.000001"}
+    r = client.patch(f"/v1/organisations/{org}/cap", json=cap, headers=AUTH)
+    assert r.status_code == 200, r.text
+    behind, sibling = (basic_dataset(client, organisation_id=org)["id"] for _ in range(2))
+    outside = basic_dataset(client)["id"]
+    for ds in (behind, sibling, outside):
+        assert _register(client, ds).status_code == 201
+    service.stop()
+    backup = Backup(service.backend, tmp_path)
+    backup.take()
+    client = service.start()
+    assert _register(client, behind).status_code == 201
+    service.stop()
+    backup.restore()
+
+    client = service.start()
+    frozen = {f["dataset_id"]: f for f in client.get("/v1/witness", headers=AUTH).json()["frozen"]}
+    assert set(frozen) == {behind, sibling}
+    assert frozen[behind]["reason"] == "behind"
+    assert (frozen[sibling]["reason"], frozen[sibling]["sibling"]) == ("organisation", behind)
+    for ds in (behind, sibling):
+        r = _register(client, ds)
+        assert r.status_code == 409 and r.json()["error"] == "LedgerBehindWitness", r.text
+    assert _register(client, outside).status_code == 201
+
+    r = client.post(
+        f"/v1/datasets/{behind}/witness/acknowledge", json={"reason": "test"}, headers=AUTH
+    )
+    assert r.status_code == 201, r.text
+    r = client.post("/v1/witness/check", json={}, headers=AUTH)
+    assert r.status_code == 200 and r.json()["frozen"] == [], r.text
+    for ds in (behind, sibling):
+        assert _register(client, ds).status_code == 201
+    service.stop()
