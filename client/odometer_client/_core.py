@@ -56,15 +56,34 @@ RETRY_ERROR_CODES = frozenset({"IdempotencyConflict", "ConcurrentUpdate"})
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded retries with exponential backoff and jitter (``retries`` extra attempts)."""
+    """Bounded retries with exponential backoff and jitter (``retries`` extra attempts). A
+    retried answer's ``Retry-After`` (seconds; the service sends it with every 503) is waited
+    for when it is longer than the backoff, up to ``max_retry_after`` seconds (0: ignored), so
+    that the retries of a registration outlast what the server said it needs, e.g. a database
+    failover (``docs/operations.md``); raise ``retries`` to outlast longer ones."""
 
     retries: int = 3
     backoff: float = 0.1
     max_backoff: float = 2.0
+    max_retry_after: float = 30.0
 
-    def delay(self, attempt: int) -> float:
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
         base: float = min(self.max_backoff, self.backoff * (2**attempt))
-        return base * (0.5 + random.random() / 2)
+        backoff = base * (0.5 + random.random() / 2)
+        if retry_after is None:
+            return backoff
+        return max(backoff, min(retry_after, self.max_retry_after))
+
+
+def retry_after(response: httpx.Response | None) -> float | None:
+    """A response's ``Retry-After`` in seconds (the delay form; a date or junk: none)."""
+    if response is None:
+        return None
+    try:
+        seconds = float(response.headers.get("Retry-After", ""))
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < 86_400 else None
 
 
 @dataclass(frozen=True)

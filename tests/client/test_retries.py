@@ -74,6 +74,44 @@ def test_5xx_and_timeouts_are_retried_with_the_same_key() -> None:
     assert json.loads(seen[0].content) == {"mechanism": {"type": "pure_dp", "epsilon": "0.1"}}
 
 
+def test_a_503s_retry_after_is_waited_for_up_to_the_policys_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The service's 503 says how long to wait (e.g. while a failover promotes a standby): the
+    client waits that long rather than its millisecond backoff, up to ``max_retry_after``; a
+    date or junk in the header leaves the backoff alone."""
+    slept: list[float] = []
+    monkeypatch.setattr("odometer_client._core.sleep", slept.append)
+
+    def unavailable(after: str) -> Callable[[httpx.Request], httpx.Response]:
+        body = {"error": "ServiceUnavailable", "detail": "no primary"}
+        return lambda request: httpx.Response(503, json=body, headers={"Retry-After": after})
+
+    client, seen = _mock([unavailable("5"), unavailable("40"), _status(201, CREATED)])
+    client.register("ds_1", d.pure_dp("0.1"))
+    assert len(seen) == 3 and len({r.headers["Idempotency-Key"] for r in seen}) == 1
+    assert slept == [5.0, FAST_RETRY.max_retry_after]  # 40 s capped at the policy's 30 s
+
+    slept.clear()
+    client, seen = _mock(
+        [unavailable("Wed, 21 Oct 2015 07:28:00 GMT"), unavailable("-1"), _status(201, CREATED)]
+    )
+    client.register("ds_1", d.pure_dp("0.1"))
+    assert len(slept) == 2 and all(0 < s <= FAST_RETRY.max_backoff for s in slept), slept
+
+    slept.clear()
+    ignoring = RetryPolicy(retries=1, backoff=0.001, max_backoff=0.01, max_retry_after=0)
+    client = OdometerClient(
+        "http://odometer.test",
+        "k",
+        retry=ignoring,
+        transport=httpx.MockTransport(lambda request: unavailable("5")(request)),
+    )
+    with pytest.raises(ServerError):
+        client.register("ds_1", d.pure_dp("0.1"))
+    assert len(slept) == 1 and slept[0] <= 0.01, slept
+
+
 def test_4xx_is_never_retried() -> None:
     client, seen = _mock([_status(422, {"error": "InvalidDeclaration", "detail": "no"})])
     with pytest.raises(InvalidRequest):

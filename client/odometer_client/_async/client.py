@@ -89,6 +89,7 @@ class AsyncOdometerClient:
     async def _send(self, call: Call[T]) -> T:
         attempt = 0
         while True:
+            response: httpx.Response | None = None
             try:
                 response = await self._http.request(
                     call.method,
@@ -103,7 +104,7 @@ class AsyncOdometerClient:
             else:
                 if attempt >= self.retry.retries or not _core.retryable_response(response, call):
                     return _core.decode(call, response)
-            await _core.asleep(self.retry.delay(attempt))
+            await _core.asleep(self.retry.delay(attempt, _core.retry_after(response)))
             attempt += 1
 
     # ------------------------------------------------------------------ datasets

@@ -91,6 +91,7 @@ class OdometerClient:
     def _send(self, call: Call[T]) -> T:
         attempt = 0
         while True:
+            response: httpx.Response | None = None
             try:
                 response = self._http.request(
                     call.method,
@@ -105,7 +106,7 @@ class OdometerClient:
             else:
                 if attempt >= self.retry.retries or not _core.retryable_response(response, call):
                     return _core.decode(call, response)
-            _core.sleep(self.retry.delay(attempt))
+            _core.sleep(self.retry.delay(attempt, _core.retry_after(response)))
             attempt += 1
 
     # ------------------------------------------------------------------ datasets
