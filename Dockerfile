@@ -18,8 +18,11 @@ RUN pip install ./client ./core .
 COPY alembic.ini ./
 COPY migrations ./migrations
 
+# /data: the embedded SQLite database; /var/lib/odometer-witness: where docker-compose.yml
+# mounts the witness of ledger heads (a named volume takes this directory's owner)
 RUN useradd --system --uid 10001 --home-dir /srv/odometer odometer \
-    && mkdir -p /data && chown odometer:odometer /data
+    && mkdir -p /data /var/lib/odometer-witness \
+    && chown odometer:odometer /data /var/lib/odometer-witness
 USER odometer
 
 ENV DATABASE_URL=sqlite:////data/odometer.db \
