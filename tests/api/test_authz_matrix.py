@@ -285,6 +285,24 @@ ROWS: dict[tuple[str, str], Row] = {
         "dataset",
         lambda w: DS.format(w.dataset) + "/checkpoints",
     ),
+    ("GET", "/v1/witness"): Row(
+        frozenset({"admin"}), "none", lambda w: "/v1/witness", mutating=False
+    ),
+    ("POST", "/v1/witness/check"): Row(
+        frozenset({"admin"}), "none", lambda w: "/v1/witness/check", lambda w: {}
+    ),
+    ("POST", "/v1/datasets/{dataset_id}/witness/import"): Row(
+        frozenset({"admin"}),
+        "dataset",
+        lambda w: DS.format(w.dataset) + "/witness/import",
+        lambda w: {"entries": []},
+    ),
+    ("POST", "/v1/datasets/{dataset_id}/witness/acknowledge"): Row(
+        frozenset({"admin"}),
+        "dataset",
+        lambda w: DS.format(w.dataset) + "/witness/acknowledge",
+        lambda w: {"reason": "the matrix"},
+    ),
     ("GET", "/healthz"): Row(None, "none", lambda w: "/healthz", mutating=False),
     ("GET", "/readyz"): Row(None, "none", lambda w: "/readyz", mutating=False),
     ("GET", "/metrics"): Row(None, "none", lambda w: "/metrics", mutating=False),
