@@ -53,6 +53,8 @@ from odometer_core.accounting.declarations import (
     TruncatedSubsampledGaussian,
 )
 from odometer_core.ledger import replay
+from tests.accounting.charged import charge as charge_on
+from tests.accounting.charged import check as _check
 from tests.support import AUTH, basic_dataset, ledger
 
 ORDERS = [1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 32.0, 64.0]
@@ -71,11 +73,7 @@ def _config(mode: str, relation: str) -> Any:
 
 def _charge(mode: str, mechanism: dict[str, Any], relation: str) -> dict[str, Any]:
     """What ``mode`` charges ``mechanism`` (admitted: the budget is far larger)."""
-    config = _config(mode, relation)
-    decision = admit(config, initial_state(config), parse_declaration(mechanism))
-    assert decision.admitted, decision.reason
-    out: dict[str, Any] = decision.requested.to_json()
-    return out
+    return charge_on(_config(mode, relation), mechanism)
 
 
 def _epsilon(mechanism: dict[str, Any], relation: str) -> float:
@@ -89,16 +87,6 @@ def _curve(mechanism: dict[str, Any], relation: str) -> list[float]:
     assert [float(a) for a in charged["orders"]] == ORDERS
     assert Decimal(charged["delta"]) == 0
     return [float(v) for v in charged["rdp"]]
-
-
-def _matches(charged: float, formula: float, rel: float) -> bool:
-    """The charge is the formula, up to a relative ``rel``, and never below it."""
-    return formula <= charged <= formula * (1 + rel) + 1e-300
-
-
-def _check(charged: float, formula: float, rel: float) -> None:
-    assert _matches(charged, formula, rel), (charged, formula)
-    assert not _matches(0.95 * charged, formula, rel)  # a charge 5 % smaller fails
 
 
 def _check_delta(delta: Callable[[float], mpmath.mpf], epsilon: float, slack: float) -> None:
