@@ -248,6 +248,39 @@ TABLE = {
         before=(gaussian(30), 5),
         change=("3", "1e-6"),
     ),
+    "zcdp-tree-aggregation": Case(
+        {"mode": "zcdp"},
+        {"type": "tree_aggregation", "noise_multiplier": 300, "step_counts": [100, 50]},
+    ),
+    "rdp-repeat-and-select": Case(
+        {"mode": "rdp"},
+        {
+            "type": "repeat_and_select",
+            "distribution": "truncated_negative_binomial",
+            "mean": 10,
+            "shape": 1,
+            "mechanism": gaussian(300),
+        },
+    ),
+    "rdp-mixture-of-gaussians": Case(
+        {"mode": "rdp"},
+        {
+            "type": "mixture_of_gaussians",
+            "standard_deviation": 30,
+            "sensitivities": [0, 1],
+            "sampling_probs": ["0.9", "0.1"],
+        },
+    ),
+    "basic-mixture-of-gaussians": Case(
+        {"mode": "basic"},
+        {
+            "type": "mixture_of_gaussians",
+            "standard_deviation": 30,
+            "sensitivities": [0, 1],
+            "sampling_probs": ["0.9", "0.1"],
+        },
+        delta="1e-5",
+    ),
     "split-rdp": Case(SPLIT, gaussian(300), epsilon="2", sub_budget="train"),
     "split-basic": Case(
         SPLIT,
