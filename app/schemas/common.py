@@ -127,6 +127,38 @@ def _domain_schema(
     }
 
 
+def _domain(
+    low: Decimal,
+    high: Decimal,
+    example: str,
+    what: str,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    smallest: float = SMALLEST,
+    text: str | None = None,
+) -> WithJsonSchema:
+    """An amount's documented domain, from low to high (each bound open or closed): its
+    schema (:func:`_domain_schema`), whose decimal text, unless given, is derived from the
+    domain, which then starts at 0 and ends at a power of ten."""
+    if text is None:
+        k = len(str(int(high))) - 1
+        assert low == ZERO and high == Decimal(10) ** k, (low, high)
+        text = _decimal_text(k, positive=low_open, top=not high_open)
+    return WithJsonSchema(
+        _domain_schema(
+            text,
+            low=low,
+            low_open=low_open,
+            high=high,
+            high_open=high_open,
+            example=example,
+            what=what,
+            smallest=smallest,
+        )
+    )
+
+
 #: How every amount is read (a JSON number or decimal text, exactly) and written (decimal text).
 #: The domain is documented (``WithJsonSchema``) and checked by the accounting core, which names
 #: the field in its answer (``InvalidDeclaration``, ``InvalidConfig``), as before the schema said
@@ -137,81 +169,24 @@ _MILLION = Decimal(10) ** 6  # the budget's limit (odometer_core…modes.common.
 
 #: A privacy parameter of a declaration (ε, ρ, ξ, μ, τ, an RDP value): 0 … 10⁶.
 Privacy = Annotated[
-    Decimal,
-    _READ,
-    _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            _decimal_text(6, positive=False, top=True),
-            low=ZERO,
-            low_open=False,
-            high=MAX_PRIVACY_PARAMETER,
-            high_open=False,
-            example="0.1",
-            what="0 ≤ value ≤ 10⁶",
-        )
-    ),
+    Decimal, _READ, _WRITE, _domain(ZERO, MAX_PRIVACY_PARAMETER, "0.1", "0 ≤ value ≤ 10⁶")
 ]
 #: A budget's ε_B (datasets, sub-budgets, caps, quotas): 0 < ε_B ≤ 10⁶.
 BudgetEpsilon = Annotated[
-    Decimal,
-    _READ,
-    _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            _decimal_text(6, positive=True, top=True),
-            low=ZERO,
-            low_open=True,
-            high=_MILLION,
-            high_open=False,
-            example="1",
-            what="0 < ε ≤ 10⁶",
-        )
-    ),
+    Decimal, _READ, _WRITE, _domain(ZERO, _MILLION, "1", "0 < ε ≤ 10⁶", low_open=True)
 ]
 #: A noise scale or a sensitivity (σ, b, Δ): 0 … 10¹².
 Noise = Annotated[
-    Decimal,
-    _READ,
-    _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            _decimal_text(12, positive=False, top=True),
-            low=ZERO,
-            low_open=False,
-            high=MAX_MECHANISM_PARAMETER,
-            high_open=False,
-            example="1",
-            what="0 ≤ value ≤ 10¹²",
-        )
-    ),
+    Decimal, _READ, _WRITE, _domain(ZERO, MAX_MECHANISM_PARAMETER, "1", "0 ≤ value ≤ 10¹²")
 ]
 #: A noise scale that must be positive (discrete noise, report noisy max, DP-SGD): 0 < x ≤ 10¹².
 PositiveNoise = Annotated[
     Decimal,
     _READ,
     _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            _decimal_text(12, positive=True, top=True),
-            low=ZERO,
-            low_open=True,
-            high=MAX_MECHANISM_PARAMETER,
-            high_open=False,
-            example="1",
-            what="0 < value ≤ 10¹²",
-        )
-    ),
+    _domain(ZERO, MAX_MECHANISM_PARAMETER, "1", "0 < value ≤ 10¹²", low_open=True),
 ]
-_PROBABILITY_SCHEMA = _domain_schema(
-    _decimal_text(0, positive=False, top=False),
-    low=ZERO,
-    low_open=False,
-    high=ONE,
-    high_open=True,
-    example="0.00001",
-    what="0 ≤ δ < 1",
-)
+_PROBABILITY = _domain(ZERO, ONE, "0.00001", "0 ≤ δ < 1", high_open=True)
 #: A budget's δ_B (datasets, sub-budgets, caps, quotas): 0 ≤ δ_B < 1, and 0 or at least
 #: 1e-298, since the server derives δ_B/10 (basic's default conversion δ) and δ_B/100 (a curve
 #: cap's) and reads them again, where 1e-300 is the least magnitude it reads.
@@ -219,111 +194,42 @@ BudgetDelta = Annotated[
     Decimal,
     _READ,
     _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            _decimal_text(0, positive=False, top=False),
-            low=ZERO,
-            low_open=False,
-            high=ONE,
-            high_open=True,
-            example="0.00001",
-            what="0 ≤ δ < 1 (0, or at least 1e-298)",
-            smallest=1e-298,
-        )
+    _domain(
+        ZERO, ONE, "0.00001", "0 ≤ δ < 1 (0, or at least 1e-298)", high_open=True, smallest=1e-298
     ),
 ]
 #: A δ the accounting core checks (declarations, a configuration's conversion δ).
-Probability = Annotated[Decimal, _READ, _WRITE, WithJsonSchema(_PROBABILITY_SCHEMA)]
+Probability = Annotated[Decimal, _READ, _WRITE, _PROBABILITY]
 #: A δ checked here, in the request model (0 ≤ δ < 1), where the accounting core only compares
 #: the value with the budget's δ, so that a negative or huge one is refused instead of being
 #: recorded.
-Delta = Annotated[
-    Decimal, _READ, AfterValidator(_probability), _WRITE, WithJsonSchema(_PROBABILITY_SCHEMA)
-]
+Delta = Annotated[Decimal, _READ, AfterValidator(_probability), _WRITE, _PROBABILITY]
 #: DP-SGD's own δ: 0 < δ < 1.
 PositiveProbability = Annotated[
     Decimal,
     _READ,
     _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            _decimal_text(0, positive=True, top=False),
-            low=ZERO,
-            low_open=True,
-            high=ONE,
-            high_open=True,
-            example="0.00001",
-            what="0 < δ < 1",
-        )
-    ),
+    _domain(ZERO, ONE, "0.00001", "0 < δ < 1", low_open=True, high_open=True),
 ]
 #: A sampling rate or an order's weight: 0 … 1.
-Rate = Annotated[
-    Decimal,
-    _READ,
-    _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            _decimal_text(0, positive=False, top=True),
-            low=ZERO,
-            low_open=False,
-            high=ONE,
-            high_open=False,
-            example="0.5",
-            what="0 ≤ value ≤ 1",
-        )
-    ),
-]
+Rate = Annotated[Decimal, _READ, _WRITE, _domain(ZERO, ONE, "0.5", "0 ≤ value ≤ 1")]
 #: DP-SGD's sampling rate: 0 < q ≤ 1.
 PositiveRate = Annotated[
-    Decimal,
-    _READ,
-    _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            _decimal_text(0, positive=True, top=True),
-            low=ZERO,
-            low_open=True,
-            high=ONE,
-            high_open=False,
-            example="0.01",
-            what="0 < value ≤ 1",
-        )
-    ),
+    Decimal, _READ, _WRITE, _domain(ZERO, ONE, "0.01", "0 < value ≤ 1", low_open=True)
 ]
 #: An RDP order α: 1 < α ≤ 10⁶.
 Order = Annotated[
     Decimal,
     _READ,
     _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            ORDER_TEXT,
-            low=ONE,
-            low_open=True,
-            high=MAX_ORDER,
-            high_open=False,
-            example="2",
-            what="1 < α ≤ 10⁶",
-        )
-    ),
+    _domain(ONE, MAX_ORDER, "2", "1 < α ≤ 10⁶", text=ORDER_TEXT, low_open=True),
 ]
 #: The mean number of runs E[K] of a ``repeat_and_select``: 1 < E[K] ≤ 10⁶ (an order's domain).
 RunsMean = Annotated[
     Decimal,
     _READ,
     _WRITE,
-    WithJsonSchema(
-        _domain_schema(
-            ORDER_TEXT,
-            low=ONE,
-            low_open=True,
-            high=MAX_RUNS_MEAN,
-            high_open=False,
-            example="10",
-            what="1 < E[K] ≤ 10⁶",
-        )
-    ),
+    _domain(ONE, MAX_RUNS_MEAN, "10", "1 < E[K] ≤ 10⁶", text=ORDER_TEXT, low_open=True),
 ]
 
 
