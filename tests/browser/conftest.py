@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, sync_playwright
+from playwright.sync_api import BrowserContext, Page, sync_playwright
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -57,3 +57,15 @@ def chromium(profile: Path, height: int = 1000) -> Iterator[BrowserContext]:
 def browser(tmp_path: Path) -> Iterator[BrowserContext]:
     with chromium(tmp_path / "profile") as context:
         yield context
+
+
+def watched_page(browser: BrowserContext) -> tuple[Page, list[str]]:
+    """A new page and the list its script errors and console errors or warnings go to."""
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None,
+    )
+    return page, errors

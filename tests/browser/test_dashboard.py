@@ -22,6 +22,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from app.reports_svg import shown
+from tests.browser.conftest import watched_page
 from tests.concurrency.server import Server, running_server
 from tests.support import ADMIN_KEY, ROOT, fresh_database
 
@@ -207,18 +208,6 @@ def _login(page: Page, world: World, key: str) -> None:
     page.click("#use-key")
 
 
-def _watched_page(browser: BrowserContext) -> tuple[Page, list[str]]:
-    """A new page and the list its script errors and console errors or warnings go to."""
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on(
-        "console",
-        lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None,
-    )
-    return page, errors
-
-
 def test_dashboard_gauges_rejections_ledger_and_layout(
     world: World, browser: BrowserContext
 ) -> None:
@@ -229,7 +218,7 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
     0.21510012438242689937'`` shown for ``'spent ε 0.215101'``), and the scan of the visible
     text, run first, found ``0.21510012438242689937`` and others; with the tables' cells kept on
     one line (``white-space: nowrap``), the width check failed with ``1584 <= 1280``."""
-    page, errors = _watched_page(browser)
+    page, errors = watched_page(browser)
     _login(page, world, world.auditor_key)
     row = page.locator(f'#datasets tr[data-id="{world.dataset}"]')
     row.wait_for(timeout=15_000)
@@ -566,7 +555,7 @@ def test_a_zcdp_cap_in_the_organisation_view(
     """A curator's card of a zcdp cap: the cap in its currency, the certified reading against
     the cap's ε, what the filter counted (ρ), the datasets that used it with what each drew,
     the replay's verdict, and the cap's own count of how many more Gaussians it admits."""
-    page, errors = _watched_page(browser)
+    page, errors = watched_page(browser)
     _login(page, world, capped.curator_key)
     card = page.locator(f'.org[data-id="{capped.org}"]')
     card.locator(".org-replay").wait_for(timeout=15_000)
@@ -798,7 +787,7 @@ def test_a_day_partitioned_dataset_as_a_heat_strip(
     day shaded by its fraction (as the API's runs say), the legend, the partition and what a
     block protects; a charged cell drills down to its run's fraction and status; the from/to
     inputs and the "next" key page through the runs; the strip wraps at 390 px."""
-    page, errors = _watched_page(browser)
+    page, errors = watched_page(browser)
     _login(page, world, daily.curator_key)
     row = page.locator(f'#datasets tr[data-id="{daily.dataset}"]')
     row.wait_for(timeout=15_000)
@@ -960,7 +949,7 @@ def test_hashed_buckets_drawn_grouped_and_an_analyst_sees_the_blocks(
     """1000 open buckets are more than a page draws: neighbours share a cell showing the
     highest fraction among them, and a cell's drill-down names its runs. An analyst, who may
     not read the report, still sees the blocks."""
-    page, errors = _watched_page(browser)
+    page, errors = watched_page(browser)
     _login(page, world, daily.curator_key)
     row = page.locator(f'#datasets tr[data-id="{daily.buckets}"]')
     row.wait_for(timeout=15_000)
@@ -1000,7 +989,7 @@ def test_hashed_buckets_drawn_grouped_and_an_analyst_sees_the_blocks(
     _screenshot(page, "dashboard-buckets")
     assert errors == []
 
-    analyst, analyst_errors = _watched_page(browser)
+    analyst, analyst_errors = watched_page(browser)
     _login(analyst, world, daily.analyst_key)
     row = analyst.locator(f'#datasets tr[data-id="{daily.dataset}"]')
     row.wait_for(timeout=15_000)

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page
 
+from tests.browser.conftest import watched_page
 from tests.browser.test_dashboard import _long_numbers, _screenshot
 from tests.concurrency.server import Server, running_server
 from tests.support import ADMIN_KEY, fresh_database
@@ -100,13 +101,7 @@ def _preview(world: World, ds: str, body: dict[str, Any]) -> dict[str, Any]:
 def _open(
     browser: BrowserContext, world: World, ds: str, key: str | None = None
 ) -> tuple[Page, list[str]]:
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on(
-        "console",
-        lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None,
-    )
+    page, errors = watched_page(browser)
     response = page.goto(f"{world.server.base_url}/dashboard#ds={ds}")
     assert response is not None and response.status == 200
     page.fill("#api-key", key or world.analyst_key)

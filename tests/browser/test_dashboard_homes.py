@@ -24,6 +24,7 @@ from playwright.sync_api import BrowserContext, Locator, Page, Route, expect
 
 from odometer_core.accounting.exact import fmt
 from odometer_core.accounting.summary import round_up
+from tests.browser.conftest import watched_page
 from tests.browser.test_dashboard import (
     _long_numbers,
     _screenshot,
@@ -161,13 +162,7 @@ def _open(
 ) -> tuple[Page, list[str]]:
     """A page logged in with the role's key, its home loaded; and its script and console
     errors (warnings too)."""
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on(
-        "console",
-        lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None,
-    )
+    page, errors = watched_page(browser)
     response = page.goto(f"{homes.server.base_url}/dashboard{query}")
     assert response is not None and response.status == 200
     page.fill("#api-key", homes.keys[role])
