@@ -6,6 +6,9 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 WORKERS ?= 1
 KEY_FILE := .odometer-admin-key
+# The checkpoint signing key `make run` signs with unless ODOMETER_CHECKPOINT_KEY is set (its
+# public key beside it, for `odometer verify --public-key`)
+SIGNING_KEY_FILE := .odometer-checkpoint-key
 
 .PHONY: run test browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
 
@@ -56,7 +59,8 @@ dist: | $(BIN)/python
 	rm -rf dist build core/build client/build
 	$(BIN)/python -m pip wheel --quiet --no-deps -w dist ./client ./core .
 
-## run: migrate the database (SQLite ./odometer.db unless DATABASE_URL is set) and serve
+## run: migrate the database (SQLite ./odometer.db unless DATABASE_URL is set) and serve, signing
+## ledger heads with $(SIGNING_KEY_FILE) (made once, mode 0600) unless ODOMETER_CHECKPOINT_KEY is set
 run: install
 	$(BIN)/alembic upgrade head
 	@if [ -n "$$ODOMETER_ADMIN_KEY" ]; then key="$$ODOMETER_ADMIN_KEY"; \
@@ -65,12 +69,19 @@ run: install
 	  key="$$(cat $(KEY_FILE))"; \
 	  echo "ODOMETER_ADMIN_KEY not set: using the demo admin key stored in $(KEY_FILE)"; \
 	fi; \
+	if [ -n "$$ODOMETER_CHECKPOINT_KEY" ]; then signing="$$ODOMETER_CHECKPOINT_KEY"; \
+	else \
+	  [ -s $(SIGNING_KEY_FILE) ] || $(BIN)/python -m app.cli checkpoint-keygen --force \
+	    -o $(SIGNING_KEY_FILE) > $(SIGNING_KEY_FILE).pub || exit 1; \
+	  signing="$(SIGNING_KEY_FILE)"; \
+	fi; \
 	echo "Privacy odometer:  http://$(HOST):$(PORT)"; \
 	echo "Dashboard:         http://$(HOST):$(PORT)/dashboard"; \
 	echo "API docs:          http://$(HOST):$(PORT)/docs"; \
 	echo "Admin key:         $$key"; \
 	echo "Database:          $${DATABASE_URL:-sqlite:///./odometer.db}"; \
-	ODOMETER_ADMIN_KEY="$$key" exec $(BIN)/python -m app.serve \
+	echo "Signing key:       $$signing (exports end with a signed head)"; \
+	ODOMETER_ADMIN_KEY="$$key" ODOMETER_CHECKPOINT_KEY="$$signing" exec $(BIN)/python -m app.serve \
 	  --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
 ## test: the whole suite (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set;

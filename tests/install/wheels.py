@@ -45,6 +45,7 @@ IGNORE = shutil.ignore_patterns(
     "*.db-shm",
     "*.db-writer.lock",
     ".odometer-admin-key",
+    ".odometer-checkpoint-key*",
 )
 
 
