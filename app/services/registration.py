@@ -12,8 +12,8 @@ recorded as an invocation with status ``rejected``, and then answered with 409.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -44,6 +44,7 @@ from odometer_core.accounting.levels import (
 )
 from odometer_core.accounting.summary import refusal
 from odometer_core.ledger import EntryKind
+from odometer_core.partition import check_assertions
 
 #: What a registration's transaction answers it: its recorded response, or the error it raises.
 Outcome = RecordedResponse | BaseException
@@ -58,15 +59,35 @@ class InvocationRequest:
     conversion_delta: Decimal | None = None
     #: a partitioned dataset's block selection, as sent (keys, or ``"all"``)
     blocks: Any = None
+    #: what the analyst asserts of the declaration's neighbours (``check_assertions``)
+    contribution: str | None = None
+    neighbours: str | None = None
 
     def extras(self) -> dict[str, Any]:
-        """The request's options as the response echoes them."""
-        return {
+        """The request's options as the response echoes them (the assertions only when
+        sent, so that earlier requests, fingerprints and entries are as before)."""
+        out: dict[str, Any] = {
             "sub_budget": self.sub_budget,
             "conversion_delta": None
             if self.conversion_delta is None
             else fmt(self.conversion_delta),
         }
+        if self.contribution is not None:
+            out["contribution"] = self.contribution
+        if self.neighbours is not None:
+            out["neighbours"] = self.neighbours
+        return out
+
+    def check(self, ds: DatasetRow) -> None:
+        """Refuse (422) a declaration not stated for the neighbours ``ds``'s budget protects
+        (:func:`odometer_core.partition.check_assertions`)."""
+        check_assertions(
+            None if ds.partition_json is None else ds.partition_json.get("unit"),
+            ds.relation,
+            self.declaration,
+            contribution=self.contribution,
+            neighbours=self.neighbours,
+        )
 
     def fingerprinted(self) -> dict[str, Any]:
         """The options that give the request its meaning (the selection only when sent, so
@@ -184,6 +205,7 @@ def decide(
         sub_budget=request.sub_budget,
         conversion_delta=request.conversion_delta,
         exhaustive=exhaustive,
+        organisation_id=uppers.organisation.owner if uppers.organisation else None,
     )
 
 
@@ -209,6 +231,7 @@ def decide_in_order(
                 organisation_level(locked.org, locked.dataset.relation, admitting=True),
                 quota_level(locked.grant),
             )
+            item.request.check(locked.dataset)
             dataset = (
                 whole_dataset(locked.dataset, item.request)
                 if blocks is None
@@ -253,7 +276,23 @@ def refusal_summary(
         reason=decision.reason,
         sub_budget=sub_budget,
         conversion_delta=request.conversion_delta,
+        admits=admitted_everywhere(dataset, uppers, request),
     )
+
+
+def admitted_everywhere(
+    dataset: Filter, uppers: Uppers, request: InvocationRequest
+) -> Callable[[Declaration], bool]:
+    """Whether a declaration in place of ``request``'s would be admitted at every level, on the
+    filters this decision was taken on (a refusal leaves them as they were): the admission of
+    :func:`decide`, so that a refusal's suggestion (:func:`~odometer_core.accounting.summary.
+    instead`) sent as given is admitted, not only by the level that refused."""
+
+    def admits(declaration: Declaration) -> bool:
+        candidate = replace(request, declaration=declaration)
+        return decide(dataset, uppers, candidate, exhaustive=False).admitted
+
+    return admits
 
 
 def known_window(

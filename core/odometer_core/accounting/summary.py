@@ -20,9 +20,11 @@ command line) leads with the same summary, built here from the filter and its
 - ``text``: the three in one line.
 
 A refusal adds :func:`instead`: the largest (or, for a noise scale, the smallest) value of the
-declaration's one privacy parameter that the refusing filter would admit now, found by bisection
-on :func:`~odometer_core.accounting.filters.admit` itself, so that what is suggested is exactly
-what would be admitted (a later registration can of course change it).
+declaration's one privacy parameter that would be admitted now, found by bisection on the
+admission itself — at every level the registration spends at (dataset, organisation cap,
+analyst's quota: the service passes that admission in), so that what is suggested is exactly
+what would be admitted, not only what the refusing level would take (a later registration can
+of course change it).
 
 The exact figures stay where they were (``status``, ``remaining``); the summary only rounds
 them for reading. ``docs/accounting.md``, *One reading to quote*.
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
@@ -283,6 +285,10 @@ KNOBS: dict[type[Declaration], tuple[str, bool]] = {
 }
 
 
+#: Whether a declaration would be admitted now (:func:`instead`'s test of a candidate).
+Admits = Callable[[Declaration], bool]
+
+
 def instead(
     config: AccountingConfig,
     state: FilterState,
@@ -290,24 +296,34 @@ def instead(
     *,
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
+    admits: Admits | None = None,
 ) -> dict[str, Any] | None:
-    """What the refusing filter would admit now in place of ``declaration``: the same
-    declaration with its privacy parameter (:data:`KNOBS`) moved to the edge of what fits,
-    rounded to :data:`DIGITS` digits on the admitted side and checked by :func:`admit` (module
-    docstring). ``None`` for a kind without one parameter, or when nothing of the kind fits
-    (e.g. its δ alone is over what is left)."""
+    """What would be admitted now in place of ``declaration``: the same declaration with its
+    privacy parameter (:data:`KNOBS`) moved to the edge of what fits, rounded to :data:`DIGITS`
+    digits on the admitted side and checked (module docstring). ``admits`` is the whole
+    admission the registration applies — every level it spends at (the caller builds it from
+    :func:`~odometer_core.accounting.levels.decide_levels` on the levels the refusal was
+    decided on), so that the suggestion sent as given is admitted; without it, the refusing
+    filter's own :func:`admit` alone (a filter with no level above it). Admission at every
+    level is monotone in the parameter (each level's is, and the registration admits when all
+    do), so the bisection finds the edge of the conjunction. ``None`` for a kind without one
+    parameter, or when nothing of the kind fits (e.g. its δ alone is over what is left)."""
     knob = KNOBS.get(type(declaration))
     if knob is None:
         return None
     field, grows = knob
     value = Decimal(getattr(declaration, field))
 
+    def admitted(candidate: Declaration) -> bool:
+        if admits is not None:
+            return admits(candidate)
+        return admit(
+            config, state, candidate, sub_budget=sub_budget, conversion_delta=conversion_delta
+        ).admitted
+
     def fits(x: Decimal) -> bool:
-        candidate = dataclasses.replace(declaration, **{field: x})
         try:
-            return admit(
-                config, state, candidate, sub_budget=sub_budget, conversion_delta=conversion_delta
-            ).admitted
+            return admitted(dataclasses.replace(declaration, **{field: x}))
         except ValueError:
             return False
 
@@ -348,14 +364,21 @@ def refusal(
     reason: str | None,
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
+    admits: Admits | None = None,
 ) -> dict[str, Any]:
     """A refusal summed up: which budget (``level``: dataset, organisation or quota) and which
     constraint of it bound (the filter's ``reason``), the refusing filter's reading and what it
-    has left, and :func:`instead`, in one line of ``text``."""
+    has left, and :func:`instead` (checked by ``admits``, the admission at every level), in one
+    line of ``text``."""
     view = status(config, state)
     reading = compose(view)
     suggestion = instead(
-        config, state, declaration, sub_budget=sub_budget, conversion_delta=conversion_delta
+        config,
+        state,
+        declaration,
+        sub_budget=sub_budget,
+        conversion_delta=conversion_delta,
+        admits=admits,
     )
     bound = reason or "budget exceeded"
     text = f"refused by the {level} budget: {bound}"

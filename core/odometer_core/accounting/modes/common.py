@@ -29,7 +29,14 @@ from odometer_core.accounting.declarations import (
     Subsampled,
     TruncatedSubsampledGaussian,
 )
-from odometer_core.accounting.exact import INFINITY, AmountError, fmt, parse_amount
+from odometer_core.accounting.exact import (
+    INFINITY,
+    AmountError,
+    fmt,
+    parse_amount,
+    to_float_down,
+    to_float_up,
+)
 from odometer_core.accounting.odometer import Reading
 
 
@@ -52,6 +59,7 @@ TRANSITION_CODES: Final[dict[str, bool]] = {
     "AlreadySpent": True,
     "BudgetFixed": True,
     "ModeFixed": True,
+    "ReservationsOpen": True,
 }
 
 
@@ -162,6 +170,23 @@ def keep_conversion_delta(current: Decimal, given: object) -> None:
         {"final_conversion_delta": given}, "final_conversion_delta"
     ) != (current):
         raise ConfigError(CONVERSION_FIXED)
+
+
+def spent_on_ladder(spent: Decimal, top: Decimal) -> float:
+    """A scalar running total as an anchored ladder reads it (:class:`~odometer_core.accounting.
+    odometer.AnchoredLadder`, whose top is the exact threshold ``top`` rounded down to a float):
+    rounded up, except that a total within ``top`` itself is read at most at the ladder's top.
+
+    Level 1 of the ladder *is* the filter, whose threshold is ``top`` exactly (admission
+    compares Σ + c ≤ top in decimals), so a total at most ``top`` is held by level 1 and reads
+    at most the creation target. Rounded up alone, a total between the float below ``top`` and
+    ``top`` (a total landing exactly on the threshold, say) would be read by the level above
+    the top: more than the budget in force (``docs/accounting.md``, *Certified odometer
+    readings*)."""
+    up = to_float_up(spent)
+    if spent <= top:
+        return min(up, to_float_down(top))
+    return up
 
 
 def within_creation_filter(config_epsilon: Decimal, config_delta: Decimal, anchor: Anchor) -> bool:
@@ -342,5 +367,6 @@ __all__ = [
     "keep_conversion_delta",
     "only",
     "reject",
+    "spent_on_ladder",
     "within_creation_filter",
 ]

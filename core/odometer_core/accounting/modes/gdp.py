@@ -57,6 +57,7 @@ from odometer_core.accounting.modes.common import (
     anchored_delta_problem,
     only,
     reject,
+    spent_on_ladder,
 )
 from odometer_core.accounting.odometer import Reading
 
@@ -256,7 +257,9 @@ def odometer(config: GDPConfig, state: GDPState) -> Reading:
     advance (the ladder spends at most δ_B)."""
     if config.anchor is not None:
         # the whole ladder, the filter at level 1 included, spends at most the creation δ_B
-        found = ladder(config).reading(to_float_up(state.mu_squared))
+        assert config.mu_squared_top is not None
+        spent = spent_on_ladder(state.mu_squared, config.mu_squared_top)
+        found = ladder(config).reading(spent)
         if found is None:  # never: admission keeps Σμ² within a level
             return Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_GDP)
         eps, level = found

@@ -70,6 +70,7 @@ from odometer_core.accounting.modes.common import (
     keep_conversion_delta,
     only,
     reject,
+    spent_on_ladder,
     within_creation_filter,
 )
 from odometer_core.accounting.odometer import Reading
@@ -421,7 +422,8 @@ def _anchored_reading(config: ZCDPConfig, state: ZCDPState) -> Reading:
     assert config.anchor is not None
     if state.delta > 0:
         return Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_ZCDP)
-    found = ladder(config).reading(to_float_up(state.rho))
+    assert config.rho_top is not None
+    found = ladder(config).reading(spent_on_ladder(state.rho, config.rho_top))
     if found is None:  # never: admission keeps Σρ within a level
         return Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_ZCDP)
     eps, level = found
