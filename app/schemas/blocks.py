@@ -5,24 +5,40 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from app.schemas.common import Form, StrictModel, one_form_of, optional
 from odometer_core.partition import MAX_BLOCKS
+
+
+def _key_type(value: object) -> object:
+    """A block key is text or an integer as sent: never a boolean (``true`` would be read as
+    bucket 1) nor a number with a fraction (``1.0``); which of the two the dataset's
+    partition takes is its own (``odometer_core.partition.Partition.index``)."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        sent = "a boolean" if isinstance(value, bool) else f"a {type(value).__name__}"
+        raise ValueError(
+            "a block key is text (a day, week, month or declared name) or an integer (a "
+            f"bucket number), not {sent}"
+        )
+    return value
+
 
 #: A block key: a day ``2026-11-27``, a week ``2026-W48``, a month ``2026-11``, a bucket
 #: number, or a declared name. The schema bounds what any partition could hold (a bucket below
 #: 10⁷, a name of 1 … 64 characters); which keys a dataset's partition has is its own.
 BlockKey = Annotated[
     str | int,
+    BeforeValidator(_key_type),
     WithJsonSchema(
         {
             "anyOf": [
                 {"type": "string", "minLength": 1, "maxLength": 64},
                 {"type": "integer", "minimum": 0, "maximum": MAX_BLOCKS - 1},
             ],
-            "description": "a block key: day 2026-11-27, week 2026-W48, month 2026-11, a bucket "
-            "number or a declared name",
+            "description": "a block key of the dataset's partition, of its own type: text "
+            "for a day 2026-11-27, a week 2026-W48, a month 2026-11 or a declared name; an "
+            "integer or its decimal text for a bucket number (never a boolean)",
             "examples": ["2026-11-27"],
         }
     ),
@@ -67,10 +83,16 @@ class PartitionIn(StrictModel):
     unit: Literal["record", "person"] = Field(
         description="what one block's budget protects: a record (an event), or a person when "
         "every record of a person falls in one block (hash buckets of a person id). Daily "
-        "blocks protect events: a person spans days"
+        "blocks protect events: a person spans days. A 'person' dataset admits only "
+        'invocations marked "contribution": "person" (their guarantee holds for a '
+        "person's whole contribution to each selected block); the others are refused (422)"
     )
     timezone: str | None = optional(
-        max_length=64, description="calendar kinds: the IANA time zone periods are read in"
+        max_length=64,
+        description="calendar kinds: the IANA time zone periods are read in, by its canonical "
+        "name: Area/Location (e.g. 'Europe/Zurich') or 'UTC'; not 'localtime', 'posixrules', "
+        "'Factory', 'posix/…', 'right/…' nor the backward-compatible names ('US/Eastern', "
+        "'GB', …)",
     )
     buckets: int | None = optional(ge=1, le=10_000_000, description="bucket kind: how many")
     names: list[str] | None = optional(

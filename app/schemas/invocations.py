@@ -38,6 +38,21 @@ class InvocationCreate(StrictModel):
         "ranges, or 'all' for every open block). Admitted only if every selected block "
         "admits; then each is charged the whole cost"
     )
+    contribution: Literal["record", "person"] | None = optional(
+        description="what the declared guarantee is stated for: 'record' (the default: "
+        "neighbouring inputs differ in one record) or 'person': the analyst asserts that it "
+        "holds for neighbouring inputs that differ in all of one person's records in each "
+        "selected block (e.g. each person's contribution to a block bounded, the sensitivity "
+        "calibrated to that bound). Required by datasets whose partition's unit is 'person' "
+        "(422 otherwise); recorded in the ledger entry's request"
+    )
+    neighbours: Literal["zero_out"] | None = optional(
+        description="tree_aggregation's neighbouring assumption: 'zero_out', the analyst "
+        "asserts that adding or removing a record changes its own leaf only, every other "
+        "record keeping its step (Kairouz et al. 2021's replace-with-zero neighbours). "
+        "Required for a tree_aggregation (at any depth) on an add_remove dataset, refused on "
+        "a declaration without one (422); recorded in the ledger entry's request"
+    )
 
     def to_declaration(self) -> Declaration:
         return to_declaration(self.mechanism)
@@ -128,6 +143,12 @@ class InvocationCreated(BaseModel):
     mechanism: dict[str, Any]
     sub_budget: str | None = None
     conversion_delta: str | None = None
+    contribution: Literal["record", "person"] | None = Field(
+        default=None, description="as requested (only when sent)"
+    )
+    neighbours: Literal["zero_out"] | None = Field(
+        default=None, description="as requested (only when sent)"
+    )
     charge: AmountOut = Field(
         description="what the dataset was charged (or reserved), in its mode's currency: "
         "(ε, δ) in basic, (ρ, δ) in zcdp, a curve in rdp, μ² in gdp; a split dataset's "

@@ -36,7 +36,7 @@ from odometer_core.accounting.blocks import BlockError, change_blocks, retire
 from odometer_core.accounting.summary import compose
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.blocks import Partitioned
-from odometer_core.partition import UNBOUNDED, Partition, parse_partition
+from odometer_core.partition import UNBOUNDED, Partition, new_partition
 
 #: A new partitioned dataset's aggregate: no block open yet.
 NO_BLOCKS: Final = Partitioned(0, 0, (), None).to_json()
@@ -52,7 +52,7 @@ def check_partition(config: AccountingConfig, partition: dict[str, Any]) -> dict
     in its block; otherwise one replacement touches two blocks and a per-block budget B
     becomes 2B)."""
     try:
-        parsed = parse_partition({k: v for k, v in partition.items() if v is not None})
+        parsed = new_partition({k: v for k, v in partition.items() if v is not None})
     except BlockError as exc:
         raise InvalidBlocks(str(exc), field="partition") from None
     if config.mode == "split":
@@ -114,6 +114,7 @@ def partition_status(
         "blocks": {
             "unit": partition.unit,
             "protects": partition.protects,
+            "requires": partition.requires,
             "open": aggregate.open,
             "runs": aggregate.runs,
             "opened": partition.keys(aggregate.opened),

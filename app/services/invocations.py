@@ -65,6 +65,7 @@ def preview_invocation(
     with uow.read_only():
         ds, uppers = read_levels(uow, principal, dataset_id)
         fresh = load_filter(ds)
+        request.check(ds)
         blocks = PartitionLevel.prepare(uow.connection, ds, [request.blocks])
         level = whole_dataset(ds, request) if blocks is None else blocks.level(0)
     # Nothing is written: the decision is taken on this snapshot, outside the transaction,

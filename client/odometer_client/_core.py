@@ -234,6 +234,8 @@ def _invocation_body(
     sub_budget: str | None,
     conversion_delta: Number | None,
     blocks: BlocksLike | None = None,
+    contribution: str | None = None,
+    neighbours: str | None = None,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {"mechanism": mechanism_json(mechanism)}
     if sub_budget is not None:
@@ -242,6 +244,10 @@ def _invocation_body(
         data["conversion_delta"] = _amount_text(conversion_delta)
     if blocks is not None:
         data["blocks"] = blocks if isinstance(blocks, str) else _jsonable(blocks)
+    if contribution is not None:
+        data["contribution"] = contribution
+    if neighbours is not None:
+        data["neighbours"] = neighbours
     return _validated("InvocationCreate", data)
 
 
@@ -252,12 +258,16 @@ def register(
     conversion_delta: Number | None,
     idempotency_key: str | None,
     blocks: BlocksLike | None = None,
+    contribution: str | None = None,
+    neighbours: str | None = None,
 ) -> Call[Invocation]:
     return Call(
         "POST",
         f"/v1/datasets/{ds}/invocations",
         Invocation.from_json,
-        body=_invocation_body(mechanism, sub_budget, conversion_delta, blocks),
+        body=_invocation_body(
+            mechanism, sub_budget, conversion_delta, blocks, contribution, neighbours
+        ),
         idempotency_key=new_key(idempotency_key),
     )
 
@@ -268,12 +278,16 @@ def preview(
     sub_budget: str | None,
     conversion_delta: Number | None,
     blocks: BlocksLike | None = None,
+    contribution: str | None = None,
+    neighbours: str | None = None,
 ) -> Call[PreviewResult]:
     return Call(
         "POST",
         f"/v1/datasets/{ds}/invocations/preview",
         PreviewResult.from_json,
-        body=_invocation_body(mechanism, sub_budget, conversion_delta, blocks),
+        body=_invocation_body(
+            mechanism, sub_budget, conversion_delta, blocks, contribution, neighbours
+        ),
     )
 
 

@@ -15,22 +15,36 @@ by the records: integer hash ``bucket``s (0 … n − 1), calendar periods (``da
 - ``bucket``: ``"17"`` or ``17`` → 17, within 0 … ``buckets`` − 1;
 - ``named``: a declared name → its position.
 
+A key is of its partition's own type or refused (:meth:`Partition.index`): calendar keys are
+text in exactly the form above (ASCII digits; no other ISO 8601 form such as ``20261127`` or a
+week date for a day), a bucket an integer or its decimal text (ASCII digits, no sign, no
+leading zero, never a boolean), a name one of the declared names. A new partition's time zone
+is a canonical IANA name (:func:`new_partition`).
+
 A selection is a list of inclusive key ranges (``{"from": k, "to": k}``) or keys
 (``{"keys": [...]}``), turned into half-open index ranges by :meth:`Partition.selection`. The
 ``unit`` says what one block's filter protects: a ``record``, or a ``person`` when the key puts
 every record of a person in one block (hash buckets of a person id); daily blocks protect events
-(a person spans days).
+(a person spans days). A ``person`` block's budget protects a person only against declarations
+stated for a person's whole contribution to the block; :func:`check_assertions` refuses the
+others (and ``tree_aggregation`` on ``add_remove`` datasets without its neighbouring
+assumption).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any, Final, Literal, cast
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from odometer_core.accounting.blocks import BlockError, Range, normalise
+from odometer_core.accounting.declarations import Declaration, DeclarationError
 
 KINDS: Final = ("bucket", "day", "week", "month", "named")
 UNITS: Final = ("record", "person")
@@ -46,6 +60,45 @@ UNBOUNDED: Final = 2**62
 
 _EPOCH: Final = dt.date(1970, 1, 1)
 _EPOCH_MONDAY: Final = dt.date(1970, 1, 5)
+
+#: Each kind's key, as text (ASCII digits only: ``int`` and ``fromisoformat`` read more).
+_DAY: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_WEEK: Final = re.compile(r"([0-9]{4})-W([0-9]{2})")
+_MONTH: Final = re.compile(r"([0-9]{4})-([0-9]{2})")
+_BUCKET: Final = re.compile(r"0|[1-9][0-9]*")
+#: What each kind's key is, as a refusal names it.
+KEY_TYPES: Final[Mapping[str, str]] = {
+    "bucket": "an integer (a bucket number) or its decimal text",
+    "day": "text YYYY-MM-DD",
+    "week": "text YYYY-Www (an ISO 8601 week)",
+    "month": "text YYYY-MM",
+    "named": "text, one of the declared names",
+}
+
+#: The IANA time zone database's areas: a canonical zone is ``Area/Location`` (or ``UTC``).
+IANA_AREAS: Final = frozenset(
+    {
+        "Africa",
+        "America",
+        "Antarctica",
+        "Arctic",
+        "Asia",
+        "Atlantic",
+        "Australia",
+        "Europe",
+        "Etc",
+        "Indian",
+        "Pacific",
+    }
+)
+_ZONE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9][A-Za-z0-9_+\-]*){1,2}")
+
+#: What an invocation's declaration is stated for (``contribution``): one record (the
+#: default), or a person's whole contribution to each selected block.
+CONTRIBUTIONS: Final = ("record", "person")
+#: The neighbouring assumption a ``tree_aggregation`` on an ``add_remove`` dataset states
+#: (``neighbours``): zero-out neighbours, each record's leaf fixed whatever the others.
+NEIGHBOURS: Final = ("zero_out",)
 
 Kind = Literal["bucket", "day", "week", "month", "named"]
 
@@ -69,34 +122,40 @@ class Partition:
         try:
             return self._index(key)
         except (ValueError, TypeError) as exc:
-            raise BlockError(f"{key!r} is not a {self.kind} key: {exc}") from None
+            # true, false, null and numbers as the request wrote them
+            shown = json.dumps(key) if isinstance(key, bool | float) or key is None else repr(key)
+            raise BlockError(f"{shown} is not a {self.kind} key: {exc}") from None
 
     def _index(self, key: object) -> int:
+        if isinstance(key, bool) or not (
+            isinstance(key, str) or (self.kind == "bucket" and isinstance(key, int))
+        ):
+            raise TypeError(f"a {self.kind} key is {KEY_TYPES[self.kind]}")
         if self.kind == "bucket":
-            if isinstance(key, bool) or not isinstance(key, int | str):
-                raise TypeError("a bucket is an integer")
+            if isinstance(key, str) and not _BUCKET.fullmatch(key):
+                raise ValueError(f"a bucket key is {KEY_TYPES['bucket']} (digits 0-9, no sign)")
             b = int(key)
             assert self.buckets is not None
             if not 0 <= b < self.buckets:
                 raise ValueError(f"buckets are 0 … {self.buckets - 1}")
             return b
+        assert isinstance(key, str)
         if self.kind == "named":
             assert self.names is not None
-            if not isinstance(key, str) or key not in self.names:
+            if key not in self.names:
                 raise ValueError("not a declared name")
             return self.names.index(key)
-        if not isinstance(key, str):
-            raise TypeError("a calendar key is text")
+        form = {"day": _DAY, "week": _WEEK, "month": _MONTH}[self.kind].fullmatch(key)
+        if form is None:
+            raise ValueError(f"a {self.kind} key is {KEY_TYPES[self.kind]}")
         if self.kind == "day":
             return (dt.date.fromisoformat(key) - _EPOCH).days
         if self.kind == "week":
-            year, _, week = key.partition("-W")
-            monday = dt.date.fromisocalendar(int(year), int(week), 1)
+            monday = dt.date.fromisocalendar(int(form[1]), int(form[2]), 1)
             return (monday - _EPOCH_MONDAY).days // 7
-        year, _, month = key.partition("-")
-        if len(month) != 2:
-            raise ValueError("a month is YYYY-MM")
-        return (int(year) - 1970) * 12 + int(month) - 1
+        if not 1 <= int(form[2]) <= 12:
+            raise ValueError("a month is 01 … 12")
+        return (int(form[1]) - 1970) * 12 + int(form[2]) - 1
 
     def key(self, index: int) -> str:
         """The key of block ``index``."""
@@ -109,9 +168,9 @@ class Partition:
             return (_EPOCH + dt.timedelta(days=index)).isoformat()
         if self.kind == "week":
             year, week, _ = (_EPOCH_MONDAY + dt.timedelta(weeks=index)).isocalendar()
-            return f"{year}-W{week:02d}"
+            return f"{year:04d}-W{week:02d}"
         year, month = divmod(index, 12)
-        return f"{1970 + year}-{month + 1:02d}"
+        return f"{1970 + year:04d}-{month + 1:02d}"
 
     def period_of(self, moment: dt.datetime) -> int:
         """The block a record stamped ``moment`` falls in (calendar kinds: in the partition's
@@ -178,6 +237,14 @@ class Partition:
             return "each block's budget protects every person whose records fall in it"
         return "each block's budget protects one record (an event) of the block"
 
+    @property
+    def requires(self) -> str | None:
+        """What a declaration must state for :attr:`protects` to hold (``None``: nothing
+        beyond a record-level guarantee), as the API says it."""
+        if self.unit == "person":
+            return PERSON_REQUIRED
+        return None
+
     # ------------------------------------------------------------------ codec
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "unit": self.unit}
@@ -198,6 +265,42 @@ def _listed(value: object, name: str) -> Sequence[Any]:
     if len(value) > MAX_SELECTION_ITEMS:
         raise BlockError(f"'{name}' lists at most {MAX_SELECTION_ITEMS} items")
     return value
+
+
+def new_partition(obj: Mapping[str, Any]) -> Partition:
+    """A partition a curator declares now: :func:`parse_partition`, and a calendar kind's
+    time zone a canonical IANA name (:func:`canonical_zone`). Partitions stored before the
+    rule are read by :func:`parse_partition` as they were declared."""
+    partition = parse_partition(obj)
+    if partition.timezone is not None and not canonical_zone(partition.timezone):
+        raise BlockError(
+            f"unknown time zone {partition.timezone!r}: a partition's time zone is a "
+            "canonical IANA name, Area/Location (e.g. 'Europe/Zurich') or 'UTC'; not "
+            "'localtime', 'posixrules', 'Factory', the 'posix/' and 'right/' copies, nor the "
+            "old names kept for compatibility (e.g. 'US/Eastern', 'GB')"
+        )
+    return partition
+
+
+def canonical_zone(name: str) -> bool:
+    """Whether ``name`` is a canonical IANA time zone name: ``UTC``, or ``Area/Location`` (or
+    ``Area/Location/Sub``) in one of the database's areas (:data:`IANA_AREAS`), and in the
+    system's time zone database. That leaves out the system's ``localtime`` (whatever the
+    host's clock is set to), ``posixrules``, ``Factory``, the ``posix/`` and ``right/`` copies
+    (``right/`` counts leap seconds: its days are not civil days) and the backward-compatible
+    names outside the areas (``US/Eastern``, ``GB``, ``EST5EDT``, …)."""
+    if name == "UTC":
+        return True
+    return (
+        _ZONE.fullmatch(name) is not None
+        and name.partition("/")[0] in IANA_AREAS
+        and name in _available_zones()
+    )
+
+
+@cache
+def _available_zones() -> frozenset[str]:
+    return frozenset(available_timezones())
 
 
 def parse_partition(obj: Mapping[str, Any]) -> Partition:
@@ -232,11 +335,14 @@ def _parsed(obj: Mapping[str, Any]) -> Partition:
             "partitions 'names', and no other kind any of them"
         )
     if calendar:
+        zone = obj["timezone"]
+        if not isinstance(zone, str):
+            raise BlockError("'timezone' is an IANA time zone name, e.g. 'Europe/Zurich'")
         try:
-            ZoneInfo(str(obj["timezone"]))
+            ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError):
-            raise BlockError(f"unknown time zone {obj['timezone']!r}") from None
-        return Partition(cast(Kind, kind), unit_, timezone=str(obj["timezone"]))
+            raise BlockError(f"unknown time zone {zone!r}") from None
+        return Partition(cast(Kind, kind), unit_, timezone=zone)
     if kind == "bucket":
         buckets = obj["buckets"]
         if (
@@ -267,3 +373,83 @@ def window_of(selections: Sequence[tuple[Range, ...] | None]) -> Range:
     if not ranges:
         return 0, 0
     return min(lo for lo, _ in ranges) - 1, max(hi for _, hi in ranges) + 1
+
+
+# ---------------------------------------------------------------------------- assertions
+#: What a person-unit dataset requires of a declaration, as the API says it.
+PERSON_REQUIRED: Final = (
+    'declarations marked "contribution": "person": their guarantee holds for neighbouring '
+    "inputs that differ in all of one person's records in each selected block (the analyst "
+    "bounds each person's contribution to a block and calibrates the sensitivity to that "
+    "bound); declarations stated for one record are refused"
+)
+
+
+def check_assertions(
+    unit: str | None,
+    relation: str,
+    declaration: Declaration,
+    *,
+    contribution: str | None = None,
+    neighbours: str | None = None,
+) -> None:
+    """Refuse (:class:`DeclarationError`, naming the field) a declaration whose guarantee is
+    not stated for the neighbours the budget of a dataset of partition ``unit`` (``None``: not
+    partitioned) and ``relation`` protects:
+
+    - on a ``person`` partition, one not marked ``contribution: "person"`` — a guarantee
+      stated for one record protects a person with k records in a block only by group privacy
+      (kε for pure ε-DP; (kε, k·e^{(k−1)ε}·δ) for (ε, δ)-DP), not by the block's budget;
+    - on an ``add_remove`` dataset, a ``tree_aggregation`` (at any depth) not marked
+      ``neighbours: "zero_out"`` — its sensitivity √d assumes each record keeps its leaf when
+      another is added or removed (Kairouz et al. 2021's replace-with-zero neighbours);
+    - ``neighbours`` on a declaration without a ``tree_aggregation`` (it states nothing).
+
+    ``docs/accounting.md``, *Partitioned datasets*, states the theorems and their conditions."""
+    if contribution is not None and contribution not in CONTRIBUTIONS:
+        raise DeclarationError(
+            f"'contribution' is one of {', '.join(CONTRIBUTIONS)}", field="contribution"
+        )
+    if neighbours is not None and neighbours not in NEIGHBOURS:
+        raise DeclarationError(
+            f"'neighbours' is one of {', '.join(NEIGHBOURS)}", field="neighbours"
+        )
+    if unit == "person" and contribution != "person":
+        raise DeclarationError(
+            "this dataset's blocks protect persons (partition unit 'person'): it admits "
+            "only declarations whose guarantee holds for neighbouring inputs that differ in "
+            "all of one person's records in each selected block. Bound each person's records "
+            "in a block (e.g. keep at most k), calibrate the sensitivity to that bound and "
+            'send "contribution": "person"; a guarantee stated for one record protects a '
+            "person with k records in a block only by group privacy (k times its ε)",
+            field="contribution",
+        )
+    if neighbours is None and relation != "add_remove":
+        return
+    tree = any(kind == "tree_aggregation" for kind in _kinds(declaration))
+    if neighbours is not None and not tree:
+        raise DeclarationError(
+            "'neighbours' states tree_aggregation's neighbouring assumption; this declaration "
+            "has no tree_aggregation: leave it out",
+            field="neighbours",
+        )
+    if tree and neighbours is None:
+        raise DeclarationError(
+            "tree_aggregation on an add_remove dataset is charged for zero-out neighbours "
+            "(Kairouz et al. 2021): adding or removing a record changes its own leaf only, "
+            "every other record keeping its step. When the pipeline fixes each record's step "
+            'whatever the others, send "neighbours": "zero_out"; otherwise one removal shifts '
+            "the later records to other leaves and the charge does not bound it",
+            field="neighbours",
+        )
+
+
+def _kinds(declaration: Declaration) -> Iterator[str]:
+    """The kinds of ``declaration`` and of every declaration inside it."""
+    yield declaration.kind
+    for f in dataclasses.fields(declaration):
+        value = getattr(declaration, f.name)
+        for inner in value if isinstance(value, tuple) else (value,):
+            for item in inner if isinstance(inner, tuple) else (inner,):
+                if isinstance(item, Declaration):
+                    yield from _kinds(item)

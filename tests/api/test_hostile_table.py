@@ -339,6 +339,8 @@ def variants() -> list[Variant]:
         for name, mechanism in _mechanisms().items():
 
             def body(_: World, m: dict[str, Any] = mechanism) -> dict[str, Any]:
+                if m["type"] == "tree_aggregation":  # its assumption, on add_remove datasets
+                    return {"mechanism": m, "conversion_delta": "1e-6", "neighbours": "zero_out"}
                 return (
                     {"mechanism": m, "conversion_delta": "1e-6"}
                     if m["type"]

@@ -68,9 +68,12 @@ def _register(
     blocks: Any,
     mechanism: dict[str, Any] = PURE,
     headers: dict[str, str] = AUTH,
+    contribution: str | None = None,
     **extra: Any,
 ) -> Any:
     body = {"mechanism": mechanism, "blocks": blocks}
+    if contribution is not None:  # a person's whole contribution ('person' datasets)
+        body["contribution"] = contribution
     return client.post(f"/v1/datasets/{ds}/invocations", json=body, headers={**headers, **extra})
 
 
@@ -426,7 +429,7 @@ def test_the_export_replays_block_by_block_and_edits_are_found(
     assert _open(client, ds, 0, 49).status_code == 200
     gaussian = {"type": "gaussian", "sigma": "3", "sensitivity": "1"}
     for blocks in ({"from": 0, "to": 20}, {"keys": [5, 7, 30]}, "all", {"from": 10, "to": 12}):
-        r = _register(client, ds, blocks, gaussian)
+        r = _register(client, ds, blocks, gaussian, contribution="person")
         assert r.status_code in (201, 409), r.text
     entries = ledger(client, ds)
     verdict = replay(entries)
@@ -525,7 +528,7 @@ def test_sampling_without_replacement_needs_the_immutable_key(client: TestClient
     }
     people = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
     assert _open(client, people, 0, 7).status_code == 200
-    r = _register(client, people, "all", wor)
+    r = _register(client, people, "all", wor, contribution="person")
     assert r.status_code == 201, r.text
 
 

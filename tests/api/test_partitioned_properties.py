@@ -166,7 +166,7 @@ def _history(client: TestClient, mode: str, actions: list[Any]) -> None:
             outcome, named = ref.register(blocks, mechanism) if blocks else ("conflict", set())
             r = client.post(
                 f"/v1/datasets/{ds}/invocations",
-                json={"mechanism": mechanism, "blocks": sent},
+                json={"mechanism": mechanism, "blocks": sent, "contribution": "person"},
                 headers=AUTH,
             )
             if outcome == "conflict":

@@ -733,6 +733,7 @@ def _build_daily(server: Server) -> Daily:
         body = {
             "mechanism": {"type": "pure_dp", "epsilon": "0.5"},
             "blocks": {"from": 0, "to": 9},
+            "contribution": "person",
         }
         _post(http, f"/v1/datasets/{buckets}/invocations", body, analyst_key)
     return Daily(org, ds, buckets, curator_key, analyst_key)

@@ -228,7 +228,7 @@ def test_bucket_keys_stay_keys(api: OdometerClient) -> None:
         "blocks-buckets", "1", "0.000001", accounting={"mode": "zcdp"}, partition=partition
     )
     assert api.open_blocks(ds, 0, "99").range == BlockRange("0", "99", 100)
-    inv = api.register(ds, d.gaussian("10", "1"), blocks={"keys": [3, "7"]})
+    inv = api.register(ds, d.gaussian("10", "1"), blocks={"keys": [3, "7"]}, contribution="person")
     assert inv.charge == {"rho": Decimal("0.005"), "delta": 0}
     assert inv.blocks == [BlockRange("3", "3", 1), BlockRange("7", "7", 1)]
     runs = api.list_blocks(ds, 2, 8).runs

@@ -96,6 +96,7 @@ def test_concurrent_selections_never_overspend_a_block(
                         json={
                             "mechanism": ODP if odp else PURE,
                             "blocks": {"from": lo, "to": hi},
+                            "contribution": "person",
                         },
                     )
                     body = {**r.json(), "asked": (lo, hi)}

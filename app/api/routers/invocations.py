@@ -55,6 +55,8 @@ def invocation_request(body: InvocationCreate) -> InvocationRequest:
         sub_budget=body.sub_budget,
         conversion_delta=body.conversion_delta,
         blocks=selection_json(body.blocks),
+        contribution=body.contribution,
+        neighbours=body.neighbours,
     )
 
 

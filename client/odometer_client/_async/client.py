@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 
@@ -344,6 +344,8 @@ class AsyncOdometerClient:
         conversion_delta: Number | None = None,
         blocks: BlocksLike | None = None,
         idempotency_key: str | None = None,
+        contribution: Literal["record", "person"] | None = None,
+        neighbours: Literal["zero_out"] | None = None,
     ) -> Invocation:
         """Declare an invocation before it runs: ``accepted`` (charged) or ``reserved``
         (ODP). Raises ``BudgetExceeded`` (409), ``InvalidRequest`` (422), …
@@ -353,7 +355,15 @@ class AsyncOdometerClient:
         ``{"ranges": [{"from": KEY, "to": KEY}, …]}`` or ``"all"`` (every open block). It is
         admitted only if every selected block admits it, and each is charged the whole cost;
         ``Invocation.blocks`` is the selection as resolved, ``BudgetExceeded.blocks`` the
-        blocks that refused."""
+        blocks that refused.
+
+        ``contribution="person"`` asserts that the declared guarantee holds for neighbouring
+        inputs that differ in all of one person's records in each selected block (bound each
+        person's contribution, calibrate the sensitivity to it): required on a dataset whose
+        partition's unit is ``person``. ``neighbours="zero_out"`` asserts
+        ``tree_aggregation``'s zero-out neighbours (each record keeps its leaf when another is
+        added or removed): required for a tree aggregation on an ``add_remove`` dataset. Both
+        are recorded in the ledger entry."""
         return await self._send(
             _core.register(
                 _core.dataset_id(dataset),
@@ -362,6 +372,8 @@ class AsyncOdometerClient:
                 conversion_delta,
                 idempotency_key,
                 blocks,
+                contribution,
+                neighbours,
             )
         )
 
@@ -373,13 +385,22 @@ class AsyncOdometerClient:
         sub_budget: str | None = None,
         conversion_delta: Number | None = None,
         blocks: BlocksLike | None = None,
+        contribution: Literal["record", "person"] | None = None,
+        neighbours: Literal["zero_out"] | None = None,
     ) -> PreviewResult:
         """The decision a registration would get now; nothing is written. With ``blocks`` (a
         partitioned dataset) ``PreviewResult.blocks`` says which selected blocks can afford it
-        and how many more of it fit."""
+        and how many more of it fit; ``contribution`` and ``neighbours`` as in
+        :meth:`register`."""
         return await self._send(
             _core.preview(
-                _core.dataset_id(dataset), mechanism, sub_budget, conversion_delta, blocks
+                _core.dataset_id(dataset),
+                mechanism,
+                sub_budget,
+                conversion_delta,
+                blocks,
+                contribution,
+                neighbours,
             )
         )
 
@@ -444,6 +465,8 @@ class AsyncOdometerClient:
         conversion_delta: Number | None = None,
         blocks: BlocksLike | None = None,
         idempotency_key: str | None = None,
+        contribution: Literal["record", "person"] | None = None,
+        neighbours: Literal["zero_out"] | None = None,
     ) -> AsyncIterator[AsyncReservation]:
         """Register, yield a reservation handle, and make sure it ends settled or cancelled.
 
@@ -454,7 +477,8 @@ class AsyncOdometerClient:
           and the reservation stays charged at its worst cell (safe); never a silent refund.
 
         Non-ODP mechanisms are ``accepted`` (charged in full) at once: nothing to settle.
-        ``blocks`` as in :meth:`register` (the server remembers the reservation's blocks).
+        ``blocks``, ``contribution`` and ``neighbours`` as in :meth:`register` (the server
+        remembers the reservation's blocks).
         """
         inv = await self.register(
             dataset,
@@ -463,6 +487,8 @@ class AsyncOdometerClient:
             conversion_delta=conversion_delta,
             blocks=blocks,
             idempotency_key=idempotency_key,
+            contribution=contribution,
+            neighbours=neighbours,
         )
         r = AsyncReservation(self, inv)
         try:

@@ -22,6 +22,8 @@ def _declared(args: argparse.Namespace) -> dict[str, Any]:
         "sub_budget": args.sub_budget,
         "conversion_delta": args.conversion_delta,
         "blocks": args.blocks,
+        "contribution": args.contribution,
+        "neighbours": args.neighbours,
     }
 
 
@@ -96,4 +98,17 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         inv.add_argument("--blocks", help=f"partitioned datasets: the blocks read, {BLOCKS_FORMS}")
         inv.add_argument("--sub-budget", help="sub-budget of a split dataset")
         inv.add_argument("--conversion-delta", help="δ converting a curve-based declaration")
+        inv.add_argument(
+            "--contribution",
+            choices=("record", "person"),
+            help="what the declared guarantee is stated for: 'person' asserts it holds for "
+            "all of one person's records in each selected block (required on datasets whose "
+            "partition's unit is person)",
+        )
+        inv.add_argument(
+            "--neighbours",
+            choices=("zero_out",),
+            help="tree_aggregation's assumption: each record keeps its leaf when another is "
+            "added or removed (required for a tree aggregation on an add_remove dataset)",
+        )
         inv.set_defaults(run=command(runner))

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 
@@ -338,6 +338,8 @@ class OdometerClient:
         conversion_delta: Number | None = None,
         blocks: BlocksLike | None = None,
         idempotency_key: str | None = None,
+        contribution: Literal["record", "person"] | None = None,
+        neighbours: Literal["zero_out"] | None = None,
     ) -> Invocation:
         """Declare an invocation before it runs: ``accepted`` (charged) or ``reserved``
         (ODP). Raises ``BudgetExceeded`` (409), ``InvalidRequest`` (422), …
@@ -347,7 +349,15 @@ class OdometerClient:
         ``{"ranges": [{"from": KEY, "to": KEY}, …]}`` or ``"all"`` (every open block). It is
         admitted only if every selected block admits it, and each is charged the whole cost;
         ``Invocation.blocks`` is the selection as resolved, ``BudgetExceeded.blocks`` the
-        blocks that refused."""
+        blocks that refused.
+
+        ``contribution="person"`` asserts that the declared guarantee holds for neighbouring
+        inputs that differ in all of one person's records in each selected block (bound each
+        person's contribution, calibrate the sensitivity to it): required on a dataset whose
+        partition's unit is ``person``. ``neighbours="zero_out"`` asserts
+        ``tree_aggregation``'s zero-out neighbours (each record keeps its leaf when another is
+        added or removed): required for a tree aggregation on an ``add_remove`` dataset. Both
+        are recorded in the ledger entry."""
         return self._send(
             _core.register(
                 _core.dataset_id(dataset),
@@ -356,6 +366,8 @@ class OdometerClient:
                 conversion_delta,
                 idempotency_key,
                 blocks,
+                contribution,
+                neighbours,
             )
         )
 
@@ -367,13 +379,22 @@ class OdometerClient:
         sub_budget: str | None = None,
         conversion_delta: Number | None = None,
         blocks: BlocksLike | None = None,
+        contribution: Literal["record", "person"] | None = None,
+        neighbours: Literal["zero_out"] | None = None,
     ) -> PreviewResult:
         """The decision a registration would get now; nothing is written. With ``blocks`` (a
         partitioned dataset) ``PreviewResult.blocks`` says which selected blocks can afford it
-        and how many more of it fit."""
+        and how many more of it fit; ``contribution`` and ``neighbours`` as in
+        :meth:`register`."""
         return self._send(
             _core.preview(
-                _core.dataset_id(dataset), mechanism, sub_budget, conversion_delta, blocks
+                _core.dataset_id(dataset),
+                mechanism,
+                sub_budget,
+                conversion_delta,
+                blocks,
+                contribution,
+                neighbours,
             )
         )
 
@@ -436,6 +457,8 @@ class OdometerClient:
         conversion_delta: Number | None = None,
         blocks: BlocksLike | None = None,
         idempotency_key: str | None = None,
+        contribution: Literal["record", "person"] | None = None,
+        neighbours: Literal["zero_out"] | None = None,
     ) -> Iterator[Reservation]:
         """Register, yield a reservation handle, and make sure it ends settled or cancelled.
 
@@ -446,7 +469,8 @@ class OdometerClient:
           and the reservation stays charged at its worst cell (safe); never a silent refund.
 
         Non-ODP mechanisms are ``accepted`` (charged in full) at once: nothing to settle.
-        ``blocks`` as in :meth:`register` (the server remembers the reservation's blocks).
+        ``blocks``, ``contribution`` and ``neighbours`` as in :meth:`register` (the server
+        remembers the reservation's blocks).
         """
         inv = self.register(
             dataset,
@@ -455,6 +479,8 @@ class OdometerClient:
             conversion_delta=conversion_delta,
             blocks=blocks,
             idempotency_key=idempotency_key,
+            contribution=contribution,
+            neighbours=neighbours,
         )
         r = Reservation(self, inv)
         try:
