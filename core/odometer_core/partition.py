@@ -379,9 +379,9 @@ def window_of(selections: Sequence[tuple[Range, ...] | None]) -> Range:
 #: What a person-unit dataset requires of a declaration, as the API says it.
 PERSON_REQUIRED: Final = (
     'declarations marked "contribution": "person": their guarantee holds for neighbouring '
-    "inputs that differ in all of one person's records in each selected block (the analyst "
-    "bounds each person's contribution to a block and calibrates the sensitivity to that "
-    "bound); declarations stated for one record are refused"
+    "inputs that differ in any or all of one person's records in each selected block (the "
+    "analyst bounds each person's contribution to a block and calibrates the sensitivity to "
+    "that bound); declarations stated for one record are refused"
 )
 
 
@@ -418,8 +418,8 @@ def check_assertions(
         raise DeclarationError(
             "this dataset's blocks protect persons (partition unit 'person'): it admits "
             "only declarations whose guarantee holds for neighbouring inputs that differ in "
-            "all of one person's records in each selected block. Bound each person's records "
-            "in a block (e.g. keep at most k), calibrate the sensitivity to that bound and "
+            "any or all of one person's records in each selected block. Bound each person's "
+            "records in a block (e.g. keep at most k), calibrate the sensitivity to that bound and "
             'send "contribution": "person"; a guarantee stated for one record protects a '
             "person with k records in a block only by group privacy (k times its ε)",
             field="contribution",

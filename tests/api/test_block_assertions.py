@@ -5,7 +5,8 @@ aggregation's neighbours*).
 
 - A dataset whose partition's unit is ``person`` admits only declarations marked
   ``"contribution": "person"`` (their guarantee holds for neighbouring inputs that differ in
-  all of one person's records in each selected block); the others, registered or previewed,
+  any or all of one person's records in each selected block); the others, registered or
+  previewed,
   are a 422 that says what to do, and nothing is recorded. The marked one is admitted and the
   mark is in its ledger entry's request, which replays. The dataset's 201 and ``GET`` state the
   condition.
@@ -34,9 +35,9 @@ PURE = {"type": "pure_dp", "epsilon": "0.4"}
 #: What a person dataset's status says it requires.
 PERSON_REQUIRED = (
     'declarations marked "contribution": "person": their guarantee holds for neighbouring '
-    "inputs that differ in all of one person's records in each selected block (the analyst "
-    "bounds each person's contribution to a block and calibrates the sensitivity to that "
-    "bound); declarations stated for one record are refused"
+    "inputs that differ in any or all of one person's records in each selected block (the "
+    "analyst bounds each person's contribution to a block and calibrates the sensitivity to "
+    "that bound); declarations stated for one record are refused"
 )
 TREE = {"type": "tree_aggregation", "noise_multiplier": "10", "step_counts": [15]}
 
@@ -96,8 +97,8 @@ def test_a_person_dataset_refuses_a_declaration_stated_for_one_record(
     assert (body["error"], body["field"]) == ("InvalidDeclaration", "contribution")
     assert body["detail"].startswith(
         "this dataset's blocks protect persons (partition unit 'person'): it admits only "
-        "declarations whose guarantee holds for neighbouring inputs that differ in all of one "
-        "person's records in each selected block."
+        "declarations whose guarantee holds for neighbouring inputs that differ in any or all "
+        "of one person's records in each selected block."
     )
     assert 'send "contribution": "person"' in body["detail"]
     assert "group privacy" in body["detail"]

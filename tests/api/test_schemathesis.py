@@ -136,6 +136,13 @@ NOT_IN_THE_SCHEMA: dict[str, Unsaid] = {
         InvalidDeclaration=r"analysed under|but the dataset uses",
         InvalidConfig=rf"{ITEM}.*(analysed under|but the dataset uses)",
     ),
+    "declaration-assertions": _unsaid(
+        REGISTER,
+        InvalidDeclaration=(
+            r"blocks protect persons|tree_aggregation on an add_remove dataset|"
+            r"has no tree_aggregation"
+        ),
+    ),
     "declaration-order": _unsaid(
         DECLARING,
         InvalidDeclaration=(

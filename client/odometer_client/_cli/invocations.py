@@ -101,8 +101,8 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         inv.add_argument(
             "--contribution",
             choices=("record", "person"),
-            help="what the declared guarantee is stated for: 'person' asserts it holds for "
-            "all of one person's records in each selected block (required on datasets whose "
+            help="what the declared guarantee is stated for: 'person' asserts it holds for any "
+            "or all of one person's records in each selected block (required on datasets whose "
             "partition's unit is person)",
         )
         inv.add_argument(

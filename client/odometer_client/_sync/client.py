@@ -352,9 +352,9 @@ class OdometerClient:
         blocks that refused.
 
         ``contribution="person"`` asserts that the declared guarantee holds for neighbouring
-        inputs that differ in all of one person's records in each selected block (bound each
-        person's contribution, calibrate the sensitivity to it): required on a dataset whose
-        partition's unit is ``person``. ``neighbours="zero_out"`` asserts
+        inputs that differ in any or all of one person's records in each selected block
+        (bound each person's contribution, calibrate the sensitivity to it): required on a
+        dataset whose partition's unit is ``person``. ``neighbours="zero_out"`` asserts
         ``tree_aggregation``'s zero-out neighbours (each record keeps its leaf when another is
         added or removed): required for a tree aggregation on an ``add_remove`` dataset. Both
         are recorded in the ledger entry."""
