@@ -94,6 +94,7 @@ _READ: Final = {
             "cap_seq",
             "cap_config_seq",
             "cap_usage_json",
+            "cap_closed_json",
         )
     ],
     "g": [
@@ -206,7 +207,8 @@ def _locked(
     """A row of :func:`_lock_sql`'s statement as the levels it locked."""
     dataset = DatasetRow(row[0], row[1], load(row[2]), load(row[3]), row[4], row[5], load(row[6]))
     org = OrgRow(row[7], load(row[8]), load(row[9]), load(row[10]), row[11], row[12], load(row[13]))
-    rest = row[14:]
+    org.cap_closed_json = load(row[14])
+    rest = row[15:]
     grant_row = None
     if grant:
         grant_row = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]), rest[4])

@@ -198,6 +198,8 @@ class Organisation(Base):
     cap_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     cap_config_seq: Mapped[int | None] = mapped_column(Integer, default=None)
     cap_usage_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
+    #: the caps replaced after they counted, oldest first (``ClosedPhase.to_json``; null: none)
+    cap_closed_json: Mapped[list[dict[str, Any]] | None] = mapped_column(Json, default=None)
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
 

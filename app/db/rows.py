@@ -37,6 +37,7 @@ class OrgRow:
     cap_seq: int = 0
     cap_config_seq: int | None = None
     cap_usage_json: dict[str, Any] | None = None
+    cap_closed_json: list[dict[str, Any]] | None = None
     dirty: bool = False
 
 

@@ -28,7 +28,8 @@ class OrganisationCap(StrictModel):
     """An organisation's cap: a target (ε, δ) and the filter's mode, one filter over every
     invocation on the organisation's datasets. Curve caps (``zcdp``, ``rdp``) keep 1 % of δ
     for the δ of approximate (ε, δ) declarations unless ``final_conversion_delta`` is given;
-    the mode and the grid are fixed once the cap has counted something."""
+    the mode and the grid are fixed once the cap has counted something, unless the cap is
+    replaced (``replace``). ``rdp`` accounts every kind ``zcdp`` does and DP-SGD besides."""
 
     epsilon: BudgetEpsilon
     delta: BudgetDelta
@@ -36,12 +37,37 @@ class OrganisationCap(StrictModel):
         description="the cap filter's mode and parameters; default: the cap's mode in force "
         '(with that mode\'s defaults), {"mode": "basic"} for an organisation that never had one'
     )
+    replace: bool = Field(
+        default=False,
+        description="replace a cap that has counted by this one, in any mode: the counted "
+        "cap's certified reading is kept as a closed statement, this cap counts from now on "
+        "and the organisation's statement is their sum (ε₁ + ε₂, δ₁ + δ₂: its δ exceeds the "
+        "first cap's); 409 ReservationsOpen while a reservation is open",
+    )
 
     def accounting_json(self) -> dict[str, Any] | None:
         if self.accounting is None:
             return None
         data: dict[str, Any] = self.accounting.model_dump(mode="json", exclude_none=True)
         return data
+
+
+class ClosedCap(BaseModel):
+    """A cap replaced after it counted: its statement, fixed when it was replaced."""
+
+    mode: str
+    epsilon: str = Field(description="its certified reading's ε when it was replaced")
+    delta: str = Field(description="its certified reading's δ when it was replaced")
+    after_seq: int = Field(description="the last organisation sequence number it counted")
+
+
+class OrganisationStatement(BaseModel):
+    """The organisation's (ε, δ) across cap replacements: basic composition of the phases."""
+
+    epsilon: str = Field(description="Σ ε of the closed caps and the cap in force's reading")
+    delta: str = Field(description="Σ δ of the same: above any one cap's δ once one is replaced")
+    phases: int = Field(description="the closed caps, plus one for the cap in force")
+    note: str
 
 
 class OrganisationOut(BaseModel):
@@ -66,6 +92,16 @@ class OrganisationOut(BaseModel):
         default=None,
         description="the cap's reading to quote and what is left of it in its currency (null "
         "without a cap)",
+    )
+    closed: list[ClosedCap] = Field(
+        default_factory=list,
+        description="caps replaced after they counted, oldest first, each with its certified "
+        "reading when it was replaced",
+    )
+    statement: OrganisationStatement | None = Field(
+        default=None,
+        description="the organisation's (ε, δ) statement: the closed caps' readings plus the "
+        "reading of the cap in force",
     )
     cap_seq: int = Field(description="ledger entries that touched the cap, across datasets")
     usage: dict[str, int] = Field(
@@ -122,6 +158,14 @@ class OrganisationReport(BaseModel):
     problems: list[str]
     decisions: int
     odometer: dict[str, Any] | None = Field(description="the replayed certified reading")
+    closed: list[ClosedCap] = Field(
+        default_factory=list, description="the closed caps, each checked by the replay"
+    )
+    statement: dict[str, str] | None = Field(
+        default=None,
+        description="the replayed statement: the closed caps' readings plus the replayed "
+        "reading of the cap in force",
+    )
     datasets: list[OrganisationReportDataset]
 
 

@@ -119,6 +119,9 @@ def sequence(org: OrgRow) -> dict[str, Any]:
         config, state = cap_filter(org, CAP_RELATION)
         out["config"] = config_to_json(config)
         out["before"] = state_to_json(state)
+        closed = org.cap_closed_json or []
+        if closed and closed[-1]["after_seq"] == org.cap_seq - 1:  # replaced just before
+            out["replaced"] = closed[-1]
     return out
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from app.db.models import Dataset, LedgerEntry
 from app.db.uow import UnitOfWork
 from app.services import blocks
-from app.services._aggregate import append_entry, load_filter, visible_dataset
+from app.services._aggregate import append_entry, behind_witness, load_filter, visible_dataset
 from app.services._common import new_id, utc_now
 from app.services.errors import NotFound
 from app.services.principals import Principal
@@ -214,9 +214,16 @@ def list_datasets(
 def change_budget(
     uow: UnitOfWork, principal: Principal, dataset_id: str, change: BudgetChange
 ) -> dict[str, Any]:
-    """Raise or lower a budget (never below spent + reserved); a ``budget_changed`` entry."""
+    """Raise or lower a budget (never below spent + reserved); a ``budget_changed`` entry.
+    Refused first, whatever the change, while the dataset is behind its witness or frozen with
+    its organisation (409 ``LedgerBehindWitness``): its spent state may have been rolled back."""
     with uow:
         ds = visible_dataset(uow, principal, dataset_id, lock=True)
+        witness = uow.witness
+        if witness is not None and not uow.recovering and ds.id not in uow.heads:
+            behind = witness.behind(ds.id, ds.last_seq, ds.head_hash)
+            if behind is not None:
+                raise behind_witness(behind)
         config, state = load_filter(ds)
         if ds.partition_json is not None:
             new_config, effect = blocks.change_blocks_budget(

@@ -12,7 +12,14 @@ keeps it on settle and releases it on cancel.
 The cap counts invocations admitted while a cap is in force; removing the cap keeps the
 counted filter, and a new cap continues from it (:func:`odometer_core.accounting.levels.
 change_cap`: its mode is fixed once it counted something, and a change never goes below what is
-counted or certified).
+counted or certified). A curator may instead **replace** a cap that has counted, in any mode
+(:func:`odometer_core.accounting.levels.replace_cap`): its certified reading is kept as a closed
+statement and the new cap counts from then on; the organisation's statement is their sum
+(``docs/accounting.md``, *Cap replacement*).
+
+No cap write (set, change, remove, replace) is taken while a dataset of the organisation is
+behind its witness (409 ``LedgerBehindWitness``): the counted state may have been rolled back
+with it.
 """
 
 from __future__ import annotations
@@ -21,13 +28,15 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
-from app.db.models import Organisation
+from sqlalchemy import func, select
+
+from app.db.models import Dataset, Invocation, Organisation
 from app.db.repositories import LedgerFilter
 from app.db.uow import UnitOfWork
-from app.services._aggregate import visible_dataset
+from app.services._aggregate import behind_witness, visible_dataset
 from app.services._common import new_id, utc_now
 from app.services._levels import cap_filter, new_organisation_row
-from app.services.errors import AlreadyExists, NoCap, NotFound
+from app.services.errors import AlreadyExists, LedgerBehindWitness, NoCap, NotFound
 from app.services.ledger import BATCH_SIZE
 from app.services.principals import Principal, Role
 from odometer_core.accounting import (
@@ -36,11 +45,19 @@ from odometer_core.accounting import (
     config_to_json,
     eps_delta_guarantee,
     fmt,
+    initial_state,
     state_to_json,
     status,
 )
 from odometer_core.accounting.filters import CAPACITY_LIMIT
-from odometer_core.accounting.levels import CAP_RELATION, change_cap
+from odometer_core.accounting.levels import (
+    CAP_RELATION,
+    ClosedPhase,
+    change_cap,
+    replace_cap,
+    statement_sum,
+)
+from odometer_core.accounting.modes.common import ConfigError, InvalidTransition
 from odometer_core.accounting.summary import compose
 from odometer_core.ledger.organisation import replay_organisation
 
@@ -61,11 +78,34 @@ def organisation_view(org: Organisation) -> dict[str, Any]:
         "status": counted,
         "guarantee": eps_delta_guarantee(config) if org.cap_json else None,
         "summary": compose(counted) if org.cap_json else None,
+        "closed": list(org.cap_closed_json or []),
+        "statement": organisation_statement(org.cap_closed_json, counted.get("odometer")),
         "cap_seq": org.cap_seq,
         "usage": org.cap_usage_json or {},
         "created_at": org.created_at,
         "updated_at": org.updated_at,
     }
+
+
+def organisation_statement(
+    closed: list[dict[str, Any]] | None, reading: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The organisation's (ε, δ) statement: the closed phases of caps replaced after they
+    counted, plus the certified ``reading`` of the cap in force (basic composition of the
+    phases: ``docs/accounting.md``, *Cap replacement*), with a sentence that says so."""
+    phases = [ClosedPhase.from_json(p) for p in closed or []]
+    total = statement_sum(phases, reading)
+    if not phases:
+        note = "the certified reading of the cap in force: no cap was replaced"
+    else:
+        first = phases[0]
+        note = (
+            f"the sum of {len(phases)} closed cap phase(s) and the reading of the cap in force "
+            "(basic composition of the phases, valid under full adaptivity); its δ "
+            f"({total['delta']}) now exceeds the first cap's ({fmt(first.delta)}) and every "
+            "phase's alone"
+        )
+    return {**total, "phases": len(phases) + 1, "note": note}
 
 
 def _cap_view(cap: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,20 +139,38 @@ def set_cap(
     organisation_id: str,
     cap: tuple[object, object] | None,
     accounting: Mapping[str, Any] | None = None,
+    *,
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Set, change or remove (``None``) the cap ``(ε, δ)`` in ``accounting``'s mode (default
     ``basic``): any mode while nothing is counted, then the same mode, never below what is
-    counted or certified (409)."""
+    counted or certified (409). ``replace``: a new cap in any mode, the counted one's reading
+    closed (:func:`~odometer_core.accounting.levels.replace_cap`; 409 ``ReservationsOpen``
+    while a reservation of the organisation is open). Refused while a dataset of the
+    organisation is behind its witness (409 ``LedgerBehindWitness``); nothing changes."""
     caller.require(Role.CURATOR)
     with uow:
         org = uow.organisations.get_for_update(organisation_id)
         if org is None or not caller.can_see(org.id):
             raise NotFound(f"organisation '{organisation_id}' not found")
+        _refuse_if_frozen(uow, org)
         if cap is None:
+            if replace:
+                raise ConfigError("a replacement names the new cap: epsilon, delta and its mode")
             org.cap_json = None
+        elif replace:
+            config, state = cap_filter(org, CAP_RELATION)
+            if state != initial_state(config):
+                _refuse_if_reserved(uow, org)
+            new_config, new_state, closed = replace_cap(
+                config, state, *cap, accounting, org.cap_seq
+            )
+            if closed is not None:
+                org.cap_closed_json = [*(org.cap_closed_json or []), closed.to_json()]
         else:
             config, state = cap_filter(org, CAP_RELATION)
             new_config, new_state = change_cap(config, state, *cap, accounting)
+        if cap is not None:
             org.cap_config_json = config_to_json(new_config)
             org.cap_state_json = state_to_json(new_state)
             org.cap_config_seq = None  # the next entry at the cap records the new configuration
@@ -125,6 +183,52 @@ def set_cap(
         view = organisation_view(org)
         uow.commit()
     return view
+
+
+def _refuse_if_frozen(uow: UnitOfWork, org: Organisation) -> None:
+    """409 ``LedgerBehindWitness`` when a dataset of ``org`` is behind its witness (frozen by
+    a check, or found behind a head this process committed): the cap's counted state may have
+    been rolled back with its ledger. The datasets' rows are locked (organisation → dataset,
+    the lock order everywhere), so their heads are the committed ones."""
+    witness = uow.witness
+    if witness is None or uow.recovering:
+        return
+    rows = uow.session.scalars(
+        select(Dataset)
+        .where(Dataset.organisation == org.id)
+        .order_by(Dataset.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).all()
+    for ds in rows:
+        behind = witness.behind(ds.id, ds.last_seq, ds.head_hash)
+        if behind is not None:
+            refusal = behind_witness(behind)
+            raise LedgerBehindWitness(
+                f"organisation '{org.id}' takes no cap change while its dataset '{ds.id}' is "
+                f"behind the witness (the cap's count may have been rolled back with it): "
+                f"{refusal.detail}",
+                organisation_id=org.id,
+                **refusal.fields,
+            )
+
+
+def _refuse_if_reserved(uow: UnitOfWork, org: Organisation) -> None:
+    """409 ``ReservationsOpen`` while an invocation on a dataset of ``org`` is reserved: the
+    counted cap holds its share, which a settle or cancel finishes there; the cap is replaced
+    once they are finished."""
+    open_ = uow.session.scalar(
+        select(func.count())
+        .select_from(Invocation)
+        .join(Dataset, Dataset.id == Invocation.dataset_id)
+        .where(Dataset.organisation == org.id, Invocation.status == "reserved")
+    )
+    if open_:
+        raise InvalidTransition(
+            "ReservationsOpen",
+            f"organisation '{org.id}' has {open_} open reservation(s), which the cap in force "
+            "holds: settle or cancel them, then replace the cap",
+        )
 
 
 def cap_capacity(
@@ -204,6 +308,8 @@ def organisation_report(uow: UnitOfWork, caller: Principal, organisation_id: str
     problems = list(verdict.problems)
     if verdict.ok and settled and verdict.state is not None and verdict.state != stored:
         problems.append("the cap's stored state differs from the replayed state")
+    if verdict.ok and verdict.closed != (view["closed"][: len(verdict.closed)]):
+        problems.append("the closed caps stored differ from those the ledgers record")
     drawn = verdict.datasets
     return {
         "organisation": view,
@@ -211,6 +317,8 @@ def organisation_report(uow: UnitOfWork, caller: Principal, organisation_id: str
         "problems": problems,
         "decisions": verdict.decisions,
         "odometer": verdict.odometer,
+        "closed": verdict.closed,
+        "statement": verdict.statement,
         "datasets": [
             {
                 "id": d,

@@ -413,10 +413,13 @@ def set_organisation_cap(
     epsilon: Number | None,
     delta: Number | None,
     accounting: Mapping[str, Any] | None = None,
+    replace: bool = False,
 ) -> Call[dict[str, Any]]:
     """The organisation's cap (ε, δ) in ``accounting``'s mode (``{"mode": "zcdp", …}``, a
     dataset's leaf accounting; default basic); no amounts removes it (sets absolute values,
-    so a resend has the same outcome)."""
+    so a resend has the same outcome). ``replace``: replace a cap that has counted by this one,
+    in any mode, its reading kept as a closed statement (a resend closes nothing more: the new
+    cap has counted nothing)."""
     if (epsilon is None) != (delta is None):
         raise ValueError("give both epsilon and delta of the cap, or neither to remove it")
     body = None
@@ -424,9 +427,13 @@ def set_organisation_cap(
         data: dict[str, Any] = {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)}
         if accounting is not None:
             data["accounting"] = accounting
+        if replace:
+            data["replace"] = True
         body = _validated("OrganisationCap", data)
     elif accounting is not None:
         raise ValueError("an accounting mode needs the cap's epsilon and delta")
+    elif replace:
+        raise ValueError("a replacement needs the new cap's epsilon and delta")
     return Call("PATCH", f"/v1/organisations/{organisation_id}/cap", _document, body=body)
 
 

@@ -53,7 +53,7 @@ def test_downgrade_and_upgrade_round_trip(fresh_backend: Backend) -> None:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(context, Base.metadata) == []
-            assert context.get_current_revision() == "0007"
+            assert context.get_current_revision() == "0009"
     finally:
         engine.dispose()
 

@@ -61,11 +61,16 @@ def set_organisation_cap(
 ) -> dict[str, Any]:
     """Set or change the cap across the organisation's datasets (``null`` removes it), in any
     mode while it has counted nothing, then in the same mode; never below what is counted or
-    certified (409 BudgetBelowSpent, ModeFixed)."""
+    certified (409 BudgetBelowSpent, ModeFixed). With ``"replace": true`` a cap that has
+    counted is replaced by one in any mode, its reading kept as a closed statement (409
+    ReservationsOpen while a reservation is open). Refused while a dataset of the organisation
+    is behind its witness (409 LedgerBehindWitness)."""
     if body is None:
         return service.set_cap(uow, principal, organisation_id, None)
     cap = (body.epsilon, body.delta)
-    return service.set_cap(uow, principal, organisation_id, cap, body.accounting_json())
+    return service.set_cap(
+        uow, principal, organisation_id, cap, body.accounting_json(), replace=body.replace
+    )
 
 
 @router.post(

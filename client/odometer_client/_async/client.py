@@ -254,15 +254,20 @@ class AsyncOdometerClient:
         epsilon: Number | None = None,
         delta: Number | None = None,
         accounting: Mapping[str, Any] | None = None,
+        replace: bool = False,
     ) -> dict[str, Any]:
         """Set the organisation's cap (ε, δ) over all its datasets; no amounts removes it.
 
-        ``accounting`` is the cap's mode as a dataset's, e.g. ``{"mode": "zcdp"}`` or
-        ``{"mode": "rdp", "final_conversion_delta": "1e-7"}`` (default basic); the mode is
-        fixed once the cap counted something (``Conflict`` ModeFixed), and a change never goes
-        below what is counted (``Conflict`` BudgetBelowSpent)."""
+        ``accounting`` is the cap's mode as a dataset's, e.g. ``{"mode": "rdp"}`` (which
+        accounts DP-SGD as well as everything a ``zcdp`` cap does) or ``{"mode": "rdp",
+        "final_conversion_delta": "1e-7"}`` (default basic); the mode is fixed once the cap
+        counted something (``Conflict`` ModeFixed), and a change never goes below what is
+        counted (``Conflict`` BudgetBelowSpent). ``replace=True`` replaces a cap that has
+        counted by this one, in any mode: its reading is kept as a closed statement and the
+        organisation's ``statement`` is their sum (``Conflict`` ReservationsOpen while a
+        reservation is open)."""
         return await self._send(
-            _core.set_organisation_cap(organisation_id, epsilon, delta, accounting)
+            _core.set_organisation_cap(organisation_id, epsilon, delta, accounting, replace)
         )
 
     async def organisation_cap_capacity(

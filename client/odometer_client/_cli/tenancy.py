@@ -122,13 +122,22 @@ def _orgs_cap(args: argparse.Namespace, client: OdometerClient, out: Output) -> 
         raise OdometerError("give --epsilon and --delta, or --remove")
     if not args.remove and (args.epsilon is None or args.delta is None):
         raise OdometerError("a cap needs both --epsilon and --delta")
+    if args.remove and args.replace:
+        raise OdometerError("--replace names the new cap: --epsilon and --delta, not --remove")
     org = client.set_organisation_cap(
-        organisation_id(client, args.organisation), args.epsilon, args.delta, chosen
+        organisation_id(client, args.organisation),
+        args.epsilon,
+        args.delta,
+        chosen,
+        replace=args.replace,
     )
     if args.json:
         out.json(org)
     else:
         _org_rows([org], out)
+        statement = org.get("statement") or {}
+        if org.get("closed"):  # the caps replaced: the organisation's statement is the sum
+            out.line(f"statement {out.amounts(statement, symbols=True)}: {statement['note']}")
     return 0
 
 
@@ -274,6 +283,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     ocap.add_argument("--delta")
     accounting_options(ocap, '{"mode": "rdp", "workload": […]}')
     ocap.add_argument("--remove", action="store_true", help="remove the cap")
+    ocap.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a cap that has counted by this one, in any mode: its reading is kept as "
+        "a closed statement, added to the new cap's",
+    )
     ocap.set_defaults(run=command(_orgs_cap))
     ocapacity = osub.add_parser(
         "capacity", parents=[common], help="how many more of a declaration the cap admits"

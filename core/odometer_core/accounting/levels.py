@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any, Final
 
 from odometer_core.accounting import memo
@@ -51,8 +51,9 @@ from odometer_core.accounting.filters import (
     initial_state,
     make_config,
     settle,
+    status,
 )
-from odometer_core.accounting.modes import budget
+from odometer_core.accounting.modes import LEAF_MODES, budget
 from odometer_core.accounting.modes.common import (
     ConfigError,
     InvalidTransition,
@@ -84,6 +85,49 @@ CAP_APPROX_SHARE: Final = Decimal("0.01")
 
 #: The relation a cap's configuration is stored under; each decision uses the dataset's.
 CAP_RELATION: Final[Relation] = "add_remove"
+
+
+#: The cap mode this service recommends: ``rdp`` accounts every declaration kind ``zcdp``
+#: does (pure, approximate, ρ, Gaussians, ODP, …) and DP-SGD, subsampled Gaussians, RDP curves,
+#: private selection and the mixtures besides; which mode accounts which kind:
+#: :func:`cap_modes_for` (``docs/accounting.md``, *Which cap accounts which declaration*).
+RECOMMENDED_CAP_MODE: Final = "rdp"
+
+
+def cap_modes_for(declaration: Declaration) -> tuple[str, ...]:
+    """The cap modes (of :data:`CAP_MODES`) that can account ``declaration``: the rule each
+    mode's ``admit`` applies before charging (:func:`~.filters.supports`)."""
+    return tuple(m for m in CAP_MODES if LEAF_MODES[m].unsupported(declaration) is None)
+
+
+class CapCannotAccount(UnsupportedInMode):
+    """A declaration the organisation cap's mode has no sound charge for (HTTP 422), whatever
+    the dataset decides: it names the cap (its organisation and mode) and the cap modes that
+    account the declaration (:func:`cap_modes_for`)."""
+
+    def __init__(
+        self, mode: str, declaration: Declaration, why: str, organisation: str | None = None
+    ) -> None:
+        works = cap_modes_for(declaration)
+        whose = "" if organisation is None else f"organisation '{organisation}': "
+        reason = why.split("; use ")[0]  # the mode's advice is a dataset's, not a cap's
+        if works:
+            names = [repr(m) for m in works]
+            listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+            path = f"/v1/organisations/{organisation or '{id}'}/cap"
+            fix = (
+                f"a cap in mode {listed} accounts it: a curator sets one, or replaces a cap "
+                f'that has counted (PATCH {path} with "replace": true)'
+            )
+        else:
+            fix = "no cap mode accounts it"
+        super().__init__(
+            f"{whose}the organisation cap (mode '{mode}') cannot account "
+            f"'{declaration.kind}': {reason}; {fix}"
+        )
+        self.mode = mode
+        self.organisation = organisation
+        self.modes = works
 
 
 def cap_config(
@@ -129,7 +173,8 @@ def change_cap(
         raise InvalidTransition(
             "ModeFixed",
             f"the cap counts invocations in mode '{config.mode}'; its mode is fixed once it has "
-            "counted something",
+            'counted something: replace it ("replace": true) to count in another mode from '
+            "now on, its reading kept as a closed statement",
         )
     if mode == "basic":
         change_budget(config, state, epsilon, delta)  # never below what is counted
@@ -142,6 +187,77 @@ def change_cap(
     return change_budget(
         config, state, epsilon, delta, final_conversion_delta=acc.get("final_conversion_delta")
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedPhase:
+    """A cap replaced after it counted: its mode and its certified reading when it was
+    replaced (the phase's statement, fixed then), and ``after_seq``, the last organisation
+    sequence number it counted (``docs/accounting.md``, *Cap replacement*)."""
+
+    mode: str
+    epsilon: Decimal
+    delta: Decimal
+    after_seq: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "epsilon": fmt(self.epsilon),
+            "delta": fmt(self.delta),
+            "after_seq": self.after_seq,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClosedPhase:
+        return cls(
+            str(data["mode"]),
+            Decimal(str(data["epsilon"])),
+            Decimal(str(data["delta"])),
+            int(data["after_seq"]),
+        )
+
+
+def closed_statement(config: AccountingConfig, state: FilterState, after_seq: int) -> ClosedPhase:
+    """The statement a cap that is replaced leaves: its certified reading now
+    (:func:`~.filters.status`), valid at this stopping time and fixed from now on."""
+    reading = status(config, state)["odometer"]
+    return ClosedPhase(
+        config.mode, Decimal(reading["epsilon"]), Decimal(reading["delta"]), after_seq
+    )
+
+
+def replace_cap(
+    config: AccountingConfig,
+    state: FilterState,
+    epsilon: object,
+    delta: object,
+    accounting: Mapping[str, Any] | None,
+    after_seq: int,
+) -> tuple[AccountingConfig, FilterState, ClosedPhase | None]:
+    """A curator replaces the cap, in any mode: the counted filter's certified reading is
+    closed (:func:`closed_statement`) and a new filter (:func:`cap_config`) counts from now
+    on. A cap that has counted nothing is simply set anew (no phase is closed). Without
+    ``accounting`` the new cap keeps the mode of the one it replaces."""
+    acc = dict(accounting or {"mode": config.mode})
+    new = cap_config(epsilon, delta, acc)
+    closed = None if state == initial_state(config) else closed_statement(config, state, after_seq)
+    return under_relation(new, config.relation), initial_state(new), closed
+
+
+def statement_sum(
+    closed: Iterable[ClosedPhase], reading: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """The organisation's statement across cap replacements: the closed phases' (ε, δ) and
+    the cap in force's certified ``reading`` summed (basic composition of the phases)."""
+    with localcontext() as exact:
+        exact.prec = 200  # exact: a few decimals of at most a few dozen digits each
+        eps = sum((p.epsilon for p in closed), Decimal(0))
+        dlt = sum((p.delta for p in closed), Decimal(0))
+        if reading is not None:
+            eps += Decimal(reading["epsilon"])
+            dlt += Decimal(reading["delta"])
+    return {"epsilon": fmt(eps), "delta": fmt(dlt)}
 
 
 def under_relation(config: AccountingConfig, relation: str) -> AccountingConfig:
@@ -225,6 +341,7 @@ def decide_levels(
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     exhaustive: bool = True,
+    organisation_id: str | None = None,
 ) -> LevelsDecision:
     """Decide ``declaration`` at the dataset, the organisation cap and the quota.
 
@@ -237,7 +354,10 @@ def decide_levels(
     *Partitioned datasets*); the levels above are charged once per invocation, whatever the
     number of blocks.
 
-    Raises what :func:`~.filters.admit` raises, in the level order.
+    Raises what :func:`~.filters.admit` raises, in the level order; a declaration the
+    organisation cap cannot account is refused once the dataset has decided, whatever it
+    decided, registration and preview alike (:class:`CapCannotAccount`, naming
+    ``organisation_id`` when given).
     """
     selection = None
     if isinstance(dataset, Selected):
@@ -251,19 +371,15 @@ def decide_levels(
         first = admit(
             *dataset, declaration, sub_budget=sub_budget, conversion_delta=conversion_delta
         )
+    if organisation is not None:  # the same 422 in a preview, whatever the dataset decides
+        why = LEAF_MODES[organisation[0].mode].unsupported(declaration)
+        if why is not None:
+            raise CapCannotAccount(organisation[0].mode, declaration, why, organisation_id)
     decisions = [(DATASET, own, first)]
     for name, level in ((ORGANISATION, organisation), (QUOTA, quota)):
         if level is None or not (exhaustive or decisions[-1][2].admitted):
             continue
-        try:
-            decided = admit(*level, declaration, conversion_delta=conversion_delta)
-        except UnsupportedInMode as exc:
-            if name != ORGANISATION:
-                raise
-            raise UnsupportedInMode(
-                f"the organisation cap (mode '{level[0].mode}') cannot account it: {exc.detail}",
-                field=exc.field,
-            ) from exc
+        decided = admit(*level, declaration, conversion_delta=conversion_delta)
         decisions.append((name, level, decided))
     refused_by = reported_refusal((name, not d.admitted) for name, _, d in decisions)
     outcomes = [

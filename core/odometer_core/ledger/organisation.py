@@ -7,6 +7,11 @@ any mode). Each ledger entry that touches the cap records, in its ``org`` part:
 - ``seq``: the organisation sequence number, 1, 2, … across the organisation's datasets;
 - ``config`` and ``before``: the first time after the cap was set or changed, the cap filter's
   configuration (stored under ``add_remove``) and its state before this entry;
+- ``replaced``: with them, the first time after a cap that had counted was replaced, the
+  closed phase (its mode, its certified reading then, the last ``seq`` it counted): the replay
+  checks that it equals the replayed reading of the replaced cap and that the new cap starts
+  from nothing; the organisation's statement is the closed phases' sum plus the reading of
+  the cap in force (``docs/accounting.md``, *Cap replacement*);
 - ``outcome``, ``applied``, ``charge``, ``refund``, ``state``: as for every level.
 
 :func:`replay_organisation` takes every dataset's whole ledger (each as exported, hash chains
@@ -48,7 +53,12 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.amounts import amount_json
-from odometer_core.accounting.levels import under_relation
+from odometer_core.accounting.levels import (
+    ClosedPhase,
+    closed_statement,
+    statement_sum,
+    under_relation,
+)
 from odometer_core.accounting.modes.common import ConfigError, InvalidTransition
 from odometer_core.accounting.modes.split import SplitConfig
 from odometer_core.ledger.entry import EntryKind
@@ -72,6 +82,13 @@ class OrganisationVerdict:
     #: refunds, in the cap's currency; :class:`Drawn`), since the cap's filter was last made
     #: anew
     datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the caps replaced after they counted, each with its statement checked against the
+    #: replayed reading when it was replaced (:class:`~odometer_core.accounting.levels.
+    #: ClosedPhase`), oldest first
+    closed: list[dict[str, Any]] = field(default_factory=list)
+    #: the organisation's statement: the closed phases' (ε, δ) plus the replayed reading of
+    #: the cap in force (basic composition of the phases); ``None`` when nothing was replayed
+    statement: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +98,8 @@ class OrganisationVerdict:
             "odometer": self.odometer,
             "problems": self.problems,
             "datasets": self.datasets,
+            "closed": self.closed,
+            "statement": self.statement,
         }
 
 
@@ -195,6 +214,29 @@ def _continue(
     _expect("state after a cap change", state_to_json(after), state_to_json(before))
 
 
+def _replaced(
+    config: AccountingConfig | None,
+    state: FilterState | None,
+    new: AccountingConfig,
+    before: FilterState,
+    step: _Step,
+) -> ClosedPhase:
+    """A cap replaced (:func:`~odometer_core.accounting.levels.replace_cap`) just before this
+    entry: the new cap starts from nothing, and the closed statement recorded is the replayed
+    reading of the cap it replaced, which counted up to the previous organisation number. When
+    nothing was replayed before (entries written before caps had a sequence number), the
+    statement is taken as recorded, as the first configuration's ``before`` is."""
+    recorded = step.entry["org"]["replaced"]
+    phase = ClosedPhase.from_json(recorded)
+    _expect("the closed phase's form", phase.to_json(), recorded)
+    _expect("the closed phase's last seq", step.seq - 1, phase.after_seq)
+    _expect("state of a replacing cap", state_to_json(initial_state(new)), state_to_json(before))
+    if config is not None and state is not None:
+        replayed = closed_statement(config, state, step.seq - 1).to_json()
+        _expect("the closed statement of the replaced cap", replayed, phase.to_json())
+    return phase
+
+
 def _decide(
     config: AccountingConfig, state: FilterState, step: _Step
 ) -> tuple[FilterState, dict[str, Any]]:
@@ -247,6 +289,7 @@ def replay_organisation(
     state: FilterState | None = None
     done = 0
     drawn: dict[str, Drawn] = {}
+    closed: list[ClosedPhase] = []
     try:
         steps = _steps(ledgers, up_to)
         for step in steps:
@@ -257,7 +300,9 @@ def replay_organisation(
                     if isinstance(new, SplitConfig):
                         raise _Mismatch("a cap is a leaf filter")
                     before = state_from_json(new, part["before"])
-                    if config is not None and state is not None:
+                    if "replaced" in part:
+                        closed.append(_replaced(config, state, new, before, step))
+                    elif config is not None and state is not None:
                         _continue(config, state, new, before)
                     if before == initial_state(new):  # a new filter: nothing drawn from it yet
                         drawn.clear()
@@ -285,7 +330,15 @@ def replay_organisation(
     if config is None or state is None:
         return OrganisationVerdict(True, 0, None, None, datasets=datasets)
     reading = status(config, state).get("odometer")
-    return OrganisationVerdict(True, done, state_to_json(state), reading, datasets=datasets)
+    return OrganisationVerdict(
+        True,
+        done,
+        state_to_json(state),
+        reading,
+        datasets=datasets,
+        closed=[p.to_json() for p in closed],
+        statement=statement_sum(closed, reading),
+    )
 
 
 __all__ = ["OrganisationVerdict", "replay_organisation"]
