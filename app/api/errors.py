@@ -7,14 +7,18 @@ including framework errors (validation, 404, 405) and the body-size limit.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import iter_route_contexts
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from app.db.witness import WitnessUnavailable
 from app.schemas.common import BudgetExceededBody, ErrorBody
@@ -128,6 +132,18 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     ]
 
 
+def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
+    """Every method the request's path supports, sorted: the methods of each route whose path
+    matches it. Starlette answers a 405 with the first such route's methods alone (``POST``
+    where the path also has a ``GET``), since each method is a route of its own."""
+    methods: set[str] = set()
+    for route in iter_route_contexts(routes):  # the included routers' routes too
+        match, _ = route.matches(scope)
+        if match != Match.NONE:
+            methods |= route.methods or set()
+    return sorted(methods)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def domain_error(_: Request, exc: Exception) -> Response:
         code, detail, fields = _describe(exc)
@@ -142,14 +158,19 @@ def install_error_handlers(app: FastAPI) -> None:
             detail = f"{where}: {msg}" if where else msg
         return error_response("ValidationError", detail, errors=errors[:50])
 
-    async def http_error(_: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         code = _CODE_OF_STATUS.get(
             exc.status_code, "BadRequest" if exc.status_code < 500 else "InternalError"
         )
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            allowed = allowed_methods(request.app.router.routes, request.scope)
+            headers["Allow"] = ", ".join(allowed)
+            detail = f"{request.method} is not allowed here; allowed: {', '.join(allowed)}"
         response = JSONResponse(
-            error_payload(code, detail), status_code=exc.status_code, headers=exc.headers
+            error_payload(code, detail), status_code=exc.status_code, headers=headers or None
         )
         return response
 

@@ -12,7 +12,8 @@ context bookkeeping) was most of the framework's share of a registration's CPU, 
 answers of FastAPI's resolver (``benchmarks/RESULTS.md``, *Measurements once quoted in the
 code*):
 
-1. the body is read once and, under a JSON content type, decoded (a decoding error is 422
+1. the body is read once and, under a JSON content type, decoded as every route's is
+   (:func:`app.api.jsonbody.decode`: a number's literal kept; a decoding error is 422
    ``json_invalid``; bytes that are not UTF-8 are 400);
 2. the caller is authenticated (:func:`app.api.deps.principal_of`; 401 / 403 as
    :func:`app.api.deps.require_role` answers);
@@ -25,15 +26,14 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
-import orjson
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from app.api.deps import IdempotencyKeyDep, bearer, principal_of
+from app.api.jsonbody import ExactJsonRoute, decode
 from app.api.middleware import is_json
 from app.schemas.invocations import InvocationCreate
 from app.services.principals import Role
@@ -52,12 +52,7 @@ def _decoded(raw: bytes, content_type: str | None) -> Any:
     if not is_json(content_type):
         return raw
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass
-    # orjson refused it: the standard decoder says where and why, as FastAPI reports it
-    try:
-        return json.loads(raw)
+        return decode(raw)  # numbers with a fraction or an exponent: their literal, exactly
     except json.JSONDecodeError as exc:
         error = {
             "type": "json_invalid",
@@ -75,7 +70,7 @@ def _errors(exc: ValidationError, *loc: str | int) -> list[dict[str, Any]]:
     return [{**e, "loc": (*loc, *e.get("loc", ()))} for e in exc.errors(include_url=False)]
 
 
-class RegisterRoute(APIRoute):
+class RegisterRoute(ExactJsonRoute):
     """An :class:`~fastapi.routing.APIRoute` whose request handler resolves the register
     route's own parameters (the module's docstring says how) and calls its endpoint."""
 

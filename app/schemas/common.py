@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -35,19 +36,76 @@ from odometer_core.accounting.exact import MAX_INPUT_DIGITS, MIN_EXPONENT, ONE, 
 SMALLEST = float(f"1e{MIN_EXPONENT}")
 
 
+class JsonNumber(float):
+    """A JSON number with a fraction or an exponent, as the request's decoder read it
+    (:func:`app.api.jsonbody.decode`): its binary value, and ``text``, the literal the client
+    wrote, which the amounts and integers below read exactly (``1e-400`` is not the float 0 it
+    rounds to, ``0.10000000000000000001`` not 0.1)."""
+
+    __slots__ = ("text",)
+    text: str
+
+    @classmethod
+    def of(cls, text: str) -> JsonNumber:
+        number = cls(text)
+        number.text = text
+        return number
+
+
+#: Decimal text as the server reads it (docs/http-api.md, *Numbers*): ASCII digits with an
+#: optional fraction and an optional exponent, no sign but ``+``, nothing around it. Python's
+#: ``Decimal`` reads more (``"1_0"``, ``" 1"``, ``"-0"``, other scripts' digits, ``"NaN"``):
+#: text is matched here first.
+_DECIMAL_TEXT = re.compile(r"\+?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: The same with a ``-`` sign: a negative amount, read so that its field's domain refuses it
+#: with what it must be ("must be > 0"); ``-0`` is refused as text (it would be read as 0).
+_NEGATIVE_TEXT = re.compile(r"-(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: How the answer names the form expected.
+DECIMAL_FORM = (
+    "decimal text: ASCII digits with an optional fraction and exponent (such as 1, 0.5 or "
+    "1e-6), no sign but +, no spaces"
+)
+_MAX_TEXT = 64
+
+
+def _negative(text: str) -> bool:
+    """Whether ``text`` is a ``-`` sign and decimal text of a nonzero number."""
+    if _NEGATIVE_TEXT.fullmatch(text) is None:
+        return False
+    return any(c in "123456789" for c in re.split("[eE]", text, maxsplit=1)[0])
+
+
 def _amount(value: object) -> Decimal:
-    if isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, JsonNumber):
+        value = value.text  # the literal, exactly (the JSON grammar: the decoder checked it)
+    elif isinstance(value, float) and not math.isfinite(value):
         raise ValueError("must be a finite number (NaN and ±Infinity are not numbers here)")
+    elif isinstance(value, str):
+        if len(value) > _MAX_TEXT:
+            raise ValueError(f"must be {DECIMAL_FORM}, of at most {_MAX_TEXT} characters")
+        if _DECIMAL_TEXT.fullmatch(value) is None and not _negative(value):
+            raise ValueError(f"must be {DECIMAL_FORM}, got {value!r}")
     try:
         return parse_amount(value, "value")
     except AmountError as exc:
         raise ValueError(str(exc).removeprefix("value ")) from None
 
 
-def _probability(value: Decimal) -> Decimal:
-    if not ZERO <= value < ONE:
-        raise ValueError("must be a δ: 0 ≤ δ < 1")
+def _within(
+    value: Decimal, *, positive: bool, high: Decimal, high_open: bool, what: str
+) -> Decimal:
+    """``value`` if it is in the domain, else what it must be, in words (``what``: the
+    domain, such as "a budget's ε: 0 < ε ≤ 10⁶")."""
+    if value < ZERO or (positive and value == ZERO):
+        raise ValueError(f"must be {'>' if positive else '≥'} 0 ({what}), got {fmt(value)}")
+    if value > high or (high_open and value == high):
+        bound = f"< {fmt(high)}" if high_open else f"at most {fmt(high)}"
+        raise ValueError(f"must be {bound} ({what}), got {fmt(value)}")
     return value
+
+
+def _probability(value: Decimal) -> Decimal:
+    return _within(value, positive=False, high=ONE, high_open=True, what="a δ: 0 ≤ δ < 1")
 
 
 # ---------------------------------------------------------------------------- amount domains
@@ -159,10 +217,12 @@ def _domain(
     )
 
 
-#: How every amount is read (a JSON number or decimal text, exactly) and written (decimal text).
-#: The domain is documented (``WithJsonSchema``) and checked by the accounting core, which names
-#: the field in its answer (``InvalidDeclaration``, ``InvalidConfig``), as before the schema said
-#: it; only ``Delta`` checks its domain here.
+#: How every amount is read (a JSON number's literal or decimal text of the documented grammar,
+#: exactly) and written (decimal text). The domain is documented (``WithJsonSchema``) and
+#: checked by the accounting core, which names the field in its answer (``InvalidDeclaration``),
+#: as before the schema said it; ``Delta`` and a budget's ε and δ (datasets, sub-budgets, caps,
+#: quotas) check theirs here, saying what the value must be (a budget of ε = -1 "must be > 0":
+#: the core's configuration check would only say "≥ 0").
 _READ = BeforeValidator(_amount)
 _WRITE = PlainSerializer(fmt, return_type=str, when_used="always")
 _MILLION = Decimal(10) ** 6  # the budget's limit (odometer_core…modes.common.check_budget)
@@ -173,7 +233,15 @@ Privacy = Annotated[
 ]
 #: A budget's ε_B (datasets, sub-budgets, caps, quotas): 0 < ε_B ≤ 10⁶.
 BudgetEpsilon = Annotated[
-    Decimal, _READ, _WRITE, _domain(ZERO, _MILLION, "1", "0 < ε ≤ 10⁶", low_open=True)
+    Decimal,
+    _READ,
+    AfterValidator(
+        lambda v: _within(
+            v, positive=True, high=_MILLION, high_open=False, what="a budget's ε: 0 < ε ≤ 10⁶"
+        )
+    ),
+    _WRITE,
+    _domain(ZERO, _MILLION, "1", "0 < ε ≤ 10⁶", low_open=True),
 ]
 #: A noise scale or a sensitivity (σ, b, Δ): 0 … 10¹².
 Noise = Annotated[
@@ -193,6 +261,9 @@ _PROBABILITY = _domain(ZERO, ONE, "0.00001", "0 ≤ δ < 1", high_open=True)
 BudgetDelta = Annotated[
     Decimal,
     _READ,
+    AfterValidator(
+        lambda v: _within(v, positive=False, high=ONE, high_open=True, what="a δ: 0 ≤ δ < 1")
+    ),
     _WRITE,
     _domain(
         ZERO, ONE, "0.00001", "0 ≤ δ < 1 (0, or at least 1e-298)", high_open=True, smallest=1e-298
@@ -233,9 +304,24 @@ RunsMean = Annotated[
 ]
 
 
+_INTEGER_TEXT = re.compile(r"\+?[0-9]{1,30}")
+
+
 def _integer(value: object) -> object:
     if isinstance(value, bool):
         raise ValueError("must be an integer, not a boolean")
+    if isinstance(value, JsonNumber):  # its literal, exactly: 1e-400 is not 0, 1.0 is 1
+        exact = Decimal(value.text)
+        if exact.is_finite() and exact.adjusted() > 30:
+            return value  # far outside every bound, which pydantic then names
+        if not exact.is_finite() or exact != exact.to_integral_value():
+            raise ValueError(f"must be an integer, got {value.text}")
+        return int(exact)
+    if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value) is None:
+        raise ValueError(
+            f"must be an integer: a JSON number, or ASCII digits with no sign but +, got "
+            f"{value[:_MAX_TEXT]!r}"
+        )
     return value
 
 

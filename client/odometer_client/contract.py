@@ -18,6 +18,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
+from decimal import Decimal
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -145,7 +146,7 @@ def _check(node: Mapping[str, Any], value: Any, where: str, problems: list[str])
     node = _resolve(node)
     if "anyOf" in node:
         if not any(_conforms(option, value) for option in node["anyOf"]):
-            problems.append(f"{where}: {_describe(value)} matches none of the allowed forms")
+            problems.append(_no_form(node, value, where))
         return
     if "oneOf" in node:
         _check_one_of(node, value, where, problems)
@@ -166,6 +167,71 @@ def _check(node: Mapping[str, Any], value: Any, where: str, problems: list[str])
         _check_object(node, value, where, problems)
     if isinstance(value, list | tuple):
         _check_array(node, value, where, problems)
+
+
+#: A number as JSON or decimal text writes it (a sign allowed: the value is then compared with
+#: the amount's bounds, to say what it must be).
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: A JSON-number form's ``minimum`` at or below this, with no zero form beside it, is the
+#: server's "nothing between 0 and 1e-300" (its exponent range): the domain starts above 0.
+_ABOVE_ZERO = 1e-298
+
+
+def _no_form(node: Mapping[str, Any], value: Any, where: str) -> str:
+    """Why ``value`` matches none of an ``anyOf``'s forms: for an amount outside its domain,
+    what it must be (``must be > 0``, ``must be < 1``, ``must be at most 1000000``), as the
+    server says it; else the forms' description."""
+    number = _as_number(value)
+    if number is not None:
+        bound = _outside([_resolve(option) for option in node["anyOf"]], number)
+        if bound is not None:
+            return f"{where}: must be {bound}, got {_describe(value)}"
+    text = f"{where}: {_describe(value)} matches none of the allowed forms"
+    description = node.get("description")
+    return f"{text} ({description})" if isinstance(description, str) else text
+
+
+def _as_number(value: Any) -> Decimal | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float | Decimal):
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        return number if number.is_finite() else None
+    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value) and len(value) <= 64:
+        return Decimal(value)
+    return None
+
+
+def _outside(forms: list[Mapping[str, Any]], number: Decimal) -> str | None:
+    """The bound of the JSON-number forms ``number`` breaks (``None`` if none)."""
+    numbers = [f for f in forms if f.get("type") in ("number", "integer") and "const" not in f]
+    if not numbers:
+        return None
+    form = numbers[0]
+    low: tuple[Decimal, bool] | None = None  # (bound, open)
+    if any(f.get("const") == 0 for f in forms):
+        low = (Decimal(0), False)
+    elif "exclusiveMinimum" in form:
+        low = (_exact(form["exclusiveMinimum"]), True)
+    elif "minimum" in form:
+        minimum = form["minimum"]
+        low = (Decimal(0), True) if 0 < minimum <= _ABOVE_ZERO else (_exact(minimum), False)
+    high: tuple[Decimal, bool] | None = None
+    if "exclusiveMaximum" in form:
+        high = (_exact(form["exclusiveMaximum"]), True)
+    elif "maximum" in form:
+        high = (_exact(form["maximum"]), False)
+    if low is not None and (number < low[0] or (low[1] and number == low[0])):
+        return f"{'>' if low[1] else '≥'} {low[0]}"
+    if high is not None and (number > high[0] or (high[1] and number == high[0])):
+        return f"< {high[0]}" if high[1] else f"at most {high[0]}"
+    return None
+
+
+def _exact(bound: float) -> Decimal:
+    """A bound of the document as the decimal it was written as (1000000.0 is 1000000)."""
+    exact = Decimal(repr(bound))
+    return exact.quantize(Decimal(1)) if exact == exact.to_integral_value() else exact
 
 
 def _conforms(node: Mapping[str, Any], value: Any) -> bool:

@@ -16,8 +16,9 @@ def test_framework_errors_have_the_one_shape(client: TestClient) -> None:
     r = client.delete("/v1/datasets", headers=AUTH)
     assert (r.status_code, r.json()) == (
         405,
-        {"error": "MethodNotAllowed", "detail": "Method Not Allowed"},
+        {"error": "MethodNotAllowed", "detail": "DELETE is not allowed here; allowed: GET, POST"},
     )
+    assert r.headers["allow"] == "GET, POST"  # every method of the path, not the first route's
     r = client.get("/v1/datasets/ds_missing", headers=AUTH)
     assert r.status_code == 404
     assert r.json() == {"error": "NotFound", "detail": "dataset 'ds_missing' not found"}

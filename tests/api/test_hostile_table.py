@@ -22,7 +22,10 @@ Expected outcome per (field, value) — the rules, in order:
   applied; for a registration the decision and the charge must then equal the preview of the
   same body (a zero-cost invocation is accepted with charge 0; σ = 0 costs ∞ and is rejected
   with 409 and an ``invocation_rejected`` ledger entry).
-* -0.0 and "-0" are the number 0: the same status and the same preview as 0.
+* -0.0 (JSON's minus zero) is the number 0: the same status and the same preview as 0.
+  ``"-0"`` is not decimal text (the grammar has no sign but ``+``: docs/http-api.md,
+  *Numbers*) and is refused, as are ``"1_0"``, ``" 1"``, full-width and Arabic-Indic digits,
+  and ``1e-400`` as a JSON number (read from its literal, not as the float 0 it rounds to).
 
 "No effect" means every row of every table (reflected from the database, so new tables are
 compared too) is unchanged. 5xx is never acceptable.
@@ -108,7 +111,12 @@ HOSTILE: list[tuple[str, str, str]] = [
     ("10^6-element array", BIG_ARRAY, TOO_LARGE),
     ("0", "0", ZERO),
     ("-0.0", "-0.0", MINUS_ZERO),
-    ('"-0"', '"-0"', MINUS_ZERO),
+    ('"-0"', '"-0"', REFUSED),
+    ('"1_0"', '"1_0"', REFUSED),
+    ('" 1"', '" 1"', REFUSED),
+    ('"１"', '"\uff11"', REFUSED),
+    ('"١"', '"\u0661"', REFUSED),
+    ("1e-400", "1e-400", REFUSED),
 ]
 
 #: Field names (last path component) where 0 is outside the specification's domain.

@@ -10,10 +10,11 @@ from pydantic import BaseModel, Field
 
 from app.api.deps import GrantReaderDep, PrincipalDep, UowDep
 from app.api.errors import responses
+from app.api.jsonbody import ExactJsonRoute
 from app.schemas.common import ErrorBody
 from app.services import checkpoints as service
 
-router = APIRouter(tags=["checkpoints"])
+router = APIRouter(tags=["checkpoints"], route_class=ExactJsonRoute)
 
 
 class CheckpointKeyOut(BaseModel):

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from app.api.deps import CuratorDep, ReaderDep, UowDep
 from app.api.errors import responses
+from app.api.jsonbody import ExactJsonRoute
 from app.schemas.blocks import BlocksChange, BlocksChanged, BlocksPage
 from app.schemas.datasets import (
     BudgetChangeOut,
@@ -20,7 +21,7 @@ from app.schemas.datasets import (
 from app.services import blocks
 from app.services import datasets as service
 
-router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=ExactJsonRoute)
 
 
 @router.post(

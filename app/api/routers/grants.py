@@ -8,10 +8,13 @@ from fastapi import APIRouter
 
 from app.api.deps import CuratorDep, GrantReaderDep, UowDep
 from app.api.errors import responses
+from app.api.jsonbody import ExactJsonRoute
 from app.schemas.tenancy import GrantCreate, GrantList, GrantOut
 from app.services import grants as service
 
-router = APIRouter(prefix="/v1/datasets/{dataset_id}/grants", tags=["grants"])
+router = APIRouter(
+    prefix="/v1/datasets/{dataset_id}/grants", tags=["grants"], route_class=ExactJsonRoute
+)
 
 
 @router.post(

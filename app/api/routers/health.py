@@ -8,9 +8,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import DatabaseDep, MetricsDep
 from app.api.errors import responses
+from app.api.jsonbody import ExactJsonRoute
 from app.services import health
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=ExactJsonRoute)
 
 
 @router.get("/healthz", name="healthz")

@@ -17,6 +17,7 @@ from app.api.deps import (
     UowDep,
 )
 from app.api.errors import ERROR_STATUS, responses
+from app.api.jsonbody import ExactJsonRoute
 from app.api.register import RegisterRoute
 from app.schemas.blocks import selection_json
 from app.schemas.invocations import (
@@ -32,7 +33,9 @@ from app.services import reservations
 from app.services.idempotency import CREATED, OK, RecordedResponse
 from app.services.registration import InvocationRequest
 
-router = APIRouter(prefix="/v1/datasets/{dataset_id}/invocations", tags=["invocations"])
+router = APIRouter(
+    prefix="/v1/datasets/{dataset_id}/invocations", tags=["invocations"], route_class=ExactJsonRoute
+)
 
 
 #: Non-error outcomes of recorded (idempotent) responses; the others are error codes.

@@ -12,12 +12,15 @@ from fastapi.responses import StreamingResponse
 
 from app.api.deps import ReportReaderDep, UowDep
 from app.api.errors import responses
+from app.api.jsonbody import ExactJsonRoute
 from app.db.repositories import LedgerFilter
 from app.schemas.ledger import EntryKind, LedgerPageOut, ledger_time
 from app.services import ledger as service
 from odometer_core.ledger.formats import export_chunks, json_page_chunks
 
-router = APIRouter(prefix="/v1/datasets/{dataset_id}/ledger", tags=["ledger"])
+router = APIRouter(
+    prefix="/v1/datasets/{dataset_id}/ledger", tags=["ledger"], route_class=ExactJsonRoute
+)
 
 MEDIA_TYPES = {
     "json": "application/json",

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body
 
 from app.api.deps import AdminDep, CuratorDep, PrincipalDep, UowDep
 from app.api.errors import responses
+from app.api.jsonbody import ExactJsonRoute
 from app.schemas.tenancy import (
     CapacityOut,
     CapacityQuery,
@@ -19,7 +20,7 @@ from app.schemas.tenancy import (
 )
 from app.services import organisations as service
 
-router = APIRouter(prefix="/v1/organisations", tags=["organisations"])
+router = APIRouter(prefix="/v1/organisations", tags=["organisations"], route_class=ExactJsonRoute)
 
 
 @router.post(

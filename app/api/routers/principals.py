@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body
 
 from app.api.deps import CuratorDep, PrincipalDep, UowDep
 from app.api.errors import responses
+from app.api.jsonbody import ExactJsonRoute
 from app.schemas.tenancy import (
     KeyCreate,
     KeyCreated,
@@ -20,7 +21,7 @@ from app.schemas.tenancy import (
 from app.services import grants
 from app.services import principals as service
 
-router = APIRouter(tags=["principals"])
+router = APIRouter(tags=["principals"], route_class=ExactJsonRoute)
 
 
 @router.post(

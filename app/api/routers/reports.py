@@ -10,13 +10,16 @@ from fastapi import APIRouter, Query, Response
 from app import reports_svg
 from app.api.deps import ReportReaderDep, UowDep
 from app.api.errors import responses
+from app.api.jsonbody import ExactJsonRoute
 from app.dashboard import router as dashboard_router
 from app.db.uow import UnitOfWork
 from app.schemas.reports import ReportOut
 from app.services import reports as service
 from app.services.principals import Principal
 
-_reports = APIRouter(prefix="/v1/datasets/{dataset_id}/report", tags=["reports"])
+_reports = APIRouter(
+    prefix="/v1/datasets/{dataset_id}/report", tags=["reports"], route_class=ExactJsonRoute
+)
 
 #: An SVG opened on its own must not run anything, whatever it contains.
 SVG_HEADERS = {

@@ -11,10 +11,11 @@ from pydantic import BaseModel, Field
 
 from app.api.deps import AdminDep, DatabaseDep, UowDep
 from app.api.errors import responses
+from app.api.jsonbody import ExactJsonRoute
 from app.schemas.common import ErrorBody
 from app.services import witness as service
 
-router = APIRouter(tags=["witness"])
+router = APIRouter(tags=["witness"], route_class=ExactJsonRoute)
 
 
 class FrozenOut(BaseModel):
