@@ -35,7 +35,7 @@ from odometer_core.accounting import (
 from odometer_core.accounting.blocks import BlockError, change_blocks, retire
 from odometer_core.accounting.summary import compose
 from odometer_core.ledger import EntryKind
-from odometer_core.ledger.blocks import Partitioned
+from odometer_core.ledger.blocks import Partitioned, higher, shown_reading
 from odometer_core.partition import UNBOUNDED, Partition, new_partition
 
 #: A new partitioned dataset's aggregate: no block open yet.
@@ -93,8 +93,13 @@ def partition_status(
     uow: UnitOfWork, ds: Dataset, config: AccountingConfig
 ) -> dict[str, Any] | None:
     """A partitioned dataset's status (``None`` for a whole dataset): the blocks' mode and
-    per-block budget, the highest certified reading over its open blocks (each distinct
-    history read once), and its blocks. Every block's own reading: :func:`blocks_page`."""
+    per-block budget, the dataset's certified reading and its blocks. The reading is the
+    maintained one (``highest`` in the dataset's aggregate,
+    :mod:`odometer_core.ledger.blocks`): the highest over every block ever opened, retired
+    ones included, which no curator action lowers (parallel composition:
+    ``docs/accounting.md``, *Partitioned datasets*). What is left is the most spent open
+    block's (each distinct open history read once); every block's own reading:
+    :func:`blocks_page`."""
     partition = partition_of(ds.partition_json)
     if partition is None:
         return None
@@ -103,9 +108,7 @@ def partition_status(
     rows = read_window(uow.connection(), ds.id, -UNBOUNDED, UNBOUNDED) if aggregate.runs else []
     views = [status(config, s) for s in _distinct_states(config, rows)]
     worst = max(views, key=lambda v: Decimal(v["odometer"]["epsilon"]), default=fresh)
-    highest = worst["odometer"]
-    summary = compose(worst)
-    summary["text"] = "the most spent open block: " + summary["text"]
+    highest = shown_reading(config, higher(aggregate.highest, worst["odometer"]))
     return {
         "mode": fresh["mode"],
         "budget": fresh["budget"],
@@ -120,8 +123,26 @@ def partition_status(
             "opened": partition.keys(aggregate.opened),
             "highest_fraction_spent": fmt(fraction(highest, config)),
         },
-        "summary": summary,
+        "summary": _summary(worst, highest, opened=bool(views)),
     }
+
+
+#: What a partitioned dataset's summary reads first: the reading covers every block.
+EVERY_BLOCK: Final = "every block ever opened, retired ones included"
+
+
+def _summary(worst: dict[str, Any], highest: dict[str, Any], *, opened: bool) -> dict[str, Any]:
+    """The summary of a partitioned dataset: the guarantee is the maintained reading (every
+    block ever opened, retired ones included), what is left the most spent open block's."""
+    summary = compose({**worst, "odometer": highest})
+    head, left, rest = str(summary["text"]).partition("; left ")
+    if not opened:
+        summary["text"] = f"{EVERY_BLOCK}: {head}; no block is open"
+    elif left:
+        summary["text"] = f"{EVERY_BLOCK}: {head}; the most spent open block has left {rest}"
+    else:
+        summary["text"] = f"{EVERY_BLOCK}: {head}"
+    return summary
 
 
 def blocks_page(
@@ -201,18 +222,24 @@ def open_or_retire(
         config = state_config(ds)
         store = load(uow.connection(), ds, config, (lo - 1, hi + 1))
         if opening is not None:
-            if store.opened.ever_opened(lo, hi):
+            try:  # the core refuses a block ever opened (its history never restarts)
+                store.moved(store.blocks.open(lo, hi, initial_state(config)))
+            except BlockError:
                 raise BlockConflict(
                     f"blocks of {first} … {last} were opened before: a block's history never "
                     "restarts (its records keep what they lost)"
-                )
-            store.moved(store.blocks.open(lo, hi, initial_state(config)), opened=(lo, hi))
+                ) from None
+            store.touched([(lo, hi)])
             kind = EntryKind.BLOCKS_OPENED
         else:
             try:
-                store.moved(retire(store.blocks, lo, hi), retired=hi - lo)
+                retired = retire(store.blocks, lo, hi)
             except BlockError:
                 raise BlockConflict(f"blocks of {first} … {last} are not all open") from None
+            # the retired blocks' readings, reservations at their worst cell, are kept in
+            # the dataset's maintained reading before their runs are dropped
+            store.touched([(lo, hi)])
+            store.moved(retired)
             kind = EntryKind.BLOCKS_RETIRED
         writes = Writes()
         stage(writes, ds.id, store)
@@ -263,8 +290,10 @@ def change_blocks_budget(
         request["delta"],
         final_conversion_delta=final_conversion_delta,
         workload=workload,
+        highest=store.highest,
     )
-    store.moved(moved)
+    store.moved(moved, config=new_config)
+    store.touched([(r.lo, r.hi) for r in moved.runs])
     writes = Writes()
     stage(writes, ds.id, store)
     config_json = config_to_json(new_config)
@@ -291,9 +320,13 @@ def key_range(
     partition_json: dict[str, Any] | None, first: str | None, last: str | None
 ) -> tuple[int, int]:
     """The block indices ``[lo, hi)`` of the keys ``first`` … ``last`` (both included; each
-    unbounded when omitted)."""
+    unbounded when omitted); a reversed range (``first`` after ``last``) is a 422."""
     partition = partition_of(partition_json)
     assert partition is not None
     lo = -UNBOUNDED if first is None else _index(partition, first, "from")
     hi = UNBOUNDED if last is None else _index(partition, last, "to") + 1
+    if hi <= lo:
+        raise InvalidBlocks(
+            f"the range {first} … {last} is reversed ('from' after 'to')", field="to"
+        )
     return lo, hi

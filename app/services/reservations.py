@@ -49,11 +49,11 @@ from odometer_core.accounting import (
 )
 from odometer_core.accounting import cancel as accounting_cancel
 from odometer_core.accounting import settle as accounting_settle
-from odometer_core.accounting.blocks import finish_selection, summarise
+from odometer_core.accounting.blocks import Range, finish_reservation
 from odometer_core.accounting.levels import finish_uppers, quota_holds
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger import output_digest as sha256_of_output
-from odometer_core.ledger.blocks import ranges_from_json
+from odometer_core.ledger.blocks import ranges_from_json, ranges_json
 from odometer_core.partition import window_of
 
 
@@ -275,8 +275,10 @@ def _stage(
     status = "cancelled" if cell is None else "settled"
     request = _settle_request(cell, output_digest)
     if ds.partition_json is not None:
-        decision, entry_state = _finish_blocks(uow, writes, ds, inv, reservation, cell)
+        decision, entry_state, retired = _finish_blocks(uow, writes, ds, inv, reservation, cell)
         request["blocks"] = (inv.request or {}).get("blocks")
+        if retired:  # which of its blocks were retired since it was made (replay checks it)
+            request["retired"] = ranges_json(retired)
     else:
         if cell is None:
             decision = accounting_cancel(config, state, reservation)
@@ -316,17 +318,21 @@ def _finish_blocks(
     inv: InvocationRow,
     reservation: Reservation,
     cell: str | None,
-) -> tuple[Decision, dict[str, Any]]:
-    """Settle or cancel a reservation on every block it was made on (each distinct history
-    once; blocks retired since are gone with what they held): the summary decision and the
-    dataset's aggregate state after it."""
+) -> tuple[Decision, dict[str, Any], tuple[Range, ...]]:
+    """Settle or cancel a reservation on every block it was made on that is still open (each
+    distinct history once), whatever happened to the others: blocks retired since are gone
+    with what they held, their reading (this reservation at its worst cell) kept in the
+    dataset's maintained reading when they were retired
+    (:func:`odometer_core.accounting.blocks.finish_reservation`). The summary decision, the
+    dataset's aggregate state after it, and the ranges retired since."""
     ranges = ranges_from_json((inv.request or {}).get("blocks"))
     config = config_from_json(ds.config_json)
     store = load(uow.connection(), ds, config, window_of([ranges]))
-    finished = finish_selection(config, store.blocks, ranges, reservation, cell)
+    finished = finish_reservation(config, store.blocks, ranges, reservation, cell)
     store.moved(finished.blocks)
+    store.touched(ranges)
     stage(writes, ds.id, store)
-    return summarise(finished), store.aggregate(ranges).to_json()
+    return finished.decision, store.aggregate(ranges).to_json(), finished.retired
 
 
 def _settle_request(cell: str | None, output_digest: str | None) -> dict[str, Any]:

@@ -30,12 +30,14 @@ ranges holds O(number of charges) runs, however many blocks it has.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from odometer_core.accounting.amounts import Amount, EpsilonDelta, MuSquared, RdpCurve, RhoDelta
 from odometer_core.accounting.declarations import Declaration
+from odometer_core.accounting.exact import fmt
 from odometer_core.accounting.filters import (
     CAPACITY_LIMIT,
     AccountingConfig,
@@ -51,6 +53,9 @@ from odometer_core.accounting.filters import (
     recheck_dead,
     settle,
 )
+from odometer_core.accounting.modes import budget
+from odometer_core.accounting.modes.basic import BasicConfig, BasicState
+from odometer_core.accounting.modes.common import InvalidTransition
 
 #: A half-open range of block indices ``[lo, hi)``.
 Range = tuple[int, int]
@@ -89,10 +94,12 @@ def normalise(selection: Iterable[Range]) -> tuple[Range, ...]:
 @dataclass(frozen=True, slots=True)
 class Blocks:
     """The open blocks of a partitioned dataset and their states, as runs sorted by ``lo``
-    (disjoint; neighbouring runs never share a state). Immutable: every operation returns a
-    new value."""
+    (disjoint; neighbouring runs never share a state), and ``opened``: every block ever opened,
+    retired ones included, as normalised ranges (a block is opened once: its history never
+    restarts, :meth:`open`). Immutable: every operation returns a new value."""
 
     runs: tuple[Run, ...] = ()
+    opened: tuple[Range, ...] = ()
 
     # ------------------------------------------------------------------ reading
     def _index(self, block: int) -> int:
@@ -125,15 +132,28 @@ class Blocks:
                 gaps.append((at, hi))
         return tuple(gaps)
 
+    def ever_opened(self, lo: int, hi: int) -> bool:
+        """Whether a block of ``[lo, hi)`` is open or was ever opened (retired since)."""
+        return any(a < hi and lo < b for a, b in self.opened) or any(
+            True for _ in self.pieces(lo, hi)
+        )
+
     # ------------------------------------------------------------------ changing
     def open(self, lo: int, hi: int, state: FilterState) -> Blocks:
-        """Open the blocks ``[lo, hi)`` with ``state`` (a new block's: nothing spent). Blocks
-        open (or opened before) are a :class:`BlockError`: a block's history never restarts."""
+        """Open the blocks ``[lo, hi)`` with ``state`` (a new block's: nothing spent). A block
+        open now, or ever opened and retired since (:attr:`opened`), is a :class:`BlockError`:
+        a block's history never restarts (its records keep what they lost), so a retired
+        block's filter is never replaced by a fresh one."""
         if hi <= lo:
             raise BlockError(f"the block range [{lo}, {hi}) is empty")
         if any(True for _ in self.pieces(lo, hi)):
             raise BlockError(f"blocks of [{lo}, {hi}) are open already")
-        return _replace_each(self, [Run(lo, hi, state)])
+        if self.ever_opened(lo, hi):
+            raise BlockError(
+                f"blocks of [{lo}, {hi}) were opened before: a block's history never restarts"
+            )
+        opened = normalise([*self.opened, (lo, hi)])
+        return Blocks(_replace_each(self, [Run(lo, hi, state)]).runs, opened)
 
 
 def _merged(runs: Sequence[Run]) -> tuple[Run, ...]:
@@ -236,6 +256,77 @@ def finish_selection(
     return SelectionDecision(True, _replace_each(blocks, new), tuple(d for d, _ in decided))
 
 
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A reservation finished on its blocks (:func:`finish_reservation`): the blocks after it,
+    the dataset-level decision (:func:`summarise`'s), and the ranges of the reservation's
+    blocks that were retired since it was made (their runs are gone with what they held)."""
+
+    blocks: Blocks
+    decision: Decision
+    retired: tuple[Range, ...]
+
+
+def finish_reservation(
+    config: AccountingConfig,
+    blocks: Blocks,
+    selection: Iterable[Range],
+    reservation: Reservation,
+    cell: str | None,
+) -> Finished:
+    """Settle (``cell``) or cancel (``None``) a reservation made on ``selection``, whatever
+    happened to its blocks since: on the blocks still open as :func:`finish_selection` does;
+    the blocks retired since (every block of the selection that is not open: a block is never
+    opened again) are left out and named (``retired``). Their reading was taken, reservation
+    included at its worst cell, before their runs were dropped (:mod:`odometer_core.ledger.
+    blocks`), so nothing they held is lost. When every block was retired, the dataset-level
+    decision is the one any block holding the reservation would give (:func:`_held_alone`:
+    the charge and refund depend on the reservation and the cell only), with nothing left
+    (no block of the selection can be charged again)."""
+    ranges = normalise(selection)
+    retired = blocks.missing(ranges)
+    still = normalise_or_empty(
+        (piece.lo, piece.hi) for lo, hi in ranges for piece in blocks.pieces(lo, hi)
+    )
+    if still:
+        finished = finish_selection(config, blocks, still, reservation, cell)
+        return Finished(finished.blocks, summarise(finished), retired)
+    return Finished(blocks, _held_alone(config, blocks, reservation, cell), retired)
+
+
+def _held_alone(
+    config: AccountingConfig, blocks: Blocks, reservation: Reservation, cell: str | None
+) -> Decision:
+    """The decision of a settle or cancel on a block that holds ``reservation`` and nothing
+    else: ODP reservations exist in ``basic`` only (elsewhere :func:`~.filters.settle`'s own
+    ``NotSettleable``), where the charge is the cell's ε, the refund the rest of the worst
+    cell's (a cancel: all of it, with δ), whatever else the block held."""
+    if not isinstance(config, BasicConfig):
+        raise InvalidTransition(
+            "NotSettleable", "a-posteriori settlement exists only in mode 'basic'"
+        )
+    partition = reservation.partition
+    holding = BasicState(
+        reserved_epsilon=partition.worst_epsilon,
+        spent_delta=partition.delta,
+        open_reservations=1,
+    )
+    alone = (
+        cancel(config, holding, reservation)
+        if cell is None
+        else settle(config, holding, reservation, cell)
+    )
+    return Decision(
+        alone.outcome,
+        blocks,
+        alone.charge,
+        alone.requested,
+        EpsilonDelta(),
+        reason=alone.reason,
+        refund=alone.refund,
+    )
+
+
 def _replace_each(blocks: Blocks, new: Sequence[Run]) -> Blocks:
     """``blocks`` with each of the sorted, disjoint ``new`` runs put in place of what covered
     its range, in one pass, neighbours of equal state merged."""
@@ -252,7 +343,7 @@ def _replace_each(blocks: Blocks, new: Sequence[Run]) -> Blocks:
             j += 1
         if at < run.hi:
             out.append(Run(at, run.hi, run.state))
-    return Blocks(_merged([*out, *new]))
+    return Blocks(_merged([*out, *new]), blocks.opened)
 
 
 # ---------------------------------------------------------------------------- the dataset level
@@ -373,6 +464,7 @@ def change_blocks(
     *,
     final_conversion_delta: object = None,
     workload: object = None,
+    highest: Mapping[str, Any] | None = None,
 ) -> tuple[AccountingConfig, Blocks]:
     """A per-block budget change, applied to every open block and to every block opened later
     (one configuration for the blocks). Each block follows the budget-change rule of a whole
@@ -380,7 +472,22 @@ def change_blocks(
     is made anew; once one has, thresholds and ladder stay and the new ε caps each block's
     certified reading, and a value below any block's reading is refused (``BudgetBelowSpent``).
     A block still fresh under a filter whose thresholds were fixed at creation is a filter whose
-    thresholds were fixed before its first charge, which is all its guarantee needs."""
+    thresholds were fixed before its first charge, which is all its guarantee needs.
+
+    ``highest`` is the dataset's maintained reading (the highest over every block ever opened,
+    retired ones included: :mod:`odometer_core.ledger.blocks`): a budget below it, in ε or in
+    δ, is refused as well (``BudgetBelowSpent``), since what was released about the records of
+    a retired block stays released however its block ended."""
+    eps, dlt = budget(epsilon, delta)
+    if highest is not None:
+        high_eps, high_delta = Decimal(highest["epsilon"]), Decimal(highest["delta"])
+        if eps < high_eps or dlt < high_delta:
+            raise InvalidTransition(
+                "BudgetBelowSpent",
+                f"the highest certified reading of a block ever opened (retired ones "
+                f"included) is (ε {fmt(high_eps)}, δ {fmt(high_delta)}): what was released "
+                "stays released, so a budget below it is refused",
+            )
     fresh = initial_state(config)
     states = [state for state, _ in _by_state(blocks, [(r.lo, r.hi) for r in blocks.runs])]
     charged = [s for s in states if s != fresh]
@@ -406,7 +513,7 @@ def change_blocks(
             raise AssertionError("blocks' budget change diverged")
         moved[state] = changed
     runs = [Run(r.lo, r.hi, moved[r.state]) for r in blocks.runs]
-    return new_config, Blocks(_merged(runs))
+    return new_config, Blocks(_merged(runs), blocks.opened)
 
 
 def retire(blocks: Blocks, lo: int, hi: int) -> Blocks:
@@ -426,4 +533,4 @@ def retire(blocks: Blocks, lo: int, hi: int) -> Blocks:
             kept.append(Run(run.lo, lo, run.state))
         if run.hi > hi:
             kept.append(Run(hi, run.hi, run.state))
-    return Blocks(tuple(kept))
+    return Blocks(tuple(kept), blocks.opened)

@@ -9,11 +9,17 @@ the dataset's aggregate state after it (:class:`Partitioned`, the entry's ``stat
 - ``opened``: every block ever opened, as ranges (a retired block is never opened again);
 - ``digest``: the SHA-256 of the canonical JSON of the touched blocks' states after the entry,
   ``[[lo, hi, state], …]`` clipped to the selection (to every open block after a budget
-  change; to the range opened or retired).
+  change; to the range opened or retired);
+- ``highest``: the dataset's certified reading, the highest over every block ever opened,
+  retired ones included (:func:`raised`), ``null`` before any block was opened. It is
+  *maintained*, never a scan: every entry raises it to the readings of the runs it touched
+  (after the decision; a retired range's *before* its runs are dropped), so it never falls,
+  whatever a curator does. Entries written before it existed have no ``highest``; a replay
+  accepts that until the first entry that carries one, and requires it from there on.
 
-:func:`replay_blocks` re-runs one entry on the blocks a replay holds and checks all four, so a
-replay rebuilds every block's state from the selections alone and matches it against what the
-service wrote.
+The replay (:mod:`odometer_core.ledger.replay`) re-runs each entry on the blocks it holds and
+checks all five, so a replay rebuilds every block's state from the selections alone and
+matches it against what the service wrote.
 """
 
 from __future__ import annotations
@@ -21,13 +27,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Final
 
 from odometer_core.accounting import (
     AccountingConfig,
+    FilterState,
     initial_state,
     state_from_json,
     state_to_json,
+    status,
 )
 from odometer_core.accounting.blocks import (
     BlockError,
@@ -35,8 +44,8 @@ from odometer_core.accounting.blocks import (
     Range,
     Run,
     Selected,
-    normalise_or_empty,
 )
+from odometer_core.accounting.exact import fmt
 from odometer_core.accounting.levels import DATASET, LevelsDecision
 from odometer_core.ledger.chain import canonical_bytes
 from odometer_core.partition import Partition
@@ -65,49 +74,104 @@ def ranges_from_json(obj: object) -> tuple[Range, ...]:
     return tuple((int(lo), int(hi)) for lo, hi in obj)
 
 
+#: The key of the maintained reading in the aggregate.
+HIGHEST = "highest"
+
+
 @dataclass(frozen=True, slots=True)
 class Partitioned:
     """A partitioned dataset's aggregate state (what its row and each entry's ``state``
     hold). ``blocks`` is every open block's state when a replay holds it, the touched window
-    when the service does (the runs live in their own table)."""
+    when the service does (the runs live in their own table). ``highest``: the maintained
+    reading (module docstring); ``legacy``: read from a state written before it existed
+    (:meth:`to_json` then leaves it out, as that state did)."""
 
     open: int
     runs: int
     opened: tuple[Range, ...]
     digest: str | None
+    highest: dict[str, Any] | None = None
+    legacy: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            BLOCKS: {
-                "open": self.open,
-                "runs": self.runs,
-                "opened": ranges_json(self.opened),
-                "digest": self.digest,
-            }
+        part: dict[str, Any] = {
+            "open": self.open,
+            "runs": self.runs,
+            "opened": ranges_json(self.opened),
+            "digest": self.digest,
         }
+        if not self.legacy:
+            part[HIGHEST] = self.highest
+        return {BLOCKS: part}
 
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> Partitioned:
         part = obj[BLOCKS]
+        highest = part.get(HIGHEST)
         return Partitioned(
             int(part["open"]),
             int(part["runs"]),
             ranges_from_json(part["opened"]),
             part["digest"],
-        )
-
-    def opening(self, lo: int, hi: int, digest: str) -> Partitioned:
-        """After ``[lo, hi)`` is opened (never opened before: checked by the caller)."""
-        return Partitioned(
-            self.open + hi - lo,
-            self.runs,
-            normalise_or_empty([*self.opened, (lo, hi)]),
-            digest,
+            None if highest is None else dict(highest),
+            HIGHEST not in part,
         )
 
     def ever_opened(self, lo: int, hi: int) -> bool:
         """Whether a block of ``[lo, hi)`` was ever opened."""
         return any(a < hi and lo < b for a, b in self.opened)
+
+
+def reading_of(config: AccountingConfig, state: FilterState) -> dict[str, Any]:
+    """One block's certified reading, as its status shows it."""
+    reading: dict[str, Any] = status(config, state)["odometer"]
+    return reading
+
+
+def higher(highest: Mapping[str, Any] | None, reading: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The maintained reading after a block read ``reading``: the reading of the block with
+    the larger ε (blocks are compared by ε, as the status always compared them; a tie keeps
+    the earlier), with δ the larger of the two, so that the one statement holds for the
+    records of every block (parallel composition: each record's loss is bounded by its own
+    block's (ε_b, δ_b), hence by (max ε_b, max δ_b)). ``None`` stays ``None`` until a block
+    is read."""
+    if highest is None:
+        return dict(reading)
+    eps, delta = Decimal(highest["epsilon"]), Decimal(highest["delta"])
+    new_eps, new_delta = Decimal(reading["epsilon"]), Decimal(reading["delta"])
+    if new_eps <= eps and new_delta <= delta:
+        return dict(highest)
+    base = dict(reading) if new_eps > eps else dict(highest)
+    base["delta"] = fmt(max(delta, new_delta))
+    return base
+
+
+def raised(
+    highest: Mapping[str, Any] | None,
+    config: AccountingConfig,
+    blocks: Blocks,
+    ranges: Sequence[Range],
+    readings: dict[FilterState, dict[str, Any]] | None = None,
+) -> dict[str, Any] | None:
+    """``highest`` raised to the readings of the runs of ``blocks`` within ``ranges`` (each
+    distinct state read once; ``readings`` memoises them across calls)."""
+    memo = {} if readings is None else readings
+    out = None if highest is None else dict(highest)
+    for lo, hi in ranges:
+        for run in blocks.pieces(lo, hi):
+            reading = memo.get(run.state)
+            if reading is None:
+                reading = memo[run.state] = reading_of(config, run.state)
+            out = higher(out, reading)
+    return out
+
+
+def shown_reading(config: AccountingConfig, highest: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The dataset's certified reading as shown: the maintained one, a fresh block's before any
+    block was opened."""
+    if highest is None:
+        return reading_of(config, initial_state(config))
+    return dict(highest)
 
 
 def fresh_blocks(config: AccountingConfig, lo: int, hi: int, blocks: Blocks) -> Blocks:
@@ -117,6 +181,7 @@ def fresh_blocks(config: AccountingConfig, lo: int, hi: int, blocks: Blocks) -> 
 
 __all__ = [
     "BLOCKS",
+    "HIGHEST",
     "SHOWN_RANGES",
     "BlockHistory",
     "Held",
@@ -124,9 +189,13 @@ __all__ = [
     "Partitioned",
     "Staged",
     "fresh_blocks",
+    "higher",
+    "raised",
     "ranges_from_json",
     "ranges_json",
+    "reading_of",
     "refusal",
+    "shown_reading",
     "touched_digest",
 ]
 
@@ -180,10 +249,11 @@ class Held:
     ) -> None:
         self.config = config
         self.base = Partitioned.from_json(aggregate)
-        self.loaded = Blocks(tuple(Run(lo, hi, state_from_json(config, s)) for lo, hi, s in rows))
+        runs = tuple(Run(lo, hi, state_from_json(config, s)) for lo, hi, s in rows)
+        self.loaded = Blocks(runs, self.base.opened)
         self.blocks = self.loaded
-        self.opened = self.base
-        self.retired = 0
+        self.highest = self.base.highest
+        self._readings: dict[FilterState, dict[str, Any]] = {}
 
     def select(self, resolved: tuple[Range, ...] | None) -> Selected:
         """The dataset level of an invocation on ``resolved`` (``None``: every open block, as
@@ -197,21 +267,27 @@ class Held:
             raise NotOpen("the selection names blocks that are not open", gaps)
         return Selected(self.config, self.blocks, resolved)
 
-    def moved(self, blocks: Blocks, *, opened: Range | None = None, retired: int = 0) -> None:
-        """The blocks after a decision (``opened``: the range opened; ``retired``: how many
-        blocks were retired)."""
+    def moved(self, blocks: Blocks, *, config: AccountingConfig | None = None) -> None:
+        """The blocks after a decision (``config``: the blocks' configuration after a budget
+        change)."""
         self.blocks = blocks
-        if opened is not None:
-            self.opened = self.opened.opening(*opened, "")
-        self.retired += retired
+        if config is not None and config != self.config:
+            self.config = config
+            self._readings = {}
+
+    def touched(self, ranges: Sequence[Range]) -> None:
+        """Raise the maintained reading to the readings of the runs within ``ranges`` now
+        (after a decision on them; before retiring them)."""
+        self.highest = raised(self.highest, self.config, self.blocks, ranges, self._readings)
 
     def aggregate(self, touched: Sequence[Range]) -> Partitioned:
         """The dataset's aggregate after the last decision, with the digest of ``touched``."""
         return Partitioned(
-            self.opened.open - self.retired,
+            self.base.open - _count(self.loaded) + _count(self.blocks),
             self.base.runs - len(self.loaded.runs) + len(self.blocks.runs),
-            self.opened.opened,
+            self.blocks.opened,
             touched_digest(self.blocks, touched),
+            self.highest,
         )
 
     def decided(self, levels: LevelsDecision, selected: Selected, partition: Partition) -> Staged:
@@ -219,6 +295,7 @@ class Held:
         and answers."""
         if levels.admitted and levels.selection is not None:
             self.moved(levels.selection.blocks)
+            self.touched(selected.ranges)
         refused = None
         if levels.selection is not None and levels.refused_by == DATASET:
             refused = []
@@ -259,6 +336,10 @@ def refusal(levels: LevelsDecision, partition: Partition) -> str:
         f"({partition.label(refused)}): {levels.refusal.reason or 'budget exceeded'}; "
         f"{partition.protects}"
     )
+
+
+def _count(blocks: Blocks) -> int:
+    return sum(run.hi - run.lo for run in blocks.runs)
 
 
 def _joined(ranges: Sequence[Range]) -> tuple[Range, ...]:

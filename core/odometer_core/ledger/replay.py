@@ -66,17 +66,21 @@ from odometer_core.accounting.blocks import (
     Range,
     change_blocks,
     decide_selection,
-    finish_selection,
+    finish_reservation,
     retire,
     summarise,
 )
 from odometer_core.accounting.levels import DROPPED, quota_holds
 from odometer_core.ledger.blocks import (
+    BLOCKS,
+    HIGHEST,
     BlockHistory,
     Partitioned,
     fresh_blocks,
+    raised,
     ranges_from_json,
     ranges_json,
+    shown_reading,
     touched_digest,
 )
 from odometer_core.ledger.chain import GENESIS_HASH, ChainProblem, ChainWalker
@@ -263,6 +267,17 @@ class Replayer:
         twin.entries, twin.head_hash, twin.stopped = self.entries, self.head_hash, self.stopped
         return twin
 
+    def _odometer(self) -> dict[str, Any] | None:
+        """The certified reading of the replayed dataset, as its status shows it: a
+        partitioned dataset's is the maintained reading, the highest over every block ever
+        opened, retired ones included (recomputed, whether or not its entries carry it)."""
+        if self.config is None or self.state is None:
+            return None
+        if isinstance(self.state, BlockHistory):
+            return shown_reading(self.config, self.state.aggregate.highest)
+        reading: dict[str, Any] = status(self.config, self.state)["odometer"]
+        return reading
+
     def verdict(self) -> ReplayVerdict:
         problems = [*self.chain_problems, *self.replay_problems]
         return ReplayVerdict(
@@ -271,13 +286,7 @@ class Replayer:
             head_hash=self.head_hash,
             state=None if self.state is None else _state_json(self.state),
             problems=problems,
-            odometer=(
-                status(self.config, self.state)["odometer"]
-                if self.config is not None
-                and self.state is not None
-                and not isinstance(self.state, BlockHistory)
-                else None
-            ),
+            odometer=self._odometer(),
         )
 
 
@@ -319,7 +328,9 @@ def _step(
         config = config_from_json(entry["config"])
         _expect("config", config_to_json(config), entry["config"])
         if request.get("partition") is not None:
-            history = BlockHistory(Partitioned(0, 0, (), None), Blocks())
+            stored = (entry.get("state") or {}).get(BLOCKS) or {}
+            earlier = HIGHEST not in stored  # created before the maintained reading existed
+            history = BlockHistory(Partitioned(0, 0, (), None, None, earlier), Blocks())
             _expect("state", history.to_json(), entry["state"])
             return config, history
         state = initial_state(config)
@@ -337,6 +348,7 @@ def _step(
             final_conversion_delta=request.get("final_conversion_delta"),
             workload=request.get("workload"),
             anchored=entry.get("accounting_version") not in legacy.BEFORE_1_4,
+            recorded=True,
         )
         _expect("config", config_to_json(config), entry["config"])
     elif kind == EntryKind.GRANT_CHANGED:
@@ -399,11 +411,16 @@ def _block_step(
 ) -> tuple[AccountingConfig, BlockHistory]:
     """One entry of a partitioned dataset's ledger, re-run on every open block
     (:mod:`odometer_core.ledger.blocks`): the selection's decision, the blocks opened, retired
-    or changed, and the aggregate state with the touched blocks' digest checked."""
+    or changed, and the aggregate state with the touched blocks' digest and the maintained
+    reading (``highest``) checked."""
     kind = entry.get("kind")
     request: Mapping[str, Any] = entry.get("request") or {}
     aggregate, blocks = history.aggregate, history.blocks
-    opened, digest = aggregate.opened, aggregate.digest
+    digest, highest = aggregate.digest, aggregate.highest
+    # Written since the maintained reading exists: the entry carries it, and its budget
+    # change was checked against it (earlier entries replay by the rules they were written by).
+    current = HIGHEST in ((entry.get("state") or {}).get(BLOCKS) or {})
+    touched: tuple[Range, ...] = ()
     if kind == EntryKind.BUDGET_CHANGED:
         config, blocks = change_blocks(
             config,
@@ -412,23 +429,25 @@ def _block_step(
             request["delta"],
             final_conversion_delta=request.get("final_conversion_delta"),
             workload=request.get("workload"),
+            highest=highest if current else None,
         )
         _expect("config", config_to_json(config), entry["config"])
-        digest = touched_digest(blocks, [(r.lo, r.hi) for r in blocks.runs])
+        touched = tuple((r.lo, r.hi) for r in blocks.runs)
+        digest = touched_digest(blocks, touched)
     elif kind == EntryKind.GRANT_CHANGED:
         pass
     elif kind == EntryKind.LOSS_ACKNOWLEDGED:
         _loss(entry)
-        _expect("state", history.to_json(), entry["state"])
-        return config, history
     elif kind in (EntryKind.BLOCKS_OPENED, EntryKind.BLOCKS_RETIRED):
         lo, hi = int(request["from"]), int(request["to"])
         if kind == EntryKind.BLOCKS_OPENED:
-            if aggregate.ever_opened(lo, hi):
+            if blocks.ever_opened(lo, hi):
                 raise _Mismatch(f"blocks of [{lo}, {hi}) were opened before")
             blocks = fresh_blocks(config, lo, hi, blocks)
-            opened = aggregate.opening(lo, hi, "").opened
+            touched = ((lo, hi),)
         else:
+            # the retired blocks' readings are taken before their runs are dropped
+            highest = raised(highest, config, blocks, [(lo, hi)])
             blocks = retire(blocks, lo, hi)
         digest = touched_digest(blocks, [(lo, hi)])
     elif kind in (
@@ -455,6 +474,7 @@ def _block_step(
             _expect("reservation", reservation, entry["reservation"])
             if decision.admitted:
                 blocks = selection.blocks
+                touched = ranges
             if decision.reservation is not None:
                 reservations[str(entry["invocation_id"])] = decision.reservation
                 selections[str(entry["invocation_id"])] = ranges
@@ -472,18 +492,28 @@ def _block_step(
         if kind == EntryKind.INVOCATION_SETTLED:
             _check_output_digest(request)
             cell = request["cell"]
-        finished = finish_selection(config, blocks, ranges, open_reservation, cell)
-        decision = summarise(finished)
+        finished = finish_reservation(config, blocks, ranges, open_reservation, cell)
+        # the reservation's blocks retired since it was made, named by the entry
+        _expect("retired", ranges_json(finished.retired) or None, request.get("retired"))
+        decision = finished.decision
         _expect("charge", amount_json(decision.charge), entry["charge"])
         _expect("refund", amount_json(decision.refund), entry["refund"])
         blocks = finished.blocks
+        touched = ranges
         digest = touched_digest(blocks, ranges)
     else:
         raise _Mismatch(f"unknown entry kind {kind!r}")
+    highest = raised(highest, config, blocks, touched)
+    if not current and not aggregate.legacy:
+        raise _Mismatch(
+            "the state has no maintained reading ('highest'), which the entries before it carry"
+        )
     open_blocks = sum(r.hi - r.lo for r in blocks.runs)
-    after = BlockHistory(Partitioned(open_blocks, len(blocks.runs), opened, digest), blocks)
+    after = Partitioned(
+        open_blocks, len(blocks.runs), blocks.opened, digest, highest, legacy=not current
+    )
     _expect("state", after.to_json(), entry["state"])
-    return config, after
+    return config, BlockHistory(after, blocks)
 
 
 def _loss(entry: Mapping[str, Any]) -> None:
