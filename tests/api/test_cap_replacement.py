@@ -36,6 +36,7 @@ from app import cli
 from odometer_core.accounting import (
     admit,
     initial_state,
+    make_config,
     parse_declaration,
     state_to_json,
     status,
@@ -114,7 +115,9 @@ def test_a_declaration_the_cap_cannot_account_is_a_422_naming_the_cap(
     client: TestClient,
 ) -> None:
     org = new_organisation(client)
-    roomy, tight = _dataset(client, org, "rdp"), _dataset(client, org, "rdp", epsilon="0.01")
+    roomy, tight = _dataset(client, org, "rdp"), _dataset(client, org, "rdp", epsilon="0.2")
+    own = make_config("0.2", "0.001", "add_remove", {"mode": "rdp"})
+    assert not admit(own, initial_state(own), parse_declaration(DPSGD)).admitted  # tight refuses
     cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
     assert _cap(client, org, cap).status_code == 200
     detail = (
