@@ -272,7 +272,10 @@ class OdometerReading(BaseModel):
 class DatasetStatus(BaseModel):
     """Budget status in the mode's own units (each mode adds its own fields: spent, remaining,
     reserved, …, and ``spent_eps_delta``, an (ε, δ) that is certified only where it says so),
-    with the certified ``odometer`` reading."""
+    with the certified ``odometer`` reading. ``unusable`` (``{reason, fix, budget}``, here and
+    on each sub-budget) flags a zcdp, rdp or gdp budget stored before such budgets were refused
+    that can never admit anything (δ = 0, or no positive threshold): ``budget`` is a budget
+    change that would work (docs/accounting.md, *Budgets that can admit something*)."""
 
     model_config = ConfigDict(extra="allow")
 

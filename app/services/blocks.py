@@ -112,6 +112,7 @@ def partition_status(
     return {
         "mode": fresh["mode"],
         "budget": fresh["budget"],
+        **({"unusable": fresh["unusable"]} if "unusable" in fresh else {}),
         "odometer": highest,
         "per_block": True,
         "blocks": {

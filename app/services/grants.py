@@ -36,6 +36,8 @@ from odometer_core.accounting import (
     state_to_json,
     status,
 )
+from odometer_core.accounting.filters import ConfigError, SplitConfig
+from odometer_core.accounting.modes import Unusable, UnusableBudget, unusable
 from odometer_core.accounting.summary import compose
 from odometer_core.ledger import EntryKind
 
@@ -70,7 +72,47 @@ def quota_config(dataset: AccountingConfig, epsilon: object, delta: object) -> A
         accounting = {"mode": "gdp"}
     else:
         accounting = {"mode": "basic"}
-    return make_config(eps, dlt, dataset.relation, accounting)
+    try:
+        return make_config(eps, dlt, dataset.relation, accounting)
+    except UnusableBudget as exc:
+        raise UnusableBudget(_quota_words(dataset, exc.problem), exc.problem) from None
+
+
+def _quota_words(dataset: AccountingConfig, problem: Unusable) -> str:
+    """Why a quota could never admit anything, and a quota that would (its ``epsilon`` and
+    ``delta``: the conversion δ of a quota follows the dataset's), checked as a quota."""
+    words = f"the quota: {problem.reason}"
+    suggested = {k: problem.budget[k] for k in ("epsilon", "delta")}
+    try:
+        quota_config(dataset, suggested["epsilon"], suggested["delta"])
+    except ConfigError:
+        return f"{words}; grant a quota with delta > 0 (or a larger epsilon)"
+    return (
+        f"{words}; grant a quota that converts, e.g. epsilon = {suggested['epsilon']}, "
+        f"delta = {suggested['delta']}"
+    )
+
+
+def quota_unusable(grant: Grant) -> dict[str, Any] | None:
+    """Why a quota stored before such quotas were refused can never admit anything, and the
+    fix (revoke the grant and grant a quota that converts), or ``None``."""
+    if grant.quota_config_json is None:
+        return None
+    config = config_from_json(grant.quota_config_json)
+    if isinstance(config, SplitConfig):
+        return None
+    problem = unusable(config)
+    if problem is None:
+        return None
+    suggested = {k: problem.budget[k] for k in ("epsilon", "delta")}
+    return {
+        "reason": problem.reason,
+        "fix": (
+            "revoke the grant and grant it again with a quota that converts, e.g. "
+            f"epsilon = {suggested['epsilon']}, delta = {suggested['delta']}"
+        ),
+        "budget": suggested,
+    }
 
 
 def grant_view(grant: Grant) -> dict[str, Any]:
@@ -79,12 +121,23 @@ def grant_view(grant: Grant) -> dict[str, Any]:
     return {
         "dataset_id": grant.dataset_id,
         "principal_id": grant.principal_id,
-        "quota": None if quota is None else {"epsilon": quota["epsilon"], "delta": quota["delta"]},
+        "quota": None if quota is None else _quota_json(grant),
         "quota_state": grant.quota_state_json,
         "quota_summary": None if reading is None else reading["summary"],
         "created_by": grant.created_by,
         "created_at": grant.created_at,
     }
+
+
+def _quota_json(grant: Grant) -> dict[str, Any]:
+    """A grant's quota (ε, δ); ``unusable`` too for one that can never admit anything."""
+    quota = grant.quota_config_json
+    assert quota is not None
+    out: dict[str, Any] = {"epsilon": quota["epsilon"], "delta": quota["delta"]}
+    problem = quota_unusable(grant)
+    if problem is not None:
+        out["unusable"] = problem
+    return out
 
 
 def create_grant(

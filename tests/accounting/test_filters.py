@@ -323,11 +323,14 @@ def test_rdp_thresholds_follow_the_formula() -> None:
 
 
 def test_rdp_drops_orders_without_budget() -> None:
-    cfg = make_config("0.1", "1e-6", "add_remove", {"mode": "rdp"})
+    # at ε = 0.3 the small orders' thresholds are ≤ 0; a budget where every order's is (ε = 0.1
+    # here before) could never admit anything and is refused (test_unusable_budgets.py)
+    cfg = make_config("0.3", "1e-6", "add_remove", {"mode": "rdp"})
     assert isinstance(cfg, RDPConfig)
     st = initial_state(cfg)
     assert all(dead == (b == -math.inf) for dead, b in zip(st.dead, cfg.thresholds, strict=True))  # type: ignore[union-attr]
     assert any(b == -math.inf for b in cfg.thresholds)
+    assert any(b > 0 for b in cfg.thresholds)
 
 
 def test_rdp_dp_sgd_admitted_and_matches_mtz() -> None:

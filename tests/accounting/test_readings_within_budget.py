@@ -39,7 +39,7 @@ from odometer_core.accounting.modes import LeafConfig
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 MODES = ("basic", "zcdp", "rdp", "gdp", "split")
-EPSILONS = ("0.1", "0.5", "1", "2", "3.7", "8")
+EPSILONS = ("0.5", "1", "2", "3.7", "8")
 DELTAS = ("1e-9", "1e-6", "0.00001", "1e-3")
 
 

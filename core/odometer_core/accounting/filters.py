@@ -37,6 +37,7 @@ from odometer_core.accounting.modes import (
     leaf_state_to_json,
     leaf_status,
     make_leaf,
+    refuse_unusable,
 )
 from odometer_core.accounting.modes import gdp as gdp_mode
 from odometer_core.accounting.modes import rdp as rdp_mode
@@ -313,9 +314,13 @@ def change_budget(
     final_conversion_delta: object = None,
     workload: object = None,
     anchored: bool = True,
+    recorded: bool = False,
 ) -> tuple[AccountingConfig, FilterState]:
     """A curator raises or lowers a budget; never below what is spent or reserved, nor below
-    what is certified. In ``zcdp``/``rdp``/``gdp`` the thresholds, ladder and δ shares fixed at
+    what is certified, nor to a budget that could never admit anything (a :class:`ConfigError`
+    saying what to set: :func:`~odometer_core.accounting.modes.unusable`; ``recorded``: a change
+    read back from a ledger, replayed as it was made, even one written before such budgets were
+    refused). In ``zcdp``/``rdp``/``gdp`` the thresholds, ladder and δ shares fixed at
     creation stay, and the new ε caps the certified reading (each mode's ``change_budget``;
     ``docs/accounting.md``, *Budget changes*), unless nothing was charged yet, when the
     filter is made anew (δ_c kept unless given, following δ_B when all of δ_B went to
@@ -331,18 +336,28 @@ def change_budget(
     put over budget marked dead."""
     eps, dlt = budget(epsilon, delta)
     if workload is not None:
-        return _rechoose_grid(config, state, eps, dlt, final_conversion_delta, workload, anchored)
+        chosen, fresh = _rechoose_grid(
+            config, state, eps, dlt, final_conversion_delta, workload, anchored
+        )
+        assert not isinstance(chosen, SplitConfig)
+        if not recorded:
+            refuse_unusable(chosen)
+        return chosen, fresh
     if isinstance(config, SplitConfig):
         assert isinstance(state, SplitState)
         new_split = split_mode.change_budget(
             config, state, eps, dlt, sub_budget, final_conversion_delta, anchored
         )
+        if sub_budget is not None and not recorded:
+            refuse_unusable(new_split.sub_budget(sub_budget), sub_budget)
         return new_split, split_mode.after_budget_change(new_split, state)
     if sub_budget is not None:
         raise ConfigError("'sub_budget' is only allowed on split datasets")
     assert not isinstance(state, SplitState)
     mode = leaf_mode(config)
     new: LeafConfig = mode.change_budget(config, state, eps, dlt, final_conversion_delta, anchored)
+    if not recorded:
+        refuse_unusable(new)
     problem = mode.over_budget(new, state)
     if problem:
         raise InvalidTransition("BudgetBelowSpent", problem)

@@ -211,7 +211,7 @@ def compose(view: Mapping[str, Any], more: Mapping[str, Any] | None = None) -> d
     }
     items = left_of(view)
     return {
-        "text": _text(guarantee, items, more),
+        "text": _text(guarantee, items, more) + _unusable_words(view),
         "guarantee": guarantee,
         "left": items,
         "more": None if more is None else dict(more),
@@ -260,6 +260,19 @@ def _text(
         count = more["count"]
         text += f"; {at_least}{count} more {kind} like the last {'fits' if count == 1 else 'fit'}"
     return text
+
+
+def _unusable_words(view: Mapping[str, Any]) -> str:
+    """What a status's ``unusable`` says (a budget stored before such budgets were refused,
+    which can never admit anything: :func:`~odometer_core.accounting.modes.unusable`), for
+    the filter or each of its sub-budgets; empty otherwise."""
+    found = [("", view.get("unusable"))]
+    found += [(f"{n}: ", sub.get("unusable")) for n, sub in view.get("sub_budgets", {}).items()]
+    return "".join(
+        f"; unusable: {where}{problem['reason']}; {problem['fix']}"
+        for where, problem in found
+        if problem
+    )
 
 
 def _percent(fraction: Decimal) -> str:

@@ -206,7 +206,7 @@ def _continue(
         return
     _expect("the cap's mode (fixed once it counted something)", config.mode, new.mode)
     try:
-        changed, after = change_budget(config, state, new.epsilon, new.delta)
+        changed, after = change_budget(config, state, new.epsilon, new.delta, recorded=True)
     except (InvalidTransition, ConfigError) as exc:
         raise _Mismatch(f"a cap change the rule refuses: {exc}") from exc
     if config.mode != "basic":  # the thresholds fixed at creation stay

@@ -19,6 +19,7 @@ from odometer_core.accounting.exact import add_up, fmt
 from odometer_core.accounting.modes import (
     LeafConfig,
     LeafState,
+    UnusableBudget,
     budget,
     leaf_config_from_json,
     leaf_config_to_json,
@@ -98,7 +99,12 @@ def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> 
         if not isinstance(sub_acc, Mapping) or sub_acc.get("mode") == "split":
             raise ConfigError("sub-budgets may use modes basic, zcdp, rdp or gdp")
         sub_eps, sub_dlt = budget(target.get("epsilon"), target.get("delta", 0))
-        sub_budgets.append((name, make_leaf(sub_eps, sub_dlt, rel, sub_acc)))
+        try:
+            sub_budgets.append((name, make_leaf(sub_eps, sub_dlt, rel, sub_acc)))
+        except UnusableBudget as exc:
+            raise UnusableBudget(f"sub-budget '{name}': {exc}", exc.problem) from None
+        except ConfigError as exc:
+            raise ConfigError(f"sub-budget '{name}': {exc}") from None
     total_eps = add_up(*(c.epsilon for _, c in sub_budgets))
     total_delta = add_up(*(c.delta for _, c in sub_budgets))
     if total_eps > eps or total_delta > dlt:
