@@ -54,7 +54,8 @@ same 10^6 verify took 178–313 s wall: on a shared machine, compare CPU time.""
 
 def _verify(path: Path) -> tuple[float, int, int, dict[str, object]]:
     """(wall seconds, peak RSS KiB, exit code, verdict) of ``odometer verify path``."""
-    command = [sys.executable, "-m", "app.cli", "verify", str(path)]
+    # generated without a closing head (no signing service): the end is accepted unpinned
+    command = [sys.executable, "-m", "app.cli", "verify", str(path), "--unpinned"]
     time_bin = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
     if time_bin:
         command = [time_bin, "-v", *command]

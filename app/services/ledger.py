@@ -1,4 +1,5 @@
-"""Reading a dataset's ledger: filtered pages, streamed in batches, and full-chain replay."""
+"""Reading a dataset's ledger: filtered pages, streamed in batches, exports closed by their
+signed head, and full-chain replay."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Any
 
 from app.db.repositories import LedgerFilter
 from app.db.uow import UnitOfWork
-from app.services._aggregate import visible_dataset
+from app.services._aggregate import checkpoint_row, visible_dataset
+from app.services._common import utc_now
 from app.services.errors import InvalidQuery
 from app.services.principals import ADMIN_PRINCIPAL_ID, Principal
+from odometer_core.ledger.checkpoints import ALGORITHM, Signer
 from odometer_core.ledger.replay import ReplayVerdict, replay
 
 #: Entries fetched per short read transaction while streaming.
@@ -28,14 +31,45 @@ class LedgerPage:
     """An iterator over the entries of one page; ``next_after_seq`` is known once exhausted
     (the cursor to pass as ``after_seq`` for the next page, ``None`` at the end)."""
 
-    def __init__(self, dataset_id: str, head_seq: int, entries: Iterator[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        dataset_id: str,
+        head_seq: int,
+        entries: Iterator[dict[str, Any]],
+        *,
+        head_hash: str = "",
+        signer: Signer | None = None,
+    ) -> None:
         self.dataset_id = dataset_id
         self.head_seq = head_seq
+        self.head_hash = head_hash
+        self._signer = signer
         self._entries = entries
         self.next_after_seq: int | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._entries
+
+    def closing_head(self) -> dict[str, Any]:
+        """What closes an export of this page (``odometer_core.ledger.formats``): the head
+        read when the page was opened, signed now by the checkpoint key (the statement of a
+        checkpoint, ``odometer_core.ledger.checkpoints``), or unsigned (``key_id``,
+        ``algorithm`` and ``signature`` null) on a service that signs no heads. An auditor
+        holding the operator's public key sees from it that no entry was cut off the end."""
+        if self._signer is None:
+            return {
+                "dataset_id": self.dataset_id,
+                "seq": self.head_seq,
+                "head_hash": self.head_hash,
+                "signed_at": None,
+                "key_id": None,
+                "algorithm": None,
+                "signature": None,
+            }
+        row = checkpoint_row(
+            self._signer, self.dataset_id, self.head_seq, self.head_hash, utc_now()
+        )
+        return {**row, "algorithm": ALGORITHM}
 
 
 def read_ledger(
@@ -45,7 +79,7 @@ def read_ledger(
     transaction (the ledger is append-only, so batches below the head are stable)."""
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
-        head = ds.last_seq
+        head, head_hash = ds.last_seq, ds.head_hash
         if query.where.actor is not None:
             actor = _actor(uow, ds.organisation, query.where.actor)
             query = replace(query, where=replace(query.where, actor=actor))
@@ -70,7 +104,7 @@ def read_ledger(
             if left == 0 and after < head:
                 page.next_after_seq = after
 
-    page = LedgerPage(dataset_id, head, entries())
+    page = LedgerPage(dataset_id, head, entries(), head_hash=head_hash, signer=uow.signer)
     return page
 
 

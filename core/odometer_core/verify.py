@@ -1,9 +1,12 @@
 """``odometer verify``: the offline ledger verifier, an auditor's tool.
 
-odometer verify EXPORT [--checkpoints FILE --public-key PEM] [--jobs N] [--output INV=FILE …]
+odometer verify EXPORT [--public-key PEM] [--checkpoints FILE] [--unpinned] [--jobs N]
+                [--output INV=FILE …]
     replay a ledger export (JSON, JSONL or CSV) and check its chain (JSON lines are streamed:
-    bounded memory), against the operator's signed checkpoints (truncation, rewriting), and
-    against published outputs (the digest and the cell of each one's settlement)
+    bounded memory); check that a head signed by the operator's key pins its end (its closing
+    head, or a checkpoint at its last entry: else it fails, unless ``--unpinned``), against the
+    operator's signed checkpoints (truncation, rewriting), and against published outputs (the
+    digest and the cell of each one's settlement)
 odometer verify-organisation EXPORT [EXPORT …]
     replay every dataset's export of one organisation, then the organisation cap's decisions
     across them in their organisation order (``odometer_core.ledger.organisation``)
@@ -33,6 +36,7 @@ from odometer_core.ledger.formats import (
     UnreadableLine,
     iter_jsonl_export,
     load_export,
+    load_export_and_head,
     looks_like_jsonl,
 )
 
@@ -40,6 +44,8 @@ from odometer_core.ledger.formats import (
 # accounting core. None of these deferred imports hides a cycle
 # (tests/architecture/test_layers.py finds none).
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     from odometer_core.ledger.checkpoints import CheckpointAudit
     from odometer_core.ledger.replay import Replayer
 
@@ -64,13 +70,26 @@ def walk_chain_file(path: str) -> list[ChainProblem]:
     return problems
 
 
+class _End:
+    """The export's last entry and its closing head, as the entries stream past."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, Any] | None = None
+        self.heads: list[dict[str, Any]] = []
+
+    @property
+    def head(self) -> dict[str, Any] | None:
+        return self.heads[-1] if self.heads else None
+
+
 def _feed_all(
-    replayer: Replayer, stream: Iterable[str], audit: CheckpointAudit | None
+    replayer: Replayer, stream: Iterable[str], audit: CheckpointAudit | None, end: _End
 ) -> str | None:
     """Feed every entry; the reason the stream stopped early (an unreadable line), if any."""
     try:
-        for entry in iter_jsonl_export(stream, strict=True):
+        for entry in iter_jsonl_export(stream, strict=True, heads=end.heads):
             replayer.feed(entry)
+            end.last = entry
             if audit is not None:
                 audit.see(replayer.entries, entry)
     except UnreadableLine as exc:
@@ -78,7 +97,9 @@ def _feed_all(
     return None
 
 
-def verify_jsonl_file(path: Path, *, jobs: int, audit: CheckpointAudit | None) -> dict[str, Any]:
+def verify_jsonl_file(
+    path: Path, *, jobs: int, audit: CheckpointAudit | None, end: _End | None = None
+) -> dict[str, Any]:
     """Chain walk + replay (+ checkpoint audit) of a JSON-lines export, streamed.
 
     With ``jobs=2`` the chain is walked by a second process over the same file while this one
@@ -87,16 +108,17 @@ def verify_jsonl_file(path: Path, *, jobs: int, audit: CheckpointAudit | None) -
     """
     from odometer_core.ledger.replay import Replayer
 
+    end = end if end is not None else _End()
     replayer = Replayer(check_chain=jobs == 1, strict_json=True)
     if jobs == 1:
         with path.open(encoding="utf-8") as stream:
-            stopped = _feed_all(replayer, stream, audit)
+            stopped = _feed_all(replayer, stream, audit, end)
     else:
         context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
             chain = pool.submit(walk_chain_file, str(path))
             with path.open(encoding="utf-8") as stream:
-                stopped = _feed_all(replayer, stream, audit)
+                stopped = _feed_all(replayer, stream, audit, end)
             try:
                 problems = chain.result()
             except BrokenProcessPool:  # the helper died (e.g. killed): walk here instead
@@ -120,27 +142,82 @@ def _report(
     return verdict
 
 
-def _load_audit(args: argparse.Namespace) -> CheckpointAudit | None:
-    if args.checkpoints is None and (args.public_key is None or args.witness is not None):
+def _load_key(args: argparse.Namespace) -> Ed25519PublicKey | None:
+    """``--public-key``: the operator's checkpoint key, which the export's closing head, the
+    checkpoints and the witness's signed records are checked against."""
+    if args.public_key is None:
         return None
-    if args.checkpoints is None or args.public_key is None:
-        raise SystemExit("odometer verify: --checkpoints and --public-key go together")
-    from odometer_core.ledger.checkpoints import CheckpointAudit, load_public_key, read_checkpoints
+    from odometer_core.ledger.checkpoints import load_public_key
 
     try:
-        key = load_public_key(Path(args.public_key).read_bytes())
+        return load_public_key(Path(args.public_key).read_bytes())
+    except (OSError, ValueError, TypeError) as exc:
+        raise SystemExit(f"odometer verify: cannot read the checkpoints or key: {exc}") from None
+
+
+def _load_audit(args: argparse.Namespace, key: Ed25519PublicKey | None) -> CheckpointAudit | None:
+    if args.checkpoints is None:
+        return None
+    if key is None:
+        raise SystemExit("odometer verify: --checkpoints and --public-key go together")
+    from odometer_core.ledger.checkpoints import CheckpointAudit, read_checkpoints
+
+    try:
         text = Path(args.checkpoints).read_text("utf-8")
         return CheckpointAudit(read_checkpoints(text), key)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SystemExit(f"odometer verify: cannot read the checkpoints or key: {exc}") from None
 
 
+def _with_end(
+    verdict: dict[str, Any],
+    args: argparse.Namespace,
+    key: Ed25519PublicKey | None,
+    end: _End,
+    audit: CheckpointAudit | None,
+) -> dict[str, Any]:
+    """Whether a signed head pins the export's end (``checkpoints.pin_end``): a contradiction
+    fails it; an end left unpinned fails it too unless ``--unpinned``, then it is a warning."""
+    from odometer_core.ledger.checkpoints import pin_end
+
+    pin = pin_end(
+        entries=verdict["entries"],
+        last=end.last,
+        head=end.head,
+        public_key=key,
+        checkpoints=audit,
+    )
+    verdict["end"] = pin.to_json()
+    verdict["problems"].extend(pin.problems)
+    if pin.reason is not None:
+        if args.unpinned:
+            verdict.setdefault("warnings", []).append(
+                f"the export's end is not pinned: {pin.reason}; entries cut off its end would "
+                "go unnoticed"
+            )
+        else:
+            verdict["problems"].append(
+                f"{pin.reason} (--unpinned accepts an export whose end nothing pins)"
+            )
+    verdict["ok"] = not verdict["problems"]
+    return verdict
+
+
 def _say(verdict: dict[str, Any]) -> int:
-    """Print the verdict (JSON on stdout, one human line on stderr); the exit code."""
+    """Print the verdict (JSON on stdout, one human line on stderr, and its warnings); the
+    exit code."""
     print(json.dumps(verdict, indent=2, ensure_ascii=False))
+    for warning in verdict.get("warnings", ()):
+        print(f"WARNING: {warning}", file=sys.stderr)
     if verdict["ok"]:
         signed = verdict.get("checkpoints")
         extra = f", {signed['matched']} signed checkpoint(s) match" if signed else ""
+        end = verdict.get("end") or {}
+        if end.get("pinned"):
+            by = "its signed closing head" if end["by"] == "closing head" else "a checkpoint"
+            extra += f", the end pinned by {by} (key {end['key_id']})"
+        elif end:
+            extra += ", the end NOT pinned (--unpinned)"
         print(f"VERIFIED: {verdict['entries']} entries{extra}", file=sys.stderr)
         return 0
     print(f"FAILED: {verdict['problems'][0]}", file=sys.stderr)
@@ -199,8 +276,10 @@ def _with_outputs(
 def _verify_export(args: argparse.Namespace) -> int:
     from odometer_core.ledger.replay import replay
 
-    audit = _load_audit(args)
+    key = _load_key(args)
+    audit = _load_audit(args, key)
     outputs = _load_outputs(args)
+    end = _End()
     if args.export != "-":
         path = Path(args.export)
         with path.open(encoding="utf-8") as stream:
@@ -214,29 +293,37 @@ def _verify_export(args: argparse.Namespace) -> int:
             if jobs == 0:
                 big = path.stat().st_size >= PARALLEL_FROM_BYTES
                 jobs = 2 if big and (os.cpu_count() or 1) > 1 else 1
-            verdict = verify_jsonl_file(path, jobs=jobs, audit=audit)
+            verdict = verify_jsonl_file(path, jobs=jobs, audit=audit, end=end)
             if outputs:  # a second streamed pass, for the few invocations named
                 # an unreadable line is already in the replay's verdict (not ok)
                 with path.open(encoding="utf-8") as stream, suppress(UnreadableLine):
                     verdict = _with_outputs(
                         verdict, outputs, iter_jsonl_export(stream, strict=True)
                     )
-            return _say(_with_witness(verdict, args, _Streamed(path)))
+            verdict = _with_witness(verdict, args, key, _Streamed(path))
+            return _say(_with_end(verdict, args, key, end, audit))
     text = sys.stdin.read() if args.export == "-" else Path(args.export).read_text("utf-8")
-    entries = load_export(text)
+    entries, head = load_export_and_head(text)
+    end.last = entries[-1] if entries else None
+    end.heads = [head] if head is not None else []
     if audit is None:
         verdict = _with_outputs(replay(entries).to_json(), outputs, entries)
-        return _say(_with_witness(verdict, args, entries))
+        verdict = _with_witness(verdict, args, key, entries)
+        return _say(_with_end(verdict, args, key, end, audit))
     replayer_input = list(entries)
     verdict = replay(replayer_input).to_json()
     for position, entry in enumerate(replayer_input, start=1):
         audit.see(position, entry)
     verdict = _with_outputs(_report(verdict, None, audit), outputs, replayer_input)
-    return _say(_with_witness(verdict, args, replayer_input))
+    verdict = _with_witness(verdict, args, key, replayer_input)
+    return _say(_with_end(verdict, args, key, end, audit))
 
 
 def _with_witness(
-    verdict: dict[str, Any], args: argparse.Namespace, entries: Iterable[dict[str, Any]]
+    verdict: dict[str, Any],
+    args: argparse.Namespace,
+    key: Ed25519PublicKey | None,
+    entries: Iterable[dict[str, Any]],
 ) -> dict[str, Any]:
     """``--witness DIR``: the export reaches its dataset's witnessed head, with the same hash
     there (``odometer_core.ledger.witness``; a signed record's signature is checked with
@@ -265,10 +352,9 @@ def _with_witness(
     if audit is not None:
         verdict["problems"].extend(audit.finish(count))
         record = audit.record
-        if args.public_key is not None and record.signature is not None:
-            from odometer_core.ledger.checkpoints import load_public_key, signature_problem
+        if key is not None and record.signature is not None:
+            from odometer_core.ledger.checkpoints import signature_problem
 
-            key = load_public_key(Path(args.public_key).read_bytes())
             problem = signature_problem(record.checkpoint(), key)
             if problem is not None:
                 verdict["problems"].append(f"witness record of seq {record.seq}: {problem}")
@@ -368,7 +454,18 @@ def register(sub: Any) -> None:
         "export against: signatures, (seq, hash) on the chain, no truncation",
     )
     verify.add_argument(
-        "--public-key", metavar="PEM", help="the operator's checkpoint public key (PEM)"
+        "--public-key",
+        metavar="PEM",
+        help="the operator's checkpoint public key (PEM, obtained out of band): the export's "
+        "signed closing head, the checkpoints and the witness's signed records are checked "
+        "against it",
+    )
+    verify.add_argument(
+        "--unpinned",
+        action="store_true",
+        help="accept an export whose end no signed head pins (an older export, a service "
+        "that signs no heads, no --public-key at hand), with a warning: entries cut off its "
+        "end would go unnoticed",
     )
     verify.add_argument(
         "--witness",

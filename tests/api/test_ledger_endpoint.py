@@ -121,12 +121,12 @@ def test_csv_export_verifies_offline(client: TestClient, tmp_path: Path) -> None
     as_json = client.get(f"/v1/datasets/{dsid}/ledger", headers=AUTH).json()["entries"]
     assert entries == as_json  # CSV is lossless
     (tmp_path / "ledger.csv").write_text(r.text)
-    assert main(["verify", str(tmp_path / "ledger.csv")]) == 0
+    assert main(["verify", str(tmp_path / "ledger.csv"), "--unpinned"]) == 0
     # a flipped byte in the export is caught by the verifier
     tampered = r.text.replace('""epsilon"":""0.2""', '""epsilon"":""0.0""', 1)
     assert tampered != r.text
     (tmp_path / "tampered.csv").write_text(tampered)
-    assert main(["verify", str(tmp_path / "tampered.csv")]) == 1
+    assert main(["verify", str(tmp_path / "tampered.csv"), "--unpinned"]) == 1
     doc = {"entries": as_json}
     (tmp_path / "ledger.json").write_text(json.dumps(doc))
-    assert main(["verify", str(tmp_path / "ledger.json")]) == 0
+    assert main(["verify", str(tmp_path / "ledger.json"), "--unpinned"]) == 0

@@ -231,18 +231,18 @@ def test_the_digest_is_exported_and_verifies_offline(
         paths.append(tmp_path / f"ledger.{fmt}")
         paths[-1].write_text(r.text, encoding="utf-8")
     for path in paths:
-        assert main(["verify", str(path)]) == 0
+        assert main(["verify", str(path), "--unpinned"]) == 0
         # the published output matches the settlement's digest and cell
         capsys.readouterr()
-        assert main(["verify", str(path), "--output", f"{inv}={published}"]) == 0
+        assert main(["verify", str(path), "--unpinned", "--output", f"{inv}={published}"]) == 0
         assert json.loads(capsys.readouterr().out)["outputs"] == {"checked": 1, "matched": 1}
         # another output, ⊥ (another cell too), or an invocation the ledger did not settle
-        assert main(["verify", str(path), "--output", f"{inv}={other}"]) == 1
+        assert main(["verify", str(path), "--unpinned", "--output", f"{inv}={other}"]) == 1
         assert "the ledger recorded " + _sha256(output) in capsys.readouterr().out
-        assert main(["verify", str(path), "--output", f"{inv}={refused}"]) == 1
+        assert main(["verify", str(path), "--unpinned", "--output", f"{inv}={refused}"]) == 1
         problems = json.loads(capsys.readouterr().out)["problems"]
         assert any("lies in cell 'bottom', the ledger charged 'value'" in p for p in problems)
-        assert main(["verify", str(path), "--output", f"{named}={published}"]) == 1
+        assert main(["verify", str(path), "--unpinned", "--output", f"{named}={published}"]) == 1
         assert "the ledger has no settlement" in capsys.readouterr().out
 
 
@@ -256,7 +256,7 @@ def test_verify_reports_an_output_settled_by_naming_its_cell(
     answers = tmp_path / "answers.json"
     answers.write_text("[false, true]")
     capsys.readouterr()
-    assert main(["verify", str(export), "--output", f"{inv}={answers}"]) == 1
+    assert main(["verify", str(export), "--unpinned", "--output", f"{inv}={answers}"]) == 1
     problems = json.loads(capsys.readouterr().out)["problems"]
     assert problems == [
         f"output of {inv} (seq 3): was settled by naming its cell: the ledger records no "
@@ -265,6 +265,6 @@ def test_verify_reports_an_output_settled_by_naming_its_cell(
     floats = tmp_path / "floats.json"
     floats.write_text("[0.5]")
     with pytest.raises(SystemExit, match="binary float"):
-        main(["verify", str(export), "--output", f"{inv}={floats}"])
+        main(["verify", str(export), "--unpinned", "--output", f"{inv}={floats}"])
     with pytest.raises(SystemExit, match="INVOCATION_ID=FILE"):
-        main(["verify", str(export), "--output", str(answers)])
+        main(["verify", str(export), "--unpinned", "--output", str(answers)])

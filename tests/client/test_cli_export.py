@@ -50,8 +50,9 @@ def test_export_by_default_is_what_verify_reads_best(
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == f"wrote 5 entries of {busy} to {path} (jsonl)\n"
     lines = path.read_text("utf-8").splitlines()
-    assert [json.loads(line)["seq"] for line in lines] == [1, 2, 3, 4, 5]  # JSON lines
-    proc = _odometer("verify", str(path))
+    assert [json.loads(line)["seq"] for line in lines[:-1]] == [1, 2, 3, 4, 5]  # JSON lines
+    assert json.loads(lines[-1])["head"]["seq"] == 5  # closed by the head (unsigned here)
+    proc = _odometer("verify", str(path), "--unpinned")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     verdict = json.loads(proc.stdout)
     head = client.get_dataset(busy).head_hash
@@ -83,7 +84,7 @@ def test_the_default_format_is_the_one_the_name_says_and_verifies(
     saved = tmp_path / f"client.{format}"
     assert client.export(busy, saved, format) == 5  # type: ignore[arg-type]
     assert path.read_bytes() == saved.read_bytes()  # the file the client saves in that format
-    assert main(["verify", str(path)]) == 0
+    assert main(["verify", str(path), "--unpinned"]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["ok"] and verdict["entries"] == 5
 
@@ -102,7 +103,7 @@ def test_the_clients_default_export_is_what_export_writes_to_a_json_file(
         )
         assert proc.returncode == 0, proc.stderr
         assert plain.read_bytes() == by_command.read_bytes()
-        assert len(plain.read_text("utf-8").splitlines()) == 5  # JSON lines
+        assert len(plain.read_text("utf-8").splitlines()) == 6  # JSON lines, then the head
     by_client, by_cli = tmp_path / "client.json", tmp_path / "cli.json"
     assert client.export(busy, by_client) == 5
     proc = _odometer(
@@ -114,4 +115,4 @@ def test_the_clients_default_export_is_what_export_writes_to_a_json_file(
     live = ("--url", server.base_url, "--key", ADMIN_KEY)
     proc = _odometer("export", busy, "-o", str(by_cli), "--format", "jsonl", "--json", *live)
     assert proc.returncode == 0 and json.loads(proc.stdout)["format"] == "jsonl"
-    assert _odometer("verify", str(by_cli)).returncode == 0
+    assert _odometer("verify", str(by_cli), "--unpinned").returncode == 0

@@ -14,7 +14,7 @@ import pytest
 from odometer_client import AsyncOdometerClient, OdometerClient, OdometerError, ServerError, exports
 from odometer_client import declarations as d
 from odometer_client.exports import EXPORT_FORMATS, ExportFormat
-from odometer_core.ledger.formats import load_export, write_export
+from odometer_core.ledger.formats import load_export, load_export_and_head, write_export
 from tests.client.conftest import FAST_RETRY
 from tests.client.live import ADMIN_KEY, Server
 
@@ -41,8 +41,13 @@ def test_client_export_equals_the_core_ledger_format(
     assert len(entries) == 5
     path = tmp_path / f"export.{format}"
     assert client.export(ds, path, format) == 5
+    saved, head = load_export_and_head(path.read_text("utf-8"))
+    assert saved == entries
+    unsigned = {"signed_at": None, "key_id": None, "algorithm": None, "signature": None}
+    # the closing head (docs/ledger.md): unsigned, the test server has no checkpoint key
+    assert head == {"dataset_id": ds, "seq": 5, "head_hash": entries[-1]["hash"], **unsigned}
     core = io.StringIO()
-    assert write_export(ds, entries, core, format) == 5
+    assert write_export(ds, entries, core, format, head) == 5
     assert path.read_bytes() == core.getvalue().encode("utf-8")
     assert load_export(path.read_text("utf-8")) == entries
 
@@ -83,7 +88,10 @@ def test_jsonl_pages_concatenate_to_the_jsonl_export(
             for q in ({"limit": "3"}, {"after_seq": "3", "limit": "3"})
         ]
     assert [p.headers["content-type"] for p in pages] == ["application/x-ndjson"] * 2
-    assert b"".join(p.content for p in pages) == path.read_bytes()
+    # the export is the pages, then its closing head
+    *lines, closing = path.read_bytes().splitlines(keepends=True)
+    assert b"".join(p.content for p in pages) == b"".join(lines)
+    assert closing.startswith(b'{"head":{"dataset_id":')
 
 
 def _transport(responses: list[httpx.Response]) -> httpx.MockTransport:

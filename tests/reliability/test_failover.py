@@ -384,7 +384,8 @@ def _check(
         exported = client.export(dataset_id, export)
     assert exported == len(entries) + 1  # and the dataset's creation
     verified = subprocess.run(
-        [str(Path(sys.executable).parent / "odometer"), "verify", str(export)],
+        # the test's service signs no heads: nothing pins the export's end
+        [str(Path(sys.executable).parent / "odometer"), "verify", str(export), "--unpinned"],
         capture_output=True,
         text=True,
         check=False,

@@ -333,7 +333,7 @@ def test_odometer_verify_reads_every_format(
     path = tmp_path / f"ledger.{fmt}"
     with path.open("w", encoding="utf-8") as out:
         write_export(entries[0]["dataset_id"], entries, out, fmt)  # type: ignore[arg-type]
-    assert cli.main(["verify", str(path)]) == 0
+    assert cli.main(["verify", str(path), "--unpinned"]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["ok"] is True
     assert verdict["entries"] == 2_000
@@ -341,7 +341,7 @@ def test_odometer_verify_reads_every_format(
     entries[1234] = _edit_state(entries[1234])
     with path.open("w", encoding="utf-8") as out:
         write_export(entries[0]["dataset_id"], entries, out, fmt)  # type: ignore[arg-type]
-    assert cli.main(["verify", str(path)]) == 1
+    assert cli.main(["verify", str(path), "--unpinned"]) == 1
     verdict = json.loads(capsys.readouterr().out)
     assert _first_bad(verdict["problems"]) == 1235
 
@@ -363,14 +363,14 @@ def test_two_process_verify_finds_what_one_process_finds(
     path = tmp_path / "ledger.jsonl"
     with path.open("w", encoding="utf-8") as out:
         write_export(entries[0]["dataset_id"], entries, out, "jsonl")
-    assert cli.main(["verify", "--jobs", jobs, str(path)]) == 0
+    assert cli.main(["verify", "--jobs", jobs, str(path), "--unpinned"]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert (verdict["ok"], verdict["entries"]) == (True, 2_000)
     entries[499] = {**entries[499], "actor": "mallory"}
     entries[1699] = _edit_state(entries[1699])
     with path.open("w", encoding="utf-8") as out:
         write_export(entries[0]["dataset_id"], entries, out, "jsonl")
-    assert cli.main(["verify", "--jobs", jobs, str(path)]) == 1
+    assert cli.main(["verify", "--jobs", jobs, str(path), "--unpinned"]) == 1
     verdict = json.loads(capsys.readouterr().out)
     assert _first_bad(verdict["problems"]) == 500
     # exactly the in-memory verifier's problems, in its order (chain first, then replay)
@@ -397,7 +397,7 @@ def test_binary_float_in_an_export_line_is_refused(
     assert '"spent_epsilon":"' in lines[149]
     lines[149] = re.sub(r'"spent_epsilon":"([0-9.]+)"', r'"spent_epsilon":\1', lines[149])
     path.write_text("".join(lines), "utf-8")
-    assert cli.main(["verify", "--jobs", jobs, str(path)]) == 1
+    assert cli.main(["verify", "--jobs", jobs, str(path), "--unpinned"]) == 1
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["ok"] is False
     assert verdict["entries"] == 149

@@ -110,7 +110,8 @@ def read_ledger(
     if export:
         headers[HEAD_SEQ_HEADER] = str(page.head_seq)
     return StreamingResponse(
-        export_chunks(page.dataset_id, page, format),
+        # an export file ends with the dataset's head, signed (docs/ledger.md)
+        export_chunks(page.dataset_id, page, format, page.closing_head if export else None),
         media_type=MEDIA_TYPES[format],
         headers=headers,
     )

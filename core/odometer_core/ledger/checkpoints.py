@@ -16,6 +16,11 @@ The signed statement is the canonical JSON (:func:`odometer_core.ledger.chain.ca
 ``type`` separates these signatures from anything else the key might ever sign; ``key_id``
 is the first 32 hex digits of the SHA-256 of the raw 32-byte public key.
 
+The same statement, signed at the end of every export, is the export's closing head
+(:mod:`odometer_core.ledger.formats`): :func:`pin_end` tells ``odometer verify`` whether a head
+signed by the auditor's key pins the export's last entry, so that no line can be cut off its
+end unnoticed.
+
 This module is the pure half (keys, statements, signatures, the offline audit), shared by the
 service and the offline verifier; recording and serving checkpoints is
 :mod:`app.services.checkpoints`.
@@ -204,12 +209,16 @@ class CheckpointAudit:
             self._wanted[int(checkpoint["seq"])] = checkpoint
         self.key_id = key_fingerprint(public_key)
         self.newest = max(self._wanted, default=0)
+        #: The last position whose entry had a signed checkpoint, and the last that matched it.
+        self.last_seen = 0
+        self.last_matched = 0
 
     def see(self, position: int, entry: Mapping[str, Any]) -> None:
         """The export's entry at ``position`` (= its seq in a sound chain)."""
         checkpoint = self._wanted.get(position)
         if checkpoint is None:
             return
+        self.last_seen = position
         if checkpoint["dataset_id"] != entry.get("dataset_id"):
             self.problems.append(
                 f"entry {position}: signed checkpoint is for dataset "
@@ -223,6 +232,7 @@ class CheckpointAudit:
             )
         else:
             self.matched += 1
+            self.last_matched = position
 
     def finish(self, entries: int) -> list[str]:
         """All problems, including truncation (the export ends before a signed seq)."""
@@ -240,3 +250,88 @@ class CheckpointAudit:
             "matched": self.matched,
             "newest_seq": self.newest,
         }
+
+
+# ---------------------------------------------------------------------------- the export's end
+@dataclass(frozen=True, slots=True)
+class EndPin:
+    """Whether a signed head pins the end of an export (``odometer verify``).
+
+    The hash chain cannot tell an export from one with its last entries cut off. What can is a
+    head signed by the operator's key, checked with the public key the auditor holds: the
+    export's closing head (``odometer_core.ledger.formats``) or a checkpoint
+    (``--checkpoints``) at its last entry. ``problems`` are contradictions (a closing head
+    that is not the last entry, a signature that does not verify): the export fails whatever
+    the auditor accepts. ``reason`` says why the end is not pinned when nothing contradicts it
+    (an unsigned service, no key given, an export without a closing head): it fails unless
+    the auditor accepts an unpinned end (``--unpinned``).
+    """
+
+    pinned: bool
+    by: str | None
+    key_id: str | None
+    reason: str | None
+    problems: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pinned": self.pinned, "by": self.by, "key_id": self.key_id, "reason": self.reason}
+
+
+def pin_end(
+    *,
+    entries: int,
+    last: Mapping[str, Any] | None,
+    head: Mapping[str, Any] | None,
+    public_key: Ed25519PublicKey | None,
+    checkpoints: CheckpointAudit | None = None,
+) -> EndPin:
+    """Whether ``head`` (the export's closing head, ``None`` if it has none) or a matched
+    checkpoint pins the export's end: its last entry ``last`` (the ``entries``-th)."""
+    dataset = last.get("dataset_id") if last is not None else None
+    last_hash = last.get("hash") if last is not None else None
+    key_id = key_fingerprint(public_key) if public_key is not None else None
+    if head is not None:
+        seq, signed_hash = head.get("seq"), head.get("head_hash")
+        if head.get("dataset_id") != dataset:
+            problem = (
+                f"the export's closing head is for dataset {head.get('dataset_id')!r}, its "
+                f"entries for {dataset!r}"
+            )
+            return EndPin(False, None, key_id, None, (problem,))
+        if isinstance(seq, int) and not isinstance(seq, bool) and seq > entries:
+            problem = (
+                f"the export ends at seq {entries} but its closing head is seq {seq}: the "
+                f"entries after seq {entries} were cut off"
+            )
+            return EndPin(False, None, key_id, None, (problem,))
+        if seq != entries or signed_hash != last_hash:
+            problem = (
+                f"the export's closing head (seq {seq!r}, hash {signed_hash!r}) is not its last "
+                f"entry (seq {entries}, hash {last_hash!r}): entries were added or changed "
+                "after it was written"
+            )
+            return EndPin(False, None, key_id, None, (problem,))
+        if head.get("signature") is None:
+            reason = (
+                "the service that wrote this export signs no heads (it has no "
+                "ODOMETER_CHECKPOINT_KEY): nothing pins the export's end"
+            )
+        elif public_key is None:
+            reason = (
+                f"the export's closing head is signed by key {head.get('key_id')!r}, but no "
+                "--public-key was given to check it: pass the operator's public key "
+                "(obtained out of band)"
+            )
+        else:
+            bad = signature_problem(head, public_key)
+            if bad is not None:
+                return EndPin(False, None, key_id, None, (f"the export's closing head: {bad}",))
+            return EndPin(True, "closing head", key_id, None)
+    else:
+        reason = (
+            "the export does not end with its head: its last lines may have been cut off (or "
+            "it was written by an older service, before exports ended with their signed head)"
+        )
+    if checkpoints is not None and entries and checkpoints.last_matched == entries:
+        return EndPin(True, "checkpoint", checkpoints.key_id, None)
+    return EndPin(False, None, key_id, reason)

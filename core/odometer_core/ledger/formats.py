@@ -9,6 +9,15 @@ hashed (:data:`CSV_COLUMNS`: the payload fields, then ``hash``):
 - ``jsonl``: one compact entry per line;
 - ``csv``: one header row, then one row per entry; objects as compact JSON text, null as an
   empty cell.
+
+An export file ends with its **closing head** (:data:`HEAD_KEY`): the dataset's head when the
+export was written, ``{"dataset_id", "seq", "head_hash", "signed_at", "key_id", "algorithm",
+"signature"}``, signed by the operator's checkpoint key (the statement of
+:mod:`odometer_core.ledger.checkpoints`) or with ``signature`` null when the service signs no
+heads. It is the last line of JSON lines (``{"head": {...}}``), the ``head`` member of the JSON
+document, and in CSV a last row whose first cell is ``#head`` and second the head as compact
+JSON. Readers set it apart from the entries (``odometer verify`` checks it pins the end;
+everything else drops it); exports written before it existed have none.
 """
 
 from __future__ import annotations
@@ -24,6 +33,14 @@ from odometer_core.ledger.chain import PAYLOAD_FIELDS, loads_strict
 ExportFormat = Literal["json", "jsonl", "csv"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("json", "jsonl", "csv")
 CSV_COLUMNS: tuple[str, ...] = (*PAYLOAD_FIELDS, "hash")
+#: The member (JSON lines, JSON) holding an export's closing head, and its CSV row's first cell.
+HEAD_KEY = "head"
+CSV_HEAD_MARK = "#head"
+
+
+def is_head(row: Mapping[str, Any]) -> bool:
+    """Whether a JSON-lines row is an export's closing head (``{"head": {...}}``), not an entry."""
+    return len(row) == 1 and isinstance(row.get(HEAD_KEY), dict)
 
 
 def compact(value: Any) -> str:
@@ -48,18 +65,25 @@ CHUNK_CHARS = 64 * 1024
 
 
 def export_chunks(
-    dataset_id: str, entries: Iterable[Mapping[str, Any]], format: ExportFormat
+    dataset_id: str,
+    entries: Iterable[Mapping[str, Any]],
+    format: ExportFormat,
+    head: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
 ) -> Iterator[str]:
     """An export file, streamed in chunks of about :data:`CHUNK_CHARS`: the one writer of the
     three formats (:func:`write_export`, the server's ``GET …/ledger?export=true`` that the
-    client's ``export()`` saves as received, and the CSV pages of ``GET …/ledger``)."""
+    client's ``export()`` saves as received, and the CSV pages of ``GET …/ledger``); ``head``
+    (or a function giving it, asked once the entries are written) closes the file."""
     if format not in EXPORT_FORMATS:
         raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}")
-    return _chunks(dataset_id, entries, format)
+    return _chunks(dataset_id, entries, format, head)
 
 
 def _chunks(
-    dataset_id: str, entries: Iterable[Mapping[str, Any]], format: ExportFormat
+    dataset_id: str,
+    entries: Iterable[Mapping[str, Any]],
+    format: ExportFormat,
+    head: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None,
 ) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -80,8 +104,16 @@ def _chunks(
             yield buffer.getvalue()
             buffer.seek(0)
             buffer.truncate()
-    if format == "json":
-        buffer.write("\n]}\n")
+    closing = head() if callable(head) else head
+    if closing is None:
+        if format == "json":
+            buffer.write("\n]}\n")
+    elif format == "jsonl":
+        buffer.write(compact({HEAD_KEY: dict(closing)}) + "\n")
+    elif format == "json":
+        buffer.write(f"\n],{compact(HEAD_KEY)}:{compact(dict(closing))}}}\n")
+    else:
+        writer.writerow([CSV_HEAD_MARK, compact(dict(closing))])
     if buffer.tell():
         yield buffer.getvalue()
 
@@ -98,11 +130,16 @@ class _Counted:
 
 
 def write_export(
-    dataset_id: str, entries: Iterable[Mapping[str, Any]], out: IO[str], format: ExportFormat
+    dataset_id: str,
+    entries: Iterable[Mapping[str, Any]],
+    out: IO[str],
+    format: ExportFormat,
+    head: Mapping[str, Any] | None = None,
 ) -> int:
-    """Stream ``entries`` to ``out`` (:func:`export_chunks`); returns how many were written."""
+    """Stream ``entries`` to ``out`` (:func:`export_chunks`), closed by ``head`` if given;
+    returns how many entries were written."""
     counted = _Counted(entries)
-    for chunk in export_chunks(dataset_id, counted, format):
+    for chunk in export_chunks(dataset_id, counted, format, head):
         out.write(chunk)
     return counted.count
 
@@ -137,7 +174,15 @@ def csv_chunks(entries: Iterable[Mapping[str, Any]]) -> Iterator[str]:
 
 # ---------------------------------------------------------------------------- reading
 def jsonl_entries(text: str) -> list[dict[str, Any]] | None:
-    """The entries of a JSON-lines export, or ``None`` if ``text`` is not one."""
+    """The entries of a JSON-lines export, or ``None`` if ``text`` is not one (its closing
+    head dropped: :func:`load_export_and_head` keeps it)."""
+    found = _jsonl_entries_and_head(text)
+    return None if found is None else found[0]
+
+
+def _jsonl_entries_and_head(
+    text: str,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None] | None:
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines or not all(line.lstrip().startswith("{") for line in lines):
         return None
@@ -145,8 +190,9 @@ def jsonl_entries(text: str) -> list[dict[str, Any]] | None:
         rows = [json.loads(line) for line in lines]
     except json.JSONDecodeError:
         return None  # a JSON document spread over lines, not JSON lines
-    if all(isinstance(r, dict) and "seq" in r and "hash" in r for r in rows):
-        return rows
+    head = rows.pop()[HEAD_KEY] if isinstance(rows[-1], dict) and is_head(rows[-1]) else None
+    if rows and all(isinstance(r, dict) and "seq" in r and "hash" in r for r in rows):
+        return rows, head
     return None
 
 
@@ -176,12 +222,19 @@ class NotAnExport(ValueError):
 def load_export(text: str) -> list[dict[str, Any]]:
     """Entries from a JSON export (``{"entries": [...]}`` or a list), a JSON-lines export
     (``odometer export --format jsonl``) or a CSV export; :class:`NotAnExport` for anything
-    else (whether the entries themselves are right is the replay's to say)."""
+    else (whether the entries themselves are right is the replay's to say). The closing head
+    is dropped (:func:`load_export_and_head` keeps it)."""
+    return load_export_and_head(text)[0]
+
+
+def load_export_and_head(text: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """:func:`load_export`'s entries and the export's closing head (``None`` if it has none;
+    whatever it holds is ``odometer verify``'s to judge)."""
     if not text.strip():
         raise NotAnExport("it is empty")
-    rows = jsonl_entries(text)
-    if rows is not None:
-        return rows
+    found = _jsonl_entries_and_head(text)
+    if found is not None:
+        return found
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
@@ -197,16 +250,28 @@ def load_export(text: str) -> list[dict[str, Any]]:
             raise NotAnExport("a JSON export holds a list of entries")
         if not all(isinstance(entry, dict) for entry in entries):
             raise NotAnExport("its entries are not JSON objects")
-        return entries
-    return entries_from_csv(text)
+        head = doc.get(HEAD_KEY) if isinstance(doc, dict) else None
+        return entries, head if isinstance(head, dict) else None
+    return _csv_entries_and_head(text)
 
 
 def entries_from_csv(text: str) -> list[dict[str, Any]]:
+    return _csv_entries_and_head(text)[0]
+
+
+def _csv_entries_and_head(text: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames != list(CSV_COLUMNS):
         raise NotAnExport("neither JSON nor CSV with an export's columns")
     entries: list[dict[str, Any]] = []
+    head: dict[str, Any] | None = None
     for row in reader:
+        if row.get(CSV_COLUMNS[0]) == CSV_HEAD_MARK:
+            parsed = json.loads(row.get(CSV_COLUMNS[1]) or "null")
+            head = parsed if isinstance(parsed, dict) else None
+            continue
+        if head is not None:
+            raise NotAnExport("a row after the export's closing head")
         entry: dict[str, Any] = {}
         for column, cell in row.items():
             if column == "seq":
@@ -218,7 +283,7 @@ def entries_from_csv(text: str) -> list[dict[str, Any]]:
             else:
                 entry[column] = cell
         entries.append(entry)
-    return entries
+    return entries, head
 
 
 class UnreadableLine(ValueError):
@@ -229,14 +294,18 @@ class UnreadableLine(ValueError):
         self.number = number
 
 
-def iter_jsonl_export(lines: Iterable[str], *, strict: bool = False) -> Iterator[dict[str, Any]]:
+def iter_jsonl_export(
+    lines: Iterable[str], *, strict: bool = False, heads: list[dict[str, Any]] | None = None
+) -> Iterator[dict[str, Any]]:
     """The entries of a JSON-lines export, parsed one line at a time (bounded memory).
 
     ``strict=True`` parses with :func:`loads_strict` (binary floats refused while parsing, so
     the chain walk needs no float check) and raises :class:`UnreadableLine` with the line's
-    number for anything that is not one JSON object.
+    number for anything that is not one JSON object, or for a line after the closing head.
+    The closing head is not yielded: it is appended to ``heads`` when given.
     """
     parse = loads_strict if strict else json.loads
+    closed = False
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -250,6 +319,13 @@ def iter_jsonl_export(lines: Iterable[str], *, strict: bool = False) -> Iterator
             if strict:
                 raise UnreadableLine(number, "a JSON-lines export holds one object per line")
             raise ValueError(f"line {number}: a JSON-lines export holds one entry per line")
+        if closed and strict:
+            raise UnreadableLine(number, "a line after the export's closing head")
+        if is_head(row):
+            closed = True
+            if heads is not None:
+                heads.append(row[HEAD_KEY])
+            continue
         yield row
 
 
