@@ -66,7 +66,9 @@ class OrganisationStatement(BaseModel):
 
     epsilon: str = Field(description="Σ ε of the closed caps and the cap in force's reading")
     delta: str = Field(description="Σ δ of the same: above any one cap's δ once one is replaced")
-    phases: int = Field(description="the closed caps, plus one for the cap in force")
+    phases: int = Field(
+        description="the phases summed: the closed caps, and the cap in force once it counted"
+    )
     note: str
 
 
@@ -161,10 +163,10 @@ class OrganisationReport(BaseModel):
     closed: list[ClosedCap] = Field(
         default_factory=list, description="the closed caps, each checked by the replay"
     )
-    statement: dict[str, str] | None = Field(
+    statement: dict[str, Any] | None = Field(
         default=None,
-        description="the replayed statement: the closed caps' readings plus the replayed "
-        "reading of the cap in force",
+        description="the replayed statement (epsilon, delta, phases): the closed caps' readings "
+        "plus the replayed reading of the cap in force once it counted",
     )
     datasets: list[OrganisationReportDataset]
 

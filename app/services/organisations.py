@@ -40,7 +40,9 @@ from app.services.errors import AlreadyExists, LedgerBehindWitness, NoCap, NotFo
 from app.services.ledger import BATCH_SIZE
 from app.services.principals import Principal, Role
 from odometer_core.accounting import (
+    AccountingConfig,
     Declaration,
+    FilterState,
     capacity,
     config_to_json,
     eps_delta_guarantee,
@@ -79,7 +81,7 @@ def organisation_view(org: Organisation) -> dict[str, Any]:
         "guarantee": eps_delta_guarantee(config) if org.cap_json else None,
         "summary": compose(counted) if org.cap_json else None,
         "closed": list(org.cap_closed_json or []),
-        "statement": organisation_statement(org.cap_closed_json, counted.get("odometer")),
+        "statement": organisation_statement(org.cap_closed_json, config, state),
         "cap_seq": org.cap_seq,
         "usage": org.cap_usage_json or {},
         "created_at": org.created_at,
@@ -88,24 +90,30 @@ def organisation_view(org: Organisation) -> dict[str, Any]:
 
 
 def organisation_statement(
-    closed: list[dict[str, Any]] | None, reading: Mapping[str, Any] | None
+    closed: list[dict[str, Any]] | None, config: AccountingConfig, state: FilterState
 ) -> dict[str, Any]:
     """The organisation's (ε, δ) statement: the closed phases of caps replaced after they
-    counted, plus the certified ``reading`` of the cap in force (basic composition of the
-    phases: ``docs/accounting.md``, *Cap replacement*), with a sentence that says so."""
+    counted, plus the certified reading of the cap in force when it has counted something
+    (:func:`~odometer_core.accounting.levels.statement_sum`: basic composition of the phases,
+    ``docs/accounting.md``, *Cap replacement*), with a sentence that says so."""
     phases = [ClosedPhase.from_json(p) for p in closed or []]
-    total = statement_sum(phases, reading)
+    total = statement_sum(phases, config, state)
     if not phases:
         note = "the certified reading of the cap in force: no cap was replaced"
+    elif total["phases"] == len(phases):
+        note = (
+            f"the sum of {len(phases)} closed cap phase(s) (basic composition of the phases, "
+            "valid under full adaptivity); the cap in force has counted nothing yet: once it "
+            "does, its reading is added, and the δ exceeds every phase's alone"
+        )
     else:
-        first = phases[0]
         note = (
             f"the sum of {len(phases)} closed cap phase(s) and the reading of the cap in force "
             "(basic composition of the phases, valid under full adaptivity); its δ "
-            f"({total['delta']}) now exceeds the first cap's ({fmt(first.delta)}) and every "
+            f"({total['delta']}) now exceeds the first cap's ({fmt(phases[0].delta)}) and every "
             "phase's alone"
         )
-    return {**total, "phases": len(phases) + 1, "note": note}
+    return {**total, "note": note}
 
 
 def _cap_view(cap: Mapping[str, Any]) -> dict[str, Any]:

@@ -205,13 +205,11 @@ def test_a_counted_zcdp_cap_is_replaced_by_an_rdp_cap(
     assert view["spent"] == _org(client, org)["spent"]
     fresh = _fold("rdp", "5", "0.00001", [])
     assert view["status"]["odometer"] == fresh
-    assert view["statement"]["epsilon"] == str(
-        Decimal(first["epsilon"]) + Decimal(fresh["epsilon"])
-    )
-    assert Decimal(view["statement"]["delta"]) == Decimal("0.0000099") + Decimal(fresh["delta"])
-    assert Decimal(view["statement"]["delta"]) > Decimal("0.00001")  # above either cap's δ
-    assert "now exceeds the first cap's (0.0000099)" in view["statement"]["note"]
-    assert view["statement"]["phases"] == 2
+    # the new cap released nothing yet: the statement is the closed one's, nothing added
+    assert Decimal(fresh["delta"]) > 0  # which its empty ladder reading would have added
+    statement = {k: view["statement"][k] for k in ("epsilon", "delta", "phases")}
+    assert statement == {"epsilon": first["epsilon"], "delta": "0.0000099", "phases": 1}
+    assert "counted nothing yet" in view["statement"]["note"]
 
     # the new cap counts from now on: DP-SGD and Gaussians, in its own currency
     assert _register(client, training, DPSGD).status_code == 201
@@ -219,11 +217,15 @@ def test_a_counted_zcdp_cap_is_replaced_by_an_rdp_cap(
     second = _fold("rdp", "5", "0.00001", [DPSGD, GAUSSIAN])
     now = _org(client, org)
     assert now["status"]["odometer"] == second
-    expected = {
+    total_delta = Decimal(first["delta"]) + Decimal(second["delta"])
+    expected: dict[str, Any] = {
         "epsilon": str(Decimal(first["epsilon"]) + Decimal(second["epsilon"])),
-        "delta": str(Decimal(first["delta"]) + Decimal(second["delta"])),
+        "delta": str(total_delta),
+        "phases": 2,
     }
-    assert {k: now["statement"][k] for k in ("epsilon", "delta")} == expected
+    assert {k: now["statement"][k] for k in ("epsilon", "delta", "phases")} == expected
+    assert total_delta > Decimal("0.00001")  # above either cap's δ, and the note says so
+    assert "now exceeds the first cap's (0.0000099)" in now["statement"]["note"]
 
     # the first entry at the cap after the replacement records the closed phase
     ledgers = [ledger(client, d) for d in (gauss, training)]
@@ -244,7 +246,11 @@ def test_a_counted_zcdp_cap_is_replaced_by_an_rdp_cap(
     old_paths = [_write(tmp_path / f"old{i}.json", e) for i, e in enumerate(old)]
     code, verdict = _verify_organisation(old_paths, capsys)
     assert code == 0 and verdict["odometer"] == first and verdict["closed"] == []
-    assert verdict["statement"] == {"epsilon": first["epsilon"], "delta": first["delta"]}
+    assert verdict["statement"] == {
+        "epsilon": first["epsilon"],
+        "delta": first["delta"],
+        "phases": 1,
+    }
 
     # the closed statement edited (chain re-hashed), or the replacement dropped: refused
     for edit in ("understated", "dropped"):

@@ -61,19 +61,26 @@ def test_orgs_cap_replace(
     assert view["closed"] == [
         {"mode": "zcdp", "epsilon": first["epsilon"], "delta": first["delta"], "after_seq": 2}
     ]
-    assert Decimal(statement["epsilon"]) == Decimal(first["epsilon"]) + Decimal(
-        view["status"]["odometer"]["epsilon"]
-    )
+    assert (statement["epsilon"], statement["delta"]) == (first["epsilon"], first["delta"])
     line = next(line for line in out.splitlines() if line.startswith("statement "))
-    assert f"δ={statement['delta']}" in line
-    assert f"its δ ({statement['delta']}) now exceeds the first cap's ({first['delta']})" in line
+    assert f"δ={statement['delta']}" in line and "counted nothing yet" in line
 
-    # the Python client: DP-SGD is admitted under the new cap; a second replacement after it
-    # counted closes the rdp phase too
+    # the Python client: DP-SGD is admitted under the new cap, and the statement adds it
     assert client.register(ds, DPSGD).status == "accepted"
+    view = next(o for o in client.organisations() if o["id"] == org)
+    second = view["status"]["odometer"]
+    assert Decimal(view["statement"]["delta"]) == Decimal(first["delta"]) + Decimal(second["delta"])
+    assert "now exceeds the first cap's" in view["statement"]["note"]
+    # a second replacement after it counted closes the rdp phase too
     again = client.set_organisation_cap(org, "10", "1e-5", {"mode": "rdp"}, replace=True)
     assert [p["mode"] for p in again["closed"]] == ["zcdp", "rdp"]
-    assert again["statement"]["phases"] == 3
+    assert again["statement"]["phases"] == 2  # the rdp cap in force counted nothing yet
+    code, out, _ = _run(server, capsys, "orgs", "report", org)
+    assert code == 0 and "replay" in out and "verified" in out, out
+    line = next(line for line in out.splitlines() if line.startswith("statement"))
+    # the ledgers record the second replacement at the next entry at the cap: until then the
+    # replay sums the zcdp phase and the rdp cap's reading, the same amounts
+    assert f"δ={again['statement']['delta']}" in line and "the sum of 2 cap phases" in line
     code, out, _ = _run(server, capsys, "orgs", "list", "--json")
     assert code == 0
     listed = next(o for o in json.loads(out) if o["id"] == org)

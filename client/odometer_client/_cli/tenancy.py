@@ -179,6 +179,17 @@ def _org_report_lines(report: Mapping[str, Any], out: Output) -> None:
             ("cap", _cap_text(org.get("cap"), out)),
             ("spent", out.amounts(org.get("spent"), symbols=True)),
             ("certified reading", certified),
+            *(
+                [
+                    (
+                        "statement",
+                        f"{out.amounts(report['statement'], symbols=True)} (replayed: the "
+                        f"sum of {report['statement']['phases']} cap phases)",
+                    )
+                ]
+                if report.get("closed")
+                else []
+            ),
             ("decisions", str(report["decisions"])),
             ("replay", "verified" if report["verified"] else "FAILED"),
         ]

@@ -26,7 +26,7 @@ reservation with it (:func:`quota_holds`, :data:`DROPPED`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, localcontext
 from typing import Any, Final
@@ -246,18 +246,25 @@ def replace_cap(
 
 
 def statement_sum(
-    closed: Iterable[ClosedPhase], reading: Mapping[str, Any] | None
-) -> dict[str, str]:
+    closed: Sequence[ClosedPhase], config: AccountingConfig, state: FilterState
+) -> dict[str, Any]:
     """The organisation's statement across cap replacements: the closed phases' (ε, δ) and
-    the cap in force's certified ``reading`` summed (basic composition of the phases)."""
+    the certified reading of the cap in force ``(config, state)`` summed (basic composition of
+    the phases), and how many phases were summed. A cap in force that has counted nothing
+    since a replacement released nothing: it adds nothing (its empty ladder reading would add
+    its δ for no output)."""
+    phases = list(closed)
     with localcontext() as exact:
         exact.prec = 200  # exact: a few decimals of at most a few dozen digits each
-        eps = sum((p.epsilon for p in closed), Decimal(0))
-        dlt = sum((p.delta for p in closed), Decimal(0))
-        if reading is not None:
+        eps = sum((p.epsilon for p in phases), Decimal(0))
+        dlt = sum((p.delta for p in phases), Decimal(0))
+        summed = len(phases)
+        if not phases or state != initial_state(config):
+            reading = status(config, state)["odometer"]
             eps += Decimal(reading["epsilon"])
             dlt += Decimal(reading["delta"])
-    return {"epsilon": fmt(eps), "delta": fmt(dlt)}
+            summed += 1
+    return {"epsilon": fmt(eps), "delta": fmt(dlt), "phases": summed}
 
 
 def under_relation(config: AccountingConfig, relation: str) -> AccountingConfig:

@@ -87,8 +87,9 @@ class OrganisationVerdict:
     #: ClosedPhase`), oldest first
     closed: list[dict[str, Any]] = field(default_factory=list)
     #: the organisation's statement: the closed phases' (ε, δ) plus the replayed reading of
-    #: the cap in force (basic composition of the phases); ``None`` when nothing was replayed
-    statement: dict[str, str] | None = None
+    #: the cap in force (basic composition of the phases; :func:`~odometer_core.accounting.
+    #: levels.statement_sum`); ``None`` when nothing was replayed
+    statement: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -337,7 +338,7 @@ def replay_organisation(
         reading,
         datasets=datasets,
         closed=[p.to_json() for p in closed],
-        statement=statement_sum(closed, reading),
+        statement=statement_sum(closed, config, state),
     )
 
 
