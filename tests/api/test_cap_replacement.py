@@ -304,3 +304,27 @@ def test_a_replacement_waits_for_open_reservations_and_closes_nothing_uncounted(
     )
     # a replacement names the new cap
     assert _cap(client, org, {"replace": True}).status_code == 422
+
+
+def test_a_cap_changed_then_replaced_before_any_entry_replays(client: TestClient) -> None:
+    """The change is never recorded (no entry at the cap follows it before the replacement):
+    the closed statement, taken on the changed cap, is still the replayed reading of the cap
+    the ledgers recorded (a reading depends on the counted state and the ladder fixed at
+    creation, which a change keeps)."""
+    org = new_organisation(client)
+    ds = _dataset(client, org, "rdp")
+    rdp = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "rdp"}}
+    assert _cap(client, org, rdp).status_code == 200
+    for _ in range(6):
+        assert _register(client, ds, GAUSSIAN).status_code == 201
+    reading = _org(client, org)["status"]["odometer"]
+    lowered = _cap(client, org, {**rdp, "epsilon": "5"})  # kills orders, keeps the reading
+    assert lowered.status_code == 200 and lowered.json()["status"]["odometer"] == reading
+    zcdp = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}, "replace": True}
+    replaced = _cap(client, org, zcdp)
+    assert replaced.status_code == 200, replaced.text
+    assert replaced.json()["closed"][0]["epsilon"] == reading["epsilon"]
+    assert _register(client, ds, GAUSSIAN).status_code == 201
+    verdict = replay_organisation([ledger(client, ds)])
+    assert verdict.ok, verdict.problems
+    assert verdict.closed == replaced.json()["closed"] and verdict.decisions == 7
