@@ -16,7 +16,13 @@ def _key_type(value: object) -> object:
     bucket 1) nor a number with a fraction (``1.0``); which of the two the dataset's
     partition takes is its own (``odometer_core.partition.Partition.index``)."""
     if isinstance(value, bool) or not isinstance(value, str | int):
-        sent = "a boolean" if isinstance(value, bool) else f"a {type(value).__name__}"
+        sent = (
+            "a boolean"
+            if isinstance(value, bool)
+            else "a number with a fraction or an exponent"  # a JsonNumber, as the client wrote it
+            if isinstance(value, float)
+            else f"a {type(value).__name__}"
+        )
         raise ValueError(
             "a block key is text (a day, week, month or declared name) or an integer (a "
             f"bucket number), not {sent}"

@@ -307,16 +307,26 @@ RunsMean = Annotated[
 _INTEGER_TEXT = re.compile(r"\+?[0-9]{1,30}")
 
 
+def json_integer(number: JsonNumber) -> int | None:
+    """The integer a JSON number's literal writes, exactly (``3.0`` and ``3e0`` are 3);
+    ``None`` when it has a fraction (``2.5``, ``1e-400``: not the 0 its float rounds to) or
+    more than 31 digits."""
+    exact = Decimal(number.text)
+    if exact.adjusted() > 30 or exact != exact.to_integral_value():
+        return None
+    return int(exact)
+
+
 def _integer(value: object) -> object:
     if isinstance(value, bool):
         raise ValueError("must be an integer, not a boolean")
     if isinstance(value, JsonNumber):  # its literal, exactly: 1e-400 is not 0, 1.0 is 1
-        exact = Decimal(value.text)
-        if exact.is_finite() and exact.adjusted() > 30:
+        integer = json_integer(value)
+        if integer is not None:
+            return integer
+        if Decimal(value.text).adjusted() > 30:
             return value  # far outside every bound, which pydantic then names
-        if not exact.is_finite() or exact != exact.to_integral_value():
-            raise ValueError(f"must be an integer, got {value.text}")
-        return int(exact)
+        raise ValueError(f"must be an integer, got {value.text}")
     if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value) is None:
         raise ValueError(
             f"must be an integer: a JSON number, or ASCII digits with no sign but +, got "
