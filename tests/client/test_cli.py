@@ -310,13 +310,14 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
     (drawn,) = report["datasets"]
     assert drawn["drawn"] == {"rho": "0.015", "delta": "0"} and drawn["admitted"] == 3
 
-    # the cap counted something: its mode is fixed (one clear line, exit status 1)
+    # the cap counted something: its mode is fixed unless replaced (one clear line, exit 1)
     change = ["orgs", "cap", org, "--epsilon", "10", "--delta", "1e-5", "--mode", "rdp"]
     code, out, err = _run(server, capsys, *change)
     assert (code, out) == (1, "")
     assert err == (
         "error: 409 ModeFixed: the cap counts invocations in mode 'zcdp'; "
-        "its mode is fixed once it has counted something\n"
+        "its mode is fixed once it has counted something: replace it (\"replace\": true) to "
+        "count in another mode from now on, its reading kept as a closed statement\n"
     )
     code, out, err = _run(server, capsys, *change, "--json")
     assert (code, out) == (1, "")
