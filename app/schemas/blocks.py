@@ -7,19 +7,38 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
-from app.schemas.common import Form, StrictModel, one_form_of, optional
+from app.schemas.common import (
+    Form,
+    JsonNumber,
+    StrictModel,
+    json_integer,
+    one_form_of,
+    optional,
+)
 from odometer_core.partition import MAX_BLOCKS
 
 
 def _key_type(value: object) -> object:
     """A block key is text or an integer as sent: never a boolean (``true`` would be read as
-    bucket 1) nor a number with a fraction (``1.0``); which of the two the dataset's
-    partition takes is its own (``odometer_core.partition.Partition.index``)."""
+    bucket 1) nor a number with a fraction (``1.5``); an integer written with a fraction or an
+    exponent (``3.0``, ``3e0``) is that integer, as everywhere JSON Schema says "integer".
+    Which of text or integer the dataset's partition takes is its own
+    (``odometer_core.partition.Partition.index``)."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        integer = (
+            json_integer(value)
+            if isinstance(value, JsonNumber)
+            else int(value)
+            if value.is_integer()
+            else None
+        )
+        if integer is not None:
+            return integer
     if isinstance(value, bool) or not isinstance(value, str | int):
         sent = (
             "a boolean"
             if isinstance(value, bool)
-            else "a number with a fraction or an exponent"  # a JsonNumber, as the client wrote it
+            else "a number with a fraction"  # as the client wrote it
             if isinstance(value, float)
             else f"a {type(value).__name__}"
         )

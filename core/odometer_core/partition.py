@@ -133,7 +133,9 @@ class Partition:
             raise TypeError(f"a {self.kind} key is {KEY_TYPES[self.kind]}")
         if self.kind == "bucket":
             if isinstance(key, str) and not _BUCKET.fullmatch(key):
-                raise ValueError(f"a bucket key is {KEY_TYPES['bucket']} (digits 0-9, no sign)")
+                raise ValueError(
+                    f"a bucket key is {KEY_TYPES['bucket']} (digits 0-9, no sign nor leading zero)"
+                )
             b = int(key)
             assert self.buckets is not None
             if not 0 <= b < self.buckets:

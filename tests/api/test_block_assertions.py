@@ -223,9 +223,9 @@ def test_neighbours_without_a_tree_is_refused(client: TestClient) -> None:
     [
         {"keys": [True]},
         {"keys": [False, 2]},
-        {"keys": [1.0]},
+        {"keys": [1.5]},
         {"from": True, "to": 2},
-        {"from": 0, "to": 2.0},
+        {"from": 0, "to": 2.5},
         {"ranges": [{"from": 0, "to": True}]},
         {"keys": [None]},
     ],
@@ -298,9 +298,28 @@ def test_a_block_key_is_of_its_partitions_own_type(
     _unchanged(client, ds, before)
 
 
+def test_an_integer_written_with_a_fraction_is_that_integer(client: TestClient) -> None:
+    """As everywhere JSON Schema says "integer": 3.0 and 3e0 are bucket 3; 1e-400 is not 0."""
+    ds = _opened(client, BUCKETS, 0, 7)
+    r = _post(client, ds, {"mechanism": PURE, "blocks": {"keys": [3.0, 5e0]}})
+    assert r.status_code == 201, r.text
+    assert r.json()["blocks"] == [
+        {"from": "3", "to": "3", "blocks": 1},
+        {"from": "5", "to": "5", "blocks": 1},
+    ]
+    r = client.post(
+        f"/v1/datasets/{ds}/invocations",
+        content=b'{"mechanism": {"type": "pure_dp", "epsilon": "0.4"}, '
+        b'"blocks": {"keys": [1e-400]}}',
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 422, r.text
+    assert "a block key is text" in r.text
+
+
 def test_opening_blocks_takes_keys_of_the_partitions_type(client: TestClient) -> None:
     ds = str(_dataset(client, BUCKETS)["id"])
-    for change in ({"from": True, "to": 3}, {"from": 0, "to": 3.0}):
+    for change in ({"from": True, "to": 3}, {"from": 0, "to": 3.5}):
         r = client.post(f"/v1/datasets/{ds}/blocks", json={"open": change}, headers=AUTH)
         assert r.status_code == 422, r.text
         assert r.json()["error"] == "ValidationError"
