@@ -307,7 +307,9 @@ class DatasetOut(BaseModel):
         default=None,
         description="a partitioned dataset's partition; its status is then per block: the "
         "highest certified reading over its open blocks, and 'blocks' (GET …/blocks pages "
-        "every block's)",
+        "every block's): 'blocks.protects' says what one block's budget protects, "
+        "'blocks.requires' what a declaration must state for it to hold (for a 'person' "
+        "unit: contribution 'person'; null for a 'record' unit)",
     )
 
 
