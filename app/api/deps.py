@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from fastapi import Depends, Header, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BeforeValidator
 
 from app.api.middleware import Metrics
 from app.db.uow import Database, UnitOfWork
@@ -15,6 +17,24 @@ from app.services.batching import Registrar
 from app.services.charging import ChargeWorkers
 from app.services.principals import Principal, Role, admin_principal, authenticate
 from app.settings import Settings
+
+#: ASCII digits; a ``-`` only on a nonzero number, which the parameter's bounds then refuse
+#: naming them (``-0`` would be read as 0).
+_DIGITS: Final = re.compile(r"\+?[0-9]{1,30}|-0*[1-9][0-9]{0,29}")
+
+
+def _query_integer(value: object) -> object:
+    if isinstance(value, str) and _DIGITS.fullmatch(value) is None:
+        raise ValueError(
+            f"must be an integer in ASCII digits (no sign but +, no spaces), got {value[:64]!r}"
+        )
+    return value
+
+
+#: An integer query parameter is ASCII digits, as a JSON body's integer text is
+#: (docs/http-api.md, *Numbers*): pydantic alone reads ``1_0`` as 10, `` 5`` and ``-0``.
+#: Written ``Annotated[int, Query(ge=…, le=…), QUERY_INTEGER]``.
+QUERY_INTEGER = BeforeValidator(_query_integer)
 
 
 def _state(name: str) -> Callable[[Request], Awaitable[Any]]:

@@ -304,7 +304,9 @@ RunsMean = Annotated[
 ]
 
 
-_INTEGER_TEXT = re.compile(r"\+?[0-9]{1,30}")
+#: An integer as text: ASCII digits; a ``-`` only on a nonzero number, which the field's
+#: bounds then refuse naming them (``-0`` would be read as 0).
+_INTEGER_TEXT = re.compile(r"\+?[0-9]{1,30}|-0*[1-9][0-9]{0,29}")
 
 
 def json_integer(number: JsonNumber) -> int | None:

@@ -349,3 +349,34 @@ def test_every_route_reads_its_body_exactly() -> None:
     for route in routes:
         if route.path.startswith("/v1/") or route.body_field is not None:
             assert isinstance(route, ExactJsonRoute), route.path
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/v1/datasets", "limit"),
+        ("/v1/datasets", "offset"),
+        ("/v1/datasets/{ds}/ledger", "after_seq"),
+        ("/v1/datasets/{ds}/ledger", "limit"),
+        ("/v1/datasets/{ds}/checkpoints", "after_seq"),
+        ("/v1/datasets/{ds}/blocks", "limit"),
+    ],
+)
+def test_an_integer_query_parameter_is_ascii_digits(
+    client: TestClient, path: str, name: str
+) -> None:
+    """pydantic alone read ``1_0`` as 10, `` 5`` as 5 and ``-0`` as 0 in a query."""
+    ds = _dataset(client, partition={"kind": "bucket", "unit": "record", "buckets": 8})
+    url = path.replace("{ds}", ds)
+    for value in ("1_0", " 5", "5 ", "-0", "\u0665", "5.0", "0x5"):
+        r = client.get(url, params={name: value}, headers=AUTH)
+        assert r.status_code == 422, (name, value, r.text)
+        assert r.json()["detail"] == (
+            f"query.{name}: Value error, must be an integer in ASCII digits (no sign but +, "
+            f"no spaces), got {value!r}"
+        )
+    r = client.get(url, params={name: "-5"}, headers=AUTH)  # a negative one: its bound says so
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith(f"query.{name}: Input should be greater than or equal")
+    r = client.get(url, params={name: "+5"}, headers=AUTH)
+    assert r.status_code == 200, r.text  # +5 is 5

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
 
-from app.api.deps import GrantReaderDep, PrincipalDep, UowDep
+from app.api.deps import QUERY_INTEGER, GrantReaderDep, PrincipalDep, UowDep
 from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
 from app.schemas.common import ErrorBody
@@ -68,9 +68,11 @@ def list_checkpoints(
     principal: GrantReaderDep,
     uow: UowDep,
     after_seq: Annotated[
-        int, Query(ge=0, le=2**62, description="cursor: checkpoints with seq > this")
+        int,
+        Query(ge=0, le=2**62, description="cursor: checkpoints with seq > this"),
+        QUERY_INTEGER,
     ] = 0,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    limit: Annotated[int, Query(ge=1, le=10_000), QUERY_INTEGER] = 1000,
 ) -> dict[str, Any]:
     """The dataset's signed checkpoints, oldest first (curators, auditors; `odometer verify
     EXPORT --checkpoints FILE --public-key PEM` reads this document as is)."""

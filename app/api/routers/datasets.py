@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import CuratorDep, ReaderDep, UowDep
+from app.api.deps import QUERY_INTEGER, CuratorDep, ReaderDep, UowDep
 from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
 from app.schemas.blocks import BlocksChange, BlocksChanged, BlocksPage
@@ -54,8 +54,8 @@ def create_dataset(body: DatasetCreate, principal: CuratorDep, uow: UowDep) -> d
 def list_datasets(
     principal: ReaderDep,
     uow: UowDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000), QUERY_INTEGER] = 100,
+    offset: Annotated[int, Query(ge=0, le=10**9), QUERY_INTEGER] = 0,
 ) -> dict[str, Any]:
     """Datasets visible to the caller, with their budget status."""
     return service.list_datasets(uow, principal, limit=limit, offset=offset)
@@ -127,7 +127,7 @@ def list_blocks(
     uow: UowDep,
     from_: Annotated[str | None, Query(alias="from", max_length=64)] = None,
     to: Annotated[str | None, Query(max_length=64)] = None,
-    limit: Annotated[int, Query(ge=1, le=blocks.MAX_PAGE)] = 100,
+    limit: Annotated[int, Query(ge=1, le=blocks.MAX_PAGE), QUERY_INTEGER] = 100,
 ) -> dict[str, Any]:
     """A partitioned dataset's open blocks from ``from`` to ``to`` (keys, both included), as
     runs of blocks that share one history, each with its status and the fraction of its budget

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 
-from app.api.deps import ReportReaderDep, UowDep
+from app.api.deps import QUERY_INTEGER, ReportReaderDep, UowDep
 from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
 from app.db.repositories import LedgerFilter
@@ -56,9 +56,11 @@ def read_ledger(
     principal: ReportReaderDep,
     uow: UowDep,
     after_seq: Annotated[
-        int, Query(ge=0, le=2**62, description="cursor: entries with seq > this")
+        int,
+        Query(ge=0, le=2**62, description="cursor: entries with seq > this"),
+        QUERY_INTEGER,
     ] = 0,
-    limit: Annotated[int, Query(ge=1, le=100_000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=100_000), QUERY_INTEGER] = 100,
     since: Annotated[
         datetime | None, Query(description="entries at or after (UTC if naive)")
     ] = None,
