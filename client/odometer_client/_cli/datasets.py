@@ -129,6 +129,8 @@ def _datasets_create(args: argparse.Namespace, client: OdometerClient, out: Outp
         accounting(args),
         partition=args.partition,
     )
+    if not args.json:  # under --json they are in the document
+        out.warnings(ds.raw)
     if args.json:
         out.json(ds.raw)
     elif args.quiet:

@@ -1,6 +1,8 @@
 """``odometer register`` and ``odometer preview``: declare an invocation, or ask what it would
 get. On a whole dataset the decision is followed by the dataset's reading as it now is
-(``status.summary``); a refusal is one ``error:`` line, the refusal's own summary."""
+(``status.summary``); a refusal is one ``error:`` line, the refusal's own summary, and a
+preview's refusal says who would refuse it, why, and what is left there (never a charge of
+zero, which read as "free")."""
 
 from __future__ import annotations
 
@@ -56,13 +58,43 @@ def _register(args: argparse.Namespace, client: OdometerClient, out: Output) -> 
     return 0
 
 
+#: Who refuses, by a refusal's ``level``.
+REFUSED_BY = {
+    "dataset": "the dataset's budget",
+    "sub_budget": "the sub-budget",
+    "quota": "your quota on the dataset",
+    "organisation": "the organisation's cap",
+}
+
+
+def _refused(preview: Mapping[str, Any], out: Output) -> None:
+    """A preview's refusal: refused by whom and why, that nothing would be charged or run, what
+    it asks and what is left where it is refused (what a declaration must fit in)."""
+    level = preview.get("level")
+    by = f" by {REFUSED_BY.get(str(level), f'the {level}')}" if level else ""
+    why = f": {preview['reason']}" if preview.get("reason") else ""
+    out.line(f"would be refused{by}{why}; registering it would charge nothing and run nothing")
+    requested = out.amounts(preview.get("requested"), symbols=True)
+    remaining = preview.get("remaining")
+    if remaining:
+        where = f" at {REFUSED_BY.get(str(level), str(level))}" if level else ""
+        left = out.amounts(remaining, symbols=True)
+        out.line(f"it asks {requested}; left{where}: {left}")
+    else:
+        out.line(f"it asks {requested}")
+
+
 def _preview(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     found = client.preview(args.dataset, args.mechanism, **_declared(args))
     if args.json:
         out.json(found.raw)
         return 0
-    reason = f" ({found.reason})" if found.reason else ""
-    out.line(f"would be {found.status}{reason}: charge {out.amounts(found.charge, symbols=True)}")
+    if found.admitted:
+        reason = f" ({found.reason})" if found.reason else ""
+        charge = out.amounts(found.charge, symbols=True)
+        out.line(f"would be {found.status}{reason}: charge {charge}")
+    else:
+        _refused(found.raw, out)
     on_blocks = found.blocks
     if on_blocks is not None:
         count = sum(r.blocks for r in on_blocks.selected)

@@ -9,6 +9,7 @@ prints them as the server wrote them, and ``--json`` prints the server's documen
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any, TextIO
@@ -81,6 +82,12 @@ class Output:
 
     def line(self, text: str = "") -> None:
         self.stream.write(text + "\n")
+
+    def warnings(self, document: Mapping[str, Any]) -> None:
+        """The answer's ``warnings`` (what the caller may not have meant, e.g. a dataset name
+        another dataset of the organisation has), one ``warning:`` line each on stderr."""
+        for warning in document.get("warnings") or ():
+            sys.stderr.write(f"warning: {warning}\n")
 
     def json(self, value: Any) -> None:
         """A document as indented JSON (``--json``), amounts as text."""

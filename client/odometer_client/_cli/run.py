@@ -1,6 +1,6 @@
-"""Running a client command: the connection options, the service's URL and key, datasets and
-organisations named by id or by name, and every failure as one ``error: `` line on stderr
-(exit status 2 for what is caught before anything is sent, 1 otherwise)."""
+"""Running a client command: the connection options, the service's URL and key, datasets,
+organisations and principals named by id or by name, and every failure as one ``error: `` line
+on stderr (exit status 2 for what is caught before anything is sent, 1 otherwise)."""
 
 from __future__ import annotations
 
@@ -123,6 +123,38 @@ def dataset_id(client: OdometerClient, ref: str) -> str:
     raise OdometerError(
         f"no dataset {ref!r} (by id or name) is visible to this key: "
         "`odometer datasets list` shows them"
+    )
+
+
+#: A principal's id as the service makes them (``prn_`` and 32 hex digits).
+PRINCIPAL_ID = re.compile(r"prn_[0-9a-f]{32}")
+
+
+def principal_id(
+    client: OdometerClient, ref: str, *, organisation: Callable[[], str | None] | None = None
+) -> str:
+    """A principal named by id or by its exact name (looked up in ``GET /v1/principals``: the
+    principals visible to the key). A name several principals share is narrowed to those of
+    ``organisation()`` (the dataset's, for a grant) when that leaves one; else it is an error
+    listing their ids, as is a name matching none. An unknown reference written like an id
+    (``prn_…``) goes to the server as is (its ``404 NotFound``)."""
+    if PRINCIPAL_ID.fullmatch(ref):
+        return ref
+    found = client.principals()
+    if any(p["id"] == ref for p in found):
+        return ref
+    named = [p for p in found if p["name"] == ref]
+    if len(named) > 1 and organisation is not None:
+        inside = organisation()
+        named = [p for p in named if p.get("organisation_id") == inside] or named
+    one = _one_named("principal", ref, [str(p["id"]) for p in named])
+    if one is not None:
+        return one
+    if ref.startswith("prn_"):
+        return ref
+    raise OdometerError(
+        f"no principal {ref!r} (by id or name) is visible to this key: "
+        "`odometer principals list` shows them"
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from odometer_client._cli.options import accounting, accounting_options
 from odometer_client._cli.output import Output, text
-from odometer_client._cli.run import command, organisation_id
+from odometer_client._cli.run import command, organisation_id, principal_id
 from odometer_client._sync.client import OdometerClient
 from odometer_client.errors import OdometerError
 
@@ -23,13 +23,30 @@ def _grant(args: argparse.Namespace, client: OdometerClient, out: Output) -> int
         return 2
     if args.quota_epsilon is not None:
         quota = {"epsilon": args.quota_epsilon, "delta": args.quota_delta}
-    result = client.grant(args.dataset, args.principal, quota=quota)
+    principal = _principal(client, args)
+    result = client.grant(args.dataset, principal, quota=quota)
     if args.json:
         out.json(result)
     else:
         suffix = f" with quota {out.amounts(quota)}" if quota else ""
-        out.line(f"granted {args.principal} on {args.dataset}{suffix}")
+        out.line(f"granted {_named(args.principal, principal)} on {args.dataset}{suffix}")
     return 0
+
+
+def _principal(client: OdometerClient, args: argparse.Namespace) -> str:
+    """``PRINCIPAL`` by id or name; a name shared across organisations is read in the
+    dataset's (``grant``, ``grants revoke``)."""
+    dataset = getattr(args, "dataset", None)
+
+    def organisation() -> str | None:
+        return None if dataset is None else client.get_dataset(dataset).organisation
+
+    return principal_id(client, args.principal, organisation=organisation)
+
+
+def _named(ref: str, resolved: str) -> str:
+    """A principal as the user named it, with its id when that was a name."""
+    return resolved if ref == resolved else f"{ref} ({resolved})"
 
 
 def _grants_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
@@ -57,11 +74,12 @@ def _grants_list(args: argparse.Namespace, client: OdometerClient, out: Output) 
 
 
 def _grants_revoke(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
-    result = client.revoke_grant(args.dataset, args.principal)
+    principal = _principal(client, args)
+    result = client.revoke_grant(args.dataset, principal)
     if args.json:
         out.json(result)
     else:
-        out.line(f"revoked {args.principal}'s grant on {args.dataset}")
+        out.line(f"revoked {_named(args.principal, principal)}'s grant on {args.dataset}")
     return 0
 
 
@@ -239,7 +257,7 @@ def _principals_create(args: argparse.Namespace, client: OdometerClient, out: Ou
 
 
 def _keys_issue(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
-    key = client.issue_key(args.principal, expires_at=args.expires_at)
+    key = client.issue_key(principal_id(client, args.principal), expires_at=args.expires_at)
     if args.json:
         out.json(key)
         return 0
@@ -265,7 +283,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """``grant``, ``grants``, ``orgs``, ``principals`` and ``keys``."""
     grant = sub.add_parser("grant", parents=[common], help="grant an analyst a dataset (server)")
     grant.add_argument("dataset")
-    grant.add_argument("principal")
+    grant.add_argument("principal", help="the principal's id or exact name")
     grant.add_argument("--quota-epsilon", help="the analyst's quota ε inside this dataset")
     grant.add_argument("--quota-delta", help="the analyst's quota δ (with --quota-epsilon)")
     grant.set_defaults(run=command(_grant))
@@ -277,7 +295,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     glist.set_defaults(run=command(_grants_list))
     grevoke = gsub.add_parser("revoke", parents=[common], help="withdraw a principal's grant")
     grevoke.add_argument("dataset")
-    grevoke.add_argument("principal")
+    grevoke.add_argument("principal", help="the principal's id or exact name")
     grevoke.set_defaults(run=command(_grants_revoke))
 
     orgs = sub.add_parser("orgs", help="organisations and their caps (server)")
@@ -342,7 +360,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     keys = sub.add_parser("keys", help="issue and revoke API keys (server)")
     ksub = keys.add_subparsers(dest="keys_command", required=True)
     kissue = ksub.add_parser("issue", parents=[common], help="a new key for a principal")
-    kissue.add_argument("principal", help="the principal's id")
+    kissue.add_argument("principal", help="the principal's id or exact name")
     kissue.add_argument("--expires-at", help="ISO 8601 time after which the key is refused")
     kissue.set_defaults(run=command(_keys_issue))
     krevoke = ksub.add_parser("revoke", parents=[common], help="revoke a key at once")
