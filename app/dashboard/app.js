@@ -508,9 +508,10 @@
     numbers.appendChild(budget);
     box.appendChild(numbers);
     if (status.odometer || status.summary) {
-      // the most spent open block's reading (the summary's text says so)
+      // the highest reading over every block ever opened, retired ones included (the
+      // summary's text says so; what is left is the most spent open block's)
       box.insertBefore(readingBlock(status.summary, status.odometer,
-        { label: "Certified reading to quote (most spent open block)" }), head.nextSibling);
+        { label: "Certified reading to quote (every block ever opened)" }), head.nextSibling);
     }
     return box;
   }
