@@ -56,6 +56,7 @@ from odometer_core.accounting.levels import (
     CAP_RELATION,
     ClosedPhase,
     change_cap,
+    check_cap_accounts,
     replace_cap,
     statement_sum,
 )
@@ -264,6 +265,7 @@ def cap_capacity(
         if org.cap_json is None:
             raise NoCap(f"organisation '{org.id}' has no cap in force")
         config, state = cap_filter(org, relation)
+    check_cap_accounts(config, declaration, org.id)  # the registration's 422, not the mode's
     found = capacity(config, state, declaration, conversion_delta=conversion_delta)
     return {
         "organisation": org.id,

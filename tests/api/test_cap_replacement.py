@@ -138,6 +138,11 @@ def test_a_declaration_the_cap_cannot_account_is_a_422_naming_the_cap(
         assert r.json()["error"] == "UnsupportedInMode"
         assert r.json()["detail"] == detail
     assert len(ledger(client, roomy)) == len(ledger(client, tight)) == 1
+    # and the cap's capacity says the same
+    r = client.post(
+        f"/v1/organisations/{org}/cap/capacity", json={"mechanism": DPSGD}, headers=AUTH
+    )
+    assert r.status_code == 422 and r.json()["detail"] == detail, r.text
     assert _org(client, org)["cap_seq"] == 0
     # a gdp cap names the three modes that account a Laplace
     gdp = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "gdp"}}

@@ -130,6 +130,16 @@ class CapCannotAccount(UnsupportedInMode):
         self.modes = works
 
 
+def check_cap_accounts(
+    config: AccountingConfig, declaration: Declaration, organisation: str | None = None
+) -> None:
+    """Raise :class:`CapCannotAccount` when the cap ``config`` cannot account
+    ``declaration`` (the rule of :func:`decide_levels` and of the cap's capacity)."""
+    why = LEAF_MODES[config.mode].unsupported(declaration)
+    if why is not None:
+        raise CapCannotAccount(config.mode, declaration, why, organisation)
+
+
 def cap_config(
     epsilon: object, delta: object, accounting: Mapping[str, Any] | None
 ) -> AccountingConfig:
@@ -379,9 +389,7 @@ def decide_levels(
             *dataset, declaration, sub_budget=sub_budget, conversion_delta=conversion_delta
         )
     if organisation is not None:  # the same 422 in a preview, whatever the dataset decides
-        why = LEAF_MODES[organisation[0].mode].unsupported(declaration)
-        if why is not None:
-            raise CapCannotAccount(organisation[0].mode, declaration, why, organisation_id)
+        check_cap_accounts(organisation[0], declaration, organisation_id)
     decisions = [(DATASET, own, first)]
     for name, level in ((ORGANISATION, organisation), (QUOTA, quota)):
         if level is None or not (exhaustive or decisions[-1][2].admitted):
