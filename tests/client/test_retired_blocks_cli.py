@@ -66,13 +66,13 @@ def test_cli_shows_a_retired_days_reading(
         ds = str(_post(http, "/v1/datasets", body, 201)["id"])
         november = {"from": "2026-11-01", "to": "2026-11-10"}
         _post(http, f"/v1/datasets/{ds}/blocks", {"open": november}, 200)
-        charges = [
+        charges: list[tuple[dict[str, Any], dict[str, str]]] = [
             ({"type": "pure_dp", "epsilon": "0.5"}, {"from": "2026-11-01", "to": "2026-11-02"}),
             (ODP, {"from": "2026-11-02", "to": "2026-11-03"}),  # left open: 0.3 reserved
         ]
         for mechanism, blocks in charges:
-            body = {"mechanism": mechanism, "blocks": blocks}
-            _post(http, f"/v1/datasets/{ds}/invocations", body, 201)
+            invocation: dict[str, Any] = {"mechanism": mechanism, "blocks": blocks}
+            _post(http, f"/v1/datasets/{ds}/invocations", invocation, 201)
     code, out, err = _cli(live, capsys, "blocks", "retire", ds, "2026-11-01", "2026-11-03")
     assert (code, err) == (0, ""), out
 
