@@ -235,8 +235,9 @@ def _refuse_if_reserved(uow: UnitOfWork, org: Organisation) -> None:
     if open_:
         raise InvalidTransition(
             "ReservationsOpen",
-            f"organisation '{org.id}' has {open_} open reservation(s), which the cap in force "
-            "holds: settle or cancel them, then replace the cap",
+            f"organisation '{org.id}' has {open_} open reservation(s): a reservation is "
+            "finished at the cap filter that reserved it, which a replacement closes; settle "
+            "or cancel them, then replace the cap",
         )
 
 
