@@ -14,6 +14,7 @@ less private than what the library states.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from fractions import Fraction
@@ -76,11 +77,22 @@ def _json(value: Any) -> Any:
     return value
 
 
+#: Decimal text as the server reads it (docs/http-api.md, *Numbers*), a sign allowed so that
+#: a negative amount is refused by its domain, naming it; ``Decimal`` alone also reads
+#: ``"1_0"`` as 10, ``" 1"``, other scripts' digits and ``"NaN"``.
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _d(value: Number) -> Decimal:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"not a finite number: {value!r}")
         return Decimal(repr(value))
+    if isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value) is None:
+        raise ValueError(
+            f"not decimal text (ASCII digits with an optional fraction and exponent, such as "
+            f"1, 0.5 or 1e-6): {value!r}"
+        )
     return value if isinstance(value, Decimal) else Decimal(str(value))
 
 

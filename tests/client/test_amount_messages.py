@@ -48,3 +48,17 @@ def test_declarations_and_orders_say_it_too() -> None:
     rdp = {"type": "rdp", "orders": ["1"], "values": ["0.1"]}
     assert contract.check(contract.MECHANISM, rdp) == ['$.orders[0]: must be > 1, got "1"']
     assert contract.check(contract.MECHANISM, {"type": "pure_dp", "epsilon": "0.5"}) == []
+
+
+@pytest.mark.parametrize("text", ["1_0", " 1", "1 ", "\uff11", "\u0661", "NaN", "Infinity", "0x1"])
+def test_a_declaration_builder_refuses_text_outside_the_grammar(text: str) -> None:
+    """``pure_dp("1_0")`` built ε = 10 (``Decimal`` reads underscores) and sent "10"."""
+    from odometer_client import declarations
+
+    with pytest.raises(ValueError, match="not decimal text") as caught:
+        declarations.pure_dp(text)
+    assert str(caught.value) == (
+        "not decimal text (ASCII digits with an optional fraction and exponent, such as 1, 0.5 "
+        f"or 1e-6): {text!r}"
+    )
+    assert declarations.pure_dp("+0.5").to_json() == {"type": "pure_dp", "epsilon": "0.5"}
