@@ -6,7 +6,9 @@ fewer examples) on one partitioned ``basic`` dataset of an organisation with a c
 analyst with a quota. Rules interleave pure charges, ODP reservations named by cell and by
 released output (``tested_release``), settles (by cell, by output), cancels (by the analyst or
 the admin), retirements of some blocks and of every open block, openings of new blocks, cap
-changes and quota changes (a new grant). After every step:
+changes and quota changes (a new grant); two rules retire exactly some, or all, of an open
+reservation's blocks, and the test checks that its runs finished reservations in both cases.
+After every step:
 
 - no answer is a 5xx, and every settle or cancel of an open reservation is a 200, whatever
   happened to its blocks;
@@ -21,12 +23,13 @@ reservation's blocks were retired is the 500 (``IndexError``)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from decimal import Decimal
 from typing import Any, ClassVar
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -51,6 +54,8 @@ BY_CELL = {
 }
 BY_OUTPUT = {"type": "tested_release", "epsilon_release": "0.25", "epsilon_bottom": "0.1"}
 span = st.tuples(st.integers(0, BUCKETS - 1), st.integers(1, 5))
+#: How many reservations were finished with all, some or none of their blocks retired.
+FINISHED: Counter[str] = Counter()
 
 
 class RetiringMachine(RuleBasedStateMachine):
@@ -65,7 +70,7 @@ class RetiringMachine(RuleBasedStateMachine):
         self.analyst, self.headers = new_principal(client, self.org, "analyst")
         body = {
             "name": "buckets",
-            "budget": {"epsilon": "1.5", "delta": "0.00001"},
+            "budget": {"epsilon": "3", "delta": "0.00001"},
             "accounting": {"mode": "basic"},
             "partition": {"kind": "bucket", "unit": "record", "buckets": BUCKETS},
             "organisation_id": self.org,
@@ -93,6 +98,10 @@ class RetiringMachine(RuleBasedStateMachine):
         return self.client.post(f"/v1/datasets/{self.ds}/blocks", json=body, headers=AUTH)
 
     def _register(self, mechanism: dict[str, Any], lo: int, n: int) -> Any:
+        """``mechanism`` on ``n`` blocks from the ``lo``-th open block (from block ``lo`` when
+        none is open, a conflict)."""
+        if self.open:
+            lo = sorted(self.open)[lo % len(self.open)]
         hi = min(lo + n, BUCKETS)
         body = {"mechanism": mechanism, "blocks": {"from": lo, "to": hi - 1}}
         url = f"/v1/datasets/{self.ds}/invocations"
@@ -120,8 +129,11 @@ class RetiringMachine(RuleBasedStateMachine):
         r = self._register(BY_OUTPUT if by_output else BY_CELL, *where)
         if r is not None:
             assert r.json()["status"] == "reserved"
-            lo, n = where
-            blocks = set(range(lo, min(lo + n, BUCKETS)))
+            blocks = {
+                b
+                for item in r.json()["blocks"]
+                for b in range(int(item["from"]), int(item["to"]) + 1)
+            }
             self.reserved[str(r.json()["id"])] = ("output" if by_output else "cell", blocks)
 
     @rule(k=st.integers(0, 7), how=st.sampled_from(["settle", "cancel"]), admin=st.booleans())
@@ -129,7 +141,11 @@ class RetiringMachine(RuleBasedStateMachine):
         if not self.reserved:
             return
         invocation = sorted(self.reserved)[k % len(self.reserved)]
-        kind, _ = self.reserved.pop(invocation)
+        kind, blocks = self.reserved.pop(invocation)
+        gone = len(blocks - self.open)
+        retired = "all" if gone == len(blocks) else "some" if gone else "none"
+        FINISHED[retired] += 1
+        event(f"{how} with {retired} of its blocks retired")
         url = f"/v1/datasets/{self.ds}/invocations/{invocation}/{how}"
         body: dict[str, Any] | None = None
         if how == "settle":
@@ -138,9 +154,23 @@ class RetiringMachine(RuleBasedStateMachine):
         self._ok(r)
         assert r.json()["status"] == ("settled" if how == "settle" else "cancelled")
 
-    @rule(where=span)
-    def retire_some(self, where: tuple[int, int]) -> None:
+    @rule(k=st.integers(0, 7), how=st.sampled_from(["settle", "cancel"]), admin=st.booleans())
+    def finish_another(self, k: int, how: str, admin: bool) -> None:
+        """Finishing weighs twice as much as the other rules: most reservations end in a run."""
+        self.finish(k, how, admin)
+
+    @rule(where=span, by_output=st.booleans())
+    def reserve_another(self, where: tuple[int, int], by_output: bool) -> None:
+        self.reserve(where, by_output)
+
+    @rule(where=span, conflict=st.booleans())
+    def retire_some(self, where: tuple[int, int], conflict: bool) -> None:
+        """Up to ``n`` open blocks from the ``lo``-th open one (or, ``conflict``, a range from
+        block ``lo`` as given, refused unless every block of it is open)."""
         lo, n = where
+        if self.open and not conflict:
+            lo = sorted(self.open)[lo % len(self.open)]
+            n = next((k for k in range(1, n + 1) if lo + k not in self.open), n)
         hi = min(lo + n, BUCKETS)
         r = self._blocks("retire", lo, hi - 1)
         if set(range(lo, hi)) <= self.open:
@@ -148,6 +178,33 @@ class RetiringMachine(RuleBasedStateMachine):
             self.open -= set(range(lo, hi))
         else:
             self._ok(r, (409,))
+
+    @rule(k=st.integers(0, 7))
+    def retire_part_of_a_reservation(self, k: int) -> None:
+        """The lowest open block of an open reservation that still has two open, retired (the
+        normal schedule retiring old days under a reservation made over several)."""
+        held = sorted(
+            min(blocks & self.open)
+            for _, blocks in self.reserved.values()
+            if len(blocks & self.open) >= 2
+        )
+        if not held:
+            return
+        block = held[k % len(held)]
+        self._ok(self._blocks("retire", block, block))
+        self.open.discard(block)
+
+    @rule(k=st.integers(0, 7))
+    def retire_all_of_a_reservation(self, k: int) -> None:
+        """Every open block of an open reservation retired (a day reserved on, then retired)."""
+        held = sorted(
+            sorted(blocks & self.open) for _, blocks in self.reserved.values() if blocks & self.open
+        )
+        if not held:
+            return
+        for block in held[k % len(held)]:
+            self._ok(self._blocks("retire", block, block))
+            self.open.discard(block)
 
     @rule()
     def retire_all(self) -> None:
@@ -185,7 +242,7 @@ class RetiringMachine(RuleBasedStateMachine):
         self._ok(self.client.delete(url, headers=AUTH))
         grant(self.client, self.ds, self.analyst, {"epsilon": epsilon, "delta": "0.0001"})
 
-    @rule(epsilon=st.sampled_from(["0.3", "1", "1.5", "3"]))
+    @rule(epsilon=st.sampled_from(["0.3", "1", "3", "4"]))
     def change_budget(self, epsilon: str) -> None:
         before = self._status()["odometer"]
         r = self.client.patch(
@@ -248,14 +305,19 @@ def test_reservations_end_and_no_reading_falls_under_every_curator_action(
     client: TestClient, backend: Backend, examples: int
 ) -> None:
     RetiringMachine.client = client
+    FINISHED.clear()
     run_state_machine_as_test(
         RetiringMachine,
         settings=settings(
             max_examples=examples if backend.name == "sqlite" else 3,
-            stateful_step_count=20,
+            stateful_step_count=30,
             deadline=None,
             database=None,
             derandomize=True,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
+    # the runs reached what the test is about: reservations finished after all, and after
+    # some, of their blocks were retired
+    if backend.name == "sqlite":  # the PostgreSQL variant runs too few examples to count
+        assert FINISHED["all"] > 0 and FINISHED["some"] > 0, FINISHED
