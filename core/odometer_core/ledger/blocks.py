@@ -117,10 +117,6 @@ class Partitioned:
             HIGHEST not in part,
         )
 
-    def ever_opened(self, lo: int, hi: int) -> bool:
-        """Whether a block of ``[lo, hi)`` was ever opened."""
-        return any(a < hi and lo < b for a, b in self.opened)
-
 
 def reading_of(config: AccountingConfig, state: FilterState) -> dict[str, Any]:
     """One block's certified reading, as its status shows it."""
