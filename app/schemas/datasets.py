@@ -285,7 +285,8 @@ class DatasetStatus(BaseModel):
     summary: Summary = Field(
         description="one reading to quote: the certified guarantee so far, what is left in the "
         "mode's unit and how many more of the last declaration fit (a partitioned dataset: "
-        "its most spent open block's)"
+        "the guarantee over every block ever opened, retired ones included; what is left, "
+        "the most spent open block's)"
     )
 
 
@@ -306,7 +307,7 @@ class DatasetOut(BaseModel):
     partition: dict[str, Any] | None = Field(
         default=None,
         description="a partitioned dataset's partition; its status is then per block: the "
-        "highest certified reading over its open blocks, and 'blocks' (GET …/blocks pages "
+        "highest certified reading over every block ever opened, retired ones included, and 'blocks' (GET …/blocks pages "
         "every block's): 'blocks.protects' says what one block's budget protects, "
         "'blocks.requires' what a declaration must state for it to hold (for a 'person' "
         "unit: contribution 'person'; null for a 'record' unit)",
