@@ -307,7 +307,8 @@ class DatasetOut(BaseModel):
     partition: dict[str, Any] | None = Field(
         default=None,
         description="a partitioned dataset's partition; its status is then per block: the "
-        "highest certified reading over every block ever opened, retired ones included, and 'blocks' (GET …/blocks pages "
+        "highest certified reading over every block ever opened, retired ones included, and "
+        "'blocks' (GET …/blocks pages "
         "every block's): 'blocks.protects' says what one block's budget protects, "
         "'blocks.requires' what a declaration must state for it to hold (for a 'person' "
         "unit: contribution 'person'; null for a 'record' unit)",
