@@ -1878,11 +1878,34 @@
     }
   }
 
+  // A dataset frozen behind its witness (status.frozen): a banner above its reading, which
+  // may be rolled back (the database lost entries the witness holds); hidden otherwise.
+  function frozenBanner(frozen) {
+    const banner = $("frozen-banner");
+    if (!frozen) {
+      banner.hidden = true;
+      banner.replaceChildren();
+      return;
+    }
+    const head = document.createElement("strong");
+    head.textContent = "Frozen behind its witness: writes are refused.";
+    const heads = document.createElement("span");
+    heads.textContent = ` ${frozen.reason} (witness seq ${frozen.witnessed_seq}, database seq `
+      + `${frozen.database_seq}${frozen.sibling ? `, behind: ${frozen.sibling}` : ""}): `
+      + `${frozen.reading}.`;
+    const detail = document.createElement("span");
+    detail.className = "frozen-detail";
+    detail.textContent = ` ${frozen.detail}`;
+    banner.replaceChildren(head, heads, detail);
+    banner.hidden = false;
+  }
+
   // A status just read: the detail's gauge and the list's row when it changed; the time.
   function applyStatus(fresh) {
     const key = JSON.stringify(fresh.status);
     if (key !== live.seen) {
       live.seen = key;
+      frozenBanner(fresh.status && fresh.status.frozen);
       $("detail-gauge").replaceChildren(listGauge({ ...fresh, partition: fresh.partition }));
       updateRow(fresh);
       if (state.reportKey !== null && key !== state.reportKey) $("stale").hidden = false;
@@ -2012,6 +2035,16 @@
     note.hidden = false;
   }
 
+  // The detail is loaded: say so (tests and scripts wait for it) and, on a narrow screen,
+  // bring its title into view if what loaded moved it away (the list below the detail can
+  // hold the scroll position while the detail grows above it).
+  function loaded(ds) {
+    document.body.dataset.loaded = ds.id;
+    if (!narrow() || state.dataset !== ds) return;
+    const top = $("detail-title").getBoundingClientRect().top;
+    if (top < 0 || top > window.innerHeight - 40) $("detail").scrollIntoView({ block: "start" });
+  }
+
   async function selectDataset(ds, fromRoute) {
     say("");
     state.dataset = ds;
@@ -2032,6 +2065,7 @@
       $(id).hidden = true;
     }
     $("detail-gauge").replaceChildren();
+    frozenBanner(null);
     $("updated").textContent = "";
     $("live-note").textContent = "";
     if (narrow()) $("detail").scrollIntoView({ block: "start" });
@@ -2047,7 +2081,7 @@
     if (partitioned) await setupBlocks(fresh);
     if (state.role === "analyst") {
       noReport();
-      document.body.dataset.loaded = ds.id;
+      loaded(ds);
       return;
     }
     let report;
@@ -2057,7 +2091,7 @@
       if (err.status !== 403) throw err;
       if (state.role === null) state.role = "analyst"; // no /v1/me: what the key may read says
       noReport();
-      document.body.dataset.loaded = ds.id;
+      loaded(ds);
       return;
     }
     if (state.dataset !== ds) return;
@@ -2080,7 +2114,7 @@
       showTotals(ds, report).catch((e) => say(explain(e))),
     ]);
     await firstPage().catch((e) => say(explain(e)));
-    document.body.dataset.loaded = ds.id;
+    loaded(ds);
   }
 
   // ------------------------------------------------------------------ ledger

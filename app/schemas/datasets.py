@@ -269,6 +269,17 @@ class OdometerReading(BaseModel):
     theorem: str = Field(description="the theorems the reading rests on")
 
 
+class FrozenStatus(BaseModel):
+    """Why a dataset is frozen behind its witness, and what its reading is worth then."""
+
+    reason: str = Field(description="behind, forked, unwitnessed or organisation")
+    witnessed_seq: int
+    database_seq: int
+    sibling: str | None = Field(default=None, description="for organisation: the dataset behind")
+    reading: str = Field(description="what the reading shown is worth while frozen")
+    detail: str = Field(description="the refusal a write gets (409 LedgerBehindWitness)")
+
+
 class DatasetStatus(BaseModel):
     """Budget status in the mode's own units (each mode adds its own fields: spent, remaining,
     reserved, …, and ``spent_eps_delta``, an (ε, δ) that is certified only where it says so),
@@ -287,6 +298,11 @@ class DatasetStatus(BaseModel):
         "mode's unit and how many more of the last declaration fit (a partitioned dataset: "
         "the guarantee over every block ever opened, retired ones included; what is left, "
         "the most spent open block's)"
+    )
+    frozen: FrozenStatus | None = Field(
+        default=None,
+        description="set while the dataset (or its capped organisation) is frozen behind its "
+        "witness: the reading above may be rolled back; null otherwise",
     )
 
 

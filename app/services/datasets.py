@@ -12,6 +12,7 @@ from app.services import blocks
 from app.services._aggregate import append_entry, behind_witness, load_filter, visible_dataset
 from app.services._common import new_id, utc_now
 from app.services.errors import NotFound
+from app.services.frozen import frozen_status
 from app.services.principals import Principal
 from odometer_core.accounting import (
     AccountingConfig,
@@ -185,7 +186,9 @@ def get_dataset(uow: UnitOfWork, principal: Principal, dataset_id: str) -> dict[
 
 def _view(uow: UnitOfWork, ds: Dataset, last: LedgerEntry | None = None) -> dict[str, Any]:
     config, state = load_filter(ds)
-    return dataset_view(ds, config, state, blocks.partition_status(uow, ds, config), last)
+    view = dataset_view(ds, config, state, blocks.partition_status(uow, ds, config), last)
+    view["status"]["frozen"] = frozen_status(uow, ds.id)  # a read says it is frozen
+    return view
 
 
 def _created_request(ds: Dataset) -> dict[str, Any]:

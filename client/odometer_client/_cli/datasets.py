@@ -89,14 +89,36 @@ def _whole_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
     return rows
 
 
+def _frozen(ds: Dataset) -> Mapping[str, Any] | None:
+    """``status.frozen``: why the dataset is frozen behind its witness, or ``None``."""
+    frozen = ds.status.get("frozen")
+    return frozen if isinstance(frozen, Mapping) else None
+
+
+def frozen_line(frozen: Mapping[str, Any]) -> str:
+    """The line a frozen dataset's status starts with: frozen, why, what its reading is worth
+    and what the operator can do."""
+    return (
+        f"FROZEN behind its witness ({frozen.get('reason')}: witness seq "
+        f"{frozen.get('witnessed_seq')}, database seq {frozen.get('database_seq')}): "
+        f"{frozen.get('reading')}; writes are refused. {frozen.get('detail')}"
+    )
+
+
 def dataset_lines(ds: Dataset, out: Output) -> None:
-    """A dataset's status: its reading (``summary.text``) first, then the exact figures."""
+    """A dataset's status: frozen first if it is, its reading (``summary.text``), then the
+    exact figures."""
+    frozen = _frozen(ds)
+    if frozen is not None:
+        out.line(frozen_line(frozen))
     summary = ds.summary
     if summary and summary.get("text"):
         out.line(str(summary["text"]))
     exact = Output(out.stream, exact=True)
     rows = _partitioned_rows(ds, exact) if ds.partitioned else _whole_rows(ds, exact)
     rows.append(("ledger head", f"seq {ds.last_seq}  {ds.head_hash}"))
+    if frozen is not None:
+        rows.append(("frozen", f"{frozen.get('reason')} (reads served, writes refused)"))
     exact.pairs(rows)
 
 
@@ -150,10 +172,21 @@ def _datasets_list(args: argparse.Namespace, client: OdometerClient, out: Output
         out.line("no datasets")
         return 0
     rows: list[Sequence[str]] = [("id", "name", "mode", "budget", "certified ε", "δ", "remaining")]
+    frozen: list[str] = []
     for d in datasets:
         budget = out.amounts(d.budget, symbols=True) + (" each block" if d.partitioned else "")
-        rows.append((d.id, d.name, d.mode, budget, *_certified(d, out), _left(d, out)))
+        left = _left(d, out)
+        why = _frozen(d)
+        if why is not None:
+            left = f"FROZEN ({why.get('reason')}); {left}"
+            frozen.append(d.id)
+        rows.append((d.id, d.name, d.mode, budget, *_certified(d, out), left))
     out.table(rows)
+    if frozen:
+        out.line(
+            f"FROZEN behind the witness: {', '.join(frozen)}: their readings may be rolled "
+            "back and writes are refused (`odometer datasets show ID` says why)"
+        )
     return 0
 
 
