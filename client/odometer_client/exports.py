@@ -8,7 +8,10 @@ the formats, ``odometer_core.ledger.formats``) and saves the bytes it receives, 
 - ``jsonl``: one compact entry per line;
 - ``csv``: a header row (the entry's hashed fields, then ``hash``), then one row per entry.
 
-Every format is read by ``odometer verify``. ``tests/client/test_exports.py`` holds the saved
+Each ends with the export's closing head (the dataset's head when it was written, signed by the
+operator's checkpoint key when the server has one: ``docs/ledger.md``, *The export's signed
+end*). Every format is read by ``odometer verify``, which checks that a signed head pins the
+end. ``tests/client/test_exports.py`` holds the saved
 file byte for byte against the core's ``write_export``.
 """
 
