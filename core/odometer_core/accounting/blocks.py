@@ -278,11 +278,11 @@ def finish_reservation(
     happened to its blocks since: on the blocks still open as :func:`finish_selection` does;
     the blocks retired since (every block of the selection that is not open: a block is never
     opened again) are left out and named (``retired``). Their reading was taken, reservation
-    included at its worst cell, before their runs were dropped (:mod:`odometer_core.ledger.
-    blocks`), so nothing they held is lost. When every block was retired, the dataset-level
-    decision is the one any block holding the reservation would give (:func:`_held_alone`:
-    the charge and refund depend on the reservation and the cell only), with nothing left
-    (no block of the selection can be charged again)."""
+    included at its worst cell, before their runs were dropped
+    (:mod:`odometer_core.ledger.blocks`), so nothing they held is lost. When every block was
+    retired, the dataset-level decision is the one any block holding the reservation would
+    give (:func:`_held_alone`: the charge and refund depend on the reservation and the cell
+    only), with nothing left (no block of the selection can be charged again)."""
     ranges = normalise(selection)
     retired = blocks.missing(ranges)
     still = normalise_or_empty(
