@@ -172,6 +172,9 @@ def test_an_export_cut_short_fails_unless_unpinned(
 
     code, verdict, err = _verify(capsys, cut)  # the same reason with the key: no head at all
     assert (code, verdict["ok"], verdict["entries"]) == (1, False, INVOCATIONS - 1)
+    # the chain walked in a second process: the same verdict
+    assert _verify(capsys, cut, "--jobs", "2")[1]["problems"] == verdict["problems"]
+    assert _verify(capsys, export, "--jobs", "2", *public)[1]["end"]["pinned"] is True
     assert verdict["problems"] == [
         "the export does not end with its head: its last lines may have been cut off (or it "
         "was written by an older service, before exports ended with their signed head) "
