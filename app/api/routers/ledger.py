@@ -41,7 +41,9 @@ HEAD_SEQ_HEADER = "Ledger-Head-Seq"
             "description": (
                 "A page of entries (JSON document, CSV with one row per entry, or JSON lines); "
                 "with export=true, the export file of every entry after after_seq up to the "
-                "head (json: {dataset_id, entries}), its head in the Ledger-Head-Seq header"
+                "head (json: {dataset_id, entries, head}), its head in the Ledger-Head-Seq "
+                "header; the file ends with that head, signed by the checkpoint key (unsigned "
+                "on a server without one: docs/ledger.md, the export's signed end)"
             ),
             "content": {
                 "text/csv": {"schema": {"type": "string"}},
