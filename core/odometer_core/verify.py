@@ -204,11 +204,17 @@ def _with_end(
 
 
 def _say(verdict: dict[str, Any]) -> int:
-    """Print the verdict (JSON on stdout, one human line on stderr, and its warnings); the
+    """Print the verdict (JSON on stdout, one human line on stderr, then its warnings); the
     exit code."""
     print(json.dumps(verdict, indent=2, ensure_ascii=False))
-    for warning in verdict.get("warnings", ()):
-        print(f"WARNING: {warning}", file=sys.stderr)
+    try:
+        return _say_line(verdict)
+    finally:
+        for warning in verdict.get("warnings", ()):
+            print(f"WARNING: {warning}", file=sys.stderr)
+
+
+def _say_line(verdict: dict[str, Any]) -> int:
     if verdict["ok"]:
         signed = verdict.get("checkpoints")
         extra = f", {signed['matched']} signed checkpoint(s) match" if signed else ""

@@ -125,10 +125,10 @@ def test_verifier_alone_verifies_a_servers_export(
     )
     assert ok.returncode == 0, ok.stderr
     assert ok.stderr.strip().splitlines() == [
+        "VERIFIED: 4 entries, the end NOT pinned (--unpinned)",
         "WARNING: the export's end is not pinned: the service that wrote this export signs no "
         "heads (it has no ODOMETER_CHECKPOINT_KEY): nothing pins the export's end; entries cut "
         "off its end would go unnoticed",
-        "VERIFIED: 4 entries, the end NOT pinned (--unpinned)",
     ]
     assert json.loads(ok.stdout)["ok"] is True
     tampered = export.with_name("tampered.jsonl")
