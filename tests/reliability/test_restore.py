@@ -186,12 +186,23 @@ def test_restore_freezes_lost_datasets(
         assert (body["witnessed_seq"], body["database_seq"], body["reason"]) == (9, 4, "behind")
         assert "entries 5..9 were lost" in body["detail"]
         assert "odometer witness import" in body["detail"]
-        assert client.get(f"/v1/datasets/{ds}", headers=AUTH).status_code == 200
+        read = client.get(f"/v1/datasets/{ds}", headers=AUTH)
+        assert read.status_code == 200
+        # the read says it is frozen, with the refusal a write gets (tests/browser/
+        # test_dashboard_frozen_phone.py: the CLI and the dashboard show it)
+        frozen_status = read.json()["status"]["frozen"]
+        assert frozen_status["detail"] == body["detail"]
+        assert {k: frozen_status[k] for k in ("reason", "witnessed_seq", "database_seq")} == {
+            "reason": "behind",
+            "witnessed_seq": 9,
+            "database_seq": 4,
+        }
         r = client.patch(
             f"/v1/datasets/{ds}/budget", json={"epsilon": "2", "delta": "0.000001"}, headers=AUTH
         )
         assert r.status_code == 409 and r.json()["error"] == "LedgerBehindWitness", r.text
     assert _register(client, untouched).status_code == 201
+    assert client.get(f"/v1/datasets/{untouched}", headers=AUTH).json()["status"]["frozen"] is None
     frozen = client.get("/v1/witness", headers=AUTH).json()["frozen"]
     assert {f["dataset_id"] for f in frozen} == {lost, acked}
 
