@@ -43,8 +43,8 @@ class InvocationCreate(StrictModel):
         "neighbouring inputs differ in one record) or 'person': the analyst asserts that it "
         "holds for neighbouring inputs that differ in any or all of one person's records in "
         "each selected block (e.g. each person's contribution to a block bounded, the "
-        "sensitivity calibrated to that bound). Required by datasets whose partition's unit is 'person' "
-        "(422 otherwise); recorded in the ledger entry's request"
+        "sensitivity calibrated to that bound). Required by datasets whose partition's unit "
+        "is 'person' (422 otherwise); recorded in the ledger entry's request"
     )
     neighbours: Literal["zero_out"] | None = optional(
         description="tree_aggregation's neighbouring assumption: 'zero_out', the analyst "
