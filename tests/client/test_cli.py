@@ -316,7 +316,7 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
     assert (code, out) == (1, "")
     assert err == (
         "error: 409 ModeFixed: the cap counts invocations in mode 'zcdp'; "
-        "its mode is fixed once it has counted something: replace it (\"replace\": true) to "
+        'its mode is fixed once it has counted something: replace it ("replace": true) to '
         "count in another mode from now on, its reading kept as a closed statement\n"
     )
     code, out, err = _run(server, capsys, *change, "--json")
