@@ -282,8 +282,29 @@ def main(argv: list[str] | None = None) -> int:
         "created anew; PostgreSQL for the issue's figures)",
     )
     parser.add_argument("--no-results", action="store_true", help="print only")
+    parser.add_argument(
+        "--attack",
+        nargs="+",
+        metavar="URL",
+        help="run only the fragmenting attack, on each of these databases (each its own: "
+        "dropped and created anew): benchmarks/blocks_attack.py",
+    )
+    parser.add_argument("--buckets", type=int, default=10**7, help="the attack's buckets")
+    parser.add_argument("--registrations", type=int, default=50, help="the attack's size")
+    parser.add_argument("--keys", type=int, default=1000, help="keys per registration")
+    parser.add_argument("--repeat", type=int, default=5, help="timings per request (p50)")
     args = parser.parse_args(argv)
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if args.attack:
+        from benchmarks import blocks_attack
+
+        block = blocks_attack.section(
+            args.attack, args.buckets, args.registrations, args.keys, args.repeat, started
+        )
+        print(block)
+        if not args.no_results:
+            write_section(block)
+        return 0
     rows = []
     for mode in WORKLOADS:
         r = run(mode, args.blocks, args.charges)

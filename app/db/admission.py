@@ -54,7 +54,7 @@ class Locked:
     dataset: DatasetRow
     grant: GrantRow | None
     invocation: InvocationRow | None = None
-    #: a partitioned dataset's window of runs, asked for with the lock (:class:`Window`)
+    #: the runs of a partitioned dataset's spans, asked for with the lock (:class:`Window`)
     window: Window | None = None
 
 
@@ -246,8 +246,8 @@ def lock_grant(conn: Connection, dataset_id: str, principal_id: str) -> GrantRow
 class KnownPartitions:
     """The partitions of the datasets this process has locked (``None``: a whole dataset). A
     dataset's partition never changes once it is created, so what is known here is never
-    stale: a registration on a known partitioned dataset asks for its window of runs with the
-    lock statement (:func:`app.db.locking.lock_levels`)."""
+    stale: a registration on a known partitioned dataset asks for the runs its selections touch
+    with the lock statement (:func:`app.db.locking.lock_levels`)."""
 
     def __init__(self) -> None:
         self._known: dict[str, dict[str, Any] | None] = {}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from app.db.admission import Locked, OrgLock, read_levels, read_many_levels
-from app.db.blocks import Window, queue_window
+from app.db.blocks import Spans, Window, queue_window
 from app.db.uow import UnitOfWork
 
 
@@ -54,14 +54,14 @@ def _prefetch(uow: UnitOfWork, owner: str, keys: Sequence[str]) -> Callable[[], 
 
 
 class _Following:
-    """What follows a lock statement in its round trip: a partitioned dataset's window of
-    runs (sent first, read later) and the stored responses of the caller's keys."""
+    """What follows a lock statement in its round trip: the runs of a partitioned dataset's
+    spans (sent first, read later) and the stored responses of the caller's keys."""
 
     def __init__(
         self,
         uow: UnitOfWork,
         dataset_id: str,
-        window: tuple[int, int] | None,
+        window: Spans | None,
         keys: Callable[[], None] | None,
     ) -> None:
         self.uow, self.dataset_id, self.span, self.keys = uow, dataset_id, window, keys
@@ -69,7 +69,7 @@ class _Following:
 
     def __call__(self) -> None:
         if self.span is not None:
-            self.window = queue_window(self.uow.connection(), self.dataset_id, *self.span)
+            self.window = queue_window(self.uow.connection(), self.dataset_id, self.span)
         if self.keys is not None:
             self.keys()
 
@@ -81,11 +81,11 @@ def read(
     org_lock: OrgLock | None,
     invocation_id: str | None = None,
     keys: Sequence[str] = (),
-    window: tuple[int, int] | None = None,
+    window: Spans | None = None,
 ) -> Locked | None:
     """The levels as ``viewer`` may see them (locked unless ``org_lock`` is ``None``), or
-    ``None`` when it may not see the dataset; ``window``: a partitioned dataset's runs to read
-    with them (:attr:`Locked.window`)."""
+    ``None`` when it may not see the dataset; ``window``: the spans of a partitioned dataset's
+    runs to read with them (:attr:`Locked.window`)."""
     following = _Following(uow, dataset_id, window, _prefetch(uow, viewer.owner, keys))
     locked = read_levels(
         uow.connection(),
@@ -111,7 +111,7 @@ def lock_levels(
     admitting: bool,
     invocation_id: str | None = None,
     keys: Sequence[str] = (),
-    window: tuple[int, int] | None = None,
+    window: Spans | None = None,
 ) -> Locked | None:
     """Lock every level of a write on ``dataset_id`` (the module's first rule), or ``None``
     when ``viewer`` may not see it. ``keys``: the viewer's idempotency keys whose stored

@@ -1,10 +1,11 @@
 """A partitioned dataset's blocks as one transaction holds them: the runs read, and written.
 
-The pure part is the core's (:class:`odometer_core.ledger.blocks.Held`: the window of runs
-decided on in memory, the aggregate and the touched blocks' digest the ledger records, what
-changed); this module reads the window under the dataset's lock (:mod:`app.db.blocks`; in the
-lock statement's round trip when the process knows the dataset's partition), maps what the
-core refuses to the API's errors, and stages what changed with the transaction's other writes.
+The pure part is the core's (:class:`odometer_core.ledger.blocks.Held`: the runs decided on in
+memory, the aggregate and the touched blocks' digest the ledger records, what changed); this
+module reads the runs the selections touch under the dataset's lock (:mod:`app.db.blocks`; in
+the lock statement's round trip when the process knows the dataset's partition), maps what the
+core refuses to the API's errors (the limits on runs included), and stages what changed with
+the transaction's other writes.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from app.db.blocks import BlockWindow, Window, read_window
+from app.db.blocks import BlockWindow, Spans, Window, read_window
 from app.db.rows import DatasetRow
 from app.db.writes import Writes
 from app.services.errors import BlockConflict, InvalidBlocks
 from odometer_core.accounting import AccountingConfig, config_from_json
 from odometer_core.accounting.blocks import BlockError, Range, Selected
 from odometer_core.accounting.levels import LevelsDecision
-from odometer_core.ledger.blocks import SHOWN_RANGES, Held, NotOpen, Staged, refusal
+from odometer_core.ledger.blocks import SHOWN_RANGES, Held, NotOpen, RunLimit, Staged, refusal
 from odometer_core.partition import Partition, parse_partition, window_of
 
 #: A selection as resolved: index ranges, or ``None`` for every open block.
@@ -52,10 +53,10 @@ def resolve(partition: Partition | None, selection: object) -> Resolved:
         raise InvalidBlocks(str(exc), field="blocks") from None
 
 
-def load(conn: Connection, ds: DatasetRow | Any, config: AccountingConfig, window: Range) -> Held:
-    """The runs of ``ds`` in ``window`` (and the run that holds its first block), held."""
-    lo, hi = window
-    rows = read_window(conn, ds.id, lo, hi) if hi > lo else []
+def load(conn: Connection, ds: DatasetRow | Any, config: AccountingConfig, spans: Spans) -> Held:
+    """The runs of ``ds`` in ``spans`` (:func:`~odometer_core.partition.window_of`'s; and the
+    run that holds each span's first block), held."""
+    rows = read_window(conn, ds.id, spans) if spans else []
     return Held(config, ds.state_json, rows)
 
 
@@ -78,8 +79,8 @@ def not_open(exc: NotOpen, partition: Partition) -> BlockConflict:
 
 class PartitionLevel:
     """The dataset level of one transaction's requests on a partitioned dataset: their
-    selections resolved (a malformed one is that request's own 422) and the window of runs
-    they touch held once, under the dataset's lock; decided one after another on it, then
+    selections resolved (a malformed one is that request's own 422) and the runs they touch
+    held once, under the dataset's lock; decided one after another on it, then
     written back (:meth:`stage`)."""
 
     def __init__(
@@ -102,8 +103,9 @@ class PartitionLevel:
         selections: Sequence[object],
         prefetched: Window | None = None,
     ) -> PartitionLevel | None:
-        """``None`` for a whole dataset. ``prefetched``: the window read with the lock, used
-        when it covers what ``selections`` touch (otherwise read now, on ``connection()``)."""
+        """``None`` for a whole dataset. ``prefetched``: the runs read with the lock, used
+        when their spans cover what ``selections`` touch (otherwise read now, on
+        ``connection()``)."""
         partition = partition_of(ds.partition_json)
         if partition is None:
             return None
@@ -115,7 +117,7 @@ class PartitionLevel:
                 resolved.append(exc)
         window = window_of([r for r in resolved if not isinstance(r, Exception)])
         config = config_from_json(ds.config_json)
-        if prefetched is not None and prefetched.covers(*window):
+        if prefetched is not None and prefetched.covers(window):
             held = Held(config, ds.state_json, prefetched.rows())
         else:
             held = load(connection(), ds, config, window)
@@ -131,6 +133,17 @@ class PartitionLevel:
         except NotOpen as exc:
             raise not_open(exc, self.partition) from None
 
+    def check(self, levels: LevelsDecision) -> None:
+        """Refuse an admission that would cross a limit on runs (``docs/operations.md``,
+        *Limits*): 422 for the runs one request may add (the selection's own shape), 409 for
+        the runs the dataset may hold (its state); nothing of the request is staged."""
+        try:
+            self.held.check(levels)
+        except RunLimit as exc:
+            if exc.per_request:
+                raise InvalidBlocks(str(exc), field="blocks") from None
+            raise BlockConflict(str(exc)) from None
+
     def decided(self, levels: LevelsDecision, selected: Selected) -> Staged:
         return self.held.decided(levels, selected, self.partition)
 
@@ -143,8 +156,8 @@ class PartitionLevel:
 
 def window_known(
     partition_json: Mapping[str, Any] | None, selections: Sequence[object]
-) -> Range | None:
-    """The window of runs ``selections`` touch on a dataset of ``partition_json`` (``None``: a
+) -> Spans | None:
+    """The spans of runs ``selections`` touch on a dataset of ``partition_json`` (``None``: a
     whole dataset, nothing to read); malformed selections are left out (each is refused when
     it is decided)."""
     partition = partition_of(partition_json)

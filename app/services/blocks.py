@@ -12,7 +12,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Final
 
-from app.db.blocks import read_page, read_window
+from app.db.blocks import read_page, read_states
 from app.db.models import Dataset
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes
@@ -73,15 +73,11 @@ def _partition(ds: Dataset) -> Partition:
     return partition
 
 
-def _distinct_states(
-    config: AccountingConfig, rows: list[tuple[int, int, dict[str, Any]]]
-) -> list[FilterState]:
-    seen: dict[str, FilterState] = {}
-    for _, _, state in rows:
-        key = repr(state)
-        if key not in seen:
-            seen[key] = state_from_json(config, state)
-    return list(seen.values())
+def _distinct_states(config: AccountingConfig, states: list[dict[str, Any]]) -> list[FilterState]:
+    seen: dict[FilterState, None] = {}
+    for state in states:
+        seen.setdefault(state_from_json(config, state))
+    return list(seen)
 
 
 def fraction(reading: dict[str, Any], config: AccountingConfig) -> Decimal:
@@ -98,15 +94,16 @@ def partition_status(
     :mod:`odometer_core.ledger.blocks`): the highest over every block ever opened, retired
     ones included, which no curator action lowers (parallel composition:
     ``docs/accounting.md``, *Partitioned datasets*). What is left is the most spent open
-    block's (each distinct open history read once); every block's own reading:
+    block's: the distinct states of the open runs, each sent once by the database however many
+    runs hold it (no run is sent or decoded per run); every block's own reading:
     :func:`blocks_page`."""
     partition = partition_of(ds.partition_json)
     if partition is None:
         return None
     aggregate = Partitioned.from_json(ds.state_json)
     fresh = status(config, initial_state(config))
-    rows = read_window(uow.connection(), ds.id, -UNBOUNDED, UNBOUNDED) if aggregate.runs else []
-    views = [status(config, s) for s in _distinct_states(config, rows)]
+    states = read_states(uow.connection(), ds.id) if aggregate.runs else []
+    views = [status(config, s) for s in _distinct_states(config, states)]
     worst = max(views, key=lambda v: Decimal(v["odometer"]["epsilon"]), default=fresh)
     highest = shown_reading(config, higher(aggregate.highest, worst["odometer"]))
     return {
@@ -165,9 +162,13 @@ def blocks_page(
         config = state_config(ds)
         aggregate = Partitioned.from_json(ds.state_json)
     runs = []
+    statuses: dict[FilterState, dict[str, Any]] = {}  # each distinct history's status once
     for run_lo, run_hi, state_json in rows[:limit]:
         a, b = max(run_lo, lo), min(run_hi, hi)
-        block_status = status(config, state_from_json(config, state_json))
+        state = state_from_json(config, state_json)
+        block_status = statuses.get(state)
+        if block_status is None:
+            block_status = statuses[state] = status(config, state)
         runs.append(
             {
                 "from": partition.key(a),
@@ -221,7 +222,7 @@ def open_or_retire(
         if hi - lo > MAX_OPEN:
             raise InvalidBlocks(f"one action opens or retires at most {MAX_OPEN} blocks")
         config = state_config(ds)
-        store = load(uow.connection(), ds, config, (lo - 1, hi + 1))
+        store = load(uow.connection(), ds, config, ((lo - 1, hi + 1),))
         if opening is not None:
             try:  # the core refuses a block ever opened (its history never restarts)
                 store.moved(store.blocks.open(lo, hi, initial_state(config)))
@@ -283,7 +284,7 @@ def change_blocks_budget(
     whose digest covers every open block."""
     if request.get("sub_budget") is not None:
         raise ConfigError("'sub_budget' is only allowed on split datasets")
-    store = load(uow.connection(), ds, config, (-UNBOUNDED, UNBOUNDED))
+    store = load(uow.connection(), ds, config, ((-UNBOUNDED, UNBOUNDED),))
     new_config, moved = change_blocks(
         config,
         store.blocks,

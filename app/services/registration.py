@@ -19,6 +19,7 @@ from typing import Any
 
 from app.db import locking
 from app.db.admission import Locked
+from app.db.blocks import Spans
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes
@@ -239,6 +240,8 @@ def decide_in_order(
             )
             with memo.charges(item.charges):
                 levels = decide(dataset, uppers, item.request)
+            if blocks is not None:
+                blocks.check(levels)  # the limits on runs (docs/operations.md, Limits)
         except Exception as exc:  # nothing of this item was staged: the others go on
             outcomes.append(exc)
             continue
@@ -297,8 +300,8 @@ def admitted_everywhere(
 
 def known_window(
     uow: UnitOfWork, dataset_id: str, requests: Sequence[InvocationRequest]
-) -> tuple[int, int] | None:
-    """The window of runs ``requests`` touch on ``dataset_id`` when this process knows the
+) -> Spans | None:
+    """The spans of runs ``requests`` touch on ``dataset_id`` when this process knows the
     dataset is partitioned: read in the lock statement's round trip
     (:func:`app.db.locking.lock_levels`); ``None`` otherwise."""
     known, partition_json = uow.database.partitions.get(dataset_id)

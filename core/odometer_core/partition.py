@@ -365,16 +365,16 @@ def _parsed(obj: Mapping[str, Any]) -> Partition:
     return Partition("named", unit_, names=tuple(names))
 
 
-def window_of(selections: Sequence[tuple[Range, ...] | None]) -> Range:
-    """The blocks a transaction's resolved selections touch, and their neighbours (whose
-    states decide whether new runs merge with them); every block for ``None`` (every open
-    block); an empty window for no selection."""
+def window_of(selections: Sequence[tuple[Range, ...] | None]) -> tuple[Range, ...]:
+    """The spans of blocks a transaction's resolved selections touch: each selected range
+    widened by one block on either side (the neighbours, whose states decide whether new runs
+    merge with them), overlapping spans joined; every block for ``None`` (every open block);
+    no span for no selection. The runs between two spans are never read: a selection of k
+    ranges reads the runs of k spans, however far apart they lie."""
     if any(s is None for s in selections):
-        return -UNBOUNDED, UNBOUNDED
-    ranges = [r for s in selections if s for r in s]
-    if not ranges:
-        return 0, 0
-    return min(lo for lo, _ in ranges) - 1, max(hi for _, hi in ranges) + 1
+        return ((-UNBOUNDED, UNBOUNDED),)
+    spans = [(lo - 1, hi + 1) for s in selections if s for lo, hi in s]
+    return normalise(spans) if spans else ()
 
 
 # ---------------------------------------------------------------------------- assertions

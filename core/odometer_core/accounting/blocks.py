@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any
 
 from odometer_core.accounting.amounts import Amount, EpsilonDelta, MuSquared, RdpCurve, RhoDelta
@@ -74,6 +75,9 @@ class Run:
     state: FilterState
 
 
+_LO = attrgetter("lo")
+
+
 def normalise(selection: Iterable[Range]) -> tuple[Range, ...]:
     """The selection as sorted, disjoint, non-adjacent ranges (overlaps and neighbours merged);
     empty and reversed ranges are a :class:`BlockError`."""
@@ -96,19 +100,55 @@ class Blocks:
     """The open blocks of a partitioned dataset and their states, as runs sorted by ``lo``
     (disjoint; neighbouring runs never share a state), and ``opened``: every block ever opened,
     retired ones included, as normalised ranges (a block is opened once: its history never
-    restarts, :meth:`open`). Immutable: every operation returns a new value."""
+    restarts, :meth:`open`). Immutable: every operation returns a new value.
+
+    ``runs`` may be a *sparse* set of a dataset's runs (the service holds only the runs a
+    transaction's selections touch, and their neighbours): two runs are neighbours only when
+    one ends where the other starts, so nothing here assumes that the runs held cover a
+    contiguous window. Every operation costs O(k log n) for the k ranges it names and the n
+    runs held (a binary search per range; what is copied unchanged is copied as a slice)."""
 
     runs: tuple[Run, ...] = ()
     opened: tuple[Range, ...] = ()
+    #: how many blocks the runs hold, when known (:attr:`count`; kept by the operations)
+    known_count: int = field(default=-1, compare=False, repr=False)
+    #: the runs' starts and ends, in order, when known (the binary searches' keys; built once,
+    #: then carried by the operations as slices of their source's)
+    known_bounds: tuple[list[int], list[int]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     # ------------------------------------------------------------------ reading
+    @property
+    def count(self) -> int:
+        """How many blocks the runs hold: counted once, then kept by every operation that
+        changes the runs (by what it changed, not by counting again)."""
+        if self.known_count < 0:
+            object.__setattr__(self, "known_count", sum(r.hi - r.lo for r in self.runs))
+        return self.known_count
+
+    @property
+    def bounds(self) -> tuple[list[int], list[int]]:
+        """The runs' starts and ends, in order (never changed once built)."""
+        if self.known_bounds is None:
+            bounds = ([r.lo for r in self.runs], [r.hi for r in self.runs])
+            object.__setattr__(self, "known_bounds", bounds)
+            return bounds
+        return self.known_bounds
+
     def _index(self, block: int) -> int:
-        """The index of the first run whose ``hi`` is above ``block``."""
-        return bisect.bisect_right([r.hi for r in self.runs], block)
+        """The index of the first run whose ``hi`` is above ``block`` (a binary search)."""
+        return bisect.bisect_right(self.bounds[1], block)
+
+    def _end(self, block: int) -> int:
+        """The index of the first run that starts at or after ``block``."""
+        return bisect.bisect_left(self.bounds[0], block)
 
     def pieces(self, lo: int, hi: int) -> Iterator[Run]:
         """The runs within ``[lo, hi)``, clipped to it (gaps, blocks not open, left out)."""
-        for run in self.runs[self._index(lo) :]:
+        runs = self.runs
+        for at in range(self._index(lo), len(runs)):  # never a slice: that copies the rest
+            run = runs[at]
             if run.lo >= hi:
                 return
             yield Run(max(run.lo, lo), min(run.hi, hi), run.state)
@@ -329,21 +369,69 @@ def _held_alone(
 
 def _replace_each(blocks: Blocks, new: Sequence[Run]) -> Blocks:
     """``blocks`` with each of the sorted, disjoint ``new`` runs put in place of what covered
-    its range, in one pass, neighbours of equal state merged."""
+    its range, neighbours of equal state merged. Local: the runs no new run overlaps are
+    copied as slices (their bounds too), so the work is O(k log n) searches for the k new
+    runs (and a copy of the n runs held)."""
+    if not new:
+        return blocks
+    runs = blocks.runs
+    los, his = blocks.bounds
     out: list[Run] = []
-    i = 0
-    for run in blocks.runs:
-        while i < len(new) and new[i].hi <= run.lo:
-            i += 1
-        at, j = run.lo, i
-        while j < len(new) and new[j].lo < run.hi:
-            if new[j].lo > at:
-                out.append(Run(at, new[j].lo, run.state))
-            at = max(at, new[j].hi)
-            j += 1
-        if at < run.hi:
-            out.append(Run(at, run.hi, run.state))
-    return Blocks(_merged([*out, *new]), blocks.opened)
+    out_lo: list[int] = []
+    out_hi: list[int] = []
+
+    def emit(run: Run) -> None:
+        if out and out_hi[-1] == run.lo and out[-1].state == run.state:
+            out[-1] = Run(out[-1].lo, run.hi, run.state)
+            out_hi[-1] = run.hi
+        else:
+            out.append(run)
+            out_lo.append(run.lo)
+            out_hi.append(run.hi)
+
+    def copy(a: int, b: int) -> None:
+        if a < b:
+            emit(runs[a])  # the first may merge with what was emitted before it
+            out.extend(runs[a + 1 : b])  # the others never do (they were merged already)
+            out_lo.extend(los[a + 1 : b])
+            out_hi.extend(his[a + 1 : b])
+
+    change = 0  # blocks held by the runs emitted minus those of the runs they replace
+    copied, k = 0, 0
+    while k < len(new):
+        # a group: new runs whose overlapped old runs chain into one slice [i, j)
+        i = bisect.bisect_right(his, new[k].lo, lo=copied)
+        j = max(i, bisect.bisect_left(los, new[k].hi, lo=i))
+        m = k + 1
+        while m < len(new):
+            i2 = bisect.bisect_right(his, new[m].lo, lo=i)
+            if i2 >= j:
+                break
+            j = max(j, bisect.bisect_left(los, new[m].hi, lo=i2))
+            m += 1
+        copy(copied, i)
+        group = new[k:m]
+        pieces: list[Run] = []
+        g = 0
+        for run in runs[i:j]:
+            change -= run.hi - run.lo
+            while g < len(group) and group[g].hi <= run.lo:
+                g += 1
+            at, h = run.lo, g
+            while h < len(group) and group[h].lo < run.hi:
+                if group[h].lo > at:
+                    pieces.append(Run(at, group[h].lo, run.state))
+                at = max(at, group[h].hi)
+                h += 1
+            if at < run.hi:
+                pieces.append(Run(at, run.hi, run.state))
+        for run in sorted([*pieces, *group], key=_LO) if pieces else group:
+            emit(run)
+            change += run.hi - run.lo
+        copied, k = j, m
+    copy(copied, len(runs))
+    count = blocks.known_count + change if blocks.known_count >= 0 else -1
+    return Blocks(tuple(out), blocks.opened, count, (out_lo, out_hi))
 
 
 # ---------------------------------------------------------------------------- the dataset level
@@ -524,13 +612,22 @@ def retire(blocks: Blocks, lo: int, hi: int) -> Blocks:
     gaps = blocks.missing(((lo, hi),))
     if gaps:
         raise BlockError(f"blocks of [{lo}, {hi}) are not open")
-    kept: list[Run] = []
-    for run in blocks.runs:
-        if run.hi <= lo or run.lo >= hi:
-            kept.append(run)
-            continue
+    runs = blocks.runs
+    los, his = blocks.bounds
+    i, j = blocks._index(lo), blocks._end(hi)
+    kept: list[Run] = list(runs[:i])
+    kept_lo, kept_hi = los[:i], his[:i]
+    for run in runs[i:j]:
         if run.lo < lo:
             kept.append(Run(run.lo, lo, run.state))
+            kept_lo.append(run.lo)
+            kept_hi.append(lo)
         if run.hi > hi:
             kept.append(Run(hi, run.hi, run.state))
-    return Blocks(tuple(kept), blocks.opened)
+            kept_lo.append(hi)
+            kept_hi.append(run.hi)
+    kept.extend(runs[j:])
+    kept_lo.extend(los[j:])
+    kept_hi.extend(his[j:])
+    count = blocks.known_count - (hi - lo) if blocks.known_count >= 0 else -1
+    return Blocks(tuple(kept), blocks.opened, count, (kept_lo, kept_hi))

@@ -56,11 +56,14 @@ BLOCKS = "blocks"
 
 def touched_digest(blocks: Blocks, ranges: Sequence[Range]) -> str:
     """The SHA-256 hex digest of the states of ``blocks`` within ``ranges``, clipped to them."""
-    pieces = [
-        [run.lo, run.hi, state_to_json(run.state)]
-        for lo, hi in ranges
-        for run in blocks.pieces(lo, hi)
-    ]
+    written: dict[FilterState, dict[str, Any]] = {}  # each distinct state written once
+    pieces = []
+    for lo, hi in ranges:
+        for run in blocks.pieces(lo, hi):
+            state = written.get(run.state)
+            if state is None:
+                state = written[run.state] = state_to_json(run.state)
+            pieces.append([run.lo, run.hi, state])
     return hashlib.sha256(canonical_bytes(pieces)).hexdigest()
 
 
@@ -178,11 +181,14 @@ def fresh_blocks(config: AccountingConfig, lo: int, hi: int, blocks: Blocks) -> 
 __all__ = [
     "BLOCKS",
     "HIGHEST",
+    "MAX_RUNS",
+    "MAX_RUNS_CREATED",
     "SHOWN_RANGES",
     "BlockHistory",
     "Held",
     "NotOpen",
     "Partitioned",
+    "RunLimit",
     "Staged",
     "fresh_blocks",
     "higher",
@@ -230,12 +236,35 @@ class Staged:
 #: How many refused ranges a 409 lists.
 SHOWN_RANGES: Final = 20
 
+#: The most runs one request may add to a dataset: two per range of the most a selection lists
+#: (a range cuts a run at each of its ends; ``MAX_SELECTION_ITEMS`` in
+#: :mod:`odometer_core.partition`), so that 1,000 hashed user buckets are always admitted.
+MAX_RUNS_CREATED: Final = 2_000
+#: The most runs a dataset's open blocks may be held in: a selection that would leave more is
+#: refused (one that adds none never is). Every per-selection read is bounded by the runs the
+#: selection touches whatever this is; it bounds what a request on every open block ("all",
+#: a budget change) reads and writes.
+MAX_RUNS: Final = 250_000
+
+
+class RunLimit(BlockError):
+    """An admission that would cross a limit on runs (``name``, ``value``): refused, nothing
+    changed. ``per_request``: the selection's own shape (the same anywhere); otherwise the
+    dataset's state (the same request may be admitted on a less fragmented dataset)."""
+
+    def __init__(self, detail: str, name: str, value: int, *, per_request: bool) -> None:
+        super().__init__(detail)
+        self.name, self.value, self.per_request = name, value, per_request
+
 
 class Held:
-    """A partitioned dataset's runs as one transaction holds them: the window of runs it read
-    under the dataset's lock (``rows``: ``(lo, hi, state_json)``), decided on one request after
-    another in memory, and what changed, to be written back (:meth:`changes`). Pure: the
-    service reads and writes the rows."""
+    """A partitioned dataset's runs as one transaction holds them: the runs it read under the
+    dataset's lock (``rows``: ``(lo, hi, state_json)``; the runs its selections touch and their
+    neighbours, a sparse set: :class:`~odometer_core.accounting.blocks.Blocks`), decided on one
+    request after another in memory, and what changed, to be written back (:meth:`changes`).
+    The aggregate's counts are the stored ones moved by the difference between the runs held
+    now and those read, which holds for any set of runs read. Pure: the service reads and
+    writes the rows."""
 
     def __init__(
         self,
@@ -286,6 +315,34 @@ class Held:
             self.highest,
         )
 
+    def check(self, levels: LevelsDecision) -> None:
+        """Refuse (:class:`RunLimit`) an admission that would add more runs than one request
+        may (:data:`MAX_RUNS_CREATED`), or leave the dataset with more than it may hold
+        (:data:`MAX_RUNS`); a refusal, or an admission that adds no run, passes."""
+        if not levels.admitted or levels.selection is None:
+            return
+        created = len(levels.selection.blocks.runs) - len(self.blocks.runs)
+        if created > MAX_RUNS_CREATED:
+            raise RunLimit(
+                f"this selection would cut the dataset's blocks into {created:,} more runs; "
+                f"one request adds at most {MAX_RUNS_CREATED:,} (limit runs_per_request = "
+                f"{MAX_RUNS_CREATED:,}): select fewer, or wider, ranges",
+                "runs_per_request",
+                MAX_RUNS_CREATED,
+                per_request=True,
+            )
+        total = self.base.runs - len(self.loaded.runs) + len(levels.selection.blocks.runs)
+        if created > 0 and total > MAX_RUNS:
+            raise RunLimit(
+                f"this selection would leave the dataset's open blocks in {total:,} runs; a "
+                f"dataset holds at most {MAX_RUNS:,} (limit runs_per_dataset = {MAX_RUNS:,}): "
+                "select ranges that follow the runs already there (a selection that adds no "
+                "run is admitted), or ask a curator (docs/operations.md, Limits)",
+                "runs_per_dataset",
+                MAX_RUNS,
+                per_request=False,
+            )
+
     def decided(self, levels: LevelsDecision, selected: Selected, partition: Partition) -> Staged:
         """The blocks after ``levels`` (moved if it admitted), and what that decision records
         and answers."""
@@ -335,7 +392,7 @@ def refusal(levels: LevelsDecision, partition: Partition) -> str:
 
 
 def _count(blocks: Blocks) -> int:
-    return sum(run.hi - run.lo for run in blocks.runs)
+    return blocks.count
 
 
 def _joined(ranges: Sequence[Range]) -> tuple[Range, ...]:

@@ -508,7 +508,7 @@ def _block_step(
         raise _Mismatch(
             "the state has no maintained reading ('highest'), which the entries before it carry"
         )
-    open_blocks = sum(r.hi - r.lo for r in blocks.runs)
+    open_blocks = blocks.count  # kept by the operations, not counted again per entry
     after = Partitioned(
         open_blocks, len(blocks.runs), blocks.opened, digest, highest, legacy=not current
     )
