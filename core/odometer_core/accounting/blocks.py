@@ -153,6 +153,22 @@ class Blocks:
                 return
             yield Run(max(run.lo, lo), min(run.hi, hi), run.state)
 
+    def walk(self, ranges: Sequence[Range]) -> Iterator[Run]:
+        """The pieces of every range of ``ranges`` in turn (:meth:`pieces`), in one forward
+        pass when the ranges are sorted (each search starts where the last one ended)."""
+        runs, his = self.runs, self.bounds[1]
+        at, last = 0, None
+        for lo, hi in ranges:
+            if last is not None and lo < last:
+                at = 0  # not sorted: search from the start
+            last = lo
+            at = bisect.bisect_right(his, lo, lo=at)
+            for i in range(at, len(runs)):
+                run = runs[i]
+                if run.lo >= hi:
+                    break
+                yield Run(max(run.lo, lo), min(run.hi, hi), run.state)
+
     def state_of(self, block: int) -> FilterState | None:
         """One block's state, ``None`` when it is not open."""
         for run in self.pieces(block, block + 1):
@@ -232,11 +248,36 @@ class SelectionDecision:
 def _by_state(blocks: Blocks, selection: Sequence[Range]) -> list[tuple[FilterState, list[Run]]]:
     """The selected pieces grouped by state (first-seen order): each distinct history is
     decided once, whatever number of runs holds it."""
+    return _grouped(blocks, selection)[0]
+
+
+def _grouped(
+    blocks: Blocks, selection: Sequence[Range]
+) -> tuple[list[tuple[FilterState, list[Run]]], tuple[Range, ...]]:
+    """:func:`_by_state` and :meth:`Blocks.missing` of ``selection`` in one pass over its
+    pieces."""
     groups: dict[FilterState, list[Run]] = {}
+    gaps: list[Range] = []
+    runs, his = blocks.runs, blocks.bounds[1]
+    start, last = 0, None
     for lo, hi in selection:
-        for piece in blocks.pieces(lo, hi):
+        if last is not None and lo < last:
+            start = 0  # not sorted: search from the start
+        last = lo
+        start = bisect.bisect_right(his, lo, lo=start)
+        at = lo
+        for i in range(start, len(runs)):
+            run = runs[i]
+            if run.lo >= hi:
+                break
+            piece = Run(max(run.lo, lo), min(run.hi, hi), run.state)
+            if piece.lo > at:
+                gaps.append((at, piece.lo))
+            at = piece.hi
             groups.setdefault(piece.state, []).append(piece)
-    return list(groups.items())
+        if at < hi:
+            gaps.append((at, hi))
+    return list(groups.items()), tuple(gaps)
 
 
 def decide_selection(
@@ -252,12 +293,12 @@ def decide_selection(
     changes nothing anywhere. A selection naming blocks that are not open is a
     :class:`BlockError`. Raises what :func:`~.filters.admit` raises (422)."""
     ranges = normalise(selection)
-    gaps = blocks.missing(ranges)
+    groups, gaps = _grouped(blocks, ranges)
     if gaps:
         shown = ", ".join(f"[{lo}, {hi})" for lo, hi in gaps[:5])
         raise BlockError(f"the selection names blocks that are not open: {shown}")
     decided: list[tuple[RangeDecision, list[Run]]] = []
-    for state, pieces in _by_state(blocks, ranges):
+    for state, pieces in groups:
         decision = admit(config, state, declaration, conversion_delta=conversion_delta)
         spans = tuple((p.lo, p.hi) for p in pieces)
         decided.append((RangeDecision(spans, decision), pieces))

@@ -58,12 +58,11 @@ def touched_digest(blocks: Blocks, ranges: Sequence[Range]) -> str:
     """The SHA-256 hex digest of the states of ``blocks`` within ``ranges``, clipped to them."""
     written: dict[FilterState, dict[str, Any]] = {}  # each distinct state written once
     pieces = []
-    for lo, hi in ranges:
-        for run in blocks.pieces(lo, hi):
-            state = written.get(run.state)
-            if state is None:
-                state = written[run.state] = state_to_json(run.state)
-            pieces.append([run.lo, run.hi, state])
+    for run in blocks.walk(ranges):
+        state = written.get(run.state)
+        if state is None:
+            state = written[run.state] = state_to_json(run.state)
+        pieces.append([run.lo, run.hi, state])
     return hashlib.sha256(canonical_bytes(pieces)).hexdigest()
 
 
@@ -156,12 +155,15 @@ def raised(
     distinct state read once; ``readings`` memoises them across calls)."""
     memo = {} if readings is None else readings
     out = None if highest is None else dict(highest)
-    for lo, hi in ranges:
-        for run in blocks.pieces(lo, hi):
-            reading = memo.get(run.state)
-            if reading is None:
-                reading = memo[run.state] = reading_of(config, run.state)
-            out = higher(out, reading)
+    seen: set[FilterState] = set()  # a state read again cannot raise it further
+    for run in blocks.walk(ranges):
+        if run.state in seen:
+            continue
+        seen.add(run.state)
+        reading = memo.get(run.state)
+        if reading is None:
+            reading = memo[run.state] = reading_of(config, run.state)
+        out = higher(out, reading)
     return out
 
 
