@@ -550,6 +550,9 @@
     line.append(` (mode ${status.mode}).`);
     $("blocks-protects").textContent = blocks.protects
       ? `${blocks.protects.charAt(0).toUpperCase()}${blocks.protects.slice(1)}.` : "";
+    // what a declaration must state for that to hold (a person unit: its contribution bounded)
+    $("blocks-requires").hidden = !blocks.requires;
+    $("blocks-requires").textContent = blocks.requires ? `Requires ${blocks.requires}.` : "";
     const legend = $("blocks-legend");
     legend.replaceChildren();
     const title = document.createElement("span");
@@ -969,6 +972,8 @@
         cap.className = "org-cap";
         cap.textContent = "No organisation-wide cap.";
         card.appendChild(cap);
+        // what the replaced caps released stays stated without a cap in force
+        if ((org.closed || []).length) card.appendChild(statementNode(org));
       }
       const list = document.createElement("p");
       list.textContent = `Datasets (${own.length}): ${own.map((ds) => ds.name).join(" · ") || "none"}`;
@@ -999,6 +1004,7 @@
     tag.textContent = `mode ${mode}`;
     cap.append(" (", tag, ")");
     const nodes = [cap, readingGauge(org)];
+    if ((org.closed || []).length) nodes.push(statementNode(org));
     const counted = document.createElement("p");
     counted.className = "org-counted";
     if (mode === "rdp") {
@@ -1038,6 +1044,57 @@
     return nodes;
   }
 
+  // The organisation's statement once a cap was replaced after it counted: the closed phases'
+  // readings plus the reading of the cap in force once it counted (basic composition of the
+  // phases: ε₁ + ε₂, δ₁ + δ₂), with the server's note (its δ exceeds the first cap's), and the
+  // closed phases one per row. It is what to quote for the organisation: the gauge above reads
+  // the cap in force alone.
+  function statementNode(org) {
+    const box = document.createElement("div");
+    box.className = "org-statement";
+    const statement = org.statement;
+    const line = document.createElement("p");
+    line.className = "reading";
+    const label = document.createElement("span");
+    label.className = "reading-label";
+    label.textContent = "Organisation statement to quote";
+    line.append(label, " ", readingNode(statement, null, "g-odometer org-statement-value"));
+    if (statement) line.append(` (${statement.phases} phase${statement.phases === 1 ? "" : "s"})`);
+    box.appendChild(line);
+    if (statement && statement.note) {
+      const note = document.createElement("p");
+      note.className = "note org-statement-note";
+      note.textContent = `${statement.note.charAt(0).toUpperCase()}${statement.note.slice(1)}.`;
+      box.appendChild(note);
+    }
+    const table = document.createElement("table");
+    table.className = "closed-phases";
+    table.createCaption().textContent = "Caps replaced after they counted (closed phases)";
+    const head = table.createTHead().insertRow();
+    for (const [text, cls] of [["Cap (mode, its last decision)", ""], ["ε", "num"],
+      ["δ", "num"]]) {
+      const th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = text;
+      if (cls) th.className = cls;
+      head.appendChild(th);
+    }
+    const body = table.createTBody();
+    for (const phase of org.closed) {
+      const row = body.insertRow();
+      cell(row, `${phase.mode}, until #${phase.after_seq}`, "phase-mode");
+      // rounded up as every certified reading is, exact on hover
+      for (const part of ["epsilon", "delta"]) {
+        cell(row, shown(phase[part], true, READING_DIGITS), `num phase-${part}`).title = phase[part];
+      }
+    }
+    const scroller = document.createElement("div");
+    scroller.className = "table-box";
+    scroller.appendChild(table);
+    box.appendChild(scroller);
+    return box;
+  }
+
   // The certified reading (valid whenever the analysts stop, rounded up) as a bar against the
   // cap's ε. A basic cap's reading counts its open ODP reservations at their worst cell: that
   // part of the bar is drawn as reserved, as on the dataset gauges.
@@ -1055,7 +1112,9 @@
     line.className = "reading";
     const label = document.createElement("span");
     label.className = "reading-label";
-    label.textContent = "Certified reading to quote";
+    // once a cap was replaced, the organisation's statement (below) is the one to quote
+    label.textContent = (org.closed || []).length ? "Certified reading of the cap in force"
+      : "Certified reading to quote";
     const summary = org.status.summary || null; // where the server sums a cap up too
     if (summary && summary.text) {
       const text = document.createElement("p");
