@@ -363,7 +363,10 @@ def test_cli_blocks_list_open_retire(live: Server, capsys: pytest.CaptureFixture
     assert "partition               day, unit record, Europe/Paris\n" in out
     assert "open blocks             30 in 5 runs\n" in out
     assert "highest fraction spent  0.8\n" in out
-    assert "guarantee so far        epsilon=0.8, delta=0 (the highest block)\n" in out
+    assert (
+        "guarantee so far        epsilon=0.8, delta=0 (the highest over every block ever "
+        "opened, retired ones included)\n"
+    ) in out
 
     code, out, _ = _cli(live, capsys, "blocks", "retire", ds, "2026-11-01", "2026-11-10")
     assert (code, out) == (0, f"retired 10 blocks of {ds}: 2026-11-01..2026-11-10 (20 open)\n")
@@ -394,7 +397,10 @@ def test_cli_preview_and_every_blocks_form(
     third = '{"type": "pure_dp", "epsilon": "0.3"}'
     code, out, _ = _cli(live, capsys, "preview", ds, "--mechanism", third, "--blocks", "all")
     assert code == 0 and out.splitlines() == [
-        "would be rejected (epsilon budget exceeded): charge ε=0 δ=0",
+        # a refusal says what it means, not "charge ε=0 δ=0" (issue 46)
+        "would be refused by the dataset's budget: epsilon budget exceeded; registering it "
+        "would charge nothing and run nothing",
+        "it asks ε=0.3 δ=0; left at the dataset's budget: ε=0.2 δ=0",
         "selected: 2026-11-01..2026-11-30 (30 blocks)",
         "affordable: 2026-11-01..2026-11-24, 2026-11-27..2026-11-30",
         "refused: 2026-11-25..2026-11-26",

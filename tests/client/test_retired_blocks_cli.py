@@ -85,7 +85,10 @@ def test_cli_shows_a_retired_days_reading(
     )
     assert "open blocks             7 in 1 runs" in lines
     assert "highest fraction spent  0.8" in lines
-    assert "guarantee so far        epsilon=0.8, delta=0 (the highest block)" in lines
+    assert (
+        "guarantee so far        epsilon=0.8, delta=0 (the highest over every block ever "
+        "opened, retired ones included)"
+    ) in lines
 
     code, out, err = _cli(live, capsys, "budget", "set", ds, "--epsilon", "0.5", "--delta", "0")
     assert code == 1 and out == ""

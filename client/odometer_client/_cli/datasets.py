@@ -35,8 +35,9 @@ def _partition_text(partition: Mapping[str, Any]) -> str:
 
 
 def _partitioned_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
-    """A partitioned dataset: the budget is every block's, the reading the highest over its
-    open blocks (``odometer blocks list`` shows each run of blocks)."""
+    """A partitioned dataset: the budget is every block's, the reading the highest over every
+    block ever opened, retired ones included (``odometer blocks list`` shows each run of open
+    blocks); a ``person`` unit's condition on declarations (``status.blocks.requires``)."""
     assert ds.partition is not None
     blocks = ds.blocks
     opened = ranges_text([BlockRange.from_json(r) for r in blocks.get("opened", ())])
@@ -46,12 +47,14 @@ def _partitioned_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
         ("partition", _partition_text(ds.partition)),
         ("budget (each block)", out.amounts(ds.budget)),
         ("protects", text(blocks.get("protects"))),
+        *([("requires", text(blocks["requires"]))] if blocks.get("requires") else []),
         ("open blocks", f"{text(blocks.get('open'))} in {text(blocks.get('runs'))} runs"),
         ("opened", opened),
         ("highest fraction spent", out.figure(blocks.get("highest_fraction_spent"))),
     ]
     if ds.odometer:
-        rows.append(("guarantee so far", f"{out.amounts(ds.odometer)} (the highest block)"))
+        every = "(the highest over every block ever opened, retired ones included)"
+        rows.append(("guarantee so far", f"{out.amounts(ds.odometer)} {every}"))
     return rows
 
 

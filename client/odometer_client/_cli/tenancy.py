@@ -109,6 +109,29 @@ def _org_rows(orgs: Sequence[Mapping[str, Any]], out: Output) -> None:
             )
         )
     out.table(rows)
+    for o in orgs:
+        _statement_lines(o, out)
+
+
+def _statement_lines(org: Mapping[str, Any], out: Output) -> None:
+    """An organisation whose cap was replaced after it counted: its statement (the closed
+    phases' readings plus the cap in force's once it counted: what to quote for the
+    organisation, the table's certified ε being the cap in force's alone), the server's note
+    (its δ exceeds the first cap's), and each closed phase."""
+    closed = org.get("closed") or []
+    statement = org.get("statement")
+    if not closed or not statement:
+        return
+    phases = statement.get("phases")
+    out.line(
+        f"statement {out.amounts(statement, symbols=True)} of {org['name']!r} "
+        f"({phases} phase{'' if phases == 1 else 's'}): {statement.get('note')}"
+    )
+    for phase in closed:
+        out.line(
+            f"  closed {phase.get('mode')} cap: {out.amounts(phase, symbols=True)} "
+            f"(until cap decision {phase.get('after_seq')})"
+        )
 
 
 def _orgs_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
@@ -152,10 +175,7 @@ def _orgs_cap(args: argparse.Namespace, client: OdometerClient, out: Output) -> 
     if args.json:
         out.json(org)
     else:
-        _org_rows([org], out)
-        statement = org.get("statement") or {}
-        if org.get("closed"):  # the caps replaced: the organisation's statement is the sum
-            out.line(f"statement {out.amounts(statement, symbols=True)}: {statement['note']}")
+        _org_rows([org], out)  # with the statement once a cap was replaced
     return 0
 
 
