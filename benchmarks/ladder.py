@@ -42,7 +42,7 @@ from odometer_core.accounting import (
     parse_declaration,
     status,
 )
-from odometer_core.accounting.modes import gdp, rdp, zcdp
+from odometer_core.accounting.modes import UnusableBudget, gdp, rdp, zcdp
 
 BEGIN, END = "<!-- ladder:begin -->", "<!-- ladder:end -->"
 MODES = ("zcdp", "rdp", "gdp")
@@ -124,14 +124,15 @@ def readings_table(points: tuple[float, ...]) -> list[str]:
 
 
 def _lowest(config: AccountingConfig, state: FilterState, rule: bool) -> Decimal:
-    """The lowest ε (to 10⁻⁴) a budget change is accepted at (rule: the anchored one)."""
+    """The lowest ε (to 10⁻⁴) a budget change is accepted at (rule: the anchored one); a budget
+    that could never admit anything (``UnusableBudget``) is not accepted."""
     lo, hi = Decimal("0.0001"), config.epsilon
     while hi - lo > Decimal("0.0001"):
         mid = ((lo + hi) / 2).quantize(Decimal("0.0001"))
         try:
             change_budget(config, state, mid, config.delta, anchored=rule)
             hi = mid
-        except InvalidTransition:
+        except (InvalidTransition, UnusableBudget):
             lo = mid
     return hi
 

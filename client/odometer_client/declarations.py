@@ -189,7 +189,7 @@ def repeat_and_select(mechanism: Mechanism, mean: Number, shape: Number | str) -
         )
     try:
         eta = _d(shape)
-    except ArithmeticError:  # decimal.InvalidOperation: not a number
+    except (ArithmeticError, ValueError):  # not decimal text, or not a number
         raise ValueError(f"shape must be a number ≥ 0 or 'poisson', got {shape!r}") from None
     return Mechanism(
         type="repeat_and_select",

@@ -845,6 +845,24 @@ def test_the_client_builders_make_what_the_core_reads() -> None:
 
 
 # ---------------------------------------------------------------------------- over HTTP
+def _has_tree(mechanism: object) -> bool:
+    if isinstance(mechanism, dict):
+        return mechanism.get("type") == "tree_aggregation" or any(
+            _has_tree(v) for v in mechanism.values()
+        )
+    return isinstance(mechanism, list) and any(_has_tree(m) for m in mechanism)
+
+
+def _body(mechanism: dict[str, Any]) -> dict[str, Any]:
+    """A registration of ``mechanism``; one that holds a tree asserts its zero-out neighbours,
+    which an ``add_remove`` dataset requires (docs/accounting.md, *Tree aggregation's
+    neighbours*)."""
+    body: dict[str, Any] = {"mechanism": mechanism}
+    if _has_tree(mechanism):
+        body["neighbours"] = "zero_out"
+    return body
+
+
 def _dataset(client: TestClient, mode: str) -> str:
     ds = basic_dataset(client, epsilon=10, delta=BUDGET_DELTA, accounting={"mode": mode})
     return str(ds["id"])
@@ -855,7 +873,7 @@ def test_registration_over_http(client: TestClient, mode: str) -> None:
     dsid = _dataset(client, mode)
     url = f"/v1/datasets/{dsid}/invocations"
     for mechanism in MECHANISMS:
-        r = client.post(url, json={"mechanism": mechanism}, headers=AUTH)
+        r = client.post(url, json=_body(mechanism), headers=AUTH)
         if mode in ("zcdp", "gdp") and mechanism["type"] == "repeat_and_select":
             assert r.status_code == 422, r.text
             assert r.json()["error"] == "UnsupportedInMode"
@@ -868,7 +886,7 @@ def test_registration_over_http(client: TestClient, mode: str) -> None:
             assert r.json()["charge"] == {k: expected[k] for k in r.json()["charge"]}
     if mode in ("basic", "rdp"):
         approximate = _repeat({"type": "approx_dp", "epsilon": "0.1", "delta": "1e-9"}, "3", "1")
-        r = client.post(url, json={"mechanism": approximate}, headers=AUTH)
+        r = client.post(url, json=_body(approximate), headers=AUTH)
         assert r.status_code == 422 and r.json()["error"] == "UnsupportedInMode", r.text
     before = len(ledger(client, dsid))
     invalid: list[tuple[dict[str, Any], str]] = [
@@ -892,7 +910,7 @@ def test_registration_over_http(client: TestClient, mode: str) -> None:
         ),
     ]
     for mechanism, error in invalid:
-        r = client.post(url, json={"mechanism": mechanism}, headers=AUTH)
+        r = client.post(url, json=_body(mechanism), headers=AUTH)
         assert r.status_code == 422, (mechanism, r.text)
         assert r.json()["error"] == error, (mechanism, r.json())
     assert len(ledger(client, dsid)) == before
@@ -903,7 +921,7 @@ def test_a_ledger_with_the_new_kinds_replays(client: TestClient) -> None:
         dsid = _dataset(client, mode)
         url = f"/v1/datasets/{dsid}/invocations"
         for mechanism in [*MECHANISMS, {"type": "composed", "mechanisms": MECHANISMS}]:
-            r = client.post(url, json={"mechanism": mechanism}, headers=AUTH)
+            r = client.post(url, json=_body(mechanism), headers=AUTH)
             assert r.status_code == 201, r.text
         entries = ledger(client, dsid)
         assert [e["kind"] for e in entries][1:] == ["invocation_accepted"] * 5

@@ -756,5 +756,8 @@ def test_service_accepts_what_the_dp_accounting_helpers_declare(client: Odometer
     own = client.register(ds, from_dp_event(event))
     assert own.status == "accepted"
     assert all(float(c) <= o * 1.01 for c, o in zip(own.charge["rdp"], curve, strict=True))
-    tree = client.register(ds, from_dp_event(ev.SingleEpochTreeAggregationDpEvent(40.0, [99])))
+    # dp_accounting states tree aggregation for zero-out neighbours (REPLACE_SPECIAL), which an
+    # add_remove dataset asks the analyst to assert
+    tree_event = ev.SingleEpochTreeAggregationDpEvent(40.0, [99])
+    tree = client.register(ds, from_dp_event(tree_event), neighbours="zero_out")
     assert tree.status == "accepted"
