@@ -165,6 +165,9 @@ NOT_IN_THE_SCHEMA: dict[str, Unsaid] = {
         InvalidDeclaration=r"conversion_delta exceeds the dataset's delta budget",
         InvalidConfig=r"conversion_delta must be ≤ the budget delta",
     ),
+    "budget-converts": _unsaid(
+        f"{CONFIGURING} create_grant", InvalidConfig=r"could never admit anything"
+    ),
     "rdp-grid": _unsaid(
         "create_dataset set_organisation_cap",
         InvalidConfig=(
