@@ -497,6 +497,10 @@ class Auditor:
         (its reading and what is left; ``more`` counts the last admitted declaration, which
         the status does not hold)."""
         observed = dict(observed)
+        # whether the dataset is frozen behind the witness of its heads is the service's to
+        # say, not the ledger's: no witness is kept here, so it must be null
+        if observed.pop("frozen", None) is not None:
+            self.problems.append(f"{dataset_id} seq {seq}: served as frozen")
         summary, expected = observed.pop("summary", None), compose(recomputed)
         # the wire writes an item's absent order and sub-budget as null
         left = [
