@@ -123,9 +123,13 @@ def queue_window(conn: Connection, dataset_id: str, spans: Spans) -> Window:
 @lru_cache(maxsize=8)
 def _page_sql(dialect: str) -> str:
     p = partial(param, dialect)
+    # from the run that holds ``lo`` on, in the primary key's order: an index range scan that
+    # stops at the page's end, however many runs the dataset holds
     return (
         "SELECT lo, hi, state_json FROM block_runs"
         f" WHERE dataset_id = {p('dataset')} AND hi > {p('lo')} AND lo < {p('hi')}"
+        f" AND lo >= COALESCE((SELECT x.lo FROM block_runs x WHERE x.dataset_id = {p('dataset')}"
+        f" AND x.lo <= {p('lo')} ORDER BY x.lo DESC LIMIT 1), {p('lo')})"
         f" ORDER BY lo LIMIT {p('limit')}"
     )
 
