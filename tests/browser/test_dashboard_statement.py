@@ -119,6 +119,13 @@ def _no_sideways_scroll(page: Page) -> None:
     assert widths[0] <= widths[1], widths
 
 
+def _shots(page: Page, name: str) -> None:
+    """The full page, and what the window shows once the part under test was scrolled into
+    view (on a phone the full page is too tall to read)."""
+    full = _screenshot(page, name)
+    page.screenshot(path=str(full.with_name(f"{name}-window.png")))
+
+
 def _up(text: str) -> str:
     return fmt(round_up(Decimal(text), 8))
 
@@ -164,7 +171,7 @@ def test_the_statement_after_a_replacement(
     box.scroll_into_view_if_needed()
     _no_sideways_scroll(page)
     assert _long_numbers(page) == []
-    _screenshot(page, f"org_statement_{size['width']}")
+    _shots(page, f"org_statement_{size['width']}")
     assert errors == []
 
 
@@ -185,5 +192,5 @@ def test_a_person_dataset_states_what_it_requires(
     assert "every block ever opened" in label.lower()
     line.scroll_into_view_if_needed()
     _no_sideways_scroll(page)
-    _screenshot(page, f"person_dataset_{size['width']}")
+    _shots(page, f"person_dataset_{size['width']}")
     assert errors == []
