@@ -167,7 +167,10 @@ class Blocks:
                 run = runs[i]
                 if run.lo >= hi:
                     break
-                yield Run(max(run.lo, lo), min(run.hi, hi), run.state)
+                if lo <= run.lo and run.hi <= hi:
+                    yield run  # within the range: the run itself, no copy
+                else:
+                    yield Run(max(run.lo, lo), min(run.hi, hi), run.state)
 
     def state_of(self, block: int) -> FilterState | None:
         """One block's state, ``None`` when it is not open."""
@@ -270,7 +273,10 @@ def _grouped(
             run = runs[i]
             if run.lo >= hi:
                 break
-            piece = Run(max(run.lo, lo), min(run.hi, hi), run.state)
+            if lo <= run.lo and run.hi <= hi:
+                piece = run  # within the range: the run itself, no copy
+            else:
+                piece = Run(max(run.lo, lo), min(run.hi, hi), run.state)
             if piece.lo > at:
                 gaps.append((at, piece.lo))
             at = piece.hi
