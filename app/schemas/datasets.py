@@ -306,6 +306,16 @@ class DatasetStatus(BaseModel):
     )
 
 
+class Requirement(BaseModel):
+    """One assertion a declaration must carry on this dataset for its budget's guarantee to
+    hold (a registration or preview without it is a 422 naming ``field``)."""
+
+    field: Literal["contribution", "neighbours"]
+    value: str = Field(description="the value the field must carry")
+    applies_to: str = Field(description="which declarations must carry it")
+    text: str = Field(description="what the assertion means and why it is required")
+
+
 class DatasetOut(BaseModel):
     """A dataset with its budget status in the mode's units and as (ε, δ)."""
 
@@ -328,6 +338,13 @@ class DatasetOut(BaseModel):
         "every block's): 'blocks.protects' says what one block's budget protects, "
         "'blocks.requires' what a declaration must state for it to hold (for a 'person' "
         "unit: contribution 'person'; null for a 'record' unit)",
+    )
+    requires: list[Requirement] = Field(
+        default_factory=list,
+        description="what a declaration must assert on this dataset, each enforced at "
+        "registration and preview: 'contribution': 'person' on a partition whose unit is "
+        "'person', 'neighbours': 'zero_out' on a tree_aggregation of an 'add_remove' dataset "
+        "(docs/accounting.md, *Blocks that protect persons*, *Tree aggregation's neighbours*)",
     )
 
 

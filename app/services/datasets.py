@@ -33,6 +33,7 @@ from odometer_core.accounting import (
 from odometer_core.accounting.summary import compose, summarise
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.chain import GENESIS_HASH
+from odometer_core.partition import requirements
 
 #: The entries of an admitted registration, whose declaration a status summary counts.
 ADMITTED = (EntryKind.INVOCATION_ACCEPTED, EntryKind.INVOCATION_RESERVED)
@@ -94,6 +95,9 @@ def dataset_view(
         "status": view_status,
         "ledger": {"last_seq": ds.last_seq, "head_hash": ds.head_hash},
         "partition": ds.partition_json,
+        "requires": requirements(
+            None if ds.partition_json is None else ds.partition_json.get("unit"), ds.relation
+        ),
     }
 
 

@@ -387,6 +387,41 @@ PERSON_REQUIRED: Final = (
 )
 
 
+#: What an ``add_remove`` dataset requires of a tree aggregation, as the API says it.
+TREE_REQUIRED: Final = (
+    'tree_aggregation (at any depth) marked "neighbours": "zero_out": its charge, the Gaussian '
+    "of sensitivity √d, holds when adding or removing a record changes its own leaf only, "
+    "every other record keeping its step (Kairouz et al. 2021); unmarked trees are refused"
+)
+
+
+def requirements(unit: str | None, relation: str) -> list[dict[str, str]]:
+    """What a declaration must assert on a dataset of partition ``unit`` (``None``: not
+    partitioned) and ``relation`` for its budget's guarantee to hold — each rule
+    :func:`check_assertions` enforces, as the dataset's view states it: the field, the value
+    it must carry, the declarations it applies to and why."""
+    out: list[dict[str, str]] = []
+    if unit == "person":
+        out.append(
+            {
+                "field": "contribution",
+                "value": "person",
+                "applies_to": "every declaration",
+                "text": PERSON_REQUIRED,
+            }
+        )
+    if relation == "add_remove":
+        out.append(
+            {
+                "field": "neighbours",
+                "value": "zero_out",
+                "applies_to": "declarations containing a tree_aggregation",
+                "text": TREE_REQUIRED,
+            }
+        )
+    return out
+
+
 def check_assertions(
     unit: str | None,
     relation: str,
