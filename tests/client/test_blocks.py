@@ -7,7 +7,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,6 @@ from odometer_client import declarations as d
 from odometer_client.models import BlockRange, BlockRun
 from tests.client.conftest import FAST_RETRY
 from tests.client.live import ADMIN_KEY, Server
-from tests.concurrency.server import running_server
-from tests.support import PG_SKIP_REASON, fresh_database, postgres_url
 
 ODOMETER = Path(sys.executable).parent / "odometer"
 DAYS = {"kind": "day", "unit": "record", "timezone": "Europe/Paris"}
@@ -40,30 +37,6 @@ NOVEMBER = [
     ("2026-11-27", "2026-11-28", 2, "0.4"),
     ("2026-11-29", "2026-11-30", 2, "0"),
 ]
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def live(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    """The session's SQLite server, or one on a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield request.getfixturevalue("server")
-        return
-    if postgres_url() is None:
-        pytest.skip(PG_SKIP_REASON)
-    tmp = tmp_path_factory.mktemp("blocks-postgres")
-    with (
-        fresh_database("postgresql", tmp) as backend,
-        running_server(backend.url, tmp / "server.log") as server,
-    ):
-        yield server
-
-
-@pytest.fixture
-def api(live: Server) -> Iterator[OdometerClient]:
-    with OdometerClient(live.base_url, ADMIN_KEY, retry=FAST_RETRY) as c:
-        yield c
 
 
 def _runs(runs: list[BlockRun]) -> list[tuple[str, str, int, str]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -19,36 +18,10 @@ from odometer_client import declarations as d
 from odometer_client.models import BlockRange
 from tests.client.conftest import FAST_RETRY
 from tests.client.live import ADMIN_KEY, Server
-from tests.concurrency.server import running_server
-from tests.support import PG_SKIP_REASON, fresh_database, postgres_url
 
 PERSONS = {"kind": "bucket", "unit": "person", "buckets": 16}
 EPS = d.pure_dp("0.25")
 TREE = d.tree_aggregation("10", [15])  # d = 4 levels: ρ = 4/(2·10²) = 0.02
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def live(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    """The session's SQLite server, or one on a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield request.getfixturevalue("server")
-        return
-    if postgres_url() is None:
-        pytest.skip(PG_SKIP_REASON)
-    tmp = tmp_path_factory.mktemp("persons-postgres")
-    with (
-        fresh_database("postgresql", tmp) as backend,
-        running_server(backend.url, tmp / "server.log") as server,
-    ):
-        yield server
-
-
-@pytest.fixture
-def api(live: Server) -> Iterator[OdometerClient]:
-    with OdometerClient(live.base_url, ADMIN_KEY, retry=FAST_RETRY) as c:
-        yield c
 
 
 def _persons(api: OdometerClient, name: str) -> str:

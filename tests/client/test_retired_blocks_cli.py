@@ -7,7 +7,6 @@ afterwards still show what was released (docs/accounting.md, *Partitioned datase
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,32 +15,12 @@ import pytest
 
 from app.cli import main
 from tests.client.live import ADMIN_KEY, Server
-from tests.concurrency.server import running_server
-from tests.support import PG_SKIP_REASON, fresh_database, postgres_url
 
 DAYS = {"kind": "day", "unit": "record", "timezone": "Europe/Paris"}
 ODP = {
     "type": "odp",
     "cells": [{"name": "low", "epsilon": "0.05"}, {"name": "high", "epsilon": "0.3"}],
 }
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def live(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    """The session's SQLite server, or one on a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield request.getfixturevalue("server")
-        return
-    if postgres_url() is None:
-        pytest.skip(PG_SKIP_REASON)
-    tmp = tmp_path_factory.mktemp("retired-postgres")
-    with (
-        fresh_database("postgresql", tmp) as backend,
-        running_server(backend.url, tmp / "server.log") as server,
-    ):
-        yield server
 
 
 def _cli(live: Server, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
