@@ -45,42 +45,8 @@ from odometer_core.accounting.levels import cap_config
 from odometer_core.ledger.formats import write_export
 from odometer_core.ledger.organisation import replay_organisation
 from odometer_core.ledger.replay import replay
+from tests.api.caps import DPSGD, GAUSSIAN, ODP, cap_dataset, organisation, register, set_cap
 from tests.support import AUTH, ROOT, ledger, new_organisation, rehashed
-
-GAUSSIAN = {"type": "gaussian", "sigma": "10", "sensitivity": "1"}
-DPSGD = {"type": "dp_sgd", "noise_multiplier": "1", "sample_rate": "0.01", "steps": 100}
-ODP = {
-    "type": "odp",
-    "cells": [{"name": "low", "epsilon": "0.01"}, {"name": "high", "epsilon": "0.5"}],
-}
-
-
-def _dataset(client: TestClient, org: str, mode: str, epsilon: str = "1000") -> str:
-    body = {
-        "name": mode,
-        "budget": {"epsilon": epsilon, "delta": "0.001"},
-        "accounting": {"mode": mode},
-        "organisation_id": org,
-    }
-    r = client.post("/v1/datasets", json=body, headers=AUTH)
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
-
-
-def _cap(client: TestClient, org: str, body: dict[str, Any] | None) -> Any:
-    return client.patch(f"/v1/organisations/{org}/cap", json=body, headers=AUTH)
-
-
-def _register(client: TestClient, ds: str, mechanism: dict[str, Any]) -> Any:
-    return client.post(
-        f"/v1/datasets/{ds}/invocations", json={"mechanism": mechanism}, headers=AUTH
-    )
-
-
-def _org(client: TestClient, org: str) -> dict[str, Any]:
-    found = client.get("/v1/organisations", headers=AUTH).json()["organisations"]
-    view: dict[str, Any] = next(o for o in found if o["id"] == org)
-    return view
 
 
 def walk_through_cap() -> dict[str, Any]:
@@ -96,13 +62,13 @@ def walk_through_cap() -> dict[str, Any]:
 def test_the_walk_through_cap_admits_a_dp_sgd_job(client: TestClient) -> None:
     cap = walk_through_cap()
     org = new_organisation(client)
-    assert _cap(client, org, cap).status_code == 200
-    training = _dataset(client, org, "rdp", epsilon="10")
-    r = _register(client, training, DPSGD)
+    assert set_cap(client, org, cap).status_code == 200
+    training = cap_dataset(client, org, "rdp", epsilon="10")
+    r = register(client, training, DPSGD)
     assert r.status_code == 201, r.text
     assert r.json()["status"] == "accepted"
     assert cap["accounting"] == {"mode": "rdp"}, cap  # the recommended currency
-    view = _org(client, org)
+    view = organisation(client, org)
     assert view["cap_seq"] == 1 and view["usage"] == {training: 1}
     # what the cap counted is DP-SGD's curve, as the core charges it at that cap
     config = cap_config(cap["epsilon"], cap["delta"], cap["accounting"])
@@ -115,11 +81,11 @@ def test_a_declaration_the_cap_cannot_account_is_a_422_naming_the_cap(
     client: TestClient,
 ) -> None:
     org = new_organisation(client)
-    roomy, tight = _dataset(client, org, "rdp"), _dataset(client, org, "rdp", epsilon="0.2")
+    roomy, tight = cap_dataset(client, org, "rdp"), cap_dataset(client, org, "rdp", epsilon="0.2")
     own = make_config("0.2", "0.001", "add_remove", {"mode": "rdp"})
     assert not admit(own, initial_state(own), parse_declaration(DPSGD)).admitted  # tight refuses
     cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
-    assert _cap(client, org, cap).status_code == 200
+    assert set_cap(client, org, cap).status_code == 200
     detail = (
         f"organisation '{org}': the organisation cap (mode 'zcdp') cannot account 'dp_sgd': "
         "'dp_sgd' has no certified zCDP bound (a finite RDP grid does not certify zCDP and "
@@ -143,10 +109,10 @@ def test_a_declaration_the_cap_cannot_account_is_a_422_naming_the_cap(
         f"/v1/organisations/{org}/cap/capacity", json={"mechanism": DPSGD}, headers=AUTH
     )
     assert r.status_code == 422 and r.json()["detail"] == detail, r.text
-    assert _org(client, org)["cap_seq"] == 0
+    assert organisation(client, org)["cap_seq"] == 0
     # a gdp cap names the three modes that account a Laplace
     gdp = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "gdp"}}
-    assert _cap(client, org, gdp).status_code == 200
+    assert set_cap(client, org, gdp).status_code == 200
     laplace = {"type": "laplace", "scale": "2", "sensitivity": "1"}
     r = client.post(
         f"/v1/datasets/{roomy}/invocations/preview", json={"mechanism": laplace}, headers=AUTH
@@ -186,28 +152,28 @@ def test_a_counted_zcdp_cap_is_replaced_by_an_rdp_cap(
     client: TestClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     org = new_organisation(client)
-    gauss, training = _dataset(client, org, "zcdp"), _dataset(client, org, "rdp")
+    gauss, training = cap_dataset(client, org, "zcdp"), cap_dataset(client, org, "rdp")
     zcdp = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
-    assert _cap(client, org, zcdp).status_code == 200
+    assert set_cap(client, org, zcdp).status_code == 200
     for i in range(6):
-        assert _register(client, (gauss, training)[i % 2], GAUSSIAN).status_code == 201
-    assert _register(client, training, DPSGD).status_code == 422  # the zcdp cap cannot
+        assert register(client, (gauss, training)[i % 2], GAUSSIAN).status_code == 201
+    assert register(client, training, DPSGD).status_code == 422  # the zcdp cap cannot
     first = _fold("zcdp", "10", "0.00001", [GAUSSIAN] * 6)
-    assert _org(client, org)["status"]["odometer"] == first
+    assert organisation(client, org)["status"]["odometer"] == first
     old = [ledger(client, d) for d in (gauss, training)]
 
     rdp = {"epsilon": "5", "delta": "0.00001", "accounting": {"mode": "rdp"}}
-    fixed = _cap(client, org, rdp)
+    fixed = set_cap(client, org, rdp)
     assert fixed.status_code == 409 and fixed.json()["error"] == "ModeFixed", fixed.text
     assert '"replace": true' in fixed.json()["detail"]
-    r = _cap(client, org, {**rdp, "replace": True})
+    r = set_cap(client, org, {**rdp, "replace": True})
     assert r.status_code == 200, r.text
     view = r.json()
     assert first["delta"] == "0.0000099"  # δ_c: the 1 % kept for approximate δ spent nothing
     closed = {"mode": "zcdp", "epsilon": first["epsilon"], "delta": "0.0000099", "after_seq": 6}
     assert view["closed"] == [closed]
     assert view["cap"] == {"epsilon": "5", "delta": "0.00001", "mode": "rdp"}
-    assert view["spent"] == _org(client, org)["spent"]
+    assert view["spent"] == organisation(client, org)["spent"]
     fresh = _fold("rdp", "5", "0.00001", [])
     assert view["status"]["odometer"] == fresh
     # the new cap released nothing yet: the statement is the closed one's, nothing added
@@ -217,10 +183,10 @@ def test_a_counted_zcdp_cap_is_replaced_by_an_rdp_cap(
     assert "counted nothing yet" in view["statement"]["note"]
 
     # the new cap counts from now on: DP-SGD and Gaussians, in its own currency
-    assert _register(client, training, DPSGD).status_code == 201
-    assert _register(client, gauss, GAUSSIAN).status_code == 201
+    assert register(client, training, DPSGD).status_code == 201
+    assert register(client, gauss, GAUSSIAN).status_code == 201
     second = _fold("rdp", "5", "0.00001", [DPSGD, GAUSSIAN])
-    now = _org(client, org)
+    now = organisation(client, org)
     assert now["status"]["odometer"] == second
     total_delta = Decimal(first["delta"]) + Decimal(second["delta"])
     expected: dict[str, Any] = {
@@ -278,37 +244,37 @@ def test_a_replacement_waits_for_open_reservations_and_closes_nothing_uncounted(
     client: TestClient,
 ) -> None:
     org = new_organisation(client)
-    ds = _dataset(client, org, "basic")
-    assert _cap(client, org, {"epsilon": "10", "delta": "0.00001"}).status_code == 200
-    reserved = _register(client, ds, ODP)
+    ds = cap_dataset(client, org, "basic")
+    assert set_cap(client, org, {"epsilon": "10", "delta": "0.00001"}).status_code == 200
+    reserved = register(client, ds, ODP)
     assert reserved.status_code == 201 and reserved.json()["status"] == "reserved"
-    before = _org(client, org)
+    before = organisation(client, org)
     rdp = {"epsilon": "5", "delta": "0.00001", "accounting": {"mode": "rdp"}, "replace": True}
-    r = _cap(client, org, rdp)
+    r = set_cap(client, org, rdp)
     assert r.status_code == 409 and r.json()["error"] == "ReservationsOpen", r.text
     assert "1 open reservation" in r.json()["detail"]
-    assert _org(client, org) == before  # nothing changed
+    assert organisation(client, org) == before  # nothing changed
     url = f"/v1/datasets/{ds}/invocations/{reserved.json()['id']}/settle"
     assert client.post(url, json={"cell": "low"}, headers=AUTH).status_code == 200
-    r = _cap(client, org, rdp)
+    r = set_cap(client, org, rdp)
     assert r.status_code == 200, r.text
     assert r.json()["closed"] == [
         {"mode": "basic", "epsilon": "0.01", "delta": "0", "after_seq": 2}
     ]
     # replaced again before the new cap counted anything: nothing more is closed
-    again = _cap(client, org, {**rdp, "accounting": {"mode": "zcdp"}})
+    again = set_cap(client, org, {**rdp, "accounting": {"mode": "zcdp"}})
     assert again.status_code == 200 and len(again.json()["closed"]) == 1, again.text
     assert again.json()["cap"]["mode"] == "zcdp"
-    assert _register(client, ds, GAUSSIAN).status_code == 201
+    assert register(client, ds, GAUSSIAN).status_code == 201
     verdict = replay_organisation([ledger(client, ds)])
     assert verdict.ok, verdict.problems
     assert verdict.closed == again.json()["closed"]
     assert verdict.statement is not None
     assert Decimal(verdict.statement["epsilon"]) == Decimal("0.01") + Decimal(
-        _org(client, org)["status"]["odometer"]["epsilon"]
+        organisation(client, org)["status"]["odometer"]["epsilon"]
     )
     # a replacement names the new cap
-    assert _cap(client, org, {"replace": True}).status_code == 422
+    assert set_cap(client, org, {"replace": True}).status_code == 422
 
 
 def test_a_cap_changed_then_replaced_before_any_entry_replays(client: TestClient) -> None:
@@ -317,19 +283,19 @@ def test_a_cap_changed_then_replaced_before_any_entry_replays(client: TestClient
     the ledgers recorded (a reading depends on the counted state and the ladder fixed at
     creation, which a change keeps)."""
     org = new_organisation(client)
-    ds = _dataset(client, org, "rdp")
+    ds = cap_dataset(client, org, "rdp")
     rdp = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "rdp"}}
-    assert _cap(client, org, rdp).status_code == 200
+    assert set_cap(client, org, rdp).status_code == 200
     for _ in range(6):
-        assert _register(client, ds, GAUSSIAN).status_code == 201
-    reading = _org(client, org)["status"]["odometer"]
-    lowered = _cap(client, org, {**rdp, "epsilon": "5"})  # kills orders, keeps the reading
+        assert register(client, ds, GAUSSIAN).status_code == 201
+    reading = organisation(client, org)["status"]["odometer"]
+    lowered = set_cap(client, org, {**rdp, "epsilon": "5"})  # kills orders, keeps the reading
     assert lowered.status_code == 200 and lowered.json()["status"]["odometer"] == reading
     zcdp = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}, "replace": True}
-    replaced = _cap(client, org, zcdp)
+    replaced = set_cap(client, org, zcdp)
     assert replaced.status_code == 200, replaced.text
     assert replaced.json()["closed"][0]["epsilon"] == reading["epsilon"]
-    assert _register(client, ds, GAUSSIAN).status_code == 201
+    assert register(client, ds, GAUSSIAN).status_code == 201
     verdict = replay_organisation([ledger(client, ds)])
     assert verdict.ok, verdict.problems
     assert verdict.closed == replaced.json()["closed"] and verdict.decisions == 7

@@ -21,45 +21,8 @@ from fastapi.testclient import TestClient
 from odometer_core.accounting import capacity, initial_state, make_config, parse_declaration
 from odometer_core.ledger.organisation import replay_organisation
 from odometer_core.ledger.replay import replay
+from tests.api.caps import DPSGD, GAUSSIAN, ODP, cap_dataset, organisation, register, set_cap
 from tests.support import AUTH, ledger, new_organisation, new_principal, rehashed
-
-GAUSSIAN = {"type": "gaussian", "sigma": "10", "sensitivity": "1"}
-DPSGD = {"type": "dp_sgd", "noise_multiplier": "1", "sample_rate": "0.01", "steps": 100}
-ODP = {
-    "type": "odp",
-    "cells": [{"name": "low", "epsilon": "0.01"}, {"name": "high", "epsilon": "0.5"}],
-}
-
-
-def _dataset(
-    client: TestClient, org: str, mode: str, *, epsilon: str = "1000", relation: str = "add_remove"
-) -> str:
-    body = {
-        "name": f"{mode}-{relation}",
-        "budget": {"epsilon": epsilon, "delta": "0.001"},
-        "relation": relation,
-        "accounting": {"mode": mode},
-        "organisation_id": org,
-    }
-    r = client.post("/v1/datasets", json=body, headers=AUTH)
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
-
-
-def _cap(client: TestClient, org: str, body: dict[str, Any] | None) -> Any:
-    return client.patch(f"/v1/organisations/{org}/cap", json=body, headers=AUTH)
-
-
-def _register(client: TestClient, ds: str, mechanism: dict[str, Any]) -> Any:
-    return client.post(
-        f"/v1/datasets/{ds}/invocations", json={"mechanism": mechanism}, headers=AUTH
-    )
-
-
-def _org(client: TestClient, org: str) -> dict[str, Any]:
-    found = client.get("/v1/organisations", headers=AUTH).json()["organisations"]
-    view: dict[str, Any] = next(o for o in found if o["id"] == org)
-    return view
 
 
 def _one_dataset_admits(mode: str, mechanism: dict[str, Any]) -> int:
@@ -72,21 +35,21 @@ def test_a_zcdp_cap_admits_what_one_zcdp_dataset_admits(client: TestClient) -> N
     """Today's basic cap refused the 11th Gaussian; a zcdp cap of the same (10, 1e-5) over
     three datasets admits at least what one zcdp dataset admits, then refuses at the cap."""
     org = new_organisation(client)
-    datasets = [_dataset(client, org, m) for m in ("zcdp", "zcdp", "rdp")]
-    r = _cap(client, org, {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}})
+    datasets = [cap_dataset(client, org, m) for m in ("zcdp", "zcdp", "rdp")]
+    r = set_cap(client, org, {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}})
     assert r.status_code == 200, r.text
     assert r.json()["cap"] == {"epsilon": "10", "delta": "0.00001", "mode": "zcdp"}
     assert r.json()["status"]["final_conversion_delta"] == "0.0000099"  # 1 % kept for δ_i
     admitted, i = 0, 0
     while True:
-        r = _register(client, datasets[i % 3], GAUSSIAN)
+        r = register(client, datasets[i % 3], GAUSSIAN)
         i += 1
         if r.status_code != 201:
             break
         admitted += 1
     assert r.status_code == 409 and r.json()["level"] == "organisation", r.text
     assert admitted >= _one_dataset_admits("zcdp", GAUSSIAN) > 300, admitted
-    view = _org(client, org)
+    view = organisation(client, org)
     # the refusal names the datasets that used the cap, most first
     share = {d: (admitted - k + 2) // 3 for k, d in enumerate(datasets)}
     assert view["usage"] == share
@@ -109,15 +72,17 @@ def test_a_declaration_the_cap_cannot_account_is_refused_with_the_reason(
     client: TestClient,
 ) -> None:
     org = new_organisation(client)
-    rdp = _dataset(client, org, "rdp")
-    assert _cap(client, org, {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}})
-    r = _register(client, rdp, DPSGD)
+    rdp = cap_dataset(client, org, "rdp")
+    assert set_cap(
+        client, org, {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
+    )
+    r = register(client, rdp, DPSGD)
     assert r.status_code == 422, r.text
     assert "organisation cap (mode 'zcdp')" in r.json()["detail"]
-    assert len(ledger(client, rdp)) == 1 and _org(client, org)["cap_seq"] == 0
-    gdp = _cap(client, org, {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "gdp"}})
+    assert len(ledger(client, rdp)) == 1 and organisation(client, org)["cap_seq"] == 0
+    gdp = set_cap(client, org, {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "gdp"}})
     assert gdp.status_code == 200, gdp.text  # nothing counted yet: any mode
-    r = _register(client, rdp, {"type": "pure_dp", "epsilon": "0.1"})
+    r = register(client, rdp, {"type": "pure_dp", "epsilon": "0.1"})
     assert r.status_code == 422 and "mode 'gdp'" in r.json()["detail"], r.text
 
 
@@ -125,22 +90,22 @@ def test_odp_under_a_curve_cap_keeps_the_worst_cell_on_settle_and_releases_it_on
     client: TestClient,
 ) -> None:
     org = new_organisation(client)
-    basic = _dataset(client, org, "basic")
+    basic = cap_dataset(client, org, "basic")
     cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
-    assert _cap(client, org, cap).status_code == 200
-    first = _register(client, basic, ODP).json()
+    assert set_cap(client, org, cap).status_code == 200
+    first = register(client, basic, ODP).json()
     assert first["status"] == "reserved"
-    worst_rho = _org(client, org)["spent"]["rho"]
+    worst_rho = organisation(client, org)["spent"]["rho"]
     assert Decimal(worst_rho) > 0
     url = f"/v1/datasets/{basic}/invocations"
     settled = client.post(f"{url}/{first['id']}/settle", json={"cell": "low"}, headers=AUTH)
     assert settled.status_code == 200, settled.text
-    assert _org(client, org)["spent"]["rho"] == worst_rho  # no output-dependent ρ refund
-    second = _register(client, basic, ODP).json()
-    assert Decimal(_org(client, org)["spent"]["rho"]) == 2 * Decimal(worst_rho)
+    assert organisation(client, org)["spent"]["rho"] == worst_rho  # no output-dependent ρ refund
+    second = register(client, basic, ODP).json()
+    assert Decimal(organisation(client, org)["spent"]["rho"]) == 2 * Decimal(worst_rho)
     cancelled = client.post(f"{url}/{second['id']}/cancel", headers=AUTH)
     assert cancelled.status_code == 200, cancelled.text
-    assert _org(client, org)["spent"]["rho"] == worst_rho  # nothing ran: released
+    assert organisation(client, org)["spent"]["rho"] == worst_rho  # nothing ran: released
     verdict = replay_organisation([ledger(client, basic)])
     assert verdict.ok and verdict.decisions == 4, verdict.problems
     assert replay(ledger(client, basic)).ok
@@ -150,33 +115,33 @@ def test_the_mode_is_fixed_once_counted_and_a_change_keeps_the_reading(
     client: TestClient,
 ) -> None:
     org = new_organisation(client)
-    ds = _dataset(client, org, "zcdp")
+    ds = cap_dataset(client, org, "zcdp")
     cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
-    assert _cap(client, org, cap).status_code == 200
+    assert set_cap(client, org, cap).status_code == 200
     for _ in range(40):
-        assert _register(client, ds, GAUSSIAN).status_code == 201
-    before = _org(client, org)
-    r = _cap(client, org, {**cap, "accounting": {"mode": "rdp"}})
+        assert register(client, ds, GAUSSIAN).status_code == 201
+    before = organisation(client, org)
+    r = set_cap(client, org, {**cap, "accounting": {"mode": "rdp"}})
     assert r.status_code == 409 and r.json()["error"] == "ModeFixed", r.text
     reading = Decimal(before["status"]["odometer"]["epsilon"])
-    low = _cap(client, org, {**cap, "epsilon": str(reading / 2)})
+    low = set_cap(client, org, {**cap, "epsilon": str(reading / 2)})
     assert low.status_code == 409 and low.json()["error"] == "BudgetBelowSpent", low.text
-    lowered = _cap(client, org, {**cap, "epsilon": "5"})
+    lowered = set_cap(client, org, {**cap, "epsilon": "5"})
     assert lowered.status_code == 200, lowered.text
     assert lowered.json()["status"]["odometer"] == before["status"]["odometer"]
-    assert _org(client, org)["spent"] == before["spent"]
+    assert organisation(client, org)["spent"] == before["spent"]
     admitted = 0
-    while _register(client, ds, GAUSSIAN).status_code == 201:
+    while register(client, ds, GAUSSIAN).status_code == 201:
         admitted += 1
-    final = _org(client, org)["status"]["odometer"]
+    final = organisation(client, org)["status"]["odometer"]
     assert Decimal(final["epsilon"]) <= Decimal("5")
     # the basic (ε, δ) rule after the change as well: removing and setting it again continues
-    assert _cap(client, org, None).json()["cap"] is None
-    again = _cap(client, org, {**cap, "epsilon": "6"})
-    assert again.status_code == 200 and again.json()["spent"] == _org(client, org)["spent"]
-    assert _register(client, ds, GAUSSIAN).status_code == 201
+    assert set_cap(client, org, None).json()["cap"] is None
+    again = set_cap(client, org, {**cap, "epsilon": "6"})
+    assert again.status_code == 200 and again.json()["spent"] == organisation(client, org)["spent"]
+    assert register(client, ds, GAUSSIAN).status_code == 201
     # without a mode the cap keeps its own
-    kept = _cap(client, org, {"epsilon": "6.5", "delta": "0.00001"})
+    kept = set_cap(client, org, {"epsilon": "6.5", "delta": "0.00001"})
     assert kept.status_code == 200 and kept.json()["cap"]["mode"] == "zcdp", kept.text
     verdict = replay_organisation([ledger(client, ds)])
     assert verdict.ok, verdict.problems
@@ -185,11 +150,11 @@ def test_the_mode_is_fixed_once_counted_and_a_change_keeps_the_reading(
 
 def test_the_cap_replay_finds_a_missing_ledger_and_an_edited_charge(client: TestClient) -> None:
     org = new_organisation(client)
-    a, b = _dataset(client, org, "zcdp"), _dataset(client, org, "rdp", relation="replace_one")
+    a, b = cap_dataset(client, org, "zcdp"), cap_dataset(client, org, "rdp", relation="replace_one")
     cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "rdp"}}
-    assert _cap(client, org, cap).status_code == 200
+    assert set_cap(client, org, cap).status_code == 200
     for i in range(6):
-        assert _register(client, (a, b)[i % 2], GAUSSIAN).status_code == 201
+        assert register(client, (a, b)[i % 2], GAUSSIAN).status_code == 201
     ledgers = [ledger(client, a), ledger(client, b)]
     assert replay_organisation(ledgers).ok
     missing = replay_organisation(ledgers[:1])
@@ -206,11 +171,11 @@ def test_an_existing_basic_cap_keeps_working(client: TestClient) -> None:
     """A cap set as before (no mode) is the basic (ε, δ) filter: the 11th Gaussian is refused
     at δ_cap/10 a conversion, as it always was."""
     org = new_organisation(client)
-    ds = _dataset(client, org, "zcdp")
-    r = _cap(client, org, {"epsilon": "10", "delta": "0.00001"})
+    ds = cap_dataset(client, org, "zcdp")
+    r = set_cap(client, org, {"epsilon": "10", "delta": "0.00001"})
     assert r.status_code == 200 and r.json()["cap"]["mode"] == "basic", r.text
     admitted = 0
-    while _register(client, ds, GAUSSIAN).status_code == 201:
+    while register(client, ds, GAUSSIAN).status_code == 201:
         admitted += 1
     assert admitted == 10
     assert replay_organisation([ledger(client, ds)]).ok
@@ -218,30 +183,30 @@ def test_an_existing_basic_cap_keeps_working(client: TestClient) -> None:
 
 def test_capacity_says_exactly_how_many_more_the_cap_admits(client: TestClient) -> None:
     org = new_organisation(client)
-    datasets = [_dataset(client, org, "zcdp"), _dataset(client, org, "rdp")]
+    datasets = [cap_dataset(client, org, "zcdp"), cap_dataset(client, org, "rdp")]
     url = f"/v1/organisations/{org}/cap/capacity"
     query = {"mechanism": GAUSSIAN, "dataset_id": datasets[0]}
     none = client.post(url, json=query, headers=AUTH)
     assert none.status_code == 409 and none.json()["error"] == "NoCap", none.text
     cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
-    assert _cap(client, org, cap).status_code == 200
+    assert set_cap(client, org, cap).status_code == 200
     first = client.post(url, json=query, headers=AUTH).json()
     assert first["count"] == _one_dataset_admits("zcdp", GAUSSIAN) and not first["at_least"]
     assert first["mode"] == "zcdp" and first["relation"] == "add_remove"
     for i in range(30):
-        assert _register(client, datasets[i % 2], GAUSSIAN).status_code == 201
+        assert register(client, datasets[i % 2], GAUSSIAN).status_code == 201
     left = client.post(url, json=query, headers=AUTH).json()
     assert left["count"] == first["count"] - 30 and left["reason"] == "rho budget exceeded"
     for i in range(left["count"]):
-        assert _register(client, datasets[i % 2], GAUSSIAN).status_code == 201
-    assert _register(client, datasets[0], GAUSSIAN).status_code == 409
+        assert register(client, datasets[i % 2], GAUSSIAN).status_code == 201
+    assert register(client, datasets[0], GAUSSIAN).status_code == 409
     assert client.post(url, json=query, headers=AUTH).json()["count"] == 0
     sgd = client.post(url, json={"mechanism": DPSGD}, headers=AUTH)
     assert sgd.status_code == 422 and "zCDP" in sgd.json()["detail"], sgd.text
     other = new_organisation(client)
     elsewhere = client.post(
         url,
-        json={"mechanism": GAUSSIAN, "dataset_id": _dataset(client, other, "zcdp")},
+        json={"mechanism": GAUSSIAN, "dataset_id": cap_dataset(client, other, "zcdp")},
         headers=AUTH,
     )
     assert elsewhere.status_code == 404, elsewhere.text
@@ -251,15 +216,15 @@ def test_the_report_replays_the_cap_and_says_what_each_dataset_drew(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     org = new_organisation(client)
-    a, b, c = (_dataset(client, org, m) for m in ("zcdp", "basic", "rdp"))
+    a, b, c = (cap_dataset(client, org, m) for m in ("zcdp", "basic", "rdp"))
     cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "zcdp"}}
-    assert _cap(client, org, cap).status_code == 200
+    assert set_cap(client, org, cap).status_code == 200
     for _ in range(3):
-        assert _register(client, a, GAUSSIAN).status_code == 201
-    odp = _register(client, b, ODP).json()
+        assert register(client, a, GAUSSIAN).status_code == 201
+    odp = register(client, b, ODP).json()
     url = f"/v1/datasets/{b}/invocations/{odp['id']}/cancel"
     assert client.post(url, headers=AUTH).status_code == 200
-    assert _register(client, b, {"type": "pure_dp", "epsilon": "0.5"}).status_code == 201
+    assert register(client, b, {"type": "pure_dp", "epsilon": "0.5"}).status_code == 201
     report = client.get(f"/v1/organisations/{org}/report", headers=AUTH)
     assert report.status_code == 200, report.text
     body = report.json()
@@ -281,12 +246,12 @@ def test_the_report_replays_the_cap_and_says_what_each_dataset_drew(
 
 def test_bad_caps_are_refused_and_change_nothing(client: TestClient) -> None:
     org = new_organisation(client)
-    ds = _dataset(client, org, "zcdp")
+    ds = cap_dataset(client, org, "zcdp")
     cap = {"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "rdp"}}
-    assert _cap(client, org, cap).status_code == 200
+    assert set_cap(client, org, cap).status_code == 200
     for _ in range(3):
-        assert _register(client, ds, GAUSSIAN).status_code == 201
-    before = _org(client, org)
+        assert register(client, ds, GAUSSIAN).status_code == 201
+    before = organisation(client, org)
     split = {"mode": "split", "sub_budgets": [{"name": "a", "budget": {"epsilon": "1"}}]}
     bad: list[tuple[dict[str, Any], int]] = [
         ({**cap, "accounting": split}, 422),  # a cap is one filter
@@ -299,7 +264,7 @@ def test_bad_caps_are_refused_and_change_nothing(client: TestClient) -> None:
         ({"epsilon": "10", "delta": "0.00001", "accounting": {"mode": "rdp"}, "x": 1}, 422),
     ]  # fmt: skip
     for body, status in bad:
-        r = _cap(client, org, body)
+        r = set_cap(client, org, body)
         assert r.status_code == status, (body, r.text)
         assert r.json()["detail"], r.text
-        assert _org(client, org) == before
+        assert organisation(client, org) == before
