@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import blocks, blocks_attack
+from benchmarks import blocks
+from benchmarks.blocks_attack import BEGIN as ATTACK_BEGIN
+from benchmarks.blocks_attack import END as ATTACK_END
 
 
 def test_the_quick_run_prints_a_row_per_mode(capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,7 +38,7 @@ def test_the_attack_runs_small_on_sqlite(
     argv = ["--attack", url, "--buckets", "100000", "--registrations", "3", "--keys", "50"]
     assert blocks.main([*argv, "--repeat", "1", "--no-results"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(blocks_attack.BEGIN) and out.rstrip().endswith(blocks_attack.END)
+    assert out.startswith(ATTACK_BEGIN) and out.rstrip().endswith(ATTACK_END)
     rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| SQLite")]
     assert [row[2] for row in rows] == [
         "50-key registration",
