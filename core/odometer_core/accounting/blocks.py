@@ -145,32 +145,24 @@ class Blocks:
         return bisect.bisect_left(self.bounds[0], block)
 
     def pieces(self, lo: int, hi: int) -> Iterator[Run]:
-        """The runs within ``[lo, hi)``, clipped to it (gaps, blocks not open, left out)."""
+        """The runs within ``[lo, hi)``, clipped to it (gaps, blocks not open, left out): a
+        run that lies within the range as it is, not a copy. One binary search, then the
+        pieces in order."""
         runs = self.runs
         for at in range(self._index(lo), len(runs)):  # never a slice: that copies the rest
             run = runs[at]
             if run.lo >= hi:
                 return
-            yield Run(max(run.lo, lo), min(run.hi, hi), run.state)
+            if lo <= run.lo and run.hi <= hi:
+                yield run
+            else:
+                yield Run(max(run.lo, lo), min(run.hi, hi), run.state)
 
     def walk(self, ranges: Sequence[Range]) -> Iterator[Run]:
-        """The pieces of every range of ``ranges`` in turn (:meth:`pieces`), in one forward
-        pass when the ranges are sorted (each search starts where the last one ended)."""
-        runs, his = self.runs, self.bounds[1]
-        at, last = 0, None
+        """The pieces of every range of ``ranges`` in turn (:meth:`pieces`): O(k log runs)
+        for k ranges."""
         for lo, hi in ranges:
-            if last is not None and lo < last:
-                at = 0  # not sorted: search from the start
-            last = lo
-            at = bisect.bisect_right(his, lo, lo=at)
-            for i in range(at, len(runs)):
-                run = runs[i]
-                if run.lo >= hi:
-                    break
-                if lo <= run.lo and run.hi <= hi:
-                    yield run  # within the range: the run itself, no copy
-                else:
-                    yield Run(max(run.lo, lo), min(run.hi, hi), run.state)
+            yield from self.pieces(lo, hi)
 
     def state_of(self, block: int) -> FilterState | None:
         """One block's state, ``None`` when it is not open."""
@@ -261,22 +253,9 @@ def _grouped(
     pieces."""
     groups: dict[FilterState, list[Run]] = {}
     gaps: list[Range] = []
-    runs, his = blocks.runs, blocks.bounds[1]
-    start, last = 0, None
     for lo, hi in selection:
-        if last is not None and lo < last:
-            start = 0  # not sorted: search from the start
-        last = lo
-        start = bisect.bisect_right(his, lo, lo=start)
         at = lo
-        for i in range(start, len(runs)):
-            run = runs[i]
-            if run.lo >= hi:
-                break
-            if lo <= run.lo and run.hi <= hi:
-                piece = run  # within the range: the run itself, no copy
-            else:
-                piece = Run(max(run.lo, lo), min(run.hi, hi), run.state)
+        for piece in blocks.pieces(lo, hi):
             if piece.lo > at:
                 gaps.append((at, piece.lo))
             at = piece.hi
