@@ -23,9 +23,12 @@ from starlette.responses import Response
 from app.schemas.common import JsonNumber
 
 #: Bytes that may hold a JSON number with a fraction or an exponent: every such number has a
-#: digit followed by ``.``, ``e`` or ``E``. A body without them (integers and text only, as
-#: the client sends amounts) is decoded by orjson, the fastest; one with them by the standard
-#: decoder, which hands each such literal to :meth:`JsonNumber.of`.
+#: digit followed by ``.``, ``e`` or ``E``. A body without them is decoded by orjson, the
+#: fastest; one with them by the standard decoder, which hands each such literal to
+#: :meth:`JsonNumber.of`. The test also matches inside strings, so a body with decimal text
+#: (``"0.5"``, as the client sends amounts) takes the standard decoder too: about 4 µs for a
+#: registration's body against 0.3 µs with orjson, measured, next to about 1.7 ms of CPU for
+#: the admission it carries.
 _MAYBE_FRACTION: Final = re.compile(rb"[0-9][.eE]")
 
 
