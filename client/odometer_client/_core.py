@@ -1,6 +1,7 @@
 """What the sync and async clients share: request building (checked against the server's
 contract, :mod:`odometer_client.contract`), the retry policy and response decoding. Transport
-lives in the client classes (``_async.py``, and ``_sync.py`` generated from it)."""
+lives in the client classes (``_async/client.py``, and ``_sync/client.py`` generated from
+it)."""
 
 from __future__ import annotations
 
