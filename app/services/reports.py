@@ -3,7 +3,9 @@
 The report is one streaming pass over the dataset's ledger, read in batches of
 :data:`BATCH_SIZE` entries, each in its own short read transaction (like
 :func:`app.services.ledger.read_ledger`), up to the head seen when the report started. Every
-entry is fed to a :class:`~odometer_core.ledger.replay.Replayer` and to a :class:`_Tally`, so memory
+entry is fed to the verification (:mod:`app.services._verified`: every hash link re-checked,
+the decisions re-run from the last position a clean report of this process reached) and to a
+:class:`_Tally`, so memory
 is bounded by the number of analysts, declaration kinds, open reservations (as the replay's),
 distinct rejection reasons (capped) and series points (≤ :data:`MAX_POINTS`), never by the
 length of the ledger.
@@ -24,6 +26,7 @@ from typing import Any
 from app.db.uow import UnitOfWork
 from app.services import blocks
 from app.services._aggregate import load_filter, visible_dataset
+from app.services._verified import VERIFIED, Verification, gc_paused
 from app.services.errors import InvalidBlocks
 from app.services.principals import Principal
 from odometer_core.accounting import (
@@ -373,17 +376,22 @@ def dataset_report(
         window = blocks.key_range(ds.partition_json, first, last)
     elif first is not None or last is not None:
         raise InvalidBlocks(f"dataset '{dataset_id}' is not partitioned", field="from")
-    tally, replayer = _Tally(head), Replayer()
-    for entry in _batches(uow, dataset_id, head):
-        if verify:
-            replayer.feed(entry)
-        if not partitioned or _meets(entry, window):
-            tally.feed(entry)
+    tally = _Tally(head)
+    check = Verification(VERIFIED.get(dataset_id)) if verify else None
+    with gc_paused():
+        for entry in _batches(uow, dataset_id, head):
+            if check is not None:
+                check.feed(entry)
+            if not partitioned or _meets(entry, window):
+                tally.feed(entry)
+        replayer = None if check is None else check.replayer(_batches(uow, dataset_id, head))
+    if replayer is not None:
+        VERIFIED.put(dataset_id, replayer.snapshot())
     with uow.read_only():
         names = {actor: _principal_name(uow, actor) for actor in tally.analysts}
     config = _config(config_json)
     now = now_blocks if partitioned else _current_status(config_json, stored_state)
-    verification = _verdict(replayer, head_hash, stored_state, head) if verify else None
+    verification = None if replayer is None else _verdict(replayer, head_hash, stored_state, head)
     if verification is not None and now is None:
         verification["problems"].append(UNREADABLE)
         verification.update(ok=False, problem_count=verification["problem_count"] + 1)
