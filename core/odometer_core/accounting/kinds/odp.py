@@ -1,0 +1,239 @@
+"""The output-dependent (ODP) kinds: ``odp`` and the templates ``svt``, ``ptr``, ``iterative``
+and ``tested_release``, each exposing its partition (:meth:`~odometer_core.accounting.kinds.
+base.OdpCapable.partition`): the named cells with their ε and the single δ of the partition
+(Hartmann et al. 2022, Definition 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from itertools import pairwise
+from typing import Any, ClassVar
+
+from odometer_core.accounting.exact import UP, ZERO, add_up, fmt, mul_up
+from odometer_core.accounting.kinds.base import (
+    CELL_NAME,
+    MAX_CELLS,
+    MAX_STEPS,
+    Declaration,
+    DeclarationError,
+    Nested,
+    OdpCapable,
+    OdpPartition,
+    amount,
+    entries,
+    integer,
+    only,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ODP(Declaration, OdpCapable):
+    """An explicit ODP partition: named cells with ε_k and one δ (Hartmann et al. 2022,
+    Definition 2)."""
+
+    kind: ClassVar[str] = "odp"
+    cells: tuple[tuple[str, Decimal], ...]
+    delta: Decimal = ZERO
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "cells": [{"name": n, "epsilon": fmt(e)} for n, e in self.cells],
+            "delta": fmt(self.delta),
+        }
+
+    def partition(self) -> OdpPartition:
+        return OdpPartition(self.cells, self.delta)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], nested: Nested) -> ODP:
+        only(params, ["cells", "delta"], cls.kind)
+        raw = entries(params, "cells", MAX_CELLS)
+        cells: list[tuple[str, Decimal]] = []
+        seen: set[str] = set()
+        for item in raw:
+            if not isinstance(item, Mapping):
+                raise DeclarationError("each cell must be an object {name, epsilon}", field="cells")
+            only(item, ["name", "epsilon"], "cell")
+            name = item.get("name")
+            if not isinstance(name, str) or not CELL_NAME.match(name):
+                raise DeclarationError(
+                    "cell names must match [A-Za-z0-9_.:=+-]{1,64}", field="cells"
+                )
+            if name in seen:
+                raise DeclarationError(f"duplicate cell name '{name}'", field="cells")
+            seen.add(name)
+            cells.append((name, amount(item, "epsilon")))
+        return cls(tuple(cells), amount(params, "delta", default=ZERO, below_one=True))
+
+
+@dataclass(frozen=True, slots=True)
+class SVT(Declaration, OdpCapable):
+    """Sparse vector technique with at most c ⊤ answers (Hartmann et al. 2022, Algorithm 2).
+
+    Lemma 8: the cell of outputs with exactly c' ⊤ answers has ε(c') = ε₁ + (c'/c)·ε₂, and the
+    mechanism is ODP with δ = 0. Cells are named ``tops=c'`` for c' = 0..c.
+    """
+
+    kind: ClassVar[str] = "svt"
+    epsilon1: Decimal
+    epsilon2: Decimal
+    c: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "epsilon1": fmt(self.epsilon1),
+            "epsilon2": fmt(self.epsilon2),
+            "c": self.c,
+        }
+
+    def partition(self) -> OdpPartition:
+        cells = tuple(
+            (
+                f"tops={k}",
+                add_up(
+                    self.epsilon1, UP.divide(mul_up(Decimal(k), self.epsilon2), Decimal(self.c))
+                ),
+            )
+            for k in range(self.c + 1)
+        )
+        return OdpPartition(cells, ZERO)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], nested: Nested) -> SVT:
+        only(params, ["epsilon1", "epsilon2", "c"], cls.kind)
+        return cls(
+            amount(params, "epsilon1"),
+            amount(params, "epsilon2"),
+            integer(params, "c", lower=1, upper=MAX_CELLS - 1),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PTR(Declaration, OdpCapable):
+    """Propose-test-release (Hartmann et al. 2022, Definition 9 and Lemma 10).
+
+    ``tests = 1``: one (ε, δ)-PTR function — released value cell 2ε, ⊥ cell ε (Def. 9 with
+    the ε-DP release). ``tests = 2``: the IQR construction of Lemma 10 — value 3ε, ⊥ 2ε. δ is
+    the PTR function's δ and is charged in full.
+    """
+
+    kind: ClassVar[str] = "ptr"
+    epsilon: Decimal
+    delta: Decimal
+    tests: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "epsilon": fmt(self.epsilon),
+            "delta": fmt(self.delta),
+            "tests": self.tests,
+        }
+
+    def partition(self) -> OdpPartition:
+        t = Decimal(self.tests)
+        return OdpPartition(
+            (("value", mul_up(t + 1, self.epsilon)), ("bottom", mul_up(t, self.epsilon))),
+            self.delta,
+        )
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], nested: Nested) -> PTR:
+        only(params, ["epsilon", "delta", "tests"], cls.kind)
+        tests = integer(params, "tests", lower=1, upper=2) if "tests" in params else 1
+        return cls(amount(params, "epsilon"), amount(params, "delta", below_one=True), tests)
+
+
+@dataclass(frozen=True, slots=True)
+class Iterative(Declaration, OdpCapable):
+    """Iterative mechanism with data-dependent early stopping (Hartmann et al. 2022,
+    Algorithm 3, Lemma 11).
+
+    Each step is (ε_step, δ_step)-DP; the run may stop at the declared points k_1 < … < k_n.
+    With COMP = basic composition, stopping point k has ε^k = k·ε_step and δ^k = k·δ_step, and
+    Lemma 11 makes the whole mechanism ODP with cells ``stop=k`` (ε^k) and
+    δ = Σ_i δ^{k_i} — summed over **all** potential stopping points, reserved in full.
+    """
+
+    kind: ClassVar[str] = "iterative"
+    step_epsilon: Decimal
+    step_delta: Decimal
+    stopping_points: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "step_epsilon": fmt(self.step_epsilon),
+            "step_delta": fmt(self.step_delta),
+            "stopping_points": list(self.stopping_points),
+        }
+
+    def partition(self) -> OdpPartition:
+        cells = tuple(
+            (f"stop={k}", mul_up(Decimal(k), self.step_epsilon)) for k in self.stopping_points
+        )
+        delta = add_up(*(mul_up(Decimal(k), self.step_delta) for k in self.stopping_points))
+        return OdpPartition(cells, delta)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], nested: Nested) -> Iterative:
+        only(params, ["step_epsilon", "step_delta", "stopping_points"], cls.kind)
+        raw = entries(params, "stopping_points", MAX_CELLS)
+        points = tuple(
+            integer({"stopping_point": k}, "stopping_point", lower=1, upper=MAX_STEPS) for k in raw
+        )
+        for prev, nxt in pairwise(points):
+            if nxt <= prev:
+                raise DeclarationError(
+                    "stopping_points must be strictly increasing", field="stopping_points"
+                )
+        part = cls(
+            amount(params, "step_epsilon"),
+            amount(params, "step_delta", below_one=True),
+            points,
+        )
+        if part.partition().delta >= 1:
+            raise DeclarationError("the summed δ over all stopping points must be < 1")
+        return part
+
+
+@dataclass(frozen=True, slots=True)
+class TestedRelease(Declaration, OdpCapable):
+    """Output perturbation with a DP quality test (Hartmann et al. 2022, Algorithm 5, Corollary 18).
+
+    Cells ``released`` (ε₁) and ``bottom`` (ε₂, the ⊥ answer), valid when ε₁ ≥ ε₂; one δ.
+    """
+
+    kind: ClassVar[str] = "tested_release"
+    epsilon_release: Decimal
+    epsilon_bottom: Decimal
+    delta: Decimal = ZERO
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "epsilon_release": fmt(self.epsilon_release),
+            "epsilon_bottom": fmt(self.epsilon_bottom),
+            "delta": fmt(self.delta),
+        }
+
+    def partition(self) -> OdpPartition:
+        return OdpPartition(
+            (("released", self.epsilon_release), ("bottom", self.epsilon_bottom)), self.delta
+        )
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], nested: Nested) -> TestedRelease:
+        only(params, ["epsilon_release", "epsilon_bottom", "delta"], cls.kind)
+        decl = cls(
+            amount(params, "epsilon_release"),
+            amount(params, "epsilon_bottom"),
+            amount(params, "delta", default=ZERO, below_one=True),
+        )
+        if decl.epsilon_bottom > decl.epsilon_release:
+            raise DeclarationError("Corollary 18 needs epsilon_release ≥ epsilon_bottom")
+        return decl
