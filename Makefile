@@ -10,7 +10,7 @@ KEY_FILE := .odometer-admin-key
 # public key beside it, for `odometer verify --public-key`)
 SIGNING_KEY_FILE := .odometer-checkpoint-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path
+.PHONY: run test browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-compare
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -165,3 +165,11 @@ bench-http-floor: dev
 ## bench-write-path: CPU per registration by build and group size, group commit over HTTP → benchmarks/RESULTS.md
 bench-write-path: dev
 	$(BIN)/python -m benchmarks write-path $(BENCH_ARGS)
+
+## bench-witness: the witness's cost on the write path, no witness beside lag 0 and 1 s → benchmarks/RESULTS.md
+bench-witness: dev
+	$(BIN)/python -m benchmarks witness $(BENCH_ARGS)
+
+## bench-compare: two builds side by side (BENCH_ARGS='A B': git refs or checkouts), printed
+bench-compare: dev
+	$(BIN)/python -m benchmarks compare $(BENCH_ARGS)

@@ -3,7 +3,9 @@
 ``python -m benchmarks`` alone lists them, one line each; ``python -m benchmarks NAME --help``
 gives a benchmark's options. Each is also a make target (``make bench-NAME BENCH_ARGS=…``) and
 has a smoke test in ``tests/benchmarks/``. Every benchmark writes its section of
-``benchmarks/RESULTS.md`` unless told not to (``--no-results`` or ``--no-write``).
+``benchmarks/RESULTS.md`` unless told not to (``--no-results`` or ``--no-write``), except
+``compare``, which only prints. Every one is in the table of ``docs/development.md``
+(*Benchmarks*).
 
 The other modules of the package are the benchmarks' parts (the load generator, the server
 plumbing, the bare HTTP floor app, ledger generation, the subprocess probes), not benchmarks.
@@ -71,6 +73,15 @@ BENCHMARKS: dict[str, Benchmark] = {
     "write-path": Benchmark(
         "write_path",
         "CPU per registration in process, by build (--compare) and group size; group commit",
+    ),
+    "witness": Benchmark(
+        "witness",
+        "the witness's cost on the write path: none, lag 0 and lag 1 s (--before: another build)",
+    ),
+    "compare": Benchmark(
+        "compare",
+        "two builds (git refs or checkouts) side by side: throughput and CPU per request, "
+        "rounds interleaved",
     ),
 }
 

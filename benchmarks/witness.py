@@ -9,7 +9,7 @@ Server CPU per registration is the two workers' user + system time over the meas
 ``--before DIR`` adds a fourth server: another checkout's build (``app`` and ``core``) with the
 witness at its own default, e.g. the earlier synchronous witness (``git archive`` of a commit).
 
-    .venv/bin/python -m benchmarks.witness
+    .venv/bin/python -m benchmarks witness [--before DIR]
 
 Writes the section of ``benchmarks/RESULTS.md`` between the ``witness`` markers.
 """
@@ -181,7 +181,10 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks witness",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
     p.add_argument("--backends", default="sqlite,postgresql")
     p.add_argument("--pg-url", default=os.environ.get("ODOMETER_BENCH_POSTGRES_URL", DEFAULT_PG))
     p.add_argument("--clients", default="1,32")
@@ -198,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         args.rounds,
         args.before,
     )
-    command = ".venv/bin/python -m benchmarks.witness " + " ".join(argv or [])
+    command = ".venv/bin/python -m benchmarks witness " + " ".join(argv or [])
     block = render(rows, command.strip())
     print(block)
     if not args.no_write:
