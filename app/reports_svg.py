@@ -15,9 +15,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import Decimal
 from typing import Any
 from xml.sax.saxutils import escape
+
+from odometer_core.accounting import summary
 
 WIDTH = 720
 #: Plot margins: right, top (title, legend), bottom (time axis); the left one fits the ticks.
@@ -61,16 +63,10 @@ def _label(value: object, limit: int = 40) -> str:
 def shown(value: Decimal | str, *, up: bool, digits: int = DIGITS) -> str:
     """``value`` with at most ``digits`` significant digits, rounded towards +∞ (``up``: what
     is spent or reserved) or towards −∞ (a budget, what remains), so the figure on screen is
-    never more favourable than the exact one. Plain notation from 10⁻⁷ up, else scientific."""
-    exact = Decimal(value)
-    if not exact.is_finite() or exact.is_zero():
-        return "0" if exact.is_zero() else str(exact)
-    quantum = Decimal(1).scaleb(exact.adjusted() - digits + 1)
-    rounded = exact.quantize(quantum, rounding=ROUND_CEILING if up else ROUND_FLOOR)
-    rounded = rounded.normalize()
-    if -7 <= rounded.adjusted() < 15:
-        return format(rounded, "f")
-    return format(rounded, "e")
+    never more favourable than the exact one. Plain notation from 10⁻⁷ up to below 10¹⁵, else
+    scientific: the core's one rounding for display
+    (:func:`odometer_core.accounting.summary.shown`), with the charts' digits."""
+    return summary.shown(value, up=up, digits=digits, plain_below=15)
 
 
 def nice_ticks(top: Decimal, count: int = 5) -> list[Decimal]:

@@ -26,7 +26,15 @@ SYMBOLS = {**dict(UNITS), "rdp": "RDP"}
 
 
 def significant(value: Decimal, *, down: bool = False) -> Decimal:
-    """``value`` rounded to :data:`DIGITS` significant digits, up (or ``down``)."""
+    """``value`` rounded to :data:`DIGITS` significant digits, up (or ``down``).
+
+    The command line's own rounding, for the amounts the server sends exact (budgets, spends,
+    charges, a report's rows); what it sends rounded for display is printed as it is (a
+    summary's ``text``; the figures of its ``left``, which this rounding leaves unchanged).
+    Why a copy of the core's rule (``odometer_core.accounting.summary.rounded``) rather than
+    the rule itself: the client depends on httpx alone and never imports the core (an auditor
+    installs the core beside the client, never the other way round);
+    ``tests/architecture/test_display_rounding.py`` holds the two to the same results."""
     if not value.is_finite() or value.is_zero():
         return value
     exponent = value.adjusted() - DIGITS + 1
@@ -150,6 +158,7 @@ class Output:
                 continue
             order = decimal(item.get("order"))
             where = "" if order is None else f" at α={fmt(order)}"
+            # rounded down for display by the server already: the rounding leaves it as it is
             amount = self.figure(item.get("amount"), left=True)
             symbol = SYMBOLS.get(str(item.get("unit")), str(item.get("unit")))
             text = f"{symbol} {amount}{where} ({percent(item.get('fraction'))})"

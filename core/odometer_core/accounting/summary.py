@@ -80,28 +80,37 @@ STEPS = 40
 UNIT_NAMES = {"epsilon": "ε", "delta": "δ", "rho": "ρ", "mu_squared": "μ²", "rdp": "RDP"}
 
 
+def rounded(value: Decimal, *, up: bool, digits: int = DIGITS) -> Decimal:
+    """The one rounding for display (the summaries here, the report's charts,
+    ``app/reports_svg.py``): ``value`` to at most ``digits`` significant digits, towards +∞
+    (``up``: a reading, a spend) or towards −∞ (what is left, a budget drawn as a limit), so that
+    the figure read is never more favourable than the exact one. Zero and non-finite values are
+    returned as they are."""
+    if not value.is_finite() or value == 0:
+        return value
+    exp = value.adjusted() - digits + 1
+    rounding = ROUND_CEILING if up else ROUND_FLOOR
+    return value.quantize(Decimal(1).scaleb(exp), rounding=rounding).normalize()
+
+
 def round_up(value: Decimal, digits: int = DIGITS) -> Decimal:
     """``value`` rounded up to ``digits`` significant digits (a reading or a spend)."""
-    return _round(value, digits, ROUND_CEILING)
+    return rounded(value, up=True, digits=digits)
 
 
 def round_down(value: Decimal, digits: int = DIGITS) -> Decimal:
     """``value`` rounded down to ``digits`` significant digits (what is left)."""
-    return _round(value, digits, ROUND_FLOOR)
+    return rounded(value, up=False, digits=digits)
 
 
-def _round(value: Decimal, digits: int, rounding: str) -> Decimal:
-    if not value.is_finite() or value == 0:
-        return value
-    exp = value.adjusted() - digits + 1
-    return value.quantize(Decimal(1).scaleb(exp), rounding=rounding).normalize()
-
-
-def short(value: Decimal, rounding: str = ROUND_CEILING) -> str:
-    """A figure as text, :data:`DIGITS` significant digits, no exponent for everyday sizes."""
-    d = _round(value, DIGITS, rounding)
-    if d.is_finite() and d != 0 and not -7 <= d.adjusted() <= 9:
-        return f"{d:E}".replace("E", "e")
+def shown(value: Decimal | str, *, up: bool, digits: int = DIGITS, plain_below: int = 10) -> str:
+    """A figure as text for reading: :func:`rounded`, in plain notation from 10⁻⁷ up to below
+    ``10**plain_below``, else scientific (``1.5e+20``); zero is ``0``, ±∞ ``Infinity`` and
+    ``-Infinity``. (The summaries' amounts are :func:`rounded` and written as the ledger writes
+    amounts, :func:`~odometer_core.accounting.exact.fmt`.)"""
+    d = rounded(Decimal(value), up=up, digits=digits)
+    if d.is_finite() and d != 0 and not -7 <= d.adjusted() < plain_below:
+        return f"{d:e}"
     return fmt(d)
 
 
