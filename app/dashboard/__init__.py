@@ -1,4 +1,4 @@
-"""The read-only HTML dashboard: one static page, its script and its style sheet.
+"""The read-only HTML dashboard: one static page, its script modules and its style sheet.
 
 The page holds no data and no credentials: it asks for an API key, keeps it in the tab's
 ``sessionStorage`` and calls the JSON API with ``Authorization: Bearer``, so every read goes
@@ -20,12 +20,17 @@ from app.services.errors import NotFound
 
 router = APIRouter(include_in_schema=False)
 
-#: The assets the page loads, by file name (anything else is 404: no path is ever joined
-#: from the request).
+#: The assets the page loads, by file name: the page, its style sheet and its script, native
+#: ES modules (``app.js`` imports the others), every ``*.js`` file of this package, which the
+#: wheel ships (anything else is 404: no path is ever joined from the request, its name is
+#: only looked up here).
 ASSETS = {
     "index.html": "text/html; charset=utf-8",
-    "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+} | {
+    entry.name: "text/javascript; charset=utf-8"
+    for entry in files(__name__).iterdir()
+    if entry.name.endswith(".js")
 }
 
 CONTENT_SECURITY_POLICY = (

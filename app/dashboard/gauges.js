@@ -1,0 +1,210 @@
+// One reading to quote and the gauges: a budget's certified reading, what is left, how many
+// more fit, and the bar and numbers of what its filter counts.
+
+import { formatDec, minus, parseDec, READING_DIGITS, shown, UNIT } from "./amounts.js";
+
+const LEFT_UNIT = { epsilon: "ε", delta: "δ", rho: "ρ", mu_squared: "μ²", rdp: "RDP" };
+
+// ------------------------------------------------------------------ one reading to quote
+// The certified reading as shown: the summary's guarantee (the odometer reading rounded up
+// to READING_DIGITS significant digits: a larger ε or δ is still a guarantee) or, where a
+// status has no summary (a sub-budget, a run of blocks, an organisation's cap), its
+// odometer rounded up the same way. The exact reading is on hover.
+export function readingNode(odometer, guarantee, cls) {
+  const el = document.createElement("span");
+  el.className = `reading-value ${cls || "g-odometer"}`;
+  const g = guarantee || (odometer && {
+    epsilon: shown(odometer.epsilon, true, READING_DIGITS),
+    delta: shown(odometer.delta, true, READING_DIGITS),
+  });
+  el.textContent = g ? `ε ${g.epsilon}, δ ${g.delta}` : "no certified reading";
+  el.title = odometer ? `ε ${odometer.epsilon}, δ ${odometer.delta}`
+    : `rounded up to ${READING_DIGITS} significant digits`;
+  return el;
+}
+
+// fraction (0 … 1, a decimal string) as a percentage: "48.48 %"
+export function percentText(fraction) {
+  const d = parseDec(fraction);
+  if (d === null) return "";
+  return `${d.digits === "0" ? "0" : shown(formatDec({ ...d, exp: d.exp + 2 }), false)} %`;
+}
+
+// What is left, from summary.left: in the mode's own unit, rounded down by the API.
+function leftNode(items) {
+  const p = document.createElement("p");
+  p.className = "left";
+  const label = document.createElement("span");
+  label.className = "left-label";
+  label.textContent = "left";
+  p.appendChild(label);
+  items.forEach((item, i) => {
+    if (i) p.append(" · ");
+    const span = document.createElement("span");
+    span.className = "left-item";
+    span.dataset.unit = item.unit;
+    span.dataset.amount = item.amount;
+    const sub = item.sub_budget ? `${item.sub_budget}: ` : "";
+    const where = item.order ? ` at order ${item.order}` : "";
+    span.textContent = `${sub}${LEFT_UNIT[item.unit] || item.unit} ${item.amount}${where}`
+      + ` of ${item.budget} (${percentText(item.fraction)})`;
+    span.title = "what is left, rounded down to 8 significant digits"
+      + (item.unit === "rdp" ? " (an RDP budget is a curve: the order with the largest"
+        + " share of its threshold left)" : "");
+    p.appendChild(span);
+  });
+  return p;
+}
+
+// "N more like the last": how many more of the last declaration the budget admits.
+function moreNode(more) {
+  const p = document.createElement("p");
+  p.className = more.count === 0 ? "more none" : "more";
+  const kind = more.of && more.of.type ? more.of.type : "declaration";
+  const n = more.count;
+  p.textContent = `${more.at_least ? "at least " : ""}${n} more ${kind} like the last `
+    + `${n === 1 ? "fits" : "fit"}${more.sub_budget ? ` (sub-budget ${more.sub_budget})` : ""}`;
+  p.title = `counted by the dataset's filter: ${JSON.stringify(more.of)}`;
+  return p;
+}
+
+// A budget's reading: the summary's text first (the sentence to quote), the certified
+// guarantee prominently, what is left and how many more of the last declaration fit.
+export function readingBlock(summary, odometer, options) {
+  const opts = options || {};
+  const box = document.createElement("div");
+  box.className = "reading-box";
+  if (summary && summary.text) {
+    const text = document.createElement("p");
+    text.className = "summary-text";
+    text.textContent = summary.text;
+    box.appendChild(text);
+  }
+  const reading = document.createElement("p");
+  reading.className = "reading";
+  const label = document.createElement("span");
+  label.className = "reading-label";
+  label.textContent = opts.label || "Certified reading to quote";
+  reading.append(label, " ", readingNode(odometer, summary && summary.guarantee, opts.cls));
+  box.appendChild(reading);
+  if (summary && Array.isArray(summary.left) && summary.left.length) {
+    box.appendChild(leftNode(summary.left));
+  }
+  if (summary && summary.more) box.appendChild(moreNode(summary.more));
+  return box;
+}
+
+// ------------------------------------------------------------------ gauges
+// The gauge of one leaf status, in the mode's own unit: [unit, spent, reserved, remaining,
+// budget]; rdp counts in its (ε, δ) estimate (what remains is budget − estimate).
+export function measure(status) {
+  const mode = status.mode;
+  if (mode === "basic") {
+    return ["epsilon", status.spent.epsilon, status.reserved.epsilon,
+      status.remaining.epsilon, status.budget.epsilon];
+  }
+  if (mode === "zcdp") {
+    return ["rho", status.spent.rho, "0", status.remaining.rho, status.rho_budget];
+  }
+  if (mode === "gdp") {
+    return ["mu_squared", status.spent.mu_squared, "0", status.remaining.mu_squared,
+      status.mu_squared_budget];
+  }
+  const spent = status.spent_eps_delta.epsilon;
+  return ["epsilon", spent, "0", minus(status.budget.epsilon, spent), status.budget.epsilon];
+}
+
+// What the secondary line of numbers is, per mode.
+const COUNTED = { basic: "Counted in ε:", zcdp: "Counted in ρ (zCDP):", gdp: "Counted in μ² (GDP):",
+  rdp: "(ε, δ) estimate, not certified:" };
+
+// A gauge's bar: each part ([class, amount]) as its share of total (floats size bars only).
+export function barNode(total, parts) {
+  const bar = document.createElement("div");
+  bar.className = "bar";
+  const whole = Number(total) || 1;
+  for (const [cls, value] of parts) {
+    const part = document.createElement("span");
+    part.className = cls;
+    part.style.width = `${Math.min(100, (100 * Number(value)) / whole)}%`;
+    bar.appendChild(part);
+  }
+  return bar;
+}
+
+// The bar and the secondary numbers of one leaf status (a whole dataset, a sub-budget, a
+// run of blocks). An rdp budget is a curve: its bar is the share used of the order with the
+// most left (summary.left), its numbers the (ε, δ) estimate, labelled so.
+function barAndNumbers(status, leftItems) {
+  const nodes = [];
+  const [unit, spent, reserved, remaining, budget] = measure(status);
+  const sym = UNIT[unit];
+  const rdpLeft = status.mode === "rdp" && (leftItems || []).find((i) => i.unit === "rdp");
+  if (rdpLeft) {
+    const used = Math.max(0, 1 - Number(rdpLeft.fraction));
+    const bar = barNode(1, [["spent", used]]);
+    bar.title = `RDP used at order ${rdpLeft.order}: ${percentText(String(used.toFixed(4)))}`;
+    nodes.push(bar);
+  } else {
+    nodes.push(barNode(budget, [["spent", spent], ["reserved", reserved]]));
+  }
+  const numbers = document.createElement("p");
+  numbers.className = "numbers";
+  const label = document.createElement("span");
+  label.className = "numbers-label";
+  label.textContent = COUNTED[status.mode] || "Counted:";
+  numbers.appendChild(label);
+  const parts = [
+    ["spent", "spent", spent, true], ["reserved", "reserved", reserved, true],
+    ["remaining", "remaining", remaining, false], ["budget", "of", budget, false],
+  ];
+  for (const [cls, word, value, up] of parts) {
+    const span = document.createElement("span");
+    span.className = `g-${cls}`;
+    span.dataset.exact = value;
+    span.title = `${word} ${sym} ${value} (exact)`;
+    span.textContent = `${word} ${sym} ${shown(value, up)}`;
+    numbers.appendChild(span);
+  }
+  nodes.push(numbers);
+  return nodes;
+}
+
+// A dataset's (or a run's) gauge: its reading to quote first, then what its filter counts.
+// A split dataset's sub-budgets follow, each with its bar, its numbers and its own part of
+// the reading (the dataset's reading is their sum).
+export function gaugeFor(status, label) {
+  const box = document.createElement("div");
+  box.className = "gauge";
+  if (!status || !status.mode) {
+    box.textContent = "unreadable (see the replay verification)";
+    return box;
+  }
+  if (label) {
+    const head = document.createElement("div");
+    head.className = "gauge-label";
+    head.textContent = label;
+    box.appendChild(head);
+  }
+  const summary = status.summary || null;
+  box.appendChild(readingBlock(summary, status.odometer));
+  if (status.mode !== "split") {
+    box.append(...barAndNumbers(status, summary && summary.left));
+    return box;
+  }
+  for (const [name, sub] of Object.entries(status.sub_budgets || {})) {
+    const part = document.createElement("div");
+    part.className = "sub-gauge";
+    part.dataset.sub = name;
+    const head = document.createElement("div");
+    head.className = "gauge-label";
+    head.append(`sub-budget ${name} (${sub.mode}): its part of the reading `);
+    if (sub.odometer) head.appendChild(readingNode(sub.odometer, null, "g-sub-odometer"));
+    part.appendChild(head);
+    const items = summary && summary.left ? summary.left.filter((i) => i.sub_budget === name)
+      : [];
+    part.append(...barAndNumbers(sub, items));
+    box.appendChild(part);
+  }
+  return box;
+}

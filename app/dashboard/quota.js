@@ -1,0 +1,59 @@
+// An analyst's quota: its certified reading (the analyst's own spend) and what is left of it.
+
+import { amountNode } from "./amounts.js";
+import { $, state } from "./common.js";
+import { barNode, percentText, readingBlock } from "./gauges.js";
+
+// A grant's quota: its certified reading (the analyst's own spend under it), what is left;
+// or no quota (the dataset's budget alone bounds the analyst).
+export function quotaNodes(grant) {
+  const nodes = [];
+  const quota = document.createElement("p");
+  quota.className = "grant-quota";
+  if (!grant.quota) {
+    quota.textContent = "No quota: your charges count against the dataset's budget only (the"
+      + " API keeps no separate reading of them).";
+    nodes.push(quota);
+    return nodes;
+  }
+  quota.append("Your quota ");
+  quota.appendChild(amountNode("span", grant.quota.budget, false, "quota-budget"));
+  nodes.push(quota);
+  const summary = grant.quota.summary;
+  const block = readingBlock(summary, null,
+    { label: "Your spend: certified reading of your quota", cls: "q-odometer" });
+  // the bar: the share used of the quota's most used budget (floats size bars only)
+  const fractions = (summary.left || []).map((i) => Number(i.fraction));
+  if (fractions.length) {
+    const used = Math.max(0, 1 - Math.min(...fractions));
+    const bar = barNode(1, [["spent", used]]);
+    bar.title = `${percentText(used.toFixed(4))} of the quota's most used budget`;
+    block.appendChild(bar);
+  }
+  block.classList.add("gauge", "quota-gauge");
+  nodes.push(block);
+  return nodes;
+}
+
+function grantOf(datasetId) {
+  const grants = state.me && Array.isArray(state.me.grants) ? state.me.grants : [];
+  return grants.find((g) => g.dataset_id === datasetId) || null;
+}
+
+export function showMyQuota(datasetId) {
+  const box = $("my-quota");
+  const grant = grantOf(datasetId);
+  if (!grant) {
+    box.hidden = true;
+    return;
+  }
+  const key = JSON.stringify(grant);
+  if (box.dataset.key !== key || box.dataset.id !== datasetId) {
+    const head = document.createElement("h3");
+    head.textContent = "Your quota on this dataset";
+    box.replaceChildren(head, ...quotaNodes(grant));
+    box.dataset.key = key;
+    box.dataset.id = datasetId;
+  }
+  box.hidden = false;
+}
