@@ -86,8 +86,8 @@ from odometer_core.accounting.modes.common import (
     only,
     reject,
 )
-from odometer_core.accounting.modes.rdp import rdp_curve
-from odometer_core.accounting.modes.rdp import unsupported as rdp_unsupported
+from odometer_core.accounting.modes.curves import rdp_curve
+from odometer_core.accounting.modes.curves import unsupported as rdp_unsupported
 from odometer_core.accounting.modes.zcdp import zcdp_pair
 from odometer_core.accounting.odometer import Reading
 

@@ -8,6 +8,9 @@ their threshold die for good. Per order this is the RDP filter of Feldman–Zrni
 valid under full adaptivity; by the union bound everything released is (ε_B, δ_A + δ_c)-DP. See
 ``docs/accounting.md``.
 
+A declaration's curve (what is charged, and why a kind has none) is
+:mod:`odometer_core.accounting.modes.curves`.
+
 The weights only have to be fixed before the first charge, so they may depend on what the curator
 declares up front: new datasets get :data:`DEFAULT_RDP_WEIGHTS`, and a declared workload gets the
 grid :func:`choose_grid` picks for it (recorded in the configuration, read back on replay).
@@ -27,49 +30,19 @@ import numpy.typing as npt
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import effort
-from odometer_core.accounting import mixtures as mx
 from odometer_core.accounting import odometer as odo
-from odometer_core.accounting import selection as sel
-from odometer_core.accounting import subsampling as ss
 from odometer_core.accounting.amounts import RdpCurve
-from odometer_core.accounting.declarations import (
-    DPSGD,
-    GDP,
-    MCDP,
-    ZCDP,
-    ApproxDP,
-    ChargedAs,
-    Composed,
-    Declaration,
-    DeclarationError,
-    Exponential,
-    Gaussian,
-    Laplace,
-    MixtureOfGaussians,
-    OdpCapable,
-    PureDP,
-    RandomizedResponse,
-    RDPCurve,
-    Relation,
-    RepeatAndSelect,
-    SampledWithReplacement,
-    Subsampled,
-    TruncatedSubsampledGaussian,
-    parse_declaration,
-)
+from odometer_core.accounting.declarations import ApproxDP, Declaration, Relation
 from odometer_core.accounting.exact import (
     DOWN,
     ONE,
-    UP,
     ZERO,
     add_up,
     cost_from_float,
     fmt,
-    mul_up,
     sub_down,
     sub_up,
     to_float_down,
-    to_float_up,
 )
 from odometer_core.accounting.memo import memoised
 from odometer_core.accounting.modes.common import (
@@ -80,10 +53,8 @@ from odometer_core.accounting.modes.common import (
     InvalidTransition,
     Mode,
     Reservation,
-    UnsupportedInMode,
     amount,
     anchored_delta_problem,
-    check_relation,
     conversion_delta_for,
     float_text,
     keep_conversion_delta,
@@ -91,7 +62,22 @@ from odometer_core.accounting.modes.common import (
     reject,
     within_creation_filter,
 )
-from odometer_core.accounting.modes.zcdp import zcdp_pair
+
+# re-exported: the wire model's workload limits, the cache the work-limit tests clear, and what
+# ``rdp`` mode charges (the curves module)
+from odometer_core.accounting.modes.curves import (
+    _poisson_gaussian_cached as _poisson_gaussian_cached,
+)
+from odometer_core.accounting.modes.curves import rdp_curve as rdp_curve
+from odometer_core.accounting.modes.curves import unsupported as unsupported
+from odometer_core.accounting.modes.workload import MAX_WORKLOAD_COUNT as MAX_WORKLOAD_COUNT
+from odometer_core.accounting.modes.workload import MAX_WORKLOAD_ITEMS as MAX_WORKLOAD_ITEMS
+from odometer_core.accounting.modes.workload import (
+    WORKLOAD_SHARE,
+    WorkloadChoice,
+    parse_workload,
+    workload_curve,
+)
 from odometer_core.accounting.odometer import Reading
 
 FloatArray = npt.NDArray[np.float64]
@@ -159,7 +145,6 @@ WOR_TIGHT: Final = "wbk19+bebp24"
 order (:mod:`odometer_core.accounting.fswor`): the default of datasets created since."""
 
 WOR_BOUNDS: Final = (WOR_WBK19, WOR_TIGHT)
-_EPS: Final = float(np.finfo(np.float64).eps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,99 +219,11 @@ def parse(
 
 
 # ---------------------------------------------------------------------------- workload grids
-#: At most this many declarations describe a workload, each expected at most this many times.
-MAX_WORKLOAD_ITEMS: Final = 8
-MAX_WORKLOAD_COUNT: Final = 10**6
-
-#: The share of δ_c the order chosen for a workload gets; the rest is split equally over the
-#: other orders of :data:`DEFAULT_RDP_ORDERS`, so that other mechanisms still fit.
-WORKLOAD_SHARE: Final = Decimal("0.9")
-
 #: Candidate orders of :func:`choose_grid`: α = 1 + 10^(k/80) for k = −80 … 192 (α from 1.1 to
 #: about 250, α − 1 about 3 % apart), rounded to three significant digits.
 CANDIDATE_ORDERS: Final[tuple[float, ...]] = tuple(
     sorted({float(f"{1 + 10 ** (k / 80):.3g}") for k in range(-80, 193)})
 )
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadChoice:
-    """The workload a dataset's grid was chosen for, the chosen order, and how many of each
-    declaration the filter is expected to admit (the largest multiple t of the whole workload
-    whose curve and δ fit, times each count, capped at the count)."""
-
-    items: tuple[tuple[Declaration, int], ...]
-    order: float
-    expected: tuple[int, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "mechanisms": [
-                {"mechanism": decl.to_json(), "count": n, "expected_admitted": e}
-                for (decl, n), e in zip(self.items, self.expected, strict=True)
-            ],
-            "order": float_text(self.order),
-            "share": fmt(WORKLOAD_SHARE),
-        }
-
-    @staticmethod
-    def from_json(obj: Mapping[str, Any]) -> WorkloadChoice:
-        rows = obj["mechanisms"]
-        return WorkloadChoice(
-            tuple((parse_declaration(r["mechanism"]), int(r["count"])) for r in rows),
-            float(obj["order"]),
-            tuple(int(r["expected_admitted"]) for r in rows),
-        )
-
-
-def parse_workload(raw: object, rel: Relation) -> tuple[tuple[Declaration, int], ...]:
-    """``[{"mechanism": <declaration JSON of the register endpoint>, "count": n}, …]``:
-    1–:data:`MAX_WORKLOAD_ITEMS` items, counts 1–:data:`MAX_WORKLOAD_COUNT`, each declaration
-    valid, chargeable in ``rdp`` mode and under the dataset's relation (:class:`ConfigError`
-    naming the item otherwise)."""
-    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_WORKLOAD_ITEMS:
-        raise ConfigError(f"workload must be a list of 1–{MAX_WORKLOAD_ITEMS} items")
-    out: list[tuple[Declaration, int]] = []
-    for i, item in enumerate(raw):
-        where = f"workload[{i}]"
-        if not isinstance(item, Mapping) or set(item) != {"mechanism", "count"}:
-            raise ConfigError(f"{where} must be an object with 'mechanism' and 'count'")
-        count = item["count"]
-        if (
-            not isinstance(count, int)
-            or isinstance(count, bool)
-            or not 1 <= count <= MAX_WORKLOAD_COUNT
-        ):
-            raise ConfigError(f"{where}.count must be an integer from 1 to {MAX_WORKLOAD_COUNT}")
-        try:
-            decl = parse_declaration(item["mechanism"])
-            check_relation(decl, rel)
-        except DeclarationError as exc:
-            raise ConfigError(f"{where}.mechanism: {exc}") from None
-        why = unsupported(decl)
-        if why is not None:
-            raise ConfigError(f"{where}.mechanism: {why}")
-        out.append((decl, count))
-    return tuple(out)
-
-
-def _workload_curve(
-    items: tuple[tuple[Declaration, int], ...], rel: Relation, orders: FloatArray, tight: bool
-) -> tuple[FloatArray, Decimal]:
-    """Σ n_k ε_k(α) and Σ n_k δ_k of a workload, within one charge's work limit
-    (:mod:`odometer_core.accounting.effort`; a :class:`ConfigError` past it)."""
-    total = np.zeros_like(orders)
-    delta = ZERO
-    try:
-        with effort.limited():
-            for decl, n in items:
-                c, d = rdp_curve(decl, rel, orders, tight=tight)
-                with np.errstate(over="ignore"):
-                    total = total + float(n) * c
-                delta = add_up(delta, mul_up(Decimal(n), d))
-    except DeclarationError as exc:
-        raise ConfigError(f"workload: {exc}") from None
-    return total, delta
 
 
 def _scale(thresholds: FloatArray, curve: FloatArray, delta: Decimal, delta_a: Decimal) -> float:
@@ -365,7 +262,7 @@ def choose_grid(
     """
     cand = np.asarray(CANDIDATE_ORDERS, dtype=np.float64)
     tight = wor_bound == WOR_TIGHT
-    curve, delta = _workload_curve(items, rel, cand, tight)
+    curve, delta = workload_curve(items, rel, cand, tight)
     share = to_float_down(WORKLOAD_SHARE)
     b = np.asarray(
         _rdp_thresholds(eps, dc, CANDIDATE_ORDERS, (share,) * len(CANDIDATE_ORDERS)),
@@ -381,7 +278,7 @@ def choose_grid(
     orders = tuple(sorted(weight))
     config = make(eps, dlt, rel, dc, orders, tuple(weight[a] for a in orders), anchored)
     config = replace(config, wor_bound=wor_bound)
-    final_curve, _ = _workload_curve(items, rel, config.orders_array, tight)
+    final_curve, _ = workload_curve(items, rel, config.orders_array, tight)
     t = _scale(
         np.asarray(config.thresholds, dtype=np.float64), final_curve, delta, config.delta_approx
     )
@@ -494,253 +391,6 @@ def order_ladder(config: RDPConfig, i: int) -> odo.AnchoredLadder | None:
 def initial_state(config: RDPConfig) -> RDPState:
     dead = tuple(b == -math.inf for b in config.thresholds)
     return RDPState(tuple([0.0] * len(config.orders)), dead)
-
-
-# ---------------------------------------------------------------------------- charge
-def unsupported(decl: Declaration) -> str | None:
-    """Why ``decl`` has no RDP curve here (the 422 message), or ``None``."""
-    if isinstance(decl, ChargedAs):
-        return unsupported(decl.charged_as())
-    if isinstance(decl, Composed):
-        for item, _ in decl.items:
-            why = unsupported(item)
-            if why is not None:
-                return why
-        return None
-    if isinstance(decl, Subsampled):
-        if isinstance(decl.mechanism, Gaussian):
-            return None
-        return _SUBSAMPLED_ONLY_GAUSSIAN
-    if isinstance(decl, RepeatAndSelect):
-        why = unsupported(decl.mechanism)
-        if why is None and _declares_delta(decl.mechanism):
-            return sel.APPROXIMATE_INNER
-        return why
-    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
-        return None  # bounds for both directions: odometer_core.accounting.mixtures
-    if isinstance(
-        decl,
-        PureDP
-        | RandomizedResponse
-        | ApproxDP
-        | Laplace
-        | Exponential
-        | ZCDP
-        | MCDP
-        | GDP
-        | Gaussian
-        | RDPCurve
-        | OdpCapable
-        | DPSGD,
-    ):
-        return None
-    return f"kind '{decl.kind}' is not supported in mode 'rdp'"
-
-
-_SUBSAMPLED_ONLY_GAUSSIAN: Final = (
-    "RDP amplification by subsampling is implemented for the Gaussian mechanism only "
-    "(Mironov–Talwar–Zhang 2019; Wang–Balle–Kasiviswanathan 2019 Thm 27); declare the "
-    "subsampled mechanism's own RDP curve with type 'rdp' instead"
-)
-
-
-def _declares_delta(decl: Declaration) -> bool:
-    """Whether ``decl``'s charge here carries a δ > 0 (approximate RDP, not RDP)."""
-    if isinstance(decl, ChargedAs):
-        return _declares_delta(decl.charged_as())
-    if isinstance(decl, ApproxDP | ZCDP):
-        return decl.delta > 0
-    if isinstance(decl, OdpCapable):
-        return decl.partition().delta > 0
-    if isinstance(decl, Composed):
-        return any(_declares_delta(item) for item, _ in decl.items)
-    if isinstance(decl, Subsampled | RepeatAndSelect):
-        return _declares_delta(decl.mechanism)
-    return False
-
-
-def _selection_curve(
-    decl: RepeatAndSelect, relation: Relation, orders: FloatArray, tight: bool
-) -> FloatArray:
-    """Papernot–Steinke 2022 Thm 2 or 6 (:mod:`odometer_core.accounting.selection`): the inner
-    curve (as charged, rounded up) on ``orders`` together with
-    :data:`~odometer_core.accounting.selection.SELECTION_ORDERS`, the bound on that union,
-    read back at ``orders``. An inner mechanism whose charge carries a δ is refused."""
-    union = np.union1d(orders, np.asarray(sel.SELECTION_ORDERS, dtype=np.float64))
-    inner, delta = rdp_curve(decl.mechanism, relation, union, tight=tight)
-    if delta > 0:
-        raise UnsupportedInMode(sel.APPROXIMATE_INNER)
-    curve = sel.selection_rdp(decl, union, inner)
-    return np.asarray(curve[np.searchsorted(union, orders)], dtype=np.float64)
-
-
-def rdp_curve(
-    decl: Declaration, relation: Relation, orders: FloatArray, *, tight: bool = False
-) -> tuple[FloatArray, Decimal]:
-    """(ε_i(α) for α in ``orders``, δ_i) charged in ``rdp`` mode.
-
-    Curves: pure ε → randomized-response curve (Steinke 2024 Thm 4);
-    (ε, δ) → (that curve, δ); ρ → ξ + ρα; Gaussian → αΔ²/(2σ²) (Mironov 2017 Prop. 7);
-    Laplace → Mironov 2017 Prop. 6; exponential → Cesar–Rogers bounded-range curve;
-    Poisson-subsampled Gaussian and DP-SGD → Mironov–Talwar–Zhang 2019 (exact, fractional
-    orders); without-replacement Gaussian → Wang–Balle–Kasiviswanathan 2019 Thm 27, and with
-    ``tight`` the smaller of that and Birrell–Ebrahimi–Behnia–Pacheco 2024 Thm 3.4 per order;
-    user curves → at each α the smallest supplied value at a supplied order ≥ α (RDP is
-    non-decreasing in α), ∞ where none exists; discrete Laplace, discrete Gaussian and report
-    noisy max → the curve of the kind that states their guarantee
-    (:class:`~odometer_core.accounting.declarations.ChargedAs`): the pure-DP curve at ε = Δ/t
-    (exact for Δ = 1), αΔ²/(2σ²) (Canonne–Kamath–Steinke 2020 Thm 14), the bounded-range curve
-    for Gumbel noise and the pure-DP curve for exponential noise; tree aggregation → the
-    Gaussian's αd/(2σ²) (Kairouz et al. 2021, App. D); repeat-and-select → Papernot–Steinke 2022
-    Thm 2 or 6 on the inner curve (:mod:`odometer_core.accounting.selection`); mixture of
-    Gaussians, sampling with replacement and truncated Poisson sampling → the bounds of
-    :mod:`odometer_core.accounting.mixtures` (joint convexity of e^{(α−1)D_α}, both
-    directions). The result is rounded up element-wise.
-    """
-    curve, delta = _rdp_curve(decl, relation, orders, tight)
-    with np.errstate(over="ignore", invalid="raise"):
-        # A closed-form curve here is at most a few float operations (ξ + ρ·α, α·μ²/2):
-        # a relative margin of 4 machine epsilons plus one ulp covers their rounding.
-        curve = np.nextafter(np.maximum(curve, 0.0) * (1.0 + 4.0 * _EPS), np.inf)
-    if np.isnan(curve).any():  # pragma: no cover - conversions never return NaN
-        raise DeclarationError("RDP curve evaluation produced NaN")
-    return curve, delta
-
-
-def _rdp_curve(
-    decl: Declaration, relation: Relation, orders: FloatArray, tight: bool = False
-) -> tuple[FloatArray, Decimal]:
-    if isinstance(decl, ChargedAs):
-        return _rdp_curve(decl.charged_as(), relation, orders, tight)
-    if isinstance(decl, PureDP | RandomizedResponse):
-        return cv.pure_dp_rdp(to_float_up(decl.epsilon), orders), ZERO
-    if isinstance(decl, ApproxDP):
-        return cv.pure_dp_rdp(to_float_up(decl.epsilon), orders), decl.delta
-    if isinstance(decl, Laplace):
-        if decl.sensitivity == 0:
-            return np.zeros_like(orders), ZERO
-        if decl.scale == 0:
-            return np.full_like(orders, math.inf), ZERO
-        return cv.laplace_rdp(
-            to_float_down(decl.scale), to_float_up(decl.sensitivity), orders
-        ), ZERO
-    if isinstance(decl, Exponential):
-        return cv.exponential_rdp(to_float_up(decl.epsilon), orders), ZERO
-    if isinstance(decl, ZCDP | MCDP):
-        xi, rho = zcdp_pair(decl)
-        own = decl.delta if isinstance(decl, ZCDP) else ZERO
-        return to_float_up(xi) + to_float_up(rho) * orders, own
-    if isinstance(decl, GDP):
-        mu = to_float_up(decl.mu)
-        return orders * (mu * mu / 2.0), ZERO
-    if isinstance(decl, Gaussian):
-        if decl.sensitivity == 0:
-            return np.zeros_like(orders), ZERO
-        if decl.sigma == 0:
-            return np.full_like(orders, math.inf), ZERO
-        # αΔ²/(2σ²) (Mironov 2017 Prop. 7): the exact ρ = Δ²/(2σ²) rounded up, times α;
-        # the single float product is covered by rdp_curve's final round-up.
-        return orders * to_float_up(decl.rho), ZERO
-    if isinstance(decl, RDPCurve):
-        supplied = np.array([float(a) for a in decl.orders])
-        values = np.array([to_float_up(v) for v in decl.values])
-        idx = np.searchsorted(supplied, orders, side="left")
-        out = np.full_like(orders, math.inf)
-        ok = idx < len(supplied)
-        out[ok] = values[idx[ok]]
-        return out, ZERO
-    if isinstance(decl, OdpCapable):
-        part = decl.partition()
-        return cv.pure_dp_rdp(to_float_up(part.worst_epsilon), orders), part.delta
-    if isinstance(decl, Subsampled):
-        inner = decl.mechanism
-        if isinstance(inner, Gaussian):
-            if inner.sensitivity == 0:
-                return np.zeros_like(orders), ZERO
-            if inner.sigma == 0:
-                return np.full_like(orders, math.inf), ZERO
-            nm = to_float_down(UP.divide(inner.sigma, inner.sensitivity))
-            if decl.scheme == "poisson":
-                assert decl.rate is not None
-                return _poisson_gaussian(to_float_up(decl.rate), nm, orders), ZERO
-            assert decl.m is not None and decl.n is not None
-            return ss.wor_gaussian_rdp(decl.m, decl.n, nm, orders, tight=tight), ZERO
-        raise UnsupportedInMode(
-            "RDP amplification by subsampling is implemented for the Gaussian mechanism only "
-            "(Mironov–Talwar–Zhang 2019; Wang–Balle–Kasiviswanathan 2019 Thm 27); declare the "
-            "subsampled mechanism's own RDP curve with type 'rdp' instead"
-        )
-    if isinstance(decl, MixtureOfGaussians):
-        mix = mx.of_declaration(decl)
-        return (np.zeros_like(orders) if mix is None else mx.mixture_rdp(mix, orders)), ZERO
-    if isinstance(decl, SampledWithReplacement):
-        return _with_replacement_curve(decl, orders), ZERO
-    if isinstance(decl, TruncatedSubsampledGaussian):
-        return _truncated_curve(decl, orders), ZERO
-    if isinstance(decl, DPSGD):
-        step = _poisson_gaussian(
-            to_float_up(decl.sample_rate), to_float_down(decl.noise_multiplier), orders
-        )
-        return step * float(decl.steps), ZERO
-    if isinstance(decl, RepeatAndSelect):
-        return _selection_curve(decl, relation, orders, tight), ZERO
-    if isinstance(decl, Composed):
-        total = np.zeros_like(orders)
-        delta = ZERO
-        for item, count in decl.items:
-            c, d = _rdp_curve(item, relation, orders, tight)
-            total = total + float(count) * c
-            delta = add_up(delta, mul_up(Decimal(count), d))
-        return total, delta
-    raise UnsupportedInMode(f"kind '{decl.kind}' is not supported in mode 'rdp'")
-
-
-@functools.lru_cache(maxsize=512)
-def _poisson_gaussian_cached(
-    rate: float, sigma: float, orders: tuple[float, ...]
-) -> tuple[FloatArray, int]:
-    with effort.measure() as meter:
-        curve = ss.poisson_gaussian_rdp(rate, sigma, np.asarray(orders, dtype=np.float64))
-    curve.setflags(write=False)  # shared between calls: never mutated
-    return curve, meter.terms
-
-
-def _poisson_gaussian(rate: float, sigma: float, orders: FloatArray) -> FloatArray:
-    """Mironov–Talwar–Zhang 2019 curve of one Poisson-subsampled Gaussian step, memoised per
-    (q, σ, grid): DP-SGD jobs repeat the same parameters, and the series costs ~1 ms. A cached
-    curve is charged to the current work meter as if computed
-    (:mod:`odometer_core.accounting.effort`)."""
-    curve, terms = _poisson_gaussian_cached(rate, sigma, tuple(orders.tolist()))
-    effort.count(terms)
-    return curve
-
-
-def _with_replacement_curve(decl: SampledWithReplacement, orders: FloatArray) -> FloatArray:
-    """Σ over the K ~ Bin(m, 1/n) copies of the record of its inner curve at distance K, by
-    joint convexity of e^{(α−1)D_α} (:func:`odometer_core.accounting.mixtures.wr_rdp`): m + 1
-    terms per order, counted as series terms of the charge's work limit before they are
-    summed."""
-    mu, epsilon0 = mx.inner_of(decl)
-    if mu == 0.0 or epsilon0 == 0.0:
-        return np.zeros_like(orders)
-    if mu is not None and math.isinf(mu):
-        return np.full_like(orders, math.inf)
-    effort.count((decl.m + 1) * orders.size)
-    return mx.wr_rdp(mx.copies(decl.n, decl.m), orders, mu=mu, epsilon0=epsilon0)
-
-
-def _truncated_curve(decl: TruncatedSubsampledGaussian, orders: FloatArray) -> FloatArray:
-    """Truncated Poisson sampling: the Mironov–Talwar–Zhang curves of the Poisson-subsampled
-    Gaussian at rate q (noise multiplier σ) and at each truncated part's rate R_j (σ/2: two
-    clipping norms), weighted as :func:`odometer_core.accounting.mixtures.truncated_rdp`
-    says; the larger at each order of the dataset's two neighbours (n and n + 1 records)."""
-    sigma = to_float_down(decl.noise_multiplier)
-    first = _poisson_gaussian(to_float_up(decl.sampling_probability), sigma, orders)
-    curves = []
-    for weights in mx.truncations_of(decl):  # both neighbours: n and n + 1 records
-        parts = tuple(_poisson_gaussian(rate, sigma / 2.0, orders) for rate, _ in weights.parts)
-        curves.append(mx.truncated_rdp(weights, first, parts, orders))
-    return np.maximum(*curves)
 
 
 # ---------------------------------------------------------------------------- admission
