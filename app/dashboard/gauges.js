@@ -8,8 +8,8 @@ const LEFT_UNIT = { epsilon: "ε", delta: "δ", rho: "ρ", mu_squared: "μ²", r
 // ------------------------------------------------------------------ one reading to quote
 // The certified reading as shown: the summary's guarantee (the odometer reading rounded up
 // to READING_DIGITS significant digits: a larger ε or δ is still a guarantee) or, where a
-// status has no summary (a sub-budget, a run of blocks, an organisation's cap), its
-// odometer rounded up the same way. The exact reading is on hover.
+// status has no summary (a sub-budget, a run of blocks), its odometer rounded up the same
+// way. The exact reading is on hover.
 export function readingNode(odometer, guarantee, cls) {
   const el = document.createElement("span");
   el.className = `reading-value ${cls || "g-odometer"}`;

@@ -192,7 +192,9 @@ function readingGauge(org) {
   // once a cap was replaced, the organisation's statement (below) is the one to quote
   label.textContent = (org.closed || []).length ? "Certified reading of the cap in force"
     : "Certified reading to quote";
-  const summary = org.status.summary || null; // where the server sums a cap up too
+  // the cap's summary (GET /v1/organisations: its sentence and its certified reading, rounded
+  // up by the API), shown as the API gives it, as a dataset's
+  const summary = org.summary || org.status.summary || null;
   if (summary && summary.text) {
     const text = document.createElement("p");
     text.className = "summary-text";
