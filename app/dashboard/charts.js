@@ -1,7 +1,7 @@
 // Charts: the server's SVG charts, made safe and imported as nodes, and the page's own
 // attribution chart outside basic mode.
 
-import { READING_DIGITS, shown } from "./amounts.js";
+import { shown } from "./amounts.js";
 import { $, api, nameOf } from "./common.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -71,8 +71,7 @@ export function attributionChart(rows, budget, datasetName) {
       `${name}: attribution ε ${r.attribution.epsilon}, δ ${r.attribution.delta} (not certified)`));
     g.appendChild(bar);
     g.appendChild(svgNode("text", { x: labelW + w + 6, y: y + 17, class: "value" },
-      `ε ${shown(r.attribution.epsilon, true, READING_DIGITS)}, `
-      + `δ ${shown(r.attribution.delta, true, READING_DIGITS)}`));
+      `ε ${r.attribution.epsilon}, δ ${r.attribution.delta}`)); // the API's, rounded up
     svg.appendChild(g);
   });
   const axisY = top + rowH * Math.max(1, rows.length) + 4;

@@ -1,6 +1,6 @@
 // A dataset's report: verdict, counts, the per-analyst and per-kind tables and the notes.
 
-import { amountNode, READING_DIGITS, shown, UNIT } from "./amounts.js";
+import { amountNode, shown, UNIT } from "./amounts.js";
 import { $, api, cell, labelCells, nameOf, state } from "./common.js";
 import { attributionChart, showChart } from "./charts.js";
 
@@ -55,12 +55,12 @@ export function chargeNode(tag, obj, up, cls, curve) {
   return el;
 }
 
-// The attribution cell: (ε, δ) of these charges alone, labelled not certified.
+// The attribution cell: (ε, δ) of these charges alone, labelled not certified; as the API
+// writes it (rounded up to 8 significant digits there).
 function attributionCell(tr, row) {
   const a = row.attribution;
   if (!a) return cell(tr, "—", "num attribution");
-  const td = cell(tr, `ε ${shown(a.epsilon, true, READING_DIGITS)}, `
-    + `δ ${shown(a.delta, true, READING_DIGITS)}`, "num attribution");
+  const td = cell(tr, `ε ${a.epsilon}, δ ${a.delta}`, "num attribution");
   td.title = `ε ${a.epsilon}, δ ${a.delta}: attribution, not certified (shares do not add`
     + " up to the dataset's reading)";
   return td;
