@@ -213,7 +213,7 @@ def test_dashboard_gauges_rejections_ledger_and_layout(
 ) -> None:
     """The dataset list and one dataset's panels at 1280 px, checked against the API.
 
-    Shown able to fail: with ``shown`` in ``app/dashboard/app.js`` returning its input
+    Shown able to fail: with ``shown`` in ``app/dashboard/amounts.js`` returning its input
     unrounded, this test failed on the heavy dataset's gauge (``'spent ε
     0.21510012438242689937'`` shown for ``'spent ε 0.215101'``), and the scan of the visible
     text, run first, found ``0.21510012438242689937`` and others; with the tables' cells kept on
