@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Final
+from typing import Final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -55,46 +56,6 @@ FloatArray = npt.NDArray[np.float64]
 _EPS: Final = float(np.finfo(np.float64).eps)
 
 
-def unsupported(decl: Declaration) -> str | None:
-    """Why ``decl`` has no RDP curve here (the 422 message), or ``None``."""
-    if isinstance(decl, ChargedAs):
-        return unsupported(decl.charged_as())
-    if isinstance(decl, Composed):
-        for item, _ in decl.items:
-            why = unsupported(item)
-            if why is not None:
-                return why
-        return None
-    if isinstance(decl, Subsampled):
-        if isinstance(decl.mechanism, Gaussian):
-            return None
-        return _SUBSAMPLED_ONLY_GAUSSIAN
-    if isinstance(decl, RepeatAndSelect):
-        why = unsupported(decl.mechanism)
-        if why is None and _declares_delta(decl.mechanism):
-            return sel.APPROXIMATE_INNER
-        return why
-    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
-        return None  # bounds for both directions: odometer_core.accounting.mixtures
-    if isinstance(
-        decl,
-        PureDP
-        | RandomizedResponse
-        | ApproxDP
-        | Laplace
-        | Exponential
-        | ZCDP
-        | MCDP
-        | GDP
-        | Gaussian
-        | RDPCurve
-        | OdpCapable
-        | DPSGD,
-    ):
-        return None
-    return f"kind '{decl.kind}' is not supported in mode 'rdp'"
-
-
 _SUBSAMPLED_ONLY_GAUSSIAN: Final = (
     "RDP amplification by subsampling is implemented for the Gaussian mechanism only "
     "(Mironov–Talwar–Zhang 2019; Wang–Balle–Kasiviswanathan 2019 Thm 27); declare the "
@@ -102,34 +63,24 @@ _SUBSAMPLED_ONLY_GAUSSIAN: Final = (
 )
 
 
-def _declares_delta(decl: Declaration) -> bool:
-    """Whether ``decl``'s charge here carries a δ > 0 (approximate RDP, not RDP)."""
-    if isinstance(decl, ChargedAs):
-        return _declares_delta(decl.charged_as())
-    if isinstance(decl, ApproxDP | ZCDP):
-        return decl.delta > 0
-    if isinstance(decl, OdpCapable):
-        return decl.partition().delta > 0
-    if isinstance(decl, Composed):
-        return any(_declares_delta(item) for item, _ in decl.items)
-    if isinstance(decl, Subsampled | RepeatAndSelect):
-        return _declares_delta(decl.mechanism)
-    return False
+@dataclass(frozen=True, slots=True, eq=False)
+class _At:
+    """Where a curve is computed: the orders, the dataset's relation, and ``tight``: a Gaussian
+    subsampled without replacement at the smaller of WBK19 and BEBP24 (:mod:`.subsampling`)."""
+
+    orders: FloatArray
+    relation: Relation
+    tight: bool
 
 
-def _selection_curve(
-    decl: RepeatAndSelect, relation: Relation, orders: FloatArray, tight: bool
-) -> FloatArray:
-    """Papernot–Steinke 2022 Thm 2 or 6 (:mod:`odometer_core.accounting.selection`): the inner
-    curve (as charged, rounded up) on ``orders`` together with
-    :data:`~odometer_core.accounting.selection.SELECTION_ORDERS`, the bound on that union,
-    read back at ``orders``. An inner mechanism whose charge carries a δ is refused."""
-    union = np.union1d(orders, np.asarray(sel.SELECTION_ORDERS, dtype=np.float64))
-    inner, delta = rdp_curve(decl.mechanism, relation, union, tight=tight)
-    if delta > 0:
-        raise UnsupportedInMode(sel.APPROXIMATE_INNER)
-    curve = sel.selection_rdp(decl, union, inner)
-    return np.asarray(curve[np.searchsorted(union, orders)], dtype=np.float64)
+def unsupported(decl: Declaration) -> str | None:
+    """Why ``decl`` has no RDP curve here (the 422 message), or ``None``: the walk of
+    :func:`rdp_curve`, asked only whether it can account ``decl``."""
+    try:
+        _walk(decl, None)
+    except UnsupportedInMode as refused:
+        return refused.detail
+    return None
 
 
 def rdp_curve(
@@ -155,7 +106,7 @@ def rdp_curve(
     :mod:`odometer_core.accounting.mixtures` (joint convexity of e^{(α−1)D_α}, both
     directions). The result is rounded up element-wise.
     """
-    curve, delta = _rdp_curve(decl, relation, orders, tight)
+    curve, delta = _walk(decl, _At(orders, relation, tight))
     with np.errstate(over="ignore", invalid="raise"):
         # A closed-form curve here is at most a few float operations (ξ + ρ·α, α·μ²/2):
         # a relative margin of 4 machine epsilons plus one ulp covers their rounding.
@@ -165,92 +116,164 @@ def rdp_curve(
     return curve, delta
 
 
-def _rdp_curve(
-    decl: Declaration, relation: Relation, orders: FloatArray, tight: bool = False
-) -> tuple[FloatArray, Decimal]:
-    if isinstance(decl, ChargedAs):
-        return _rdp_curve(decl.charged_as(), relation, orders, tight)
-    if isinstance(decl, PureDP | RandomizedResponse):
-        return cv.pure_dp_rdp(to_float_up(decl.epsilon), orders), ZERO
-    if isinstance(decl, ApproxDP):
-        return cv.pure_dp_rdp(to_float_up(decl.epsilon), orders), decl.delta
-    if isinstance(decl, Laplace):
-        if decl.sensitivity == 0:
-            return np.zeros_like(orders), ZERO
-        if decl.scale == 0:
-            return np.full_like(orders, math.inf), ZERO
-        return cv.laplace_rdp(
-            to_float_down(decl.scale), to_float_up(decl.sensitivity), orders
-        ), ZERO
-    if isinstance(decl, Exponential):
-        return cv.exponential_rdp(to_float_up(decl.epsilon), orders), ZERO
-    if isinstance(decl, ZCDP | MCDP):
-        xi, rho = zcdp_pair(decl)
-        own = decl.delta if isinstance(decl, ZCDP) else ZERO
-        return to_float_up(xi) + to_float_up(rho) * orders, own
-    if isinstance(decl, GDP):
-        mu = to_float_up(decl.mu)
-        return orders * (mu * mu / 2.0), ZERO
-    if isinstance(decl, Gaussian):
-        if decl.sensitivity == 0:
-            return np.zeros_like(orders), ZERO
-        if decl.sigma == 0:
-            return np.full_like(orders, math.inf), ZERO
-        # αΔ²/(2σ²) (Mironov 2017 Prop. 7): the exact ρ = Δ²/(2σ²) rounded up, times α;
-        # the single float product is covered by rdp_curve's final round-up.
-        return orders * to_float_up(decl.rho), ZERO
-    if isinstance(decl, RDPCurve):
-        supplied = np.array([float(a) for a in decl.orders])
-        values = np.array([to_float_up(v) for v in decl.values])
-        idx = np.searchsorted(supplied, orders, side="left")
-        out = np.full_like(orders, math.inf)
-        ok = idx < len(supplied)
-        out[ok] = values[idx[ok]]
-        return out, ZERO
-    if isinstance(decl, OdpCapable):
-        part = decl.partition()
-        return cv.pure_dp_rdp(to_float_up(part.worst_epsilon), orders), part.delta
-    if isinstance(decl, Subsampled):
-        inner = decl.mechanism
-        if isinstance(inner, Gaussian):
-            if inner.sensitivity == 0:
-                return np.zeros_like(orders), ZERO
-            if inner.sigma == 0:
-                return np.full_like(orders, math.inf), ZERO
-            nm = to_float_down(UP.divide(inner.sigma, inner.sensitivity))
-            if decl.scheme == "poisson":
-                assert decl.rate is not None
-                return _poisson_gaussian(to_float_up(decl.rate), nm, orders), ZERO
-            assert decl.m is not None and decl.n is not None
-            return ss.wor_gaussian_rdp(decl.m, decl.n, nm, orders, tight=tight), ZERO
-        raise UnsupportedInMode(
-            "RDP amplification by subsampling is implemented for the Gaussian mechanism only "
-            "(Mironov–Talwar–Zhang 2019; Wang–Balle–Kasiviswanathan 2019 Thm 27); declare the "
-            "subsampled mechanism's own RDP curve with type 'rdp' instead"
-        )
-    if isinstance(decl, MixtureOfGaussians):
-        mix = mx.of_declaration(decl)
-        return (np.zeros_like(orders) if mix is None else mx.mixture_rdp(mix, orders)), ZERO
-    if isinstance(decl, SampledWithReplacement):
-        return _with_replacement_curve(decl, orders), ZERO
-    if isinstance(decl, TruncatedSubsampledGaussian):
-        return _truncated_curve(decl, orders), ZERO
-    if isinstance(decl, DPSGD):
-        step = _poisson_gaussian(
-            to_float_up(decl.sample_rate), to_float_down(decl.noise_multiplier), orders
-        )
-        return step * float(decl.steps), ZERO
-    if isinstance(decl, RepeatAndSelect):
-        return _selection_curve(decl, relation, orders, tight), ZERO
-    if isinstance(decl, Composed):
-        total = np.zeros_like(orders)
-        delta = ZERO
-        for item, count in decl.items:
-            c, d = _rdp_curve(item, relation, orders, tight)
-            total = total + float(count) * c
-            delta = add_up(delta, mul_up(Decimal(count), d))
-        return total, delta
+@overload
+def _walk(decl: Declaration, at: _At) -> tuple[FloatArray, Decimal]: ...
+@overload
+def _walk(decl: Declaration, at: None) -> None: ...
+@overload
+def _walk(decl: Declaration, at: _At | None) -> tuple[FloatArray, Decimal] | None: ...
+def _walk(decl: Declaration, at: _At | None) -> tuple[FloatArray, Decimal] | None:
+    """The one walk of ``rdp`` mode over a declaration, in the manner of dp_accounting's
+    ``_maybe_compose(event, count, do_compose)``: where the mode has no curve for ``decl`` or
+    for a mechanism nested in it, it raises :class:`UnsupportedInMode` with the reason; else it
+    returns the curve (before :func:`rdp_curve` rounds it up) and δ at ``at``, or, when ``at``
+    is ``None``, nothing: asked only whether, it computes no curve. A kind the mode accounts is
+    one with a case here."""
+    match decl:
+        case ChargedAs():
+            return _walk(decl.charged_as(), at)
+        case PureDP(epsilon=eps) | RandomizedResponse(epsilon=eps):
+            return None if at is None else (cv.pure_dp_rdp(to_float_up(eps), at.orders), ZERO)
+        case ApproxDP(epsilon=eps, delta=delta):
+            return None if at is None else (cv.pure_dp_rdp(to_float_up(eps), at.orders), delta)
+        case Laplace():
+            return None if at is None else (_laplace_curve(decl, at.orders), ZERO)
+        case Exponential(epsilon=eps):
+            return None if at is None else (cv.exponential_rdp(to_float_up(eps), at.orders), ZERO)
+        case ZCDP() | MCDP():
+            if at is None:
+                return None
+            xi, rho = zcdp_pair(decl)
+            own = decl.delta if isinstance(decl, ZCDP) else ZERO
+            return to_float_up(xi) + to_float_up(rho) * at.orders, own
+        case GDP(mu=mu):
+            if at is None:
+                return None
+            m = to_float_up(mu)
+            return at.orders * (m * m / 2.0), ZERO
+        case Gaussian():
+            return None if at is None else (_gaussian_curve(decl, at.orders), ZERO)
+        case RDPCurve():
+            return None if at is None else (_supplied_curve(decl, at.orders), ZERO)
+        case OdpCapable():
+            if at is None:
+                return None
+            part = decl.partition()
+            return cv.pure_dp_rdp(to_float_up(part.worst_epsilon), at.orders), part.delta
+        case Subsampled(mechanism=Gaussian() as inner):
+            return None if at is None else (_subsampled_gaussian_curve(decl, inner, at), ZERO)
+        case Subsampled():
+            raise UnsupportedInMode(_SUBSAMPLED_ONLY_GAUSSIAN)
+        case MixtureOfGaussians():
+            if at is None:
+                return None
+            mix = mx.of_declaration(decl)
+            curve = np.zeros_like(at.orders) if mix is None else mx.mixture_rdp(mix, at.orders)
+            return curve, ZERO
+        case SampledWithReplacement():
+            return None if at is None else (_with_replacement_curve(decl, at.orders), ZERO)
+        case TruncatedSubsampledGaussian():
+            return None if at is None else (_truncated_curve(decl, at.orders), ZERO)
+        case DPSGD(noise_multiplier=sigma, sample_rate=rate, steps=steps):
+            if at is None:
+                return None
+            step = _poisson_gaussian(to_float_up(rate), to_float_down(sigma), at.orders)
+            return step * float(steps), ZERO
+        case RepeatAndSelect(mechanism=inner):
+            if at is not None:
+                return _selection_curve(decl, at), ZERO
+            _walk(inner, None)
+            if _declares_delta(inner):
+                raise UnsupportedInMode(sel.APPROXIMATE_INNER)
+            return None
+        case Composed(items=items):
+            if at is None:
+                for item, _ in items:
+                    _walk(item, None)
+                return None
+            total = np.zeros_like(at.orders)
+            delta = ZERO
+            for item, count in items:
+                c, d = _walk(item, at)
+                total = total + float(count) * c
+                delta = add_up(delta, mul_up(Decimal(count), d))
+            return total, delta
     raise UnsupportedInMode(f"kind '{decl.kind}' is not supported in mode 'rdp'")
+
+
+def _declares_delta(decl: Declaration) -> bool:
+    """Whether ``decl``'s charge here carries a δ > 0 (approximate RDP, not RDP)."""
+    match decl:
+        case ChargedAs():
+            return _declares_delta(decl.charged_as())
+        case ApproxDP(delta=delta) | ZCDP(delta=delta):
+            return delta > 0
+        case OdpCapable():
+            return decl.partition().delta > 0
+        case Composed(items=items):
+            return any(_declares_delta(item) for item, _ in items)
+        case Subsampled(mechanism=inner) | RepeatAndSelect(mechanism=inner):
+            return _declares_delta(inner)
+    return False
+
+
+def _laplace_curve(decl: Laplace, orders: FloatArray) -> FloatArray:
+    """Mironov 2017 Prop. 6 (0 when Δ = 0, ∞ when b = 0 < Δ)."""
+    if decl.sensitivity == 0:
+        return np.zeros_like(orders)
+    if decl.scale == 0:
+        return np.full_like(orders, math.inf)
+    return cv.laplace_rdp(to_float_down(decl.scale), to_float_up(decl.sensitivity), orders)
+
+
+def _gaussian_curve(decl: Gaussian, orders: FloatArray) -> FloatArray:
+    """αΔ²/(2σ²) (Mironov 2017 Prop. 7): the exact ρ = Δ²/(2σ²) rounded up, times α; the single
+    float product is covered by :func:`rdp_curve`'s final round-up (0 when Δ = 0, ∞ when
+    σ = 0 < Δ)."""
+    if decl.sensitivity == 0:
+        return np.zeros_like(orders)
+    if decl.sigma == 0:
+        return np.full_like(orders, math.inf)
+    return orders * to_float_up(decl.rho)
+
+
+def _supplied_curve(decl: RDPCurve, orders: FloatArray) -> FloatArray:
+    """At each α the smallest supplied value at a supplied order ≥ α, ∞ where none exists."""
+    supplied = np.array([float(a) for a in decl.orders])
+    values = np.array([to_float_up(v) for v in decl.values])
+    idx = np.searchsorted(supplied, orders, side="left")
+    out = np.full_like(orders, math.inf)
+    ok = idx < len(supplied)
+    out[ok] = values[idx[ok]]
+    return out
+
+
+def _subsampled_gaussian_curve(decl: Subsampled, inner: Gaussian, at: _At) -> FloatArray:
+    """Mironov–Talwar–Zhang 2019 (Poisson) or Wang–Balle–Kasiviswanathan 2019 Thm 27, with
+    ``tight`` the smaller of that and BEBP24 (without replacement), at noise multiplier σ/Δ."""
+    if inner.sensitivity == 0:
+        return np.zeros_like(at.orders)
+    if inner.sigma == 0:
+        return np.full_like(at.orders, math.inf)
+    nm = to_float_down(UP.divide(inner.sigma, inner.sensitivity))
+    if decl.scheme == "poisson":
+        assert decl.rate is not None
+        return _poisson_gaussian(to_float_up(decl.rate), nm, at.orders)
+    assert decl.m is not None and decl.n is not None
+    return ss.wor_gaussian_rdp(decl.m, decl.n, nm, at.orders, tight=at.tight)
+
+
+def _selection_curve(decl: RepeatAndSelect, at: _At) -> FloatArray:
+    """Papernot–Steinke 2022 Thm 2 or 6 (:mod:`odometer_core.accounting.selection`): the inner
+    curve (as charged, rounded up) on ``orders`` together with
+    :data:`~odometer_core.accounting.selection.SELECTION_ORDERS`, the bound on that union,
+    read back at ``orders``. An inner mechanism whose charge carries a δ is refused."""
+    union = np.union1d(at.orders, np.asarray(sel.SELECTION_ORDERS, dtype=np.float64))
+    inner, delta = rdp_curve(decl.mechanism, at.relation, union, tight=at.tight)
+    if delta > 0:
+        raise UnsupportedInMode(sel.APPROXIMATE_INNER)
+    curve = sel.selection_rdp(decl, union, inner)
+    return np.asarray(curve[np.searchsorted(union, at.orders)], dtype=np.float64)
 
 
 @functools.lru_cache(maxsize=512)
