@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Final, Literal, overload
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import mixtures as mx
@@ -143,39 +143,13 @@ def initial_state(config: ZCDPConfig) -> ZCDPState:
 
 # ---------------------------------------------------------------------------- charge
 def unsupported(decl: Declaration) -> str | None:
-    """Why ``decl`` has no certified zCDP charge (the 422 message), or ``None``."""
-    if isinstance(decl, ChargedAs):
-        return unsupported(decl.charged_as())
-    if isinstance(decl, Composed):
-        for item, _ in decl.items:
-            why = unsupported(item)
-            if why is not None:
-                return why
-        return None
-    if isinstance(decl, RDPCurve | Subsampled | DPSGD):
-        return (
-            f"'{decl.kind}' has no certified zCDP bound (a finite RDP grid does not certify "
-            "zCDP and subsampling does not improve ρ); use a dataset or sub-budget in mode 'rdp'"
-        )
-    if isinstance(decl, RepeatAndSelect):
-        return sel.refusal("zcdp", "ξ + ρα")
-    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
-        return mx.refusal("zcdp", decl)
-    if isinstance(
-        decl,
-        ZCDP
-        | MCDP
-        | PureDP
-        | RandomizedResponse
-        | Laplace
-        | Exponential
-        | ApproxDP
-        | GDP
-        | Gaussian
-        | OdpCapable,
-    ):
-        return None
-    return f"kind '{decl.kind}' is not supported in mode 'zcdp'"
+    """Why ``decl`` has no certified zCDP charge (the 422 message), or ``None``: the walk of
+    :func:`zcdp_charge`, asked only whether it can account ``decl``."""
+    try:
+        _walk(decl, False)
+    except UnsupportedInMode as refused:
+        return refused.detail
+    return None
 
 
 def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
@@ -202,45 +176,79 @@ def zcdp_charge(decl: Declaration) -> tuple[Decimal, Decimal]:
     (:func:`odometer_core.accounting.mixtures.refusal`).
     ``tree_aggregation`` is charged as the Gaussian it is (ρ = d/(2σ²)).
     """
-    if isinstance(decl, ChargedAs):
-        return zcdp_charge(decl.charged_as())
-    if isinstance(decl, ZCDP):
-        return add_up(decl.xi, decl.rho), decl.delta
-    if isinstance(decl, MCDP):
-        xi, rho = zcdp_pair(decl)
-        return add_up(xi, rho), ZERO
-    if isinstance(decl, PureDP | RandomizedResponse | Laplace):
-        return _pure_rho(decl.epsilon), ZERO
-    if isinstance(decl, Exponential):
-        eps8 = UP.divide(mul_up(decl.epsilon, decl.epsilon), Decimal(8))
-        return min(eps8, _pure_rho(decl.epsilon)), ZERO
-    if isinstance(decl, ApproxDP):
-        if decl.delta == 0:
-            return _pure_rho(decl.epsilon), ZERO
-        return UP.divide(mul_up(decl.epsilon, decl.epsilon), Decimal(2)), decl.delta
-    if isinstance(decl, GDP):
-        return UP.divide(mul_up(decl.mu, decl.mu), Decimal(2)), ZERO
-    if isinstance(decl, Gaussian):
-        return decl.rho, ZERO
-    if isinstance(decl, OdpCapable):
-        part = decl.partition()
-        return zcdp_charge(ApproxDP(part.worst_epsilon, part.delta))
-    if isinstance(decl, Composed):
-        rho, delta = ZERO, ZERO
-        for item, count in decl.items:
-            r, d = zcdp_charge(item)
-            rho = add_up(rho, mul_up(Decimal(count), r))
-            delta = add_up(delta, mul_up(Decimal(count), d))
-        return rho, delta
-    if isinstance(decl, RDPCurve | Subsampled | DPSGD):
-        raise UnsupportedInMode(
-            f"'{decl.kind}' has no certified zCDP bound (a finite RDP grid does not certify "
-            "zCDP and subsampling does not improve ρ); use a dataset or sub-budget in mode 'rdp'"
-        )
-    if isinstance(decl, RepeatAndSelect):
-        raise UnsupportedInMode(sel.refusal("zcdp", "ξ + ρα"))
-    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
-        raise UnsupportedInMode(mx.refusal("zcdp", decl))
+    return _walk(decl, True)
+
+
+#: Why a curve on finitely many orders, a subsampled mechanism and DP-SGD are refused.
+_NO_ZCDP_BOUND: Final = (
+    "has no certified zCDP bound (a finite RDP grid does not certify zCDP and subsampling does "
+    "not improve ρ); use a dataset or sub-budget in mode 'rdp'"
+)
+
+
+@overload
+def _walk(decl: Declaration, compose: Literal[True]) -> tuple[Decimal, Decimal]: ...
+@overload
+def _walk(decl: Declaration, compose: Literal[False]) -> None: ...
+@overload
+def _walk(decl: Declaration, compose: bool) -> tuple[Decimal, Decimal] | None: ...
+def _walk(decl: Declaration, compose: bool) -> tuple[Decimal, Decimal] | None:
+    """The one walk of ``zcdp`` mode over a declaration, in the manner of dp_accounting's
+    ``_maybe_compose(event, count, do_compose)``: where the mode has no certified charge for
+    ``decl`` or for a mechanism nested in it, it raises :class:`UnsupportedInMode` with the
+    reason; else it returns (ρ, δ) when ``compose``, and nothing (computing nothing) when only
+    asked whether. A kind the mode accounts is one with a case here that returns."""
+    match decl:
+        case ChargedAs():
+            return _walk(decl.charged_as(), compose)
+        case ZCDP(xi=xi, rho=rho, delta=delta):
+            return (add_up(xi, rho), delta) if compose else None
+        case MCDP():
+            if not compose:
+                return None
+            xi, rho = zcdp_pair(decl)
+            return add_up(xi, rho), ZERO
+        case PureDP(epsilon=eps) | RandomizedResponse(epsilon=eps):
+            return (_pure_rho(eps), ZERO) if compose else None
+        case Laplace():
+            return (_pure_rho(decl.epsilon), ZERO) if compose else None
+        case Exponential(epsilon=eps):
+            if not compose:
+                return None
+            eps8 = UP.divide(mul_up(eps, eps), Decimal(8))
+            return min(eps8, _pure_rho(eps)), ZERO
+        case ApproxDP(epsilon=eps, delta=delta):
+            if not compose:
+                return None
+            if delta == 0:
+                return _pure_rho(eps), ZERO
+            return UP.divide(mul_up(eps, eps), Decimal(2)), delta
+        case GDP(mu=mu):
+            return (UP.divide(mul_up(mu, mu), Decimal(2)), ZERO) if compose else None
+        case Gaussian():
+            return (decl.rho, ZERO) if compose else None
+        case OdpCapable():
+            if not compose:
+                return None
+            part = decl.partition()
+            return _walk(ApproxDP(part.worst_epsilon, part.delta), True)
+        case Composed(items=items):
+            if not compose:
+                for item, _ in items:
+                    _walk(item, False)
+                return None
+            rho, delta = ZERO, ZERO
+            for item, count in items:
+                r, d = _walk(item, True)
+                rho = add_up(rho, mul_up(Decimal(count), r))
+                delta = add_up(delta, mul_up(Decimal(count), d))
+            return rho, delta
+        case RDPCurve() | Subsampled() | DPSGD():
+            raise UnsupportedInMode(f"'{decl.kind}' {_NO_ZCDP_BOUND}")
+        case RepeatAndSelect():
+            raise UnsupportedInMode(sel.refusal("zcdp", "ξ + ρα"))
+        case MixtureOfGaussians() | SampledWithReplacement() | TruncatedSubsampledGaussian():
+            raise UnsupportedInMode(mx.refusal("zcdp", decl))
     raise UnsupportedInMode(f"kind '{decl.kind}' is not supported in mode 'zcdp'")
 
 
