@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, overload
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import mixtures as mx
@@ -121,16 +121,13 @@ def initial_state(config: GDPConfig) -> GDPState:
 
 
 def unsupported(decl: Declaration) -> str | None:
-    """Why ``decl`` is not a certified μ-GDP declaration (the 422 message), or ``None``."""
-    if isinstance(decl, Composed):
-        for item, _ in decl.items:
-            why = unsupported(item)
-            if why is not None:
-                return why
-        return None
-    if isinstance(decl, GDP | Gaussian | TreeAggregation):
-        return None
-    return _refusal(decl)
+    """Why ``decl`` is not a certified μ-GDP declaration (the 422 message), or ``None``: the
+    walk of :func:`gdp_charge`, asked only whether it can account ``decl``."""
+    try:
+        _walk(decl, False)
+    except UnsupportedInMode as refused:
+        return refused.detail
+    return None
 
 
 #: Why the kinds charged as another kind elsewhere (``ChargedAs``) are refused here.
@@ -149,10 +146,12 @@ NOT_GDP: Final[dict[type[Declaration], str]] = {
 
 
 def _refusal(decl: Declaration) -> str:
-    if isinstance(decl, RepeatAndSelect):
-        return sel.refusal("gdp", "μ-GDP")
-    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
-        return mx.refusal("gdp", decl)
+    """Why ``gdp`` refuses ``decl``: no μ-GDP statement for its kind."""
+    match decl:
+        case RepeatAndSelect():
+            return sel.refusal("gdp", "μ-GDP")
+        case MixtureOfGaussians() | SampledWithReplacement() | TruncatedSubsampledGaussian():
+            return mx.refusal("gdp", decl)
     why = NOT_GDP.get(type(decl))
     return (
         "mode 'gdp' accepts only certified μ-GDP declarations ('gdp', 'gaussian', "
@@ -173,15 +172,34 @@ def gdp_charge(decl: Declaration) -> Decimal:
     guarantees are those of ``pure_dp``, ``zcdp`` and ``exponential``, which this mode refuses
     too, and the discrete Gaussian is not known to be μ-GDP with μ = Δ/σ.
     """
-    if isinstance(decl, GDP):
-        return mul_up(decl.mu, decl.mu)
-    if isinstance(decl, Gaussian):
-        r = decl.ratio
-        return INFINITY if r.is_infinite() else mul_up(r, r)
-    if isinstance(decl, TreeAggregation):  # the Gaussian of sensitivity √d it is
-        return gdp_charge(decl.charged_as())
-    if isinstance(decl, Composed):
-        return add_up(*(mul_up(Decimal(c), gdp_charge(d)) for d, c in decl.items))
+    return _walk(decl, True)
+
+
+@overload
+def _walk(decl: Declaration, compose: Literal[True]) -> Decimal: ...
+@overload
+def _walk(decl: Declaration, compose: Literal[False]) -> None: ...
+def _walk(decl: Declaration, compose: bool) -> Decimal | None:
+    """The one walk of ``gdp`` mode over a declaration, in the manner of dp_accounting's
+    ``_maybe_compose(event, count, do_compose)``: where ``decl`` or a mechanism nested in it is
+    not certified μ-GDP, it raises :class:`UnsupportedInMode` with the reason; else it returns
+    μ² when ``compose``, and nothing (computing nothing) when only asked whether."""
+    match decl:
+        case GDP(mu=mu):
+            return mul_up(mu, mu) if compose else None
+        case Gaussian():
+            if not compose:
+                return None
+            r = decl.ratio
+            return INFINITY if r.is_infinite() else mul_up(r, r)
+        case TreeAggregation():  # the Gaussian of sensitivity √d it is
+            return _walk(decl.charged_as(), True) if compose else None
+        case Composed(items=items):
+            if not compose:
+                for item, _ in items:
+                    _walk(item, False)
+                return None
+            return add_up(*(mul_up(Decimal(c), _walk(d, True)) for d, c in items))
     raise UnsupportedInMode(_refusal(decl))
 
 
