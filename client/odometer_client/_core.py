@@ -27,11 +27,23 @@ from odometer_client.models import (
     BlockKey,
     BlocksChanged,
     BlocksPage,
+    CapCapacity,
     Dataset,
+    Grant,
+    GrantCreated,
     Invocation,
+    IssuedKey,
+    LedgerEntry,
+    LedgerRecovered,
+    Me,
+    Organisation,
+    OrganisationReport,
     PreviewResult,
+    Principal,
+    Report,
+    RevokedKey,
     Settlement,
-    decimals,
+    WitnessState,
 )
 
 T = TypeVar("T")
@@ -372,38 +384,38 @@ def get_invocation(ds: str, inv: str) -> Call[Invocation]:
 
 def grant(
     ds: str, principal_id: str, quota: Mapping[str, Number] | None, idempotency_key: str | None
-) -> Call[dict[str, Any]]:
+) -> Call[GrantCreated]:
     body: dict[str, Any] = {"principal_id": principal_id}
     if quota is not None:
         body["quota"] = {k: _amount_text(v) for k, v in quota.items()}
     return Call(
         "POST",
         f"/v1/datasets/{ds}/grants",
-        _as_dict,
+        GrantCreated.from_json,
         body=body,
         idempotency_key=new_key(idempotency_key),
         resend="unsent",
     )
 
 
-def list_grants(ds: str) -> Call[list[dict[str, Any]]]:
-    return Call("GET", f"/v1/datasets/{ds}/grants", _listed("grants"))
+def list_grants(ds: str) -> Call[list[Grant]]:
+    return Call("GET", f"/v1/datasets/{ds}/grants", _listed("grants", Grant.from_json))
 
 
-def revoke_grant(ds: str, principal_id: str) -> Call[dict[str, Any]]:
-    return Call("DELETE", f"/v1/datasets/{ds}/grants/{principal_id}", _document)
+def revoke_grant(ds: str, principal_id: str) -> Call[Grant]:
+    return Call("DELETE", f"/v1/datasets/{ds}/grants/{principal_id}", Grant.from_json)
 
 
 # ---------------------------------------------------------------------------- tenancy
-def list_organisations() -> Call[list[dict[str, Any]]]:
-    return Call("GET", "/v1/organisations", _listed("organisations"))
+def list_organisations() -> Call[list[Organisation]]:
+    return Call("GET", "/v1/organisations", _listed("organisations", Organisation.from_json))
 
 
-def create_organisation(name: str) -> Call[dict[str, Any]]:
+def create_organisation(name: str) -> Call[Organisation]:
     return Call(
         "POST",
         "/v1/organisations",
-        _document,
+        Organisation.from_json,
         body=_validated("OrganisationCreate", {"name": name}),
         resend="unsent",  # not idempotency-keyed on the server: never sent twice
     )
@@ -415,7 +427,7 @@ def set_organisation_cap(
     delta: Number | None,
     accounting: Mapping[str, Any] | None = None,
     replace: bool = False,
-) -> Call[dict[str, Any]]:
+) -> Call[Organisation]:
     """The organisation's cap (ε, δ) in ``accounting``'s mode (``{"mode": "zcdp", …}``, a
     dataset's leaf accounting; default basic); no amounts removes it (sets absolute values,
     so a resend has the same outcome). ``replace``: replace a cap that has counted by this one,
@@ -435,7 +447,9 @@ def set_organisation_cap(
         raise ValueError("an accounting mode needs the cap's epsilon and delta")
     elif replace:
         raise ValueError("a replacement needs the new cap's epsilon and delta")
-    return Call("PATCH", f"/v1/organisations/{organisation_id}/cap", _document, body=body)
+    return Call(
+        "PATCH", f"/v1/organisations/{organisation_id}/cap", Organisation.from_json, body=body
+    )
 
 
 def organisation_cap_capacity(
@@ -443,7 +457,7 @@ def organisation_cap_capacity(
     mechanism: MechanismLike,
     ds: str | None,
     conversion_delta: Number | None,
-) -> Call[dict[str, Any]]:
+) -> Call[CapCapacity]:
     """How many more of ``mechanism`` the cap admits (a question: nothing is written, so a
     resend is safe), under dataset ``ds``'s relation."""
     data: dict[str, Any] = {"mechanism": mechanism_json(mechanism)}
@@ -452,72 +466,75 @@ def organisation_cap_capacity(
     if conversion_delta is not None:
         data["conversion_delta"] = _amount_text(conversion_delta)
     body = _validated("CapacityQuery", data)
-    return Call("POST", f"/v1/organisations/{organisation_id}/cap/capacity", _document, body=body)
+    path = f"/v1/organisations/{organisation_id}/cap/capacity"
+    return Call("POST", path, CapCapacity.from_json, body=body)
 
 
-def organisation_report(organisation_id: str) -> Call[dict[str, Any]]:
-    return Call("GET", f"/v1/organisations/{organisation_id}/report", _document)
+def organisation_report(organisation_id: str) -> Call[OrganisationReport]:
+    path = f"/v1/organisations/{organisation_id}/report"
+    return Call("GET", path, OrganisationReport.from_json)
 
 
-def whoami() -> Call[dict[str, Any]]:
-    return Call("GET", "/v1/me", _document)
+def whoami() -> Call[Me]:
+    return Call("GET", "/v1/me", Me.from_json)
 
 
-def witness() -> Call[dict[str, Any]]:
-    return Call("GET", "/v1/witness", _document)
+def witness() -> Call[WitnessState]:
+    return Call("GET", "/v1/witness", WitnessState.from_json)
 
 
-def check_witness() -> Call[dict[str, Any]]:
-    return Call("POST", "/v1/witness/check", _document, body={})
+def check_witness() -> Call[WitnessState]:
+    return Call("POST", "/v1/witness/check", WitnessState.from_json, body={})
 
 
-def import_ledger_tail(dataset_id: str, entries: list[dict[str, Any]]) -> Call[dict[str, Any]]:
+def import_ledger_tail(dataset_id: str, entries: list[dict[str, Any]]) -> Call[LedgerRecovered]:
     path = f"/v1/datasets/{dataset_id}/witness/import"
-    return Call("POST", path, _document, body={"entries": entries})
+    return Call("POST", path, LedgerRecovered.from_json, body={"entries": entries})
 
 
-def acknowledge_ledger_loss(dataset_id: str, reason: str) -> Call[dict[str, Any]]:
+def acknowledge_ledger_loss(dataset_id: str, reason: str) -> Call[LedgerRecovered]:
     path = f"/v1/datasets/{dataset_id}/witness/acknowledge"
-    return Call("POST", path, _document, body={"reason": reason}, resend="unsent")
+    body = {"reason": reason}
+    return Call("POST", path, LedgerRecovered.from_json, body=body, resend="unsent")
 
 
-def list_principals() -> Call[list[dict[str, Any]]]:
-    return Call("GET", "/v1/principals", _listed("principals"))
+def list_principals() -> Call[list[Principal]]:
+    return Call("GET", "/v1/principals", _listed("principals", Principal.from_json))
 
 
-def create_principal(name: str, role: str, organisation_id: str | None) -> Call[dict[str, Any]]:
+def create_principal(name: str, role: str, organisation_id: str | None) -> Call[Principal]:
     data: dict[str, Any] = {"name": name, "role": role}
     if organisation_id is not None:
         data["organisation_id"] = organisation_id
     return Call(
         "POST",
         "/v1/principals",
-        _document,
+        Principal.from_json,
         body=_validated("PrincipalCreate", data),
         resend="unsent",
     )
 
 
-def issue_key(principal_id: str, expires_at: str | None) -> Call[dict[str, Any]]:
+def issue_key(principal_id: str, expires_at: str | None) -> Call[IssuedKey]:
     body = None if expires_at is None else _validated("KeyCreate", {"expires_at": expires_at})
     return Call(
-        "POST", f"/v1/principals/{principal_id}/keys", _document, body=body, resend="unsent"
+        "POST",
+        f"/v1/principals/{principal_id}/keys",
+        IssuedKey.from_json,
+        body=body,
+        resend="unsent",
     )
 
 
-def revoke_key(key_id: str) -> Call[dict[str, Any]]:
-    return Call("DELETE", f"/v1/keys/{key_id}", _document)
+def revoke_key(key_id: str) -> Call[RevokedKey]:
+    return Call("DELETE", f"/v1/keys/{key_id}", RevokedKey.from_json)
 
 
-def _document(obj: Any) -> dict[str, Any]:
-    """A response document with its amounts as ``Decimal``."""
-    out: dict[str, Any] = decimals(_as_dict(obj))
-    return out
+def _listed(key: str, read: Callable[[Any], T]) -> Callable[[Any], list[T]]:
+    """The items of a list document (``{"grants": [...]}``), each read by ``read``."""
 
-
-def _listed(key: str) -> Callable[[Any], list[dict[str, Any]]]:
-    def decode(obj: Any) -> list[dict[str, Any]]:
-        return [_document(item) for item in obj[key]]
+    def decode(obj: Any) -> list[T]:
+        return [read(item) for item in obj[key]]
 
     return decode
 
@@ -532,14 +549,20 @@ class LedgerQuery:
     kinds: tuple[str, ...] = ()
 
 
-def ledger_page(ds: str, q: LedgerQuery, after_seq: int) -> Call[dict[str, Any]]:
+def ledger_page(
+    ds: str, q: LedgerQuery, after_seq: int
+) -> Call[tuple[list[LedgerEntry], int | None]]:
     params = [("after_seq", str(after_seq)), ("limit", str(q.page_size))]
     for name in ("since", "until", "actor"):
         value = getattr(q, name)
         if value is not None:
             params.append((name, value))
     params.extend(("kind", k) for k in q.kinds)
-    return Call("GET", f"/v1/datasets/{ds}/ledger", _as_dict, params=params)
+
+    def decode(obj: Any) -> tuple[list[LedgerEntry], int | None]:
+        return [LedgerEntry.from_json(e) for e in obj["entries"]], obj.get("next_after_seq")
+
+    return Call("GET", f"/v1/datasets/{ds}/ledger", decode, params=params)
 
 
 #: The header of an export response: the ``seq`` of the last entry it holds.
@@ -566,12 +589,8 @@ def exported_count(response: httpx.Response) -> int:
     return int(head)
 
 
-def get_report(ds: str) -> Call[dict[str, Any]]:
-    return Call("GET", f"/v1/datasets/{ds}/report", _as_dict)
-
-
-def _as_dict(obj: Any) -> dict[str, Any]:
-    return dict(obj) if isinstance(obj, Mapping) else {"value": obj}
+def get_report(ds: str) -> Call[Report]:
+    return Call("GET", f"/v1/datasets/{ds}/report", Report.from_json)
 
 
 def _jsonable(value: Any) -> Any:

@@ -211,7 +211,7 @@ def _org_line(out: str, org_id: str) -> str:
 def test_orgs_zcdp_cap_list_capacity_and_report(
     server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    org = client.create_organisation("cli-zcdp-org")["id"]
+    org = client.create_organisation("cli-zcdp-org").id
     curator = client.create_principal("cli-zcdp-curator", "curator", organisation_id=org)
     analyst = client.create_principal("cli-zcdp-analyst", "analyst", organisation_id=org)
     code, out, err = _run(
@@ -231,11 +231,11 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
     line = _org_line(out, org)
     assert "ε=10 δ=0.00001 zcdp" in line and line.endswith("  0")  # nothing decided yet
     with (
-        OdometerClient(server.base_url, client.issue_key(curator["id"])["key"]) as cur,
-        OdometerClient(server.base_url, client.issue_key(analyst["id"])["key"]) as ana,
+        OdometerClient(server.base_url, client.issue_key(curator.id).key) as cur,
+        OdometerClient(server.base_url, client.issue_key(analyst.id).key) as ana,
     ):
         ds = cur.create_dataset("cli-zcdp-ds", "1000", "0.001", accounting={"mode": "zcdp"})
-        cur.grant(ds, analyst["id"])
+        cur.grant(ds, analyst.id)
         for _ in range(3):
             assert ana.register(ds, GAUSSIAN).status == "accepted"
     raw = httpx.get(
@@ -328,7 +328,7 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
 def test_accounting_options_of_orgs_cap_and_datasets_create(
     server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    org = client.create_organisation("cli-rdp-org")["id"]
+    org = client.create_organisation("cli-rdp-org").id
     cap = ["orgs", "cap", org, "--epsilon", "10", "--delta", "1e-5"]
     rdp = ["--mode", "rdp", "--final-conversion-delta", "1e-6"]
     code, out, err = _run(server, capsys, *cap, *rdp, "--json")

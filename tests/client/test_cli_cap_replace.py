@@ -28,7 +28,7 @@ def _run(server: Server, capsys: pytest.CaptureFixture[str], *argv: str) -> tupl
 def test_orgs_cap_replace(
     server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    org = client.create_organisation("cli-replace-org")["id"]
+    org = client.create_organisation("cli-replace-org").id
     cap = ["orgs", "cap", "cli-replace-org", "--epsilon", "10", "--delta", "1e-5"]
     assert _run(server, capsys, *cap, "--mode", "zcdp")[0] == 0
     body = {
@@ -46,7 +46,7 @@ def test_orgs_cap_replace(
     ds = r.json()["id"]
     for _ in range(2):
         assert client.register(ds, GAUSSIAN).status == "accepted"
-    first = next(o for o in client.organisations() if o["id"] == org)["status"]["odometer"]
+    first = next(o for o in client.organisations() if o.id == org).status["odometer"]
 
     code, _, err = _run(server, capsys, *cap, "--mode", "rdp")
     assert code == 1 and "ModeFixed" in err and "replace" in err
@@ -55,10 +55,11 @@ def test_orgs_cap_replace(
 
     code, out, err = _run(server, capsys, *cap, "--mode", "rdp", "--replace")
     assert code == 0, err
-    view = next(o for o in client.organisations() if o["id"] == org)
-    statement = view["statement"]
-    assert view["cap"]["mode"] == "rdp"
-    assert view["closed"] == [
+    view = next(o for o in client.organisations() if o.id == org)
+    statement = view.statement
+    assert view.cap is not None and statement is not None
+    assert view.cap["mode"] == "rdp"
+    assert view.closed == [
         {"mode": "zcdp", "epsilon": first["epsilon"], "delta": first["delta"], "after_seq": 2}
     ]
     assert (statement["epsilon"], statement["delta"]) == (first["epsilon"], first["delta"])
@@ -67,23 +68,25 @@ def test_orgs_cap_replace(
 
     # the Python client: DP-SGD is admitted under the new cap, and the statement adds it
     assert client.register(ds, DPSGD).status == "accepted"
-    view = next(o for o in client.organisations() if o["id"] == org)
-    second = view["status"]["odometer"]
-    assert Decimal(view["statement"]["delta"]) == Decimal(first["delta"]) + Decimal(second["delta"])
-    assert "now exceeds the first cap's" in view["statement"]["note"]
+    view = next(o for o in client.organisations() if o.id == org)
+    second = view.status["odometer"]
+    assert view.statement is not None
+    assert Decimal(view.statement["delta"]) == Decimal(first["delta"]) + Decimal(second["delta"])
+    assert "now exceeds the first cap's" in view.statement["note"]
     # a second replacement after it counted closes the rdp phase too
     again = client.set_organisation_cap(org, "10", "1e-5", {"mode": "rdp"}, replace=True)
-    assert [p["mode"] for p in again["closed"]] == ["zcdp", "rdp"]
-    assert again["statement"]["phases"] == 2  # the rdp cap in force counted nothing yet
+    assert [p["mode"] for p in again.closed] == ["zcdp", "rdp"]
+    assert again.statement is not None
+    assert again.statement["phases"] == 2  # the rdp cap in force counted nothing yet
     code, out, _ = _run(server, capsys, "orgs", "report", org)
     assert code == 0 and "replay" in out and "verified" in out, out
     line = next(line for line in out.splitlines() if line.startswith("statement"))
     # the ledgers record the second replacement at the next entry at the cap: until then the
     # replay sums the zcdp phase and the rdp cap's reading, the same amounts
-    assert f"δ={again['statement']['delta']}" in line and "the sum of 2 cap phases" in line
+    assert f"δ={again.statement['delta']}" in line and "the sum of 2 cap phases" in line
     code, out, _ = _run(server, capsys, "orgs", "list", "--json")
     assert code == 0
     listed = next(o for o in json.loads(out) if o["id"] == org)
     assert {k: str(v) for k, v in listed["statement"].items()} == {
-        k: str(v) for k, v in again["statement"].items()
+        k: str(v) for k, v in again.statement.items()
     }

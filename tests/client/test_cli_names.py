@@ -27,9 +27,9 @@ def test_a_name_two_organisations_use_is_ambiguous_to_an_admin(
     name = f"cli-twin-{uuid.uuid4().hex[:8]}"
     twins = []
     for side in ("a", "b"):
-        org = client.create_organisation(f"{name}-org-{side}")["id"]
+        org = client.create_organisation(f"{name}-org-{side}").id
         curator = client.create_principal(f"{name}-{side}", "curator", organisation_id=org)
-        with OdometerClient(server.base_url, client.issue_key(curator["id"])["key"]) as cur:
+        with OdometerClient(server.base_url, client.issue_key(curator.id).key) as cur:
             twins.append(cur.create_dataset(name, "1", "0").id)
     live = ["--url", server.base_url, "--key", ADMIN_KEY]
     proc = subprocess.run(

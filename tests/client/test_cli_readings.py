@@ -205,19 +205,17 @@ def test_report_leads_with_the_reading_and_attributes_each_analysts_spend(
 ) -> None:
     ds = client.create_dataset(_name("report-rdp"), "3", "0.00001", accounting={"mode": "rdp"})
     analyst = client.create_principal(_name("analyst"), "analyst", organisation_id=ds.organisation)
-    client.grant(ds, analyst["id"])
+    client.grant(ds, analyst.id)
     client.register(ds, GAUSSIAN)
-    with OdometerClient(
-        server.base_url, client.issue_key(analyst["id"])["key"], retry=FAST_RETRY
-    ) as ana:
+    with OdometerClient(server.base_url, client.issue_key(analyst.id).key, retry=FAST_RETRY) as ana:
         ana.register(ds, d.gaussian("20"))
         ana.register(ds, d.gaussian("20"))
     report = client.report(ds)
-    assert report is not None
+    assert report is not None and report.status is not None
     code, out, _ = _run(server, capsys, "report", ds.id)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] == report["status"]["summary"]["text"]
+    assert lines[0] == report.status["summary"]["text"]
     assert "spent:                  RDP curve (--exact prints it)" in lines
     assert "dead=" not in out and "rdp=[" not in out  # no raw curves by default
     title = lines.index(
@@ -225,7 +223,7 @@ def test_report_leads_with_the_reading_and_attributes_each_analysts_spend(
     )
     header = re.split(r"\s{2,}", lines[title + 2])
     assert header[-3:] == ["charged", "attributed ε", "δ"]
-    for row in report["analysts"]:
+    for row in report.analysts:
         cells = _row(out, row["actor"])
         attribution = row.get("attribution")
         expected = (
@@ -235,7 +233,7 @@ def test_report_leads_with_the_reading_and_attributes_each_analysts_spend(
         if attribution is not None:  # the server's attribution: not certified, 8 digits
             assert attribution["certified"] is False
             assert len(Decimal(attribution["epsilon"]).as_tuple().digits) <= 8
-    assert {r["actor"] for r in report["analysts"]} == {"admin", analyst["id"]}
+    assert {r["actor"] for r in report.analysts} == {"admin", analyst.id}
     code, out, _ = _run(server, capsys, "report", ds.id, "--exact")  # the raw figures, as before
     assert code == 0 and "dead=[True" in out and "rdp=['" in out
 
@@ -246,15 +244,15 @@ def test_report_in_basic_shows_the_charged_epsilon_and_delta(
     ds = client.create_dataset(_name("report-basic"), "2", "0.000001")
     client.register(ds, GAUSSIAN)  # ε = 0.44707842418651294603…, δ = 1e-7
     report = client.report(ds)
-    assert report is not None
-    (admin,) = report["analysts"]
+    assert report is not None and report.status is not None
+    (admin,) = report.analysts
     code, out, _ = _run(server, capsys, "report", ds.id)
-    assert code == 0 and out.splitlines()[0] == report["status"]["summary"]["text"]
+    assert code == 0 and out.splitlines()[0] == report.status["summary"]["text"]
     assert "per analyst (epsilon):" in out
     charged = admin["charged"]
     assert len(Decimal(charged["epsilon"]).as_tuple().digits) > 8
     assert _row(out, "admin")[-3:] == [up8(charged["epsilon"]), up8(charged["delta"]), "0"]
-    remaining = report["status"]["remaining"]
+    remaining = report.status["remaining"]
     assert f"remaining:              epsilon={down8(remaining['epsilon'])}, delta=" in out
 
 

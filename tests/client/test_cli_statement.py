@@ -43,7 +43,7 @@ def _dataset(server: Server, body: dict[str, object]) -> str:
 def test_orgs_list_prints_the_statement_and_the_closed_phases(
     server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    org = client.create_organisation("cli-statement-org")["id"]
+    org = client.create_organisation("cli-statement-org").id
     client.set_organisation_cap(org, "10", "1e-5", {"mode": "zcdp"})
     budget = {"epsilon": "1000", "delta": "0.001"}
     ds = _dataset(
@@ -73,9 +73,10 @@ def test_orgs_list_prints_the_statement_and_the_closed_phases(
         "--exact",
     )
     assert code == 0, err
-    view = next(o for o in client.organisations() if o["id"] == org)
-    (closed,) = view["closed"]
-    statement = view["statement"]
+    view = next(o for o in client.organisations() if o.id == org)
+    (closed,) = view.closed
+    statement = view.statement
+    assert statement is not None
     assert statement["phases"] == 1  # the rdp cap in force counted nothing yet
     assert out.splitlines()[-2:] == [
         f"statement ε={statement['epsilon']} δ={statement['delta']} of 'cli-statement-org' "
@@ -83,8 +84,9 @@ def test_orgs_list_prints_the_statement_and_the_closed_phases(
         f"  closed zcdp cap: ε={closed['epsilon']} δ={closed['delta']} (until cap decision 2)",
     ]
     assert client.register(ds, DPSGD).status == "accepted"
-    view = next(o for o in client.organisations() if o["id"] == org)
-    statement, reading = view["statement"], view["status"]["odometer"]
+    view = next(o for o in client.organisations() if o.id == org)
+    statement, reading = view.statement, view.status["odometer"]
+    assert statement is not None
     assert Decimal(statement["epsilon"]) == Decimal(closed["epsilon"]) + Decimal(reading["epsilon"])
     assert Decimal(statement["delta"]) == Decimal(closed["delta"]) + Decimal(reading["delta"])
     code, out, err = _run(server, capsys, "orgs", "list", "--exact")

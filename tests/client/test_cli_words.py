@@ -45,8 +45,8 @@ def _principal(server: Server, name: str, organisation: str) -> str:
 def test_grant_and_keys_take_a_principal_by_name(
     server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    org = client.create_organisation("words-org")["id"]
-    other = client.create_organisation("words-other")["id"]
+    org = client.create_organisation("words-org").id
+    other = client.create_organisation("words-other").id
     ds = client.create_dataset("words-grant", "1", "0")
     moved = httpx.post(
         f"{server.base_url}/v1/datasets",
@@ -67,7 +67,7 @@ def test_grant_and_keys_take_a_principal_by_name(
     )
     assert (code, err) == (0, "")
     assert out == f"granted words-bea ({bea}) on {in_org} with quota epsilon=0.5, delta=0\n"
-    assert [g["principal_id"] for g in client.grants(in_org)] == [bea]
+    assert [g.principal_id for g in client.grants(in_org)] == [bea]
 
     # the name is ambiguous where the dataset's organisation does not tell them apart
     code, out, err = _cli(server, capsys, "keys", "issue", "words-bea")

@@ -88,7 +88,7 @@ def test_settle_from_the_released_output(client: OdometerClient) -> None:
         client.settle(ds, svt)
     assert neither.value.body["client_side"] is True
     entries = list(client.ledger(ds, kinds=("invocation_settled",)))
-    assert entries[0]["request"] == {"cell": "tops=2", "output_digest": expected}
+    assert entries[0].request == {"cell": "tops=2", "output_digest": expected}
 
 
 def test_typed_errors(client: OdometerClient, server: Server) -> None:
@@ -203,8 +203,8 @@ def test_ledger_pages_and_exports_verify(client: OdometerClient, tmp_path: Path)
     with client.reserve(ds, ODP) as r:
         r.settle("none")
     entries = list(client.ledger(ds, page_size=2))
-    assert [e["seq"] for e in entries] == list(range(1, 8))
-    assert [e["kind"] for e in client.ledger(ds, kinds=("invocation_settled",))] == [
+    assert [e.seq for e in entries] == list(range(1, 8))
+    assert [e.kind for e in client.ledger(ds, kinds=("invocation_settled",))] == [
         "invocation_settled"
     ]
     for fmt in ("json", "jsonl", "csv"):

@@ -37,7 +37,7 @@ def test_client_export_equals_the_core_ledger_format(
     client: OdometerClient, tmp_path: Path, format: ExportFormat
 ) -> None:
     ds = _busy_dataset(client)
-    entries = list(client.ledger(ds))
+    entries = [entry.raw for entry in client.ledger(ds)]
     assert len(entries) == 5
     path = tmp_path / f"export.{format}"
     assert client.export(ds, path, format) == 5

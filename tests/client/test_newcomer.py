@@ -37,7 +37,7 @@ MODES: list[tuple[dict[str, Any], dict[str, Any], str | None]] = [
 
 def _key(admin: OdometerClient, org: str, role: str) -> tuple[str, str]:
     principal = admin.create_principal(f"{role}-{secrets.token_hex(3)}", role, organisation_id=org)
-    return principal["id"], admin.issue_key(principal["id"])["key"]
+    return principal.id, admin.issue_key(principal.id).key
 
 
 def _cli(
@@ -58,11 +58,11 @@ def test_curator_analyst_auditor_in_every_mode(
 ) -> None:
     mode = accounting["mode"]
     with OdometerClient(server.base_url, ADMIN_KEY, retry=FAST_RETRY) as admin:
-        org = admin.create_organisation(f"newcomer-{mode}-{secrets.token_hex(3)}")["id"]
+        org = admin.create_organisation(f"newcomer-{mode}-{secrets.token_hex(3)}").id
         _, curator_key = _key(admin, org, "curator")
     # the curator creates the dataset, an analyst and an auditor, and grants the analyst
     with OdometerClient(server.base_url, curator_key, retry=FAST_RETRY) as curator:
-        assert curator.whoami()["role"] == "curator"
+        assert curator.whoami().role == "curator"
         ds = curator.create_dataset(f"walk-{mode}", 3, "1e-6", accounting=accounting)
         analysts = [_key(curator, org, "analyst") for _ in range(2)]
         _, auditor_key = _key(curator, org, "auditor")
@@ -76,7 +76,7 @@ def test_curator_analyst_auditor_in_every_mode(
         OdometerClient(server.base_url, analysts[1][1], retry=FAST_RETRY) as bob,
     ):
         me = ann.whoami()
-        assert me["role"] == "analyst" and [g["dataset_id"] for g in me["grants"]] == [ds.id]
+        assert me.role == "analyst" and [g["dataset_id"] for g in me.grants] == [ds.id]
         for turn in range(300):
             try:
                 (bob if turn % 3 == 2 else ann).register(ds.id, mechanism, **extra)
@@ -119,18 +119,18 @@ def test_curator_analyst_auditor_in_every_mode(
     # the auditor's report: per-analyst attribution, ann's more than bob's
     with OdometerClient(server.base_url, auditor_key, retry=FAST_RETRY) as auditor:
         report = auditor.report(ds.id)
-    assert report is not None
-    rows = {row["actor"]: row for row in report["analysts"]}
+    assert report is not None and report.status is not None
+    rows = {row["actor"]: row for row in report.analysts}
     ann_share, bob_share = (Decimal(rows[a]["attribution"]["epsilon"]) for a, _ in analysts)
     assert Decimal(0) < bob_share < ann_share
     assert all(rows[a]["attribution"]["certified"] is False for a, _ in analysts)
     code, out, err = _cli(server, auditor_key, capsys, "report", ds.id)
     assert code == 0, err
-    assert report["status"]["summary"]["text"] in out
+    assert report.status["summary"]["text"] in out
     if mode != "basic":  # per analyst and per declaration kind, labelled as attribution
         assert "per analyst, attribution (not certified)" in out
         assert "per declaration kind, attribution (not certified)" in out
-        (kind,) = report["mechanisms"]
+        (kind,) = report.mechanisms
         kind_line = next(line for line in out.splitlines() if line.startswith(kind["kind"]))
         assert str(kind["attribution"]["epsilon"]) in kind_line
     assert "Traceback" not in out + err

@@ -51,8 +51,8 @@ def test_register_preview_and_reserve_state_a_persons_contribution(api: Odometer
         assert r.status == "reserved"
         r.settle("none")
     entries = list(api.ledger(ds))
-    accepted = [e for e in entries if e["kind"] in ("invocation_accepted", "invocation_reserved")]
-    assert [e["request"]["contribution"] for e in accepted] == ["person", "person"]
+    accepted = [e for e in entries if e.kind in ("invocation_accepted", "invocation_reserved")]
+    assert [(e.request or {})["contribution"] for e in accepted] == ["person", "person"]
     assert (
         api.get_dataset(ds)
         .blocks["requires"]

@@ -197,8 +197,8 @@ def test_lost_answer_after_the_server_applied_it_has_exactly_one_effect(
         inv = c.register(ds, d.pure_dp("0.25"))
     assert transport.calls == 2
     entries = list(client.ledger(ds))
-    assert [e["kind"] for e in entries] == ["dataset_created", "invocation_accepted"]
-    assert entries[1]["invocation_id"] == inv.id
+    assert [e.kind for e in entries] == ["dataset_created", "invocation_accepted"]
+    assert entries[1].invocation_id == inv.id
     assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.25")
 
     reserved = client.register(ds, d.odp({"a": "0.1", "b": "0.3"}))
@@ -206,7 +206,7 @@ def test_lost_answer_after_the_server_applied_it_has_exactly_one_effect(
     with OdometerClient(server.base_url, ADMIN_KEY, retry=FAST_RETRY, transport=transport) as c:
         done = c.settle(ds, reserved, "a")
     assert transport.calls == 2 and done.refund["epsilon"] == Decimal("0.2")
-    assert [e["kind"] for e in client.ledger(ds)][-1] == "invocation_settled"
+    assert [e.kind for e in client.ledger(ds)][-1] == "invocation_settled"
     assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.35")
 
 
@@ -223,7 +223,7 @@ def test_async_lost_answer_has_exactly_one_effect(client: OdometerClient, server
         return inv.id
 
     inv_id = asyncio.run(scenario())
-    kinds = [(e["kind"], e["invocation_id"]) for e in client.ledger(ds)]
+    kinds = [(e.kind, e.invocation_id) for e in client.ledger(ds)]
     assert kinds == [("dataset_created", None), ("invocation_accepted", inv_id)]
     assert client.get_dataset(ds).remaining_epsilon == Decimal("0.5")
 

@@ -32,10 +32,23 @@ from odometer_client.models import (
     BlockRun,
     BlocksChanged,
     BlocksPage,
+    CapCapacity,
     Dataset,
+    Grant,
+    GrantCreated,
     Invocation,
+    IssuedKey,
+    LedgerEntry,
+    LedgerRecovered,
+    Me,
+    Organisation,
+    OrganisationReport,
     PreviewResult,
+    Principal,
+    Report,
+    RevokedKey,
     Settlement,
+    WitnessState,
 )
 
 T = TypeVar("T")
@@ -173,17 +186,17 @@ class AsyncOdometerClient:
         *,
         quota: Mapping[str, Number] | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> GrantCreated:
         """Grant a principal access to a dataset, optionally with a quota (ε, δ)."""
         return await self._send(
             _core.grant(_core.dataset_id(dataset), principal_id, quota, idempotency_key)
         )
 
-    async def grants(self, dataset: str | Dataset) -> list[dict[str, Any]]:
+    async def grants(self, dataset: str | Dataset) -> list[Grant]:
         """The dataset's grants (principal, quota and what the quota has spent)."""
         return await self._send(_core.list_grants(_core.dataset_id(dataset)))
 
-    async def revoke_grant(self, dataset: str | Dataset, principal_id: str) -> dict[str, Any]:
+    async def revoke_grant(self, dataset: str | Dataset, principal_id: str) -> Grant:
         """Withdraw a principal's access to a dataset (its ledger history stays)."""
         return await self._send(_core.revoke_grant(_core.dataset_id(dataset), principal_id))
 
@@ -239,12 +252,12 @@ class AsyncOdometerClient:
             cursor = page.next
 
     # ------------------------------------------------------------------ organisations
-    async def organisations(self) -> list[dict[str, Any]]:
+    async def organisations(self) -> list[Organisation]:
         """The organisations the key can see: cap (ε, δ, mode), spent and remaining in the
         cap's currency, its filter's ``status`` with the certified reading, and ``usage``."""
         return await self._send(_core.list_organisations())
 
-    async def create_organisation(self, name: str) -> dict[str, Any]:
+    async def create_organisation(self, name: str) -> Organisation:
         """A new organisation (admins)."""
         return await self._send(_core.create_organisation(name))
 
@@ -255,7 +268,7 @@ class AsyncOdometerClient:
         delta: Number | None = None,
         accounting: Mapping[str, Any] | None = None,
         replace: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Organisation:
         """Set the organisation's cap (ε, δ) over all its datasets; no amounts removes it.
 
         ``accounting`` is the cap's mode as a dataset's, e.g. ``{"mode": "rdp"}`` (which
@@ -276,7 +289,7 @@ class AsyncOdometerClient:
         mechanism: MechanismLike,
         dataset_id: str | Dataset | None = None,
         conversion_delta: Number | None = None,
-    ) -> dict[str, Any]:
+    ) -> CapCapacity:
         """How many more of ``mechanism`` the organisation's cap admits if nothing else runs
         (``count``, ``at_least``, ``reason`` the next one would be refused for), under the
         relation of ``dataset_id`` (default add_remove); ``Conflict`` NoCap without a cap."""
@@ -285,56 +298,54 @@ class AsyncOdometerClient:
             _core.organisation_cap_capacity(organisation_id, mechanism, ds, conversion_delta)
         )
 
-    async def organisation_report(self, organisation_id: str) -> dict[str, Any]:
+    async def organisation_report(self, organisation_id: str) -> OrganisationReport:
         """The cap replayed from every dataset's ledger: ``verified`` and ``problems``, the
         certified reading (``odometer``) and what each dataset drew (curators, auditors)."""
         return await self._send(_core.organisation_report(organisation_id))
 
     # ------------------------------------------------------------------ principals and keys
-    async def whoami(self) -> dict[str, Any]:
+    async def whoami(self) -> Me:
         """The key's principal: ``id``, ``name``, ``role``, ``organisation`` and, for an
         analyst, ``grants`` with each quota's ``budget`` and ``summary`` (``GET /v1/me``)."""
         return await self._send(_core.whoami())
 
-    async def principals(self) -> list[dict[str, Any]]:
+    async def principals(self) -> list[Principal]:
         """The principals the key can see."""
         return await self._send(_core.list_principals())
 
     async def create_principal(
         self, name: str, role: str, *, organisation_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> Principal:
         """A new principal (``curator``, ``analyst``, ``auditor``; ``admin`` for admins)."""
         return await self._send(_core.create_principal(name, role, organisation_id))
 
-    async def issue_key(
-        self, principal_id: str, *, expires_at: str | None = None
-    ) -> dict[str, Any]:
+    async def issue_key(self, principal_id: str, *, expires_at: str | None = None) -> IssuedKey:
         """A new API key for a principal: ``key`` is shown once (the server keeps a hash)."""
         return await self._send(_core.issue_key(principal_id, expires_at))
 
-    async def revoke_key(self, key_id: str) -> dict[str, Any]:
+    async def revoke_key(self, key_id: str) -> RevokedKey:
         """Revoke an API key at once."""
         return await self._send(_core.revoke_key(key_id))
 
     # ------------------------------------------------------------------ the witness (admin)
-    async def witness(self) -> dict[str, Any]:
+    async def witness(self) -> WitnessState:
         """The witness of ledger heads: ``enabled``, ``location``, ``signed`` and the ``frozen``
         datasets, each with its ``reason``, ``witnessed_seq`` and ``database_seq``
         (``docs/witness.md``)."""
         return await self._send(_core.witness())
 
-    async def check_witness(self) -> dict[str, Any]:
+    async def check_witness(self) -> WitnessState:
         """Compare every dataset's ledger head with the witness now; the state after it."""
         return await self._send(_core.check_witness())
 
     async def import_ledger_tail(
         self, dataset: str | Dataset, entries: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    ) -> LedgerRecovered:
         """Bring back a dataset whose ledger is behind the witness from the lost entries of an
         export taken before: they must chain from the database's head to the witnessed one."""
         return await self._send(_core.import_ledger_tail(_core.dataset_id(dataset), entries))
 
-    async def acknowledge_ledger_loss(self, dataset: str | Dataset, reason: str) -> dict[str, Any]:
+    async def acknowledge_ledger_loss(self, dataset: str | Dataset, reason: str) -> LedgerRecovered:
         """Accept that a dataset's entries past its database head are lost: a
         ``loss_acknowledged`` ledger entry, after which the dataset serves writes again."""
         return await self._send(_core.acknowledge_ledger_loss(_core.dataset_id(dataset), reason))
@@ -519,16 +530,16 @@ class AsyncOdometerClient:
         until: str | None = None,
         actor: str | None = None,
         kinds: tuple[str, ...] = (),
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Ledger entries in ``seq`` order, exactly as hashed, fetched page by page."""
+    ) -> AsyncIterator[LedgerEntry]:
+        """Ledger entries in ``seq`` order, fetched page by page (each one's ``raw`` exactly as
+        hashed)."""
         ds = _core.dataset_id(dataset)
         q = LedgerQuery(after_seq, page_size, since, until, actor, kinds)
         cursor: int | None = after_seq
         while cursor is not None:
-            page = await self._send(_core.ledger_page(ds, q, cursor))
-            for entry in page["entries"]:
+            entries, cursor = await self._send(_core.ledger_page(ds, q, cursor))
+            for entry in entries:
                 yield entry
-            cursor = page.get("next_after_seq")
 
     async def export(
         self,
@@ -576,7 +587,7 @@ class AsyncOdometerClient:
                 await _core.asleep(self.retry.delay(attempt))
                 attempt += 1
 
-    async def report(self, dataset: str | Dataset) -> dict[str, Any] | None:
+    async def report(self, dataset: str | Dataset) -> Report | None:
         """``GET …/report`` if the server has it, else ``None`` (see ``odometer_client.ledger``)."""
         try:
             return await self._send(_core.get_report(_core.dataset_id(dataset)))

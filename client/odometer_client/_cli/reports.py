@@ -46,15 +46,16 @@ def _export(args: argparse.Namespace, client: OdometerClient, out: Output) -> in
 
 # ---------------------------------------------------------------------------- report
 def _report(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
-    report = client.report(args.dataset)
-    if report is not None:  # the server's (GET …/report); it always replays
+    found = client.report(args.dataset)
+    if found is not None:  # the server's (GET …/report); it always replays
         if args.json:
-            out.json(report)
+            out.json(found.raw)
         else:
-            _server_report_lines(report, out)
-        return 0 if report["verification"]["ok"] else 1
+            _server_report_lines(found.raw, out)
+        return 0 if found.verified else 1
     ds = client.get_dataset(args.dataset)  # a server without the route: summed up here
-    report = summarize(ds.raw, list(client.ledger(ds, page_size=10_000)), verify=args.verify)
+    entries = [entry.raw for entry in client.ledger(ds, page_size=10_000)]
+    report = summarize(ds.raw, entries, verify=args.verify)
     report["source"] = "client"
     if args.json:
         out.json(report)

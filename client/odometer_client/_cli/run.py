@@ -141,13 +141,13 @@ def principal_id(
     if PRINCIPAL_ID.fullmatch(ref):
         return ref
     found = client.principals()
-    if any(p["id"] == ref for p in found):
+    if any(p.id == ref for p in found):
         return ref
-    named = [p for p in found if p["name"] == ref]
+    named = [p for p in found if p.name == ref]
     if len(named) > 1 and organisation is not None:
         inside = organisation()
-        named = [p for p in named if p.get("organisation_id") == inside] or named
-    one = _one_named("principal", ref, [str(p["id"]) for p in named])
+        named = [p for p in named if p.organisation_id == inside] or named
+    one = _one_named("principal", ref, [p.id for p in named])
     if one is not None:
         return one
     if ref.startswith("prn_"):
@@ -162,9 +162,9 @@ def organisation_id(client: OdometerClient, ref: str) -> str:
     """An organisation named by id or by its exact name; an unknown or ambiguous reference is
     an error, never a new organisation."""
     found = client.organisations()
-    if any(o["id"] == ref for o in found):
+    if any(o.id == ref for o in found):
         return ref
-    named = _one_named("organisation", ref, [str(o["id"]) for o in found if o["name"] == ref])
+    named = _one_named("organisation", ref, [o.id for o in found if o.name == ref])
     if named is not None:
         return named
     raise OdometerError(f"no organisation {ref!r} (by id or name) is visible to this key")

@@ -13,6 +13,7 @@ from odometer_client._cli.output import Output, text
 from odometer_client._cli.run import command, organisation_id, principal_id
 from odometer_client._sync.client import OdometerClient
 from odometer_client.errors import OdometerError
+from odometer_client.models import Organisation, OrganisationReport, decimals
 
 
 # ---------------------------------------------------------------------------- grants
@@ -26,7 +27,7 @@ def _grant(args: argparse.Namespace, client: OdometerClient, out: Output) -> int
     principal = _principal(client, args)
     result = client.grant(args.dataset, principal, quota=quota)
     if args.json:
-        out.json(result)
+        out.json(result.raw)
     else:
         suffix = f" with quota {out.amounts(quota)}" if quota else ""
         out.line(f"granted {_named(args.principal, principal)} on {args.dataset}{suffix}")
@@ -52,21 +53,21 @@ def _named(ref: str, resolved: str) -> str:
 def _grants_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     grants = client.grants(args.dataset)
     if args.json:
-        out.json(grants)
+        out.json([decimals(g.raw) for g in grants])
         return 0
     if not grants:
         out.line(f"no grants on {args.dataset}")
         return 0
     rows: list[Sequence[str]] = [("principal", "quota", "quota spent", "granted by", "at")]
     for g in grants:
-        spent = (g.get("quota_state") or {}).get("spent")
+        spent = (g.quota_state or {}).get("spent")
         rows.append(
             (
-                g["principal_id"],
-                out.amounts(g.get("quota")),
+                g.principal_id,
+                out.amounts(g.quota),
                 out.amounts(spent),
-                g.get("created_by", "-"),
-                g.get("created_at", "-"),
+                g.created_by,
+                g.created_at,
             )
         )
     out.table(rows)
@@ -77,7 +78,7 @@ def _grants_revoke(args: argparse.Namespace, client: OdometerClient, out: Output
     principal = _principal(client, args)
     result = client.revoke_grant(args.dataset, principal)
     if args.json:
-        out.json(result)
+        out.json(decimals(result.raw))
     else:
         out.line(f"revoked {_named(args.principal, principal)}'s grant on {args.dataset}")
     return 0
@@ -89,23 +90,23 @@ def _cap_text(cap: Mapping[str, Any] | None, out: Output) -> str:
     return f"{out.amounts(cap, symbols=True)} {cap['mode']}" if cap else "-"
 
 
-def _org_rows(orgs: Sequence[Mapping[str, Any]], out: Output) -> None:
+def _org_rows(orgs: Sequence[Organisation], out: Output) -> None:
     rows: list[Sequence[str]] = [("id", "name", "cap", "mode", "spent", "certified ε", "decisions")]
     for o in orgs:
-        status = o.get("status") or {}
-        spent = out.amounts(o.get("spent"), symbols=True)
-        reserved = (o.get("reserved") or {}).get("epsilon")
+        status = o.status
+        spent = out.amounts(o.spent, symbols=True)
+        reserved = (o.reserved or {}).get("epsilon")
         if reserved:  # open ODP reservations (basic caps)
             spent += f" (reserved ε={out.figure(reserved)})"
         rows.append(
             (
-                o["id"],
-                o["name"],
-                _cap_text(o.get("cap"), out),
+                o.id,
+                o.name,
+                _cap_text(o.cap, out),
                 text(status.get("mode")),
                 spent,
                 out.figure((status.get("odometer") or {}).get("epsilon")),
-                text(o.get("cap_seq")),
+                text(o.cap_seq),
             )
         )
     out.table(rows)
@@ -113,18 +114,17 @@ def _org_rows(orgs: Sequence[Mapping[str, Any]], out: Output) -> None:
         _statement_lines(o, out)
 
 
-def _statement_lines(org: Mapping[str, Any], out: Output) -> None:
+def _statement_lines(org: Organisation, out: Output) -> None:
     """An organisation whose cap was replaced after it counted: its statement (the closed
     phases' readings plus the cap in force's once it counted: what to quote for the
     organisation, the table's certified ε being the cap in force's alone), the server's note
     (its δ exceeds the first cap's), and each closed phase."""
-    closed = org.get("closed") or []
-    statement = org.get("statement")
+    closed, statement = org.closed, org.statement
     if not closed or not statement:
         return
     phases = statement.get("phases")
     out.line(
-        f"statement {out.amounts(statement, symbols=True)} of {org['name']!r} "
+        f"statement {out.amounts(statement, symbols=True)} of {org.name!r} "
         f"({phases} phase{'' if phases == 1 else 's'}): {statement.get('note')}"
     )
     for phase in closed:
@@ -137,7 +137,7 @@ def _statement_lines(org: Mapping[str, Any], out: Output) -> None:
 def _orgs_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     orgs = client.organisations()
     if args.json:
-        out.json(orgs)
+        out.json([decimals(o.raw) for o in orgs])
     else:
         _org_rows(orgs, out)
     return 0
@@ -146,11 +146,11 @@ def _orgs_list(args: argparse.Namespace, client: OdometerClient, out: Output) ->
 def _orgs_create(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     org = client.create_organisation(args.name)
     if args.json:
-        out.json(org)
+        out.json(decimals(org.raw))
     elif args.quiet:
-        out.line(str(org["id"]))
+        out.line(org.id)
     else:
-        out.line(f"created organisation {org['id']} {org['name']!r}")
+        out.line(f"created organisation {org.id} {org.name!r}")
     return 0
 
 
@@ -173,7 +173,7 @@ def _orgs_cap(args: argparse.Namespace, client: OdometerClient, out: Output) -> 
         replace=args.replace,
     )
     if args.json:
-        out.json(org)
+        out.json(decimals(org.raw))
     else:
         _org_rows([org], out)  # with the statement once a cap was replaced
     return 0
@@ -187,59 +187,57 @@ def _orgs_capacity(args: argparse.Namespace, client: OdometerClient, out: Output
         args.conversion_delta,
     )
     if args.json:
-        out.json(found)
+        out.json(decimals(found.raw))
         return 0
-    count = f"at least {found['count']}" if found["at_least"] else str(found["count"])
-    reason = f" (next refused: {found['reason']})" if found.get("reason") else ""
-    out.line(f"the cap ({found['mode']}) admits {count} more of this declaration{reason}")
+    count = f"at least {found.count}" if found.at_least else str(found.count)
+    reason = f" (next refused: {found.reason})" if found.reason else ""
+    out.line(f"the cap ({found.mode}) admits {count} more of this declaration{reason}")
     return 0
 
 
 def _orgs_report(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     report = client.organisation_report(organisation_id(client, args.organisation))
     if args.json:
-        out.json(report)
+        out.json(decimals(report.raw))
     else:
         _org_report_lines(report, out)
-    return 0 if report["verified"] else 1
+    return 0 if report.verified else 1
 
 
-def _org_report_lines(report: Mapping[str, Any], out: Output) -> None:
+def _org_report_lines(report: OrganisationReport, out: Output) -> None:
     """The organisation's report (``GET …/report``) as text: the replay's verdict, the
     certified reading it replayed, and what each dataset drew from the cap."""
-    org, reading = report["organisation"], report.get("odometer")
+    org, reading = report.organisation, report.odometer
     certified = "-"
     if reading:
         certified = f"{out.amounts(reading, symbols=True)} ({text(reading.get('source'))})"
     out.pairs(
         [
-            ("organisation", f"{org['id']}  {org['name']!r}"),
-            ("cap", _cap_text(org.get("cap"), out)),
-            ("spent", out.amounts(org.get("spent"), symbols=True)),
+            ("organisation", f"{org.id}  {org.name!r}"),
+            ("cap", _cap_text(org.cap, out)),
+            ("spent", out.amounts(org.spent, symbols=True)),
             ("certified reading", certified),
             *(
                 [
                     (
                         "statement",
-                        f"{out.amounts(report['statement'], symbols=True)} (replayed: the "
-                        f"sum of {report['statement']['phases']} cap phases)",
+                        f"{out.amounts(report.statement, symbols=True)} (replayed: the "
+                        f"sum of {(report.statement or {}).get('phases')} cap phases)",
                     )
                 ]
-                if report.get("closed")
+                if report.closed
                 else []
             ),
-            ("decisions", str(report["decisions"])),
-            ("replay", "verified" if report["verified"] else "FAILED"),
+            ("decisions", str(report.decisions)),
+            ("replay", "verified" if report.verified else "FAILED"),
         ]
     )
-    for problem in report["problems"]:
+    for problem in report.problems:
         out.line(f"  problem: {problem}")
     table: list[Sequence[str]] = [("dataset", "name", "mode", "decisions", "admitted", "drawn")]
-    for d in report["datasets"]:
-        drawn = out.amounts(d.get("drawn"), symbols=True)
-        table.append(
-            (d["id"], d["name"], d["mode"], str(d["decisions"]), str(d["admitted"]), drawn)
-        )
+    for d in report.datasets:
+        drawn = out.amounts(d.drawn, symbols=True)
+        table.append((d.id, d.name, d.mode, str(d.decisions), str(d.admitted), drawn))
     out.line()
     if len(table) == 1:
         out.line("no datasets")
@@ -251,12 +249,11 @@ def _org_report_lines(report: Mapping[str, Any], out: Output) -> None:
 def _principals_list(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     principals = client.principals()
     if args.json:
-        out.json(principals)
+        out.json([decimals(p.raw) for p in principals])
         return 0
     rows: list[Sequence[str]] = [("id", "name", "role", "organisation", "created")]
     for p in principals:
-        organisation = text(p.get("organisation_id"))
-        rows.append((p["id"], p["name"], p["role"], organisation, p["created_at"]))
+        rows.append((p.id, p.name, p.role, text(p.organisation_id), p.created_at))
     out.table(rows)
     return 0
 
@@ -265,13 +262,13 @@ def _principals_create(args: argparse.Namespace, client: OdometerClient, out: Ou
     organisation = None if args.organisation is None else organisation_id(client, args.organisation)
     principal = client.create_principal(args.name, args.role, organisation_id=organisation)
     if args.json:
-        out.json(principal)
+        out.json(decimals(principal.raw))
     elif args.quiet:
-        out.line(str(principal["id"]))
+        out.line(principal.id)
     else:
         out.line(
-            f"created {principal['role']} {principal['id']} {principal['name']!r} "
-            f"in {text(principal.get('organisation_id'))}"
+            f"created {principal.role} {principal.id} {principal.name!r} "
+            f"in {text(principal.organisation_id)}"
         )
     return 0
 
@@ -279,22 +276,22 @@ def _principals_create(args: argparse.Namespace, client: OdometerClient, out: Ou
 def _keys_issue(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     key = client.issue_key(principal_id(client, args.principal), expires_at=args.expires_at)
     if args.json:
-        out.json(key)
+        out.json(decimals(key.raw))
         return 0
     sys.stderr.write(
-        f"key {key['id']} for {key['principal_id']} (expires {text(key.get('expires_at'))}); "
+        f"key {key.id} for {key.principal_id} (expires {text(key.expires_at)}); "
         "shown once, the server keeps only its hash:\n"
     )
-    out.line(str(key["key"]))
+    out.line(key.key)
     return 0
 
 
 def _keys_revoke(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     result = client.revoke_key(args.key_id)
     if args.json:
-        out.json(result)
+        out.json(decimals(result.raw))
     else:
-        out.line(f"revoked key {result['id']} of {result['principal_id']}")
+        out.line(f"revoked key {result.id} of {result.principal_id}")
     return 0
 
 

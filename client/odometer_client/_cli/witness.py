@@ -17,24 +17,24 @@ from typing import Any
 from odometer_client._cli.output import Output
 from odometer_client._cli.run import command
 from odometer_client._sync.client import OdometerClient
+from odometer_client.models import WitnessState, decimals
 
 
-def _show(status: dict[str, Any], out: Output, json_output: bool) -> int:
+def _show(status: WitnessState, out: Output, json_output: bool) -> int:
     if json_output:
-        out.json(status)
+        out.json(decimals(status.raw))
         return 0
-    if not status["enabled"]:
+    if not status.enabled:
         out.line("witness: disabled (ODOMETER_WITNESS_DIR is unset)")
         return 0
-    signed = "signed" if status["signed"] else "unsigned"
-    out.line(f"witness: {status['location']} ({signed})")
-    if not status["frozen"]:
+    signed = "signed" if status.signed else "unsigned"
+    out.line(f"witness: {status.location} ({signed})")
+    if not status.frozen:
         out.line("no dataset is behind the witness")
         return 0
     rows = [["dataset", "reason", "witnessed seq", "database seq"]]
     rows += [
-        [f["dataset_id"], f["reason"], str(f["witnessed_seq"]), str(f["database_seq"])]
-        for f in status["frozen"]
+        [f.dataset_id, f.reason, str(f.witnessed_seq), str(f.database_seq)] for f in status.frozen
     ]
     out.table(rows)
     return 1
@@ -64,11 +64,11 @@ def _import(args: argparse.Namespace, client: OdometerClient, out: Output) -> in
     entries = read_entries(args.export)
     done = client.import_ledger_tail(args.dataset, entries)
     if args.json:
-        out.json(done)
+        out.json(decimals(done.raw))
     else:
         out.line(
-            f"imported {done['imported']} entries: dataset {done['dataset_id']} is at seq "
-            f"{done['seq']} again and serves writes"
+            f"imported {done.imported} entries: dataset {done.dataset_id} is at seq "
+            f"{done.seq} again and serves writes"
         )
     return 0
 
@@ -76,12 +76,12 @@ def _import(args: argparse.Namespace, client: OdometerClient, out: Output) -> in
 def _acknowledge(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     done = client.acknowledge_ledger_loss(args.dataset, args.reason)
     if args.json:
-        out.json(done)
+        out.json(decimals(done.raw))
     else:
-        lost = done["lost"]
+        lost = done.lost or {}
         out.line(
             f"loss of entries {lost['database_seq'] + 1}..{lost['witnessed_seq']} acknowledged "
-            f"(ledger entry {done['seq']}): dataset {done['dataset_id']} serves writes"
+            f"(ledger entry {done.seq}): dataset {done.dataset_id} serves writes"
         )
     return 0
 

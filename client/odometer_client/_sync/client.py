@@ -34,10 +34,23 @@ from odometer_client.models import (
     BlockRun,
     BlocksChanged,
     BlocksPage,
+    CapCapacity,
     Dataset,
+    Grant,
+    GrantCreated,
     Invocation,
+    IssuedKey,
+    LedgerEntry,
+    LedgerRecovered,
+    Me,
+    Organisation,
+    OrganisationReport,
     PreviewResult,
+    Principal,
+    Report,
+    RevokedKey,
     Settlement,
+    WitnessState,
 )
 
 T = TypeVar("T")
@@ -175,17 +188,17 @@ class OdometerClient:
         *,
         quota: Mapping[str, Number] | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> GrantCreated:
         """Grant a principal access to a dataset, optionally with a quota (ε, δ)."""
         return self._send(
             _core.grant(_core.dataset_id(dataset), principal_id, quota, idempotency_key)
         )
 
-    def grants(self, dataset: str | Dataset) -> list[dict[str, Any]]:
+    def grants(self, dataset: str | Dataset) -> list[Grant]:
         """The dataset's grants (principal, quota and what the quota has spent)."""
         return self._send(_core.list_grants(_core.dataset_id(dataset)))
 
-    def revoke_grant(self, dataset: str | Dataset, principal_id: str) -> dict[str, Any]:
+    def revoke_grant(self, dataset: str | Dataset, principal_id: str) -> Grant:
         """Withdraw a principal's access to a dataset (its ledger history stays)."""
         return self._send(_core.revoke_grant(_core.dataset_id(dataset), principal_id))
 
@@ -237,12 +250,12 @@ class OdometerClient:
             cursor = page.next
 
     # ------------------------------------------------------------------ organisations
-    def organisations(self) -> list[dict[str, Any]]:
+    def organisations(self) -> list[Organisation]:
         """The organisations the key can see: cap (ε, δ, mode), spent and remaining in the
         cap's currency, its filter's ``status`` with the certified reading, and ``usage``."""
         return self._send(_core.list_organisations())
 
-    def create_organisation(self, name: str) -> dict[str, Any]:
+    def create_organisation(self, name: str) -> Organisation:
         """A new organisation (admins)."""
         return self._send(_core.create_organisation(name))
 
@@ -253,7 +266,7 @@ class OdometerClient:
         delta: Number | None = None,
         accounting: Mapping[str, Any] | None = None,
         replace: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Organisation:
         """Set the organisation's cap (ε, δ) over all its datasets; no amounts removes it.
 
         ``accounting`` is the cap's mode as a dataset's, e.g. ``{"mode": "rdp"}`` (which
@@ -274,7 +287,7 @@ class OdometerClient:
         mechanism: MechanismLike,
         dataset_id: str | Dataset | None = None,
         conversion_delta: Number | None = None,
-    ) -> dict[str, Any]:
+    ) -> CapCapacity:
         """How many more of ``mechanism`` the organisation's cap admits if nothing else runs
         (``count``, ``at_least``, ``reason`` the next one would be refused for), under the
         relation of ``dataset_id`` (default add_remove); ``Conflict`` NoCap without a cap."""
@@ -283,54 +296,54 @@ class OdometerClient:
             _core.organisation_cap_capacity(organisation_id, mechanism, ds, conversion_delta)
         )
 
-    def organisation_report(self, organisation_id: str) -> dict[str, Any]:
+    def organisation_report(self, organisation_id: str) -> OrganisationReport:
         """The cap replayed from every dataset's ledger: ``verified`` and ``problems``, the
         certified reading (``odometer``) and what each dataset drew (curators, auditors)."""
         return self._send(_core.organisation_report(organisation_id))
 
     # ------------------------------------------------------------------ principals and keys
-    def whoami(self) -> dict[str, Any]:
+    def whoami(self) -> Me:
         """The key's principal: ``id``, ``name``, ``role``, ``organisation`` and, for an
         analyst, ``grants`` with each quota's ``budget`` and ``summary`` (``GET /v1/me``)."""
         return self._send(_core.whoami())
 
-    def principals(self) -> list[dict[str, Any]]:
+    def principals(self) -> list[Principal]:
         """The principals the key can see."""
         return self._send(_core.list_principals())
 
     def create_principal(
         self, name: str, role: str, *, organisation_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> Principal:
         """A new principal (``curator``, ``analyst``, ``auditor``; ``admin`` for admins)."""
         return self._send(_core.create_principal(name, role, organisation_id))
 
-    def issue_key(self, principal_id: str, *, expires_at: str | None = None) -> dict[str, Any]:
+    def issue_key(self, principal_id: str, *, expires_at: str | None = None) -> IssuedKey:
         """A new API key for a principal: ``key`` is shown once (the server keeps a hash)."""
         return self._send(_core.issue_key(principal_id, expires_at))
 
-    def revoke_key(self, key_id: str) -> dict[str, Any]:
+    def revoke_key(self, key_id: str) -> RevokedKey:
         """Revoke an API key at once."""
         return self._send(_core.revoke_key(key_id))
 
     # ------------------------------------------------------------------ the witness (admin)
-    def witness(self) -> dict[str, Any]:
+    def witness(self) -> WitnessState:
         """The witness of ledger heads: ``enabled``, ``location``, ``signed`` and the ``frozen``
         datasets, each with its ``reason``, ``witnessed_seq`` and ``database_seq``
         (``docs/witness.md``)."""
         return self._send(_core.witness())
 
-    def check_witness(self) -> dict[str, Any]:
+    def check_witness(self) -> WitnessState:
         """Compare every dataset's ledger head with the witness now; the state after it."""
         return self._send(_core.check_witness())
 
     def import_ledger_tail(
         self, dataset: str | Dataset, entries: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    ) -> LedgerRecovered:
         """Bring back a dataset whose ledger is behind the witness from the lost entries of an
         export taken before: they must chain from the database's head to the witnessed one."""
         return self._send(_core.import_ledger_tail(_core.dataset_id(dataset), entries))
 
-    def acknowledge_ledger_loss(self, dataset: str | Dataset, reason: str) -> dict[str, Any]:
+    def acknowledge_ledger_loss(self, dataset: str | Dataset, reason: str) -> LedgerRecovered:
         """Accept that a dataset's entries past its database head are lost: a
         ``loss_acknowledged`` ledger entry, after which the dataset serves writes again."""
         return self._send(_core.acknowledge_ledger_loss(_core.dataset_id(dataset), reason))
@@ -513,16 +526,16 @@ class OdometerClient:
         until: str | None = None,
         actor: str | None = None,
         kinds: tuple[str, ...] = (),
-    ) -> Iterator[dict[str, Any]]:
-        """Ledger entries in ``seq`` order, exactly as hashed, fetched page by page."""
+    ) -> Iterator[LedgerEntry]:
+        """Ledger entries in ``seq`` order, fetched page by page (each one's ``raw`` exactly as
+        hashed)."""
         ds = _core.dataset_id(dataset)
         q = LedgerQuery(after_seq, page_size, since, until, actor, kinds)
         cursor: int | None = after_seq
         while cursor is not None:
-            page = self._send(_core.ledger_page(ds, q, cursor))
-            for entry in page["entries"]:
+            entries, cursor = self._send(_core.ledger_page(ds, q, cursor))
+            for entry in entries:
                 yield entry
-            cursor = page.get("next_after_seq")
 
     def export(
         self,
@@ -570,7 +583,7 @@ class OdometerClient:
                 _core.sleep(self.retry.delay(attempt))
                 attempt += 1
 
-    def report(self, dataset: str | Dataset) -> dict[str, Any] | None:
+    def report(self, dataset: str | Dataset) -> Report | None:
         """``GET …/report`` if the server has it, else ``None`` (see ``odometer_client.ledger``)."""
         try:
             return self._send(_core.get_report(_core.dataset_id(dataset)))
