@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Final, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -138,15 +138,24 @@ def initial_state(config: BasicConfig) -> BasicState:
 
 # ---------------------------------------------------------------------------- charge
 def unsupported(decl: Declaration) -> str | None:
-    """``basic`` converts every declaration kind to (ε, δ), but a ``repeat_and_select`` only
-    from its pure ε or its RDP curve (:func:`_selection_refusal`), wherever it is nested."""
-    for node in work.walk(decl):
-        if isinstance(node, RepeatAndSelect):
-            why = _selection_refusal(node)
-            if why is not None:
-                return why
-    if type(decl) in KINDS.values():
-        return None
+    """Why ``basic`` cannot charge ``decl`` (the 422 message), or ``None``: the walk of
+    :func:`eps_delta`, asked only whether. ``basic`` converts every declaration kind of the
+    registry to (ε, δ), but a ``repeat_and_select`` only from its pure ε or its RDP curve,
+    wherever it is nested; a class built in code that is no kind of the registry (not even a
+    subclass of one) has no conversion."""
+    try:
+        _walk(decl, None)
+    except UnsupportedInMode as refused:
+        return refused.detail
+    if type(decl) not in _REGISTERED:
+        return _no_conversion(decl)
+    return None
+
+
+_REGISTERED: Final = frozenset(KINDS.values())
+
+
+def _no_conversion(decl: Declaration) -> str:
     return f"no (ε, δ) conversion for kind '{decl.kind}'"
 
 
@@ -161,26 +170,27 @@ class EpsDelta:
 
 def _pure_epsilon(decl: Declaration) -> Decimal | None:
     """ε of kinds that are pure ε-DP by definition, else ``None``."""
-    if isinstance(decl, ChargedAs):
-        return _pure_epsilon(decl.charged_as())
-    if isinstance(decl, PureDP | RandomizedResponse | Exponential):
-        return decl.epsilon
-    if isinstance(decl, Laplace):
-        return decl.epsilon
-    if isinstance(decl, GDP) and decl.mu == 0:
-        return ZERO
-    if isinstance(decl, RepeatAndSelect):
-        return sel.pure_epsilon(decl)
+    match decl:
+        case ChargedAs():
+            return _pure_epsilon(decl.charged_as())
+        case PureDP(epsilon=eps) | RandomizedResponse(epsilon=eps) | Exponential(epsilon=eps):
+            return eps
+        case Laplace():
+            return decl.epsilon
+        case GDP(mu=mu) if mu == 0:
+            return ZERO
+        case RepeatAndSelect():
+            return sel.pure_epsilon(decl)
     return None
 
 
-def _selection_refusal(decl: RepeatAndSelect) -> str | None:
-    """Why ``basic`` cannot charge ``decl``: (2 + η)ε needs an ε-DP inner mechanism and a
-    truncated negative binomial; otherwise the curve of ``rdp`` mode is converted, which needs
-    an inner mechanism that mode can account, without a δ."""
-    if sel.pure_epsilon(decl) is not None:
-        return None
-    return rdp_unsupported(decl)
+@dataclass(frozen=True, slots=True)
+class _At:
+    """What a charge is computed at: the conversion δ, and the :class:`Effort` fixed once for
+    the whole declaration."""
+
+    conversion_delta: Decimal
+    effort: Effort
 
 
 def eps_delta(
@@ -198,78 +208,134 @@ def eps_delta(
     ``exponential`` or ``pure_dp``, ``tree_aggregation`` as ``gaussian``). A
     ``repeat_and_select`` is (2 + η)ε-DP for an ε-DP inner mechanism and a truncated negative
     binomial (Papernot–Steinke 2022 Cor. 3), else its ``rdp`` curve converted at the
-    conversion δ.
+    conversion δ. Where ``basic`` cannot charge ``decl`` (:func:`unsupported`), raises
+    :class:`UnsupportedInMode` with the reason.
     """
     if isinstance(decl, ChargedAs):
         return eps_delta(decl.charged_as(), conversion_delta, effort)
     if effort is None:
         effort = effort_for(decl)
+    return _walk(decl, _At(conversion_delta, effort))
+
+
+@overload
+def _walk(decl: Declaration, at: _At) -> EpsDelta: ...
+@overload
+def _walk(decl: Declaration, at: None) -> None: ...
+@overload
+def _walk(decl: Declaration, at: _At | None) -> EpsDelta | None: ...
+def _walk(decl: Declaration, at: _At | None) -> EpsDelta | None:
+    """The one walk of ``basic`` mode over a declaration, in the manner of dp_accounting's
+    ``_maybe_compose(event, count, do_compose)``: where ``basic`` cannot charge ``decl`` or a
+    mechanism nested in it, it raises :class:`UnsupportedInMode` with the reason; else it
+    returns the (ε, δ) at ``at``, or, when ``at`` is ``None``, nothing: asked only whether, it
+    converts nothing. A kind the mode accounts is one with a case here."""
+    if isinstance(decl, ChargedAs):
+        return _walk(decl.charged_as(), at)
     pure = _pure_epsilon(decl)
     if pure is not None:
-        return EpsDelta(pure, ZERO)
-    if isinstance(decl, ApproxDP):
-        return EpsDelta(decl.epsilon, decl.delta)
-    if isinstance(decl, OdpCapable):
-        part = decl.partition()
-        return EpsDelta(part.worst_epsilon, part.delta, part)
+        return None if at is None else EpsDelta(pure, ZERO)
+    match decl:
+        case ApproxDP(epsilon=eps, delta=delta):
+            return None if at is None else EpsDelta(eps, delta)
+        case OdpCapable():
+            if at is None:
+                return None
+            part = decl.partition()
+            return EpsDelta(part.worst_epsilon, part.delta, part)
+        case ZCDP() | MCDP():
+            return None if at is None else _zcdp_eps_delta(decl, at.conversion_delta)
+        case RDPCurve():
+            if at is None:
+                return None
+            orders = np.array([float(a) for a in decl.orders])
+            values = np.array([to_float_up(v) for v in decl.values])
+            dc = to_float_down(at.conversion_delta)
+            eps = _conv_or_inf(dc, lambda: cv.rdp_to_epsilon(orders, values, dc)[0])
+            return EpsDelta(eps, at.conversion_delta)
+        case GDP(mu=mu):
+            if at is None:
+                return None
+            dc = to_float_down(at.conversion_delta)
+            eps = _conv_or_inf(dc, lambda: cv.gdp_epsilon(to_float_up(mu), dc))
+            return EpsDelta(eps, at.conversion_delta)
+        case Gaussian():
+            return None if at is None else _gaussian_eps_delta(decl, at.conversion_delta)
+        case Subsampled(mechanism=inner):
+            if at is None:
+                return _walk(inner, None)
+            return _subsampled_eps_delta(decl, at.conversion_delta, at.effort)
+        case RepeatAndSelect():
+            # not ε-DP by PS22 Cor. 3 (handled above): its rdp-mode curve (Papernot–Steinke 2022
+            # Thm 2 or 6) on effort.orders, converted by CKS20 Prop. 12 at the conversion δ,
+            # which needs an inner mechanism that mode can account, without a δ
+            why = rdp_unsupported(decl)
+            if why is not None:
+                raise UnsupportedInMode(why)
+            if at is None:
+                return None
+            dc, effort = to_float_down(at.conversion_delta), at.effort
+            eps = _conv_or_inf(dc, lambda: _rdp_epsilon(decl, dc, effort))
+            return EpsDelta(eps, at.conversion_delta)
+        case DPSGD():
+            return None if at is None else _dp_sgd_eps_delta(decl, at.conversion_delta, at.effort)
+        case MixtureOfGaussians() | SampledWithReplacement() | TruncatedSubsampledGaussian():
+            if at is None:
+                return None
+            return _mixture_eps_delta(decl, at.conversion_delta, at.effort)
+        case Composed(items=items):
+            if at is None:
+                for item, _ in items:
+                    _walk(item, None)
+                return None
+            return _composed_eps_delta(decl, at.conversion_delta, at.effort)
+    raise UnsupportedInMode(_no_conversion(decl))
+
+
+def _zcdp_eps_delta(decl: ZCDP | MCDP, conversion_delta: Decimal) -> EpsDelta:
+    """ξ + ε(ρ) at the conversion δ (Canonne–Kamath–Steinke 2020 Cor. 13), which is charged
+    besides the declaration's own δ; ρ = 0 needs no conversion."""
+    xi, rho = zcdp_pair(decl)
+    own_delta = decl.delta if isinstance(decl, ZCDP) else ZERO
+    if rho == 0:
+        return EpsDelta(xi, own_delta)
     dc = to_float_down(conversion_delta)
-    if isinstance(decl, ZCDP | MCDP):
-        xi, rho = zcdp_pair(decl)
-        if rho == 0:
-            return EpsDelta(xi, decl.delta if isinstance(decl, ZCDP) else ZERO)
-        eps = _conv_or_inf(dc, lambda: cv.zcdp_epsilon(to_float_up(rho), dc))
-        own_delta = decl.delta if isinstance(decl, ZCDP) else ZERO
-        return EpsDelta(add_up(xi, eps), add_up(own_delta, conversion_delta))
-    if isinstance(decl, RDPCurve):
-        orders = np.array([float(a) for a in decl.orders])
-        values = np.array([to_float_up(v) for v in decl.values])
-        eps = _conv_or_inf(dc, lambda: cv.rdp_to_epsilon(orders, values, dc)[0])
-        return EpsDelta(eps, conversion_delta)
-    if isinstance(decl, GDP):
-        eps = _conv_or_inf(dc, lambda: cv.gdp_epsilon(to_float_up(decl.mu), dc))
-        return EpsDelta(eps, conversion_delta)
-    if isinstance(decl, Gaussian):
-        if decl.sensitivity == 0:
-            return EpsDelta(ZERO, ZERO)
-        if decl.sigma == 0:
-            return EpsDelta(INFINITY, conversion_delta)
-        eps = _conv_or_inf(
-            dc,
-            lambda: cv.analytic_gaussian_epsilon(
-                to_float_down(decl.sigma), to_float_up(decl.sensitivity), dc
-            ),
-        )
-        return EpsDelta(eps, conversion_delta)
-    if isinstance(decl, Subsampled):
-        return _subsampled_eps_delta(decl, conversion_delta, effort)
-    if isinstance(decl, RepeatAndSelect):
-        # not ε-DP by PS22 Cor. 3 (handled above): its rdp-mode curve (Papernot–Steinke 2022
-        # Thm 2 or 6) on effort.orders, converted by CKS20 Prop. 12 at the conversion δ
-        why = _selection_refusal(decl)
-        if why is not None:
-            raise UnsupportedInMode(why)
-        eps = _conv_or_inf(dc, lambda: _rdp_epsilon(decl, dc, effort))
-        return EpsDelta(eps, conversion_delta)
-    if isinstance(decl, DPSGD):
-        delta = decl.delta if decl.delta is not None else conversion_delta
-        d = to_float_down(delta)
-        eps = _conv_or_inf(
+    eps = _conv_or_inf(dc, lambda: cv.zcdp_epsilon(to_float_up(rho), dc))
+    return EpsDelta(add_up(xi, eps), add_up(own_delta, conversion_delta))
+
+
+def _gaussian_eps_delta(decl: Gaussian, conversion_delta: Decimal) -> EpsDelta:
+    """The exact (ε, δ) of the Gaussian mechanism at the conversion δ (Balle–Wang 2018 Thm 8)."""
+    if decl.sensitivity == 0:
+        return EpsDelta(ZERO, ZERO)
+    if decl.sigma == 0:
+        return EpsDelta(INFINITY, conversion_delta)
+    dc = to_float_down(conversion_delta)
+    eps = _conv_or_inf(
+        dc,
+        lambda: cv.analytic_gaussian_epsilon(
+            to_float_down(decl.sigma), to_float_up(decl.sensitivity), dc
+        ),
+    )
+    return EpsDelta(eps, conversion_delta)
+
+
+def _dp_sgd_eps_delta(decl: DPSGD, conversion_delta: Decimal, effort: Effort) -> EpsDelta:
+    """ε of the run at its own δ, or at the conversion δ when it states none (charged)."""
+    delta = decl.delta if decl.delta is not None else conversion_delta
+    d = to_float_down(delta)
+    eps = _conv_or_inf(
+        d,
+        lambda: _poisson_gaussian_epsilon(
+            decl,
+            to_float_down(decl.noise_multiplier),
+            to_float_up(decl.sample_rate),
+            decl.steps,
             d,
-            lambda: _poisson_gaussian_epsilon(
-                decl,
-                to_float_down(decl.noise_multiplier),
-                to_float_up(decl.sample_rate),
-                decl.steps,
-                d,
-                effort,
-            ),
-        )
-        return EpsDelta(eps, delta)
-    if isinstance(decl, MixtureOfGaussians | SampledWithReplacement | TruncatedSubsampledGaussian):
-        return _mixture_eps_delta(decl, conversion_delta, effort)
-    if isinstance(decl, Composed):
-        return _composed_eps_delta(decl, conversion_delta, effort)
-    raise UnsupportedInMode(f"no (ε, δ) conversion for kind '{decl.kind}'")
+            effort,
+        ),
+    )
+    return EpsDelta(eps, delta)
 
 
 def _poisson_gaussian_epsilon(
