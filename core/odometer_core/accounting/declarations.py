@@ -2,13 +2,12 @@
 
 Every kind is an immutable, validated dataclass with a canonical JSON form. Parsing goes
 through a **closed registry** (:data:`KINDS`): a payload's ``"type"`` selects one of the
-classes below and nothing else is ever imported or constructed from a payload. A stored
+classes listed there and nothing else is ever imported or constructed from a payload. A stored
 ``type`` never changes meaning; a new meaning gets a new kind.
 
 The declarations say *what ran*; how it is counted lives in the modes of
 :mod:`odometer_core.accounting.modes`, reached through :mod:`odometer_core.accounting.filters`
-(events kept apart from
-accountants, as in Google's ``dp_accounting``).
+(events kept apart from accountants, as in Google's ``dp_accounting``).
 
 Output-dependent (ODP) kinds — ``odp`` and the templates ``svt``, ``ptr``, ``iterative`` and
 ``tested_release`` — expose :meth:`OdpCapable.partition`: the named cells with their ε and the
