@@ -261,7 +261,7 @@ class UnitOfWork:
         self._finish()
 
     @contextmanager
-    def core(self) -> Iterator[UnitOfWork]:
+    def core(self, *, read: bool = False) -> Iterator[UnitOfWork]:
         """A write transaction on a pooled Core connection, without an ORM ``Session``: the
         write path of register, settle and cancel, whose statements are
         :mod:`app.db.admission`'s and which only needs :meth:`connection`, :attr:`idempotency`,
@@ -272,8 +272,15 @@ class UnitOfWork:
         is measured too). On PostgreSQL the transaction is pipelined
         (:class:`app.db.driver.PipelinedTransaction`: ``BEGIN`` sent with the lock statement,
         the write with ``COMMIT``, two round trips in all). Leaving the block without a commit
-        rolls back, as for ``with uow``."""
-        self._core = self._behind_gate(self._database.engine.connect, write=True)
+        rolls back, as for ``with uow``.
+
+        ``read=True``: a read transaction on the same statements instead (``BEGIN DEFERRED``
+        on SQLite, not behind the write gate: it never takes the write lock), which the write
+        path decides in before it writes (:mod:`app.services.batching`, on SQLite)."""
+        engine = self._database.engine
+        self._core = self._behind_gate(
+            (read_only(engine) if read else engine).connect, write=not read
+        )
         self.idempotency = IdempotencyRepository(self.connection)
         try:
             # begun by the first connection() (BEGIN IMMEDIATE on SQLite, by the begin hook; a

@@ -11,14 +11,17 @@ each of its requests is then run alone, for its own answer.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from functools import partial
 
 from anyio import to_thread
 
 from app.db import locking
-from app.db.admission import Locked
+from app.db.admission import Locked, StoredResponse
+from app.db.rows import DatasetRow, GrantRow, OrgRow
 from app.db.uow import Database, UnitOfWork
 from app.db.witness import WitnessUnavailable
 from app.db.writes import Writes
@@ -125,41 +128,122 @@ def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[O
     the state the previous one left; one write for all; one commit. A dataset the caller may
     not see is its members' :class:`NotFound`; the others go on. With several datasets, a cap
     found in force where none was known fails the transaction
-    (:class:`~app.db.locking.CapAppeared`)."""
-    viewer = items[0].principal.viewer
+    (:class:`~app.db.locking.CapAppeared`). On SQLite, one dataset's items are decided before
+    the write transaction (:func:`_decided_before_writing`)."""
     by_dataset = _by_dataset(items)
     datasets = sorted(by_dataset)
-    outcomes: list[Outcome | None] = [None] * len(items)
     with ExitStack() as held:
         for dataset_id in datasets:  # this process's turns, in the order of the row locks
             held.enter_context(uow.turn(dataset_id))
+        if len(datasets) == 1 and uow.database.engine.dialect.name == "sqlite":
+            done = _decided_before_writing(uow, items, datasets[0])
+            if done is not None:
+                return done
         held.enter_context(uow.core())
-        keys = [item.key for item in items if item.key is not None]
-        found: dict[str, Locked]
-        if len(datasets) == 1:
-            window = known_window(uow, datasets[0], [item.request for item in items])
-            only = locking.lock_levels(
-                uow, viewer, datasets[0], admitting=True, keys=keys, window=window
-            )
-            found = {} if only is None else {datasets[0]: only}
-        else:
-            found = locking.lock_shared(uow, viewer, datasets, keys)
-        writes = Writes()
-        for dataset_id in datasets:
-            members = by_dataset[dataset_id]
-            locked = found.get(dataset_id)
-            decided: Sequence[Outcome] = (
-                [NotFound(f"dataset '{dataset_id}' not found")] * len(members)
-                if locked is None
-                else decide_in_order(uow, locked, [items[i] for i in members], writes)
-            )
-            for i, outcome in zip(members, decided, strict=True):
-                outcomes[i] = outcome
-        if writes:
-            levels = list(found.values())
-            org = levels[0].org if len(levels) == 1 else None  # shared rows are never written
-            idempotency.write_rows(
-                uow, writes, [lv.dataset for lv in levels], org, [lv.grant for lv in levels]
-            )
-            idempotency.commit(uow)
-    return [o for o in outcomes if o is not None]
+        found, outcomes, writes, _ = _decide(uow, items, by_dataset)
+        _write(uow, found, writes)
+    return outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a decision read: the levels' rows as read (copies, before any decision moved them)
+    and the stored responses of the caller's idempotency keys."""
+
+    rows: tuple[DatasetRow, OrgRow, GrantRow | None] | None
+    stored: tuple[StoredResponse | None, ...]
+
+
+def _as_read(uow: UnitOfWork, locked: Locked | None, owner: str, keys: Sequence[str]) -> _Read:
+    if locked is None:
+        return _Read(None, ())
+    rows = copy.deepcopy((locked.dataset, locked.org, locked.grant))
+    return _Read(rows, tuple(uow.idempotency.get(owner, key) for key in keys))
+
+
+def _decided_before_writing(
+    uow: UnitOfWork, items: Sequence[Registration], dataset_id: str
+) -> list[Outcome] | None:
+    """SQLite admits one writer at a time, for the whole database: a decision made inside the
+    write transaction held every other dataset's writes for as long as it took (20 s for a
+    selection on a fragmented dataset). So the items are decided in a read transaction first
+    (which takes no write lock), and the write transaction then reads the same rows again — the
+    dataset's, the organisation's, the grant's, the keys' stored responses, one statement — and
+    writes what was decided only if they are exactly as the decision read them; ``None``
+    otherwise (another process wrote in between): the caller decides again under the lock.
+
+    Why equal rows are enough: every change to what a decision reads moves one of them — a
+    dataset's state, blocks, budget and configuration change only with a ledger entry, which
+    moves the dataset row's ``last_seq`` and ``head_hash``; the cap's and the quota's states
+    live in the organisation's and the grant's rows; a key answered since has a stored response.
+    So the decision is the one the write transaction would have made, and nothing is written
+    that it would not have written."""
+    owner = items[0].principal.viewer.owner
+    keys = [item.key for item in items if item.key is not None]
+    with uow.core(read=True):
+        by_dataset = {dataset_id: list(range(len(items)))}
+        found, outcomes, writes, read = _decide(uow, items, by_dataset, observe=True)
+        heads = dict(uow.heads)  # the heads the staged entries move, witnessed at the commit
+    if not writes:
+        return outcomes  # nothing to write (replayed answers, refusals before staging)
+    with uow.core():
+        again = locking.lock_levels(
+            uow, items[0].principal.viewer, dataset_id, admitting=True, keys=keys
+        )
+        if _as_read(uow, again, owner, keys) != read:
+            return None  # the block rolls back; decided again under the lock
+        uow.heads.update(heads)
+        _write(uow, found, writes)
+    return outcomes
+
+
+def _decide(
+    uow: UnitOfWork,
+    items: Sequence[Registration],
+    by_dataset: dict[str, list[int]],
+    *,
+    observe: bool = False,
+) -> tuple[dict[str, Locked], list[Outcome], Writes, _Read | None]:
+    """Lock (or, in a read transaction, read) the levels of ``by_dataset``'s datasets and decide
+    their members in arrival order, staging what they change; with one dataset and
+    ``observe``, also what the decisions read (:class:`_Read`), taken before they moved
+    anything."""
+    viewer = items[0].principal.viewer
+    datasets = sorted(by_dataset)
+    keys = [item.key for item in items if item.key is not None]
+    outcomes: list[Outcome | None] = [None] * len(items)
+    found: dict[str, Locked]
+    read: _Read | None = None
+    if len(datasets) == 1:
+        window = known_window(uow, datasets[0], [item.request for item in items])
+        only = locking.lock_levels(
+            uow, viewer, datasets[0], admitting=True, keys=keys, window=window
+        )
+        found = {} if only is None else {datasets[0]: only}
+        read = _as_read(uow, only, viewer.owner, keys) if observe else None
+    else:
+        found = locking.lock_shared(uow, viewer, datasets, keys)
+    writes = Writes()
+    for dataset_id in datasets:
+        members = by_dataset[dataset_id]
+        locked = found.get(dataset_id)
+        decided: Sequence[Outcome] = (
+            [NotFound(f"dataset '{dataset_id}' not found")] * len(members)
+            if locked is None
+            else decide_in_order(uow, locked, [items[i] for i in members], writes)
+        )
+        for i, outcome in zip(members, decided, strict=True):
+            outcomes[i] = outcome
+    return found, [o for o in outcomes if o is not None], writes, read
+
+
+def _write(uow: UnitOfWork, found: dict[str, Locked], writes: Writes) -> None:
+    """Write what the decisions staged, with the levels' new states, and commit."""
+    if not writes:
+        return
+    levels = list(found.values())
+    org = levels[0].org if len(levels) == 1 else None  # shared rows are never written
+    idempotency.write_rows(
+        uow, writes, [lv.dataset for lv in levels], org, [lv.grant for lv in levels]
+    )
+    idempotency.commit(uow)
