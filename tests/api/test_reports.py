@@ -17,12 +17,13 @@ import itertools
 import re
 import xml.etree.ElementTree as ET
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app import reports_svg
+from app import dashboard, reports_svg
 from app.db.repositories import LedgerRepository
 from app.db.uow import UnitOfWork
 from app.services import reports as service
@@ -376,9 +377,16 @@ def test_dashboard_is_static_with_a_strict_policy(client: TestClient) -> None:
     # no inline script: every script element loads a same-origin file
     html = page.text
     assert html.count("<script") == html.count('<script src="/dashboard/app.js"') == 1
-    js = client.get("/dashboard/app.js")
-    assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
-    assert "innerHTML" not in js.text and "sessionStorage" in js.text
+    # app.js and every module it imports: served as scripts, none writing HTML as text
+    modules = sorted(p.name for p in Path(dashboard.__file__).parent.glob("*.js"))
+    assert "app.js" in modules and len(modules) > 1
+    texts = []
+    for name in modules:
+        js = client.get(f"/dashboard/{name}")
+        assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+        texts.append(js.text)
+    assert not any("innerHTML" in text for text in texts)
+    assert any("sessionStorage" in text for text in texts)
     assert client.get("/dashboard/style.css").headers["content-type"].startswith("text/css")
     for name in ("secret.py", "..%2F__init__.py", "index.htm"):
         r = client.get(f"/dashboard/{name}")
