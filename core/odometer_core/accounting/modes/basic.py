@@ -231,7 +231,9 @@ def _walk(decl: Declaration, at: _At | None) -> EpsDelta | None:
     returns the (ε, δ) at ``at``, or, when ``at`` is ``None``, nothing: asked only whether, it
     converts nothing. A kind the mode accounts is one with a case here."""
     if isinstance(decl, ChargedAs):
-        return _walk(decl.charged_as(), at)
+        # the guarantee of a plain kind (ε-DP, ρ-zCDP, the exponential or Gaussian mechanism),
+        # each converted here: only a charge needs it built (√d of a tree costs a few µs)
+        return None if at is None else _walk(decl.charged_as(), at)
     pure = _pure_epsilon(decl)
     if pure is not None:
         return None if at is None else EpsDelta(pure, ZERO)
