@@ -10,7 +10,10 @@ the transaction's other writes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection
@@ -30,7 +33,43 @@ Resolved = tuple[Range, ...] | None
 
 
 def partition_of(partition_json: Mapping[str, Any] | None) -> Partition | None:
-    return None if partition_json is None else parse_partition(partition_json)
+    """The partition of ``partition_json``, parsed once per process (a partition never
+    changes, and each write on a partitioned dataset needs it: parsed again per request, it was
+    parsed twice per registration)."""
+    if partition_json is None:
+        return None
+    return _parsed(json.dumps(partition_json, sort_keys=True, separators=(",", ":")))
+
+
+@lru_cache(maxsize=4096)
+def _parsed(text: str) -> Partition:
+    return parse_partition(json.loads(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """One transaction's selections resolved once, before the lock, on the partition this
+    process knows (a partition never changes): reused under the lock by
+    :meth:`PartitionLevel.prepare`, so no selection is resolved twice."""
+
+    partition: Partition
+    resolved: list[Resolved | Exception]
+
+    @property
+    def window(self) -> Spans:
+        """The spans of runs the selections touch (malformed ones left out)."""
+        return window_of([r for r in self.resolved if not isinstance(r, Exception)])
+
+
+def resolve_all(partition: Partition, selections: Sequence[object]) -> list[Resolved | Exception]:
+    """Each selection resolved, or its own :class:`InvalidBlocks` (refused when decided)."""
+    resolved: list[Resolved | Exception] = []
+    for selection in selections:
+        try:
+            resolved.append(resolve(partition, selection))
+        except InvalidBlocks as exc:
+            resolved.append(exc)
+    return resolved
 
 
 def resolve(partition: Partition | None, selection: object) -> Resolved:
@@ -102,19 +141,19 @@ class PartitionLevel:
         ds: DatasetRow,
         selections: Sequence[object],
         prefetched: Window | None = None,
+        resolution: Resolution | None = None,
     ) -> PartitionLevel | None:
         """``None`` for a whole dataset. ``prefetched``: the runs read with the lock, used
         when their spans cover what ``selections`` touch (otherwise read now, on
-        ``connection()``)."""
+        ``connection()``); ``resolution``: ``selections`` resolved before the lock (on the
+        same partition: a partition never changes), else they are resolved here."""
         partition = partition_of(ds.partition_json)
         if partition is None:
             return None
-        resolved: list[Resolved | Exception] = []
-        for selection in selections:
-            try:
-                resolved.append(resolve(partition, selection))
-            except InvalidBlocks as exc:
-                resolved.append(exc)
+        if resolution is not None and resolution.partition == partition:
+            resolved = resolution.resolved
+        else:
+            resolved = resolve_all(partition, selections)
         window = window_of([r for r in resolved if not isinstance(r, Exception)])
         config = config_from_json(ds.config_json)
         if prefetched is not None and prefetched.covers(window):
@@ -154,19 +193,12 @@ class PartitionLevel:
         stage(writes, self.dataset_id, self.held)
 
 
-def window_known(
+def known_resolution(
     partition_json: Mapping[str, Any] | None, selections: Sequence[object]
-) -> Spans | None:
-    """The spans of runs ``selections`` touch on a dataset of ``partition_json`` (``None``: a
-    whole dataset, nothing to read); malformed selections are left out (each is refused when
-    it is decided)."""
+) -> Resolution | None:
+    """``selections`` resolved on a dataset of ``partition_json`` (``None``: a whole dataset,
+    nothing to read); its :attr:`~Resolution.window` is what the lock statement reads."""
     partition = partition_of(partition_json)
     if partition is None:
         return None
-    resolved: list[Resolved] = []
-    for selection in selections:
-        try:
-            resolved.append(resolve(partition, selection))
-        except InvalidBlocks:
-            continue
-    return window_of(resolved)
+    return Resolution(partition, resolve_all(partition, selections))

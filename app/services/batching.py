@@ -26,6 +26,7 @@ from app.db.uow import Database, UnitOfWork
 from app.db.witness import WitnessUnavailable
 from app.db.writes import Writes
 from app.services import idempotency
+from app.services._blocks import Resolution
 from app.services.charging import ChargeWorkers
 from app.services.errors import NotFound
 from app.services.groups import GroupCommit
@@ -214,8 +215,10 @@ def _decide(
     outcomes: list[Outcome | None] = [None] * len(items)
     found: dict[str, Locked]
     read: _Read | None = None
+    resolution: Resolution | None = None
     if len(datasets) == 1:
-        window = known_window(uow, datasets[0], [item.request for item in items])
+        resolution = known_window(uow, datasets[0], [item.request for item in items])
+        window = None if resolution is None else resolution.window
         only = locking.lock_levels(
             uow, viewer, datasets[0], admitting=True, keys=keys, window=window
         )
@@ -230,7 +233,7 @@ def _decide(
         decided: Sequence[Outcome] = (
             [NotFound(f"dataset '{dataset_id}' not found")] * len(members)
             if locked is None
-            else decide_in_order(uow, locked, [items[i] for i in members], writes)
+            else decide_in_order(uow, locked, [items[i] for i in members], writes, resolution)
         )
         for i, outcome in zip(members, decided, strict=True):
             outcomes[i] = outcome

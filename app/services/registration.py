@@ -19,13 +19,12 @@ from typing import Any
 
 from app.db import locking
 from app.db.admission import Locked
-from app.db.blocks import Spans
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes
 from app.services import idempotency
 from app.services._aggregate import load_filter, stage_entry
-from app.services._blocks import PartitionLevel, resolve, window_known
+from app.services._blocks import PartitionLevel, Resolution, known_resolution, resolve
 from app.services._common import fingerprint, new_id, utc_now
 from app.services._levels import ORGANISATION, QUOTA, Uppers, organisation_level, quota_level, wire
 from app.services.charging import ChargeWorkers
@@ -211,7 +210,11 @@ def decide(
 
 
 def decide_in_order(
-    uow: UnitOfWork, locked: Locked, items: Sequence[Registration], writes: Writes
+    uow: UnitOfWork,
+    locked: Locked,
+    items: Sequence[Registration],
+    writes: Writes,
+    resolution: Resolution | None = None,
 ) -> list[Outcome]:
     """Decide one dataset's ``items`` (one caller's) in order on its locked levels, staging
     what they change in ``writes``. Their idempotency keys were read with the lock statement,
@@ -220,7 +223,9 @@ def decide_in_order(
     on."""
     outcomes: list[Outcome] = []
     selections = [item.request.blocks for item in items]
-    blocks = PartitionLevel.prepare(uow.connection, locked.dataset, selections, locked.window)
+    blocks = PartitionLevel.prepare(
+        uow.connection, locked.dataset, selections, locked.window, resolution
+    )
     for position, item in enumerate(items):
         owner = item.principal.id
         try:
@@ -300,14 +305,15 @@ def admitted_everywhere(
 
 def known_window(
     uow: UnitOfWork, dataset_id: str, requests: Sequence[InvocationRequest]
-) -> Spans | None:
-    """The spans of runs ``requests`` touch on ``dataset_id`` when this process knows the
-    dataset is partitioned: read in the lock statement's round trip
-    (:func:`app.db.locking.lock_levels`); ``None`` otherwise."""
+) -> Resolution | None:
+    """The selections of ``requests`` resolved when this process knows ``dataset_id`` is
+    partitioned: the spans of runs they touch (:attr:`Resolution.window`) are read in the lock
+    statement's round trip (:func:`app.db.locking.lock_levels`), and the selections are not
+    resolved again under the lock; ``None`` otherwise."""
     known, partition_json = uow.database.partitions.get(dataset_id)
     if not known:
         return None
-    return window_known(partition_json, [request.blocks for request in requests])
+    return known_resolution(partition_json, [request.blocks for request in requests])
 
 
 def whole_dataset(ds: DatasetRow, request: InvocationRequest) -> Filter:
