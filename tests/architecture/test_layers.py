@@ -76,6 +76,8 @@ def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
         env={
             "PYTHONPATH": ":".join(str(cwd / folder) for folder in PACKAGES.values()),
             "PATH": str(LINT_IMPORTS.parent),
+            # wide enough that a long contract name keeps its verdict on its line (_broken)
+            "COLUMNS": "1000",
         },
         capture_output=True,
         text=True,
