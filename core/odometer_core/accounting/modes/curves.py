@@ -66,7 +66,8 @@ _SUBSAMPLED_ONLY_GAUSSIAN: Final = (
 @dataclass(frozen=True, slots=True, eq=False)
 class _At:
     """Where a curve is computed: the orders, the dataset's relation, and ``tight``: a Gaussian
-    subsampled without replacement at the smaller of WBK19 and BEBP24 (:mod:`.subsampling`)."""
+    subsampled without replacement at the smaller of WBK19 and BEBP24
+    (:mod:`odometer_core.accounting.subsampling`)."""
 
     orders: FloatArray
     relation: Relation
