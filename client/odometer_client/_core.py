@@ -1,14 +1,21 @@
-"""What the sync and async clients share: request building (checked against the server's
-contract, :mod:`odometer_client.contract`), the retry policy and response decoding. Transport
-lives in the client classes (``_async/client.py``, and ``_sync/client.py`` generated from
-it)."""
+"""What the sync and async clients share: request building, the retry policy and response
+decoding. Transport lives in the client classes (``_async/client.py``, and
+``_sync/client.py`` generated from it).
+
+The server is the judge of a request: a body it refuses is a 422 naming the field and the
+rule, raised as :class:`~odometer_client.errors.InvalidRequest`. The client checks only what
+is its own to say before sending: the shape of its own arguments (``blocks``, ``settle``'s
+cell or output, a page's size) and a budget's amounts, whose domain it states (so that
+``odometer datasets create --epsilon -1`` says the rule it breaks without a round trip)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -19,7 +26,6 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 import httpx
 
-from odometer_client import contract
 from odometer_client.declarations import Mechanism
 from odometer_client.errors import ApiError, InvalidRequest, OdometerError, error_for
 from odometer_client.exports import EXPORT_FORMATS, ExportFormat
@@ -146,15 +152,8 @@ def invocation_id(invocation: str | Invocation) -> str:
     return invocation.id if isinstance(invocation, Invocation) else invocation
 
 
-def _validated(schema: str, data: Mapping[str, Any]) -> dict[str, Any]:
-    """Check a request body against the server's contract before it is sent."""
-    body: dict[str, Any] = _jsonable(data)
-    _refuse(contract.check(schema, body))
-    return body
-
-
 def _refuse(problems: list[str]) -> None:
-    """Refuse a request body the contract does not admit, before it is sent."""
+    """Refuse a request before it is sent (a 422 ``ValidationError`` marked ``client_side``)."""
     if problems:
         raise InvalidRequest(
             422,
@@ -164,6 +163,73 @@ def _refuse(problems: list[str]) -> None:
                 "client_side": True,
             },
         )
+
+
+#: A budget's amounts, as the server reads them (docs/http-api.md, *Numbers*): ε in (0, 10⁶],
+#: δ in [0, 1), as a JSON number or decimal text. A dataset's budget, a budget change and an
+#: organisation's cap share the domain.
+MAX_EPSILON = Decimal(1_000_000)
+_DOMAINS = {
+    "epsilon": '0 < ε ≤ 10⁶: an exact decimal, as a JSON number or as decimal text such as "1"',
+    "delta": '0 ≤ δ < 1: an exact decimal, as a JSON number or as decimal text such as "1e-6"',
+}
+#: Decimal text, a sign allowed (a negative amount is then told the bound it breaks).
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _budget_problems(where: str, epsilon: Number, delta: Number) -> list[str]:
+    """What is wrong with a budget's (ε, δ), each as ``{where}.epsilon: must be > 0, got -1``;
+    the finer grammar (digits, exponents) is the server's to judge."""
+    problems = []
+    for unit, value in (("epsilon", epsilon), ("delta", delta)):
+        number = _as_number(value)
+        shown = json.dumps(str(value) if isinstance(value, Decimal) else value)
+        if number is None:
+            problems.append(f"{where}.{unit}: {shown} is not an amount ({_DOMAINS[unit]})")
+        elif unit == "epsilon" and number <= 0:
+            problems.append(f"{where}.epsilon: must be > 0, got {shown}")
+        elif unit == "epsilon" and number > MAX_EPSILON:
+            problems.append(f"{where}.epsilon: must be at most {MAX_EPSILON}, got {shown}")
+        elif unit == "delta" and number < 0:
+            problems.append(f"{where}.delta: must be ≥ 0, got {shown}")
+        elif unit == "delta" and number >= 1:
+            problems.append(f"{where}.delta: must be < 1, got {shown}")
+    return problems
+
+
+def _as_number(value: Any) -> Decimal | None:
+    """An amount as the exact decimal it is written as; ``None`` if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return Decimal(repr(value)) if math.isfinite(value) else None
+    if isinstance(value, int | Decimal):
+        number = Decimal(value)
+        return number if number.is_finite() else None
+    if isinstance(value, str) and len(value) <= 64 and _NUMBER_TEXT.fullmatch(value):
+        return Decimal(value)
+    return None
+
+
+#: The forms of a selection of blocks (:data:`BlocksLike`).
+_SELECTIONS = ({"from", "to"}, {"keys"}, {"ranges"})
+
+
+def _blocks_problems(blocks: BlocksLike) -> list[str]:
+    """What is wrong with the shape of a selection of blocks (its keys are the server's to
+    judge)."""
+    if blocks == "all":
+        return []
+    if isinstance(blocks, Mapping) and set(blocks) in _SELECTIONS:
+        listed = blocks.get("keys", blocks.get("ranges"))
+        if listed is None or (isinstance(listed, list | tuple) and listed):
+            return []
+    shown = json.dumps(_jsonable(blocks), default=str)
+    return [
+        f"$.blocks: {shown[:60]} is not a selection of blocks: give "
+        '{"from": KEY, "to": KEY}, {"keys": [KEY, …]}, {"ranges": [{"from", "to"}, …]} '
+        'or "all"'
+    ]
 
 
 def _amount_text(value: Number) -> Number:
@@ -200,7 +266,7 @@ def create_dataset(
         "POST",
         "/v1/datasets",
         Dataset.from_json,
-        body=_validated("DatasetCreate", data),
+        body=_checked(_budget_problems("$.budget", epsilon, delta), data),
         idempotency_key=new_key(idempotency_key),
         resend="unsent",  # dataset creation is not idempotency-keyed on the server
     )
@@ -236,7 +302,7 @@ def change_budget(
         "PATCH",
         f"/v1/datasets/{ds}/budget",
         Dataset.from_json,
-        body=_validated("BudgetPatch", data),
+        body=_checked(_budget_problems("$", epsilon, delta), data),
         idempotency_key=new_key(idempotency_key),
         resend="always",  # sets absolute values: a resend has the same outcome
     )
@@ -261,7 +327,7 @@ def _invocation_body(
         data["contribution"] = contribution
     if neighbours is not None:
         data["neighbours"] = neighbours
-    return _validated("InvocationCreate", data)
+    return _checked(_blocks_problems(blocks) if blocks is not None else [], data)
 
 
 def register(
@@ -310,7 +376,7 @@ def change_blocks(
 ) -> Call[BlocksChanged]:
     """Open or retire blocks ``first`` … ``last`` (a ledger entry). Not idempotency-keyed on
     the server, and opening twice is refused (``BlockConflict``): never sent twice."""
-    body = _validated("BlocksChange", {action: {"from": first, "to": last}})
+    body = _jsonable({action: {"from": first, "to": last}})
     return Call(
         "POST", f"/v1/datasets/{ds}/blocks", BlocksChanged.from_json, body=body, resend="unsent"
     )
@@ -364,7 +430,7 @@ def settle(
         "POST",
         f"/v1/datasets/{ds}/invocations/{inv}/settle",
         Settlement.from_json,
-        body=_validated("SettleRequest", body),
+        body=_jsonable(body),
         idempotency_key=new_key(idempotency_key),
     )
 
@@ -416,7 +482,7 @@ def create_organisation(name: str) -> Call[Organisation]:
         "POST",
         "/v1/organisations",
         Organisation.from_json,
-        body=_validated("OrganisationCreate", {"name": name}),
+        body={"name": name},
         resend="unsent",  # not idempotency-keyed on the server: never sent twice
     )
 
@@ -442,7 +508,7 @@ def set_organisation_cap(
             data["accounting"] = accounting
         if replace:
             data["replace"] = True
-        body = _validated("OrganisationCap", data)
+        body = _checked(_budget_problems("$", epsilon, delta), data)
     elif accounting is not None:
         raise ValueError("an accounting mode needs the cap's epsilon and delta")
     elif replace:
@@ -465,7 +531,7 @@ def organisation_cap_capacity(
         data["dataset_id"] = ds
     if conversion_delta is not None:
         data["conversion_delta"] = _amount_text(conversion_delta)
-    body = _validated("CapacityQuery", data)
+    body = _jsonable(data)
     path = f"/v1/organisations/{organisation_id}/cap/capacity"
     return Call("POST", path, CapCapacity.from_json, body=body)
 
@@ -510,13 +576,13 @@ def create_principal(name: str, role: str, organisation_id: str | None) -> Call[
         "POST",
         "/v1/principals",
         Principal.from_json,
-        body=_validated("PrincipalCreate", data),
+        body=data,
         resend="unsent",
     )
 
 
 def issue_key(principal_id: str, expires_at: str | None) -> Call[IssuedKey]:
-    body = None if expires_at is None else _validated("KeyCreate", {"expires_at": expires_at})
+    body = None if expires_at is None else {"expires_at": expires_at}
     return Call(
         "POST",
         f"/v1/principals/{principal_id}/keys",
@@ -591,6 +657,13 @@ def exported_count(response: httpx.Response) -> int:
 
 def get_report(ds: str) -> Call[Report]:
     return Call("GET", f"/v1/datasets/{ds}/report", Report.from_json)
+
+
+def _checked(problems: list[str], data: Mapping[str, Any]) -> dict[str, Any]:
+    """A request body as JSON, unless ``problems`` refuse it before it is sent."""
+    _refuse(problems)
+    body: dict[str, Any] = _jsonable(data)
+    return body
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,9 +1,9 @@
 """Declarations from what analysts already have.
 
 Every helper returns a :class:`Mechanism`: the declaration's fields as Python values (exact
-``Decimal`` amounts, nested mechanisms), checked on construction against the server's contract
-(the committed OpenAPI document, :mod:`odometer_client.contract`), ready for
-``client.register`` / ``client.reserve``.
+``Decimal`` amounts, nested mechanisms), ready for ``client.register`` / ``client.reserve``.
+The server judges the declaration (a 422 naming the field and the rule, ``InvalidRequest``);
+the helpers refuse what they cannot read as an exact amount (``ValueError``).
 
 Numbers may be ``Decimal``, ``int``, decimal text or ``float`` (read through ``repr``, as the
 server does). The adapters (:mod:`odometer_client.adapters`) read the binary floats of other
@@ -20,22 +20,17 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from fractions import Fraction
 from typing import Any
 
-from odometer_client import contract
-
 Number = Decimal | int | float | str
 
 
 class Mechanism:
-    """A declaration the server accepts: ``type`` and its fields, read as attributes
+    """A declaration for the server to judge: ``type`` and its fields, read as attributes
     (``d.dp_sgd(1.1, 0.01, epochs=3).steps == 300``); :meth:`to_json` is what is sent."""
 
     __slots__ = ("_fields",)
 
     def __init__(self, **fields: Any) -> None:
         object.__setattr__(self, "_fields", {k: v for k, v in fields.items() if v is not None})
-        problems = contract.check(contract.MECHANISM, self.to_json())
-        if problems:
-            raise ValueError(f"not a valid {fields.get('type')} declaration: {'; '.join(problems)}")
 
     def __getattr__(self, name: str) -> Any:
         try:
