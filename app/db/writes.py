@@ -15,10 +15,10 @@ on their session's connection (:func:`app.services._aggregate.append_entry`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Any, Final, cast
+from typing import Any, Final, TypedDict, cast
 
 from sqlalchemy import Connection, Table
 
@@ -44,14 +44,63 @@ _IDEMPOTENCY = cast(Table, IdempotencyRecord.__table__)
 _CHECKPOINTS = cast(Table, LedgerCheckpoint.__table__)
 
 
+class InvocationInsert(TypedDict):
+    """An ``invocations`` row as a registration stages it, by column name
+    (:class:`app.db.models.Invocation`); the JSON columns hold what the core wrote."""
+
+    id: str
+    dataset_id: str
+    status: str
+    kind: str
+    ledger: str | None  # the sub-budget spent (the column kept its first name)
+    declaration: dict[str, Any]
+    request: dict[str, Any]
+    charge: dict[str, Any]
+    requested: dict[str, Any]
+    refund: None  # null until a settle or cancel
+    reservation: dict[str, Any] | None
+    cell: None  # null until a settle
+    reason: str | None
+    actor: str
+    created_at: str
+    updated_at: str
+    levels: dict[str, str | int | None]
+
+
+class IdempotencyInsert(TypedDict):
+    """An ``idempotency_keys`` row: the response stored under a caller's key
+    (:class:`app.db.models.IdempotencyRecord`)."""
+
+    principal_id: str
+    key: str
+    fingerprint: str
+    dataset_id: str
+    outcome: str
+    response_body: str
+    created_at: str
+
+
+class CheckpointInsert(TypedDict):
+    """A ``ledger_checkpoints`` row: a signed statement of a chain head
+    (:class:`app.db.models.LedgerCheckpoint`)."""
+
+    dataset_id: str
+    seq: int
+    head_hash: str
+    signed_at: str
+    key_id: str
+    signature: str
+
+
 @dataclass(slots=True)
 class Writes:
     """Everything one write transaction changes, written by :func:`write` at once."""
 
+    #: ledger entries as the core exports them (``Entry.to_export``), by column name
     ledger: list[dict[str, Any]] = field(default_factory=list)
-    invocations: list[dict[str, Any]] = field(default_factory=list)
-    idempotency: list[dict[str, Any]] = field(default_factory=list)
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    invocations: list[InvocationInsert] = field(default_factory=list)
+    idempotency: list[IdempotencyInsert] = field(default_factory=list)
+    checkpoints: list[CheckpointInsert] = field(default_factory=list)
     finished: list[InvocationRow] = field(default_factory=list)
     #: partitioned datasets' runs rewritten (:mod:`app.db.blocks`), written first
     blocks: list[BlockWindow] = field(default_factory=list)
@@ -187,7 +236,7 @@ def write(
         if windows:
             shape.append((prefix, len(windows)))
 
-    def rows(prefix: str, items: Sequence[dict[str, Any]]) -> None:
+    def rows(prefix: str, items: Sequence[Mapping[str, object]]) -> None:
         if not items:
             return
         as_json = _JSON[prefix]

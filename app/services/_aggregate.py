@@ -14,7 +14,7 @@ from app.db.models import Dataset
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
 from app.db.witness import Behind
-from app.db.writes import Writes, write
+from app.db.writes import CheckpointInsert, Writes, write
 from app.services.errors import LedgerBehindWitness, NotFound
 from app.services.principals import Principal
 from odometer_core.accounting import (
@@ -124,7 +124,7 @@ def append_entry(
 
 def checkpoint_row(
     signer: Signer, dataset_id: str, seq: int, head_hash: str, at: str
-) -> dict[str, Any]:
+) -> CheckpointInsert:
     """The checkpoint of ``(dataset, seq, head hash)`` signed at ``at``, as it is stored."""
     return {
         "dataset_id": dataset_id,

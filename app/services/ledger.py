@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from app.db.repositories import LedgerFilter
 from app.db.uow import UnitOfWork
@@ -25,6 +25,19 @@ class LedgerQuery:
     after_seq: int = 0
     limit: int = 100
     where: LedgerFilter = field(default_factory=LedgerFilter)
+
+
+class ClosingHead(TypedDict):
+    """The head that closes an export: a signed checkpoint's fields and its algorithm (the
+    signature's fields null on a service that signs no heads)."""
+
+    dataset_id: str
+    seq: int
+    head_hash: str
+    signed_at: str | None
+    key_id: str | None
+    algorithm: str | None
+    signature: str | None
 
 
 class LedgerPage:
@@ -50,7 +63,7 @@ class LedgerPage:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._entries
 
-    def closing_head(self) -> dict[str, Any]:
+    def closing_head(self) -> ClosingHead:
         """What closes an export of this page (``odometer_core.ledger.formats``): the head
         read when the page was opened, signed now by the checkpoint key (the statement of a
         checkpoint, ``odometer_core.ledger.checkpoints``), or unsigned (``key_id``,

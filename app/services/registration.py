@@ -21,7 +21,7 @@ from app.db import locking
 from app.db.admission import Locked
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
-from app.db.writes import Writes
+from app.db.writes import InvocationInsert, Writes
 from app.services import idempotency
 from app.services._aggregate import load_filter, stage_entry
 from app.services._blocks import PartitionLevel, Resolution, known_resolution, resolve
@@ -405,7 +405,7 @@ def _invocation_row(
     levels: LevelsDecision,
     at: str,
     blocks: PartitionLevel | None = None,
-) -> dict[str, Any]:
+) -> InvocationInsert:
     """The ``invocations`` row of a registration, by column name."""
     decision, declaration = levels.dataset.decision, request.declaration.to_json()
     return {
