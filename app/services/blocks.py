@@ -10,7 +10,7 @@ and why per-block filters compose in parallel: ``docs/accounting.md``, *Partitio
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from app.db.blocks import read_page, read_states
 from app.db.models import Dataset
@@ -44,6 +44,71 @@ NO_BLOCKS: Final = Partitioned(0, 0, (), None).to_json()
 MAX_OPEN: Final = 10_000_000
 #: The most runs a page of the per-block status holds.
 MAX_PAGE: Final = 1000
+
+
+class PartitionBlocks(TypedDict):
+    """A partitioned dataset's blocks as its status shows them."""
+
+    unit: str
+    protects: str
+    requires: str | None
+    open: int
+    runs: int
+    #: the blocks ever opened, as key ranges (``Partition.keys``)
+    opened: list[dict[str, Any]]
+    highest_fraction_spent: str
+
+
+class PartitionStatus(TypedDict):
+    """A partitioned dataset's status (:func:`partition_status`): the blocks' mode and budget
+    as :func:`~odometer_core.accounting.status` shows them, the maintained reading, its
+    blocks and its summary."""
+
+    mode: str
+    budget: dict[str, Any]
+    unusable: NotRequired[Any]
+    odometer: dict[str, Any]
+    per_block: bool
+    blocks: PartitionBlocks
+    summary: dict[str, Any]
+
+
+class _Unusable(TypedDict, total=False):
+    """A status's ``unusable`` part, when it has one (placed where the status places it)."""
+
+    unusable: Any
+
+
+#: A run of open blocks of equal history in a page (:func:`blocks_page`), with its status.
+BlockRun = TypedDict(
+    "BlockRun",
+    {"from": str, "to": str, "blocks": int, "fraction_spent": str, "status": dict[str, Any]},
+)
+
+
+class BlocksPage(TypedDict):
+    """A page of a partitioned dataset's open blocks (:func:`blocks_page`)."""
+
+    dataset_id: str
+    partition: dict[str, Any] | None
+    open: int
+    runs: list[BlockRun]
+    next: str | None
+
+
+class LedgerHead(TypedDict):
+    last_seq: int
+    head_hash: str
+
+
+class BlocksAction(TypedDict):
+    """What a curator's opening or retirement of blocks answers (:func:`open_or_retire`)."""
+
+    dataset_id: str
+    action: Literal["opened", "retired"]
+    range: dict[str, Any]
+    open: int
+    ledger: LedgerHead
 
 
 def check_partition(config: AccountingConfig, partition: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +152,7 @@ def fraction(reading: dict[str, Any], config: AccountingConfig) -> Decimal:
 
 def partition_status(
     uow: UnitOfWork, ds: Dataset, config: AccountingConfig
-) -> dict[str, Any] | None:
+) -> PartitionStatus | None:
     """A partitioned dataset's status (``None`` for a whole dataset): the blocks' mode and
     per-block budget, the dataset's certified reading and its blocks. The reading is the
     maintained one (``highest`` in the dataset's aggregate,
@@ -106,10 +171,11 @@ def partition_status(
     views = [status(config, s) for s in _distinct_states(config, states)]
     worst = max(views, key=lambda v: Decimal(v["odometer"]["epsilon"]), default=fresh)
     highest = shown_reading(config, higher(aggregate.highest, worst["odometer"]))
+    unusable: _Unusable = {"unusable": fresh["unusable"]} if "unusable" in fresh else {}
     return {
         "mode": fresh["mode"],
         "budget": fresh["budget"],
-        **({"unusable": fresh["unusable"]} if "unusable" in fresh else {}),
+        **unusable,
         "odometer": highest,
         "per_block": True,
         "blocks": {
@@ -151,7 +217,7 @@ def blocks_page(
     first: str | None,
     last: str | None,
     limit: int,
-) -> dict[str, Any]:
+) -> BlocksPage:
     """The open blocks from ``first`` to ``last`` (keys, both included; default: all), as runs
     of equal history with each run's status, at most ``limit`` runs; ``next`` continues."""
     with uow.read_only():
@@ -161,7 +227,7 @@ def blocks_page(
         rows = read_page(uow.connection(), ds.id, lo, hi, limit + 1)
         config = state_config(ds)
         aggregate = Partitioned.from_json(ds.state_json)
-    runs = []
+    runs: list[BlockRun] = []
     statuses: dict[FilterState, dict[str, Any]] = {}  # each distinct history's status once
     for run_lo, run_hi, state_json in rows[:limit]:
         a, b = max(run_lo, lo), min(run_hi, hi)
@@ -207,7 +273,7 @@ def open_or_retire(
     *,
     opening: tuple[str | int, str | int] | None,
     retiring: tuple[str | int, str | int] | None,
-) -> dict[str, Any]:
+) -> BlocksAction:
     """Open blocks (never opened before) or retire open ones: a curator's action on the
     public schedule, one ledger entry (``blocks_opened`` / ``blocks_retired``)."""
     if (opening is None) == (retiring is None):
@@ -257,7 +323,7 @@ def open_or_retire(
             state=store.aggregate([(lo, hi)]).to_json(),
         )
         write_now(uow, writes)
-        view = {
+        view: BlocksAction = {
             "dataset_id": ds.id,
             "action": "opened" if opening is not None else "retired",
             "range": partition.keys([(lo, hi)])[0],

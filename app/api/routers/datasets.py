@@ -105,7 +105,7 @@ def change_budget(
 )
 def change_blocks(
     dataset_id: str, body: BlocksChange, principal: CuratorDep, uow: UowDep
-) -> dict[str, Any]:
+) -> blocks.BlocksAction:
     """Open blocks of a partitioned dataset (never opened before: a block's history never
     restarts) or retire open ones, on the public schedule the curator keeps (never because of
     what the records hold); a ledger entry."""
@@ -128,7 +128,7 @@ def list_blocks(
     from_: Annotated[str | None, Query(alias="from", max_length=64)] = None,
     to: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=blocks.MAX_PAGE), QUERY_INTEGER] = 100,
-) -> dict[str, Any]:
+) -> blocks.BlocksPage:
     """A partitioned dataset's open blocks from ``from`` to ``to`` (keys, both included), as
     runs of blocks that share one history, each with its status and the fraction of its budget
     the certified reading has used; ``next`` is the ``from`` of the next page."""
