@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypedDict
 
 from app.db.uow import UnitOfWork
 from app.services import blocks
@@ -101,6 +101,118 @@ class AnalystTotals(MechanismTotals):
     """What one actor spent: the same totals, and how many charges had no scalar amount."""
 
     curve_charges: int = 0
+
+
+class TotalsJson(TypedDict):
+    """What a per-kind and a per-analyst row of the report share (:func:`_totals_json`):
+    decimal strings by unit, the core's (ε, δ) attribution and summed RDP curve, counts."""
+
+    charged: dict[str, str]
+    refunded: dict[str, str]
+    attribution: dict[str, Any] | None
+    curve: dict[str, Any] | None
+    accepted: int
+    reserved: int
+    rejected: int
+    settled: int
+    cancelled: int
+
+
+class AnalystJson(TotalsJson):
+    """One actor's row of the report."""
+
+    actor: str
+    name: str | None
+    curve_charges: int
+
+
+class MechanismJson(TotalsJson):
+    """One declaration kind's row of the report."""
+
+    kind: str
+
+
+class VerdictJson(TypedDict):
+    """The report's ``verification``: the replay verdict and the checks that tie the ledger
+    to the dataset row (:func:`_verdict`)."""
+
+    ok: bool
+    entries: int
+    head_hash: str
+    first_problem: str | None
+    problem_count: int
+    problems: list[str]
+
+
+class IdentityJson(TypedDict):
+    id: str
+    name: str
+    organisation: str
+    relation: str
+    mode: str
+
+
+class GuaranteeJson(TypedDict):
+    mode: str
+    relation: str
+    budget: dict[str, str]
+    config: dict[str, Any]  # the dataset's configuration, as stored
+    certified: bool
+
+
+class PointJson(TypedDict):
+    seq: int
+    at: str
+    spent: str
+    budget: str
+    spent_delta: str
+    budget_delta: str
+    reserved: str
+
+
+class SeriesJson(TypedDict):
+    unit: str
+    stride: int
+    points: list[PointJson]
+
+
+class RefundsJson(TypedDict):
+    total: dict[str, str]
+    odp_savings: dict[str, str]
+
+
+class RejectionsJson(TypedDict):
+    total: int
+    by_level: dict[str, int]
+    by_reason: dict[str, int]
+
+
+class LedgerCountsJson(TypedDict):
+    entries: int
+    kinds: dict[str, int]
+
+
+class ChainHeadJson(TypedDict):
+    seq: int
+    hash: str
+
+
+class ReportJson(TypedDict):
+    """A dataset's report (:func:`dataset_report`; its wire model: ``ReportOut``)."""
+
+    dataset: IdentityJson
+    guarantee: GuaranteeJson
+    #: the status the dataset row claims now (``None``: the row cannot be read)
+    status: Mapping[str, Any] | None
+    series: SeriesJson
+    analysts: list[AnalystJson]
+    mechanisms: list[MechanismJson]
+    refunds: RefundsJson
+    rejections: RejectionsJson
+    ledger: LedgerCountsJson
+    chain_head: ChainHeadJson
+    verification: VerdictJson | None
+    blocks: blocks.BlocksPage | None
 
 
 #: The kind a settlement or cancellation is counted under when its reservation was not seen.
@@ -319,7 +431,7 @@ def _batches(uow: UnitOfWork, dataset_id: str, head: int) -> Iterator[dict[str, 
 
 def _verdict(
     replayer: Replayer, head_hash: str, stored_state: Mapping[str, Any], head: int
-) -> dict[str, Any]:
+) -> VerdictJson:
     """The replay verdict plus the checks that tie the ledger to the dataset row."""
     verdict = replayer.verdict()
     problems = list(verdict.problems)
@@ -347,13 +459,13 @@ def dataset_report(
     verify: bool = True,
     first: str | None = None,
     last: str | None = None,
-) -> dict[str, Any]:
+) -> ReportJson:
     """The report of one dataset, as of its ledger head when the report started.
     ``verify=False`` skips the replay (the charts do not show it); ``verification`` is then
     ``None``. On a partitioned dataset ``first`` … ``last`` (block keys, both included; default
     every block) is the block range reported: the totals count the invocations whose
     selection meets it, ``blocks`` pages its runs (the replay still covers the whole ledger)."""
-    blocks_part: dict[str, Any] | None = None
+    blocks_part: blocks.BlocksPage | None = None
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
         head, head_hash = ds.last_seq, ds.head_hash
@@ -361,7 +473,7 @@ def dataset_report(
         partitioned = ds.partition_json is not None
         if partitioned:
             now_blocks = blocks.partition_status(uow, ds, load_filter(ds)[0])
-        identity = {
+        identity: IdentityJson = {
             "id": ds.id,
             "name": ds.name,
             "organisation": ds.organisation,
@@ -394,7 +506,8 @@ def dataset_report(
     verification = None if replayer is None else _verdict(replayer, head_hash, stored_state, head)
     if verification is not None and now is None:
         verification["problems"].append(UNREADABLE)
-        verification.update(ok=False, problem_count=verification["problem_count"] + 1)
+        verification["ok"] = False
+        verification["problem_count"] += 1
         verification["first_problem"] = verification["first_problem"] or UNREADABLE
     return {
         "dataset": identity,
@@ -487,7 +600,7 @@ def _principal_name(uow: UnitOfWork, actor: str) -> str | None:
     return principal.name if principal is not None else None
 
 
-def _totals_json(row: MechanismTotals, config: AccountingConfig | None) -> dict[str, Any]:
+def _totals_json(row: MechanismTotals, config: AccountingConfig | None) -> TotalsJson:
     """The fields a per-kind and a per-analyst row share: amounts, the (ε, δ) attribution and
     the summed RDP curve of a whole rdp dataset, and counts by outcome."""
     return {
@@ -505,12 +618,12 @@ def _totals_json(row: MechanismTotals, config: AccountingConfig | None) -> dict[
 
 def _analyst_json(
     actor: str, name: str | None, row: AnalystTotals, config: AccountingConfig | None
-) -> dict[str, Any]:
+) -> AnalystJson:
     totals = _totals_json(row, config)
     return {"actor": actor, "name": name, **totals, "curve_charges": row.curve_charges}
 
 
 def _mechanism_json(
     kind: str, row: MechanismTotals, config: AccountingConfig | None
-) -> dict[str, Any]:
+) -> MechanismJson:
     return {"kind": kind, **_totals_json(row, config)}

@@ -48,7 +48,7 @@ def dataset_report(
     uow: UowDep,
     from_: Annotated[str | None, Query(alias="from", max_length=64)] = None,
     to: Annotated[str | None, Query(max_length=64)] = None,
-) -> dict[str, Any]:
+) -> service.ReportJson:
     """Guarantee, spend over time, per-analyst totals, refunds, rejections, chain head and
     replay verdict (the whole ledger is replayed, in batches). On a partitioned dataset,
     ``from`` … ``to`` (block keys) is the block range reported."""
