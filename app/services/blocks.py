@@ -19,6 +19,7 @@ from app.db.writes import Writes
 from app.services._aggregate import stage_entry, visible_dataset, write_now
 from app.services._blocks import load, partition_of, stage
 from app.services._common import utc_now
+from app.services._types import LedgerHead
 from app.services.errors import BlockConflict, InvalidBlocks
 from app.services.principals import Principal
 from odometer_core.accounting import (
@@ -94,11 +95,6 @@ class BlocksPage(TypedDict):
     open: int
     runs: list[BlockRun]
     next: str | None
-
-
-class LedgerHead(TypedDict):
-    last_seq: int
-    head_hash: str
 
 
 class BlocksAction(TypedDict):

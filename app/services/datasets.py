@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from app.db.models import Dataset, LedgerEntry
 from app.db.uow import UnitOfWork
 from app.services import blocks
 from app.services._aggregate import append_entry, behind_witness, load_filter, visible_dataset
 from app.services._common import new_id, utc_now
+from app.services._types import LedgerHead
 from app.services.errors import NotFound
 from app.services.frozen import frozen_status
 from app.services.principals import Principal
@@ -67,13 +68,42 @@ class BudgetChange:
     workload: list[dict[str, Any]] | None = None
 
 
+class DatasetView(TypedDict):
+    """What clients see of a dataset (:func:`dataset_view`; its wire model: ``DatasetOut``)."""
+
+    id: str
+    name: str
+    organisation: str
+    relation: str
+    mode: str
+    created_by: str
+    created_at: str
+    updated_at: str
+    config: dict[str, Any]  # the configuration, as stored
+    #: the status view (:func:`~odometer_core.accounting.status`, with its summary; a
+    #: partitioned dataset's: :func:`app.services.blocks.partition_status`)
+    status: dict[str, Any]
+    ledger: LedgerHead
+    partition: dict[str, Any] | None  # as stored
+    requires: list[dict[str, str]]
+    #: a new dataset's: the other datasets of its organisation with its name
+    warnings: NotRequired[list[str]]
+    #: a budget change's: what the change did
+    effect: NotRequired[str]
+
+
+class DatasetPage(TypedDict):
+    datasets: list[DatasetView]
+    next_offset: int | None
+
+
 def dataset_view(
     ds: Dataset,
     config: AccountingConfig,
     state: FilterState,
     blocks: Mapping[str, Any] | None = None,
     last: LedgerEntry | None = None,
-) -> dict[str, Any]:
+) -> DatasetView:
     """What clients see of a dataset: identity, configuration, status with its summary (how
     many more of ``last``'s declaration fit, when given), ledger head (a partitioned
     dataset's status: :func:`app.services.blocks.partition_status`, passed as ``blocks``)."""
@@ -130,7 +160,7 @@ def summary_of(
     )
 
 
-def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> dict[str, Any]:
+def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> DatasetView:
     """Create a dataset and its genesis ledger entry (``dataset_created``)."""
     config = make_config(new.epsilon, new.delta, new.relation, new.accounting)
     state = initial_state(config)
@@ -179,7 +209,7 @@ def create_dataset(uow: UnitOfWork, principal: Principal, new: NewDataset) -> di
     return view
 
 
-def get_dataset(uow: UnitOfWork, principal: Principal, dataset_id: str) -> dict[str, Any]:
+def get_dataset(uow: UnitOfWork, principal: Principal, dataset_id: str) -> DatasetView:
     """Budget status of one dataset."""
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
@@ -188,7 +218,7 @@ def get_dataset(uow: UnitOfWork, principal: Principal, dataset_id: str) -> dict[
         return _view(uow, ds, last)
 
 
-def _view(uow: UnitOfWork, ds: Dataset, last: LedgerEntry | None = None) -> dict[str, Any]:
+def _view(uow: UnitOfWork, ds: Dataset, last: LedgerEntry | None = None) -> DatasetView:
     config, state = load_filter(ds)
     view = dataset_view(ds, config, state, blocks.partition_status(uow, ds, config), last)
     view["status"]["frozen"] = frozen_status(uow, ds.id)  # a read says it is frozen
@@ -204,9 +234,7 @@ def _created_request(ds: Dataset) -> dict[str, Any]:
     return out
 
 
-def list_datasets(
-    uow: UnitOfWork, principal: Principal, *, limit: int, offset: int
-) -> dict[str, Any]:
+def list_datasets(uow: UnitOfWork, principal: Principal, *, limit: int, offset: int) -> DatasetPage:
     """Datasets the principal may see, oldest first."""
     with uow.read_only():
         viewer = principal.viewer
@@ -220,7 +248,7 @@ def list_datasets(
 
 def change_budget(
     uow: UnitOfWork, principal: Principal, dataset_id: str, change: BudgetChange
-) -> dict[str, Any]:
+) -> DatasetView:
     """Raise or lower a budget (never below spent + reserved); a ``budget_changed`` entry.
     Refused first, whatever the change, while the dataset is behind its witness or frozen with
     its organisation (409 ``LedgerBehindWitness``): its spent state may have been rolled back."""

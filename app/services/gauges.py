@@ -31,7 +31,7 @@ from app.db.models import Dataset
 from app.db.uow import Database, UnitOfWork
 from app.services import blocks
 from app.services._aggregate import load_filter
-from app.services.datasets import dataset_view
+from app.services.datasets import DatasetView, dataset_view
 
 log = logging.getLogger("odometer")
 
@@ -44,7 +44,7 @@ class BudgetReading:
     """What one scrape read: the views of the listed datasets found (each once, in the order
     listed), and how many references found none, or several (a name shared by datasets)."""
 
-    views: list[dict[str, Any]]
+    views: list[DatasetView]
     missing: int
     ambiguous: int
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -31,7 +31,7 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=ExactJs
     response_model=DatasetCreated,
     responses=responses(401, 403, 404, 413, 422, 503),
 )
-def create_dataset(body: DatasetCreate, principal: CuratorDep, uow: UowDep) -> dict[str, Any]:
+def create_dataset(body: DatasetCreate, principal: CuratorDep, uow: UowDep) -> service.DatasetView:
     """Create a dataset: budget (ε, δ), neighbouring relation, accounting mode."""
     return service.create_dataset(
         uow,
@@ -56,7 +56,7 @@ def list_datasets(
     uow: UowDep,
     limit: Annotated[int, Query(ge=1, le=1000), QUERY_INTEGER] = 100,
     offset: Annotated[int, Query(ge=0, le=10**9), QUERY_INTEGER] = 0,
-) -> dict[str, Any]:
+) -> service.DatasetPage:
     """Datasets visible to the caller, with their budget status."""
     return service.list_datasets(uow, principal, limit=limit, offset=offset)
 
@@ -67,7 +67,7 @@ def list_datasets(
     response_model=DatasetOut,
     responses=responses(401, 404, 422, 503),
 )
-def get_dataset(dataset_id: str, principal: ReaderDep, uow: UowDep) -> dict[str, Any]:
+def get_dataset(dataset_id: str, principal: ReaderDep, uow: UowDep) -> service.DatasetView:
     """Budget status: total, spent, reserved, remaining (mode units and (ε, δ))."""
     return service.get_dataset(uow, principal, dataset_id)
 
@@ -80,7 +80,7 @@ def get_dataset(dataset_id: str, principal: ReaderDep, uow: UowDep) -> dict[str,
 )
 def change_budget(
     dataset_id: str, body: BudgetPatch, principal: CuratorDep, uow: UowDep
-) -> dict[str, Any]:
+) -> service.DatasetView:
     """Raise or lower the budget, never below spent + reserved nor below the certified reading
     (a ledger entry); the response says what the change did to the capacity."""
     return service.change_budget(
