@@ -2,10 +2,10 @@
 
 The service is served through a small TCP proxy in front of the PostgreSQL server (the
 engine's URL names the proxy, ``sslmode=disable`` so the traffic can be read), which reads the
-frontend's messages as the server receives them, whatever the driver does above them (psycopg's
-pipeline mode keeps some statements from SQLAlchemy's ``before_cursor_execute``, and whether
-psycopg sends a message at once or holds it until a flush is its own business). What is
-counted:
+frontend's messages as the server receives them, whatever the layers above do (the write path
+runs its statements on the DBAPI cursor, :func:`app.db.driver.run`, which SQLAlchemy's
+``before_cursor_execute`` never sees, and in psycopg's pipeline mode whether a message goes out
+at once or waits for a flush is psycopg's business). What is counted:
 
 - a *statement*: an ``Execute`` message (the extended protocol: the text is the one its
   ``Parse`` named, prepared or not) or a simple ``Query``;
@@ -16,7 +16,8 @@ counted:
   round trip's messages end with such a request.
 
 Every byte of the registration's HTTP request is counted, not only its transaction's: the
-admin's key needs no database, so nothing else may show up. Today, a registration with an
+admin's key is checked in memory, so nothing else shows up (an analyst's key is read first, in
+three round trips of its own: the last test). Today, a registration with an
 ``Idempotency-Key`` takes two round trips on one connection (the pipelined transaction of
 :class:`app.db.driver.PipelinedTransaction`):
 
@@ -35,7 +36,7 @@ statement's answer (:class:`app.db.admission.KnownPartitions`).
 
 Shown to fail, on a scratch copy of the service: with the idempotency prefetch made a read of
 its own (left out of the lock statement's ``then=`` in :func:`app.db.locking.read`; the
-decision then reads the keys alone), both tests failed::
+decision then reads the keys alone), every test failed, the first two so::
 
     AssertionError: assert [['BEGIN', 'lock'], ['keys'], ['write', 'COMMIT']]
         == [['BEGIN', 'lock', 'keys'], ['write', 'COMMIT']]
@@ -69,7 +70,7 @@ from sqlalchemy.engine import make_url
 from app.db.uow import Database
 from app.main import create_app
 from app.settings import Settings
-from tests.support import ADMIN_KEY, AUTH, Backend
+from tests.support import ADMIN_KEY, AUTH, Backend, grant, new_organisation, new_principal
 
 #: the frontend's untyped first messages that another untyped one follows (SSL, GSSAPI asks)
 _NEGOTIATIONS = (80877103, 80877104)
@@ -252,6 +253,8 @@ def _label(sql: str) -> str:
         return "runs"
     if text.startswith("SELECT") and "FROM idempotency_keys" in text:
         return "keys"
+    if text.startswith("SELECT") and "FROM api_keys" in text:
+        return "api_keys"
     if text.startswith(("WITH", "INSERT", "UPDATE", "DELETE")):
         return "write"
     return text
@@ -350,3 +353,32 @@ def test_a_selection_of_a_known_partition_reads_its_runs_in_the_lock_round_trip(
         "UPDATE datasets",
     ]
     assert sum(len(trip.statements) for trip in trips) == 6
+
+
+def test_an_analysts_registration_first_reads_its_key_in_three_more(
+    wired: tuple[TestClient, Wire],
+) -> None:
+    """An analyst's key is read from the database before the registration (the admin's is
+    checked in memory): an ORM read transaction, ``BEGIN``, the key's row and ``ROLLBACK``,
+    each a round trip of its own; then the registration's two."""
+    client, wire = wired
+    org = new_organisation(client)
+    ds = _dataset(client, organisation_id=org)
+    analyst, headers = new_principal(client, org, "analyst")
+    grant(client, ds, analyst)
+    mark = wire.mark()
+    r = client.post(
+        f"/v1/datasets/{ds}/invocations",
+        json={"mechanism": CHARGE},
+        headers={**headers, "Idempotency-Key": "analyst-1"},
+    )
+    assert r.status_code == 201, r.text
+    trips = wire.since(mark)
+    assert [[_label(s) for s in trip.statements] for trip in trips] == [
+        ["BEGIN ISOLATION LEVEL READ COMMITTED"],
+        ["api_keys"],
+        ["ROLLBACK"],
+        ["BEGIN", "lock", "keys"],
+        ["write", "COMMIT"],
+    ]
+    assert "FOR UPDATE OF d, g" in trips[3].statements[1]  # the analyst's grant locked too
