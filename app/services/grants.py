@@ -16,7 +16,7 @@ finished at the dataset and the organisation only, its quota share dropped with 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from app.db.models import Grant
 from app.db.uow import UnitOfWork
@@ -46,6 +46,62 @@ class NotAnAnalyst(ServiceError):
     """Grants are for analysts (auditors read their whole organisation without one)."""
 
     code = "NotAnAnalyst"
+
+
+class QuotaUnusable(TypedDict):
+    """Why a quota can never admit anything, the fix, and a budget that would
+    (:meth:`~odometer_core.accounting.modes.Unusable`'s ε and δ)."""
+
+    reason: str
+    fix: str
+    budget: dict[str, str]
+
+
+class QuotaJson(TypedDict):
+    """A grant's quota as its view shows it: its (ε, δ) as stored (decimal text)."""
+
+    epsilon: str
+    delta: str
+    unusable: NotRequired[QuotaUnusable]
+
+
+class GrantView(TypedDict):
+    """A grant as the routes show it (``GrantOut``)."""
+
+    dataset_id: str
+    principal_id: str
+    quota: QuotaJson | None
+    quota_state: dict[str, Any] | None  # the quota filter's state, as stored
+    quota_summary: dict[str, Any] | None  # :func:`~odometer_core.accounting.summary.compose`
+    created_by: str
+    created_at: str
+
+
+class GrantList(TypedDict):
+    grants: list[GrantView]
+
+
+class QuotaReading(TypedDict):
+    """A quota's budget and reading, as an analyst's home shows it (``QuotaOut``)."""
+
+    budget: dict[str, str]
+    summary: dict[str, Any]  # :func:`~odometer_core.accounting.summary.compose`
+
+
+class MyGrant(TypedDict):
+    dataset_id: str
+    dataset_name: str | None
+    quota: QuotaReading | None
+
+
+class Me(TypedDict):
+    """The caller (``GET /v1/me``, ``Me``)."""
+
+    id: str
+    name: str
+    role: str
+    organisation: str | None
+    grants: list[MyGrant]
 
 
 def quota_config(dataset: AccountingConfig, epsilon: object, delta: object) -> AccountingConfig:
@@ -93,7 +149,7 @@ def _quota_words(dataset: AccountingConfig, problem: Unusable) -> str:
     )
 
 
-def quota_unusable(grant: Grant) -> dict[str, Any] | None:
+def quota_unusable(grant: Grant) -> QuotaUnusable | None:
     """Why a quota stored before such quotas were refused can never admit anything, and the
     fix (revoke the grant and grant a quota that converts), or ``None``."""
     if grant.quota_config_json is None:
@@ -115,7 +171,7 @@ def quota_unusable(grant: Grant) -> dict[str, Any] | None:
     }
 
 
-def grant_view(grant: Grant) -> dict[str, Any]:
+def grant_view(grant: Grant) -> GrantView:
     quota = grant.quota_config_json
     reading = _quota_view(grant)
     return {
@@ -129,11 +185,11 @@ def grant_view(grant: Grant) -> dict[str, Any]:
     }
 
 
-def _quota_json(grant: Grant) -> dict[str, Any]:
+def _quota_json(grant: Grant) -> QuotaJson:
     """A grant's quota (ε, δ); ``unusable`` too for one that can never admit anything."""
     quota = grant.quota_config_json
     assert quota is not None
-    out: dict[str, Any] = {"epsilon": quota["epsilon"], "delta": quota["delta"]}
+    out: QuotaJson = {"epsilon": quota["epsilon"], "delta": quota["delta"]}
     problem = quota_unusable(grant)
     if problem is not None:
         out["unusable"] = problem
@@ -146,7 +202,7 @@ def create_grant(
     dataset_id: str,
     principal_id: str,
     quota: tuple[object, object] | None,
-) -> dict[str, Any]:
+) -> GrantView:
     """Let an analyst of the dataset's organisation spend on it (curator; a ledger entry)."""
     caller.require(Role.CURATOR)
     with uow:
@@ -191,13 +247,13 @@ def create_grant(
     return view
 
 
-def whoami(uow: UnitOfWork, caller: Principal) -> dict[str, Any]:
+def whoami(uow: UnitOfWork, caller: Principal) -> Me:
     """The caller (``GET /v1/me``): identity and role, and for an analyst every grant with its
     quota's budget and summary (:mod:`odometer_core.accounting.summary`): what a dashboard
     home shows each role."""
     with uow.read_only():
         row = uow.principals.get(caller.id)
-        grants = []
+        grants: list[MyGrant] = []
         if caller.role is Role.ANALYST:
             for grant in uow.grants.for_principal(caller.id):
                 ds = uow.datasets.get(grant.dataset_id)
@@ -217,7 +273,7 @@ def whoami(uow: UnitOfWork, caller: Principal) -> dict[str, Any]:
     }
 
 
-def _quota_view(grant: Grant) -> dict[str, Any] | None:
+def _quota_view(grant: Grant) -> QuotaReading | None:
     if grant.quota_config_json is None or grant.quota_state_json is None:
         return None
     config = config_from_json(grant.quota_config_json)
@@ -225,7 +281,7 @@ def _quota_view(grant: Grant) -> dict[str, Any] | None:
     return {"budget": view["budget"], "summary": compose(view)}
 
 
-def list_grants(uow: UnitOfWork, caller: Principal, dataset_id: str) -> dict[str, Any]:
+def list_grants(uow: UnitOfWork, caller: Principal, dataset_id: str) -> GrantList:
     """The dataset's grants (curators and auditors of its organisation)."""
     caller.require(Role.CURATOR, Role.AUDITOR)
     with uow.read_only():
@@ -235,7 +291,7 @@ def list_grants(uow: UnitOfWork, caller: Principal, dataset_id: str) -> dict[str
 
 def delete_grant(
     uow: UnitOfWork, caller: Principal, dataset_id: str, principal_id: str
-) -> dict[str, Any]:
+) -> GrantView:
     """Revoke a grant (curator; a ledger entry). The quota's state is dropped with it."""
     caller.require(Role.CURATOR)
     with uow:

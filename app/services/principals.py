@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import TypedDict
 
 from app.db import models
 from app.db.locking import Viewer
@@ -251,7 +251,39 @@ def bootstrap_admin(uow: UnitOfWork, name: str, *, force: bool = False) -> tuple
 
 
 # ---------------------------------------------------------------------------- management
-def principal_view(row: models.Principal) -> dict[str, Any]:
+class PrincipalView(TypedDict):
+    """A principal as the management routes show it (``PrincipalOut``)."""
+
+    id: str
+    name: str
+    role: str
+    organisation_id: str | None
+    created_at: str
+
+
+class PrincipalList(TypedDict):
+    principals: list[PrincipalView]
+
+
+class KeyCreatedView(TypedDict):
+    """A key just issued: its token is in this answer only (``KeyCreated``)."""
+
+    id: str
+    key: str
+    principal_id: str
+    expires_at: str | None
+
+
+class KeyRevokedView(TypedDict):
+    """A key revoked (``KeyRevoked``)."""
+
+    id: str
+    principal_id: str
+    revoked_at: str | None
+    expires_at: str | None
+
+
+def principal_view(row: models.Principal) -> PrincipalView:
     return {
         "id": row.id,
         "name": row.name,
@@ -263,7 +295,7 @@ def principal_view(row: models.Principal) -> dict[str, Any]:
 
 def create_principal(
     uow: UnitOfWork, caller: Principal, name: str, role: Role, organisation_id: str | None
-) -> dict[str, Any]:
+) -> PrincipalView:
     """Admin: any role in any organisation; curator: analysts and auditors of its own."""
     caller.require(Role.CURATOR)
     if not caller.is_admin and role not in (Role.ANALYST, Role.AUDITOR):
@@ -292,7 +324,7 @@ def create_principal(
     return view
 
 
-def list_principals(uow: UnitOfWork, caller: Principal) -> dict[str, Any]:
+def list_principals(uow: UnitOfWork, caller: Principal) -> PrincipalList:
     """Principals of the caller's organisation (the admin: all)."""
     with uow.read_only():
         rows = uow.principals.list(None if caller.is_admin else caller.organisation)
@@ -310,7 +342,7 @@ def _may_manage(caller: Principal, target: models.Principal) -> bool:
 
 def create_key(
     uow: UnitOfWork, caller: Principal, principal_id: str, expires_at: datetime | None
-) -> dict[str, Any]:
+) -> KeyCreatedView:
     """Issue a key (the token is in this response only). Admin: any principal; curator: the
     analysts and auditors of its organisation. Nobody mints keys for itself (a stolen key
     must not be able to outlive its revocation)."""
@@ -331,7 +363,7 @@ def create_key(
     return {"id": key_id, "key": token, "principal_id": target.id, "expires_at": expires}
 
 
-def revoke_key(uow: UnitOfWork, caller: Principal, key_id: str) -> dict[str, Any]:
+def revoke_key(uow: UnitOfWork, caller: Principal, key_id: str) -> KeyRevokedView:
     """Revoke a key: its owner, a curator of the owner's organisation, or the admin."""
     with uow:
         key = uow.api_keys.get(key_id)
@@ -349,7 +381,7 @@ def revoke_key(uow: UnitOfWork, caller: Principal, key_id: str) -> dict[str, Any
             raise Forbidden("only the key's owner, its organisation's curator or an admin")
         if key.revoked_at is None:
             key.revoked_at = utc_now()
-        view = {
+        view: KeyRevokedView = {
             "id": key.id,
             "principal_id": key.principal_id,
             "revoked_at": key.revoked_at,

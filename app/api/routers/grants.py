@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from app.api.deps import CuratorDep, GrantReaderDep, UowDep
@@ -26,7 +24,7 @@ router = APIRouter(
 )
 def create_grant(
     dataset_id: str, body: GrantCreate, principal: CuratorDep, uow: UowDep
-) -> dict[str, Any]:
+) -> service.GrantView:
     """Let an analyst spend on the dataset, optionally within a quota (a ledger entry)."""
     quota = None if body.quota is None else (body.quota.epsilon, body.quota.delta)
     return service.create_grant(uow, principal, dataset_id, body.principal_id, quota)
@@ -38,7 +36,7 @@ def create_grant(
     response_model=GrantList,
     responses=responses(401, 403, 404, 503),
 )
-def list_grants(dataset_id: str, principal: GrantReaderDep, uow: UowDep) -> dict[str, Any]:
+def list_grants(dataset_id: str, principal: GrantReaderDep, uow: UowDep) -> service.GrantList:
     """The dataset's grants and quota usage (curators, auditors)."""
     return service.list_grants(uow, principal, dataset_id)
 
@@ -51,6 +49,6 @@ def list_grants(dataset_id: str, principal: GrantReaderDep, uow: UowDep) -> dict
 )
 def delete_grant(
     dataset_id: str, principal_id: str, principal: CuratorDep, uow: UowDep
-) -> dict[str, Any]:
+) -> service.GrantView:
     """Revoke an analyst's grant (its quota state is dropped; a ledger entry)."""
     return service.delete_grant(uow, principal, dataset_id, principal_id)
