@@ -24,9 +24,9 @@ with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import func, select
 
@@ -65,7 +65,55 @@ from odometer_core.accounting.summary import compose
 from odometer_core.ledger.organisation import replay_organisation
 
 
-def organisation_view(org: Organisation) -> dict[str, Any]:
+class CapView(TypedDict):
+    """The cap in force: its target (decimal text, as stored) and mode."""
+
+    epsilon: str
+    delta: str
+    mode: str
+
+
+class OrganisationView(TypedDict):
+    """What curators see of an organisation (:func:`organisation_view`; ``OrganisationOut``).
+    The amounts, status, guarantee and summary are the core's views of the cap's filter."""
+
+    id: str
+    name: str
+    cap: CapView | None
+    spent: Mapping[str, Any]
+    reserved: Any
+    remaining: Any
+    status: Mapping[str, Any]
+    guarantee: dict[str, str] | None
+    summary: Mapping[str, Any] | None
+    #: the closed phases of caps replaced after they counted, as stored
+    closed: list[Mapping[str, Any]]
+    statement: Mapping[str, Any]  # :func:`organisation_statement`
+    cap_seq: int
+    usage: dict[str, int]
+    created_at: str
+    updated_at: str
+
+
+class OrganisationList(TypedDict):
+    organisations: list[OrganisationView]
+
+
+class OrganisationReport(TypedDict):
+    """The cap's decisions replayed (:func:`organisation_report`; ``OrganisationReport``)."""
+
+    organisation: OrganisationView
+    verified: bool
+    problems: list[str]
+    decisions: int
+    odometer: Mapping[str, Any] | None
+    closed: Sequence[Mapping[str, Any]]
+    statement: Mapping[str, Any] | None
+    #: each dataset's identity and what it drew from the cap (the replay's per dataset)
+    datasets: list[Mapping[str, Any]]
+
+
+def organisation_view(org: Organisation) -> OrganisationView:
     """What curators see of an organisation: the cap in force (its mode and target), and its
     filter's status in the cap's currency, certified reading included (``status``; the
     counted filter is shown when no cap is in force too)."""
@@ -117,12 +165,12 @@ def organisation_statement(
     return {**total, "note": note}
 
 
-def _cap_view(cap: Mapping[str, Any]) -> dict[str, Any]:
+def _cap_view(cap: Mapping[str, Any]) -> CapView:
     """The cap in force: its target and mode (``basic`` on rows written before caps had one)."""
     return {"epsilon": cap["epsilon"], "delta": cap["delta"], "mode": cap.get("mode", "basic")}
 
 
-def create_organisation(uow: UnitOfWork, caller: Principal, name: str) -> dict[str, Any]:
+def create_organisation(uow: UnitOfWork, caller: Principal, name: str) -> OrganisationView:
     """Create an organisation (admin)."""
     caller.require(Role.ADMIN)
     with uow:
@@ -135,7 +183,7 @@ def create_organisation(uow: UnitOfWork, caller: Principal, name: str) -> dict[s
     return view
 
 
-def list_organisations(uow: UnitOfWork, caller: Principal) -> dict[str, Any]:
+def list_organisations(uow: UnitOfWork, caller: Principal) -> OrganisationList:
     """All organisations for the admin, the caller's own otherwise."""
     with uow.read_only():
         rows = uow.organisations.list(None if caller.is_admin else caller.organisation or "")
@@ -150,7 +198,7 @@ def set_cap(
     accounting: Mapping[str, Any] | None = None,
     *,
     replace: bool = False,
-) -> dict[str, Any]:
+) -> OrganisationView:
     """Set, change or remove (``None``) the cap ``(ε, δ)`` in ``accounting``'s mode (default
     ``basic``): any mode while nothing is counted, then the same mode, never below what is
     counted or certified (409). ``replace``: a new cap in any mode, the counted one's reading
@@ -298,7 +346,9 @@ def _cap_parts(uow: UnitOfWork, dataset_id: str, head: int) -> Iterator[dict[str
         after = batch[-1]["seq"]
 
 
-def organisation_report(uow: UnitOfWork, caller: Principal, organisation_id: str) -> dict[str, Any]:
+def organisation_report(
+    uow: UnitOfWork, caller: Principal, organisation_id: str
+) -> OrganisationReport:
     """The cap's decisions replayed from every dataset's ledger in their organisation order
     (:func:`odometer_core.ledger.organisation.replay_organisation`), with what each dataset
     drew from it; checked against the stored state when no cap change is pending."""

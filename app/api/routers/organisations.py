@@ -32,7 +32,7 @@ router = APIRouter(prefix="/v1/organisations", tags=["organisations"], route_cla
 )
 def create_organisation(
     body: OrganisationCreate, principal: AdminDep, uow: UowDep
-) -> dict[str, Any]:
+) -> service.OrganisationView:
     """Create an organisation (admin)."""
     return service.create_organisation(uow, principal, body.name)
 
@@ -43,7 +43,7 @@ def create_organisation(
     response_model=OrganisationList,
     responses=responses(401, 503),
 )
-def list_organisations(principal: PrincipalDep, uow: UowDep) -> dict[str, Any]:
+def list_organisations(principal: PrincipalDep, uow: UowDep) -> service.OrganisationList:
     """All organisations (admin) or the caller's own, with the cap's usage."""
     return service.list_organisations(uow, principal)
 
@@ -59,7 +59,7 @@ def set_organisation_cap(
     principal: CuratorDep,
     uow: UowDep,
     body: Annotated[OrganisationCap | None, Body()] = None,
-) -> dict[str, Any]:
+) -> service.OrganisationView:
     """Set or change the cap across the organisation's datasets (``null`` removes it), in any
     mode while it has counted nothing, then in the same mode; never below what is counted or
     certified (409 BudgetBelowSpent, ModeFixed). With ``"replace": true`` a cap that has
@@ -103,7 +103,7 @@ def organisation_cap_capacity(
 )
 def organisation_report(
     organisation_id: str, principal: PrincipalDep, uow: UowDep
-) -> dict[str, Any]:
+) -> service.OrganisationReport:
     """The cap replayed from every dataset's ledger in organisation order: verified or the
     problems, the certified reading, and what each dataset drew (curators and auditors)."""
     return service.organisation_report(uow, principal, organisation_id)
