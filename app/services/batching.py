@@ -129,14 +129,15 @@ def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[O
     the state the previous one left; one write for all; one commit. A dataset the caller may
     not see is its members' :class:`NotFound`; the others go on. With several datasets, a cap
     found in force where none was known fails the transaction
-    (:class:`~app.db.locking.CapAppeared`). On SQLite, one dataset's items are decided before
-    the write transaction (:func:`_decided_before_writing`)."""
+    (:class:`~app.db.locking.CapAppeared`). On SQLite, one partitioned dataset's items are
+    decided before the write transaction (:func:`_decided_apart`,
+    :func:`_decided_before_writing`)."""
     by_dataset = _by_dataset(items)
     datasets = sorted(by_dataset)
     with ExitStack() as held:
         for dataset_id in datasets:  # this process's turns, in the order of the row locks
             held.enter_context(uow.turn(dataset_id))
-        if len(datasets) == 1 and uow.database.engine.dialect.name == "sqlite":
+        if len(datasets) == 1 and _decided_apart(uow, datasets[0]):
             done = _decided_before_writing(uow, items, datasets[0])
             if done is not None:
                 return done
@@ -144,6 +145,21 @@ def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[O
         found, outcomes, writes, _ = _decide(uow, items, by_dataset)
         _write(uow, found, writes)
     return outcomes
+
+
+def _decided_apart(uow: UnitOfWork, dataset_id: str) -> bool:
+    """Whether a group on ``dataset_id`` is decided before its write transaction: on SQLite,
+    for a dataset this process knows to be partitioned. There a decision costs what the
+    selections touch (up to 1,000 ranges, each distinct history decided), and SQLite's write
+    lock is the whole database's. On a whole dataset a decision under the lock only looks up
+    charges computed before it (an expensive declaration's are computed before any lock), a
+    few microseconds: deciding apart would add a read transaction and a re-read to every
+    registration (30 % more CPU per registration at one client, measured with
+    ``python -m benchmarks compare``) to save nothing."""
+    if uow.database.engine.dialect.name != "sqlite":
+        return False
+    known, partition_json = uow.database.partitions.get(dataset_id)
+    return known and partition_json is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +183,12 @@ def _decided_before_writing(
 ) -> list[Outcome] | None:
     """SQLite admits one writer at a time, for the whole database: a decision made inside the
     write transaction held every other dataset's writes for as long as it took (20 s for a
-    selection on a fragmented dataset). So the items are decided in a read transaction first
-    (which takes no write lock), and the write transaction then reads the same rows again — the
-    dataset's, the organisation's, the grant's, the keys' stored responses, one statement — and
-    writes what was decided only if they are exactly as the decision read them; ``None``
-    otherwise (another process wrote in between): the caller decides again under the lock.
+    selection on a fragmented dataset; :func:`_decided_apart` says when this is done). So the
+    items are decided in a read transaction first (which takes no write lock), and the write
+    transaction then reads the same rows again — the dataset's, the organisation's, the
+    grant's, the keys' stored responses, one statement — and writes what was decided only if
+    they are exactly as the decision read them; ``None`` otherwise (another process wrote in
+    between): the caller decides again under the lock.
 
     Why equal rows are enough: every change to what a decision reads moves one of them — a
     dataset's state, blocks, budget and configuration change only with a ledger entry, which
