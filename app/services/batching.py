@@ -12,7 +12,7 @@ each of its requests is then run alone, for its own answer.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -137,7 +137,7 @@ def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[O
     with ExitStack() as held:
         for dataset_id in datasets:  # this process's turns, in the order of the row locks
             held.enter_context(uow.turn(dataset_id))
-        if len(datasets) == 1 and _decided_apart(uow, datasets[0]):
+        if len(datasets) == 1 and _decided_apart(uow, datasets[0], items):
             done = _decided_before_writing(uow, items, datasets[0])
             if done is not None:
                 return done
@@ -147,19 +147,39 @@ def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[O
     return outcomes
 
 
-def _decided_apart(uow: UnitOfWork, dataset_id: str) -> bool:
+#: A group whose selections name at least this many ranges (or every open block) is decided
+#: apart from its write transaction on SQLite (:func:`_decided_apart`).
+APART_RANGES = 64
+
+
+def _decided_apart(uow: UnitOfWork, dataset_id: str, items: Sequence[Registration]) -> bool:
     """Whether a group on ``dataset_id`` is decided before its write transaction: on SQLite,
-    for a dataset this process knows to be partitioned. There a decision costs what the
-    selections touch (up to 1,000 ranges, each distinct history decided), and SQLite's write
-    lock is the whole database's. On a whole dataset a decision under the lock only looks up
-    charges computed before it (an expensive declaration's are computed before any lock), a
-    few microseconds: deciding apart would add a read transaction and a re-read to every
-    registration (30 % more CPU per registration at one client, measured with
-    ``python -m benchmarks compare``) to save nothing."""
+    for a dataset this process knows to be partitioned, when the group's selections name
+    :data:`APART_RANGES` ranges or more, or every open block. There a decision costs what the
+    selections touch (up to 1,000 ranges a selection, each distinct history decided), and
+    SQLite's write lock is the whole database's. A few ranges, or a whole dataset, where a
+    decision under the lock only looks up charges computed before it (an expensive
+    declaration's are computed before any lock), are decided in microseconds: deciding apart
+    would add a read transaction and a re-read to each registration (30 % more CPU per
+    registration at one client on a whole dataset, ``python -m benchmarks compare``) to save
+    nothing."""
     if uow.database.engine.dialect.name != "sqlite":
         return False
     known, partition_json = uow.database.partitions.get(dataset_id)
-    return known and partition_json is not None
+    if not known or partition_json is None:
+        return False
+    return sum(_ranges_named(item.request.blocks) for item in items) >= APART_RANGES
+
+
+def _ranges_named(selection: object) -> int:
+    """How many ranges a request's ``blocks`` names, as sent (every open block: no bound)."""
+    if isinstance(selection, Mapping):
+        for field in ("keys", "ranges"):
+            named = selection.get(field)
+            if isinstance(named, list):
+                return len(named)
+        return 1
+    return APART_RANGES if selection == "all" else 0
 
 
 @dataclass(frozen=True, slots=True)
