@@ -10,7 +10,7 @@ stage_entry`). Unset key = checkpoints disabled, never a throw-away key an audit
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from sqlalchemy.exc import IntegrityError
 
@@ -40,7 +40,34 @@ def signer_from_settings(settings: Settings) -> Signer | None:
     return signer_from_file(path, settings.checkpoint_every)
 
 
-def to_json(row: LedgerCheckpoint) -> dict[str, Any]:
+class CheckpointView(TypedDict):
+    """A signed checkpoint as the routes show it (``CheckpointOut``)."""
+
+    dataset_id: str
+    seq: int
+    head_hash: str
+    signed_at: str
+    key_id: str
+    algorithm: str
+    signature: str
+
+
+class CheckpointPage(TypedDict):
+    dataset_id: str
+    checkpoints: list[CheckpointView]
+
+
+class KeyInfo(TypedDict):
+    """The verification key of checkpoints (``CheckpointKeyOut``); nulls when none is set."""
+
+    enabled: bool
+    algorithm: str
+    key_id: str | None
+    public_key: str | None
+    every: int | None
+
+
+def to_json(row: LedgerCheckpoint) -> CheckpointView:
     return {
         "dataset_id": row.dataset_id,
         "seq": row.seq,
@@ -52,7 +79,7 @@ def to_json(row: LedgerCheckpoint) -> dict[str, Any]:
     }
 
 
-def public_key_info(signer: Signer | None) -> dict[str, Any]:
+def public_key_info(signer: Signer | None) -> KeyInfo:
     """The verification key (PEM and fingerprint), for ``GET /v1/checkpoint-key``; with
     ``enabled`` false and nulls when this server signs no checkpoints."""
     if signer is None:
@@ -74,7 +101,7 @@ def public_key_info(signer: Signer | None) -> dict[str, Any]:
 
 def list_checkpoints(
     uow: UnitOfWork, principal: Principal, dataset_id: str, *, after_seq: int, limit: int
-) -> dict[str, Any]:
+) -> CheckpointPage:
     """A dataset's checkpoints, oldest first (same visibility as its ledger)."""
     with uow.read_only():
         visible_dataset(uow, principal, dataset_id, lock=False)
@@ -84,7 +111,7 @@ def list_checkpoints(
 
 def checkpoint_head(
     uow: UnitOfWork, principal: Principal, dataset_id: str
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[CheckpointView, bool]:
     """Sign the dataset's current head now; ``(checkpoint, created)``. Signing a head that
     already has a checkpoint under this key returns that one (``created`` false)."""
     signer = uow.signer

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from anyio import to_thread
 from sqlalchemy import select, tuple_
@@ -185,7 +185,27 @@ def _compare(record: Witnessed, seq: int, head_hash: str, hash_at: str | None) -
 
 
 # ---------------------------------------------------------------------------- status
-def witness_status(database: Database) -> dict[str, Any]:
+class BehindView(TypedDict):
+    """A dataset this process refuses writes to, and why (:class:`~app.db.witness.Behind`)."""
+
+    dataset_id: str
+    reason: str
+    witnessed_seq: int
+    witnessed_hash: str | None
+    database_seq: int
+    sibling: str | None
+
+
+class WitnessStatus(TypedDict):
+    """What the operator sees of the witness (``WitnessOut``)."""
+
+    enabled: bool
+    location: str | None
+    signed: bool
+    frozen: list[BehindView]
+
+
+def witness_status(database: Database) -> WitnessStatus:
     """What the operator sees: whether heads are witnessed, where, and the frozen datasets."""
     guard = database.witness
     if guard is None:
@@ -203,7 +223,7 @@ def _key(behind: Behind) -> str:
     return behind.dataset_id
 
 
-def _behind_json(behind: Behind) -> dict[str, Any]:
+def _behind_json(behind: Behind) -> BehindView:
     return {
         "dataset_id": behind.dataset_id,
         "reason": behind.reason,

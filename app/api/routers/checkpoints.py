@@ -3,7 +3,7 @@ signing the current head on demand (see :mod:`app.services.checkpoints`)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
@@ -46,7 +46,7 @@ class CheckpointPageOut(BaseModel):
     response_model=CheckpointKeyOut,
     responses=responses(401, 503),
 )
-def get_checkpoint_key(principal: PrincipalDep, uow: UowDep) -> dict[str, Any]:
+def get_checkpoint_key(principal: PrincipalDep, uow: UowDep) -> service.KeyInfo:
     """The key checkpoints are signed with (``enabled`` false when none is configured).
 
     Any authenticated caller may read it, but it is a convenience, not the trust anchor: an
@@ -73,7 +73,7 @@ def list_checkpoints(
         QUERY_INTEGER,
     ] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000), QUERY_INTEGER] = 1000,
-) -> dict[str, Any]:
+) -> service.CheckpointPage:
     """The dataset's signed checkpoints, oldest first (curators, auditors; `odometer verify
     EXPORT --checkpoints FILE --public-key PEM` reads this document as is)."""
     return service.list_checkpoints(uow, principal, dataset_id, after_seq=after_seq, limit=limit)
@@ -95,7 +95,7 @@ def list_checkpoints(
 )
 def create_checkpoint(
     dataset_id: str, principal: GrantReaderDep, uow: UowDep, response: Response
-) -> dict[str, Any]:
+) -> service.CheckpointView:
     """Sign the dataset's current head now (201; 200 with the existing checkpoint if this
     head is already signed). Auditors may: it records a fact and spends no budget."""
     body, created = service.checkpoint_head(uow, principal, dataset_id)

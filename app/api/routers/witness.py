@@ -61,7 +61,7 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
 @router.get(
     "/v1/witness", name="get_witness", response_model=WitnessOut, responses=responses(401, 403)
 )
-def get_witness(principal: AdminDep, database: DatabaseDep) -> dict[str, Any]:
+def get_witness(principal: AdminDep, database: DatabaseDep) -> service.WitnessStatus:
     """Whether heads are witnessed, where, and the datasets this process refuses writes to."""
     return service.witness_status(database)
 
@@ -72,7 +72,7 @@ def get_witness(principal: AdminDep, database: DatabaseDep) -> dict[str, Any]:
     response_model=WitnessOut,
     responses=responses(401, 403, 503),
 )
-async def check_witness(principal: AdminDep, database: DatabaseDep) -> dict[str, Any]:
+async def check_witness(principal: AdminDep, database: DatabaseDep) -> service.WitnessStatus:
     """Compare every dataset's head with the witness now (as at start and periodically)."""
     await run_in_threadpool(service.check, database)
     return service.witness_status(database)
