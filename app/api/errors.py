@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -120,7 +120,15 @@ def _describe(exc: Exception) -> tuple[str, str, dict[str, Any]]:
     raise TypeError(type(exc).__name__)
 
 
-def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+class ValidationProblem(TypedDict):
+    """One entry of a 422's ``errors``: where (as text), what, and the rule's type."""
+
+    loc: list[str]
+    msg: str
+    type: str
+
+
+def _validation_errors(exc: RequestValidationError) -> list[ValidationProblem]:
     # Only loc/msg/type: inputs may hold NaN or huge values that are not valid JSON.
     return [
         {

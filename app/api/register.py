@@ -29,6 +29,7 @@ from typing import Any, Final
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
@@ -66,7 +67,7 @@ def _decoded(raw: bytes, content_type: str | None) -> Any:
         raise HTTPException(status_code=400, detail="There was an error parsing the body") from exc
 
 
-def _errors(exc: ValidationError, *loc: str | int) -> list[dict[str, Any]]:
+def _errors(exc: ValidationError, *loc: str | int) -> list[ErrorDetails]:
     return [{**e, "loc": (*loc, *e.get("loc", ()))} for e in exc.errors(include_url=False)]
 
 
@@ -82,7 +83,7 @@ class RegisterRoute(ExactJsonRoute):
             state = request.app.state
             principal = await principal_of(await bearer(request), state.database, state.settings)
             principal.require(Role.ANALYST)
-            errors: list[dict[str, Any]] = []
+            errors: list[ErrorDetails] = []
             key = invocation = None
             try:
                 key = IDEMPOTENCY_KEY.validate_python(request.headers.get(_HEADER))

@@ -9,7 +9,7 @@ dashboard takes a rolled-back reading for the truth.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from app.db.uow import UnitOfWork
 from app.services._aggregate import behind_witness
@@ -26,7 +26,18 @@ _READING = {
 }
 
 
-def frozen_status(uow: UnitOfWork, dataset_id: str) -> dict[str, Any] | None:
+class FrozenStatus(TypedDict):
+    """``status.frozen`` of a dataset behind its witness (:func:`frozen_status`)."""
+
+    reason: str
+    witnessed_seq: int
+    database_seq: int
+    sibling: str | None
+    reading: str
+    detail: str
+
+
+def frozen_status(uow: UnitOfWork, dataset_id: str) -> FrozenStatus | None:
     """``status.frozen`` of a dataset: ``None`` while it serves writes (or no witness is
     kept); else why it is frozen, both heads, what the reading is worth and what an operator
     can do (the text of the 409 ``LedgerBehindWitness`` a write gets)."""
