@@ -7,7 +7,7 @@ identity map to keep (``benchmarks/RESULTS.md``, *The write path's levers*).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 
 @dataclass(slots=True)
@@ -54,6 +54,17 @@ class GrantRow:
     dirty: bool = False
 
 
+class LevelOwners(TypedDict, total=False):
+    """An invocation's ``levels`` (:attr:`app.db.models.Invocation.levels`): who holds its
+    charge or reservation above the dataset. A registration writes ``organisation`` and
+    ``quota`` (each null when that level holds nothing) and ``quota_grant`` only when a
+    quota holds it; rows written before 0002 hold null instead, so readers use ``get``."""
+
+    organisation: str | None
+    quota: str | None
+    quota_grant: int
+
+
 @dataclass(slots=True)
 class InvocationRow:
     """What settle and cancel need of an invocation (and change)."""
@@ -62,7 +73,7 @@ class InvocationRow:
     status: str
     actor: str
     reservation: dict[str, Any] | None
-    levels: dict[str, Any] | None
+    levels: LevelOwners | None
     #: the declaration as registered (a settle from the released output derives its cell)
     declaration: dict[str, Any] | None = None
     #: the request's options as registered (a partitioned dataset's: its selection)

@@ -33,7 +33,7 @@ from app.db.models import (
     LedgerEntry,
     Organisation,
 )
-from app.db.rows import DatasetRow, GrantRow, InvocationRow, OrgRow
+from app.db.rows import DatasetRow, GrantRow, InvocationRow, LevelOwners, OrgRow
 
 _DATASETS = cast(Table, Dataset.__table__)
 _ORGS = cast(Table, Organisation.__table__)
@@ -64,7 +64,7 @@ class InvocationInsert(TypedDict):
     actor: str
     created_at: str
     updated_at: str
-    levels: dict[str, str | int | None]
+    levels: LevelOwners
 
 
 class IdempotencyInsert(TypedDict):

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, overload
+from typing import Any, Final, overload
 
 from app.db.models import Organisation
-from app.db.rows import GrantRow, OrgRow
+from app.db.rows import GrantRow, LevelOwners, OrgRow
 from app.services._common import utc_now
 from odometer_core.accounting import (
     AccountingConfig,
@@ -62,7 +62,7 @@ _UNCAPPED = (Decimal(10) ** 6, Decimal("0.999999999999"))
 
 #: The key of an invocation's ``levels`` naming the grant whose quota holds it (its
 #: ``granted_seq``; :class:`app.db.models.Invocation`).
-QUOTA_GRANT = "quota_grant"
+QUOTA_GRANT: Final = "quota_grant"
 
 
 # ---------------------------------------------------------------------------- amounts
@@ -215,10 +215,10 @@ class Uppers:
     def filters(self) -> tuple[tuple[str, Filter], ...]:
         return tuple((lv.name, lv.filter) for lv in self.present())
 
-    def owners(self, *, holding: bool) -> dict[str, str | int | None]:
+    def owners(self, *, holding: bool) -> LevelOwners:
         """The invocation row's ``levels``: who holds its charge (nobody unless ``holding``),
         and the grant whose quota holds it."""
-        out: dict[str, str | int | None] = {
+        out: LevelOwners = {
             ORGANISATION: self.organisation.owner if holding and self.organisation else None,
             QUOTA: self.quota.owner if holding and self.quota else None,
         }

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from app.db import locking
 from app.db.admission import Locked, lock_grant
-from app.db.rows import DatasetRow, GrantRow, InvocationRow
+from app.db.rows import DatasetRow, GrantRow, InvocationRow, LevelOwners
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes
 from app.services import idempotency
@@ -232,7 +232,7 @@ def _holding_levels(
     by a new grant of the analyst, took its quota with it, and the reservation's quota share
     is dropped (the third value: what the entry records of it); the quota in force now, which
     reserved nothing, is not touched."""
-    held = inv.levels or {}
+    held: LevelOwners = inv.levels or {}
     quota_owner = held.get(QUOTA)
     grant, other = locked.grant, None
     if quota_owner is not None and (grant is None or grant.principal_id != quota_owner):
