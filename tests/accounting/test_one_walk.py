@@ -88,16 +88,13 @@ def test_a_declaration_is_supported_exactly_when_it_is_charged(mode: str) -> Non
 
 def test_the_refusals_name_the_nested_mechanism() -> None:
     decl = parse_declaration(_selected(APPROX))
-    assert (
-        rdp.unsupported(decl)
-        == basic.unsupported(decl)
-        == (
-            "'repeat_and_select' needs the inner mechanism's Rényi DP (Papernot–Steinke 2022, Thms 2 "
-            "and 6); an (ε, δ) guarantee with δ > 0 gives none, and no theorem bounds the selection "
-            "from it: declare the inner mechanism by its RDP curve ('rdp'), its ρ ('zcdp' with "
-            "δ = 0) or its noise (e.g. 'gaussian')"
-        )
+    approximate_inner = (
+        "'repeat_and_select' needs the inner mechanism's Rényi DP (Papernot–Steinke 2022, "
+        "Thms 2 and 6); an (ε, δ) guarantee with δ > 0 gives none, and no theorem bounds the "
+        "selection from it: declare the inner mechanism by its RDP curve ('rdp'), its ρ "
+        "('zcdp' with δ = 0) or its noise (e.g. 'gaussian')"
     )
+    assert rdp.unsupported(decl) == basic.unsupported(decl) == approximate_inner
     assert zcdp.unsupported(parse_declaration(_poisson(LAPLACE))) == (
         "'subsampled' has no certified zCDP bound (a finite RDP grid does not certify zCDP and "
         "subsampling does not improve ρ); use a dataset or sub-budget in mode 'rdp'"
