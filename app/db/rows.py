@@ -7,7 +7,7 @@ identity map to keep (``benchmarks/RESULTS.md``, *The write path's levers*).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 @dataclass(slots=True)
@@ -26,17 +26,27 @@ class DatasetRow:
     updated_at: str | None = None  # set when the transaction wrote the aggregate
 
 
+class CapJson(TypedDict):
+    """The cap in force as stored (``organisations.cap_json``): its target as decimal text and
+    its mode (absent on rows written before caps had modes: ``basic``)."""
+
+    epsilon: str
+    delta: str
+    mode: NotRequired[str]
+
+
 @dataclass(slots=True)
 class OrgRow:
     """The organisation level (its cap's filter; :class:`app.db.models.Organisation`)."""
 
     id: str
-    cap_json: dict[str, Any] | None
+    cap_json: CapJson | None
     cap_state_json: dict[str, Any]
     cap_config_json: dict[str, Any] | None = None
     cap_seq: int = 0
     cap_config_seq: int | None = None
-    cap_usage_json: dict[str, Any] | None = None
+    #: how many invocations each dataset registered under the cap (by dataset id)
+    cap_usage_json: dict[str, int] | None = None
     cap_closed_json: list[dict[str, Any]] | None = None
     dirty: bool = False
 
