@@ -9,6 +9,7 @@ and why per-block filters compose in parallel: ``docs/accounting.md``, *Partitio
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
@@ -107,7 +108,7 @@ class BlocksAction(TypedDict):
     ledger: LedgerHead
 
 
-def check_partition(config: AccountingConfig, partition: dict[str, Any]) -> dict[str, Any]:
+def check_partition(config: AccountingConfig, partition: Mapping[str, Any]) -> dict[str, Any]:
     """The partition as stored, checked against the blocks' filter: leaf modes only, and
     ``replace_one`` only with a key the curator asserts immutable (a replacement then stays
     in its block; otherwise one replacement touches two blocks and a per-block budget B
@@ -134,14 +135,16 @@ def _partition(ds: Dataset) -> Partition:
     return partition
 
 
-def _distinct_states(config: AccountingConfig, states: list[dict[str, Any]]) -> list[FilterState]:
+def _distinct_states(
+    config: AccountingConfig, states: Sequence[Mapping[str, Any]]
+) -> list[FilterState]:
     seen: dict[FilterState, None] = {}
     for state in states:
         seen.setdefault(state_from_json(config, state))
     return list(seen)
 
 
-def fraction(reading: dict[str, Any], config: AccountingConfig) -> Decimal:
+def fraction(reading: Mapping[str, Any], config: AccountingConfig) -> Decimal:
     """The certified reading's ε over the block budget's ε (the heat strip's shade)."""
     return min(Decimal(1), Decimal(reading["epsilon"]) / config.epsilon)
 
@@ -191,7 +194,9 @@ def partition_status(
 EVERY_BLOCK: Final = "every block ever opened, retired ones included"
 
 
-def _summary(worst: dict[str, Any], highest: dict[str, Any], *, opened: bool) -> dict[str, Any]:
+def _summary(
+    worst: Mapping[str, Any], highest: Mapping[str, Any], *, opened: bool
+) -> dict[str, Any]:
     """The summary of a partitioned dataset: the guarantee is the maintained reading (every
     block ever opened, retired ones included), what is left the most spent open block's."""
     summary = compose({**worst, "odometer": highest})
@@ -381,7 +386,7 @@ def change_blocks_budget(
 
 
 def key_range(
-    partition_json: dict[str, Any] | None, first: str | None, last: str | None
+    partition_json: Mapping[str, Any] | None, first: str | None, last: str | None
 ) -> tuple[int, int]:
     """The block indices ``[lo, hi)`` of the keys ``first`` … ``last`` (both included; each
     unbounded when omitted); a reversed range (``first`` after ``last``) is a 422."""

@@ -9,6 +9,7 @@ own. Settle and cancel are :mod:`app.services.reservations`'.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from app.db.models import Invocation
@@ -123,7 +124,7 @@ def how_many_fit(
 
 
 def _blocks_preview(
-    partition: Partition, selected: Selected, request: InvocationRequest, fit: dict[str, Any]
+    partition: Partition, selected: Selected, request: InvocationRequest, fit: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Which blocks of the selection can still afford the declaration, and how many more of
     it fit in a row (:func:`how_many_fit`)."""

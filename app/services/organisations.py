@@ -139,7 +139,7 @@ def organisation_view(org: Organisation) -> OrganisationView:
 
 
 def organisation_statement(
-    closed: list[dict[str, Any]] | None, config: AccountingConfig, state: FilterState
+    closed: Sequence[Mapping[str, Any]] | None, config: AccountingConfig, state: FilterState
 ) -> dict[str, Any]:
     """The organisation's (ε, δ) statement: the closed phases of caps replaced after they
     counted, plus the certified reading of the cap in force when it has counted something

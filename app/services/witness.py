@@ -313,7 +313,7 @@ def import_tail(
     }
 
 
-def _check_tail(ds: Dataset, record: Witnessed, tail: list[dict[str, Any]]) -> None:
+def _check_tail(ds: Dataset, record: Witnessed, tail: Sequence[Mapping[str, Any]]) -> None:
     if not tail:
         raise TailRefused(
             f"the export holds no entry after the database's head (seq {ds.last_seq})"
@@ -350,7 +350,7 @@ def _whole_ledger(uow: UnitOfWork, dataset_id: str, head: int) -> list[LedgerEnt
     return out
 
 
-def _invocation_rows(uow: UnitOfWork, dataset_id: str, tail: list[dict[str, Any]]) -> None:
+def _invocation_rows(uow: UnitOfWork, dataset_id: str, tail: Sequence[Mapping[str, Any]]) -> None:
     """The ``invocations`` rows the lost entries had made or moved."""
     session = uow.session
     made: dict[str, Invocation] = {}
