@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from app.db.engine import make_engine
-from app.db.models import Base
+from app.db.models import Base, compared
 from app.settings import get_settings, normalise_database_url
 
 config = context.config
@@ -34,6 +34,7 @@ def _configure(connection: Connection) -> None:
         # Our SQLite engine issues an explicit BEGIN, so DDL is transactional there too.
         transactional_ddl=True,
         compare_type=True,
+        include_object=compared,
     )
 
 
