@@ -36,23 +36,23 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = _args(argv)
     with OdometerClient(args.url, args.key) as admin:
-        org = admin.create_organisation(f"hospital-{secrets.token_hex(3)}")["id"]
-        curator = admin.create_principal("cora", "curator", organisation_id=org)["id"]
-        key = admin.issue_key(curator)["key"]
+        org = admin.create_organisation(f"hospital-{secrets.token_hex(3)}").id
+        curator = admin.create_principal("cora", "curator", organisation_id=org).id
+        key = admin.issue_key(curator).key
     with OdometerClient(args.url, key) as client:
         client.set_organisation_cap(org, "10", "0.00001", accounting=CAP)
         datasets = [
             client.create_dataset(f"ward-{mode}", "1000", "0.001", accounting={"mode": mode})
             for mode in ("zcdp", "rdp", "gdp")
         ]
-        analyst = client.create_principal("ana", "analyst")["id"]
+        analyst = client.create_principal("ana", "analyst").id
         for ds in datasets:
             client.grant(ds, analyst)
         query = declarations.gaussian("10", sensitivity="1")
         first = client.organisation_cap_capacity(org, query)
-        print(f"the zcdp cap admits {first['count']} Gaussians σ=10 (a basic cap: 10)")
+        print(f"the zcdp cap admits {first.count} Gaussians σ=10 (a basic cap: 10)")
         admitted, refusal, level = 0, "", None
-        with OdometerClient(args.url, client.issue_key(analyst)["key"]) as ana:
+        with OdometerClient(args.url, client.issue_key(analyst).key) as ana:
             while level is None:
                 try:
                     ana.register(datasets[admitted % 3], query)
@@ -62,19 +62,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(f"{admitted} admitted over three wards, then refused at the {level} level:")
         print(f"  {refusal}")
         report = client.organisation_report(org)
-        drawn = {d["name"]: d["drawn"] for d in report["datasets"]}
-        print(f"replayed from the wards' ledgers: verified={report['verified']}")
+        drawn = {d.name: d.drawn for d in report.datasets}
+        print(f"replayed from the wards' ledgers: verified={report.verified}")
         for name, amount in drawn.items():
             print(f"  {name} drew ρ={amount.get('rho', 0)}")
         return {
             "organisation": org,
-            "capacity": first["count"],
+            "capacity": first.count,
             "admitted": admitted,
             "level": level,
             "refusal": refusal,
-            "verified": report["verified"],
+            "verified": report.verified,
             "drawn_rho": {name: Decimal(str(a.get("rho", "0"))) for name, a in drawn.items()},
-            "reading": report["odometer"],
+            "reading": report.odometer,
         }
 
 

@@ -151,7 +151,10 @@ def report_noisy_max(
 ) -> Mechanism:
     """The index of the largest score plus ``"gumbel"`` noise (the exponential mechanism) or
     ``"exponential"`` noise (permute-and-flip) of scale b, each score of sensitivity Δ (default
-    1): ε = Δ/b when the scores are ``monotonic``, else 2Δ/b."""
+    1): ε = Δ/b when the scores are ``monotonic``, else 2Δ/b. Another noise is a
+    ``ValueError`` here (the kind's guarantee is proven for these two only)."""
+    if noise not in ("gumbel", "exponential"):
+        raise ValueError(f"report_noisy_max: noise is 'gumbel' or 'exponential', got {noise!r}")
     return Mechanism(
         type="report_noisy_max",
         noise=noise,
@@ -177,7 +180,10 @@ def repeat_and_select(mechanism: Mechanism, mean: Number, shape: Number | str) -
     """Private selection (hyperparameter tuning): ``mechanism`` run K times, only the best
     output released, E[K] = ``mean`` > 1 (dp_accounting's ``RepeatAndSelectDpEvent``). ``shape``
     is η ≥ 0 of the truncated negative binomial (0: logarithmic, 1: geometric), or
-    ``"poisson"`` (or ``math.inf``, dp_accounting's convention) for a Poisson number of runs."""
+    ``"poisson"`` (or ``math.inf``, dp_accounting's convention) for a Poisson number of runs.
+    A mean of 1 or less is a ``ValueError`` here (no selection: declare the mechanism itself)."""
+    if _d(mean) <= 1:
+        raise ValueError(f"repeat_and_select: the mean number of runs must be > 1, got {mean!r}")
     if shape == "poisson" or (isinstance(shape, float) and math.isinf(shape) and shape > 0):
         return Mechanism(
             type="repeat_and_select", distribution="poisson", mean=_d(mean), mechanism=mechanism

@@ -344,8 +344,8 @@ def test_accounting_options_of_orgs_cap_and_datasets_create(
     code, out, err = _run(server, capsys, *cap, "--accounting", '{"mode": "split"}')
     assert (code, out) == (1, "")
     assert err == (
-        "error: 422 ValidationError: refused before sending: "
-        "$.accounting.mode: 'split' is not one of basic, gdp, rdp, zcdp\n"
+        "error: 422 ValidationError: body.accounting: Input tag 'split' found using 'mode' does "
+        "not match any of the expected tags: 'basic', 'zcdp', 'rdp', 'gdp'\n"
     )
     code, out, err = _run(server, capsys, *cap, "--accounting", "{mode: gdp}")
     assert (code, out) == (2, "") and err.startswith("error: --accounting is not JSON: ")

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from odometer_client import contract
-from odometer_client.declarations import Mechanism
 from odometer_client.models import (
     BlockRun,
     BlocksChanged,
@@ -185,34 +184,3 @@ def test_a_field_the_server_drops_is_caught() -> None:
     assert "relation" in optional | read
     declared = _declared("DatasetOut") - {"relation"}
     assert not (optional | read) <= declared
-
-
-@pytest.mark.parametrize(
-    "body,problem",
-    [
-        ({"type": "svt", "epsilon1": 1, "epsilon2": 1, "c": 0}, "$.c: must be ≥ 1"),
-        ({"type": "pure_dp", "epsilon": "1", "extra": 1}, "$.extra: unknown field"),
-        ({"type": "gaussian"}, "$.sigma: required"),
-        ({"type": "teleport"}, "$.type: 'teleport' is not one of"),
-        ({"type": "pure_dp", "epsilon": "one"}, '$.epsilon: "one" matches none'),
-        ({"type": "pure_dp", "epsilon": True}, "$.epsilon: true matches none"),
-    ],
-)
-def test_contract_check_refuses_what_the_server_refuses(body: dict[str, Any], problem: str) -> None:
-    problems = contract.check(contract.MECHANISM, body)
-    assert any(p.startswith(problem) for p in problems), problems
-
-
-def test_contract_check_accepts_every_helper_shape() -> None:
-    for body in (
-        {"type": "pure_dp", "epsilon": "0.5"},
-        {"type": "gaussian", "sigma": 2, "sensitivity": "1"},
-        {"type": "odp", "cells": [{"name": "a", "epsilon": "0.1"}], "delta": "1e-7"},
-        {
-            "type": "composed",
-            "mechanisms": [{"type": "laplace", "scale": "1"}, {"type": "gaussian", "sigma": 1}],
-        },
-    ):
-        assert contract.check(contract.MECHANISM, body) == []
-    with pytest.raises(ValueError, match="c: must be ≥ 1"):
-        Mechanism(type="svt", epsilon1="1", epsilon2="1", c=0)
