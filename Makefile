@@ -10,7 +10,7 @@ KEY_FILE := .odometer-admin-key
 # public key beside it, for `odometer verify --public-key`)
 SIGNING_KEY_FILE := .odometer-checkpoint-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-compare
+.PHONY: run test browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-compare
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -157,6 +157,10 @@ bench-grids: dev
 ## bench-ladder: what anchoring a filter's ladder at creation costs and what budget changes buy → benchmarks/RESULTS.md
 bench-ladder: dev
 	$(BIN)/python -m benchmarks ladder $(BENCH_ARGS)
+
+## bench-quote: the certified readings beside dp_accounting's PLD and RDP and the exact ε → benchmarks/RESULTS.md
+bench-quote: dev
+	$(BIN)/python -m benchmarks quote $(BENCH_ARGS)
 
 ## bench-worst-case: CPU time of one admission decision on adversarial declarations → benchmarks/RESULTS.md
 bench-worst-case: dev

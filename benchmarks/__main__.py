@@ -55,6 +55,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "ladder": Benchmark(
         "ladder", "what anchoring a filter's ladder at creation costs, what budget changes buy"
     ),
+    "quote": Benchmark(
+        "quote",
+        "certified readings beside dp_accounting's PLD and RDP and the exact ε (DP-SGD, Gaussians)",
+    ),
     "worst-case": Benchmark(
         "worst_case", "CPU time of one admission decision on adversarial declarations"
     ),

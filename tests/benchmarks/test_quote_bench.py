@@ -1,0 +1,30 @@
+"""The quote benchmark's figures: dp_accounting's values for the tutorial job (reference
+vectors), and no certified reading below the accountants' optimistic PLD ε (that would be
+unsound)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from benchmarks import quote
+from odometer_core.accounting.modes.rdp import DEFAULT_RDP_ORDERS
+
+
+def test_the_tutorial_job_beside_the_accountants() -> None:
+    job = quote.TUTORIAL
+    assert job.steps_per_epoch * job.epochs == 14_100
+    assert job.pld_epsilon(job.epochs) == pytest.approx(2.3136, abs=5e-4)
+    assert job.rdp_epsilon(job.epochs, DEFAULT_RDP_ORDERS) == pytest.approx(2.5250, abs=5e-4)
+
+
+def test_no_reading_is_below_the_pld_epsilon() -> None:
+    rows = quote.jobs_table()[2:]
+    assert len(rows) == 2 * (1 + len(quote.OTHERS))
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        pld_eps = float(cells[2])
+        readings = [float(c) for c in cells[5:9] if re.fullmatch(r"\d+\.\d+", c)]
+        assert readings, row  # rdp accounts every DP-SGD job
+        assert all(r >= pld_eps for r in readings), row
