@@ -210,12 +210,16 @@ class PipelinedTransaction:
 
     def rollback(self) -> None:
         """Leave the pipeline (its errors were raised already, or nobody waits for them) and
-        roll back what is open."""
+        roll back what is open: ``ROLLBACK`` goes out with the pipeline's last Sync (one round
+        trip, as ``COMMIT`` does; a transaction that wrote nothing, such as a replayed
+        idempotency key's, took two), or on its own if the pipeline was aborted."""
         if self._conn.invalidated:
             return
         try:
             if self._pipeline is not None:
                 # an error here aborted the transaction: rolled back below
+                with suppress(self._conn.dialect.loaded_dbapi.Error):
+                    self._cursor.execute("ROLLBACK")
                 with suppress(self._conn.dialect.loaded_dbapi.Error):
                     self._leave_pipeline()
             if self._raw.pgconn.transaction_status != TransactionStatus.IDLE:

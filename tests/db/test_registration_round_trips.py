@@ -316,6 +316,23 @@ def test_a_registration_on_a_whole_dataset_takes_two_round_trips(
     assert sum(len(trip.statements) for trip in trips) == 5
 
 
+def test_a_replayed_key_takes_two_round_trips_and_writes_nothing(
+    wired: tuple[TestClient, Wire],
+) -> None:
+    """A registration repeated with its Idempotency-Key is answered from the stored response
+    read in the lock statement's round trip; the transaction, which wrote nothing, is rolled
+    back with the pipeline's last Sync. Shown able to fail: with ``ROLLBACK`` sent after the
+    pipeline was left (as before), ``[['BEGIN', 'lock', 'keys'], [], ['ROLLBACK']]``."""
+    client, wire = wired
+    ds = _dataset(client)
+    _registered(client, wire, ds, {"mechanism": CHARGE}, "replayed-1")
+    trips = _registered(client, wire, ds, {"mechanism": CHARGE}, "replayed-1")
+    assert [[_label(s) for s in trip.statements] for trip in trips] == [
+        ["BEGIN", "lock", "keys"],
+        ["ROLLBACK"],
+    ]
+
+
 def test_a_selection_of_a_known_partition_reads_its_runs_in_the_lock_round_trip(
     wired: tuple[TestClient, Wire],
 ) -> None:
