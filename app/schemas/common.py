@@ -562,6 +562,13 @@ class RefusalSummary(BaseModel):
         "scale σ or b) at the edge of what the refusing budget admits now, checked by its "
         "filter; null for kinds without one such parameter or when none fits"
     )
+    alternatives: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="other declarations that would be admitted now, each with one more "
+        "parameter at its edge, checked like instead: for dp_sgd the same job with fewer "
+        "steps, then with a lower sample_rate (instead: a larger noise_multiplier); for "
+        "truncated_subsampled_gaussian a lower sampling_probability; empty for other kinds",
+    )
 
 
 class BudgetExceededBody(ErrorBody):

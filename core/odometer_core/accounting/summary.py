@@ -41,6 +41,7 @@ from typing import Any
 
 from odometer_core.accounting import memo
 from odometer_core.accounting.declarations import (
+    DPSGD,
     GDP,
     ZCDP,
     ApproxDP,
@@ -54,6 +55,7 @@ from odometer_core.accounting.declarations import (
     RandomizedResponse,
     ReportNoisyMax,
     TreeAggregation,
+    TruncatedSubsampledGaussian,
 )
 from odometer_core.accounting.exact import fmt
 from odometer_core.accounting.filters import (
@@ -304,6 +306,17 @@ KNOBS: dict[type[Declaration], tuple[str, bool]] = {
     DiscreteGaussian: ("sigma", False),
     ReportNoisyMax: ("scale", False),
     TreeAggregation: ("noise_multiplier", False),
+    DPSGD: ("noise_multiplier", False),
+    TruncatedSubsampledGaussian: ("noise_multiplier", False),
+}
+
+#: The other ways a kind may fit (:func:`alternatives`), each a parameter, whether admission
+#: grows with it (smaller fits) and whether it is a count: for a training job, as few steps
+#: (the same noise, fewer epochs) or a lower sampling rate (smaller batches), beside the noise
+#: multiplier :data:`KNOBS` names, as Opacus and dp_accounting solve for one or the other.
+ALTERNATIVES: dict[type[Declaration], tuple[tuple[str, bool, bool], ...]] = {
+    DPSGD: (("steps", True, True), ("sample_rate", True, False)),
+    TruncatedSubsampledGaussian: (("sampling_probability", True, False),),
 }
 
 
@@ -334,46 +347,134 @@ def instead(
     if knob is None:
         return None
     field, grows = knob
-    value = Decimal(getattr(declaration, field))
+    admitted = _admission(config, state, sub_budget, conversion_delta, admits)
+    with memo.charges():
+        return _edge(declaration, field, grows, admitted)
+
+
+def alternatives(
+    config: AccountingConfig,
+    state: FilterState,
+    declaration: Declaration,
+    *,
+    sub_budget: str | None = None,
+    conversion_delta: Decimal | None = None,
+    admits: Admits | None = None,
+) -> list[dict[str, Any]]:
+    """The other declarations of :data:`ALTERNATIVES` that would be admitted now in place of
+    ``declaration``, each with one more parameter moved to the edge of what fits (the steps of
+    a DP-SGD job, its sampling rate), found and checked as :func:`instead` finds its own (the
+    admission at every level, ``admits``). Empty for other kinds, or when none fits."""
+    found = []
+    admitted = _admission(config, state, sub_budget, conversion_delta, admits)
+    with memo.charges():
+        for field, grows, count in ALTERNATIVES.get(type(declaration), ()):
+            if count:
+                edge = _count_edge(declaration, field, admitted)
+            else:
+                edge = _edge(declaration, field, grows, admitted)
+            if edge is not None:
+                found.append(edge)
+    return found
+
+
+def _admission(
+    config: AccountingConfig,
+    state: FilterState,
+    sub_budget: str | None,
+    conversion_delta: Decimal | None,
+    admits: Admits | None,
+) -> Admits:
+    """``admits``, or the refusing filter's own :func:`admit` when there is no level above."""
+    if admits is not None:
+        return admits
 
     def admitted(candidate: Declaration) -> bool:
-        if admits is not None:
-            return admits(candidate)
         return admit(
             config, state, candidate, sub_budget=sub_budget, conversion_delta=conversion_delta
         ).admitted
 
-    def fits(x: Decimal) -> bool:
+    return admitted
+
+
+def _count_edge(declaration: Declaration, field: str, admitted: Admits) -> dict[str, Any] | None:
+    """``declaration`` with the count ``field`` (≥ 1) at the largest value below its own that
+    is admitted (admission shrinks as a count grows: a bisection on the integers), or ``None``
+    when not even 1 fits."""
+
+    def fits(n: int) -> bool:
         try:
-            return admitted(dataclasses.replace(declaration, **{field: x}))
+            return admitted(dataclasses.replace(declaration, **{field: n}))
         except ValueError:
             return False
 
-    with memo.charges():
-        if grows:
-            if value <= 0 or not fits(Decimal(0)):
+    lo, hi = 1, int(getattr(declaration, field))  # hi is refused
+    if hi <= 1 or not fits(lo):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return dataclasses.replace(declaration, **{field: lo}).to_json()
+
+
+def _edge(
+    declaration: Declaration, field: str, grows: bool, admitted: Admits
+) -> dict[str, Any] | None:
+    """``declaration`` with ``field`` at the edge of what ``admitted`` admits, rounded to
+    :data:`DIGITS` digits on the admitted side and checked (:func:`instead`). A parameter that
+    admission grows with is searched from 0 when the kind takes 0 there (ε, ρ, μ), else from
+    the first of its halvings that fits (a sampling rate)."""
+    value = Decimal(getattr(declaration, field))
+
+    def made(x: Decimal) -> Declaration | None:
+        try:
+            return dataclasses.replace(declaration, **{field: x})
+        except ValueError:
+            return None
+
+    def fits(x: Decimal) -> bool:
+        candidate = made(x)
+        try:
+            return candidate is not None and admitted(candidate)
+        except ValueError:
+            return False
+
+    if grows:
+        if value <= 0:
+            return None
+        if made(Decimal(0)) is not None:
+            if not fits(Decimal(0)):
                 return None
-            lo, hi = Decimal(0), value  # lo fits, hi does not
-            for _ in range(STEPS):
-                mid = (lo + hi) / 2
-                lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-            found = round_down(hi) if fits(round_down(hi)) else round_down(lo)
-            if found <= 0 or not fits(found):
-                return None
+            lo = Decimal(0)
         else:
-            lo, hi = value, max(value, Decimal(1))  # lo refused, hi to be found fitting
+            lo = value / 2
             for _ in range(64):
-                if fits(hi):
+                if fits(lo):
                     break
-                lo, hi = hi, hi * 2
+                lo /= 2
             else:
                 return None
-            for _ in range(STEPS):
-                mid = (lo + hi) / 2
-                lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-            found = round_up(lo) if fits(round_up(lo)) else round_up(hi)
-            if not fits(found):
-                return None
+        hi = value  # lo fits, hi does not
+        for _ in range(STEPS):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        found = round_down(hi) if fits(round_down(hi)) else round_down(lo)
+        if found <= 0 or not fits(found):
+            return None
+    else:
+        lo, hi = value, max(value, Decimal(1))  # lo refused, hi to be found fitting
+        for _ in range(64):
+            if fits(hi):
+                break
+            lo, hi = hi, hi * 2
+        else:
+            return None
+        for _ in range(STEPS):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+        found = round_up(lo) if fits(round_up(lo)) else round_up(hi)
+        if not fits(found):
+            return None
     return dataclasses.replace(declaration, **{field: found}).to_json()
 
 
@@ -402,6 +503,14 @@ def refusal(
         conversion_delta=conversion_delta,
         admits=admits,
     )
+    others = alternatives(
+        config,
+        state,
+        declaration,
+        sub_budget=sub_budget,
+        conversion_delta=conversion_delta,
+        admits=admits,
+    )
     bound = reason or "budget exceeded"
     text = f"refused by the {level} budget: {bound}"
     if bound.startswith("delta") and Decimal(view.get("delta_approx", "1")) == 0:
@@ -415,7 +524,12 @@ def refusal(
     if suggestion is not None:
         field, grows = KNOBS[type(declaration)]
         relation = "≤" if grows else "≥"
-        text += f"; {suggestion['type']} with {field} {relation} {suggestion[field]} would fit"
+        text += f"; {suggestion['type']} with {field} {relation} {suggestion[field]}"
+        text += "".join(
+            f", or {field} ≤ {other[field]}"
+            for other, (field, _, _) in zip(others, _found(declaration, others), strict=True)
+        )
+        text += " would fit"
     else:
         text += f"; no {declaration.kind} of this shape fits now"
     return {
@@ -425,7 +539,15 @@ def refusal(
         "guarantee": reading["guarantee"],
         "left": reading["left"],
         "instead": suggestion,
+        "alternatives": others,
     }
+
+
+def _found(declaration: Declaration, others: list[dict[str, Any]]) -> list[tuple[str, bool, bool]]:
+    """The :data:`ALTERNATIVES` knob of each of ``others`` (the one it changed), in order."""
+    knobs = ALTERNATIVES.get(type(declaration), ())
+    original = declaration.to_json()
+    return [next(k for k in knobs if other.get(k[0]) != original.get(k[0])) for other in others]
 
 
 def _left_words(item: Mapping[str, Any]) -> str:
