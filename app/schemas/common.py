@@ -567,7 +567,8 @@ class RefusalSummary(BaseModel):
         description="other declarations that would be admitted now, each with one more "
         "parameter at its edge, checked like instead: for dp_sgd the same job with fewer "
         "steps, then with a lower sample_rate (instead: a larger noise_multiplier); for "
-        "truncated_subsampled_gaussian a lower sampling_probability; empty for other kinds",
+        "truncated_subsampled_gaussian a lower sampling_probability; for approx_dp a lower "
+        "delta (refused on δ, no ε helps); empty for other kinds or when none fits",
     )
 
 

@@ -7,7 +7,8 @@ everywhere, the MNIST tutorial's job: N = 60,000, batch 256, σ = 1.12, 60 epoch
 Each suggestion is tried on a fresh copy of the refusing setup (admitting one changes what
 the next would find). Before refusals searched a DP-SGD job's parameters, the summary said
 ``no dp_sgd of this shape fits now`` with ``instead`` null (this test then failed on
-``assert summary["instead"] is not None``).
+``assert summary["instead"] is not None``). An approximate declaration refused on δ is told
+the δ that fits.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fastapi.testclient import TestClient
 
 from tests.support import AUTH, grant, new_organisation, new_principal
 
-JOB = {
+JOB: dict[str, Any] = {
     "type": "dp_sgd",
     "noise_multiplier": "1.12",
     "sample_rate": "0.0042666666666666667",
@@ -92,3 +93,28 @@ def test_what_a_refused_training_job_could_be_is_admitted(client: TestClient, le
     # at the edge: one more step than suggested is refused again (on a fresh copy)
     where, who = _setup(client, level)
     assert _register(client, where, who, {**fewer, "steps": fewer["steps"] + 1}).status_code == 409
+
+
+def test_an_approximate_declaration_refused_on_delta_is_told_the_delta_that_fits(
+    client: TestClient,
+) -> None:
+    """(1, 10⁻⁶) after an approx_dp of δ 8·10⁻⁷: the same again is refused on δ, where no ε
+    helps (``instead`` null); ``alternatives`` gives the δ that fits, 2·10⁻⁷, admitted."""
+    org = new_organisation(client)
+    body = {
+        "name": "approx",
+        "budget": {"epsilon": "1", "delta": "0.000001"},
+        "organisation_id": org,
+    }
+    r = client.post("/v1/datasets", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    ds = r.json()["id"]
+    approx = {"type": "approx_dp", "epsilon": "0.1", "delta": "0.0000008"}
+    assert _register(client, ds, AUTH, approx).status_code == 201
+    refused = _register(client, ds, AUTH, approx)
+    assert refused.status_code == 409, refused.text
+    summary = refused.json()["summary"]
+    assert summary["bound"] == "delta budget exceeded" and summary["instead"] is None
+    assert summary["alternatives"] == [{**approx, "delta": "0.0000002"}]
+    assert summary["text"].endswith("; approx_dp with delta ≤ 0.0000002 would fit")
+    assert _register(client, ds, AUTH, summary["alternatives"][0]).status_code == 201

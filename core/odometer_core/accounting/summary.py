@@ -316,6 +316,8 @@ KNOBS: dict[type[Declaration], tuple[str, bool]] = {
 #: multiplier :data:`KNOBS` names, as Opacus and dp_accounting solve for one or the other.
 ALTERNATIVES: dict[type[Declaration], tuple[tuple[str, bool, bool], ...]] = {
     DPSGD: (("steps", True, True), ("sample_rate", True, False)),
+    # refused on δ, an approximate declaration fits with less δ (its ε edge cannot help)
+    ApproxDP: (("delta", True, False),),
     TruncatedSubsampledGaussian: (("sampling_probability", True, False),),
 }
 
@@ -521,15 +523,16 @@ def refusal(
         )
     if reading["left"]:
         text += "; left " + ", ".join(_left_words(item) for item in reading["left"])
+    phrases = []
     if suggestion is not None:
         field, grows = KNOBS[type(declaration)]
         relation = "≤" if grows else "≥"
-        text += f"; {suggestion['type']} with {field} {relation} {suggestion[field]}"
-        text += "".join(
-            f", or {field} ≤ {other[field]}"
-            for other, (field, _, _) in zip(others, _found(declaration, others), strict=True)
-        )
-        text += " would fit"
+        phrases.append(f"{suggestion['type']} with {field} {relation} {suggestion[field]}")
+    for other, (field, _, _) in zip(others, _found(declaration, others), strict=True):
+        what = f"{field} ≤ {other[field]}"
+        phrases.append(what if phrases else f"{other['type']} with {what}")
+    if phrases:
+        text += "; " + ", or ".join(phrases) + " would fit"
     else:
         text += f"; no {declaration.kind} of this shape fits now"
     return {
