@@ -43,6 +43,8 @@ UNDECLARED = {
     "privacy-odometer": {
         "anyio": "fastapi",  # required by fastapi (and by starlette under it)
         "starlette": "fastapi",
+        # the type of a validation error's entries (ErrorDetails), pinned by pydantic itself
+        "pydantic-core": "pydantic",
     },
     "privacy-odometer-core": {},
     "privacy-odometer-client": {
