@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -325,6 +326,21 @@ ALTERNATIVES: dict[type[Declaration], tuple[tuple[str, bool, bool], ...]] = {
 #: Whether a declaration would be admitted now (:func:`instead`'s test of a candidate).
 Admits = Callable[[Declaration], bool]
 
+#: Kinds whose every candidate may cost a PLD or a long curve (a training job's charge in
+#: ``basic``, or at a ``basic`` cap): their searches stop after :data:`SEARCH_SECONDS` of this
+#: thread's CPU in all (what was not found by then is left out: a suggestion is advice, never
+#: part of the ledger), and are not made at all when the refusal was decided on a cheap lower
+#: bound (the exact charge was never computed, and every candidate would need it). In ``rdp``
+#: a job's curve is cached by its rate and noise, so its searches take milliseconds there.
+COSTLY: tuple[type[Declaration], ...] = (DPSGD, TruncatedSubsampledGaussian)
+SEARCH_SECONDS = 0.3
+#: How a refusal decided on a lower bound names it (``basic``'s reason).
+LOWER_BOUND = "(the charge is at least"
+
+
+class _OutOfTime(Exception):
+    """A costly search ran out of :data:`SEARCH_SECONDS`."""
+
 
 def instead(
     config: AccountingConfig,
@@ -334,6 +350,7 @@ def instead(
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     admits: Admits | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any] | None:
     """What would be admitted now in place of ``declaration``: the same declaration with its
     privacy parameter (:data:`KNOBS`) moved to the edge of what fits, rounded to :data:`DIGITS`
@@ -349,9 +366,12 @@ def instead(
     if knob is None:
         return None
     field, grows = knob
-    admitted = _admission(config, state, sub_budget, conversion_delta, admits)
+    admitted = _admission(config, state, sub_budget, conversion_delta, admits, deadline)
     with memo.charges():
-        return _edge(declaration, field, grows, admitted)
+        try:
+            return _edge(declaration, field, grows, admitted)
+        except _OutOfTime:
+            return None
 
 
 def alternatives(
@@ -362,19 +382,23 @@ def alternatives(
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     admits: Admits | None = None,
+    deadline: float | None = None,
 ) -> list[dict[str, Any]]:
     """The other declarations of :data:`ALTERNATIVES` that would be admitted now in place of
     ``declaration``, each with one more parameter moved to the edge of what fits (the steps of
     a DP-SGD job, its sampling rate), found and checked as :func:`instead` finds its own (the
     admission at every level, ``admits``). Empty for other kinds, or when none fits."""
     found = []
-    admitted = _admission(config, state, sub_budget, conversion_delta, admits)
+    admitted = _admission(config, state, sub_budget, conversion_delta, admits, deadline)
     with memo.charges():
         for field, grows, count in ALTERNATIVES.get(type(declaration), ()):
-            if count:
-                edge = _count_edge(declaration, field, admitted)
-            else:
-                edge = _edge(declaration, field, grows, admitted)
+            try:
+                if count:
+                    edge = _count_edge(declaration, field, admitted)
+                else:
+                    edge = _edge(declaration, field, grows, admitted)
+            except _OutOfTime:
+                break
             if edge is not None:
                 found.append(edge)
     return found
@@ -386,17 +410,28 @@ def _admission(
     sub_budget: str | None,
     conversion_delta: Decimal | None,
     admits: Admits | None,
+    deadline: float | None = None,
 ) -> Admits:
-    """``admits``, or the refusing filter's own :func:`admit` when there is no level above."""
-    if admits is not None:
-        return admits
+    """``admits``, or the refusing filter's own :func:`admit` when there is no level above;
+    with ``deadline`` (this thread's CPU time, :func:`time.thread_time`), raising
+    :class:`_OutOfTime` once it is passed (checked before each candidate)."""
 
-    def admitted(candidate: Declaration) -> bool:
+    def alone(candidate: Declaration) -> bool:
         return admit(
             config, state, candidate, sub_budget=sub_budget, conversion_delta=conversion_delta
         ).admitted
 
-    return admitted
+    check = alone if admits is None else admits
+    if deadline is None:
+        return check
+    end = deadline
+
+    def timed(candidate: Declaration) -> bool:
+        if time.thread_time() > end:
+            raise _OutOfTime
+        return check(candidate)
+
+    return timed
 
 
 def _count_edge(declaration: Declaration, field: str, admitted: Admits) -> dict[str, Any] | None:
@@ -497,22 +532,26 @@ def refusal(
     line of ``text``."""
     view = status(config, state)
     reading = compose(view)
-    suggestion = instead(
-        config,
-        state,
-        declaration,
-        sub_budget=sub_budget,
-        conversion_delta=conversion_delta,
-        admits=admits,
-    )
-    others = alternatives(
-        config,
-        state,
-        declaration,
-        sub_budget=sub_budget,
-        conversion_delta=conversion_delta,
-        admits=admits,
-    )
+    costly = isinstance(declaration, COSTLY)
+    suggestion: dict[str, Any] | None = None
+    others: list[dict[str, Any]] = []
+    if not (costly and reason is not None and LOWER_BOUND in reason):
+        # one budget for every search of a costly kind
+        deadline = time.thread_time() + SEARCH_SECONDS if costly else None
+        for search in (instead, alternatives):
+            found = search(
+                config,
+                state,
+                declaration,
+                sub_budget=sub_budget,
+                conversion_delta=conversion_delta,
+                admits=admits,
+                deadline=deadline,
+            )
+            if isinstance(found, list):
+                others = found
+            else:
+                suggestion = found
     bound = reason or "budget exceeded"
     text = f"refused by the {level} budget: {bound}"
     if bound.startswith("delta") and Decimal(view.get("delta_approx", "1")) == 0:
@@ -533,6 +572,8 @@ def refusal(
         phrases.append(what if phrases else f"{other['type']} with {what}")
     if phrases:
         text += "; " + ", or ".join(phrases) + " would fit"
+    elif costly:
+        text += f"; no {declaration.kind} of this shape was found to fit (searched briefly)"
     else:
         text += f"; no {declaration.kind} of this shape fits now"
     return {
