@@ -42,7 +42,7 @@ from odometer_core.accounting.levels import (
     decide_levels,
     precompute_levels,
 )
-from odometer_core.accounting.summary import refusal
+from odometer_core.accounting.summary import COSTLY, refusal
 from odometer_core.ledger import EntryKind
 from odometer_core.partition import check_assertions
 
@@ -285,7 +285,20 @@ def refusal_summary(
         sub_budget=sub_budget,
         conversion_delta=request.conversion_delta,
         admits=admitted_everywhere(dataset, uppers, request),
+        search=_cheap_search(request, dataset, uppers),
     )
+
+
+def _cheap_search(request: InvocationRequest, dataset: Filter, uppers: Uppers) -> bool:
+    """Whether a refusal may search what would fit: always, but for a training job (a costly
+    kind, :data:`~odometer_core.accounting.summary.COSTLY`) when a level is in ``basic``,
+    where every candidate is a PLD of its own — the search runs under the dataset's lock."""
+    if not isinstance(request.declaration, COSTLY):
+        return True
+    levels = [dataset[0]] + [
+        level.filter[0] for level in (uppers.organisation, uppers.quota) if level is not None
+    ]
+    return all(config.mode != "basic" for config in levels)
 
 
 def admitted_everywhere(

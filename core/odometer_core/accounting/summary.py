@@ -333,7 +333,7 @@ Admits = Callable[[Declaration], bool]
 #: bound (the exact charge was never computed, and every candidate would need it). In ``rdp``
 #: a job's curve is cached by its rate and noise, so its searches take milliseconds there.
 COSTLY: tuple[type[Declaration], ...] = (DPSGD, TruncatedSubsampledGaussian)
-SEARCH_SECONDS = 0.3
+SEARCH_SECONDS = 0.1
 #: How a refusal decided on a lower bound names it (``basic``'s reason).
 LOWER_BOUND = "(the charge is at least"
 
@@ -525,21 +525,24 @@ def refusal(
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     admits: Admits | None = None,
+    search: bool = True,
 ) -> dict[str, Any]:
     """A refusal summed up: which budget (``level``: dataset, organisation or quota) and which
     constraint of it bound (the filter's ``reason``), the refusing filter's reading and what it
     has left, and :func:`instead` (checked by ``admits``, the admission at every level), in one
-    line of ``text``."""
+    line of ``text``. ``search=False``: no
+    suggestion is searched (``instead`` null, ``alternatives`` empty), for a costly kind where
+    the caller knows each candidate would cost a PLD (a level in ``basic``)."""
     view = status(config, state)
     reading = compose(view)
     costly = isinstance(declaration, COSTLY)
     suggestion: dict[str, Any] | None = None
     others: list[dict[str, Any]] = []
-    if not (costly and reason is not None and LOWER_BOUND in reason):
+    if search and not (costly and reason is not None and LOWER_BOUND in reason):
         # one budget for every search of a costly kind
         deadline = time.thread_time() + SEARCH_SECONDS if costly else None
-        for search in (instead, alternatives):
-            found = search(
+        for finder in (instead, alternatives):
+            found = finder(
                 config,
                 state,
                 declaration,
