@@ -12,6 +12,7 @@ recorded as an invocation with status ``rejected``, and then answered with 409.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -42,7 +43,7 @@ from odometer_core.accounting.levels import (
     decide_levels,
     precompute_levels,
 )
-from odometer_core.accounting.summary import COSTLY, refusal
+from odometer_core.accounting.summary import COSTLY, SearchStopped, refusal
 from odometer_core.ledger import EntryKind
 from odometer_core.partition import check_assertions
 
@@ -284,9 +285,32 @@ def refusal_summary(
         reason=decision.reason,
         sub_budget=sub_budget,
         conversion_delta=request.conversion_delta,
-        admits=admitted_everywhere(dataset, uppers, request),
+        admits=_bounded(request, admitted_everywhere(dataset, uppers, request)),
         search=_cheap_search(request, dataset, uppers),
     )
+
+
+#: The CPU a refusal may spend searching what would fit for a costly kind (under the lock).
+SEARCH_SECONDS = 0.1
+
+
+def _bounded(
+    request: InvocationRequest, admits: Callable[[Declaration], bool]
+) -> Callable[[Declaration], bool]:
+    """``admits`` for a costly kind's search (:data:`~odometer_core.accounting.summary.
+    COSTLY`), stopped after :data:`SEARCH_SECONDS` of this thread's CPU in all
+    (:class:`~odometer_core.accounting.summary.SearchStopped`: what was not found by then is
+    left out); unchanged for other kinds, whose candidates are closed forms."""
+    if not isinstance(request.declaration, COSTLY):
+        return admits
+    deadline = time.thread_time() + SEARCH_SECONDS
+
+    def bounded(declaration: Declaration) -> bool:
+        if time.thread_time() > deadline:
+            raise SearchStopped
+        return admits(declaration)
+
+    return bounded
 
 
 def _cheap_search(request: InvocationRequest, dataset: Filter, uppers: Uppers) -> bool:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -327,19 +326,19 @@ ALTERNATIVES: dict[type[Declaration], tuple[tuple[str, bool, bool], ...]] = {
 Admits = Callable[[Declaration], bool]
 
 #: Kinds whose every candidate may cost a PLD or a long curve (a training job's charge in
-#: ``basic``, or at a ``basic`` cap): their searches stop after :data:`SEARCH_SECONDS` of this
-#: thread's CPU in all (what was not found by then is left out: a suggestion is advice, never
-#: part of the ledger), and are not made at all when the refusal was decided on a cheap lower
-#: bound (the exact charge was never computed, and every candidate would need it). In ``rdp``
-#: a job's curve is cached by its rate and noise, so its searches take milliseconds there.
+#: ``basic``, or at a ``basic`` cap): their searches are not made at all when the refusal was
+#: decided on a cheap lower bound (the exact charge was never computed, and every candidate
+#: would need it), and the caller may bound them (:class:`SearchStopped`). In ``rdp`` a job's
+#: curve is cached by its rate and noise, so its searches take milliseconds there.
 COSTLY: tuple[type[Declaration], ...] = (DPSGD, TruncatedSubsampledGaussian)
-SEARCH_SECONDS = 0.1
 #: How a refusal decided on a lower bound names it (``basic``'s reason).
 LOWER_BOUND = "(the charge is at least"
 
 
-class _OutOfTime(Exception):
-    """A costly search ran out of :data:`SEARCH_SECONDS`."""
+class SearchStopped(Exception):
+    """Raised by an ``admits`` callback to stop a search (the service bounds a costly kind's
+    search by CPU time, which the core never reads): what was not found by then is left out,
+    as a suggestion is advice, never part of the ledger."""
 
 
 def instead(
@@ -350,7 +349,6 @@ def instead(
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     admits: Admits | None = None,
-    deadline: float | None = None,
 ) -> dict[str, Any] | None:
     """What would be admitted now in place of ``declaration``: the same declaration with its
     privacy parameter (:data:`KNOBS`) moved to the edge of what fits, rounded to :data:`DIGITS`
@@ -366,11 +364,11 @@ def instead(
     if knob is None:
         return None
     field, grows = knob
-    admitted = _admission(config, state, sub_budget, conversion_delta, admits, deadline)
+    admitted = _admission(config, state, sub_budget, conversion_delta, admits)
     with memo.charges():
         try:
             return _edge(declaration, field, grows, admitted)
-        except _OutOfTime:
+        except SearchStopped:
             return None
 
 
@@ -382,14 +380,13 @@ def alternatives(
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     admits: Admits | None = None,
-    deadline: float | None = None,
 ) -> list[dict[str, Any]]:
     """The other declarations of :data:`ALTERNATIVES` that would be admitted now in place of
     ``declaration``, each with one more parameter moved to the edge of what fits (the steps of
     a DP-SGD job, its sampling rate), found and checked as :func:`instead` finds its own (the
     admission at every level, ``admits``). Empty for other kinds, or when none fits."""
     found = []
-    admitted = _admission(config, state, sub_budget, conversion_delta, admits, deadline)
+    admitted = _admission(config, state, sub_budget, conversion_delta, admits)
     with memo.charges():
         for field, grows, count in ALTERNATIVES.get(type(declaration), ()):
             try:
@@ -397,7 +394,7 @@ def alternatives(
                     edge = _count_edge(declaration, field, admitted)
                 else:
                     edge = _edge(declaration, field, grows, admitted)
-            except _OutOfTime:
+            except SearchStopped:
                 break
             if edge is not None:
                 found.append(edge)
@@ -410,28 +407,17 @@ def _admission(
     sub_budget: str | None,
     conversion_delta: Decimal | None,
     admits: Admits | None,
-    deadline: float | None = None,
 ) -> Admits:
-    """``admits``, or the refusing filter's own :func:`admit` when there is no level above;
-    with ``deadline`` (this thread's CPU time, :func:`time.thread_time`), raising
-    :class:`_OutOfTime` once it is passed (checked before each candidate)."""
+    """``admits``, or the refusing filter's own :func:`admit` when there is no level above."""
+    if admits is not None:
+        return admits
 
-    def alone(candidate: Declaration) -> bool:
+    def admitted(candidate: Declaration) -> bool:
         return admit(
             config, state, candidate, sub_budget=sub_budget, conversion_delta=conversion_delta
         ).admitted
 
-    check = alone if admits is None else admits
-    if deadline is None:
-        return check
-    end = deadline
-
-    def timed(candidate: Declaration) -> bool:
-        if time.thread_time() > end:
-            raise _OutOfTime
-        return check(candidate)
-
-    return timed
+    return admitted
 
 
 def _count_edge(declaration: Declaration, field: str, admitted: Admits) -> dict[str, Any] | None:
@@ -539,8 +525,6 @@ def refusal(
     suggestion: dict[str, Any] | None = None
     others: list[dict[str, Any]] = []
     if search and not (costly and reason is not None and LOWER_BOUND in reason):
-        # one budget for every search of a costly kind
-        deadline = time.thread_time() + SEARCH_SECONDS if costly else None
         for finder in (instead, alternatives):
             found = finder(
                 config,
@@ -549,7 +533,6 @@ def refusal(
                 sub_budget=sub_budget,
                 conversion_delta=conversion_delta,
                 admits=admits,
-                deadline=deadline,
             )
             if isinstance(found, list):
                 others = found
