@@ -235,6 +235,58 @@ def gaussian_table() -> list[str]:
     return rows
 
 
+#: The work of the "which mode" table: a name, the budget, and the declarations in the order
+#: an analyst sends them (repeated until refused, up to ``MAX_RUN``).
+MAX_RUN = 5000
+
+
+def _workloads() -> list[tuple[str, tuple[str, str], list[Declaration]]]:
+    gaussian = parse_declaration({"type": "gaussian", "sigma": "60", "sensitivity": 1})
+    count = parse_declaration({"type": "pure_dp", "epsilon": "0.01"})
+    mixed_gauss = parse_declaration({"type": "gaussian", "sigma": "30", "sensitivity": 1})
+    return [
+        ("one DP-SGD job (the tutorial)", ("8", "0.00001"), [TUTORIAL.declaration(60)]),
+        ("DP-SGD in epochs (the tutorial's)", ("8", "0.00001"), [TUTORIAL.declaration(1)]),
+        ("many small Gaussians (σ = 60)", ("1", "0.00001"), [gaussian]),
+        ("pure-ε counts (ε = 0.01)", ("1", "0.00001"), [count]),
+        (
+            "mixed: a Gaussian (σ = 30), then a count (ε = 0.01)",
+            ("1", "0.00001"),
+            [mixed_gauss, count],
+        ),
+    ]
+
+
+def _admitted(mode: str, budget: tuple[str, str], cycle: list[Declaration]) -> str:
+    """How many of ``cycle`` (repeated) ``mode`` admits on ``budget``, and its reading then."""
+    config = make_config(budget[0], budget[1], "add_remove", {"mode": mode})
+    state, admitted = initial_state(config), 0
+    try:
+        while admitted < MAX_RUN:
+            decision = admit(config, state, cycle[admitted % len(cycle)])
+            if not decision.admitted:
+                break
+            state, admitted = decision.state, admitted + 1
+    except UnsupportedInMode:
+        return "unsupported"
+    if admitted == 0:
+        return "0"
+    reading, _ = _reading(config, state)
+    many = f"≥ {MAX_RUN}" if admitted >= MAX_RUN else str(admitted)
+    return f"{many}, reads {float(reading):.3g}"
+
+
+def modes_table() -> list[str]:
+    rows = [
+        "| work (budget (ε, δ)) | basic | rdp | zcdp | gdp |",
+        "|---|---|---|---|---|",
+    ]
+    for name, budget, cycle in _workloads():
+        cells = [_admitted(mode, budget, cycle) for mode in MODES]
+        rows.append(f"| {name} ({budget[0]}, {budget[1]}) | " + " | ".join(cells) + " |")
+    return rows
+
+
 def section() -> str:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return "\n".join(
@@ -259,6 +311,11 @@ def section() -> str:
             "Gaussian histories up to the budget (reading ÷ the exact ε at the reading's δ):",
             "",
             *gaussian_table(),
+            "",
+            "Which mode for my work: how many each mode admits in a row (the declarations "
+            f"repeated until refused, at most {MAX_RUN:,}) and the certified ε it reads then:",
+            "",
+            *modes_table(),
             END,
         ]
     )

@@ -28,3 +28,18 @@ def test_no_reading_is_below_the_pld_epsilon() -> None:
         readings = [float(c) for c in cells[5:9] if re.fullmatch(r"\d+\.\d+", c)]
         assert readings, row  # rdp accounts every DP-SGD job
         assert all(r >= pld_eps for r in readings), row
+
+
+def test_the_which_mode_table() -> None:
+    """Exact counts where they are known: basic admits exactly 100 pure counts of ε = 0.01 on
+    ε = 1 (basic composition), and gdp accounts no pure-ε count; the curve modes admit more
+    small Gaussians than basic (whose every Gaussian spends a conversion δ)."""
+    rows = {
+        row.split(" | ")[0].lstrip("| "): [c.strip() for c in row.strip("|").split("|")[1:]]
+        for row in quote.modes_table()[2:]
+    }
+    counts = rows["pure-ε counts (ε = 0.01) (1, 0.00001)"]
+    assert counts[0] == "100, reads 1" and counts[3] == "unsupported"
+    small = rows["many small Gaussians (σ = 60) (1, 0.00001)"]
+    admitted = [int(cell.split(",")[0]) for cell in small]
+    assert admitted[0] < min(admitted[1:])
