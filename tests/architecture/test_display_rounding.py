@@ -1,5 +1,5 @@
 """One rounding for display. The server rounds with the core's rule
-(:func:`odometer_core.accounting.summary.rounded`: its summaries, and the report's charts
+(:func:`odometer_core.accounting.exact.rounded`: its summaries, and the report's charts
 through :func:`app.reports_svg.shown`); the command line, which never imports the core (the
 client depends on httpx alone), keeps a copy of the rule for the amounts the server sends exact
 (:func:`odometer_client._cli.output.significant`). Held here to the same results."""

@@ -31,7 +31,7 @@ def significant(value: Decimal, *, down: bool = False) -> Decimal:
     The command line's own rounding, for the amounts the server sends exact (budgets, spends,
     charges, a report's rows); what it sends rounded for display is printed as it is (a
     summary's ``text``; the figures of its ``left``, which this rounding leaves unchanged).
-    Why a copy of the core's rule (``odometer_core.accounting.summary.rounded``) rather than
+    Why a copy of the core's rule (``odometer_core.accounting.exact.rounded``) rather than
     the rule itself: the client depends on httpx alone and never imports the core (an auditor
     installs the core beside the client, never the other way round);
     ``tests/architecture/test_display_rounding.py`` holds the two to the same results."""

@@ -187,3 +187,16 @@ def to_float_down(d: Decimal) -> float:
     if Decimal(f) > d:
         f = math.nextafter(f, -math.inf)
     return f
+
+
+def rounded(value: Decimal, *, up: bool, digits: int = 8) -> Decimal:
+    """The one rounding for display (the summaries, the report's charts,
+    ``app/reports_svg.py``, the filters' sentences): ``value`` to at most ``digits``
+    significant digits, towards +∞ (``up``: a reading, a spend) or towards −∞ (what is left, a
+    budget drawn as a limit), so that the figure read is never more favourable than the exact
+    one. Zero and non-finite values are returned as they are."""
+    if not value.is_finite() or value == 0:
+        return value
+    exp = value.adjusted() - digits + 1
+    rounding = ROUND_CEILING if up else ROUND_FLOOR
+    return value.quantize(Decimal(1).scaleb(exp), rounding=rounding).normalize()

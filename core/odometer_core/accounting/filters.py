@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, Decimal
+from decimal import Decimal
 from typing import Any, TypeAlias
 
 from odometer_core.accounting import fastforward, memo
 from odometer_core.accounting.declarations import RELATIONS, Declaration, DeclarationError, Relation
-from odometer_core.accounting.exact import fmt
+from odometer_core.accounting.exact import fmt, rounded
 from odometer_core.accounting.modes import (
     MODES,
     LeafConfig,
@@ -465,14 +465,14 @@ def explain_change(
 
 def _short(text: object) -> str:
     """An amount for a sentence: six significant digits, rounded down (what is left is never
-    overstated); the exact figures are in the status."""
+    overstated; the one rounding for display, :func:`~.exact.rounded`); the exact figures are
+    in the status."""
     if not isinstance(text, str):
         return str(text)
     d = Decimal(text)
     if not d.is_finite() or d == 0:
         return text
-    exp = d.adjusted() - 5
-    return fmt(d.quantize(Decimal(1).scaleb(exp), rounding=ROUND_FLOOR).normalize())
+    return fmt(rounded(d, up=False, digits=6))
 
 
 def _fresh_capacity(config: LeafConfig) -> str | None:

@@ -36,7 +36,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
 from odometer_core.accounting import memo
@@ -58,6 +58,7 @@ from odometer_core.accounting.declarations import (
     TruncatedSubsampledGaussian,
 )
 from odometer_core.accounting.exact import fmt
+from odometer_core.accounting.exact import rounded as rounded  # the one rounding for display
 from odometer_core.accounting.filters import (
     CAPACITY_LIMIT,
     AccountingConfig,
@@ -80,19 +81,6 @@ STEPS = 40
 
 #: The unit names people read, per unit key.
 UNIT_NAMES = {"epsilon": "ε", "delta": "δ", "rho": "ρ", "mu_squared": "μ²", "rdp": "RDP"}
-
-
-def rounded(value: Decimal, *, up: bool, digits: int = DIGITS) -> Decimal:
-    """The one rounding for display (the summaries here, the report's charts,
-    ``app/reports_svg.py``): ``value`` to at most ``digits`` significant digits, towards +∞
-    (``up``: a reading, a spend) or towards −∞ (what is left, a budget drawn as a limit), so that
-    the figure read is never more favourable than the exact one. Zero and non-finite values are
-    returned as they are."""
-    if not value.is_finite() or value == 0:
-        return value
-    exp = value.adjusted() - digits + 1
-    rounding = ROUND_CEILING if up else ROUND_FLOOR
-    return value.quantize(Decimal(1).scaleb(exp), rounding=rounding).normalize()
 
 
 def round_up(value: Decimal, digits: int = DIGITS) -> Decimal:
