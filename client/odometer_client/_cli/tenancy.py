@@ -13,7 +13,13 @@ from odometer_client._cli.output import Output, text
 from odometer_client._cli.run import command, organisation_id, principal_id
 from odometer_client._sync.client import OdometerClient
 from odometer_client.errors import OdometerError
-from odometer_client.models import Organisation, OrganisationReport, decimals
+from odometer_client.models import (
+    decimals,
+)
+from odometer_client.results import (
+    Organisation,
+    OrganisationReport,
+)
 
 
 # ---------------------------------------------------------------------------- grants

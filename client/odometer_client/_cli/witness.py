@@ -17,7 +17,12 @@ from typing import Any
 from odometer_client._cli.output import Output
 from odometer_client._cli.run import command
 from odometer_client._sync.client import OdometerClient
-from odometer_client.models import WitnessState, decimals
+from odometer_client.models import (
+    decimals,
+)
+from odometer_client.results import (
+    WitnessState,
+)
 
 
 def _show(status: WitnessState, out: Output, json_output: bool) -> int:

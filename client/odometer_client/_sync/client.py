@@ -34,22 +34,24 @@ from odometer_client.models import (
     BlockRun,
     BlocksChanged,
     BlocksPage,
-    CapCapacity,
     Dataset,
+    Invocation,
+    PreviewResult,
+    Settlement,
+)
+from odometer_client.results import (
+    CapCapacity,
     Grant,
     GrantCreated,
-    Invocation,
     IssuedKey,
     LedgerEntry,
     LedgerRecovered,
     Me,
     Organisation,
     OrganisationReport,
-    PreviewResult,
     Principal,
     Report,
     RevokedKey,
-    Settlement,
     WitnessState,
 )
 
