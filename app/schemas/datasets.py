@@ -17,11 +17,11 @@ from app.schemas.common import (
     Probability,
     Rate,
     StrictModel,
-    Summary,
     one_form_of,
     optional,
 )
 from app.schemas.mechanisms import Mechanism
+from app.schemas.summaries import Summary
 from odometer_core.accounting.modes.rdp import (
     MAX_RDP_ORDERS,
     MAX_WORKLOAD_COUNT,

@@ -7,9 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.schemas.common import BudgetDelta, BudgetEpsilon, Delta, StrictModel, Summary, optional
+from app.schemas.common import BudgetDelta, BudgetEpsilon, Delta, StrictModel, optional
 from app.schemas.datasets import NAME_PATTERN, LeafAccounting
 from app.schemas.mechanisms import Mechanism, to_declaration
+from app.schemas.summaries import Summary
 from odometer_core.accounting import Declaration
 
 

@@ -16,6 +16,7 @@ from app.db.uow import UnitOfWork
 from app.schemas.reports import ReportOut
 from app.services import reports as service
 from app.services.principals import Principal
+from app.services.report_types import ReportJson
 
 _reports = APIRouter(
     prefix="/v1/datasets/{dataset_id}/report", tags=["reports"], route_class=ExactJsonRoute
@@ -48,7 +49,7 @@ def dataset_report(
     uow: UowDep,
     from_: Annotated[str | None, Query(alias="from", max_length=64)] = None,
     to: Annotated[str | None, Query(max_length=64)] = None,
-) -> service.ReportJson:
+) -> ReportJson:
     """Guarantee, spend over time, per-analyst totals, refunds, rejections, chain head and
     replay verdict (the whole ledger is replayed, in batches). On a partitioned dataset,
     ``from`` … ``to`` (block keys) is the block range reported."""

@@ -1,0 +1,78 @@
+"""The one-line summaries of a budget (``status.summary``) and of a refusal (a 409's ``summary``):
+what it guarantees, what is left, how many more fit, and what would fit instead."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class SummaryGuarantee(BaseModel):
+    """The certified reading so far, rounded up to 8 significant digits (still a guarantee)."""
+
+    epsilon: str
+    delta: str
+
+
+class LeftAmount(BaseModel):
+    """What is left of one budget, in the mode's unit, rounded down to 8 significant digits."""
+
+    unit: Literal["epsilon", "delta", "rho", "mu_squared", "rdp"]
+    amount: str
+    budget: str = Field(description="the budget it is left of, in the same unit")
+    fraction: str = Field(description="amount / budget, rounded down to 4 decimals")
+    order: str | None = Field(
+        default=None,
+        description="rdp: the order with the largest share of its threshold left (a curve "
+        "budget: no (ε, δ) remainder is given, ε does not subtract)",
+    )
+    sub_budget: str | None = Field(default=None, description="split: the sub-budget")
+
+
+class MoreOfLast(BaseModel):
+    """How many more of the last admitted declaration the dataset's budget admits in a
+    row, nothing else admitted meanwhile (levels above the dataset not counted)."""
+
+    count: int
+    at_least: bool = Field(description="counting stopped at 1,000,000: at least ``count``")
+    of: dict[str, Any] = Field(description="the declaration counted")
+    sub_budget: str | None = None
+
+
+class Summary(BaseModel):
+    """One reading to quote (docs/accounting.md, *One reading to quote*)."""
+
+    text: str = Field(
+        examples=[
+            "certified ε = 0.9, δ = 0 so far; left ε 0.1 (10 % of 1), δ 0.000001 (100 % of "
+            "0.000001); 1 more pure_dp like the last fits"
+        ]
+    )
+    guarantee: SummaryGuarantee
+    left: list[LeftAmount]
+    more: MoreOfLast | None = None
+
+
+class RefusalSummary(BaseModel):
+    """A refusal in one line: which budget and constraint bound, what is left, and what
+    would fit instead."""
+
+    text: str
+    level: Literal["dataset", "organisation", "quota"]
+    bound: str = Field(description="the constraint that bound, as the filter states it")
+    guarantee: SummaryGuarantee = Field(description="the refusing budget's certified reading")
+    left: list[LeftAmount]
+    instead: dict[str, Any] | None = Field(
+        description="the same declaration with its privacy parameter (ε, ρ, μ, or the noise "
+        "scale σ or b) at the edge of what the refusing budget admits now, checked by its "
+        "filter; null for kinds without one such parameter or when none fits"
+    )
+    alternatives: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="other declarations that would be admitted now, each with one more "
+        "parameter at its edge, checked like instead: for dp_sgd the same job with fewer "
+        "steps, then with a lower sample_rate (instead: a larger noise_multiplier); for "
+        "truncated_subsampled_gaussian a lower sampling_probability; for approx_dp a lower "
+        "delta (refused on δ, no ε helps); empty for other kinds or when none fits",
+    )
