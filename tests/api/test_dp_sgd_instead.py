@@ -118,3 +118,26 @@ def test_an_approximate_declaration_refused_on_delta_is_told_the_delta_that_fits
     assert summary["alternatives"] == [{**approx, "delta": "0.0000002"}]
     assert summary["text"].endswith("; approx_dp with delta ≤ 0.0000002 would fit")
     assert _register(client, ds, AUTH, summary["alternatives"][0]).status_code == 201
+
+
+def test_a_training_job_refused_where_a_level_is_basic_says_it_was_not_searched(
+    client: TestClient,
+) -> None:
+    """In ``basic`` every candidate would be a PLD of its own, computed under the dataset's
+    lock: the refusal searches nothing and says so (it used to say that no job "was found to
+    fit (searched briefly)", as if it had searched)."""
+    org = new_organisation(client)
+    body = {
+        "name": "basic-sgd",
+        "budget": {"epsilon": "2", "delta": "0.00001"},
+        "organisation_id": org,
+    }
+    r = client.post("/v1/datasets", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    refused = _register(client, r.json()["id"], AUTH, JOB)
+    assert refused.status_code == 409, refused.text
+    summary = refused.json()["summary"]
+    assert summary["instead"] is None and summary["alternatives"] == []
+    assert summary["text"].endswith(
+        "; what dp_sgd would fit is not searched here (each candidate would cost a PLD of its own)"
+    )

@@ -546,6 +546,11 @@ def refusal(
         phrases.append(what if phrases else f"{other['type']} with {what}")
     if phrases:
         text += "; " + ", or ".join(phrases) + " would fit"
+    elif costly and not search:
+        text += (
+            f"; what {declaration.kind} would fit is not searched here (each candidate would "
+            "cost a PLD of its own)"
+        )
     elif costly:
         text += f"; no {declaration.kind} of this shape was found to fit (searched briefly)"
     else:
