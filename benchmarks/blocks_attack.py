@@ -13,7 +13,9 @@ requests are timed (wall time at the client and the server process's CPU, p50 of
 - a page of the per-block status (``GET …/blocks``, its default 100 runs);
 - the dataset's report (``GET …/report``: every entry's hash re-checked, the entries added
   since the last report of this process re-run), and apart, the first report of each dataset
-  since the server started (every entry re-run: nothing is remembered yet).
+  ever (every entry re-run: nothing is remembered or stored yet), and the first after the
+  server is restarted (resumed from the position a report stored in the database: the server
+  runs with a checkpoint key, as ``make run`` starts it).
 
 Each request is timed ``--repeat`` times (one more round first, whose report is the *first*).
 
@@ -35,16 +37,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from odometer_core.ledger.checkpoints import generate_key_pem
+
 BEGIN, END = "<!-- blocks-fragmented:begin -->", "<!-- blocks-fragmented:end -->"
 TINY = {"type": "pure_dp", "epsilon": "0.000001"}
 #: the requests timed, in the order of the table
-REQUESTS = ("keys", "ends", "page", "report", "first")
+REQUESTS = ("keys", "ends", "page", "report", "first", "restart")
 LABELS = {
     "keys": "{keys:,}-key registration",
     "ends": "two keys, both ends",
     "page": "block page (100 runs)",
     "report": "report (every hash re-checked, the entries since the last report re-run)",
-    "first": "report, the first since the server started (every entry re-run)",
+    "first": "report, the dataset's first (every entry re-run)",
+    "restart": "report, the first after a server restart (resumed from the stored position)",
 }
 
 
@@ -109,11 +114,40 @@ def _register(client: Client, ds: str, blocks: object) -> tuple[float, float]:
 def attack(
     url: str, buckets: int, registrations: int, keys: int, repeat: int, seed: int = 1
 ) -> dict[str, Any]:
-    """The attack and the side-by-side timings on the migrated database ``url``."""
-    from benchmarks.blocks import vacuum
+    """The attack and the side-by-side timings on the migrated database ``url``; then the
+    server restarted and each dataset's first report timed."""
     from benchmarks.service_setup import running_server
 
     rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        key = Path(tmp) / "checkpoint.pem"
+        key.write_bytes(generate_key_pem()[0])
+        env = {"ODOMETER_CHECKPOINT_KEY": str(key)}
+        with running_server(url, Path(tmp) / "server.log", 1, env=env) as server:
+            out = _rounds(Client(server), buckets, registrations, keys, repeat, rng, url)
+        with running_server(url, Path(tmp) / "server.log", 1, env=env) as server:
+            client = Client(server)
+            for name, ds in out["ids"].items():
+                wall, cpu, report = client.timed("GET", f"/v1/datasets/{ds}/report")
+                if not report["verification"]["ok"]:
+                    raise RuntimeError(f"the report's replay failed: {report['verification']}")
+                out[f"restart_{name}"], out[f"restart_{name}_cpu"] = wall, cpu
+            client.conn.close()
+    del out["ids"]
+    return out
+
+
+def _rounds(
+    client: Client,
+    buckets: int,
+    registrations: int,
+    keys: int,
+    repeat: int,
+    rng: random.Random,
+    url: str,
+) -> dict[str, Any]:
+    """The attack, then the interleaved rounds, on one server."""
+    from benchmarks.blocks import vacuum
 
     def scattered() -> dict[str, list[int]]:
         return {"keys": sorted(rng.sample(range(buckets), keys))}
@@ -123,49 +157,44 @@ def attack(
         return {"from": lo, "to": lo + keys - 1}
 
     fixed = {"keys": sorted(rng.sample(range(buckets), keys))}
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        running_server(url, Path(tmp) / "server.log", 1) as server,
-    ):
-        client = Client(server)
-        names = ("frag", "plain", "same")
-        ids = {name: _dataset(client, name, buckets) for name in names}
-        started = time.perf_counter()
-        last: tuple[float, float] = (0.0, 0.0)
-        for _ in range(registrations):
-            last = _register(client, ids["frag"], scattered())
-            _register(client, ids["plain"], contiguous())
-            _register(client, ids["same"], fixed)
-        history = time.perf_counter() - started
-        vacuum(url)  # this machine's cluster runs without autovacuum (benchmarks/blocks.py)
-        runs = {
-            name: client.call("GET", f"/v1/datasets/{ds}")[1]["status"]["blocks"]["runs"]
-            for name, ds in ids.items()
-        }
-        times: dict[str, dict[str, list[tuple[float, float]]]] = {
-            name: {r: [] for r in REQUESTS} for name in names
-        }
-        for round_ in range(repeat + 1):  # interleaved: each request on every dataset in turn
-            for name, ds in ids.items():
-                times[name]["keys"].append(_register(client, ds, scattered()))
-            for name, ds in ids.items():
-                times[name]["ends"].append(_register(client, ds, {"keys": [0, buckets - 1]}))
-            for name, ds in ids.items():
-                wall, cpu, page = client.timed("GET", f"/v1/datasets/{ds}/blocks")
-                times[name]["page"].append((wall, cpu))
-                if name == "frag" and len(page["runs"]) != 100:
-                    raise RuntimeError("the fragmented dataset's page is not full")
-            for name, ds in ids.items():
-                wall, cpu, report = client.timed("GET", f"/v1/datasets/{ds}/report")
-                if not report["verification"]["ok"]:
-                    raise RuntimeError(f"the report's replay failed: {report['verification']}")
-                times[name]["first" if round_ == 0 else "report"].append((wall, cpu))
-        client.conn.close()
+    names = ("frag", "plain", "same")
+    ids = {name: _dataset(client, name, buckets) for name in names}
+    started = time.perf_counter()
+    last: tuple[float, float] = (0.0, 0.0)
+    for _ in range(registrations):
+        last = _register(client, ids["frag"], scattered())
+        _register(client, ids["plain"], contiguous())
+        _register(client, ids["same"], fixed)
+    history = time.perf_counter() - started
+    vacuum(url)  # this machine's cluster runs without autovacuum (benchmarks/blocks.py)
+    runs = {
+        name: client.call("GET", f"/v1/datasets/{ds}")[1]["status"]["blocks"]["runs"]
+        for name, ds in ids.items()
+    }
+    times: dict[str, dict[str, list[tuple[float, float]]]] = {
+        name: {r: [] for r in REQUESTS} for name in names
+    }
+    for round_ in range(repeat + 1):  # interleaved: each request on every dataset in turn
+        for name, ds in ids.items():
+            times[name]["keys"].append(_register(client, ds, scattered()))
+        for name, ds in ids.items():
+            times[name]["ends"].append(_register(client, ds, {"keys": [0, buckets - 1]}))
+        for name, ds in ids.items():
+            wall, cpu, page = client.timed("GET", f"/v1/datasets/{ds}/blocks")
+            times[name]["page"].append((wall, cpu))
+            if name == "frag" and len(page["runs"]) != 100:
+                raise RuntimeError("the fragmented dataset's page is not full")
+        for name, ds in ids.items():
+            wall, cpu, report = client.timed("GET", f"/v1/datasets/{ds}/report")
+            if not report["verification"]["ok"]:
+                raise RuntimeError(f"the report's replay failed: {report['verification']}")
+            times[name]["first" if round_ == 0 else "report"].append((wall, cpu))
+    client.conn.close()
 
-    out: dict[str, Any] = {"history_s": history, "last_attack": last}
+    out: dict[str, Any] = {"history_s": history, "last_attack": last, "ids": ids}
     for name in names:
         out[f"runs_{name}"] = runs[name]
-        for request in REQUESTS:
+        for request in REQUESTS[:-1]:
             for which, suffix in ((0, ""), (1, "_cpu")):
                 out[f"{request}_{name}{suffix}"] = statistics.median(
                     t[which] for t in times[name][request]

@@ -16,6 +16,7 @@ from sqlalchemy import (
     BigInteger,
     ForeignKey,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -284,6 +285,27 @@ class LedgerCheckpoint(Base):
     signature: Mapped[str] = mapped_column(String(128))
 
 
+class VerifiedPosition(Base):
+    """The position a clean report's replay reached on a dataset (revision 0011), so that the
+    first report after a start resumes from it instead of re-running the whole ledger
+    (``app.services._verified``). ``body`` is the replayer's lossless JSON
+    (:mod:`odometer_core.ledger.resume`), zlib-compressed; ``mac`` authenticates it, with the
+    dataset, ``entries``, ``head_hash`` and the ``code`` that wrote it, under a key derived
+    from the checkpoint key: a database writer without that key cannot forge a position. One
+    row per dataset, replaced by a later position; deleting rows only costs a full re-run."""
+
+    __tablename__ = "verified_positions"
+
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    entries: Mapped[int] = mapped_column(Integer)
+    head_hash: Mapped[str] = mapped_column(String(64))
+    code: Mapped[str] = mapped_column(String(64))
+    key_id: Mapped[str] = mapped_column(String(64))
+    mac: Mapped[str] = mapped_column(String(64))
+    written_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 __all__ = [
     "ApiKey",
     "Base",
@@ -296,4 +318,5 @@ __all__ = [
     "LedgerEntry",
     "Organisation",
     "Principal",
+    "VerifiedPosition",
 ]

@@ -23,20 +23,27 @@ Anything else — a chain problem before the remembered head, a head that no lon
 ledger shorter than the remembered one — falls back to a full re-run (a second pass), so a
 remembered prefix can only save work, never change a verdict. Only clean verdicts are
 remembered. The memory is bounded (:data:`MAX_DATASETS`, :data:`MAX_WEIGHT`: datasets are
-forgotten least recently used first), per process, and starts empty: the first report after a
-start pays the full re-run. ``docs/operations.md`` states the costs.
+forgotten least recently used first) and per process. A position is also stored in the
+database once the re-runs since the last stored one cost :data:`app.services._positions.
+PERSIST_AFTER` of CPU, authenticated with a key derived from the checkpoint key
+(:mod:`app.services._positions`), and a process that remembers nothing of a dataset resumes
+from the stored one under the same chain check: the first report after a start re-runs the
+tail, not the ledger. ``docs/operations.md`` states the costs.
 """
 
 from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from app.db.uow import UnitOfWork
+from app.services import _positions
 from odometer_core.ledger import ChainWalker
 from odometer_core.ledger.blocks import BlockHistory
 from odometer_core.ledger.replay import Replayer
@@ -56,6 +63,9 @@ class Verified:
     head_hash: str
     replayer: Replayer
     weight: int
+    #: CPU seconds spent re-running entries after the position stored in the database
+    #: (:mod:`app.services._positions`): a restart would re-run them again
+    unsaved: float = 0.0
 
 
 def weight(replayer: Replayer) -> int:
@@ -82,12 +92,12 @@ class VerifiedPrefixes:
                 self._held.move_to_end(dataset_id)
             return found
 
-    def put(self, dataset_id: str, replayer: Replayer) -> None:
+    def put(self, dataset_id: str, replayer: Replayer, unsaved: float = 0.0) -> None:
         """Remember ``replayer`` (which the caller will not feed again) if its verdict is
         clean and it fits."""
         if replayer.chain_problems or replayer.replay_problems or replayer.stopped:
             return
-        held = Verified(replayer.entries, replayer.head_hash, replayer, weight(replayer))
+        held = Verified(replayer.entries, replayer.head_hash, replayer, weight(replayer), unsaved)
         if held.weight > self.max_weight:
             return
         with self._lock:
@@ -128,10 +138,16 @@ class Verification:
         self._failed = False
         #: entries re-run (after the remembered head, or all of them)
         self.rerun = 0
+        #: the CPU seconds (this thread's) those re-runs took
+        self.cost = 0.0
+        #: whether the pass resumed from :attr:`start`
+        self.resumed = False
 
     def feed(self, entry: Mapping[str, Any]) -> None:
         if self._replayer is not None:
+            began = time.thread_time()
             self._replayer.feed(entry)
+            self.cost += time.thread_time() - began
             self.rerun += 1
             return
         if self._failed:
@@ -142,6 +158,7 @@ class Verification:
         elif self._walker.position == self.start.entries:
             if self._walker.prev_hash == self.start.head_hash:
                 self._replayer = self.start.replayer.snapshot()
+                self.resumed = True
             else:
                 self._failed = True
 
@@ -150,11 +167,37 @@ class Verification:
         pass from the first entry) when the remembered position did not hold."""
         if self._replayer is not None:
             return self._replayer
+        began = time.thread_time()
         full = Replayer()
         for entry in entries:
             full.feed(entry)
             self.rerun += 1
+        self.cost += time.thread_time() - began
         return full
+
+
+def verification_of(uow: UnitOfWork, dataset_id: str) -> Verification:
+    """A report's verification of ``dataset_id``: from this process's remembered position, or
+    else from the position stored in the database, or else from the genesis."""
+    start = VERIFIED.get(dataset_id)
+    if start is None:
+        replayer = _positions.stored(uow, dataset_id)
+        if replayer is not None:
+            start = Verified(replayer.entries, replayer.head_hash, replayer, weight(replayer))
+    return Verification(start)
+
+
+def remember(uow: UnitOfWork, dataset_id: str, check: Verification, replayer: Replayer) -> None:
+    """Remember where ``check`` ended (``replayer``, its head), and store it in the database
+    once the re-runs since the stored position cost :data:`_positions.PERSIST_AFTER`."""
+    if replayer.chain_problems or replayer.replay_problems or replayer.stopped:
+        return
+    unsaved = check.cost
+    if check.resumed and check.start is not None:
+        unsaved += check.start.unsaved
+    if unsaved >= _positions.PERSIST_AFTER and _positions.store(uow, dataset_id, replayer):
+        unsaved = 0.0
+    VERIFIED.put(dataset_id, replayer.snapshot(), unsaved)
 
 
 _pause_lock = threading.Lock()

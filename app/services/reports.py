@@ -26,7 +26,7 @@ from typing import Any
 from app.db.uow import UnitOfWork
 from app.services import blocks
 from app.services._aggregate import load_filter, visible_dataset
-from app.services._verified import VERIFIED, Verification, gc_paused
+from app.services._verified import gc_paused, remember, verification_of
 from app.services.errors import InvalidBlocks
 from app.services.principals import Principal
 from app.services.report_types import (
@@ -385,16 +385,16 @@ def dataset_report(
     elif first is not None or last is not None:
         raise InvalidBlocks(f"dataset '{dataset_id}' is not partitioned", field="from")
     tally = _Tally(head)
-    check = Verification(VERIFIED.get(dataset_id)) if verify else None
     with gc_paused():
+        check = verification_of(uow, dataset_id) if verify else None
         for entry in _batches(uow, dataset_id, head):
             if check is not None:
                 check.feed(entry)
             if not partitioned or _meets(entry, window):
                 tally.feed(entry)
         replayer = None if check is None else check.replayer(_batches(uow, dataset_id, head))
-    if replayer is not None:
-        VERIFIED.put(dataset_id, replayer.snapshot())
+    if check is not None and replayer is not None:
+        remember(uow, dataset_id, check, replayer)
     with uow.read_only():
         names = {actor: _principal_name(uow, actor) for actor in tally.analysts}
     config = _config(config_json)

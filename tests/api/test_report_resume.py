@@ -56,6 +56,11 @@ def served(fresh_backend: Backend) -> Iterator[tuple[TestClient, Database]]:
 @pytest.fixture
 def steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the entries a replay re-runs on a partitioned dataset."""
+    return counted_steps(monkeypatch)
+
+
+def counted_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The ``seq`` of every entry a replay re-runs on a partitioned dataset, as they come."""
     calls: list[int] = []
     original = replay_module._block_step
 
@@ -175,6 +180,19 @@ def test_a_rewritten_chain(served: tuple[TestClient, Database], steps: list[int]
     ds = _dataset(client, 5)
     before = _verdict(client, ds)
     assert before["ok"] is True and before["entries"] == 7
+    forged = _rewritten(database, ds)
+    steps.clear()
+    resumed = _verdict(client, ds)
+    assert resumed["ok"] is False
+    assert resumed["head_hash"] == forged[-1]["hash"]
+    assert resumed["first_problem"] is not None and "entry 4 " in resumed["first_problem"]
+    assert 4 in steps  # the remembered head no longer matched: re-run from the start
+    assert _from_scratch(client, ds) == resumed
+
+
+def _rewritten(database: Database, ds: str) -> list[dict[str, Any]]:
+    """Entry 4's charge zeroed and every hash from it recomputed, the dataset's head hash moved
+    to the new chain's (the triggers dropped first); returns the forged chain."""
     with UnitOfWork(database) as uow:
         rows = uow.ledger.page(ds, after_seq=0, limit=100, up_to_seq=100)
         entries = [row.to_export() for row in rows]
@@ -203,13 +221,7 @@ def test_a_rewritten_chain(served: tuple[TestClient, Database], steps: list[int]
             {"h": forged[-1]["hash"], "d": ds},
         )
         uow.commit()
-    steps.clear()
-    resumed = _verdict(client, ds)
-    assert resumed["ok"] is False
-    assert resumed["head_hash"] == forged[-1]["hash"]
-    assert resumed["first_problem"] is not None and "entry 4 " in resumed["first_problem"]
-    assert 4 in steps  # the remembered head no longer matched: re-run from the start
-    assert _from_scratch(client, ds) == resumed
+    return forged
 
 
 def _json(value: Any) -> str | None:

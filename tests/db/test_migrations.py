@@ -43,6 +43,7 @@ def test_models_and_migrations_agree(database: Database) -> None:
         "ledger_entries",
         "organisations",
         "principals",
+        "verified_positions",
     }
 
 
@@ -90,7 +91,7 @@ def test_downgrade_and_upgrade_round_trip(fresh_backend: Backend) -> None:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts=COMPARE)
             assert compare_metadata(context, Base.metadata) == []
-            assert context.get_current_revision() == "0010"
+            assert context.get_current_revision() == "0011"
     finally:
         engine.dispose()
 

@@ -10,6 +10,7 @@ builder
 - :mod:`odometer_core.ledger.chain`: the canonical encoding, the entry hash and the chain walker;
 - :mod:`odometer_core.ledger.formats`: the export formats (JSON, JSON lines, CSV), written and read;
 - :mod:`odometer_core.ledger.replay`: the replay of a ledger through the accounting core;
+- :mod:`odometer_core.ledger.resume`: a replay's position as JSON, to resume a verification;
 - :mod:`odometer_core.ledger.checkpoints`: signed checkpoints of a head and their offline audit.
 """
 

@@ -108,6 +108,17 @@ class Signer:
     def key_id(self) -> str:
         return key_fingerprint(self.public_key)
 
+    def derived_key(self, label: bytes) -> bytes:
+        """A 32-byte secret for another use of the operator's key, named by ``label``: the
+        SHA-256 of the label and the private key's raw bytes (distinct labels give unrelated
+        secrets, and none reveals the key; a signature is never made with it)."""
+        raw = self.private_key.private_bytes(
+            serialization.Encoding.Raw,
+            serialization.PrivateFormat.Raw,
+            serialization.NoEncryption(),
+        )
+        return hashlib.sha256(label + b"\x00" + raw).digest()
+
     def due(self, seq: int) -> bool:
         """Whether the head at ``seq`` is signed by policy (on append)."""
         return seq % self.every == 0
