@@ -35,6 +35,7 @@ from typing import Final
 
 from odometer_core.accounting.kinds.base import (
     CELL_NAME,
+    CELL_NAME_PATTERN,
     MAX_CELLS,
     MAX_COMPOSED_ITEMS,
     MAX_COUNT,
@@ -58,13 +59,13 @@ from odometer_core.accounting.kinds.base import (
     OdpPartition,
     Relation,
 )
-from odometer_core.accounting.kinds.composition import (
+from odometer_core.accounting.kinds.composition import Composed, RepeatAndSelect
+from odometer_core.accounting.kinds.fields import (
+    NOISES,
     RUN_DISTRIBUTIONS,
-    Composed,
-    RepeatAndSelect,
+    WITH_REPLACEMENT_INNER,
 )
 from odometer_core.accounting.kinds.mechanisms import (
-    NOISES,
     DiscreteGaussian,
     DiscreteLaplace,
     ReportNoisyMax,
@@ -85,7 +86,6 @@ from odometer_core.accounting.kinds.plain import (
 )
 from odometer_core.accounting.kinds.sampling import (
     DPSGD,
-    WITH_REPLACEMENT_INNER,
     MixtureOfGaussians,
     SampledWithReplacement,
     Subsampled,
@@ -94,6 +94,7 @@ from odometer_core.accounting.kinds.sampling import (
 
 __all__ = [
     "CELL_NAME",
+    "CELL_NAME_PATTERN",
     "DPSGD",
     "GDP",
     "KINDS",

@@ -33,7 +33,11 @@ MAX_TREES: Final = 1024  # trees of one tree_aggregation
 MAX_RUNS_MEAN: Final = Decimal(10) ** 6  # E[K] of repeat_and_select
 MAX_MIXTURE_COMPONENTS: Final = 256  # components of one mixture_of_gaussians
 MAX_SAMPLE_SIZE: Final = 10**6  # draws of one sampled_with_replacement
-CELL_NAME: Final = re.compile(r"^[A-Za-z0-9_.:=+\-]{1,64}$")
+#: An ODP cell's name: the one pattern the core, the request models and the document use.
+CELL_NAME_PATTERN: Final = r"^[A-Za-z0-9_.:=+\-]{1,64}$"
+CELL_NAME: Final = re.compile(CELL_NAME_PATTERN)
+#: The same rule as an answer writes it: ``[A-Za-z0-9_.:=+-]{1,64}``.
+CELL_NAME_RULE: Final = CELL_NAME_PATTERN.strip("^$").replace("\\-", "-")
 
 Relation = Literal["add_remove", "replace_one"]
 RELATIONS: Final[tuple[str, ...]] = ("add_remove", "replace_one")

@@ -4,24 +4,20 @@ composition (``composed``) and private selection (``repeat_and_select``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Literal
 
 from odometer_core.accounting.exact import fmt
 from odometer_core.accounting.kinds.base import (
-    MAX_COMPOSED_ITEMS,
-    MAX_COUNT,
-    MAX_RUNS_MEAN,
     Declaration,
     DeclarationError,
     Nested,
     OdpCapable,
-    amount,
     entries,
-    integer,
     only,
 )
+from odometer_core.accounting.kinds.fields import form_of, read, spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,24 +43,23 @@ class Composed(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> Composed:
+        table = spec(cls.kind)
+        listed, repeated = table.forms  # mechanisms: [...], or mechanism and count
         if "mechanisms" in params:
-            only(params, ["mechanisms"], cls.kind)
-            raw = entries(params, "mechanisms", MAX_COMPOSED_ITEMS)
-            items = tuple((nested(r), 1) for r in raw)
+            only(params, listed.fields, cls.kind)
+            limit = table.field("mechanisms").entries
+            assert limit is not None
+            items = tuple((nested(r), 1) for r in entries(params, "mechanisms", limit))
         else:
-            only(params, ["mechanism", "count"], cls.kind)
+            only(params, repeated.fields, cls.kind)
             inner = nested(params.get("mechanism"))
-            items = ((inner, integer(params, "count", lower=1, upper=MAX_COUNT)),)
+            items = ((inner, read(params, replace(table.field("count"), required=True))),)
         for decl, _ in items:
             if isinstance(decl, OdpCapable):
                 raise DeclarationError(
                     "ODP partitions cannot be composed inside one invocation", field="mechanisms"
                 )
         return cls(items)
-
-
-#: The distributions of the number of runs of ``repeat_and_select``.
-RUN_DISTRIBUTIONS: Final[tuple[str, ...]] = ("poisson", "truncated_negative_binomial")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,21 +96,15 @@ class RepeatAndSelect(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> RepeatAndSelect:
-        distribution = params.get("distribution")
-        if distribution == "poisson":
-            only(params, ["distribution", "mean", "mechanism"], cls.kind)
-            shape = None
-        elif distribution == "truncated_negative_binomial":
-            only(params, ["distribution", "mean", "shape", "mechanism"], cls.kind)
-            shape = amount(params, "shape")
-        else:
-            raise DeclarationError(
-                "distribution must be 'poisson' or 'truncated_negative_binomial'",
-                field="distribution",
-            )
-        mean = amount(params, "mean", upper=MAX_RUNS_MEAN)
-        if mean <= 1:
-            raise DeclarationError(f"mean must be > 1, got {fmt(mean)}", field="mean")
+        table = spec(cls.kind)
+        form = form_of(params, cls.kind)
+        distribution = params["distribution"]
+        shape = (
+            read(params, replace(table.field("shape"), required=True))
+            if "shape" in form.fields
+            else None
+        )
+        mean = read(params, table.field("mean"))
         inner = nested(params.get("mechanism"))
         if isinstance(inner, OdpCapable):
             raise DeclarationError(

@@ -12,19 +12,8 @@ from decimal import ROUND_CEILING, Context, Decimal
 from typing import Any, ClassVar, Final, Literal
 
 from odometer_core.accounting.exact import DOWN, ONE, UP, fmt, mul_up
-from odometer_core.accounting.kinds.base import (
-    MAX_MECHANISM_PARAMETER,
-    MAX_STEPS,
-    MAX_TREES,
-    ChargedAs,
-    Declaration,
-    DeclarationError,
-    Nested,
-    amount,
-    entries,
-    integer,
-    only,
-)
+from odometer_core.accounting.kinds.base import ChargedAs, Declaration, Nested, only
+from odometer_core.accounting.kinds.fields import read, read_kind, spec
 from odometer_core.accounting.kinds.plain import ZCDP, Exponential, Gaussian, Laplace, PureDP
 
 
@@ -52,11 +41,7 @@ class DiscreteLaplace(Declaration, ChargedAs):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> DiscreteLaplace:
-        only(params, ["scale", "sensitivity"], cls.kind)
-        return cls(
-            amount(params, "scale", upper=MAX_MECHANISM_PARAMETER, positive=True),
-            amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
-        )
+        return cls(**read_kind(params, cls.kind))
 
     @property
     def epsilon(self) -> Decimal:
@@ -88,11 +73,7 @@ class DiscreteGaussian(Declaration, ChargedAs):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> DiscreteGaussian:
-        only(params, ["sigma", "sensitivity"], cls.kind)
-        return cls(
-            amount(params, "sigma", upper=MAX_MECHANISM_PARAMETER, positive=True),
-            amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
-        )
+        return cls(**read_kind(params, cls.kind))
 
     @property
     def rho(self) -> Decimal:
@@ -101,10 +82,6 @@ class DiscreteGaussian(Declaration, ChargedAs):
 
     def charged_as(self) -> ZCDP:
         return ZCDP(self.rho)
-
-
-#: The noises of ``report_noisy_max``.
-NOISES: Final[tuple[str, ...]] = ("gumbel", "exponential")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,21 +117,7 @@ class ReportNoisyMax(Declaration, ChargedAs):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> ReportNoisyMax:
-        only(params, ["noise", "scale", "sensitivity", "monotonic"], cls.kind)
-        if "noise" not in params:
-            raise DeclarationError("missing field 'noise'", field="noise")
-        noise = params["noise"]
-        if noise not in NOISES:
-            raise DeclarationError("noise must be 'gumbel' or 'exponential'", field="noise")
-        monotonic = params.get("monotonic", False)
-        if not isinstance(monotonic, bool):
-            raise DeclarationError("monotonic must be true or false", field="monotonic")
-        return cls(
-            noise,
-            amount(params, "scale", upper=MAX_MECHANISM_PARAMETER, positive=True),
-            amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
-            monotonic,
-        )
+        return cls(**read_kind(params, cls.kind))
 
     @property
     def epsilon(self) -> Decimal:
@@ -206,13 +169,10 @@ class TreeAggregation(Declaration, ChargedAs):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> TreeAggregation:
-        only(params, ["noise_multiplier", "step_counts"], cls.kind)
-        raw = entries(params, "step_counts", MAX_TREES)
-        counts = tuple(
-            integer({"step_counts": t}, "step_counts", lower=1, upper=MAX_STEPS) for t in raw
-        )
-        sigma = amount(params, "noise_multiplier", upper=MAX_MECHANISM_PARAMETER, positive=True)
-        return cls(sigma, counts)
+        table = spec(cls.kind)
+        only(params, [f.name for f in table.fields], cls.kind)
+        counts = read(params, table.field("step_counts"))
+        return cls(read(params, table.field("noise_multiplier")), counts)
 
     @property
     def depth(self) -> int:

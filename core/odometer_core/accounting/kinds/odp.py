@@ -14,18 +14,16 @@ from typing import Any, ClassVar
 from odometer_core.accounting.exact import UP, ZERO, add_up, fmt, mul_up
 from odometer_core.accounting.kinds.base import (
     CELL_NAME,
-    MAX_CELLS,
-    MAX_STEPS,
+    CELL_NAME_RULE,
     Declaration,
     DeclarationError,
     Nested,
     OdpCapable,
     OdpPartition,
-    amount,
     entries,
-    integer,
     only,
 )
+from odometer_core.accounting.kinds.fields import PRIVACY, amount_in, read, read_kind, spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +47,11 @@ class ODP(Declaration, OdpCapable):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> ODP:
-        only(params, ["cells", "delta"], cls.kind)
-        raw = entries(params, "cells", MAX_CELLS)
+        table = spec(cls.kind)
+        only(params, [f.name for f in table.fields], cls.kind)
+        limit = table.field("cells").entries
+        assert limit is not None
+        raw = entries(params, "cells", limit)
         cells: list[tuple[str, Decimal]] = []
         seen: set[str] = set()
         for item in raw:
@@ -59,14 +60,12 @@ class ODP(Declaration, OdpCapable):
             only(item, ["name", "epsilon"], "cell")
             name = item.get("name")
             if not isinstance(name, str) or not CELL_NAME.match(name):
-                raise DeclarationError(
-                    "cell names must match [A-Za-z0-9_.:=+-]{1,64}", field="cells"
-                )
+                raise DeclarationError(f"cell names must match {CELL_NAME_RULE}", field="cells")
             if name in seen:
                 raise DeclarationError(f"duplicate cell name '{name}'", field="cells")
             seen.add(name)
-            cells.append((name, amount(item, "epsilon")))
-        return cls(tuple(cells), amount(params, "delta", default=ZERO, below_one=True))
+            cells.append((name, amount_in(item, "epsilon", PRIVACY)))
+        return cls(tuple(cells), read(params, table.field("delta")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +103,7 @@ class SVT(Declaration, OdpCapable):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> SVT:
-        only(params, ["epsilon1", "epsilon2", "c"], cls.kind)
-        return cls(
-            amount(params, "epsilon1"),
-            amount(params, "epsilon2"),
-            integer(params, "c", lower=1, upper=MAX_CELLS - 1),
-        )
+        return cls(**read_kind(params, cls.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +137,7 @@ class PTR(Declaration, OdpCapable):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> PTR:
-        only(params, ["epsilon", "delta", "tests"], cls.kind)
-        tests = integer(params, "tests", lower=1, upper=2) if "tests" in params else 1
-        return cls(amount(params, "epsilon"), amount(params, "delta", below_one=True), tests)
+        return cls(**read_kind(params, cls.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,19 +173,17 @@ class Iterative(Declaration, OdpCapable):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> Iterative:
-        only(params, ["step_epsilon", "step_delta", "stopping_points"], cls.kind)
-        raw = entries(params, "stopping_points", MAX_CELLS)
-        points = tuple(
-            integer({"stopping_point": k}, "stopping_point", lower=1, upper=MAX_STEPS) for k in raw
-        )
+        table = spec(cls.kind)
+        only(params, [f.name for f in table.fields], cls.kind)
+        points: tuple[int, ...] = read(params, table.field("stopping_points"))
         for prev, nxt in pairwise(points):
             if nxt <= prev:
                 raise DeclarationError(
                     "stopping_points must be strictly increasing", field="stopping_points"
                 )
         part = cls(
-            amount(params, "step_epsilon"),
-            amount(params, "step_delta", below_one=True),
+            read(params, table.field("step_epsilon")),
+            read(params, table.field("step_delta")),
             points,
         )
         if part.partition().delta >= 1:
@@ -228,12 +218,7 @@ class TestedRelease(Declaration, OdpCapable):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> TestedRelease:
-        only(params, ["epsilon_release", "epsilon_bottom", "delta"], cls.kind)
-        decl = cls(
-            amount(params, "epsilon_release"),
-            amount(params, "epsilon_bottom"),
-            amount(params, "delta", default=ZERO, below_one=True),
-        )
+        decl = cls(**read_kind(params, cls.kind))
         if decl.epsilon_bottom > decl.epsilon_release:
             raise DeclarationError("Corollary 18 needs epsilon_release ≥ epsilon_bottom")
         return decl

@@ -12,16 +12,13 @@ from typing import Any, ClassVar
 
 from odometer_core.accounting.exact import ONE, UP, ZERO, fmt, mul_up
 from odometer_core.accounting.kinds.base import (
-    MAX_CURVE_POINTS,
-    MAX_MECHANISM_PARAMETER,
-    MAX_ORDER,
     Declaration,
     DeclarationError,
     Nested,
-    amount,
     entries,
     only,
 )
+from odometer_core.accounting.kinds.fields import amount_in, read_kind, spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +33,7 @@ class PureDP(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> PureDP:
-        only(params, ["epsilon"], cls.kind)
-        return cls(amount(params, "epsilon"))
+        return cls(**read_kind(params, cls.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +49,7 @@ class ApproxDP(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> ApproxDP:
-        only(params, ["epsilon", "delta"], cls.kind)
-        return cls(amount(params, "epsilon"), amount(params, "delta", below_one=True))
+        return cls(**read_kind(params, cls.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +71,7 @@ class ZCDP(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> ZCDP:
-        only(params, ["rho", "xi", "delta"], cls.kind)
-        return cls(
-            amount(params, "rho"),
-            amount(params, "xi", default=ZERO),
-            amount(params, "delta", default=ZERO, below_one=True),
-        )
+        return cls(**read_kind(params, cls.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,16 +96,26 @@ class RDPCurve(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> RDPCurve:
-        only(params, ["orders", "values"], cls.kind)
-        raw_orders = entries(params, "orders", MAX_CURVE_POINTS)
-        raw_values = entries(params, "values", MAX_CURVE_POINTS)
+        table = spec(cls.kind)
+        only(params, [f.name for f in table.fields], cls.kind)
+        f_orders, f_values = table.field("orders"), table.field("values")
+        assert f_orders.entries is not None and f_values.entries is not None
+        assert f_orders.domain is not None and f_values.domain is not None
+        raw_orders = entries(params, "orders", f_orders.entries)
+        raw_values = entries(params, "values", f_values.entries)
         if len(raw_orders) != len(raw_values):
             raise DeclarationError("orders and values must have the same length")
-        orders = tuple(amount({"order": a}, "order", upper=MAX_ORDER) for a in raw_orders)
-        values = tuple(amount({"value": v}, "value") for v in raw_values)
+        # each order read up to its bound here; its lower bound is said below, of the curve
+        orders = tuple(
+            amount_in({"order": a}, "order", f_orders.domain, low=False) for a in raw_orders
+        )
+        values = tuple(amount_in({"value": v}, "value", f_values.domain) for v in raw_values)
+        least = f_orders.domain.low  # open: an order is > 1
         for a in orders:
-            if a <= 1:
-                raise DeclarationError(f"RDP orders must be > 1, got {fmt(a)}", field="orders")
+            if a <= least:
+                raise DeclarationError(
+                    f"RDP orders must be > {fmt(least)}, got {fmt(a)}", field="orders"
+                )
         for prev, nxt in pairwise(orders):
             if nxt <= prev:
                 raise DeclarationError("RDP orders must be strictly increasing", field="orders")
@@ -140,8 +140,7 @@ class GDP(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> GDP:
-        only(params, ["mu"], cls.kind)
-        return cls(amount(params, "mu"))
+        return cls(**read_kind(params, cls.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +160,7 @@ class MCDP(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> MCDP:
-        only(params, ["mu", "tau"], cls.kind)
-        return cls(amount(params, "mu"), amount(params, "tau"))
+        return cls(**read_kind(params, cls.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,11 +180,7 @@ class Gaussian(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> Gaussian:
-        only(params, ["sigma", "sensitivity"], cls.kind)
-        return cls(
-            amount(params, "sigma", upper=MAX_MECHANISM_PARAMETER),
-            amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
-        )
+        return cls(**read_kind(params, cls.kind))
 
     @property
     def ratio(self) -> Decimal:
@@ -221,11 +215,7 @@ class Laplace(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> Laplace:
-        only(params, ["scale", "sensitivity"], cls.kind)
-        return cls(
-            amount(params, "scale", upper=MAX_MECHANISM_PARAMETER),
-            amount(params, "sensitivity", default=ONE, upper=MAX_MECHANISM_PARAMETER),
-        )
+        return cls(**read_kind(params, cls.kind))
 
     @property
     def epsilon(self) -> Decimal:
@@ -250,8 +240,7 @@ class RandomizedResponse(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> RandomizedResponse:
-        only(params, ["epsilon"], cls.kind)
-        return cls(amount(params, "epsilon"))
+        return cls(**read_kind(params, cls.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,5 +256,4 @@ class Exponential(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> Exponential:
-        only(params, ["epsilon"], cls.kind)
-        return cls(amount(params, "epsilon"))
+        return cls(**read_kind(params, cls.kind))

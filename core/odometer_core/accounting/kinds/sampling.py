@@ -5,27 +5,22 @@ mixture of Gaussians that dominates an amplified matrix mechanism."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Literal
 
 from odometer_core.accounting.exact import DOWN, ONE, UP, ZERO, fmt
 from odometer_core.accounting.kinds.base import (
-    MAX_MECHANISM_PARAMETER,
-    MAX_MIXTURE_COMPONENTS,
-    MAX_POPULATION,
-    MAX_SAMPLE_SIZE,
-    MAX_STEPS,
     Declaration,
     DeclarationError,
     Nested,
     OdpCapable,
     Relation,
-    amount,
     entries,
     integer,
     only,
 )
+from odometer_core.accounting.kinds.fields import form_of, read, read_kind, spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,22 +66,18 @@ class Subsampled(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> Subsampled:
-        scheme = params.get("scheme")
-        if scheme == "poisson":
-            only(params, ["scheme", "rate", "mechanism"], cls.kind)
-            rate = amount(params, "rate", upper=ONE)
+        table = spec(cls.kind)
+        if form_of(params, cls.kind).when == ("scheme", "poisson"):
+            rate = read(params, replace(table.field("rate"), required=True))
             inner = nested(params.get("mechanism"))
             decl = cls("poisson", inner, rate=rate)
-        elif scheme == "without_replacement":
-            only(params, ["scheme", "m", "n", "mechanism"], cls.kind)
-            n = integer(params, "n", lower=1, upper=MAX_POPULATION)
-            m = integer(params, "m", lower=0, upper=n)
+        else:
+            n = read(params, replace(table.field("n"), required=True))
+            m_bounds = table.field("m").bounds
+            assert m_bounds is not None
+            m = integer(params, "m", lower=m_bounds[0], upper=n)  # a sample within its population
             inner = nested(params.get("mechanism"))
             decl = cls("without_replacement", inner, m=m, n=n)
-        else:
-            raise DeclarationError(
-                "scheme must be 'poisson' or 'without_replacement'", field="scheme"
-            )
         if isinstance(inner, OdpCapable):
             raise DeclarationError("an ODP partition cannot be subsampled", field="mechanism")
         return decl
@@ -121,16 +112,11 @@ class DPSGD(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> DPSGD:
-        only(params, ["noise_multiplier", "sample_rate", "steps", "delta"], cls.kind)
-        delta = (
-            amount(params, "delta", below_one=True, positive=True) if "delta" in params else None
-        )
-        return cls(
-            amount(params, "noise_multiplier", upper=MAX_MECHANISM_PARAMETER, positive=True),
-            amount(params, "sample_rate", upper=ONE, positive=True),
-            integer(params, "steps", lower=1, upper=MAX_STEPS),
-            delta,
-        )
+        table = spec(cls.kind)
+        only(params, [f.name for f in table.fields], cls.kind)
+        delta = read(params, table.field("delta"))  # read first, as it always was
+        values = {f.name: read(params, f) for f in table.fields if f.name != "delta"}
+        return cls(**values, delta=delta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,21 +147,19 @@ class MixtureOfGaussians(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> MixtureOfGaussians:
-        only(params, ["standard_deviation", "sensitivities", "sampling_probs"], cls.kind)
-        sigma = amount(params, "standard_deviation", upper=MAX_MECHANISM_PARAMETER, positive=True)
-        raw_c = entries(params, "sensitivities", MAX_MIXTURE_COMPONENTS)
-        raw_p = entries(params, "sampling_probs", MAX_MIXTURE_COMPONENTS)
+        table = spec(cls.kind)
+        only(params, [f.name for f in table.fields], cls.kind)
+        f_sens, f_probs = table.field("sensitivities"), table.field("sampling_probs")
+        sigma = read(params, table.field("standard_deviation"))
+        assert f_sens.entries is not None and f_probs.entries is not None
+        raw_c = entries(params, "sensitivities", f_sens.entries)
+        raw_p = entries(params, "sampling_probs", f_probs.entries)
         if len(raw_c) != len(raw_p):
             raise DeclarationError(
                 "sensitivities and sampling_probs must have the same length", field="sampling_probs"
             )
-        sens = tuple(
-            amount({"sensitivities": c}, "sensitivities", upper=MAX_MECHANISM_PARAMETER)
-            for c in raw_c
-        )
-        probs = tuple(
-            amount({"sampling_probs": p}, "sampling_probs", upper=ONE, positive=True) for p in raw_p
-        )
+        sens: tuple[Decimal, ...] = read(params, f_sens)
+        probs: tuple[Decimal, ...] = read(params, f_probs)
         low, high = ZERO, ZERO
         for p in probs:
             low, high = DOWN.add(low, p), UP.add(high, p)
@@ -184,18 +168,6 @@ class MixtureOfGaussians(Declaration):
                 f"sampling_probs must sum to exactly 1, got {fmt(high)}", field="sampling_probs"
             )
         return cls(sigma, sens, probs)
-
-
-#: The inner kinds of ``sampled_with_replacement``: those whose group privacy profile is known.
-WITH_REPLACEMENT_INNER: Final[tuple[str, ...]] = (
-    "gaussian",
-    "pure_dp",
-    "laplace",
-    "randomized_response",
-    "exponential",
-    "discrete_laplace",
-    "report_noisy_max",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,14 +192,17 @@ class SampledWithReplacement(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> SampledWithReplacement:
-        only(params, ["m", "n", "mechanism"], cls.kind)
-        n = integer(params, "n", lower=1, upper=MAX_POPULATION)
-        m = integer(params, "m", lower=1, upper=MAX_SAMPLE_SIZE)
+        table = spec(cls.kind)
+        only(params, [f.name for f in table.fields], cls.kind)
+        n = read(params, table.field("n"))
+        m = read(params, table.field("m"))
         inner = nested(params.get("mechanism"))
-        if inner.kind not in WITH_REPLACEMENT_INNER:
+        allowed = table.field("mechanism").inner
+        assert allowed is not None
+        if inner.kind not in allowed:
             raise DeclarationError(
                 "the mechanism of sampled_with_replacement must be one of "
-                f"{', '.join(WITH_REPLACEMENT_INNER)}, not '{inner.kind}': the amplification "
+                f"{', '.join(allowed)}, not '{inner.kind}': the amplification "
                 "(Balle–Barthe–Gaboardi 2018 Thm 10) needs the inner mechanism's privacy when "
                 "the record is drawn k times, known for these",
                 field="mechanism",
@@ -261,14 +236,4 @@ class TruncatedSubsampledGaussian(Declaration):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> TruncatedSubsampledGaussian:
-        only(
-            params,
-            ["dataset_size", "sampling_probability", "truncated_batch_size", "noise_multiplier"],
-            cls.kind,
-        )
-        return cls(
-            integer(params, "dataset_size", lower=1, upper=MAX_POPULATION),
-            amount(params, "sampling_probability", upper=ONE, positive=True),
-            integer(params, "truncated_batch_size", lower=1, upper=MAX_POPULATION),
-            amount(params, "noise_multiplier", upper=MAX_MECHANISM_PARAMETER, positive=True),
-        )
+        return cls(**read_kind(params, cls.kind))
