@@ -25,13 +25,14 @@ from pydantic.json_schema import JsonSchemaValue
 
 from app.schemas.summaries import RefusalSummary
 from odometer_core.accounting import AmountError, fmt, parse_amount
-from odometer_core.accounting.declarations import (
-    MAX_MECHANISM_PARAMETER,
-    MAX_ORDER,
-    MAX_PRIVACY_PARAMETER,
-    MAX_RUNS_MEAN,
-)
 from odometer_core.accounting.exact import MAX_INPUT_DIGITS, MIN_EXPONENT, ONE, ZERO
+from odometer_core.accounting.kinds.fields import (
+    ORDER,
+    PRIVACY,
+    PROBABILITY,
+    RATE,
+    Domain,
+)
 
 #: The smallest nonzero magnitude ``parse_amount`` accepts: 1e-300 (|exponent| ≤ 300).
 SMALLEST = float(f"1e{MIN_EXPONENT}")
@@ -218,6 +219,30 @@ def _domain(
     )
 
 
+def _described(domain: Domain) -> WithJsonSchema:
+    """The schema of an amount in one of the accounting core's domains (an order's text where
+    the domain starts at 1: (1, 10⁶])."""
+    text = None
+    if domain.low == ONE:
+        assert domain.low_open and domain.high == Decimal(10) ** 6, domain
+        text = ORDER_TEXT
+    return _domain(
+        domain.low,
+        domain.high,
+        domain.example,
+        domain.what,
+        low_open=domain.low_open,
+        high_open=domain.high_open,
+        text=text,
+    )
+
+
+def amount_in(domain: Domain) -> Any:
+    """The request type of an amount in ``domain`` (a field of the core's table, see
+    ``app/schemas/mechanisms.py``): as :data:`Privacy` and the others below."""
+    return Annotated[Decimal, _READ, _WRITE, _described(domain)]
+
+
 #: How every amount is read (a JSON number's literal or decimal text of the documented grammar,
 #: exactly) and written (decimal text). The domain is documented (``WithJsonSchema``) and
 #: checked by the accounting core, which names the field in its answer (``InvalidDeclaration``),
@@ -226,12 +251,12 @@ def _domain(
 #: the core's configuration check would only say "≥ 0").
 _READ = BeforeValidator(_amount)
 _WRITE = PlainSerializer(fmt, return_type=str, when_used="always")
-_MILLION = Decimal(10) ** 6  # the budget's limit (odometer_core…modes.common.check_budget)
 
-#: A privacy parameter of a declaration (ε, ρ, ξ, μ, τ, an RDP value): 0 … 10⁶.
-Privacy = Annotated[
-    Decimal, _READ, _WRITE, _domain(ZERO, MAX_PRIVACY_PARAMETER, "0.1", "0 ≤ value ≤ 10⁶")
-]
+#: The amounts of a declaration are typed from the core's field table (:func:`amount_in`); these
+#: are the ones other request models name.
+_MILLION = Decimal(10) ** 6  # the budget's limit (odometer_core…modes.common.check_budget)
+#: A privacy parameter (ε, ρ, ξ, μ, τ, an RDP value): 0 … 10⁶.
+Privacy = Annotated[Decimal, _READ, _WRITE, _described(PRIVACY)]
 #: A budget's ε_B (datasets, sub-budgets, caps, quotas): 0 < ε_B ≤ 10⁶.
 BudgetEpsilon = Annotated[
     Decimal,
@@ -244,18 +269,7 @@ BudgetEpsilon = Annotated[
     _WRITE,
     _domain(ZERO, _MILLION, "1", "0 < ε ≤ 10⁶", low_open=True),
 ]
-#: A noise scale or a sensitivity (σ, b, Δ): 0 … 10¹².
-Noise = Annotated[
-    Decimal, _READ, _WRITE, _domain(ZERO, MAX_MECHANISM_PARAMETER, "1", "0 ≤ value ≤ 10¹²")
-]
-#: A noise scale that must be positive (discrete noise, report noisy max, DP-SGD): 0 < x ≤ 10¹².
-PositiveNoise = Annotated[
-    Decimal,
-    _READ,
-    _WRITE,
-    _domain(ZERO, MAX_MECHANISM_PARAMETER, "1", "0 < value ≤ 10¹²", low_open=True),
-]
-_PROBABILITY = _domain(ZERO, ONE, "0.00001", "0 ≤ δ < 1", high_open=True)
+_PROBABILITY = _described(PROBABILITY)
 #: A budget's δ_B (datasets, sub-budgets, caps, quotas): 0 ≤ δ_B < 1, and 0 or at least
 #: 1e-298, since the server derives δ_B/10 (basic's default conversion δ) and δ_B/100 (a curve
 #: cap's) and reads them again, where 1e-300 is the least magnitude it reads.
@@ -276,33 +290,10 @@ Probability = Annotated[Decimal, _READ, _WRITE, _PROBABILITY]
 #: the value with the budget's δ, so that a negative or huge one is refused instead of being
 #: recorded.
 Delta = Annotated[Decimal, _READ, AfterValidator(_probability), _WRITE, _PROBABILITY]
-#: DP-SGD's own δ: 0 < δ < 1.
-PositiveProbability = Annotated[
-    Decimal,
-    _READ,
-    _WRITE,
-    _domain(ZERO, ONE, "0.00001", "0 < δ < 1", low_open=True, high_open=True),
-]
 #: A sampling rate or an order's weight: 0 … 1.
-Rate = Annotated[Decimal, _READ, _WRITE, _domain(ZERO, ONE, "0.5", "0 ≤ value ≤ 1")]
-#: DP-SGD's sampling rate: 0 < q ≤ 1.
-PositiveRate = Annotated[
-    Decimal, _READ, _WRITE, _domain(ZERO, ONE, "0.01", "0 < value ≤ 1", low_open=True)
-]
+Rate = Annotated[Decimal, _READ, _WRITE, _described(RATE)]
 #: An RDP order α: 1 < α ≤ 10⁶.
-Order = Annotated[
-    Decimal,
-    _READ,
-    _WRITE,
-    _domain(ONE, MAX_ORDER, "2", "1 < α ≤ 10⁶", text=ORDER_TEXT, low_open=True),
-]
-#: The mean number of runs E[K] of a ``repeat_and_select``: 1 < E[K] ≤ 10⁶ (an order's domain).
-RunsMean = Annotated[
-    Decimal,
-    _READ,
-    _WRITE,
-    _domain(ONE, MAX_RUNS_MEAN, "10", "1 < E[K] ≤ 10⁶", text=ORDER_TEXT, low_open=True),
-]
+Order = Annotated[Decimal, _READ, _WRITE, _described(ORDER)]
 
 
 #: An integer as text: ASCII digits; a ``-`` only on a nonzero number, which the field's
