@@ -4,27 +4,48 @@ tools that make them:
 - ``odometer_client/_sync/client.py``, the synchronous client, generated from the asynchronous
   one (``_async/client.py``) by unasync: one source for both;
 - ``odometer_client/contract.json``, the request and response schemas of the server's committed
-  OpenAPI document (``openapi/openapi.json``).
+  OpenAPI document (``openapi/openapi.json``);
+- ``odometer_client/_declared.py``, one declaration helper per kind of that document's
+  ``Mechanism`` union (whose schemas the server builds from the accounting core's field
+  table, ``odometer_core.accounting.kinds.fields``): the kind's fields as its parameters,
+  required ones first, each read as the server reads it (amounts as exact decimals).
 
-    python client/generate.py          # rewrite both
-    python client/generate.py --check  # exit 1 if either committed file is stale
+    python client/generate.py          # rewrite the three
+    python client/generate.py --check  # exit 1 if any committed file is stale
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import unasync
 
-from odometer_client.contract import extract
-
 PACKAGE = Path(__file__).resolve().parent / "odometer_client"
+
+
+def _contract() -> Any:
+    """``odometer_client.contract``, loaded from its file: not through the package, which imports
+    the helpers generated here (so that a stale or missing ``_declared.py`` can be rewritten)."""
+    spec = importlib.util.spec_from_file_location("_contract", PACKAGE / "contract.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_CONTRACT = _contract()
+MECHANISM: str = _CONTRACT.MECHANISM
+extract = _CONTRACT.extract
 OPENAPI = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
 CONTRACT = PACKAGE / "contract.json"
+DECLARED = PACKAGE / "_declared.py"
 SOURCE = PACKAGE / "_async" / "client.py"
 TARGET = PACKAGE / "_sync" / "client.py"
 HEADER = (
@@ -49,6 +70,114 @@ def generated_contract() -> str:
     return json.dumps(document, indent=1, ensure_ascii=False) + "\n"
 
 
+_DECLARED_HEADER = '''\
+# Generated from the server's OpenAPI document (openapi/openapi.json) by client/generate.py:
+# do not edit; a kind's fields are said once, in the accounting core's field table.
+"""One declaration helper per kind of the server's document: the kind's fields as parameters
+(required ones first, in the document's order; optional ones default to absent), amounts read
+as exact decimals (:func:`~odometer_client._mechanism.exact`). The public helpers are
+:mod:`odometer_client.declarations`, which adds friendlier ones for some kinds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from odometer_client._mechanism import Mechanism, Number, exact, exact_all, one_of, read_cells
+'''
+
+#: A field's shape in the document: its Python type and how a value is read ("{}": the value).
+_SHAPES = {
+    "amount": ("Number", "exact({})"),
+    "amounts": ("Sequence[Number]", "exact_all({})"),
+    "integer": ("int", "{}"),
+    "integers": ("Sequence[int]", "list({})"),
+    "boolean": ("bool", "{}"),
+    "cells": ("Sequence[Mapping[str, Any]]", "read_cells({})"),
+    "mechanism": ("Mechanism", "{}"),
+    "mechanisms": ("Sequence[Mechanism]", "list({})"),
+}
+
+
+def _shape(prop: Mapping[str, Any]) -> tuple[str, str]:
+    """A property's shape (a key of :data:`_SHAPES`, or "choice") and the words that say it."""
+    if "oneOf" in prop:
+        return "mechanism", "a mechanism"
+    if prop.get("type") == "array":
+        item, words = _shape(prop["items"])
+        if item == "mechanism":
+            return "mechanisms", f"1 to {prop['maxItems']} mechanisms"
+        if prop["items"].get("$ref", "").endswith("/OdpCell"):
+            return "cells", f"1 to {prop['maxItems']} cells {{name, epsilon}}"
+        return f"{item}s", f"1 to {prop['maxItems']} values, each {words}"
+    if "anyOf" in prop:  # a JSON number or decimal text in the domain the description says
+        return "amount", prop["description"].split(": an exact decimal")[0]
+    if prop.get("type") == "integer":
+        return "integer", f"an integer in [{prop['minimum']:.0f}, {prop['maximum']:.0f}]"
+    if prop.get("type") == "boolean":
+        return "boolean", "true or false"
+    if "enum" in prop:
+        return "choice", " or ".join(repr(c) for c in prop["enum"])
+    if prop.get("$ref", "").endswith("/OdpCell"):
+        return "cell", "a cell"
+    raise ValueError(f"no helper parameter for the schema {prop!r}")
+
+
+def _helper(kind: str, schema: Mapping[str, Any]) -> str:
+    """The source of ``kind``'s helper, from its schema in the document."""
+    required = set(schema.get("required", ()))
+    fields = [(name, prop) for name, prop in schema["properties"].items() if name != "type"]
+    fields.sort(key=lambda item: item[0] not in required)  # stable: the document's order
+    params, values, lines = [], [f'type="{kind}"'], []
+    for name, prop in fields:
+        shape, words = _shape(prop)
+        if shape == "choice":
+            choices = tuple(prop["enum"])
+            annotation, read = "str", f'one_of("{kind}", "{name}", {{}}, {choices!r})'
+        else:
+            annotation, read = _SHAPES[shape]
+        said = prop.get("description") if shape != "amount" else None  # an amount's: its domain
+        optional = "" if name in required else " (optional)"
+        lines.append(f"    - ``{name}``: {said or words}{optional}")
+        if name in required:
+            params.append(f"{name}: {annotation}")
+            values.append(f"{name}={read.format(name)}")
+        elif read == "{}":  # absent stays absent (Mechanism drops None)
+            params.append(f"{name}: {annotation} | None = None")
+            values.append(f"{name}={name}")
+        else:
+            params.append(f"{name}: {annotation} | None = None")
+            values.append(f"{name}=None if {name} is None else {read.format(name)}")
+    doc = schema.get("description", kind).replace("\\", "\\\\").replace('"""', "'''")
+    doc = doc.replace("\n", "\n    ").replace("\n    \n", "\n\n")
+    return (
+        f"def {kind}({', '.join(params)}) -> Mechanism:\n"
+        f'    """{doc}\n\n' + "\n".join(lines) + '\n    """\n'
+        f"    return Mechanism({', '.join(values)})\n"
+    )
+
+
+def generated_declared(openapi: Mapping[str, Any] | None = None) -> str:
+    """``_declared.py`` as generated from ``openapi`` (the committed document if not given)."""
+    document = extract(openapi or json.loads(OPENAPI.read_text("utf-8")))["schemas"]
+    union = document[MECHANISM]
+    helpers = []
+    for kind, ref in union["discriminator"]["mapping"].items():
+        helpers.append(_helper(kind, document[ref.rsplit("/", 1)[-1]]))
+    return _format(DECLARED, _DECLARED_HEADER + "\n\n" + "\n\n".join(helpers))
+
+
+def _format(target: Path, text: str) -> str:
+    formatted = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(target), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return formatted.stdout
+
+
 def generated_sync() -> str:
     """The synchronous client's text, as generated from the asynchronous source now."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,18 +188,15 @@ def generated_sync() -> str:
         unasync.unasync_files([str(source)], [rule])
         text = (Path(tmp) / "_sync" / "client.py").read_text("utf-8")
     # shorter names can put a call on one line again: format as the rest of the code is
-    formatted = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET), "-"],
-        input=HEADER + text,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return formatted.stdout
+    return _format(TARGET, HEADER + text)
 
 
 def main(argv: list[str]) -> int:
-    files = {TARGET: generated_sync(), CONTRACT: generated_contract()}
+    files = {
+        TARGET: generated_sync(),
+        CONTRACT: generated_contract(),
+        DECLARED: generated_declared(),
+    }
     if "--check" in argv:
         stale = [path.name for path, text in files.items() if path.read_text("utf-8") != text]
         for name in stale:
