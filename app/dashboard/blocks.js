@@ -102,7 +102,7 @@ function runDetail(run) {
   value.title = `${run.fraction_spent} (exact)`;
   f.append(value, " of each block's budget");
   box.appendChild(f);
-  box.appendChild(gaugeFor(run.status, "each block of the run:"));
+  box.appendChild(gaugeFor(run.status, "each block of the run:", run.fraction_spent));
   return box;
 }
 

@@ -56,6 +56,38 @@ function leftNode(items) {
   return p;
 }
 
+// The one fraction of a budget spent and what is left of it (summary.fraction_spent and
+// fraction_left, which add up to 1: docs/accounting.md, One fraction per budget), as
+// percentages; the exact fractions are on the spans.
+function fractionsNode(summary, of) {
+  const p = document.createElement("p");
+  p.className = "fractions";
+  const part = (cls, word, value) => {
+    const span = document.createElement("span");
+    span.className = cls;
+    span.dataset.exact = value;
+    span.title = `${word} ${value} ${of} (exact)`;
+    span.textContent = `${word} ${percentText(value)}`;
+    return span;
+  };
+  p.append(part("fraction-spent", "spent", summary.fraction_spent), " · ",
+    part("fraction-left", "left", summary.fraction_left), ` ${of}`);
+  return p;
+}
+
+// The share of a budget spent that a bar draws: the API's one fraction (a summary's
+// fraction_spent, a run of blocks' fraction_spent) or, for a split's sub-budget, 1 − the
+// least left of its bounds (summary.left[].fraction: each is 1 − that bound's spent; a bound
+// of no budget counts for nothing, no live RDP order for all).
+export function spentShare(fraction, leftItems) {
+  if (fraction != null) return String(fraction);
+  const items = leftItems || [];
+  const live = items.filter((i) => Number(i.budget) > 0);
+  if (!live.length) return items.length ? "1" : null;
+  const least = live.reduce((a, i) => (Number(i.fraction) < Number(a) ? i.fraction : a), "1");
+  return minus("1", least);
+}
+
 // "N more like the last": how many more of the last declaration the budget admits.
 function moreNode(more) {
   const p = document.createElement("p");
@@ -87,6 +119,9 @@ export function readingBlock(summary, odometer, options) {
   label.textContent = opts.label || "Certified reading to quote";
   reading.append(label, " ", readingNode(odometer, summary && summary.guarantee, opts.cls));
   box.appendChild(reading);
+  if (summary && summary.fraction_spent != null && summary.fraction_left != null) {
+    box.appendChild(fractionsNode(summary, opts.of || "of the budget"));
+  }
   if (summary && Array.isArray(summary.left) && summary.left.length) {
     box.appendChild(leftNode(summary.left));
   }
@@ -133,17 +168,22 @@ export function barNode(total, parts) {
 }
 
 // The bar and the secondary numbers of one leaf status (a whole dataset, a sub-budget, a
-// run of blocks). An rdp budget is a curve: its bar is the share used of the order with the
-// most left (summary.left), its numbers the (ε, δ) estimate, labelled so.
-function barAndNumbers(status, leftItems) {
+// run of blocks). The bar is the one fraction spent (spentShare: in the unit the mode's
+// filter counts; an rdp budget is a curve, its bar the order with the most left), a basic
+// budget's reserved ε drawn as its own part of it; the numbers are what the filter counts.
+function barAndNumbers(status, leftItems, fraction) {
   const nodes = [];
   const [unit, spent, reserved, remaining, budget] = measure(status);
   const sym = UNIT[unit];
-  const rdpLeft = status.mode === "rdp" && (leftItems || []).find((i) => i.unit === "rdp");
-  if (rdpLeft) {
-    const used = Math.max(0, 1 - Number(rdpLeft.fraction));
-    const bar = barNode(1, [["spent", used]]);
-    bar.title = `RDP used at order ${rdpLeft.order}: ${percentText(String(used.toFixed(4)))}`;
+  const share = spentShare(fraction, leftItems);
+  if (share !== null) {
+    const held = status.mode === "basic" ? Math.min(Number(reserved) / Number(budget) || 0,
+      Number(share)) : 0;
+    const bar = barNode(1, [["spent", Number(share) - held], ["reserved", held]]);
+    const rdpLeft = status.mode === "rdp" && (leftItems || []).find((i) => i.unit === "rdp");
+    bar.title = `${percentText(share)} of the budget spent`
+      + (rdpLeft && rdpLeft.order ? ` (RDP at order ${rdpLeft.order})` : "");
+    bar.dataset.fraction = share;
     nodes.push(bar);
   } else {
     nodes.push(barNode(budget, [["spent", spent], ["reserved", reserved]]));
@@ -173,7 +213,7 @@ function barAndNumbers(status, leftItems) {
 // A dataset's (or a run's) gauge: its reading to quote first, then what its filter counts.
 // A split dataset's sub-budgets follow, each with its bar, its numbers and its own part of
 // the reading (the dataset's reading is their sum).
-export function gaugeFor(status, label) {
+export function gaugeFor(status, label, fraction) {
   const box = document.createElement("div");
   box.className = "gauge";
   if (!status || !status.mode) {
@@ -189,7 +229,8 @@ export function gaugeFor(status, label) {
   const summary = status.summary || null;
   box.appendChild(readingBlock(summary, status.odometer));
   if (status.mode !== "split") {
-    box.append(...barAndNumbers(status, summary && summary.left));
+    box.append(...barAndNumbers(status, summary && summary.left,
+      summary ? summary.fraction_spent : fraction));
     return box;
   }
   for (const [name, sub] of Object.entries(status.sub_budgets || {})) {

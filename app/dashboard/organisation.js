@@ -3,7 +3,7 @@
 
 import { amountNode, minus, READING_DIGITS, shown } from "./amounts.js";
 import { $, api, cell, explain, HttpError, nameOf, state } from "./common.js";
-import { barNode, measure, readingNode } from "./gauges.js";
+import { barNode, measure, percentText, readingNode, spentShare } from "./gauges.js";
 
 const MAX_GRANT_READS = 50; // the organisation view reads the grants of this many datasets
 
@@ -172,9 +172,9 @@ function statementNode(org) {
   return box;
 }
 
-// The certified reading (valid whenever the analysts stop, rounded up) as a bar against the
-// cap's ε. A basic cap's reading counts its open ODP reservations at their worst cell: that
-// part of the bar is drawn as reserved, as on the dataset gauges.
+// The certified reading (valid whenever the analysts stop, rounded up) and the bar of the
+// cap's fraction spent. A basic cap's reading counts its open ODP reservations at their worst
+// cell: that part of the bar is drawn as reserved, as on the dataset gauges.
 function readingGauge(org) {
   const box = document.createElement("div");
   box.className = "gauge org-reading";
@@ -208,7 +208,20 @@ function readingGauge(org) {
   line.append(label, " ", readingNode(reading, summary && summary.guarantee,
     "g-odometer org-odometer"), " ", of);
   box.appendChild(line);
-  box.appendChild(barNode(org.cap.epsilon, [["spent", settled], ["reserved", reserved]]));
+  // the bar: the cap's one fraction spent (summary.fraction_spent, in the unit its filter
+  // counts; not the reading's ε over the cap's, a ladder level), a basic cap's reserved ε
+  // drawn as its own part of it
+  const share = spentShare(summary && summary.fraction_spent, summary && summary.left);
+  if (share !== null) {
+    const held = org.status.mode === "basic"
+      ? Math.min(Number(reserved) / Number(org.cap.epsilon) || 0, Number(share)) : 0;
+    const bar = barNode(1, [["spent", Number(share) - held], ["reserved", held]]);
+    bar.title = `${percentText(share)} of the cap spent`;
+    bar.dataset.fraction = share;
+    box.appendChild(bar);
+  } else {
+    box.appendChild(barNode(org.cap.epsilon, [["spent", settled], ["reserved", reserved]]));
+  }
   return box;
 }
 

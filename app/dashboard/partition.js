@@ -140,7 +140,8 @@ export function blocksSummary(ds) {
     // the highest reading over every block ever opened, retired ones included (the
     // summary's text says so; what is left is the most spent open block's)
     box.insertBefore(readingBlock(status.summary, status.odometer,
-      { label: "Certified reading to quote (every block ever opened)" }), head.nextSibling);
+      { label: "Certified reading to quote (every block ever opened)",
+        of: "of the most spent open block's budget" }), head.nextSibling);
   }
   return box;
 }

@@ -2,7 +2,7 @@
 
 import { amountNode } from "./amounts.js";
 import { $, state } from "./common.js";
-import { barNode, percentText, readingBlock } from "./gauges.js";
+import { barNode, percentText, readingBlock, spentShare } from "./gauges.js";
 
 // A grant's quota: its certified reading (the analyst's own spend under it), what is left;
 // or no quota (the dataset's budget alone bounds the analyst).
@@ -21,13 +21,14 @@ export function quotaNodes(grant) {
   nodes.push(quota);
   const summary = grant.quota.summary;
   const block = readingBlock(summary, null,
-    { label: "Your spend: certified reading of your quota", cls: "q-odometer" });
-  // the bar: the share used of the quota's most used budget (floats size bars only)
-  const fractions = (summary.left || []).map((i) => Number(i.fraction));
-  if (fractions.length) {
-    const used = Math.max(0, 1 - Math.min(...fractions));
-    const bar = barNode(1, [["spent", used]]);
-    bar.title = `${percentText(used.toFixed(4))} of the quota's most used budget`;
+    { label: "Your spend: certified reading of your quota", cls: "q-odometer",
+      of: "of your quota" });
+  // the bar: the quota's one fraction spent (summary.fraction_spent; floats size bars only)
+  const used = spentShare(summary.fraction_spent, summary.left);
+  if (used !== null) {
+    const bar = barNode(1, [["spent", Number(used)]]);
+    bar.title = `${percentText(used)} of the quota spent`;
+    bar.dataset.fraction = used;
     block.appendChild(bar);
   }
   block.classList.add("gauge", "quota-gauge");

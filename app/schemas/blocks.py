@@ -181,7 +181,9 @@ class BlockRun(BaseModel):
     to: str
     blocks: int
     fraction_spent: str = Field(
-        description="the certified reading's ε over the block budget's ε, in [0, 1]"
+        description="the fraction of each block's budget spent, as a summary's "
+        "fraction_spent (the unit the mode's filter counts, rounded up to 4 decimals; "
+        "docs/accounting.md, One fraction per budget); what is left is 1 − it"
     )
     status: dict[str, Any]
 

@@ -21,13 +21,29 @@ class LeftAmount(BaseModel):
     unit: Literal["epsilon", "delta", "rho", "mu_squared", "rdp"]
     amount: str
     budget: str = Field(description="the budget it is left of, in the same unit")
-    fraction: str = Field(description="amount / budget, rounded down to 4 decimals")
+    fraction: str = Field(
+        description="the fraction of this bound left: 1 − its fraction spent (exact spent "
+        "over budget, rounded up to 4 decimals), so never above amount / budget"
+    )
     order: str | None = Field(
         default=None,
         description="rdp: the order with the largest share of its threshold left (a curve "
         "budget: no (ε, δ) remainder is given, ε does not subtract)",
     )
     sub_budget: str | None = Field(default=None, description="split: the sub-budget")
+
+
+#: The one fraction of a budget spent (docs/accounting.md, *One fraction per budget*).
+FRACTION_SPENT = (
+    "the fraction of the budget spent, in [0, 1], rounded up to 4 decimals: in the unit the "
+    "mode's filter counts (basic: ε and δ; zcdp: ρ, and δ of approximate declarations; gdp: "
+    "μ²; rdp: the order with the most left; split: the most spent sub-budget), the most spent "
+    "of its bounds; not the certified reading's ε over ε_B (a ladder level)"
+)
+#: What is left of it: exactly 1 − ``fraction_spent``.
+FRACTION_LEFT = (
+    "exactly 1 − fraction_spent: the least left of the bounds in left[] (their fraction)"
+)
 
 
 class MoreOfLast(BaseModel):
@@ -50,6 +66,8 @@ class Summary(BaseModel):
         ]
     )
     guarantee: SummaryGuarantee
+    fraction_spent: str = Field(description=FRACTION_SPENT)
+    fraction_left: str = Field(description=FRACTION_LEFT)
     left: list[LeftAmount]
     more: MoreOfLast | None = None
 
@@ -62,6 +80,8 @@ class RefusalSummary(BaseModel):
     level: Literal["dataset", "organisation", "quota"]
     bound: str = Field(description="the constraint that bound, as the filter states it")
     guarantee: SummaryGuarantee = Field(description="the refusing budget's certified reading")
+    fraction_spent: str = Field(description=f"the refusing budget's: {FRACTION_SPENT}")
+    fraction_left: str = Field(description=FRACTION_LEFT)
     left: list[LeftAmount]
     instead: dict[str, Any] | None = Field(
         description="the same declaration with its privacy parameter (ε, ρ, μ, or the noise "

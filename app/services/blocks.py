@@ -35,7 +35,7 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.blocks import BlockError, change_blocks, retire
-from odometer_core.accounting.summary import compose
+from odometer_core.accounting.summary import compose, reading_spent, shown_fraction, spent_fraction
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.blocks import Partitioned, higher, shown_reading
 from odometer_core.partition import UNBOUNDED, Partition, new_partition
@@ -144,11 +144,6 @@ def _distinct_states(
     return list(seen)
 
 
-def fraction(reading: Mapping[str, Any], config: AccountingConfig) -> Decimal:
-    """The certified reading's ε over the block budget's ε (the heat strip's shade)."""
-    return min(Decimal(1), Decimal(reading["epsilon"]) / config.epsilon)
-
-
 def partition_status(
     uow: UnitOfWork, ds: Dataset, config: AccountingConfig
 ) -> PartitionStatus | None:
@@ -158,9 +153,13 @@ def partition_status(
     :mod:`odometer_core.ledger.blocks`): the highest over every block ever opened, retired
     ones included, which no curator action lowers (parallel composition:
     ``docs/accounting.md``, *Partitioned datasets*). What is left is the most spent open
-    block's: the distinct states of the open runs, each sent once by the database however many
-    runs hold it (no run is sent or decoded per run); every block's own reading:
-    :func:`blocks_page`."""
+    block's (by :func:`~odometer_core.accounting.summary.spent_fraction`, the one fraction of
+    a budget spent): the distinct states of the open runs, each sent once by the database
+    however many runs hold it (no run is sent or decoded per run); every block's own reading:
+    :func:`blocks_page`. ``highest_fraction_spent`` is that block's fraction spent, which with
+    the summary's ``fraction_left`` adds up to 1; in ``basic``, where the maintained reading is
+    itself the filter's sums, it also covers retired blocks and refunded spends, and may then
+    be higher (docs/accounting.md, *One fraction per budget*)."""
     partition = partition_of(ds.partition_json)
     if partition is None:
         return None
@@ -168,8 +167,9 @@ def partition_status(
     fresh = status(config, initial_state(config))
     states = read_states(uow.connection(), ds.id) if aggregate.runs else []
     views = [status(config, s) for s in _distinct_states(config, states)]
-    worst = max(views, key=lambda v: Decimal(v["odometer"]["epsilon"]), default=fresh)
+    worst = max(views, key=_most_spent, default=fresh)
     highest = shown_reading(config, higher(aggregate.highest, worst["odometer"]))
+    spent = max(spent_fraction(worst), reading_spent(fresh, highest) or Decimal(0))
     unusable: _Unusable = {"unusable": fresh["unusable"]} if "unusable" in fresh else {}
     return {
         "mode": fresh["mode"],
@@ -184,10 +184,15 @@ def partition_status(
             "open": aggregate.open,
             "runs": aggregate.runs,
             "opened": partition.keys(aggregate.opened),
-            "highest_fraction_spent": fmt(fraction(highest, config)),
+            "highest_fraction_spent": fmt(shown_fraction(spent)),
         },
         "summary": _summary(worst, highest, opened=bool(views)),
     }
+
+
+def _most_spent(view: Mapping[str, Any]) -> tuple[Decimal, Decimal]:
+    """A block's rank among the open ones: its fraction spent, then its reading's ε."""
+    return spent_fraction(view), Decimal(view["odometer"]["epsilon"])
 
 
 #: What a partitioned dataset's summary reads first: the reading covers every block.
@@ -241,7 +246,7 @@ def blocks_page(
                 "from": partition.key(a),
                 "to": partition.key(b - 1),
                 "blocks": b - a,
-                "fraction_spent": fmt(fraction(block_status["odometer"], config)),
+                "fraction_spent": fmt(shown_fraction(spent_fraction(block_status))),
                 "status": block_status,
             }
         )

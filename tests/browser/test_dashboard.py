@@ -574,11 +574,16 @@ def test_a_zcdp_cap_in_the_organisation_view(
     )
     assert node.get_attribute("title") == f"ε {reading['epsilon']}, δ {reading['delta']}"
     assert card.locator(".org-cap-epsilon").inner_text() == "ε 10"
-    # its bar is the reading's share of the cap's ε
+    # its bar is the cap's one fraction spent, in ρ (not the reading's ε over the cap's: a
+    # ladder level; docs/accounting.md, One fraction per budget), as the summary gives it
     bar = card.locator(".org-reading .bar").bounding_box()
     spent = card.locator(".org-reading .bar .spent").bounding_box()
     assert bar is not None and spent is not None
-    share = float(Decimal(reading["epsilon"]) / 10)
+    fraction = view["summary"]["fraction_spent"]
+    exact = Decimal(view["spent"]["rho"]) / Decimal(view["status"]["rho_budget"])
+    assert fraction == str(exact.quantize(Decimal("0.0001"), rounding="ROUND_CEILING"))
+    assert Decimal(fraction) + Decimal(view["summary"]["fraction_left"]) == 1
+    share = float(fraction)
     assert 0 < share < 1 and abs(spent["width"] / bar["width"] - share) < 0.02
     # what the zcdp filter counts: ρ (and δ), of the ρ the cap converts to
     counted = card.locator(".org-counted").inner_text()
@@ -803,6 +808,13 @@ def test_a_day_partitioned_dataset_as_a_heat_strip(
     assert highest.get_attribute("data-exact") == blocks["highest_fraction_spent"]
     assert row.locator(".bar").count() == 0  # no whole-dataset spent bar
     assert row.locator(".g-odometer").inner_text() == "ε 1, δ 0"
+    # the most spent open block's one fraction, spent and left, adding up to 100 %
+    summary = dataset["status"]["summary"]
+    assert (summary["fraction_spent"], summary["fraction_left"]) == ("1", "0")
+    assert row.locator(".fractions").inner_text() == (
+        "spent 100 % · left 0 % of the most spent open block's budget"
+    )
+    assert row.locator(".fraction-spent").get_attribute("data-exact") == "1"
 
     row.locator("button.show").click()
     page.wait_for_selector(f'body[data-loaded="{daily.dataset}"]', timeout=15_000)
@@ -867,6 +879,8 @@ def test_a_day_partitioned_dataset_as_a_heat_strip(
     assert gauge["spent"] == ("spent ε 0.8", run["status"]["spent"]["epsilon"])
     assert gauge["remaining"] == ("remaining ε 0.2", run["status"]["remaining"]["epsilon"])
     assert detail.locator(".g-odometer").inner_text() == "ε 0.8, δ 0"
+    # the run's bar is its one fraction spent
+    assert detail.locator(".gauge .bar").get_attribute("data-fraction") == run["fraction_spent"]
     in_run = page.locator("#blocks-strip .blk.in-run")
     assert [c.get_attribute("data-from") for c in in_run.all()] == ["2026-11-24", "2026-11-25"]
     assert "selected" in (_cell(page, "2026-11-24").get_attribute("class") or "")

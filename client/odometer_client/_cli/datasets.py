@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from odometer_client._cli.options import accounting, accounting_options
-from odometer_client._cli.output import Output, text
+from odometer_client._cli.output import Output, percent, text
 from odometer_client._cli.run import Runner, command
 from odometer_client._sync.client import OdometerClient
 from odometer_client.models import BlockRange, BlockRun, Dataset
@@ -51,11 +51,22 @@ def _partitioned_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
         ("open blocks", f"{text(blocks.get('open'))} in {text(blocks.get('runs'))} runs"),
         ("opened", opened),
         ("highest fraction spent", out.figure(blocks.get("highest_fraction_spent"))),
+        *_fractions(ds, "most spent open block: "),
     ]
     if ds.odometer:
         every = "(the highest over every block ever opened, retired ones included)"
         rows.append(("guarantee so far", f"{out.amounts(ds.odometer)} {every}"))
     return rows
+
+
+def _fractions(ds: Dataset, whose: str = "") -> list[tuple[str, str]]:
+    """The summary's one fraction of the budget spent and what is left of it (they add up to
+    1: docs/accounting.md, *One fraction per budget*); none from an older server."""
+    summary = ds.summary or {}
+    spent, left = summary.get("fraction_spent"), summary.get("fraction_left")
+    if spent is None or left is None:
+        return []
+    return [("fraction spent", f"{whose}{percent(spent)}, left {percent(left)}")]
 
 
 def _remaining(obj: Mapping[str, Any] | None, out: Output) -> str:
@@ -74,6 +85,7 @@ def _whole_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
     if ds.odometer:
         # the guarantee of what was released, valid at any stopping time (certified)
         rows.append(("guarantee so far", f"{out.amounts(ds.odometer)} ({ds.odometer['source']})"))
+    rows.extend(_fractions(ds))
     if "reserved" in st:
         reserved = st["reserved"]
         reserved_text = f"{out.figure(reserved.get('epsilon'))} ({reserved.get('open', 0)} open)"

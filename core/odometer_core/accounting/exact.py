@@ -189,14 +189,16 @@ def to_float_down(d: Decimal) -> float:
     return f
 
 
-def rounded(value: Decimal, *, up: bool, digits: int = 8) -> Decimal:
+def rounded(value: Decimal, *, up: bool, digits: int = 8, places: int | None = None) -> Decimal:
     """The one rounding for display (the summaries, the report's charts,
-    ``app/reports_svg.py``, the filters' sentences): ``value`` to at most ``digits``
-    significant digits, towards +∞ (``up``: a reading, a spend) or towards −∞ (what is left, a
-    budget drawn as a limit), so that the figure read is never more favourable than the exact
-    one. Zero and non-finite values are returned as they are."""
+    ``app/reports_svg.py``, the filters' sentences, the fractions of a budget spent and left):
+    ``value`` to at most ``digits`` significant digits (or, given ``places``, to that many
+    decimal places: a fraction of a budget, whose percentage then has ``places`` − 2), towards
+    +∞ (``up``: a reading, a spend) or towards −∞ (what is left, a budget drawn as a limit), so
+    that the figure read is never more favourable than the exact one. Zero and non-finite
+    values are returned as they are."""
     if not value.is_finite() or value == 0:
         return value
-    exp = value.adjusted() - digits + 1
+    exp = -places if places is not None else value.adjusted() - digits + 1
     rounding = ROUND_CEILING if up else ROUND_FLOOR
     return value.quantize(Decimal(1).scaleb(exp), rounding=rounding).normalize()

@@ -12,6 +12,11 @@ command line) leads with the same summary, built here from the filter and its
   declarations have a share); μ² in ``gdp``; in ``rdp`` the order with the largest share of its
   threshold left (an RDP budget is a curve: ε does not subtract, so no (ε, δ) remainder is
   given in the curve modes); each sub-budget's in ``split``.
+- ``fraction_spent`` and ``fraction_left``: the one fraction of the budget spent
+  (:func:`spent_fraction`: in the currency the mode certifies, the most spent of the bounds its
+  filter keeps), rounded up to :data:`FRACTION_PLACES` places, and exactly 1 − it; every
+  ``left`` item's ``fraction`` is the same rule for its own bound (``docs/accounting.md``,
+  *One fraction per budget*).
 - ``more``: how many more of a declaration (the last one admitted) the filter admits in a row,
   nothing else admitted meanwhile (:func:`~odometer_core.accounting.filters.capacity`: the
   count the filter's own admission gives in a loop, exact up to :data:`MORE_LIMIT`, found in
@@ -107,49 +112,70 @@ def shown(value: Decimal | str, *, up: bool, digits: int = DIGITS, plain_below: 
 # ---------------------------------------------------------------------------- left
 def left(config: AccountingConfig, state: FilterState) -> list[dict[str, Any]]:
     """What is left, per unit of the mode (see the module docstring); each item has ``unit``,
-    ``amount`` (rounded down), ``budget`` and ``fraction`` (amount / budget, rounded down to
-    four digits), and ``order`` (rdp) or ``sub_budget`` (split) where they apply."""
+    ``amount`` (rounded down), ``budget`` and ``fraction`` (what is left of that constraint:
+    1 − its :func:`shown_fraction` spent), and ``order`` (rdp) or ``sub_budget`` (split) where
+    they apply."""
     return left_of(status(config, state))
 
 
-def left_of(view: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """:func:`left` from a :func:`~odometer_core.accounting.filters.status` view."""
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """One bound a filter keeps, read from its status view: ``remaining`` of ``budget`` in
+    ``unit`` (exact, ``remaining`` never below 0), and the order (rdp) it is at."""
+
+    unit: str
+    remaining: Decimal
+    budget: Decimal
+    order: str | None = None
+
+    def spent(self) -> Decimal:
+        """The fraction of this bound spent, exact, in [0, 1]; a bound of no budget (δ_B = 0)
+        has nothing to spend (0)."""
+        if self.budget <= 0:
+            return Decimal(0)
+        return min(max((self.budget - self.remaining) / self.budget, Decimal(0)), Decimal(1))
+
+
+def constraints(view: Mapping[str, Any]) -> list[Constraint]:
+    """The bounds a leaf filter keeps, in the unit its filter theorem counts (the currency the
+    mode certifies, docs/accounting.md, *One fraction per budget*): ε and δ in ``basic``
+    (Rogers et al. 2016); ρ in ``zcdp`` (Whitehouse et al. 2023, Thm 1), and δ where approximate
+    declarations have a share; μ² in ``gdp`` (Smith–Thakurta 2022); in ``rdp`` the live order
+    with the largest share of its threshold left (Feldman–Zrnic 2021, Thm 4.3: the filter
+    admits while any order has room), none when every order is dead or spent."""
     mode = view["mode"]
-    if mode == "split":
-        out: list[dict[str, Any]] = []
-        for name, sub in view["sub_budgets"].items():
-            out.extend({**item, "sub_budget": name} for item in left_of(sub))
-        return out
     remaining = view["remaining"]
     if mode == "basic":
         budget = view["budget"]
         return [
-            _item("epsilon", Decimal(remaining["epsilon"]), Decimal(budget["epsilon"])),
-            _item("delta", Decimal(remaining["delta"]), Decimal(budget["delta"])),
+            _bound("epsilon", remaining["epsilon"], budget["epsilon"]),
+            _bound("delta", remaining["delta"], budget["delta"]),
         ]
     if mode == "zcdp":
-        items = [_item("rho", Decimal(remaining["rho"]), Decimal(view["rho_budget"]))]
-        return items + _approx_delta(view)
+        return [_bound("rho", remaining["rho"], view["rho_budget"]), *_approx_delta(view)]
     if mode == "gdp":
-        total = Decimal(view["mu_squared_budget"])
-        return [_item("mu_squared", Decimal(remaining["mu_squared"]), total)]
+        return [_bound("mu_squared", remaining["mu_squared"], view["mu_squared_budget"])]
     if mode == "rdp":
-        return _rdp_left(view) + _approx_delta(view)
+        return _rdp_best(view) + _approx_delta(view)
     raise ValueError(f"unknown mode {mode!r}")
 
 
-def _approx_delta(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _bound(unit: str, remaining: str, budget: str) -> Constraint:
+    return Constraint(unit, max(Decimal(remaining), Decimal(0)), Decimal(budget))
+
+
+def _approx_delta(view: Mapping[str, Any]) -> list[Constraint]:
     """The δ left for approximate declarations, where the dataset has such a share."""
     share = Decimal(view.get("delta_approx", "0"))
     if share <= 0:
         return []
-    return [_item("delta", Decimal(view["remaining"]["delta"]), share)]
+    return [Constraint("delta", max(Decimal(view["remaining"]["delta"]), Decimal(0)), share)]
 
 
-def _rdp_left(view: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The order with the largest share of its threshold left (live orders only); none left
-    when every order is dead or spent."""
-    best: tuple[Decimal, str, Decimal, Decimal] | None = None
+def _rdp_best(view: Mapping[str, Any]) -> list[Constraint]:
+    """The order with the largest share of its threshold left (live orders only); none when
+    every order is dead or spent."""
+    best: tuple[Decimal, Constraint] | None = None
     spent, dead = view["spent"]["rdp"], view["spent"]["dead"]
     for order, threshold, used, is_dead in zip(
         view["orders"], view["thresholds"], spent, dead, strict=True
@@ -161,22 +187,85 @@ def _rdp_left(view: Mapping[str, Any]) -> list[dict[str, Any]]:
         amount = max(total - Decimal(repr(float(used))), Decimal(0))
         share = amount / total
         if best is None or share > best[0]:
-            best = (share, order, amount, total)
-    if best is None:
-        return [{"unit": "rdp", "amount": "0", "budget": "0", "fraction": "0", "order": None}]
-    _, order, amount, total = best
-    return [{**_item("rdp", amount, total), "order": order}]
+            best = (share, Constraint("rdp", amount, total, order))
+    return [] if best is None else [best[1]]
 
 
-def _item(unit: str, amount: Decimal, budget: Decimal) -> dict[str, Any]:
-    amount = max(amount, Decimal(0))
-    fraction = Decimal(0) if budget <= 0 else min(amount / budget, Decimal(1))
-    return {
-        "unit": unit,
-        "amount": fmt(round_down(amount)),
-        "budget": fmt(round_up(budget)),
-        "fraction": fmt(fraction.quantize(Decimal("0.0001"), rounding=ROUND_FLOOR).normalize()),
+# ---------------------------------------------------------------------------- one fraction
+#: Fractions of a budget are shown to this many decimal places (their percentages to two).
+FRACTION_PLACES = 4
+
+
+def spent_fraction(view: Mapping[str, Any]) -> Decimal:
+    """The one fraction of a budget spent, exact, in [0, 1] (docs/accounting.md, *One fraction
+    per budget*): in the currency the mode's filter certifies (:func:`constraints`), the most
+    spent of the bounds it keeps (``basic``: the larger of ε's and δ's; ``zcdp``: of ρ's and
+    δ_A's; ``rdp``: the order with the most left, 1 when none is live); a ``split`` budget's
+    is its most spent sub-budget's. Not the certified reading's ε over ε_B: the reading is a
+    ladder (it reads ε_B as soon as the spend passes the level below, while the filter still
+    admits) and ε does not subtract in the curve modes."""
+    if view["mode"] == "split":
+        subs = view["sub_budgets"].values()
+        return max((spent_fraction(sub) for sub in subs), default=Decimal(0))
+    bounds = constraints(view)
+    if view["mode"] == "rdp" and not any(bound.unit == "rdp" for bound in bounds):
+        return Decimal(1)  # no live order: nothing more is admitted, whatever δ_A has left
+    return max((bound.spent() for bound in bounds), default=Decimal(0))
+
+
+def reading_spent(view: Mapping[str, Any], reading: Mapping[str, Any]) -> Decimal | None:
+    """The fraction spent that a certified ``reading`` of a filter with status ``view`` stands
+    for, where the mode's currency is the reading's own: in ``basic`` the reading (E + R, D) is
+    the filter's sums, so :func:`spent_fraction` of a state that read it; ``None`` in the other
+    modes, whose reading is a ladder level, not a spend (a partitioned dataset's maintained
+    reading covers retired blocks, whose states are gone)."""
+    if view["mode"] != "basic":
+        return None
+    budget = view["budget"]
+    return max(
+        Constraint(
+            unit, Decimal(budget[unit]) - Decimal(reading[unit]), Decimal(budget[unit])
+        ).spent()
+        for unit in ("epsilon", "delta")
+    )
+
+
+def shown_fraction(spent: Decimal) -> Decimal:
+    """A fraction spent as shown: :func:`rounded` up to :data:`FRACTION_PLACES` places (never
+    below the exact one); what is left is shown as exactly 1 − this, never above the exact."""
+    return rounded(spent, up=True, places=FRACTION_PLACES)
+
+
+def fractions(view: Mapping[str, Any]) -> dict[str, str]:
+    """``fraction_spent`` (:func:`spent_fraction`, shown) and ``fraction_left``, exactly
+    1 − ``fraction_spent``: the two always add up to 1."""
+    spent = shown_fraction(spent_fraction(view))
+    return {"fraction_spent": fmt(spent), "fraction_left": fmt(Decimal(1) - spent)}
+
+
+def left_of(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """:func:`left` from a :func:`~odometer_core.accounting.filters.status` view."""
+    if view["mode"] == "split":
+        out: list[dict[str, Any]] = []
+        for name, sub in view["sub_budgets"].items():
+            out.extend({**item, "sub_budget": name} for item in left_of(sub))
+        return out
+    bounds = constraints(view)
+    items = [_item(bound) for bound in bounds]
+    if view["mode"] == "rdp" and not any(bound.unit == "rdp" for bound in bounds):
+        items.insert(0, _item(Constraint("rdp", Decimal(0), Decimal(0))))  # every order spent
+    return items
+
+
+def _item(bound: Constraint) -> dict[str, Any]:
+    left = Decimal(0) if bound.budget <= 0 else Decimal(1) - shown_fraction(bound.spent())
+    item = {
+        "unit": bound.unit,
+        "amount": fmt(round_down(bound.remaining)),
+        "budget": fmt(round_up(bound.budget)),
+        "fraction": fmt(left),
     }
+    return item if bound.unit != "rdp" else {**item, "order": bound.order}
 
 
 # ---------------------------------------------------------------------------- the summary
@@ -212,6 +301,7 @@ def compose(view: Mapping[str, Any], more: Mapping[str, Any] | None = None) -> d
     return {
         "text": _text(guarantee, items, more) + _unusable_words(view),
         "guarantee": guarantee,
+        **fractions(view),
         "left": items,
         "more": None if more is None else dict(more),
     }
@@ -560,6 +650,8 @@ def refusal(
         "level": level,
         "bound": bound,
         "guarantee": reading["guarantee"],
+        "fraction_spent": reading["fraction_spent"],
+        "fraction_left": reading["fraction_left"],
         "left": reading["left"],
         "instead": suggestion,
         "alternatives": others,
