@@ -30,6 +30,7 @@ from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.privacy_accountant import NeighboringRelation, UnsupportedEventError
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
+from odometer_client import contract
 from odometer_client.declarations import (
     DOWN,
     UP,
@@ -317,17 +318,9 @@ def _tree_aggregation(event: Any) -> Mechanism | None:
     return tree_aggregation(sigma, kept) if kept else None
 
 
-#: The inner kinds ``sampled_with_replacement`` takes (the server's list).
+#: The inner kinds ``sampled_with_replacement`` takes: the server's list, as its document says.
 _WITH_REPLACEMENT_INNER: Final = frozenset(
-    {
-        "gaussian",
-        "pure_dp",
-        "laplace",
-        "randomized_response",
-        "exponential",
-        "discrete_laplace",
-        "report_noisy_max",
-    }
+    contract.schema("SampledWithReplacement")["properties"]["mechanism"]["discriminator"]["mapping"]
 )
 
 
