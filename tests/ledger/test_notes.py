@@ -8,6 +8,8 @@ cosigned by a second key reports both keys; a verifier that knows only one repor
 from __future__ import annotations
 
 import base64
+import re
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -225,3 +227,18 @@ def test_key_names_are_checked() -> None:
     for bad in ("", "a b", "a+b", "a\tb", "a\u00a0b"):
         with pytest.raises(NoteError):
             NoteSigner(bad, key)
+
+
+def test_the_docs_example_head_opens() -> None:
+    """docs/ledger.md's Python block (a head signed by the operator and cosigned by a witness)
+    runs: its note and keys are real, and its assertion holds."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "ledger.md").read_text("utf-8")
+    section = doc[doc.index("## Merkle tree and signed tree heads") :]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    assert len(blocks) == 1
+    namespace: dict[str, object] = {}
+    exec(compile(blocks[0], "docs/ledger.md", "exec"), namespace)
+    assert namespace["signed"].signed_by == (  # type: ignore[attr-defined]
+        "odometer.example.org+1e4f08f1",
+        "witness.example.net+4cb9c65c",
+    )

@@ -12,6 +12,10 @@ builder
 - :mod:`odometer_core.ledger.replay`: the replay of a ledger through the accounting core;
 - :mod:`odometer_core.ledger.resume`: a replay's position as JSON, to resume a verification;
 - :mod:`odometer_core.ledger.checkpoints`: signed checkpoints of a head and their offline audit.
+- :mod:`odometer_core.ledger.merkle`: the RFC 9162 Merkle tree over a ledger's entries, its
+  incremental frontier, inclusion and consistency proofs and their verification;
+- :mod:`odometer_core.ledger.notes`: signed notes (C2SP signed-note) and the tree heads in them
+  (C2SP tlog-checkpoint), signed with the checkpoint key and cosigned by others.
 """
 
 from odometer_core.ledger.chain import (
