@@ -14,6 +14,7 @@ the zCDP route is preferred).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from decimal import Decimal
 
 import numpy as np
@@ -25,11 +26,16 @@ from odometer_core.accounting.conversions import rdp_to_epsilon
 from odometer_core.accounting.declarations import parse_declaration
 from odometer_core.accounting.filters import RDPConfig, admit, initial_state, make_config
 from odometer_core.accounting.modes import rdp as rdp_mode
+from odometer_core.accounting.modes.basic import BasicConfig
 from odometer_core.accounting.subsampling import poisson_gaussian_rdp
 
 
 def test_row_6_and_7_basic_composition_of_eps_delta_events() -> None:
-    cfg = make_config(10, "0.5", "add_remove", None)
+    # the rule of basic configurations stored before accounting 1.5.0 (no ``composed`` field);
+    # a new configuration charges the joint PLD at the same δ (test_joint_pld)
+    new = make_config(10, "0.5", "add_remove", None)
+    assert isinstance(new, BasicConfig)
+    cfg = replace(new, composed="one_by_one")
     pure = parse_declaration(
         {
             "type": "composed",
@@ -51,6 +57,11 @@ def test_row_6_and_7_basic_composition_of_eps_delta_events() -> None:
     # basic composition (3, 0.3): sound and at least the PLD value δ(3) = 0.28
     assert d.charge.to_json() == {"epsilon": "3", "delta": "0.3"}
     assert Decimal(d.charge.to_json()["delta"]) >= Decimal("0.28")
+    # from 1.5.0: the joint PLD's ε at δ = 0.3, dp_accounting's 2.9559029 rounded up
+    d = admit(new, initial_state(new), approx, conversion_delta=Decimal(0))
+    assert d.charge.to_json() == {"epsilon": "2.955903596695437674", "delta": "0.3"}
+    d = admit(new, initial_state(new), pure)
+    assert d.charge.to_json() == {"epsilon": "3", "delta": "0"}  # δ = 0: no joint PLD
 
 
 def test_row_9_poisson_gaussian_three_steps() -> None:

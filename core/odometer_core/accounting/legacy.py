@@ -44,6 +44,13 @@ their creation anchor, and reservations record the grant that reserved them. A 1
 configuration has no anchor and keeps the rules it was created with, so a 1.3.0 ledger replays
 identically under 1.4.0."""
 
+VERSION_1_4: Final = "1.4.0"
+"""Same fields as 1.5.0, which charges a ``composed`` declaration in ``basic`` mode by the joint
+privacy-loss distribution of its list where every item has one (``docs/accounting.md``, *Joint
+PLD of a composed list*): ``basic`` configurations created since say ``"composed":
+"joint_pld"``. A configuration without the field, as every 1.4.0 one, charges each list as
+1.4.0 did, so a 1.4.0 ledger replays identically under 1.5.0."""
+
 #: The versions before 1.4.0, replayed with the rules of their time: budget changes derived a
 #: filter's thresholds again from the new target (``change_budget(..., anchored=False)``), and
 #: settles and cancels finished a reservation at the analyst's quota in force.

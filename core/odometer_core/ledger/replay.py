@@ -294,16 +294,20 @@ def _current(entry: Mapping[str, Any]) -> Mapping[str, Any]:
     """The entry in today's field names: as written, or upgraded from an earlier accounting
     version this verifier still reads (:mod:`odometer_core.accounting.legacy`)."""
     version = entry.get("accounting_version")
-    if version in (ACCOUNTING_VERSION, legacy.VERSION_1_3, legacy.VERSION_1_2, legacy.VERSION_1_1):
+    if version in (ACCOUNTING_VERSION, *_READ_AS_WRITTEN):
         return entry
     if version == legacy.VERSION_1_0:
         return legacy.upgrade_entry(entry)
+    earlier = ", ".join(repr(v) for v in _READ_AS_WRITTEN)
     raise _Mismatch(
         f"recorded with accounting version {version!r}; this verifier implements "
-        f"{ACCOUNTING_VERSION!r} (and reads {legacy.VERSION_1_3!r}, {legacy.VERSION_1_2!r}, "
-        f"{legacy.VERSION_1_1!r} and "
-        f"{legacy.VERSION_1_0!r})"
+        f"{ACCOUNTING_VERSION!r} (and reads {earlier} and {legacy.VERSION_1_0!r})"
     )
+
+
+#: Earlier accounting versions whose entries replay as written (their rules are recorded in
+#: the configurations: :mod:`odometer_core.accounting.legacy`).
+_READ_AS_WRITTEN = (legacy.VERSION_1_4, legacy.VERSION_1_3, legacy.VERSION_1_2, legacy.VERSION_1_1)
 
 
 def _state_json(state: FilterState | BlockHistory) -> dict[str, Any]:

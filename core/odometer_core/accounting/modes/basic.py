@@ -75,6 +75,7 @@ from odometer_core.accounting.exact import (
     to_float_up,
 )
 from odometer_core.accounting.memo import memoised
+from odometer_core.accounting.modes import basic_joint as joint
 from odometer_core.accounting.modes.basic_effort import COARSE_ORDERS as COARSE_ORDERS
 from odometer_core.accounting.modes.basic_effort import DENSE_CURVES as DENSE_CURVES
 from odometer_core.accounting.modes.basic_effort import DENSE_ORDERS as DENSE_ORDERS
@@ -102,13 +103,16 @@ FloatArray = npt.NDArray[np.float64]
 @dataclass(frozen=True, slots=True)
 class BasicConfig:
     """``basic``: target (ε_B, δ_B); ``conversion_delta`` is the default δ at which curve-based
-    declarations (zCDP, RDP, GDP, Gaussian, DP-SGD without its own δ) are converted to (ε, δ)."""
+    declarations (zCDP, RDP, GDP, Gaussian, DP-SGD without its own δ) are converted to (ε, δ);
+    ``composed``: how a ``composed`` list is charged (:mod:`~.basic_joint`: ``joint_pld`` from
+    accounting 1.5.0 on, ``one_by_one`` on configurations stored before)."""
 
     epsilon: Decimal
     delta: Decimal
     relation: Relation
     conversion_delta: Decimal
     mode: Literal["basic"] = "basic"
+    composed: str = joint.ONE_BY_ONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +133,7 @@ def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> 
     conv = amount(acc, "conversion_delta", default=default_conv)
     if conv > dlt:
         raise ConfigError("conversion_delta must be ≤ the budget delta")
-    return BasicConfig(eps, dlt, rel, conv)
+    return BasicConfig(eps, dlt, rel, conv, composed=joint.JOINT_PLD)
 
 
 def initial_state(config: BasicConfig) -> BasicState:
@@ -426,6 +430,15 @@ def charge(decl: Declaration, conversion_delta: Decimal) -> EpsDelta:
 
 
 @memoised
+def joint_charge(decl: Declaration, conversion_delta: Decimal) -> EpsDelta:
+    """:func:`charge` of a ``composed`` list from accounting 1.5.0 on: its ε lowered to the
+    joint PLD's at the same δ (:mod:`~.basic_joint`). Memoised: once per declaration and δ."""
+    cost = charge(decl, conversion_delta)
+    epsilon = joint.joint_epsilon(decl, cost.delta) if cost.epsilon > 0 else None
+    return cost if epsilon is None or epsilon >= cost.epsilon else replace(cost, epsilon=epsilon)
+
+
+@memoised
 def charge_floor(decl: Declaration, conversion_delta: Decimal) -> EpsDelta | None:
     """A lower bound on :func:`eps_delta` where the tight charge is expensive, else ``None``.
 
@@ -672,7 +685,8 @@ def _admit_basic(
             f"{exceeded} budget exceeded (the charge is at least ε {fmt(floor.epsilon)})",
             zero,
         )
-    cost = charge(decl, conv)
+    by_pld = config.composed == joint.JOINT_PLD and isinstance(decl, Composed)
+    cost = joint_charge(decl, conv) if by_pld else charge(decl, conv)
     requested = EpsilonDelta(cost.epsilon, cost.delta)
     new_e = add_up(state.spent_epsilon, state.reserved_epsilon, cost.epsilon)
     new_d = add_up(state.spent_delta, cost.delta)
@@ -778,7 +792,8 @@ def change_budget(
     """New (ε_B, δ_B); the conversion δ is capped at the new δ_B. Basic composition is
     pathwise (see :func:`odometer`), so any budget chosen at any time keeps every reading
     true: the same rule under every accounting version (``anchored`` plays no part)."""
-    return BasicConfig(eps, dlt, config.relation, min(config.conversion_delta, dlt))
+    conv = min(config.conversion_delta, dlt)
+    return BasicConfig(eps, dlt, config.relation, conv, composed=config.composed)
 
 
 def over_budget(config: BasicConfig, state: BasicState) -> str | None:
@@ -827,13 +842,19 @@ def status(config: BasicConfig, state: BasicState) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- codec
 def config_to_json(config: BasicConfig) -> dict[str, Any]:
-    return {"conversion_delta": fmt(config.conversion_delta)}
+    out = {"conversion_delta": fmt(config.conversion_delta)}
+    if config.composed != joint.ONE_BY_ONE:  # absent on configurations stored before 1.5.0
+        out["composed"] = config.composed
+    return out
 
 
 def config_from_json(
     eps: Decimal, dlt: Decimal, rel: Relation, obj: Mapping[str, Any]
 ) -> BasicConfig:
-    return BasicConfig(eps, dlt, rel, Decimal(obj["conversion_delta"]))
+    composed = str(obj.get("composed", joint.ONE_BY_ONE))
+    if composed not in joint.COMPOSED_RULES:
+        raise ConfigError(f"unknown composed rule {composed!r}")
+    return BasicConfig(eps, dlt, rel, Decimal(obj["conversion_delta"]), composed=composed)
 
 
 def state_to_json(state: BasicState) -> dict[str, Any]:
