@@ -28,15 +28,16 @@ from app.api.routers import (
     reports,
     witness,
 )
-from app.db.queue import FairQueue
 from app.db.uow import Database
 from app.services.batching import Registrar
 from app.services.charging import ChargeWorkers
 from app.services.checkpoints import signer_from_settings
 from app.services.gauges import BudgetGauges
-from app.services.groups import GroupCommit
 from app.services.witness import witness_from_settings, witness_loop
 from app.settings import Settings, get_settings
+from app.writepath import WritePath, bind
+from app.writepath.groups import GroupCommit
+from app.writepath.queue import FairQueue
 
 #: The API's version, as the OpenAPI document states it: the distribution's (the server, the
 #: core and the client are versioned together).
@@ -65,9 +66,10 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
 
     Every long-lived object of the app is made here and kept on ``app.state``, where the
     dependencies of :mod:`app.api.deps` hand them to the routes: the database (with this
-    app's checkpoint signer and writers' queue), the charge workers, the register use case's
-    front (:class:`~app.services.batching.Registrar`, with its group commit lines) and the
-    metrics."""
+    app's checkpoint signer), its write path (:class:`~app.writepath.WritePath`: the writers'
+    queue, the group commit lines, the write path's caches and the witness guard, bound to the
+    database), the charge workers, the register use case's front
+    (:class:`~app.services.batching.Registrar`) and the metrics."""
     settings = settings or get_settings()
     owns_database = database is None
     # The checkpoint signer is this app's (its settings'), passed to every unit of work
@@ -82,17 +84,15 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     # (benchmarks/RESULTS.md, *Fair queueing*).
     fair = settings.fair_queue and base.engine.dialect.name == "postgresql"
     signer = signer_from_settings(settings)
-    db = replace(
-        base,
-        signer=signer,
-        queue=FairQueue() if fair else None,
-        # every committed head recorded outside the database (docs/witness.md)
-        witness=witness_from_settings(settings, signer),
-    )
+    # every committed head recorded outside the database (docs/witness.md), handed over by the
+    # unit of work's commit
+    guard = witness_from_settings(settings, signer)
+    db = replace(base, signer=signer, after_commit=None if guard is None else guard.record)
+    groups: GroupCommit[Any, Any] = GroupCommit(settings.group_commit)
+    path = bind(db, WritePath(FairQueue() if fair else None, guard, groups))
     metrics = Metrics()
     if settings.metrics_datasets:  # the listed datasets' budgets, read at each scrape
         metrics.registry.register(BudgetGauges(db, settings.metrics_datasets))
-    groups: GroupCommit[Any, Any] = GroupCommit(settings.group_commit)
     registrar = Registrar(db, charges, groups, metrics.alone)
 
     @asynccontextmanager
@@ -106,8 +106,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         finally:
             if watcher is not None:
                 watcher.cancel()
-            if db.witness is not None:  # what is pending is written before the process ends
-                await to_thread.run_sync(db.witness.close)
+            if path.witness is not None:  # what is pending is written before the process ends
+                await to_thread.run_sync(path.witness.close)
             charges.close()  # requests still waiting for a worker get their 503 now
             if owns_database:
                 db.dispose()
@@ -123,6 +123,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     )
     app.state.settings = settings
     app.state.database = db
+    app.state.writepath = path
     app.state.charges = charges
     app.state.registrar = registrar
     app.state.metrics = metrics

@@ -60,7 +60,7 @@ class Settings(BaseSettings):
         default=5.0, gt=0, le=300, validation_alias=AliasChoices("ODOMETER_CHARGE_WAIT_SECONDS")
     )
     #: Serve each dataset's writers first come, first served within a server process
-    #: (``app/db/queue.py``) before they wait on the database's row lock (PostgreSQL only).
+    #: (``app/writepath/queue.py``) before they wait on the database's row lock (PostgreSQL only).
     fair_queue: bool = Field(default=True, validation_alias=AliasChoices("ODOMETER_FAIR_QUEUE"))
     #: Registrations of one caller that arrive while an earlier one is being written share the
     #: next transaction, up to this many (1: a transaction each).

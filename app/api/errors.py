@@ -20,9 +20,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
-from app.db.witness import WitnessUnavailable
 from app.schemas.common import BudgetExceededBody, ErrorBody
 from app.services.errors import ServiceError
+from app.writepath.witness import WitnessUnavailable
 from odometer_core.accounting import (
     TRANSITION_CODES,
     AmountError,

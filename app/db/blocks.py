@@ -108,7 +108,7 @@ def _nothing() -> list[Any]:
 def queue_window(conn: Connection, dataset_id: str, spans: Spans) -> Window:
     """:func:`read_window`'s statement sent now, its rows read later: sent right after the
     lock statement, it goes out in the lock's round trip and runs under the lock
-    (:func:`app.db.locking.lock_levels`). No span: nothing is sent."""
+    (:func:`app.writepath.locking.lock_levels`). No span: nothing is sent."""
     if not spans:
         return Window(spans, _nothing, loader(conn))
     dialect = conn.dialect.name

@@ -8,7 +8,7 @@ placeholders per dialect (:func:`param`), PostgreSQL's own numbered placeholders
 statement whose parse psycopg does not cache (:func:`_native`), JSON column values as stored
 (:func:`dump`) and as read back (:func:`loader`).
 
-The statements themselves are :mod:`app.db.admission`'s (the lock statements) and
+The statements themselves are :mod:`app.writepath.admission`'s (the lock statements) and
 :mod:`app.db.writes`' (the write statement).
 """
 

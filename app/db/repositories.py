@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from sqlalchemy import Connection, Select, Table, or_, select
+from sqlalchemy import Select, Table, or_, select
 from sqlalchemy.orm import Session
 
-from app.db.admission import StoredResponse, stored_responses
 from app.db.models import (
     ApiKey,
     Dataset,
@@ -181,36 +180,6 @@ class InvocationRepository:
         return inv if inv is not None and inv.dataset_id == dataset_id else None
 
 
-class IdempotencyRepository:
-    """Stored responses by ``(principal, key)``. Within one transaction it remembers what it
-    read (:meth:`prefetch`: a group's keys in one query) and what the transaction is about to
-    store (:meth:`remember`), so that a key repeated inside one group replays the first."""
-
-    def __init__(self, connection: Callable[[], Connection]) -> None:
-        #: the transaction's connection (begun when asked for)
-        self.connection = connection
-        self._known: dict[tuple[str, str], StoredResponse | None] = {}
-
-    def prefetch(self, principal_id: str, keys: Iterable[str]) -> None:
-        wanted = [k for k in keys if (principal_id, k) not in self._known]
-        if not wanted:
-            return
-        found = stored_responses(self.connection(), principal_id, wanted)
-        for key in wanted:
-            self._known[principal_id, key] = found.get(key)
-
-    def get(self, principal_id: str, key: str) -> StoredResponse | None:
-        self.prefetch(principal_id, (key,))
-        return self._known[principal_id, key]
-
-    def remember(self, principal_id: str, key: str, record: StoredResponse) -> None:
-        self._known[principal_id, key] = record
-
-    def forget(self) -> None:
-        """Everything read or remembered: the transaction was rolled back."""
-        self._known.clear()
-
-
 class ApiKeyRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -240,7 +209,8 @@ class OrganisationRepository:
         """Hold the organisation-level aggregate (its cap filter) until the transaction ends.
 
         Why: setting a cap must not race with admissions spending under it; admissions take
-        the row in the same statement as the dataset (:func:`app.db.admission.read_levels`).
+        the row in the same statement as the dataset (the write path's lock statement,
+        :func:`app.writepath.admission.read_levels`).
         Lock order everywhere: organisation → dataset → grant (a fixed order, so no two writers
         wait on each other in a cycle).
         """

@@ -1,5 +1,5 @@
 """The rows of the write path: the levels of an invocation as the lock statement read them
-(:mod:`app.db.admission`), moved by the transaction's decisions, and written back with its
+(:mod:`app.writepath.admission`), moved by the transaction's decisions, and written back with its
 other rows (:mod:`app.db.writes`). Plain dataclasses, not ORM objects: the write path has no
 identity map to keep (``benchmarks/RESULTS.md``, *The write path's levers*).
 """

@@ -10,31 +10,27 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.admission import KnownPartitions, OrganisationModes
 from app.db.driver import PipelinedTransaction
 from app.db.engine import make_engine, read_only
-from app.db.queue import FairQueue
 from app.db.repositories import (
     ApiKeyRepository,
     CheckpointRepository,
     DatasetRepository,
     GrantRepository,
-    IdempotencyRepository,
     InvocationRepository,
     LedgerRepository,
     OrganisationRepository,
     PrincipalRepository,
 )
-from app.db.witness import WitnessGuard
 from app.settings import Settings
 from odometer_core.ledger.checkpoints import Signer
 from odometer_core.ledger.witness import Head
@@ -88,11 +84,15 @@ class WriteGate:
             self._threads.release()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Database:
-    """An engine and its two session factories (writers, readers), and the checkpoint signer
-    that ledger appends made through it sign with (``None``: no checkpoints; the app factory
-    sets it from its settings)."""
+    """An engine and its two session factories (writers, readers), the checkpoint signer that
+    ledger appends made through it sign with (``None``: no checkpoints; the app factory sets it
+    from its settings), and what the ledger heads a commit moved are handed to.
+
+    Persistence only: the write path's turns, caches and witness are its own
+    (:class:`app.writepath.WritePath`, one per database, looked up by identity: two databases
+    are never equal)."""
 
     engine: Engine
     writer: sessionmaker[Session]
@@ -102,16 +102,11 @@ class Database:
     #: BEGIN IMMEDIATE remains the lock that counts.
     write_gate: WriteGate | None = None
     signer: Signer | None = None
-    #: first-come-first-served turns per dataset in this process (``None``: the database's
-    #: lock alone decides the order)
-    queue: FairQueue | None = None
-    #: which datasets' organisations had a cap when last seen (the organisation lock to ask for)
-    org_modes: OrganisationModes = field(default_factory=OrganisationModes)
-    #: the partitions of the datasets seen (never change: :class:`KnownPartitions`)
-    partitions: KnownPartitions = field(default_factory=KnownPartitions)
-    #: where the heads committed through this database are witnessed (``None``: nowhere; the
-    #: app factory sets it from its settings: :mod:`app.db.witness`)
-    witness: WitnessGuard | None = None
+    #: called with the ledger heads a transaction moved once it committed, before
+    #: :meth:`UnitOfWork.commit` returns (``None``: nowhere; the app factory hands them to the
+    #: write path's witness, :meth:`app.writepath.witness.WitnessGuard.record`, which may raise
+    #: once the commit stands)
+    after_commit: Callable[[Iterable[Head]], None] | None = None
 
     @classmethod
     def from_engine(cls, engine: Engine) -> Database:
@@ -151,7 +146,6 @@ class UnitOfWork:
     datasets: DatasetRepository
     ledger: LedgerRepository
     invocations: InvocationRepository
-    idempotency: IdempotencyRepository
     api_keys: ApiKeyRepository
     organisations: OrganisationRepository
     principals: PrincipalRepository
@@ -167,8 +161,12 @@ class UnitOfWork:
         self._core: Connection | None = None
         #: a Core unit of work's open transaction on PostgreSQL (:meth:`connection`)
         self._pipelined: PipelinedTransaction | None = None
-        #: the ledger heads this transaction moved, witnessed once it commits (:meth:`commit`)
+        #: the ledger heads this transaction moved, handed to ``after_commit`` once it commits
         self.heads: dict[str, Head] = {}
+        #: what the layers above keep for this transaction only, by owner (the write path's
+        #: stored responses, :func:`app.writepath.stored.stored`); emptied when the transaction
+        #: rolls back or ends
+        self.scratch: dict[object, object] = {}
         #: an operator's recovery (import of a tail, acknowledged loss) writes to a dataset
         #: the witness froze; set by :mod:`app.services.witness` only
         self.recovering = False
@@ -196,7 +194,6 @@ class UnitOfWork:
         self.datasets = DatasetRepository(self.session)
         self.ledger = LedgerRepository(self.session)
         self.invocations = InvocationRepository(self.session)
-        self.idempotency = IdempotencyRepository(self.session.connection)
         self.api_keys = ApiKeyRepository(self.session)
         self.organisations = OrganisationRepository(self.session)
         self.principals = PrincipalRepository(self.session)
@@ -204,19 +201,13 @@ class UnitOfWork:
         self.checkpoints = CheckpointRepository(self.session)
         return self
 
-    def turn(self, dataset_id: str) -> AbstractContextManager[None]:
-        """This request's turn on ``dataset_id`` among this process's writers (first come,
-        first served; :mod:`app.db.queue`), to be taken before the write transaction opens."""
-        queue = self._database.queue
-        return nullcontext() if queue is None else queue.turn(dataset_id)
-
     @property
     def database(self) -> Database:
         return self._database
 
     def connection(self) -> Connection:
         """The connection of this unit of work's transaction (begun if it was not yet), for
-        the Core statements of :mod:`app.db.admission`."""
+        the write path's Core statements (:mod:`app.writepath.admission`)."""
         core = self._core
         if core is None:
             return self.session.connection()
@@ -244,6 +235,7 @@ class UnitOfWork:
         """Closed: the write gate's turn goes to the next writer."""
         self._open = False
         self.heads.clear()
+        self.scratch.clear()
         gate, self._gate = self._gate, None
         if gate is not None:
             gate.release()
@@ -264,15 +256,15 @@ class UnitOfWork:
     def core(self, *, read: bool = False) -> Iterator[UnitOfWork]:
         """A write transaction on a pooled Core connection, without an ORM ``Session``: the
         write path of register, settle and cancel, whose statements are
-        :mod:`app.db.admission`'s and which only needs :meth:`connection`, :attr:`idempotency`,
-        :meth:`commit` and :meth:`rollback` (the other repositories are the ``Session``'s and are
-        not set here). The ``Session`` only carried the connection there, and its transaction
-        bookkeeping (begin, commit's flush check, close) was a sizeable share of a registration's
-        CPU (``benchmarks/RESULTS.md``, *Server CPU at one client*, where what dropping it bought
-        is measured too). On PostgreSQL the transaction is pipelined
-        (:class:`app.db.driver.PipelinedTransaction`: ``BEGIN`` sent with the lock statement,
-        the write with ``COMMIT``, two round trips in all). Leaving the block without a commit
-        rolls back, as for ``with uow``.
+        :mod:`app.writepath.admission`'s and which only needs :meth:`connection`, :meth:`commit` and
+        :meth:`rollback` (the repositories are the ``Session``'s and are not set here). The
+        ``Session`` only carried the connection there, and its transaction bookkeeping (begin,
+        commit's flush check, close) was a sizeable share of a registration's CPU
+        (``benchmarks/RESULTS.md``, *Server CPU at one client*, where what dropping it bought is
+        measured too). On PostgreSQL the transaction is pipelined
+        (:class:`app.db.driver.PipelinedTransaction`: ``BEGIN`` sent with the lock statement, the
+        write with ``COMMIT``, two round trips in all). Leaving the block without a commit rolls
+        back, as for ``with uow``.
 
         ``read=True``: a read transaction on the same statements instead (``BEGIN DEFERRED``
         on SQLite, not behind the write gate: it never takes the write lock), which the write
@@ -281,7 +273,6 @@ class UnitOfWork:
         self._core = self._behind_gate(
             (read_only(engine) if read else engine).connect, write=not read
         )
-        self.idempotency = IdempotencyRepository(self.connection)
         try:
             # begun by the first connection() (BEGIN IMMEDIATE on SQLite, by the begin hook; a
             # pipelined BEGIN on PostgreSQL), as a Session begins lazily
@@ -306,15 +297,11 @@ class UnitOfWork:
         finally:
             self._finish()
 
-    @property
-    def witness(self) -> WitnessGuard | None:
-        """The witness of this unit of work's database (``None``: heads are not witnessed)."""
-        return self._database.witness
-
     def commit(self) -> None:
-        """Commit; then hand the ledger heads the transaction moved to the witness writer, and
-        return once the answer may be sent (the one commit point of every ledger append; the
-        bound is :meth:`app.db.witness.WitnessGuard.acknowledge`)."""
+        """Commit; then hand the ledger heads the transaction moved to the database's
+        ``after_commit`` (the one commit point of every ledger append: the app's write path
+        witnesses them there and returns once the answer may be sent,
+        :meth:`app.writepath.witness.WitnessGuard.record`)."""
         if self._pipelined is not None:
             pipelined, self._pipelined = self._pipelined, None
             pipelined.commit()
@@ -323,14 +310,13 @@ class UnitOfWork:
         else:
             self.session.commit()
         heads, self.heads = self.heads, {}
-        witness = self._database.witness
-        if heads and witness is not None:
-            witness.record(heads.values())
+        after = self._database.after_commit
+        if heads and after is not None:
+            after(heads.values())
 
     def rollback(self) -> None:
         self.heads.clear()
-        if self._open:
-            self.idempotency.forget()  # what it read or kept belonged to the rolled-back work
+        self.scratch.clear()  # what was read or kept for it belonged to the rolled-back work
         if self._pipelined is not None:
             pipelined, self._pipelined = self._pipelined, None
             pipelined.rollback()

@@ -6,8 +6,8 @@ organisation, the admin) and, when it is an analyst, to the datasets it holds a 
 outside is indistinguishable from a missing one: the services answer 404 for both.
 
 The rule is applied by :func:`visible` to every query that finds datasets for a caller: the
-write path's lock statements (:mod:`app.db.admission`, where a dataset the caller may not see is
-never locked), the ORM's reads and locks of one dataset and its listing
+write path's lock statements (:mod:`app.writepath.admission`, where a dataset the caller may
+not see is never locked), the ORM's reads and locks of one dataset and its listing
 (:class:`app.db.repositories.DatasetRepository`). Its parameters (``scope``, ``analyst``) are
 bound at execution (:func:`visibility_params`), so the statements built with it are the same
 text for every caller of one shape and can be written out once.

@@ -13,10 +13,11 @@ from typing import Any, Unpack
 from app.db.models import Dataset
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
-from app.db.witness import Behind
 from app.db.writes import CheckpointInsert, Writes, write
 from app.services.errors import LedgerBehindWitness, NotFound
 from app.services.principals import Principal
+from app.writepath import write_path
+from app.writepath.witness import Behind
 from odometer_core.accounting import (
     ACCOUNTING_VERSION,
     AccountingConfig,
@@ -71,11 +72,11 @@ def stage_entry(
     ORM's units of work through :func:`append_entry`. The caller holds the aggregate (locked, or
     a new dataset), so ``last_seq + 1`` is the next gapless sequence number.
 
-    A dataset whose ledger is behind its witnessed head (:mod:`app.db.witness`) takes no entry:
-    :class:`LedgerBehindWitness` (checked once per dataset and transaction, before its first
+    A dataset whose ledger is behind its witnessed head (:mod:`app.writepath.witness`) takes no
+    entry: :class:`LedgerBehindWitness` (checked once per dataset and transaction, before its first
     entry, in memory; an operator's recovery passes). The new head is handed to the witness
     writer when the transaction commits (:meth:`UnitOfWork.commit`)."""
-    witness = uow.witness
+    witness = write_path(uow.database).witness
     if witness is not None and ds.id not in uow.heads and not uow.recovering:
         behind = witness.behind(ds.id, ds.last_seq, ds.head_hash)
         if behind is not None:

@@ -2,12 +2,11 @@
 
 Each level is one more privacy filter of the pure core; the rule that combines them with the
 dataset's is :func:`odometer_core.accounting.levels.decide_levels`. The caller holds the three
-aggregates
-(:func:`app.db.admission.read_levels`); this module loads the upper levels' filters from their
-rows, sets their new states on them and says what the ledger records of them. The organisation
-cap's filter lives here (not in :mod:`app.services.organisations`) because both the
-organisations and the principals services create organisation rows, and the invocations service
-spends at the cap.
+aggregates (:func:`app.writepath.admission.read_levels`); this module loads the upper levels'
+filters from their rows, sets their new states on them and says what the ledger records of them.
+The organisation cap's filter lives here (not in :mod:`app.services.organisations`) because both
+the organisations and the principals services create organisation rows, and the invocations
+service spends at the cap.
 """
 
 from __future__ import annotations

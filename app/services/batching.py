@@ -1,12 +1,13 @@
 """Registrations decided together: one caller's concurrent registrations share a transaction.
 
 The HTTP route hands every registration to :class:`Registrar`, which puts it in its caller's
-group commit line (:mod:`app.services.groups`); each group is decided here
-(:func:`register_group`) in as few transactions as are safe (:func:`app.db.locking.transactions`):
-on one dataset, decided one after another in arrival order, one ledger entry each; across
-datasets of organisations without a cap, all locked in one statement and written in one; one
-commit, each request answered only after it. A transaction that fails never half-applies, and
-each of its requests is then run alone, for its own answer.
+group commit line (:mod:`app.writepath.groups`); each group is decided here
+(:func:`register_group`) in as few transactions as are safe
+(:func:`app.writepath.locking.transactions`): on one dataset, decided one after another in
+arrival order, one ledger entry each; across datasets of organisations without a cap, all locked
+in one statement and written in one; one commit, each request answered only after it. A
+transaction that fails never half-applies, and each of its requests is then run alone, for its
+own answer.
 """
 
 from __future__ import annotations
@@ -19,17 +20,13 @@ from functools import partial
 
 from anyio import to_thread
 
-from app.db import locking
-from app.db.admission import Locked, StoredResponse
 from app.db.rows import DatasetRow, GrantRow, OrgRow
 from app.db.uow import Database, UnitOfWork
-from app.db.witness import WitnessUnavailable
 from app.db.writes import Writes
 from app.services import idempotency
 from app.services._blocks import Resolution
 from app.services.charging import ChargeWorkers
 from app.services.errors import NotFound
-from app.services.groups import GroupCommit
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
 from app.services.registration import (
@@ -41,6 +38,11 @@ from app.services.registration import (
     known_window,
     registration,
 )
+from app.writepath import locking, write_path
+from app.writepath.admission import Locked, StoredResponse
+from app.writepath.groups import GroupCommit
+from app.writepath.stored import stored
+from app.writepath.witness import WitnessUnavailable
 
 
 class Registrar:
@@ -129,14 +131,15 @@ def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[O
     the state the previous one left; one write for all; one commit. A dataset the caller may
     not see is its members' :class:`NotFound`; the others go on. With several datasets, a cap
     found in force where none was known fails the transaction
-    (:class:`~app.db.locking.CapAppeared`). On SQLite, one partitioned dataset's items are
+    (:class:`~app.writepath.locking.CapAppeared`). On SQLite, one partitioned dataset's items are
     decided before the write transaction (:func:`_decided_apart`,
     :func:`_decided_before_writing`)."""
     by_dataset = _by_dataset(items)
     datasets = sorted(by_dataset)
+    path = write_path(uow.database)
     with ExitStack() as held:
         for dataset_id in datasets:  # this process's turns, in the order of the row locks
-            held.enter_context(uow.turn(dataset_id))
+            held.enter_context(path.turn(dataset_id))
         if len(datasets) == 1 and _decided_apart(uow, datasets[0], items):
             done = _decided_before_writing(uow, items, datasets[0])
             if done is not None:
@@ -165,7 +168,7 @@ def _decided_apart(uow: UnitOfWork, dataset_id: str, items: Sequence[Registratio
     nothing."""
     if uow.database.engine.dialect.name != "sqlite":
         return False
-    known, partition_json = uow.database.partitions.get(dataset_id)
+    known, partition_json = write_path(uow.database).partitions.get(dataset_id)
     if not known or partition_json is None:
         return False
     return sum(_ranges_named(item.request.blocks) for item in items) >= APART_RANGES
@@ -195,7 +198,8 @@ def _as_read(uow: UnitOfWork, locked: Locked | None, owner: str, keys: Sequence[
     if locked is None:
         return _Read(None, ())
     rows = copy.deepcopy((locked.dataset, locked.org, locked.grant))
-    return _Read(rows, tuple(uow.idempotency.get(owner, key) for key in keys))
+    keys_read = stored(uow)
+    return _Read(rows, tuple(keys_read.get(owner, key) for key in keys))
 
 
 def _decided_before_writing(

@@ -15,6 +15,7 @@ from app.services._types import LedgerHead
 from app.services.errors import NotFound
 from app.services.frozen import frozen_status
 from app.services.principals import Principal
+from app.writepath import write_path
 from odometer_core.accounting import (
     AccountingConfig,
     FilterState,
@@ -254,7 +255,7 @@ def change_budget(
     its organisation (409 ``LedgerBehindWitness``): its spent state may have been rolled back."""
     with uow:
         ds = visible_dataset(uow, principal, dataset_id, lock=True)
-        witness = uow.witness
+        witness = write_path(uow.database).witness
         if witness is not None and not uow.recovering and ds.id not in uow.heads:
             behind = witness.behind(ds.id, ds.last_seq, ds.head_hash)
             if behind is not None:

@@ -1,7 +1,7 @@
 """What a read of a frozen dataset says about it: ``status.frozen``.
 
 A dataset the witness froze (its ledger in the database behind, or beside, the head recorded
-outside it: ``app.db.witness``, ``docs/witness.md``) still serves reads, but its reading is
+outside it: ``app.writepath.witness``, ``docs/witness.md``) still serves reads, but its reading is
 the database's, which may have lost entries: the budget shown can be below what was released.
 Its status says so, with the refusal a write would get, so that neither a curator nor a
 dashboard takes a rolled-back reading for the truth.
@@ -13,6 +13,7 @@ from typing import TypedDict
 
 from app.db.uow import UnitOfWork
 from app.services._aggregate import behind_witness
+from app.writepath import write_path
 
 #: What the reading shown is worth, by the reason a dataset is frozen.
 _READING = {
@@ -41,7 +42,7 @@ def frozen_status(uow: UnitOfWork, dataset_id: str) -> FrozenStatus | None:
     """``status.frozen`` of a dataset: ``None`` while it serves writes (or no witness is
     kept); else why it is frozen, both heads, what the reading is worth and what an operator
     can do (the text of the 409 ``LedgerBehindWitness`` a write gets)."""
-    guard = uow.witness
+    guard = write_path(uow.database).witness
     behind = None if guard is None else guard.frozen(dataset_id)
     if behind is None:
         return None

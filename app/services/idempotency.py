@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
-from app.db.admission import StoredResponse
 from app.db.rows import DatasetRow, GrantRow, OrgRow
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes, write
 from app.services._common import utc_now
 from app.services.errors import ConcurrentUpdate, IdempotencyConflict, IdempotencyKeyReused
+from app.writepath import write_path
+from app.writepath.admission import StoredResponse
+from app.writepath.stored import stored
 
 #: Outcome codes of recorded responses that are not errors (the API maps them to 201 / 200).
 CREATED = "created"
@@ -55,13 +57,14 @@ def stored_response(
     request → 422."""
     if key is None:
         return None
-    record = uow.idempotency.get(owner, key)
+    record = stored(uow).get(owner, key)
     if record is None:
         return None
     if not hmac.compare_digest(record.fingerprint, digest):
         raise IdempotencyKeyReused("this Idempotency-Key was already used with a different request")
-    if uow.witness is not None:  # a recorded answer obeys the witness's bound too
-        uow.witness.acknowledge(time.monotonic())
+    witness = write_path(uow.database).witness
+    if witness is not None:  # a recorded answer obeys the witness's bound too
+        witness.acknowledge(time.monotonic())
     return RecordedResponse(record.outcome, record.response_body, None, replayed=True)
 
 
@@ -88,7 +91,7 @@ def record_response(
             "created_at": utc_now(),
         }
     )
-    uow.idempotency.remember(owner, key, StoredResponse(digest, response.outcome, response.body))
+    stored(uow).remember(owner, key, StoredResponse(digest, response.outcome, response.body))
 
 
 def _conflict(exc: IntegrityError) -> ConcurrentUpdate | IdempotencyConflict:

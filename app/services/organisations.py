@@ -39,6 +39,7 @@ from app.services._levels import cap_filter, new_organisation_row
 from app.services.errors import AlreadyExists, LedgerBehindWitness, NoCap, NotFound
 from app.services.ledger import BATCH_SIZE
 from app.services.principals import Principal, Role
+from app.writepath import write_path
 from odometer_core.accounting import (
     AccountingConfig,
     Declaration,
@@ -247,7 +248,7 @@ def _refuse_if_frozen(uow: UnitOfWork, org: Organisation) -> None:
     a check, or found behind a head this process committed): the cap's counted state may have
     been rolled back with its ledger. The datasets' rows are locked (organisation → dataset,
     the lock order everywhere), so their heads are the committed ones."""
-    witness = uow.witness
+    witness = write_path(uow.database).witness
     if witness is None or uow.recovering:
         return
     rows = uow.session.scalars(

@@ -19,12 +19,12 @@ from enum import StrEnum
 from typing import TypedDict
 
 from app.db import models
-from app.db.locking import Viewer
 from app.db.models import ApiKey
 from app.db.uow import UnitOfWork
 from app.services._common import new_id, utc_now
 from app.services._levels import new_organisation_row
 from app.services.errors import AlreadyExists, Forbidden, NotFound, Unauthorized
+from app.writepath.locking import Viewer
 
 TOKEN_PREFIX = "odo_"
 ADMIN_PRINCIPAL_ID = "admin"

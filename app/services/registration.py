@@ -1,7 +1,7 @@
 """Registering one invocation: what it brings to its transaction, how it is decided on its
 locked levels, and what it writes.
 
-A registration is decided under the lock of its dataset's levels (:mod:`app.db.locking`), on
+A registration is decided under the lock of its dataset's levels (:mod:`app.writepath.locking`), on
 the state the previous registration of its group left (:mod:`app.services.batching` runs the
 transaction): idempotency lookup → decide at every level
 (:func:`odometer_core.accounting.levels.decide_levels`, pure) → stage the ledger entry, the
@@ -18,8 +18,6 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from app.db import locking
-from app.db.admission import Locked
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
 from app.db.writes import InvocationInsert, Writes
@@ -33,6 +31,9 @@ from app.services.errors import NotFound
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
 from app.services.responses import Registered, render_registration, reservation_json
+from app.writepath import locking, write_path
+from app.writepath.admission import Locked
+from app.writepath.stored import stored
 from odometer_core.accounting import Declaration, fmt, memo, state_to_json
 from odometer_core.accounting.blocks import Selected
 from odometer_core.accounting.effort import may_be_expensive
@@ -165,7 +166,7 @@ def _charges_before_lock(
     decision under the lock only looks them up (:mod:`odometer_core.accounting.memo`). ``None``
     for a repeated idempotent request (its stored response is returned without deciding)."""
     with uow.read_only():
-        if idempotency_key is not None and uow.idempotency.get(principal.id, idempotency_key):
+        if idempotency_key is not None and stored(uow).get(principal.id, idempotency_key):
             return None
         ds, uppers = read_levels(uow, principal, dataset_id)
         dataset = load_filter(ds)
@@ -345,9 +346,9 @@ def known_window(
 ) -> Resolution | None:
     """The selections of ``requests`` resolved when this process knows ``dataset_id`` is
     partitioned: the spans of runs they touch (:attr:`Resolution.window`) are read in the lock
-    statement's round trip (:func:`app.db.locking.lock_levels`), and the selections are not
+    statement's round trip (:func:`app.writepath.locking.lock_levels`), and the selections are not
     resolved again under the lock; ``None`` otherwise."""
-    known, partition_json = uow.database.partitions.get(dataset_id)
+    known, partition_json = write_path(uow.database).partitions.get(dataset_id)
     if not known:
         return None
     return known_resolution(partition_json, [request.blocks for request in requests])

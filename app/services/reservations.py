@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
-from app.db import locking
-from app.db.admission import Locked, lock_grant
 from app.db.rows import DatasetRow, GrantRow, InvocationRow, LevelOwners
 from app.db.uow import UnitOfWork
 from app.db.writes import Writes
@@ -38,6 +36,8 @@ from app.services.errors import InvalidOutput, InvocationNotReserved, NotFound
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
 from app.services.responses import Finished, render_finished
+from app.writepath import locking, write_path
+from app.writepath.admission import Locked, lock_grant
 from odometer_core.accounting import (
     Decision,
     DeclarationError,
@@ -173,7 +173,7 @@ def _finish(
             invocation_id=invocation_id,
             **settling.request(),
         )
-    with uow.turn(dataset_id), uow.core():
+    with write_path(uow.database).turn(dataset_id), uow.core():
         # One statement locks organisation → dataset → grant (settle may write the cap's
         # state, so the organisation is held alone) and reads the invocation the dataset owns.
         locked = locking.lock_levels(

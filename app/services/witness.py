@@ -29,13 +29,14 @@ from sqlalchemy import select, tuple_
 
 from app.db.models import Dataset, Invocation, LedgerEntry, Organisation
 from app.db.uow import Database, UnitOfWork
-from app.db.witness import Behind, WitnessGuard
 from app.db.writes import Writes
 from app.services._aggregate import append_entry, write_now
 from app.services._common import utc_now
 from app.services.errors import ConcurrentUpdate, NotFound, ServiceError
 from app.services.principals import Principal
 from app.settings import Settings
+from app.writepath import write_path
+from app.writepath.witness import Behind, WitnessGuard
 from odometer_core.ledger import EntryKind, replay
 from odometer_core.ledger.checkpoints import Signer
 from odometer_core.ledger.witness import DirectoryWitness, Head, Witnessed
@@ -88,7 +89,7 @@ def check(database: Database) -> dict[str, Behind]:
     ahead; the frozen datasets. The witness is read before the database: a head witnessed
     meanwhile is one the database already has, so a concurrent write is never taken for a
     loss."""
-    guard = database.witness
+    guard = write_path(database).witness
     if guard is None:
         return {}
     records = {r.dataset_id: r for r in guard.store.records()}
@@ -186,7 +187,8 @@ def _compare(record: Witnessed, seq: int, head_hash: str, hash_at: str | None) -
 
 # ---------------------------------------------------------------------------- status
 class BehindView(TypedDict):
-    """A dataset this process refuses writes to, and why (:class:`~app.db.witness.Behind`)."""
+    """A dataset this process refuses writes to, and why
+    (:class:`~app.writepath.witness.Behind`)."""
 
     dataset_id: str
     reason: str
@@ -207,7 +209,7 @@ class WitnessStatus(TypedDict):
 
 def witness_status(database: Database) -> WitnessStatus:
     """What the operator sees: whether heads are witnessed, where, and the frozen datasets."""
-    guard = database.witness
+    guard = write_path(database).witness
     if guard is None:
         return {"enabled": False, "location": None, "signed": False, "frozen": []}
     store = guard.store
@@ -236,7 +238,7 @@ def _behind_json(behind: Behind) -> BehindView:
 
 # ---------------------------------------------------------------------------- recovery
 def _guard(uow: UnitOfWork) -> WitnessGuard:
-    guard = uow.witness
+    guard = write_path(uow.database).witness
     if guard is None:
         raise WitnessDisabled("this server keeps no witness (ODOMETER_WITNESS_DIR is unset)")
     return guard
@@ -448,7 +450,7 @@ def acknowledge_loss(
 async def witness_loop(database: Database, every: float) -> asyncio.Task[None] | None:
     """:func:`check` now (before the first request is served), then every ``every`` seconds
     in a thread (0: at start only); the periodic task, or ``None`` without a witness."""
-    if database.witness is None:
+    if write_path(database).witness is None:
         return None
     await to_thread.run_sync(check, database)
     if every <= 0:

@@ -80,6 +80,10 @@ def test_the_contract_is_the_one_the_architecture_describes() -> None:
         # persistence climbing to the use cases
         ("app/db/uow.py", "from app.services.errors import ServiceError"),  # docs/architecture.md
         ("app/db/repositories.py", "from app.services import ledger"),
+        # persistence climbing to the write path (the unit of work knows nothing of its caches)
+        ("app/db/uow.py", "from app.writepath import write_path"),
+        # the write path climbing to the use cases
+        ("app/writepath/locking.py", "from app.services.errors import NotFound"),
         # the wire models climbing to the use cases (the use cases' own climbs to the HTTP edge
         # break "Services do not import the web edge" too: test_layers.py shows one)
         ("app/schemas/reports.py", "from app.services import reports"),

@@ -3,7 +3,7 @@
 Nothing here is reachable from production code or configuration: uvicorn loads these
 factories by import path in the race test only. Each factory patches the write path's lock
 (``lock_levels`` and the statement it runs, ``read_levels``, module-level names of
-:mod:`app.db.locking`) in the worker process that calls it, then builds the normal app.
+:mod:`app.writepath.locking`) in the worker process that calls it, then builds the normal app.
 
 ``create_stale_check_app`` - the classic read-check-write bug. The budget check reads the
 aggregate's state with a plain SELECT on its own connection, outside any lock (on SQLite a
@@ -25,14 +25,14 @@ from typing import Any
 from fastapi import FastAPI
 from sqlalchemy import Connection, Engine, select
 
-from app.db import locking
-from app.db.admission import Locked, read_levels
 from app.db.engine import make_engine, read_only
-from app.db.locking import Viewer
 from app.db.models import Dataset
 from app.db.uow import Database, UnitOfWork, WriteGate
 from app.main import create_app
 from app.settings import get_settings
+from app.writepath import locking
+from app.writepath.admission import Locked, read_levels
+from app.writepath.locking import Viewer
 
 _real_lock_levels = locking.lock_levels
 _real_read_levels = read_levels

@@ -38,6 +38,7 @@ from fastapi import FastAPI
 
 import app.services.idempotency as idempotency
 import app.services.reservations as reservations
+import app.writepath.stored as kept
 from app.db.uow import UnitOfWork
 from app.main import create_app
 from odometer_core.accounting import filters
@@ -125,7 +126,7 @@ def create_no_fingerprint_app() -> FastAPI:
     def stored(uow: UnitOfWork, owner: str, key: str | None, digest: str) -> Any:
         if key is None:
             return None
-        record = uow.idempotency.get(owner, key)
+        record = kept.stored(uow).get(owner, key)
         return None if record is None else real_stored(uow, owner, key, record.fingerprint)
 
     real_stored = _break(idempotency, "stored_response", stored)

@@ -1,6 +1,6 @@
 """One caller spends concurrently on several datasets of three organisations (one of them
 capped) on a real multi-worker server, so that its registrations are grouped across datasets
-(``app.services.groups``): every dataset's budget and the cap are spent exactly, no deadlock or
+(``app.writepath.groups``): every dataset's budget and the cap are spent exactly, no deadlock or
 other server error reaches the client, and every ledger verifies."""
 
 from __future__ import annotations

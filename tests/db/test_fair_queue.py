@@ -1,12 +1,12 @@
-"""The per-dataset queue (app/db/queue.py) serves waiters in arrival order, keys independently,
-and forgets idle keys."""
+"""The per-dataset queue (app/writepath/queue.py) serves waiters in arrival order, keys
+independently, and forgets idle keys."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from app.db.queue import FairQueue
+from app.writepath.queue import FairQueue
 
 
 def _wait_until(predicate: object, timeout: float = 5.0) -> None:

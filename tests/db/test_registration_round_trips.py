@@ -21,21 +21,21 @@ three round trips of its own: the last test). Today, a registration with an
 ``Idempotency-Key`` takes two round trips on one connection (the pipelined transaction of
 :class:`app.db.driver.PipelinedTransaction`):
 
-1. ``BEGIN``, the lock statement (organisation, dataset; :func:`app.db.admission.read_levels`),
-   on a partitioned dataset the process knows the runs its selection touches
-   (:func:`app.db.blocks.queue_window`), and the caller's keys' stored responses
-   (:func:`app.db.admission.stored_responses`), all sent before any answer is read: four
-   statements, one wait (three on a whole dataset);
+1. ``BEGIN``, the lock statement (organisation, dataset;
+   :func:`app.writepath.admission.read_levels`), on a partitioned dataset the process knows
+   the runs its selection touches (:func:`app.db.blocks.queue_window`), and the caller's keys'
+   stored responses (:func:`app.writepath.admission.stored_responses`), all sent before any
+   answer is read: four statements, one wait (three on a whole dataset);
 2. the write statement (:func:`app.db.writes.write`: the ledger entry, the invocation, the
    idempotency record, the dataset's head and, partitioned, the runs rewritten) and
    ``COMMIT``: two statements, one wait.
 
 On a partitioned dataset the process has not locked before, the runs are read under the lock in
 a round trip of their own (three in all): the process learns a partition with the lock
-statement's answer (:class:`app.db.admission.KnownPartitions`).
+statement's answer (:class:`app.writepath.caches.KnownPartitions`).
 
 Shown to fail, on a scratch copy of the service: with the idempotency prefetch made a read of
-its own (left out of the lock statement's ``then=`` in :func:`app.db.locking.read`; the
+its own (left out of the lock statement's ``then=`` in :func:`app.writepath.locking.read`; the
 decision then reads the keys alone), every test failed, the first two so::
 
     AssertionError: assert [['BEGIN', 'lock'], ['keys'], ['write', 'COMMIT']]

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from app.db import admission
 from app.db.uow import Database, UnitOfWork
 from app.services import datasets, grants, organisations, principals
 from app.services._aggregate import visible_dataset
 from app.services.errors import NotFound
 from app.services.principals import Principal, Role
+from app.writepath import admission
 
 ADMIN = Principal("admin", Role.ADMIN, None)
 

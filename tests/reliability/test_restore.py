@@ -434,7 +434,7 @@ def test_an_unwritable_witness_stops_acknowledgements_within_the_lag(
     """
     service = Service(fresh_backend, tmp_path / "witness", LAG)
     client = service.start()
-    guard = client.app.state.database.witness  # type: ignore[attr-defined]
+    guard = client.app.state.writepath.witness  # type: ignore[attr-defined]
     assert guard is not None
     broken = _Broken(guard.store)
     guard.store = broken

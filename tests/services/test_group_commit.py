@@ -20,15 +20,17 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from app.db import admission, driver, writes
+from app.db import driver, writes
 from app.db.uow import Database, UnitOfWork
 from app.services import datasets, idempotency, invocations, organisations
 from app.services.batching import Registrar
 from app.services.errors import IdempotencyKeyReused, NotFound
-from app.services.groups import GroupCommit
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal, Role
 from app.services.registration import InvocationRequest, Registration
+from app.writepath import admission, write_path
+from app.writepath.groups import GroupCommit
+from app.writepath.stored import stored
 from odometer_core.accounting import parse_declaration
 from odometer_core.ledger.chain import verify_chain
 from tests.support import service_dataset
@@ -267,7 +269,7 @@ def test_a_dataset_under_a_known_cap_gets_a_transaction_of_its_own(
     (two such transactions could wait on each other's organisation row)."""
     a, b = (service_dataset(UnitOfWork(grouped), f"free-{n}", epsilon="1") for n in "ab")
     capped = _capped_dataset(grouped, "known", cap="0.5")
-    grouped.org_modes.learn(capped, True)
+    write_path(grouped).org_modes.learn(capped, True)
     calls: list[Call] = [
         (a, PURE, None),
         (capped, PURE, None),
@@ -301,7 +303,7 @@ def test_a_cap_found_in_force_runs_the_group_again_each_alone(
     statuses = [o.outcome for o in outcomes if isinstance(o, RecordedResponse)]
     assert statuses == ["created"] * 4 + ["BudgetExceeded"]
     assert held.calls == 5  # the first; then each of the four alone
-    assert grouped.org_modes.guess(capped) == "update"
+    assert write_path(grouped).org_modes.guess(capped) == "update"
     assert _seqs(grouped, a) == [1, 2, 3] and _seqs(grouped, capped) == [1, 2, 3, 4]
 
 
@@ -312,11 +314,11 @@ def test_a_keyed_registration_locked_again_for_a_cap_reads_its_key_again(
     locked again (a cap in force where none was known), what the first transaction read is
     forgotten and read again under the new lock, and the key still replays."""
     capped = _capped_dataset(database, f"keyed-{time.monotonic_ns()}", cap="0.5")
-    assert database.org_modes.guess(capped) == "share"
+    assert write_path(database).org_modes.guess(capped) == "share"
     key = f"cap-{capped}"
     request = InvocationRequest(parse_declaration(PURE))
     first = invocations.register_invocation(UnitOfWork(database), ADMIN, capped, request, key)
-    assert database.org_modes.guess(capped) == "update"
+    assert write_path(database).org_modes.guess(capped) == "update"
     again = invocations.register_invocation(UnitOfWork(database), ADMIN, capped, request, key)
     assert not first.replayed and again.replayed and again.body == first.body
     kinds = [e["kind"] for e in _ledger(database, capped)]
@@ -327,10 +329,10 @@ def test_a_rollback_forgets_what_the_transaction_read_and_kept(database: Databas
     uow = UnitOfWork(database)
     key = f"rolled-back-{time.monotonic_ns()}"
     with uow.core():
-        uow.idempotency.remember("admin", key, admission.StoredResponse("f", "created", "{}"))
-        assert uow.idempotency.get("admin", key) is not None
+        stored(uow).remember("admin", key, admission.StoredResponse("f", "created", "{}"))
+        assert stored(uow).get("admin", key) is not None
         uow.rollback()
-        assert uow.idempotency.get("admin", key) is None  # never stored: read from the database
+        assert stored(uow).get("admin", key) is None  # never stored: read from the database
 
 
 def test_a_failed_group_across_datasets_is_not_half_applied(

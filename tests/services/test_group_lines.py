@@ -1,4 +1,4 @@
-"""Group commit's lines (:mod:`app.services.groups`): who runs which group, in which order,
+"""Group commit's lines (:mod:`app.writepath.groups`): who runs which group, in which order,
 on which thread, and what each waiting request is answered."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from anyio import to_thread
 
-from app.services.groups import GroupCommit
+from app.writepath.groups import GroupCommit
 
 KEY = "caller_1"
 

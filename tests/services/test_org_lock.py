@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from app.db.locking import lock_levels
 from app.db.uow import Database, UnitOfWork
 from app.services.principals import Principal, Role
+from app.writepath.locking import lock_levels
 from tests.support import AUTH, Backend, new_organisation
 
 ADMIN = Principal("admin", Role.ADMIN, None)

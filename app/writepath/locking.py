@@ -1,8 +1,8 @@
 """The lock policy of the write path: which rows a transaction locks, in which mode and order.
 
 Every write on a dataset locks its levels in one statement, organisation → dataset → the
-caller's grant (:func:`app.db.admission.read_levels`), as the caller may see them (a dataset it
-may not see is never locked). Two rules keep concurrent transactions, of this process or
+caller's grant (:func:`app.writepath.admission.read_levels`), as the caller may see them (a
+dataset it may not see is never locked). Two rules keep concurrent transactions, of this process or
 another, from waiting on each other in a cycle:
 
 - an admission under an organisation without a cap does not write the organisation row, so it
@@ -10,7 +10,7 @@ another, from waiting on each other in a cycle:
   dataset of the organisation would queue behind every other (``benchmarks/RESULTS.md``,
   *Measurements once quoted in the code*). Settle and cancel may write the cap's state and
   always hold it alone. Whether a cap is in force is guessed from the last time this process
-  saw the dataset (:class:`~app.db.admission.OrganisationModes`); a wrong ``share`` guess is
+  saw the dataset (:class:`~app.writepath.caches.OrganisationModes`); a wrong ``share`` guess is
   rolled back and the levels are locked again, the organisation alone (a shared lock is never
   upgraded: two sharers upgrading deadlock);
 - several datasets locked in one transaction (:func:`lock_shared`) are locked in the order of
@@ -24,9 +24,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from app.db.admission import Locked, OrgLock, read_levels, read_many_levels
 from app.db.blocks import Spans, Window, queue_window
 from app.db.uow import UnitOfWork
+from app.writepath import write_path
+from app.writepath.admission import Locked, OrgLock, read_levels, read_many_levels
+from app.writepath.stored import stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ def _prefetch(uow: UnitOfWork, owner: str, keys: Sequence[str]) -> Callable[[], 
     """Reading the stored responses of ``keys``, to follow a lock statement (``None``: none)."""
     if not keys:
         return None
-    return partial(uow.idempotency.prefetch, owner, keys)
+    return partial(stored(uow).prefetch, owner, keys)
 
 
 class _Following:
@@ -97,7 +99,7 @@ def read(
         then=following if window is not None or keys else None,
     )
     if locked is not None:
-        uow.database.partitions.learn(dataset_id, locked.dataset.partition_json)
+        write_path(uow.database).partitions.learn(dataset_id, locked.dataset.partition_json)
         if following.window is not None:
             locked = replace(locked, window=following.window)
     return locked
@@ -119,7 +121,7 @@ def lock_levels(
     round trip; under the lock, so a request with the same key that committed first is seen);
     ``window``: likewise, a partitioned dataset's runs the transaction decides on.
     """
-    modes = uow.database.org_modes
+    modes = write_path(uow.database).org_modes
     org_lock: OrgLock = modes.guess(dataset_id) if admitting else "update"
     locked = read(uow, viewer, dataset_id, org_lock, invocation_id, keys, window)
     if locked is None:
@@ -136,8 +138,8 @@ def lock_shared(
     uow: UnitOfWork, viewer: Viewer, dataset_ids: Sequence[str], keys: Sequence[str] = ()
 ) -> dict[str, Locked]:
     """Lock the levels of several datasets in one statement, in the order of their ids, each
-    organisation row shared (:func:`app.db.admission.read_many_levels`), as ``viewer`` may see
-    them: a dataset it may not see is missing from the answer. Raises :class:`CapAppeared` when
+    organisation row shared (:func:`app.writepath.admission.read_many_levels`), as ``viewer`` may
+    see them: a dataset it may not see is missing from the answer. Raises :class:`CapAppeared` when
     one of the organisations has a cap (which the process did not know of)."""
     found = read_many_levels(
         uow.connection(),
@@ -146,7 +148,7 @@ def lock_shared(
         analyst=viewer.analyst,
         then=_prefetch(uow, viewer.owner, keys),
     )
-    modes = uow.database.org_modes
+    modes = write_path(uow.database).org_modes
     capped = [d for d, locked in found.items() if locked.org.cap_json is not None]
     for dataset_id, locked in found.items():
         modes.learn(dataset_id, locked.org.cap_json is not None)
@@ -167,7 +169,7 @@ def transactions(uow: UnitOfWork, by_dataset: Mapping[str, list[int]]) -> list[l
     dataset is kept in every case."""
     if len(by_dataset) == 1:
         return [sorted(i for members in by_dataset.values() for i in members)]
-    guess = uow.database.org_modes.guess
+    guess = write_path(uow.database).org_modes.guess
     shared: list[int] = []
     alone: list[list[int]] = []
     for dataset_id, members in by_dataset.items():

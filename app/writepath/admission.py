@@ -6,7 +6,7 @@ everything the decision changed (:func:`app.db.writes.write`); then the transact
 PostgreSQL the transaction is pipelined (:class:`app.db.driver.PipelinedTransaction`), so a
 request takes two round trips: ``BEGIN`` and the lock, then the write and ``COMMIT``. This
 module also reads a caller's stored responses (:func:`stored_responses`), sent right behind
-the lock statement, and keeps the guess of the organisation lock (:class:`OrganisationModes`).
+the lock statement (:class:`app.writepath.stored.StoredResponses`).
 
 The ORM is not used here: its identity-map bookkeeping and unit-of-work flushes were CPU spent
 on every admission while the budget row was locked (``benchmarks/RESULTS.md``, *The write
@@ -17,9 +17,9 @@ grant (PostgreSQL locks the rows of a ``SELECT … FOR …`` in the order its lo
 them), so writers spending at several levels never wait on each other in a cycle. The
 organisation row is shared (``FOR SHARE``) by admissions under an organisation without a cap,
 which never write it; it is held alone otherwise. Whether a cap is in force is known only once
-the row is read: the caller guesses (:class:`OrganisationModes`) and, when the guess was
-``share`` but a cap is in force, rolls back and locks again alone (a shared lock must not be
-upgraded: two sharers upgrading deadlock).
+the row is read: the caller guesses (:class:`app.writepath.caches.OrganisationModes`) and, when
+the guess was ``share`` but a cap is in force, rolls back and locks again alone (a shared lock
+must not be upgraded: two sharers upgrading deadlock).
 
 **Visibility before locking.** The statement holds the caller's visibility
 (:func:`app.db.visibility.visible`: its organisation; an analyst's grant is joined), so a caller
@@ -28,7 +28,6 @@ never locks a dataset it may not see: rows that do not match are never locked.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -241,51 +240,6 @@ def lock_grant(conn: Connection, dataset_id: str, principal_id: str) -> GrantRow
         return None
     load = loader(conn)
     return GrantRow(row[0], row[1], load(row[2]), load(row[3]), row[4])
-
-
-class KnownPartitions:
-    """The partitions of the datasets this process has locked (``None``: a whole dataset). A
-    dataset's partition never changes once it is created, so what is known here is never
-    stale: a registration on a known partitioned dataset asks for the runs its selections touch
-    with the lock statement (:func:`app.db.locking.lock_levels`)."""
-
-    def __init__(self) -> None:
-        self._known: dict[str, dict[str, Any] | None] = {}
-        self._lock = threading.Lock()
-
-    def get(self, dataset_id: str) -> tuple[bool, dict[str, Any] | None]:
-        """Whether ``dataset_id`` was seen, and its partition."""
-        if dataset_id not in self._known:
-            return False, None
-        return True, self._known.get(dataset_id)
-
-    def learn(self, dataset_id: str, partition: dict[str, Any] | None) -> None:
-        if dataset_id in self._known:
-            return
-        with self._lock:
-            if len(self._known) > 100_000:
-                self._known.clear()
-            self._known[dataset_id] = partition
-
-
-class OrganisationModes:
-    """This process's last knowledge of which datasets' organisations have a cap in force:
-    the guess of the organisation lock an admission asks for (verified under the lock)."""
-
-    def __init__(self) -> None:
-        self._capped: dict[str, bool] = {}
-        self._lock = threading.Lock()
-
-    def guess(self, dataset_id: str) -> OrgLock:
-        return "update" if self._capped.get(dataset_id, False) else "share"
-
-    def learn(self, dataset_id: str, capped: bool) -> None:
-        if self._capped.get(dataset_id) is capped:
-            return  # what is known already (the common case: no lock taken)
-        with self._lock:
-            if len(self._capped) > 100_000:
-                self._capped.clear()
-            self._capped[dataset_id] = capped
 
 
 # ---------------------------------------------------------------------------- idempotency

@@ -1,0 +1,84 @@
+"""The write path of register, settle and cancel, in one package with one owner.
+
+:class:`WritePath` owns what the write path keeps beyond one transaction, per process: the turns
+per dataset (:mod:`app.writepath.queue`), the group commit lines (:mod:`app.writepath.groups`),
+which organisations had a cap and the datasets' partitions (:mod:`app.writepath.caches`) and the
+witness guard (:mod:`app.writepath.witness`). Below it: the lock statements and the stored
+responses' statement (:mod:`app.writepath.admission`), the lock policy
+(:mod:`app.writepath.locking`) and a transaction's stored responses
+(:mod:`app.writepath.stored`). The use cases (:mod:`app.services.registration`,
+:mod:`app.services.batching`, :mod:`app.services.reservations`) stand on it; it stands on the
+persistence of :mod:`app.db` (the unit of work, the driver, the write statement), which knows
+nothing of it.
+
+``create_app`` builds the app's write path and binds it to its database (:func:`bind`); code
+that holds only a unit of work finds it with :func:`write_path` (a database used without an app,
+as the command line and tests do, gets one of its own: no queue, no witness).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from app.db.uow import Database
+from app.writepath.caches import KnownPartitions, OrganisationModes
+from app.writepath.groups import GroupCommit
+from app.writepath.queue import FairQueue
+from app.writepath.witness import WitnessGuard
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WritePath:
+    """The write path's long-lived state in one process (it holds no budget, no ledger entry
+    and no caller's data)."""
+
+    #: first-come-first-served turns per dataset in this process (``None``: the database's
+    #: lock alone decides the order; ``create_app`` makes one on PostgreSQL)
+    queue: FairQueue | None = None
+    #: where the heads committed through the database are witnessed (``None``: nowhere)
+    witness: WitnessGuard | None = None
+    #: the register use case's group commit lines (one per caller)
+    groups: GroupCommit[Any, Any] = field(default_factory=GroupCommit)
+    #: which datasets' organisations had a cap when last seen (the organisation lock to ask for)
+    org_modes: OrganisationModes = field(default_factory=OrganisationModes)
+    #: the partitions of the datasets seen (never change: :class:`KnownPartitions`)
+    partitions: KnownPartitions = field(default_factory=KnownPartitions)
+
+    def turn(self, dataset_id: str) -> AbstractContextManager[None]:
+        """This request's turn on ``dataset_id`` among this process's writers (first come,
+        first served; :mod:`app.writepath.queue`), to be taken before the write transaction
+        opens."""
+        queue = self.queue
+        return nullcontext() if queue is None else queue.turn(dataset_id)
+
+
+_BOUND: WeakKeyDictionary[Database, WritePath] = WeakKeyDictionary()
+_BINDING = threading.Lock()
+
+
+def bind(database: Database, path: WritePath) -> WritePath:
+    """Make ``path`` the write path of ``database`` (the app factory's), and hand ``database``'s
+    committed heads to its witness (``database`` is made with that ``after_commit``)."""
+    witness = path.witness
+    if witness is not None and database.after_commit != witness.record:
+        raise ValueError("the database does not hand its committed heads to this witness")
+    with _BINDING:
+        _BOUND[database] = path
+    return path
+
+
+def write_path(database: Database) -> WritePath:
+    """The write path bound to ``database`` (:func:`bind`), or one of its own, made on first use:
+    no queue, no witness."""
+    found = _BOUND.get(database)
+    if found is not None:
+        return found
+    with _BINDING:
+        return _BOUND.setdefault(database, WritePath())
+
+
+__all__ = ["WritePath", "bind", "write_path"]
