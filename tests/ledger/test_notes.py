@@ -17,12 +17,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from odometer_core.ledger.checkpoints import Signer, generate_key_pem, load_private_key
 from odometer_core.ledger.merkle import Frontier, leaf_hash
 from odometer_core.ledger.notes import (
+    COSIGNATURE_V1,
+    ED25519,
     Checkpoint,
     Note,
     NoteError,
     NoteSignature,
     NoteSigner,
     NoteVerifier,
+    cosignature_time,
     key_id,
     open_checkpoint,
     open_note,
@@ -157,6 +160,86 @@ def test_a_text_with_blank_lines_splits_at_the_last_one() -> None:
     note = parse_note(sign_note(text, signer))
     assert note.text == text
     assert open_note(note, [signer.verifier]).text == text
+
+
+# transparency-dev/formats, note/note_cosigv1_test.go: a cosigner's verifier key (type 0x04),
+# an Ed25519 one whose base64 holds a '+', and a cosignature whose time is 1727964367
+COSIGNER_VKEY = "remora.n621.de+da77ade7+BOvN63jn/bLvkieywe8R6UYAtVtNbZpXh34x7onlmtw2"
+PLUS_VKEY = "TEST+7997405c+AQcC+FTVKf0jlTdHDY3rbevmnKxxPjigCXlVtGe6RIr6"
+COSIGNATURE_B64 = (
+    "ZGhGuQAAAABm/qTPeyKXD+R2rzyQsxPiP8mXum7qq/iF0u4vanlqJyocWODBt97w9uL+8qT7S5gxEHWWOworDcFiEBYJ"
+    "XORmnFBOBA=="
+)
+# c2sp.org/tlog-cosignature: its example checkpoint, cosigned at 1679315147 (the time of the
+# signed message the document shows)
+SPEC_COSIGNED = (
+    "example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n\n"
+    "\u2014 example.com/behind-the-sofa Az3grlgtzPICa5OS8npVmf1Myq/5IZniMp+ZJurmRDeOoRDe4URYN7u5/Z"
+    "hcyv2q1gGzGku9nTo+zyWE+xeMcTOAYQ8=\n"
+    "\u2014 witness.example.com/w1 jWbPPwAAAABkGFDLEZMHwSRaJNiIDoe9DYn/zXcrtPHeolMI5OWXEhZCB9dlrD"
+    "JsX3b2oyin1nPZqhf5nNo0xUe+mbIUBkBIfZ+qnA==\n"
+)
+
+
+def test_cosigner_keys_and_times_of_other_implementations() -> None:
+    cosigner = NoteVerifier.from_vkey(COSIGNER_VKEY)
+    assert (cosigner.name, cosigner.kind, cosigner.key_id) == (
+        "remora.n621.de",
+        COSIGNATURE_V1,
+        0xDA77ADE7,
+    )
+    assert cosigner.vkey() == COSIGNER_VKEY
+    plus = NoteVerifier.from_vkey(PLUS_VKEY)
+    assert (plus.kind, plus.key_id, plus.vkey()) == (ED25519, 0x7997405C, PLUS_VKEY)
+    blob = base64.b64decode(COSIGNATURE_B64)
+    signature = NoteSignature("w", int.from_bytes(blob[:4], "big"), blob[4:])
+    assert cosignature_time(signature) == 1727964367
+    with pytest.raises(NoteError):
+        cosignature_time(NoteSignature("w", 0, b"\x00" * 64))
+    spec = parse_note(SPEC_COSIGNED)
+    assert Checkpoint.parse(spec.text).size == 20852163
+    assert cosignature_time(spec.signatures[1]) == 1679315147
+
+
+def test_a_witness_cosignature_states_its_time() -> None:
+    operator = NoteSigner("odometer.example/ledger", Ed25519PrivateKey.generate())
+    key = Ed25519PrivateKey.generate()
+    witness = NoteSigner("witness.example/w1", key, COSIGNATURE_V1)
+    root = Frontier.of_leaf_hashes([leaf_hash(b"x")]).root()
+    checkpoint = Checkpoint("odometer.example/ledger/ds-1", 1, root, ("an extension",))
+    with pytest.raises(NoteError, match="needs its time"):
+        sign_checkpoint(checkpoint, witness)
+    note = sign_checkpoint(checkpoint, operator, witness, timestamp=1_800_000_000)
+    head, who = open_checkpoint(note, [operator.verifier, witness.verifier])
+    assert head == checkpoint
+    assert who.times == (None, 1_800_000_000)
+    # the signed message is the one c2sp.org/tlog-cosignature spells out, checked here with
+    # the plain Ed25519 key: the time line, then the checkpoint's text, extension included
+    cosignature = parse_note(note).signatures[1]
+    assert cosignature.signature[:8] == (1_800_000_000).to_bytes(8, "big")
+    message = (
+        b"cosignature/v1\ntime 1800000000\nodometer.example/ledger/ds-1\n1\n"
+        + base64.b64encode(root)
+        + b"\nan extension\n"
+    )
+    key.public_key().verify(cosignature.signature[8:], message)
+    assert witness.verifier.vkey().split("+")[2].startswith("B")  # type byte 0x04
+    # the same key as a plain note key is another key: its ID differs, so it is unknown
+    plain = NoteVerifier("witness.example/w1", key.public_key())
+    assert plain.key_id != witness.key_id
+    with pytest.raises(NoteError, match="no verifiable signature"):
+        open_checkpoint(sign_checkpoint(checkpoint, witness, timestamp=1), [plain])
+    # the time is signed: a cosignature moved to another time no longer verifies
+    line = parse_note(note).signatures[1]
+    moved = NoteSignature(
+        line.name, line.key_id, (1_800_000_001).to_bytes(8, "big") + line.signature[8:]
+    )
+    forged = note.replace(line.line(), moved.line())
+    with pytest.raises(NoteError, match=r"invalid signature for key witness\.example/w1"):
+        open_checkpoint(forged, [witness.verifier])
+    # and so are the extension lines
+    with pytest.raises(NoteError, match="invalid signature"):
+        open_checkpoint(note.replace("an extension", "an extensioN"), [witness.verifier])
 
 
 # ---------------------------------------------------------------------------- checkpoints

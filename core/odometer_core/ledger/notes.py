@@ -32,8 +32,11 @@ notes as it is (:meth:`NoteSigner.from_checkpoint_signer`); a note key also has 
 of Go's ``golang.org/x/mod/sumdb/note`` (:meth:`NoteVerifier.vkey` ``name+hex ID+base64(0x01
 || public key)``, :meth:`NoteSigner.skey`), which witnesses are configured with.
 
-Not here (yet): the timestamped witness cosignatures of c2sp.org/tlog-cosignature (signature
-type 0x04), which witnesses answer with; their lines are kept as unverified signatures.
+Witnesses answer with the timestamped cosignatures of c2sp.org/tlog-cosignature (signature
+type 0x04, Ed25519 over ``cosignature/v1``, ``time <T>`` and the checkpoint's text, the 8-byte
+time before the signature): a verifier of that ``kind`` checks them, and
+:attr:`VerifiedNote.times` says when each witness states it saw the head. (The ML-DSA-44
+cosignatures of the same document are not supported; their lines stay unverified.)
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ from odometer_core.ledger.checkpoints import Signer
 
 #: The signature type byte of Ed25519 in c2sp.org/signed-note.
 ED25519: Final = 0x01
+#: The signature type byte of timestamped Ed25519 witness cosignatures (c2sp.org/tlog-cosignature).
+COSIGNATURE_V1: Final = 0x04
+_KINDS: Final = (ED25519, COSIGNATURE_V1)
+_MAX_TIMESTAMP: Final = 2**63 - 1
 #: The most signature lines a note may carry here (Go's limit; C2SP: at least 16).
 MAX_SIGNATURES: Final = 100
 SIGNATURE_PREFIX: Final = "\u2014 "
@@ -86,13 +93,30 @@ def _raw_public(public_key: Ed25519PublicKey) -> bytes:
     return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
-def key_id(name: str, public_key: Ed25519PublicKey) -> int:
-    """The key ID C2SP defines: ``SHA-256(name || 0x0A || 0x01 || public key)[:4]``,
-    big-endian."""
+def key_id(name: str, public_key: Ed25519PublicKey, kind: int = ED25519) -> int:
+    """The key ID C2SP defines: ``SHA-256(name || 0x0A || kind || public key)[:4]``,
+    big-endian (``kind`` 0x01 for a note signature, 0x04 for a witness cosignature)."""
     digest = hashlib.sha256(
-        name.encode("utf-8") + b"\n" + bytes([ED25519]) + _raw_public(public_key)
+        name.encode("utf-8") + b"\n" + bytes([kind]) + _raw_public(public_key)
     ).digest()
     return int.from_bytes(digest[:4], "big")
+
+
+def cosigned_message(text: str, timestamp: int) -> bytes:
+    """What a c2sp.org/tlog-cosignature v1 (Ed25519) signs: ``cosignature/v1``, ``time <T>``
+    and the checkpoint's text."""
+    return f"cosignature/v1\ntime {timestamp}\n{text}".encode()
+
+
+def cosignature_time(signature: NoteSignature) -> int:
+    """The POSIX time a cosignature v1 states it was made at (its first 8 bytes, big-endian);
+    ``NoteError`` if it is not one (72 bytes after the key ID)."""
+    if len(signature.signature) != 72:
+        raise NoteError(f"not a cosignature v1: {len(signature.signature)} bytes, not 72")
+    timestamp = int.from_bytes(signature.signature[:8], "big")
+    if timestamp > _MAX_TIMESTAMP:
+        raise NoteError("a cosignature's time exceeds 2^63 - 1")
+    return timestamp
 
 
 def _b64decode(text: str) -> bytes:
@@ -102,50 +126,67 @@ def _b64decode(text: str) -> bytes:
         raise NoteError(f"invalid base64 {text!r}") from error
 
 
-def _parse_key_text(text: str, what: str) -> tuple[str, int, bytes]:
-    """``name+hex ID+base64(0x01 || 32 bytes)`` → name, ID, the 32 bytes (ID not checked)."""
+def _parse_key_text(text: str, what: str) -> tuple[str, int, int, bytes]:
+    """``name+hex ID+base64(type || 32 bytes)`` → name, ID, type, the 32 bytes (ID not
+    checked; type 0x01 or 0x04)."""
     parts = text.split("+", 2)
     if len(parts) != 3 or re.fullmatch(r"[0-9a-f]{8}", parts[1]) is None:
         raise NoteError(f"malformed {what} {text!r}")
     name = check_key_name(parts[0])
     raw = _b64decode(parts[2])
-    if len(raw) != 33 or raw[0] != ED25519:
-        raise NoteError(f"{what} {text!r} is not an Ed25519 key")
-    return name, int(parts[1], 16), raw[1:]
+    if len(raw) != 33 or raw[0] not in _KINDS:
+        raise NoteError(f"{what} {text!r} is not an Ed25519 key (type 0x01 or 0x04)")
+    return name, int(parts[1], 16), raw[0], raw[1:]
+
+
+def _check_kind(kind: int) -> None:
+    if kind not in _KINDS:
+        raise NoteError(f"signature type {kind:#04x} is not Ed25519 (0x01) or cosignature (0x04)")
 
 
 @dataclass(frozen=True, slots=True)
 class NoteVerifier:
-    """A public key known by its name, as a note verifier knows it."""
+    """A public key known by its name and signature type, as a note verifier knows it:
+    ``kind`` :data:`ED25519` (a log's or an operator's signature of the text) or
+    :data:`COSIGNATURE_V1` (a witness's timestamped cosignature of a checkpoint)."""
 
     name: str
     public_key: Ed25519PublicKey
+    kind: int = ED25519
 
     def __post_init__(self) -> None:
         check_key_name(self.name)
+        _check_kind(self.kind)
 
     @property
     def key_id(self) -> int:
-        return key_id(self.name, self.public_key)
+        return key_id(self.name, self.public_key, self.kind)
 
     def vkey(self) -> str:
-        """The verifier key text: ``name+<8 hex digits>+base64(0x01 || public key)``."""
-        raw = bytes([ED25519]) + _raw_public(self.public_key)
+        """The verifier key text: ``name+<8 hex digits>+base64(type || public key)``."""
+        raw = bytes([self.kind]) + _raw_public(self.public_key)
         return f"{self.name}+{self.key_id:08x}+{base64.b64encode(raw).decode('ascii')}"
 
     @classmethod
     def from_vkey(cls, text: str) -> NoteVerifier:
         """The verifier of a verifier key text (``NoteError`` if malformed or its ID is not
         its key's)."""
-        name, claimed, raw = _parse_key_text(text.strip(), "verifier key")
-        verifier = cls(name, Ed25519PublicKey.from_public_bytes(raw))
+        name, claimed, kind, raw = _parse_key_text(text.strip(), "verifier key")
+        verifier = cls(name, Ed25519PublicKey.from_public_bytes(raw), kind)
         if verifier.key_id != claimed:
             raise NoteError(f"verifier key {text!r}: its key ID is not its key's")
         return verifier
 
-    def verify(self, text: bytes, signature: bytes) -> bool:
+    def verify(self, text: str, signature: bytes) -> bool:
+        """Whether ``signature`` (without the key ID) is this key's over the note ``text``."""
+        message = text.encode("utf-8")
+        if self.kind == COSIGNATURE_V1:
+            if len(signature) != 72 or int.from_bytes(signature[:8], "big") > _MAX_TIMESTAMP:
+                return False
+            message = cosigned_message(text, int.from_bytes(signature[:8], "big"))
+            signature = signature[8:]
         try:
-            self.public_key.verify(signature, text)
+            self.public_key.verify(signature, message)
         except InvalidSignature:
             return False
         return True
@@ -166,13 +207,16 @@ class NoteSignature:
 
 @dataclass(frozen=True, slots=True)
 class NoteSigner:
-    """A private key and the name it signs notes under."""
+    """A private key, the name it signs notes under, and its signature type (``kind``:
+    :data:`ED25519`, or :data:`COSIGNATURE_V1` for a witness cosigning checkpoints)."""
 
     name: str
     private_key: Ed25519PrivateKey
+    kind: int = ED25519
 
     def __post_init__(self) -> None:
         check_key_name(self.name)
+        _check_kind(self.kind)
 
     @classmethod
     def from_checkpoint_signer(cls, signer: Signer, name: str) -> NoteSigner:
@@ -182,36 +226,47 @@ class NoteSigner:
 
     @property
     def verifier(self) -> NoteVerifier:
-        return NoteVerifier(self.name, self.private_key.public_key())
+        return NoteVerifier(self.name, self.private_key.public_key(), self.kind)
 
     @property
     def key_id(self) -> int:
-        return key_id(self.name, self.private_key.public_key())
+        return key_id(self.name, self.private_key.public_key(), self.kind)
 
     def skey(self) -> str:
         """The signer key text of Go's ``sumdb/note``: ``PRIVATE+KEY+name+ID+base64(0x01 ||
-        seed)``. A secret: never logged, never served."""
+        seed)``, the plain Ed25519 form whatever ``kind`` (Go's cosigners are made from it
+        too). A secret: never logged, never served."""
         seed = self.private_key.private_bytes(
             serialization.Encoding.Raw,
             serialization.PrivateFormat.Raw,
             serialization.NoEncryption(),
         )
         blob = base64.b64encode(bytes([ED25519]) + seed).decode("ascii")
-        return f"PRIVATE+KEY+{self.name}+{self.key_id:08x}+{blob}"
+        plain = key_id(self.name, self.private_key.public_key())
+        return f"PRIVATE+KEY+{self.name}+{plain:08x}+{blob}"
 
     @classmethod
-    def from_skey(cls, text: str) -> NoteSigner:
+    def from_skey(cls, text: str, kind: int = ED25519) -> NoteSigner:
+        """The signer of a signer key text, signing as ``kind``."""
         if not text.startswith("PRIVATE+KEY+"):
             raise NoteError("a signer key starts with PRIVATE+KEY+")
-        name, claimed, seed = _parse_key_text(text.strip()[len("PRIVATE+KEY+") :], "signer key")
+        body = text.strip()[len("PRIVATE+KEY+") :]
+        name, claimed, stored, seed = _parse_key_text(body, "signer key")
         signer = cls(name, Ed25519PrivateKey.from_private_bytes(seed))
-        if signer.key_id != claimed:
+        if stored != ED25519 or signer.key_id != claimed:
             raise NoteError("signer key: its key ID is not its key's")
-        return signer
+        return cls(name, signer.private_key, kind)
 
-    def sign(self, text: str) -> NoteSignature:
-        """The signature of ``text`` (checked as a note's text)."""
+    def sign(self, text: str, timestamp: int | None = None) -> NoteSignature:
+        """The signature of ``text`` (checked as a note's text). A cosignature states the time
+        it is made at: ``timestamp``, POSIX seconds, given by the caller (the core reads no
+        clock)."""
         _check_text(text)
+        if self.kind == COSIGNATURE_V1:
+            if not isinstance(timestamp, int) or not 0 <= timestamp <= _MAX_TIMESTAMP:
+                raise NoteError("a cosignature needs its time: POSIX seconds, 0 to 2^63 - 1")
+            signed = self.private_key.sign(cosigned_message(text, timestamp))
+            return NoteSignature(self.name, self.key_id, timestamp.to_bytes(8, "big") + signed)
         return NoteSignature(self.name, self.key_id, self.private_key.sign(text.encode("utf-8")))
 
 
@@ -267,16 +322,17 @@ def parse_note(data: str | bytes) -> Note:
     return Note(text, tuple(signatures))
 
 
-def sign_note(note: str | Note, *signers: NoteSigner) -> str:
+def sign_note(note: str | Note, *signers: NoteSigner, timestamp: int | None = None) -> str:
     """The note ``note`` (a text, or a note already signed) with a signature by each of
-    ``signers`` appended; a signature it already had by one of them is replaced."""
+    ``signers`` appended; a signature it already had by one of them is replaced.
+    ``timestamp`` is the time cosigners state (POSIX seconds; needed if one cosigns)."""
     if not signers:
         raise NoteError("a note needs at least one signer")
     base = note if isinstance(note, Note) else Note(note, ())
     _check_text(base.text)
     ours = {(s.name, s.key_id) for s in signers}
     kept = tuple(s for s in base.signatures if (s.name, s.key_id) not in ours)
-    fresh = tuple(signer.sign(base.text) for signer in signers)
+    fresh = tuple(signer.sign(base.text, timestamp) for signer in signers)
     if len(kept) + len(fresh) > MAX_SIGNATURES:
         raise NoteError(f"a note with more than {MAX_SIGNATURES} signatures")
     return Note(base.text, kept + fresh).encode()
@@ -285,11 +341,13 @@ def sign_note(note: str | Note, *signers: NoteSigner) -> str:
 @dataclass(frozen=True, slots=True)
 class VerifiedNote:
     """A note whose text a known key signed: the signatures that verified (one per key, in
-    the note's order) and those of keys the verifier does not know (not checked)."""
+    the note's order), the time each states if it is a cosignature (``None`` if not), and the
+    signatures of keys the verifier does not know (not checked)."""
 
     text: str
     verified: tuple[NoteSignature, ...]
     unverified: tuple[NoteSignature, ...]
+    times: tuple[int | None, ...] = ()
 
     @property
     def signed_by(self) -> tuple[str, ...]:
@@ -308,8 +366,8 @@ def open_note(data: str | bytes | Note, verifiers: Iterable[NoteVerifier]) -> Ve
         if key in known and known[key].vkey() != given.vkey():
             ambiguous.add(key)
         known[key] = given
-    message = note.text.encode("utf-8")
     verified: list[NoteSignature] = []
+    times: list[int | None] = []
     unverified: list[NoteSignature] = []
     seen: set[tuple[str, int]] = set()
     for signature in note.signatures:
@@ -321,14 +379,16 @@ def open_note(data: str | bytes | Note, verifiers: Iterable[NoteVerifier]) -> Ve
             if signature not in unverified:
                 unverified.append(signature)
             continue
-        if not verifier.verify(message, signature.signature):
+        if not verifier.verify(note.text, signature.signature):
             raise NoteError(f"invalid signature for key {signature.name}+{signature.key_id:08x}")
         if key not in seen:
             seen.add(key)
             verified.append(signature)
+            cosigned = verifier.kind == COSIGNATURE_V1
+            times.append(cosignature_time(signature) if cosigned else None)
     if not verified:
         raise NoteError("the note has no verifiable signature (no known key signed it)")
-    return VerifiedNote(note.text, tuple(verified), tuple(unverified))
+    return VerifiedNote(note.text, tuple(verified), tuple(unverified), tuple(times))
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -371,9 +431,11 @@ class Checkpoint:
         return cls(lines[0], int(lines[1]), root, tuple(lines[3:]))
 
 
-def sign_checkpoint(checkpoint: Checkpoint, *signers: NoteSigner) -> str:
+def sign_checkpoint(
+    checkpoint: Checkpoint, *signers: NoteSigner, timestamp: int | None = None
+) -> str:
     """The signed note of ``checkpoint`` (C2SP: the log's key name should be its origin)."""
-    return sign_note(checkpoint.text(), *signers)
+    return sign_note(checkpoint.text(), *signers, timestamp=timestamp)
 
 
 def open_checkpoint(
