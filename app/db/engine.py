@@ -26,7 +26,7 @@ import select
 from typing import Any, Final
 
 from psycopg import pq
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
@@ -66,10 +66,46 @@ def make_engine(
         # (``benchmarks/RESULTS.md``, *Server CPU at one client*, *Levers, measured side by
         # side*).
         kwargs.update(pool_size=pool_size, max_overflow=max_overflow, pool_use_lifo=True)
+    url, prepare = _prepare_threshold(url)
+    if prepare is not _DEFAULT:
+        kwargs["connect_args"] = {"prepare_threshold": prepare}
     engine = create_engine(url, isolation_level="READ COMMITTED", **kwargs)
     _install_liveness_check(engine)
     _install_session_end_check(engine)
     return engine
+
+
+_DEFAULT: Final = object()
+#: The URL parameter that sets psycopg's ``prepare_threshold`` (``none``: never prepare).
+PREPARE_THRESHOLD: Final = "prepare_threshold"
+
+
+def _prepare_threshold(url: str) -> tuple[str, object]:
+    """``url`` without its ``prepare_threshold`` parameter, and psycopg's setting from it:
+    ``None`` for ``none`` or ``off`` (statements never prepared), an integer for a number
+    (psycopg prepares a statement on that execution; ``0``: on the first), :data:`_DEFAULT` (psycopg's own: prepare a statement on its fifth execution) when
+    the URL has none.
+
+    Why it exists: psycopg prepares a statement run again and again on its connection's
+    server session. Behind PgBouncer in *transaction* pooling, before 1.21 (Debian bookworm
+    ships 1.18), consecutive transactions of one client connection run on different server
+    sessions, so a prepared statement is missing on one (``InvalidSqlStatementName``) or
+    already there on another (``DuplicatePreparedStatement``): of 1,200 registrations by 8
+    clients to two workers through PgBouncer 1.18, 45 were answered 500 and 55 answered 503. ``?prepare_threshold=none`` turns preparing off (``docs/operations.md``,
+    *PgBouncer*)."""
+    parsed = make_url(url)
+    if PREPARE_THRESHOLD not in parsed.query:
+        return url, _DEFAULT
+    raw = parsed.query[PREPARE_THRESHOLD]
+    text = (raw if isinstance(raw, str) else raw[-1]).strip().lower()
+    rest = parsed.difference_update_query([PREPARE_THRESHOLD]).render_as_string(
+        hide_password=False
+    )
+    if text in ("none", "off"):
+        return rest, None
+    if not text.isdigit():
+        raise ValueError(f"{PREPARE_THRESHOLD} is 'none' or a whole number, not {raw!r}")
+    return rest, int(text)
 
 
 def session_ended(exc: BaseException) -> bool:
