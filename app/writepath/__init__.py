@@ -1,9 +1,10 @@
 """The write path of register, settle and cancel, in one package with one owner.
 
-:class:`WritePath` owns what the write path keeps beyond one transaction, per process: the turns
-per dataset (:mod:`app.writepath.queue`), the group commit lines (:mod:`app.writepath.groups`),
-which organisations had a cap and the datasets' partitions (:mod:`app.writepath.caches`) and the
-witness guard (:mod:`app.writepath.witness`). Below it: the lock statements and the stored
+:class:`WritePath` owns what the write path keeps beyond one transaction, per process: the
+turns per dataset (:mod:`app.writepath.queue`), the group commit lines
+(:mod:`app.writepath.groups`, whose one leader-and-batch core the witness writes through too),
+which organisations had a cap and the datasets' partitions (:mod:`app.writepath.caches`) and
+the witness guard (:mod:`app.writepath.witness`). Below it: the lock statements and the stored
 responses' statement (:mod:`app.writepath.admission`), the lock policy
 (:mod:`app.writepath.locking`) and a transaction's stored responses
 (:mod:`app.writepath.stored`). The use cases (:mod:`app.services.registration`,

@@ -1,4 +1,5 @@
-"""Group commit: concurrent writes on one key, inside one server process, share a transaction.
+"""Group commit: concurrent writes on one key, inside one server process, share a transaction;
+and the one leader-and-batch core (:class:`Leader`) the witness writer uses too.
 
 While one group of requests on a key (the register use case uses the caller) is in its
 transaction, the requests that arrive for the same key wait in line, each awaiting a future on
@@ -14,6 +15,12 @@ in flight in the process (``inline``), an idle line's group runs on the event lo
 hand-off to a thread and back would be the request's largest fixed cost, and there is nothing
 else for the loop to do meanwhile (``benchmarks/RESULTS.md``, *Server CPU at one client*).
 
+Both group commits of the write path go through :class:`Leader`: whoever finds no write under
+way takes everything waiting and writes it in one go, the lock released meanwhile, and those who
+arrive in the meantime wait for the next batch. Here a line's thread leads its groups one after
+another; in the witness (:class:`app.writepath.witness.WitnessGuard`) an answer's thread or the
+background writer leads, and waiters wait on the lock's condition.
+
 This module only gathers and hands over; what a group does, and what each request of a failed
 group is answered, is the caller's (``run``): it returns one outcome per request, a value or the
 exception that request raises. Nothing is held across processes: correctness rests on the
@@ -28,12 +35,58 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import suppress
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from anyio import to_thread
 
 P = TypeVar("P")
 R = TypeVar("R")
+B = TypeVar("B")
+W = TypeVar("W")
+
+
+class Leader(Generic[B, W]):
+    """One batch written at a time, by whoever leads: the write path's group commit, written
+    once. ``take`` (called with ``lock`` held) hands over everything waiting, or ``None``;
+    ``write`` writes it with ``lock`` released (the others keep handing in meanwhile); ``done``
+    (with ``lock`` held again) books what the write returned; then the waiters on ``lock`` are
+    woken. :attr:`busy` says a write is under way (nobody else may lead then)."""
+
+    __slots__ = ("_done", "_lock", "_take", "_write", "busy")
+
+    def __init__(
+        self,
+        lock: threading.Condition,
+        take: Callable[[], B | None],
+        write: Callable[[B], W],
+        done: Callable[[B, W], None] | None = None,
+    ) -> None:
+        self._lock = lock
+        self._take = take
+        self._write = write
+        self._done = done
+        self.busy = False
+
+    def lead(self) -> bool:
+        """Take what waits and write it; ``False`` when nothing waited. Called with the lock
+        held and no write under way (:attr:`busy` false); returns with the lock held. A write
+        that raises leaves :attr:`busy` set and the exception to the caller."""
+        batch = self._take()
+        if batch is None:
+            return False
+        self.busy = True
+        self._lock.release()
+        try:
+            written = self._write(batch)
+        finally:
+            self._lock.acquire()
+        if self._done is not None:
+            self._done(batch, written)
+        self.busy = False
+        self._lock.notify_all()
+        return True
+
 
 Run = Callable[[Sequence[P]], Sequence[R | BaseException]]
 
@@ -69,7 +122,7 @@ class GroupCommit(Generic[P, R]):
         if limit < 1:
             raise ValueError("a group holds at least one request")
         self.limit = limit
-        self._lock = threading.Lock()
+        self._lock = threading.Condition(threading.Lock())
         self._lines: dict[Hashable, deque[_Waiter[P, R]]] = {}
         #: the tasks that run lines in threads (kept referenced until they finish)
         self._runners: set[asyncio.Task[None]] = set()
@@ -118,19 +171,29 @@ class GroupCommit(Generic[P, R]):
             self._fail_line(key, line, error or RuntimeError("the line's runner was cancelled"))
 
     def _drain(self, key: Hashable, line: deque[_Waiter[P, R]], pause: bool = True) -> None:
-        """Run the line's groups one after another while requests wait in it; retire it when
-        empty. ``pause``: in a thread, give the event loop the interpreter between groups."""
-        while True:
-            with self._lock:
-                if not line:
-                    del self._lines[key]
-                    return
-                group = [line.popleft() for _ in range(min(self.limit, len(line)))]
-            self._run_group(group)
-            if pause:
-                # let the event loop take the interpreter: it sends this group's answers and
-                # queues the requests that arrived meanwhile into the next group
-                time.sleep(0)
+        """Lead the line's groups one after another while requests wait in it (:class:`Leader`);
+        retire it when empty. ``pause``: in a thread, give the event loop the interpreter
+        between groups."""
+        leader: Leader[list[_Waiter[P, R]], None] = Leader(
+            self._lock, partial(self._group, key, line), partial(self._write, pause)
+        )
+        with self._lock:
+            while leader.lead():
+                pass
+
+    def _group(self, key: Hashable, line: deque[_Waiter[P, R]]) -> list[_Waiter[P, R]] | None:
+        """The line's next group (lock held), or ``None``: the line is empty and retired."""
+        if not line:
+            del self._lines[key]
+            return None
+        return [line.popleft() for _ in range(min(self.limit, len(line)))]
+
+    def _write(self, pause: bool, group: list[_Waiter[P, R]]) -> None:
+        self._run_group(group)
+        if pause:
+            # let the event loop take the interpreter: it sends this group's answers and
+            # queues the requests that arrived meanwhile into the next group
+            time.sleep(0)
 
     @staticmethod
     def _run_group(group: list[_Waiter[P, R]]) -> None:

@@ -12,7 +12,8 @@ seconds after the oldest head the witness still lacks. ``lag = 0`` is the synchr
 an answer waits for its own heads, written in its own thread (no hand-off). With ``lag > 0`` a
 background thread writes what is pending ``lag / 2`` after the oldest head was handed in, so
 that answers do not wait while it keeps up; it also retries a failed write. Both write through
-the one path, :meth:`WitnessGuard._lead`.
+the one path, the write path's group commit (:class:`app.writepath.groups.Leader`: one write
+under way at a time, taking every head pending).
 
 What is witnessed, the format and the guarantees: :mod:`odometer_core.ledger.witness` and
 ``docs/witness.md``. The checks against the database (at start, periodically) and the recovery
@@ -29,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from app.writepath.groups import Leader
 from odometer_core.ledger.checkpoints import Signer
 from odometer_core.ledger.witness import Head, Witnessed, WitnessStore
 
@@ -96,7 +98,10 @@ class WitnessGuard:
         self._writing: dict[str, Head] = {}
         self._pending_since: float | None = None
         self._writing_since: float | None = None
-        self._busy = False  # a write under way (by an answer's thread or the background one)
+        #: who writes what is pending: an answer's thread or the background one, one at a time
+        self._leader: Leader[dict[str, Head], str | None] = Leader(
+            self._cond, self._take, self._write, self._written
+        )
         self._closed = False
         self._failures = 0
         self._error: str | None = None
@@ -232,8 +237,8 @@ class WitnessGuard:
                         f"heads of the last {self.lag:g} s ({self._error or 'it is late'}); "
                         "retry with the same Idempotency-Key for the recorded answer"
                     )
-                if not self._busy and self._pending:
-                    self._lead()
+                if not self._leader.busy and self._pending:
+                    self._leader.lead()
                 else:
                     self._cond.wait(left)
 
@@ -254,10 +259,10 @@ class WitnessGuard:
             thread.join(self.wait + 5)
         with self._cond:
             deadline = time.monotonic() + self.wait
-            while self._busy and time.monotonic() < deadline:
+            while self._leader.busy and time.monotonic() < deadline:
                 self._cond.wait(deadline - time.monotonic())
-            if not self._busy and self._pending:
-                self._lead()
+            if not self._leader.busy and self._pending:
+                self._leader.lead()
 
     # ------------------------------------------------------------------ the writer
     def _unwitnessed_since(self) -> float | None:
@@ -273,15 +278,15 @@ class WitnessGuard:
         """The background writer, for what no answer waits for yet: with ``lag`` > 0, what is
         pending ``lag / 2`` seconds after the oldest head was handed in, so that answers never
         wait while the witness keeps up; and a failed write's heads, retried every
-        ``max(lag, RETRY_SECONDS)``. It writes as an answer's thread does (:meth:`_lead`)."""
+        ``max(lag, RETRY_SECONDS)``. It writes as an answer's thread does (:attr:`_leader`)."""
         with self._cond:
             while True:
                 if self._closed:
                     return
                 due = self._due()
                 left = None if due is None else due - time.monotonic()
-                if left is not None and left <= 0 and not self._busy:
-                    self._lead()
+                if left is not None and left <= 0 and not self._leader.busy:
+                    self._leader.lead()
                 else:
                     self._cond.wait(left)
 
@@ -295,18 +300,20 @@ class WitnessGuard:
             return self._pending_since + self.lag / 2
         return None
 
-    def _lead(self) -> None:
-        """Write everything pending, called under ``_cond`` with no write under way (released
-        during the write itself): the one path by which heads reach the store, whether from an
-        answer's thread or the background writer's."""
+    def _take(self) -> dict[str, Head] | None:
+        """Everything pending, now being written (under ``_cond``; the leader's ``take``): the
+        one path by which heads reach the store, whether from an answer's thread or the
+        background writer's."""
+        if not self._pending:
+            return None
         batch, self._pending = self._pending, {}
-        self._writing, self._busy = batch, True
+        self._writing = batch
         self._writing_since, self._pending_since = self._pending_since, None
-        self._cond.release()
-        try:
-            error = self._write(batch)
-        finally:
-            self._cond.acquire()
+        return batch
+
+    def _written(self, batch: dict[str, Head], error: str | None) -> None:
+        """What a write left (under ``_cond`` again; the leader's ``done``): a failed write's
+        heads pending again, to be retried."""
         if error is not None:
             for dataset_id, head in batch.items():
                 pending = self._pending.get(dataset_id)
@@ -323,12 +330,11 @@ class WitnessGuard:
             self._error = None
             self._failures_pending = False
         self._writing_since = None
-        self._writing, self._busy = {}, False
-        self._cond.notify_all()
+        self._writing = {}
 
     def _write(self, batch: dict[str, Head]) -> str | None:
         """Write ``batch`` (outside ``_cond``); on failure freeze its datasets
-        (``unwitnessed``; :meth:`_lead` puts the heads back for the next write); the failure,
+        (``unwitnessed``; :meth:`_written` puts the heads back for the next write); the failure,
         or ``None``."""
         try:
             forks = self.store.advance(batch.values(), now(), self.signer)
