@@ -22,7 +22,6 @@ summing to 1, a without-replacement sample no larger than its population) checks
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -181,7 +180,10 @@ def _integer(name: str, low: int, high: int, **more: Any) -> Field:
 
 
 def _doc(text: str) -> str:
-    return inspect.cleandoc(text)
+    """``text`` as a docstring reads: blank ends dropped, the lines' common indentation removed."""
+    lines = text.strip("\n").split("\n")
+    indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
+    return "\n".join(line[indent:] for line in lines).strip()
 
 
 # ---------------------------------------------------------------------------- the words
