@@ -36,7 +36,7 @@ _CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("accounting core (`admit`)", ("core/odometer_core/accounting/",)),
     ("ledger hash (canonical JSON + SHA-256)", ("core/odometer_core/ledger/chain",)),
     ("DB: the lock statement (`read_levels`)", ("read_levels (app/writepath/admission",)),
-    ("DB: the write statement (`write`)", ("write (app/writepath/admission",)),
+    ("DB: the write statement (`write`)", ("write (app/db/writes",)),
     ("DB: COMMIT", ("commit (app/services/invocations",)),
     (
         "DB: pool checkout, liveness check, session",
