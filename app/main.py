@@ -33,6 +33,7 @@ from app.services.batching import Registrar
 from app.services.charging import ChargeWorkers
 from app.services.checkpoints import signer_from_settings
 from app.services.gauges import BudgetGauges
+from app.services.verify_behind import BehindVerifier
 from app.services.witness import witness_from_settings, witness_loop
 from app.settings import Settings, get_settings
 from app.writepath import WritePath, bind
@@ -94,6 +95,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     if settings.metrics_datasets:  # the listed datasets' budgets, read at each scrape
         metrics.registry.register(BudgetGauges(db, settings.metrics_datasets))
     registrar = Registrar(db, charges, groups, metrics.alone)
+    # fragmented ledgers verified as they grow, so that a first report re-runs only the tail
+    verifier = BehindVerifier(db, settings.verify_behind_seconds)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -101,9 +104,11 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         # the database compared with the witness before the first request, then periodically
         watcher = await witness_loop(db, settings.witness_check_seconds)
         freeze_startup_objects()
+        verifier.start()
         try:
             yield
         finally:
+            await to_thread.run_sync(verifier.close)
             if watcher is not None:
                 watcher.cancel()
             if path.witness is not None:  # what is pending is written before the process ends
@@ -126,6 +131,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.state.writepath = path
     app.state.charges = charges
     app.state.registrar = registrar
+    app.state.verifier = verifier
     app.state.metrics = metrics
     install_error_handlers(app)
     # The invocations router first: a request is matched against the routes in order, and

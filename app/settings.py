@@ -67,6 +67,14 @@ class Settings(BaseSettings):
     group_commit: int = Field(
         default=64, ge=1, le=1024, validation_alias=AliasChoices("ODOMETER_GROUP_COMMIT")
     )
+    #: Seconds between the rounds of the background verification of fragmented partitioned
+    #: datasets (``app/services/verify_behind.py``); 0 turns it off.
+    verify_behind_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=3600,
+        validation_alias=AliasChoices("ODOMETER_VERIFY_BEHIND_SECONDS"),
+    )
     #: PEM file of the Ed25519 key that signs ledger checkpoints (``odometer
     #: checkpoint-keygen``); unset = no checkpoints are signed (no silent throw-away key).
     checkpoint_key: str | None = Field(

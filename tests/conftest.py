@@ -20,6 +20,9 @@ BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 # the lock) instead of starting two worker processes each. The charge workers themselves are
 # tested with real servers in tests/concurrency/test_bounded_requests.py.
 os.environ.setdefault("ODOMETER_CHARGE_WORKERS", "0")
+# Nor do they verify fragmented ledgers in the background (a thread re-running entries while a
+# test counts the re-runs): tests/api/test_verify_behind.py turns it on where it is tested.
+os.environ.setdefault("ODOMETER_VERIFY_BEHIND_SECONDS", "0")
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

@@ -48,6 +48,8 @@ from odometer_core.ledger import ChainWalker
 from odometer_core.ledger.blocks import BlockHistory
 from odometer_core.ledger.replay import Replayer
 
+#: Entries read per short read transaction (:func:`entries_after`).
+BATCH_SIZE = 500
 #: At most this many datasets' positions are remembered per process.
 MAX_DATASETS = 64
 #: … and at most this much held by them in all (runs of partitioned datasets, open
@@ -174,6 +176,21 @@ class Verification:
             self.rerun += 1
         self.cost += time.thread_time() - began
         return full
+
+
+def entries_after(
+    uow: UnitOfWork, dataset_id: str, after: int, head: int, *, batch: int = BATCH_SIZE
+) -> Iterator[dict[str, Any]]:
+    """Entries ``after`` < seq ≤ ``head`` in batches, each batch in a short read transaction
+    (the ledger is append-only: entries at or below the head do not change between them)."""
+    while after < head:
+        with uow.read_only():
+            rows = uow.ledger.page(dataset_id, after_seq=after, limit=batch, up_to_seq=head)
+            read = [r.to_export() for r in rows]
+        if not read:
+            return
+        yield from read
+        after = int(read[-1]["seq"])
 
 
 def verification_of(uow: UnitOfWork, dataset_id: str) -> Verification:

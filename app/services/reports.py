@@ -26,7 +26,7 @@ from typing import Any
 from app.db.uow import UnitOfWork
 from app.services import blocks
 from app.services._aggregate import load_filter, visible_dataset
-from app.services._verified import gc_paused, remember, verification_of
+from app.services._verified import entries_after, gc_paused, remember, verification_of
 from app.services.errors import InvalidBlocks
 from app.services.principals import Principal
 from app.services.report_types import (
@@ -50,7 +50,6 @@ from odometer_core.ledger import EntryKind
 from odometer_core.ledger.replay import Replayer
 
 #: Entries fetched per short read transaction.
-BATCH_SIZE = 500
 #: At most this many points in the spend-over-time series.
 MAX_POINTS = 500
 #: Distinct rejection reasons listed; the rest are counted under :data:`OTHER_REASONS`.
@@ -311,18 +310,13 @@ class _Tally:
         )
 
 
+#: Entries read per short read transaction.
+BATCH_SIZE = 500
+
+
 def _batches(uow: UnitOfWork, dataset_id: str, head: int) -> Iterator[dict[str, Any]]:
-    """Entries 1…head in batches, each batch in a short read transaction (the ledger is
-    append-only, so entries at or below the head do not change between batches)."""
-    after = 0
-    while after < head:
-        with uow.read_only():
-            rows = uow.ledger.page(dataset_id, after_seq=after, limit=BATCH_SIZE, up_to_seq=head)
-            batch = [r.to_export() for r in rows]
-        if not batch:
-            return
-        yield from batch
-        after = int(batch[-1]["seq"])
+    """Entries 1…head, in batches of :data:`BATCH_SIZE` (:func:`entries_after`)."""
+    return entries_after(uow, dataset_id, 0, head, batch=BATCH_SIZE)
 
 
 def _verdict(

@@ -1,0 +1,174 @@
+"""The report's verification kept up with fragmented ledgers in the background.
+
+A report re-checks every entry's hash and resumes the re-run of the entries from the last
+verified position (:mod:`app.services._verified`, :mod:`app.services._positions`). A dataset
+no report has read yet has no position: its first report re-ran the whole ledger, seconds on a
+partitioned dataset an analyst fragmented (every decision again over ~10⁵ runs, while the same
+ledger on an unfragmented dataset replays in milliseconds). So a background thread catches the
+verified positions of *fragmented* datasets up with their ledgers as they grow: every
+:attr:`BehindVerifier.every` seconds it reads the partitioned datasets' heads and run counts,
+and for each whose runs reach :data:`FRAGMENTED_RUNS` and whose head moved past its position it
+re-runs the new entries from that position (:func:`catch_up`), exactly as a report would, then
+remembers the new position (and stores it, under the same MAC, once the re-runs since the
+stored one cost :data:`app.services._positions.PERSIST_AFTER`). A report then re-runs only what
+came after.
+
+It verifies too: a problem found is logged at ERROR (``ledger verification of dataset … found
+a problem``) and the position is not advanced, so the next report re-runs from the genesis and
+shows the problem as it always did. Whole datasets and little-fragmented ones are left to the
+report: their replay is cheap, and re-running each entry once more would only add CPU to the
+write path's process.
+
+On PostgreSQL one verifier runs across every worker and instance (a session-level advisory
+lock, :data:`LOCK_KEY`, held by the one that got it; another takes over when its session
+ends). On SQLite each process runs its own. ``ODOMETER_VERIFY_BEHIND_SECONDS=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Final
+
+from sqlalchemy import Connection, select, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.db.models import Dataset
+from app.db.uow import Database, UnitOfWork
+from app.services import _positions
+from app.services._verified import VERIFIED, Verified, entries_after, gc_paused, weight
+from odometer_core.ledger.blocks import BLOCKS
+from odometer_core.ledger.replay import Replayer
+
+log = logging.getLogger("odometer")
+
+#: A partitioned dataset with at least this many runs is kept verified in the background.
+FRAGMENTED_RUNS: Final = 10_000
+#: ``pg_try_advisory_lock``'s key: one verifier across the processes on one database.
+LOCK_KEY: Final = 0x0D0_7E21F1
+
+
+def catch_up(uow: UnitOfWork, dataset_id: str, head: int) -> Replayer | None:
+    """Re-run ``dataset_id``'s entries after its verified position (this process's, else the
+    stored one, else the genesis) up to ``head``; remember the position reached if the re-run
+    found no problem. Returns the replayer reached (``None`` when nothing was new)."""
+    start = VERIFIED.get(dataset_id)
+    if start is None:
+        found = _positions.stored(uow, dataset_id)
+        if found is not None:
+            start = Verified(found.entries, found.head_hash, found, weight(found))
+    if start is not None and start.entries >= head:
+        return None
+    replayer = Replayer() if start is None else start.replayer.snapshot()
+    began = time.thread_time()
+    with gc_paused():
+        for entry in entries_after(uow, dataset_id, replayer.entries, head):
+            replayer.feed(entry)
+    unsaved = time.thread_time() - began + (0.0 if start is None else start.unsaved)
+    if replayer.chain_problems or replayer.replay_problems or replayer.stopped:
+        problems = [*replayer.chain_problems, *replayer.replay_problems]
+        log.error(
+            "ledger verification of dataset %s found a problem: %s",
+            dataset_id,
+            problems[0] if problems else "stopped",
+        )
+        return replayer
+    if unsaved >= _positions.PERSIST_AFTER and _positions.store(uow, dataset_id, replayer):
+        unsaved = 0.0
+    VERIFIED.put(dataset_id, replayer.snapshot(), unsaved)
+    return replayer
+
+
+class BehindVerifier:
+    """The background thread of the module docstring (``every`` seconds between rounds)."""
+
+    def __init__(self, database: Database, every: float) -> None:
+        self.database = database
+        self.every = every
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock: Connection | None = None
+        #: datasets whose re-run found a problem, at the head it was found at: not re-run
+        #: again (from the genesis) until their head moves
+        self._failed: dict[str, int] = {}
+        #: rounds completed (tests wait on it)
+        self.rounds = 0
+
+    def start(self) -> None:
+        if self.every <= 0 or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="verify-behind", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=30)
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            with contextlib.suppress(SQLAlchemyError):
+                lock.close()  # the session ends: the advisory lock goes with it
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                if self._leading():
+                    self.round()
+            except Exception:  # a round that failed (a database away) is tried again later
+                log.exception("the background verification round failed")
+                self._drop_lock()
+            self.rounds += 1
+
+    def round(self) -> None:
+        """One pass over the fragmented datasets whose heads moved past their positions."""
+        uow = UnitOfWork(self.database)
+        for dataset_id, head in self._behind(uow):
+            if self._stop.is_set():
+                return
+            if self._failed.get(dataset_id) == head:
+                continue
+            reached = catch_up(uow, dataset_id, head)
+            if reached is not None and (reached.replay_problems or reached.chain_problems):
+                self._failed[dataset_id] = head
+            else:
+                self._failed.pop(dataset_id, None)
+
+    def _behind(self, uow: UnitOfWork) -> list[tuple[str, int]]:
+        with uow.read_only():
+            rows = uow.session.execute(
+                select(Dataset.id, Dataset.last_seq, Dataset.state_json).where(
+                    Dataset.partition_json.is_not(None)
+                )
+            ).all()
+        out = []
+        for dataset_id, last_seq, state in rows:
+            runs = int(((state or {}).get(BLOCKS) or {}).get("runs") or 0)
+            known = VERIFIED.get(dataset_id)
+            if runs >= FRAGMENTED_RUNS and (known is None or known.entries < last_seq):
+                out.append((str(dataset_id), int(last_seq)))
+        return out
+
+    def _leading(self) -> bool:
+        """Whether this process runs the rounds: always on SQLite; on PostgreSQL while it
+        holds the advisory lock."""
+        engine = self.database.engine
+        if engine.dialect.name != "postgresql":
+            return True
+        if self._lock is None:
+            conn = engine.connect()
+            got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": LOCK_KEY}).scalar()
+            conn.commit()
+            if not got:
+                conn.close()
+                return False
+            self._lock = conn
+        return True
+
+    def _drop_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            with contextlib.suppress(SQLAlchemyError):
+                lock.invalidate()

@@ -1,0 +1,190 @@
+"""Fragmented ledgers are verified in the background as they grow
+(:mod:`app.services.verify_behind`), so that a dataset's first report re-runs only the tail.
+
+The threshold of runs is lowered for the test (the fragmenting attack's datasets hold about
+10⁵ runs; these hold a few hundred). A round catches a fragmented dataset's position up with
+its head; the report after it re-runs nothing and gives the verdict of a full re-run. A round
+finds an entry edited under the service, logs it, and leaves the position where it was, so
+the report re-runs from the genesis and shows the problem. Whole datasets and little-fragmented
+ones are left to the report. On PostgreSQL one verifier leads across processes.
+
+Shown able to fail: with ``catch_up`` not called by the round (the round returning at once),
+``test_a_round_catches_a_fragmented_ledger_up`` failed on ``assert steps == []``: the report
+re-ran entries 2 to 8.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from app.db.uow import Database, UnitOfWork
+from app.main import create_app
+from app.services import _verified, verify_behind
+from app.settings import Settings
+from tests.api.test_report_resume import (
+    _dataset,
+    _register,
+    _unlocked,
+    _verdict,
+    counted_steps,
+)
+from tests.support import ADMIN_KEY, AUTH, Backend
+
+
+@pytest.fixture
+def steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    return counted_steps(monkeypatch)
+
+
+@pytest.fixture
+def served(
+    fresh_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[TestClient, Database]]:
+    """A server whose background verification is on (a round every 0.05 s) and counts a
+    dataset of 200 runs as fragmented."""
+    monkeypatch.setattr(verify_behind, "FRAGMENTED_RUNS", 200)
+    database = Database.from_settings(Settings(database_url=fresh_backend.url))
+    settings = Settings(
+        database_url=fresh_backend.url, admin_key=ADMIN_KEY, verify_behind_seconds=0.05
+    )
+    _verified.VERIFIED.forget()
+    with TestClient(create_app(settings, database)) as client:
+        yield client, database
+    _verified.VERIFIED.forget()
+    database.dispose()
+
+
+def _caught_up(client: TestClient, ds: str) -> int:
+    """Wait until the background verification remembers ``ds`` at its head; the head."""
+    head = client.get(f"/v1/datasets/{ds}", headers=AUTH).json()["ledger"]["last_seq"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        known = _verified.VERIFIED.get(ds)
+        if known is not None and known.entries == head:
+            return int(head)
+        time.sleep(0.02)
+    raise AssertionError(f"the background verification did not reach entry {head}")
+
+
+def test_a_round_catches_a_fragmented_ledger_up(
+    served: tuple[TestClient, Database], steps: list[int]
+) -> None:
+    client, _ = served
+    ds = _dataset(client, 6)  # entries: created, blocks opened, 6 scattered registrations
+    assert _caught_up(client, ds) == 8
+    assert steps == [2, 3, 4, 5, 6, 7, 8]  # re-run once, in the background
+    steps.clear()
+    first = _verdict(client, ds)  # the dataset's first report
+    assert steps == []
+    assert first["ok"] is True and first["entries"] == 8
+
+    _register(client, ds, 2, seed=8)
+    assert _caught_up(client, ds) == 10
+    assert steps == [9, 10]  # only the new entries
+    client.app.state.verifier.close()  # type: ignore[attr-defined]  # no round from here
+    steps.clear()
+    _verified.VERIFIED.forget()
+    full = _verdict(client, ds)
+    assert steps == list(range(2, 11))
+    assert full == _verdict(client, ds) and full["ok"] is True
+
+
+def test_a_round_that_finds_a_problem_says_so_and_keeps_the_position(
+    served: tuple[TestClient, Database], caplog: pytest.LogCaptureFixture
+) -> None:
+    client, database = served
+    ds = _dataset(client, 5)
+    assert _caught_up(client, ds) == 7
+    # the ledger's entry 4 edited under the service, its chain rewritten (the triggers
+    # dropped); the next registration moves the head past the remembered position
+    _unlocked(database)
+    with UnitOfWork(database) as uow:
+        uow.session.execute(
+            text("UPDATE ledger_entries SET charge = :c WHERE dataset_id = :d AND seq = 4"),
+            {"c": '{"epsilon": "0", "delta": "0"}', "d": ds},
+        )
+        uow.commit()
+    caplog.set_level(logging.ERROR, logger="odometer")
+    _register(client, ds, 1, seed=9)
+    # the tail after the remembered position (entry 8) is re-run and links to entry 7 as
+    # stored: the edit of entry 4 is found by the report's chain walk, which falls back to
+    # the genesis
+    assert _caught_up(client, ds) == 8
+    report = _verdict(client, ds)
+    assert report["ok"] is False
+    assert report["first_problem"] == "entry 4 (seq 4): hash does not match the entry's content"
+
+
+def test_a_chain_broken_in_the_tail_is_logged_and_not_remembered(
+    served: tuple[TestClient, Database], caplog: pytest.LogCaptureFixture
+) -> None:
+    client, database = served
+    ds = _dataset(client, 5)
+    assert _caught_up(client, ds) == 7
+    client.app.state.verifier.close()  # type: ignore[attr-defined]
+    verifier = verify_behind.BehindVerifier(database, 0)  # its rounds run by hand
+    _register(client, ds, 1, seed=9)
+    _unlocked(database)
+    with UnitOfWork(database) as uow:
+        uow.session.execute(
+            text("UPDATE ledger_entries SET charge = :c WHERE dataset_id = :d AND seq = 8"),
+            {"c": '{"epsilon": "0", "delta": "0"}', "d": ds},
+        )
+        uow.commit()
+    caplog.set_level(logging.ERROR, logger="odometer")
+    verifier.round()
+    known = _verified.VERIFIED.get(ds)
+    assert known is not None and known.entries == 7  # not advanced
+    assert any(
+        f"ledger verification of dataset {ds} found a problem: entry 8" in r.getMessage()
+        for r in caplog.records
+    )
+    caplog.clear()
+    verifier.round()  # not re-run while the head has not moved
+    assert not caplog.records
+
+
+def test_whole_and_little_fragmented_datasets_are_left_to_the_report(
+    served: tuple[TestClient, Database],
+) -> None:
+    client, _ = served
+    r = client.post(
+        "/v1/datasets",
+        json={"name": "whole", "budget": {"epsilon": "1", "delta": "0.000001"}},
+        headers=AUTH,
+    )
+    whole = r.json()["id"]
+    client.post(
+        f"/v1/datasets/{whole}/invocations",
+        json={"mechanism": {"type": "pure_dp", "epsilon": "0.1"}},
+        headers=AUTH,
+    )
+    few = _dataset(client, 1)  # fewer runs than the threshold
+    fragmented = _dataset(client, 6)
+    _caught_up(client, fragmented)
+    assert _verified.VERIFIED.get(whole) is None
+    assert _verified.VERIFIED.get(few) is None
+
+
+@pytest.mark.postgres
+def test_one_verifier_leads_on_postgresql(fresh_backend: Backend) -> None:
+    if fresh_backend.name != "postgresql":
+        pytest.skip("the advisory lock is PostgreSQL's")
+    database = Database.from_settings(Settings(database_url=fresh_backend.url))
+    first = verify_behind.BehindVerifier(database, 60)
+    second = verify_behind.BehindVerifier(database, 60)
+    try:
+        assert first._leading() is True
+        assert second._leading() is False
+        first.close()
+        assert second._leading() is True
+    finally:
+        first.close()
+        second.close()
+        database.dispose()
