@@ -1,8 +1,11 @@
 """Declarations from the DP libraries analysts already use.
 
 - :mod:`odometer_client.adapters.opendp`: an OpenDP measurement and its ``d_in``;
-- :mod:`odometer_client.adapters.dp_accounting`: a ``dp_accounting`` ``DpEvent``.
+- :mod:`odometer_client.adapters.dp_accounting`: a ``dp_accounting`` ``DpEvent``;
+- :mod:`odometer_client.adapters.pipelinedp`: PipelineDP budget accountants that register the
+  pipeline at ``compute_budgets()``, before any noise is drawn.
 
-Each module imports its library when it is imported (``pip install
-'privacy-odometer-client[opendp]'`` or ``[dp-accounting]``); this package imports neither.
+The first two import their library when they are imported (``pip install
+'privacy-odometer-client[opendp]'`` or ``[dp-accounting]``); the PipelineDP adapter imports
+PipelineDP when an accountant is first used (``[pipelinedp]``); this package imports none.
 """
