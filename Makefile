@@ -10,7 +10,7 @@ KEY_FILE := .odometer-admin-key
 # public key beside it, for `odometer verify --public-key`)
 SIGNING_KEY_FILE := .odometer-checkpoint-key
 
-.PHONY: run test browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-compare
+.PHONY: run test test-adapters adapters-env browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-compare
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -84,14 +84,37 @@ run: install
 	ODOMETER_ADMIN_KEY="$$key" ODOMETER_CHECKPOINT_KEY="$$signing" exec $(BIN)/python -m app.serve \
 	  --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
-## test: the whole suite (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set;
+## test: the whole suite, then the adapters' tests in $(ADAPTERS_VENV) (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set;
 ## the browser tests are skipped, saying why, when no Chromium is installed: `make browser-deps`).
 ## TEST_WORKERS processes share the files (pytest-xdist, a file's tests in one process): most
 ## tests wait on servers, databases and fsync, so a second process fills the idle core
 ## (docs/development.md, *Tests*); TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
-test: dev
+test: dev adapters-env
 	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(ADAPTERS_VENV)/bin/python -m pytest -q tests/adapters
+
+## adapters-env: $(ADAPTERS_VENV), where the adapters' real-library tests run (tests/adapters/):
+## PipelineDP from requirements-adapters.txt (--no-deps, hash-checked) in a venv that reads the
+## project's $(VENV) behind its own packages (a .pth line), so numpy, scipy and dp-accounting are
+## requirements.lock's and the main venv never gets PipelineDP. About 2 s and 10 MB (3.4 MB of
+## wheels); `make run` does not need it
+ADAPTERS_VENV ?= .venv-adapters
+$(ADAPTERS_VENV)/.installed: requirements-adapters.txt $(VENV)/.installed-dev
+	rm -rf $(ADAPTERS_VENV)
+	$(BIN)/python -m venv --without-pip $(ADAPTERS_VENV)
+	$(BIN)/python -c 'import sysconfig; print("import site; site.addsitedir(%r)" % sysconfig.get_path("purelib"))' \
+	  > "$$($(ADAPTERS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_odometer_venv.pth"
+	$(ADAPTERS_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-adapters.txt
+	$(ADAPTERS_VENV)/bin/python -m pip check
+	@touch $@
+
+adapters-env: $(ADAPTERS_VENV)/.installed
+
+## test-adapters: the adapters' tests with the real libraries, in $(ADAPTERS_VENV) (`make test`
+## runs them after the suite; in $(VENV) they are skipped)
+test-adapters: adapters-env
+	$(ADAPTERS_VENV)/bin/python -m pytest -q tests/adapters
 
 ## browser-deps: the system Chromium the dashboard's and the API docs' browser tests drive
 ## (Debian's package; needs root; .ci/run calls it). Playwright never downloads a browser here.
