@@ -4,20 +4,23 @@ A report re-checks every entry's hash and resumes the re-run of the entries from
 verified position (:mod:`app.services._verified`, :mod:`app.services._positions`). A dataset
 no report has read yet has no position: its first report re-ran the whole ledger, seconds on a
 partitioned dataset an analyst fragmented (every decision again over ~10⁵ runs, while the same
-ledger on an unfragmented dataset replays in milliseconds). So a background thread catches the
-verified positions of *fragmented* datasets up with their ledgers as they grow: every
+ledger on an unfragmented dataset replays in milliseconds; as much where the same thousand
+keys are selected again and again, leaving few runs). So a background thread catches the
+verified positions of such datasets up with their ledgers as they grow: every
 :attr:`BehindVerifier.every` seconds it reads the partitioned datasets' heads and run counts,
-and for each whose runs reach :data:`FRAGMENTED_RUNS` and whose head moved past its position it
-re-runs the new entries from that position (:func:`catch_up`), exactly as a report would, then
+and for each whose head moved past its position and whose runs reach :data:`FRAGMENTED_RUNS`,
+or whose entries since the position name :data:`PENDING_RANGES` block ranges (each entry read
+once to count them), it re-runs the new entries from that position (:func:`catch_up`),
+exactly as a report would, then
 remembers the new position (and stores it, under the same MAC, once the re-runs since the
 stored one cost :data:`app.services._positions.PERSIST_AFTER`). A report then re-runs only what
 came after.
 
 It verifies too: a problem found is logged at ERROR (``ledger verification of dataset … found
 a problem``) and the position is not advanced, so the next report re-runs from the genesis and
-shows the problem as it always did. Whole datasets and little-fragmented ones are left to the
-report: their replay is cheap, and re-running each entry once more would only add CPU to the
-write path's process.
+shows the problem as it always did. Whole datasets, and partitioned ones whose pending entries
+name few ranges, are left to the report: their replay is cheap, and re-running each entry once
+more would only add CPU to the write path's process.
 
 On PostgreSQL one verifier runs across every worker and instance (a session-level advisory
 lock, :data:`LOCK_KEY`, held by the one that got it; another takes over when its session
@@ -44,8 +47,11 @@ from odometer_core.ledger.replay import Replayer
 
 log = logging.getLogger("odometer")
 
-#: A partitioned dataset with at least this many runs is kept verified in the background.
+#: A partitioned dataset with at least this many runs is kept verified in the background …
 FRAGMENTED_RUNS: Final = 10_000
+#: … and so is one whose entries after its position name at least this many block ranges
+#: (about 0.1 s of re-runs on this machine; ``benchmarks/RESULTS.md``).
+PENDING_RANGES: Final = 5_000
 #: ``pg_try_advisory_lock``'s key: one verifier across the processes on one database.
 LOCK_KEY: Final = 0x0D0_7E21F1
 
@@ -93,6 +99,9 @@ class BehindVerifier:
         #: datasets whose re-run found a problem, at the head it was found at: not re-run
         #: again (from the genesis) until their head moves
         self._failed: dict[str, int] = {}
+        #: per dataset below :data:`FRAGMENTED_RUNS`: the entry read up to, and the block
+        #: ranges the entries after its position name (:meth:`_costly`)
+        self._pending: dict[str, tuple[int, int]] = {}
         #: rounds completed (tests wait on it)
         self.rounds = 0
 
@@ -123,20 +132,39 @@ class BehindVerifier:
             self.rounds += 1
 
     def round(self) -> None:
-        """One pass over the fragmented datasets whose heads moved past their positions."""
+        """One pass over the partitioned datasets whose heads moved past their positions."""
         uow = UnitOfWork(self.database)
-        for dataset_id, head in self._behind(uow):
+        for dataset_id, head, runs in self._behind(uow):
             if self._stop.is_set():
                 return
             if self._failed.get(dataset_id) == head:
                 continue
+            if runs < FRAGMENTED_RUNS and not self._costly(uow, dataset_id, head):
+                continue
+            self._pending.pop(dataset_id, None)
             reached = catch_up(uow, dataset_id, head)
             if reached is not None and (reached.replay_problems or reached.chain_problems):
                 self._failed[dataset_id] = head
             else:
                 self._failed.pop(dataset_id, None)
 
-    def _behind(self, uow: UnitOfWork) -> list[tuple[str, int]]:
+    def _costly(self, uow: UnitOfWork, dataset_id: str, head: int) -> bool:
+        """Whether the entries after ``dataset_id``'s position name :data:`PENDING_RANGES`
+        block ranges or more (what a re-run costs, whatever the runs: a thousand keys selected
+        again and again leave few runs and cost as much). The entries are read once each
+        (:attr:`_pending` keeps the count and where it stopped)."""
+        known = VERIFIED.get(dataset_id)
+        position = 0 if known is None else known.entries
+        seen, ranges = self._pending.get(dataset_id, (position, 0))
+        if seen < position:  # a report moved the position since: count from there
+            seen, ranges = position, 0
+        for entry in entries_after(uow, dataset_id, seen, head):
+            ranges += len((entry.get("request") or {}).get("blocks") or ())
+        self._pending[dataset_id] = (head, ranges)
+        return ranges >= PENDING_RANGES
+
+    def _behind(self, uow: UnitOfWork) -> list[tuple[str, int, int]]:
+        """The partitioned datasets whose heads are past their positions: id, head, runs."""
         with uow.read_only():
             rows = uow.session.execute(
                 select(Dataset.id, Dataset.last_seq, Dataset.state_json).where(
@@ -147,8 +175,8 @@ class BehindVerifier:
         for dataset_id, last_seq, state in rows:
             runs = int(((state or {}).get(BLOCKS) or {}).get("runs") or 0)
             known = VERIFIED.get(dataset_id)
-            if runs >= FRAGMENTED_RUNS and (known is None or known.entries < last_seq):
-                out.append((str(dataset_id), int(last_seq)))
+            if known is None or known.entries < last_seq:
+                out.append((str(dataset_id), int(last_seq), runs))
         return out
 
     def _leading(self) -> bool:

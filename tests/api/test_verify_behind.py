@@ -10,7 +10,9 @@ ones are left to the report. On PostgreSQL one verifier leads across processes.
 
 Shown able to fail: with ``catch_up`` not called by the round (the round returning at once),
 ``test_a_round_catches_a_fragmented_ledger_up`` failed on ``assert steps == []``: the report
-re-ran entries 2 to 8.
+re-ran entries 2 to 8; with the count of pending ranges left out (``_costly`` answering
+``False``: the runs alone decide), ``test_few_runs_selected_again_and_again`` failed on ``the
+background verification did not reach entry 7``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from app.main import create_app
 from app.services import _verified, verify_behind
 from app.settings import Settings
 from tests.api.test_report_resume import (
+    BUCKETS,
+    TINY,
     _dataset,
     _register,
     _unlocked,
@@ -49,6 +53,7 @@ def served(
     """A server whose background verification is on (a round every 0.05 s) and counts a
     dataset of 200 runs as fragmented."""
     monkeypatch.setattr(verify_behind, "FRAGMENTED_RUNS", 200)
+    monkeypatch.setattr(verify_behind, "PENDING_RANGES", 10_000)
     database = Database.from_settings(Settings(database_url=fresh_backend.url))
     settings = Settings(
         database_url=fresh_backend.url, admin_key=ADMIN_KEY, verify_behind_seconds=0.05
@@ -170,6 +175,42 @@ def test_whole_and_little_fragmented_datasets_are_left_to_the_report(
     _caught_up(client, fragmented)
     assert _verified.VERIFIED.get(whole) is None
     assert _verified.VERIFIED.get(few) is None
+
+
+def test_few_runs_selected_again_and_again(
+    served: tuple[TestClient, Database], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same 40 keys selected five times: about 80 runs, below the threshold of runs, but
+    200 ranges to re-run; caught up once the entries after the position name 200, not before."""
+    client, _ = served
+    monkeypatch.setattr(verify_behind, "PENDING_RANGES", 200)
+    r = client.post(
+        "/v1/datasets",
+        json={
+            "name": "same keys",
+            "budget": {"epsilon": "10", "delta": "0.000001"},
+            "partition": {"kind": "bucket", "unit": "record", "buckets": BUCKETS},
+        },
+        headers=AUTH,
+    )
+    ds = r.json()["id"]
+    client.post(
+        f"/v1/datasets/{ds}/blocks", json={"open": {"from": 0, "to": BUCKETS - 1}}, headers=AUTH
+    )
+    keys = list(range(0, 400, 10))
+    for count in range(5):
+        answer = client.post(
+            f"/v1/datasets/{ds}/invocations",
+            json={"mechanism": TINY, "blocks": {"keys": keys}},
+            headers=AUTH,
+        )
+        assert answer.status_code == 201, answer.text
+        if count == 3:  # 160 ranges pending: not yet
+            time.sleep(0.3)
+            assert _verified.VERIFIED.get(ds) is None
+    status = client.get(f"/v1/datasets/{ds}", headers=AUTH).json()["status"]
+    assert status["blocks"]["runs"] < 200
+    assert _caught_up(client, ds) == 7
 
 
 @pytest.mark.postgres
