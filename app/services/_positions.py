@@ -45,9 +45,20 @@ from odometer_core.ledger.resume import FORMAT, PositionError, replayer_from_jso
 
 log = logging.getLogger("odometer")
 
-#: A position is stored once the re-runs it would save reach this much CPU (seconds): a
-#: restart then re-runs at most about this much more than the tail since the last report.
+#: A position is stored once the re-runs it would save reach this much CPU (seconds) …
 PERSIST_AFTER = 0.05
+#: … and at least what writing it costs, about this much CPU per run or reservation it holds
+#: (2 µs: writing the attack's 109,072 runs took about 0.1 s of JSON and compression in
+#: ``benchmarks/RESULTS.md``'s run), so that storing never costs more than the re-runs it saves.
+STORE_COST_PER_HELD = 2e-6
+
+
+def due(unsaved: float, held: int) -> bool:
+    """Whether a position holding ``held`` runs and reservations, with ``unsaved`` seconds of
+    re-runs since the stored one, is stored now."""
+    return unsaved >= max(PERSIST_AFTER, held * STORE_COST_PER_HELD)
+
+
 _LABEL: Final = b"odometer verified positions/1"
 
 

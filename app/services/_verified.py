@@ -212,7 +212,7 @@ def remember(uow: UnitOfWork, dataset_id: str, check: Verification, replayer: Re
     unsaved = check.cost
     if check.resumed and check.start is not None:
         unsaved += check.start.unsaved
-    if unsaved >= _positions.PERSIST_AFTER and _positions.store(uow, dataset_id, replayer):
+    if _positions.due(unsaved, weight(replayer)) and _positions.store(uow, dataset_id, replayer):
         unsaved = 0.0
     VERIFIED.put(dataset_id, replayer.snapshot(), unsaved)
 

@@ -81,7 +81,7 @@ def catch_up(uow: UnitOfWork, dataset_id: str, head: int) -> Replayer | None:
             problems[0] if problems else "stopped",
         )
         return replayer
-    if unsaved >= _positions.PERSIST_AFTER and _positions.store(uow, dataset_id, replayer):
+    if _positions.due(unsaved, weight(replayer)) and _positions.store(uow, dataset_id, replayer):
         unsaved = 0.0
     VERIFIED.put(dataset_id, replayer.snapshot(), unsaved)
     return replayer

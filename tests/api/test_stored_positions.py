@@ -71,6 +71,7 @@ def keyed(
 ) -> Iterator[tuple[TestClient, Database]]:
     """A server with a checkpoint key, storing every clean report's position."""
     monkeypatch.setattr(_positions, "PERSIST_AFTER", 0.0)
+    monkeypatch.setattr(_positions, "STORE_COST_PER_HELD", 0.0)
     _verified.VERIFIED.forget()
     client, database = _served(fresh_backend.url, _key(tmp_path))
     with client:
@@ -208,6 +209,7 @@ def test_without_a_checkpoint_key_nothing_is_stored(
     fresh_backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_positions, "PERSIST_AFTER", 0.0)
+    monkeypatch.setattr(_positions, "STORE_COST_PER_HELD", 0.0)
     _verified.VERIFIED.forget()
     client, database = _served(fresh_backend.url, None)
     with client:
@@ -216,3 +218,13 @@ def test_without_a_checkpoint_key_nothing_is_stored(
         assert _row(database, ds) is None
     _verified.VERIFIED.forget()
     database.dispose()
+
+
+def test_a_position_is_stored_once_it_saves_more_than_it_costs() -> None:
+    """Stored after 50 ms of re-runs, or after what writing its runs costs when that is more
+    (about 0.2 s for 100,000 runs)."""
+    assert not _positions.due(0.049, 0)
+    assert _positions.due(0.05, 0)
+    assert not _positions.due(0.1, 100_000)
+    assert not _positions.due(0.199, 100_000)
+    assert _positions.due(0.2, 100_000)
