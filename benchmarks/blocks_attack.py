@@ -13,9 +13,10 @@ requests are timed (wall time at the client and the server process's CPU, p50 of
 - a page of the per-block status (``GET …/blocks``, its default 100 runs);
 - the dataset's report (``GET …/report``: every entry's hash re-checked, the entries added
   since the last report of this process re-run), and apart, the first report of each dataset
-  ever (every entry re-run: nothing is remembered or stored yet), and the first after the
-  server is restarted (resumed from the position a report stored in the database: the server
-  runs with a checkpoint key, as ``make run`` starts it).
+  (which resumes from the position the background verification reached, where it verified
+  the dataset: ``app/services/verify_behind.py``, on by default), and the first after the
+  server is restarted (resumed from the position stored in the database: the server runs with
+  a checkpoint key, as ``make run`` starts it).
 
 Each request is timed ``--repeat`` times (one more round first, whose report is the *first*).
 
@@ -48,7 +49,7 @@ LABELS = {
     "ends": "two keys, both ends",
     "page": "block page (100 runs)",
     "report": "report (every hash re-checked, the entries since the last report re-run)",
-    "first": "report, the dataset's first (every entry re-run)",
+    "first": "report, the dataset's first (re-runs what the background verification has not)",
     "restart": "report, the first after a server restart (resumed from the stored position)",
 }
 
