@@ -23,7 +23,7 @@ import threading
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
-from weakref import WeakKeyDictionary
+from weakref import finalize
 
 from app.db.uow import Database
 from app.writepath.caches import KnownPartitions, OrganisationModes
@@ -57,29 +57,44 @@ class WritePath:
         return nullcontext() if queue is None else queue.turn(dataset_id)
 
 
-_BOUND: WeakKeyDictionary[Database, WritePath] = WeakKeyDictionary()
+#: the write path of each database in use, by the database's identity; an entry leaves with its
+#: database (a finalizer: ``id`` is not reused before it runs). Not a ``WeakKeyDictionary``: its
+#: lookup makes a weak reference each time, and this one is on every registration's path.
+_BOUND: dict[int, WritePath] = {}
 _BINDING = threading.Lock()
 
 
+def _keep(database: Database, path: WritePath) -> None:
+    """``path`` as ``database``'s (``_BINDING`` held)."""
+    key = id(database)
+    if key not in _BOUND:
+        finalize(database, _BOUND.pop, key, None)
+    _BOUND[key] = path
+
+
 def bind(database: Database, path: WritePath) -> WritePath:
-    """Make ``path`` the write path of ``database`` (the app factory's), and hand ``database``'s
-    committed heads to its witness (``database`` is made with that ``after_commit``)."""
+    """Make ``path`` the write path of ``database`` (the app factory's). ``database`` must hand
+    its committed heads to the path's witness (made with ``after_commit=witness.record``)."""
     witness = path.witness
     if witness is not None and database.after_commit != witness.record:
         raise ValueError("the database does not hand its committed heads to this witness")
     with _BINDING:
-        _BOUND[database] = path
+        _keep(database, path)
     return path
 
 
 def write_path(database: Database) -> WritePath:
     """The write path bound to ``database`` (:func:`bind`), or one of its own, made on first use:
     no queue, no witness."""
-    found = _BOUND.get(database)
+    found = _BOUND.get(id(database))
     if found is not None:
         return found
     with _BINDING:
-        return _BOUND.setdefault(database, WritePath())
+        found = _BOUND.get(id(database))
+        if found is None:
+            found = WritePath()
+            _keep(database, found)
+        return found
 
 
 __all__ = ["WritePath", "bind", "write_path"]
