@@ -17,7 +17,8 @@ Workloads:
 * ``http`` (default): each build served by uvicorn (``--workers``) for the whole run, ``--clients``
   clients registering on one hot ``basic`` dataset for ``--duration`` s per round (the load
   generator of ``service``): throughput (registrations answered per second) and the server's CPU
-  time (user + system, all its processes) per registration;
+  time (user + system, all its processes) per registration; with ``--week`` the dataset is
+  partitioned by day (a year open) and each registration selects the same seven days;
 * ``register``: the service's ``register_invocation`` in a loop, no HTTP, and ``edge``: the same
   request through the app's ASGI interface (the in-process probes of ``write-path``,
   ``benchmarks/write_path_probe.py``): CPU ms per registration over ``--count`` registrations in
@@ -48,6 +49,7 @@ from benchmarks.results import commit_of
 from benchmarks.service import MODES
 from benchmarks.service_setup import (
     ADMIN_KEY,
+    call,
     create_dataset,
     loadavg,
     migrate,
@@ -58,6 +60,9 @@ from benchmarks.service_setup import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+#: ``--week``: a daily partition, and the seven days each registration selects
+DAILY = {"kind": "day", "unit": "record", "timezone": "UTC"}
+WEEK = {"from": "2026-06-01", "to": "2026-06-07"}
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/odometer_compare"
 WORKLOADS = ("http", "register", "edge")
 MIN_ROUNDS = 5
@@ -196,14 +201,24 @@ def http_workload(
                 running_server(url, workdir / f"server-{i}.log", args.workers, root=build.root)
             )
             servers[build.label] = server
-            dataset = create_dataset(server.port, f"compare {i}", "basic")
+            dataset = create_dataset(
+                server.port, f"compare {i}", "basic", partition=DAILY if args.week else None
+            )
+            if args.week:  # a year of days open, each registration selecting one week of it
+                opened = {"open": {"from": "2026-01-01", "to": "2026-12-31"}}
+                status, raw = call(server.port, "POST", f"/v1/datasets/{dataset}/blocks", opened)
+                if status != 200:
+                    raise RuntimeError(f"open blocks: {status} {raw[:300]!r}")
             paths[build.label] = f"/v1/datasets/{dataset}/invocations"
+        body: dict[str, Any] = {"mechanism": MODES["basic"]}
+        if args.week:
+            body["blocks"] = WEEK
 
         def measure(build: Build) -> dict[str, float]:
             server = servers[build.label]
             spec = {
                 "kind": "http", "host": "127.0.0.1", "port": server.port, "key": ADMIN_KEY,
-                "paths": [paths[build.label]], "body": {"mechanism": MODES["basic"]},
+                "paths": [paths[build.label]], "body": body,
                 "clients": args.clients, "duration": args.duration, "warmup": args.warmup,
             }  # fmt: skip
             cpu0 = server.cpu_seconds()
@@ -311,6 +326,12 @@ def main(argv: list[str] | None = None) -> int:
         "created anew)",
     )
     p.add_argument("--clients", type=int, default=8, help="http: concurrent clients")
+    p.add_argument(
+        "--week",
+        action="store_true",
+        help="http: the hot dataset partitioned by day (a year open), each registration "
+        "selecting the same seven days",
+    )
     p.add_argument("--duration", type=float, default=3.0, help="http: seconds per measurement")
     p.add_argument("--warmup", type=float, default=1.0, help="http: seconds before each")
     p.add_argument("--workers", type=int, default=2, help="http: uvicorn workers per build")
@@ -347,8 +368,9 @@ def main(argv: list[str] | None = None) -> int:
             dbs.drop()
     if args.workload == "http":
         what = (
-            f"**{args.workload}**: {args.clients} clients on one hot `basic` dataset, "
-            f"uvicorn with {args.workers} worker(s), {args.duration:g} s per measurement"
+            f"**{args.workload}**: {args.clients} clients on one hot `basic` dataset"
+            + (", partitioned by day, each registration selecting 7 days" if args.week else "")
+            + f", uvicorn with {args.workers} worker(s), {args.duration:g} s per measurement"
         )
     else:
         what = f"**{args.workload}**, in process: {args.count:,} registrations per measurement"

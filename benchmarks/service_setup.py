@@ -361,8 +361,16 @@ def create_organisation(port: int, name: str) -> str:
     return org_id
 
 
-def create_dataset(port: int, name: str, mode: str, organisation: str | None = None) -> str:
-    """A dataset whose budget no benchmark run can exhaust (so nothing is rejected)."""
+def create_dataset(
+    port: int,
+    name: str,
+    mode: str,
+    organisation: str | None = None,
+    *,
+    partition: dict[str, Any] | None = None,
+) -> str:
+    """A dataset whose budget no benchmark run can exhaust (so nothing is rejected);
+    ``partition``: partitioned so."""
     body: dict[str, Any] = {
         "name": name,
         "budget": {"epsilon": "1000000", "delta": "0.001"},
@@ -370,6 +378,8 @@ def create_dataset(port: int, name: str, mode: str, organisation: str | None = N
     }
     if organisation is not None:
         body["organisation_id"] = organisation
+    if partition is not None:
+        body["partition"] = partition
     status, raw = call(port, "POST", "/v1/datasets", body)
     if status != 201:
         raise RuntimeError(f"create dataset: {status} {raw[:300]!r}")
