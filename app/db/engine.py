@@ -83,16 +83,16 @@ PREPARE_THRESHOLD: Final = "prepare_threshold"
 def _prepare_threshold(url: str) -> tuple[str, object]:
     """``url`` without its ``prepare_threshold`` parameter, and psycopg's setting from it:
     ``None`` for ``none`` or ``off`` (statements never prepared), an integer for a number
-    (psycopg prepares a statement on that execution; ``0``: on the first), :data:`_DEFAULT` (psycopg's own: prepare a statement on its fifth execution) when
-    the URL has none.
+    (psycopg prepares a statement on that execution; ``0``: on the first), :data:`_DEFAULT`
+    (psycopg's own: prepare a statement on its fifth execution) when the URL has none.
 
     Why it exists: psycopg prepares a statement run again and again on its connection's
     server session. Behind PgBouncer in *transaction* pooling, before 1.21 (Debian bookworm
-    ships 1.18), consecutive transactions of one client connection run on different server
-    sessions, so a prepared statement is missing on one (``InvalidSqlStatementName``) or
-    already there on another (``DuplicatePreparedStatement``): of 1,200 registrations by 8
-    clients to two workers through PgBouncer 1.18, 45 were answered 500 and 55 answered 503. ``?prepare_threshold=none`` turns preparing off (``docs/operations.md``,
-    *PgBouncer*)."""
+    ships 1.18), the transactions of different client connections share server sessions, so
+    a prepared statement is missing on one (``InvalidSqlStatementName``) or already there on
+    another (``DuplicatePreparedStatement``): of 1,200 registrations by 8 clients to two
+    workers through PgBouncer 1.18, 45 were answered 500 and 55 answered 503.
+    ``?prepare_threshold=none`` turns preparing off (``docs/operations.md``, *PgBouncer*)."""
     parsed = make_url(url)
     if PREPARE_THRESHOLD not in parsed.query:
         return url, _DEFAULT
