@@ -98,9 +98,7 @@ def _prepare_threshold(url: str) -> tuple[str, object]:
         return url, _DEFAULT
     raw = parsed.query[PREPARE_THRESHOLD]
     text = (raw if isinstance(raw, str) else raw[-1]).strip().lower()
-    rest = parsed.difference_update_query([PREPARE_THRESHOLD]).render_as_string(
-        hide_password=False
-    )
+    rest = parsed.difference_update_query([PREPARE_THRESHOLD]).render_as_string(hide_password=False)
     if text in ("none", "off"):
         return rest, None
     if not text.isdigit():
