@@ -117,6 +117,17 @@ def _from_scratch(client: TestClient, ds: str) -> dict[str, Any]:
     return _verdict(client, ds)
 
 
+def zero_charge(database: Database, ds: str, seq: int) -> None:
+    """Entry ``seq``'s charge zeroed in place (its hash left as it was; the triggers dropped)."""
+    _unlocked(database)
+    with UnitOfWork(database) as uow:
+        uow.session.execute(
+            text("UPDATE ledger_entries SET charge = :c WHERE dataset_id = :d AND seq = :s"),
+            {"c": '{"epsilon": "0", "delta": "0"}', "d": ds, "s": seq},
+        )
+        uow.commit()
+
+
 def _unlocked(database: Database) -> None:
     """The ledger's append-only triggers dropped (this test's own database only)."""
     with database.engine.begin() as conn:
@@ -160,13 +171,7 @@ def test_an_entry_edited_before_the_remembered_head(
     ds = _dataset(client, 5)
     assert _verdict(client, ds)["ok"] is True
     _register(client, ds, 1, seed=9)
-    _unlocked(database)
-    with UnitOfWork(database) as uow:
-        uow.session.execute(
-            text("UPDATE ledger_entries SET charge = :c WHERE dataset_id = :d AND seq = 4"),
-            {"c": '{"epsilon": "0", "delta": "0"}', "d": ds},
-        )
-        uow.commit()
+    zero_charge(database, ds, 4)
     resumed = _verdict(client, ds)
     assert resumed["ok"] is False
     assert resumed["first_problem"] == "entry 4 (seq 4): hash does not match the entry's content"

@@ -23,9 +23,8 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
 
-from app.db.uow import Database, UnitOfWork
+from app.db.uow import Database
 from app.main import create_app
 from app.services import _verified, verify_behind
 from app.settings import Settings
@@ -34,9 +33,9 @@ from tests.api.test_report_resume import (
     TINY,
     _dataset,
     _register,
-    _unlocked,
     _verdict,
     counted_steps,
+    zero_charge,
 )
 from tests.support import ADMIN_KEY, AUTH, Backend
 
@@ -106,15 +105,9 @@ def test_a_round_that_finds_a_problem_says_so_and_keeps_the_position(
     client, database = served
     ds = _dataset(client, 5)
     assert _caught_up(client, ds) == 7
-    # the ledger's entry 4 edited under the service, its chain rewritten (the triggers
-    # dropped); the next registration moves the head past the remembered position
-    _unlocked(database)
-    with UnitOfWork(database) as uow:
-        uow.session.execute(
-            text("UPDATE ledger_entries SET charge = :c WHERE dataset_id = :d AND seq = 4"),
-            {"c": '{"epsilon": "0", "delta": "0"}', "d": ds},
-        )
-        uow.commit()
+    # the ledger's entry 4 edited under the service (the triggers dropped, its hash left as
+    # it was); the next registration moves the head past the remembered position
+    zero_charge(database, ds, 4)
     caplog.set_level(logging.ERROR, logger="odometer")
     _register(client, ds, 1, seed=9)
     # the tail after the remembered position (entry 8) is re-run and links to entry 7 as
@@ -135,13 +128,7 @@ def test_a_chain_broken_in_the_tail_is_logged_and_not_remembered(
     client.app.state.verifier.close()  # type: ignore[attr-defined]
     verifier = verify_behind.BehindVerifier(database, 0)  # its rounds run by hand
     _register(client, ds, 1, seed=9)
-    _unlocked(database)
-    with UnitOfWork(database) as uow:
-        uow.session.execute(
-            text("UPDATE ledger_entries SET charge = :c WHERE dataset_id = :d AND seq = 8"),
-            {"c": '{"epsilon": "0", "delta": "0"}', "d": ds},
-        )
-        uow.commit()
+    zero_charge(database, ds, 8)
     caplog.set_level(logging.ERROR, logger="odometer")
     verifier.round()
     known = _verified.VERIFIED.get(ds)
