@@ -35,9 +35,10 @@ import threading
 import time
 from typing import Final
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.db.engine import make_engine
 from app.db.models import Dataset
 from app.db.uow import Database, UnitOfWork
 from app.services import _positions
@@ -96,6 +97,7 @@ class BehindVerifier:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock: Connection | None = None
+        self._lock_engine: Engine | None = None
         #: datasets whose re-run found a problem, at the head it was found at: not re-run
         #: again (from the genesis) until their head moves
         self._failed: dict[str, int] = {}
@@ -120,21 +122,27 @@ class BehindVerifier:
         if lock is not None:
             with contextlib.suppress(SQLAlchemyError):
                 lock.close()  # the session ends: the advisory lock goes with it
+        engine, self._lock_engine = self._lock_engine, None
+        if engine is not None:
+            engine.dispose()
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
             try:
-                if self._leading():
-                    self.round()
+                self.round()
             except Exception:  # a round that failed (a database away) is tried again later
                 log.exception("the background verification round failed")
                 self._drop_lock()
             self.rounds += 1
 
     def round(self) -> None:
-        """One pass over the partitioned datasets whose heads moved past their positions."""
+        """One pass over the partitioned datasets whose heads moved past their positions, if
+        there are any and this process leads (:meth:`_leading`)."""
         uow = UnitOfWork(self.database)
-        for dataset_id, head, runs in self._behind(uow):
+        behind = self._behind(uow)
+        if not behind or not self._leading():
+            return
+        for dataset_id, head, runs in behind:
             if self._stop.is_set():
                 return
             if self._failed.get(dataset_id) == head:
@@ -181,12 +189,16 @@ class BehindVerifier:
 
     def _leading(self) -> bool:
         """Whether this process runs the rounds: always on SQLite; on PostgreSQL while it
-        holds the advisory lock."""
+        holds the advisory lock, on a connection of its own outside the app's pool (which it
+        keeps for as long as it leads, so it must not take one of the writers')."""
         engine = self.database.engine
         if engine.dialect.name != "postgresql":
             return True
         if self._lock is None:
-            conn = engine.connect()
+            if self._lock_engine is None:
+                url = engine.url.render_as_string(hide_password=False)
+                self._lock_engine = make_engine(url, null_pool=True)
+            conn = self._lock_engine.connect()
             got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": LOCK_KEY}).scalar()
             conn.commit()
             if not got:

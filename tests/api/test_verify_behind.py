@@ -208,7 +208,10 @@ def test_one_verifier_leads_on_postgresql(fresh_backend: Backend) -> None:
     first = verify_behind.BehindVerifier(database, 60)
     second = verify_behind.BehindVerifier(database, 60)
     try:
+        first.round()  # nothing partitioned is behind: no lock taken, no connection kept
+        assert first._lock is None
         assert first._leading() is True
+        assert database.engine.pool.checkedout() == 0  # its session is not the writers'
         assert second._leading() is False
         first.close()
         assert second._leading() is True
