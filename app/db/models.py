@@ -70,6 +70,10 @@ class Dataset(Base):
     #: ``config_json`` every block's filter and its ``state_json`` the aggregate
     #: (:class:`odometer_core.ledger.blocks.Partitioned`). Null on every other dataset.
     partition_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
+    #: The frontier of the Merkle tree over the ledger (revision 0012,
+    #: :meth:`odometer_core.ledger.merkle.Frontier.to_json`), moved with the head by every
+    #: entry (:func:`app.services._aggregate.stage_entry`). Null only before the first entry.
+    merkle_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
 
 
 #: Indexes on an expression, which the models cannot declare for both dialects (each indexes its

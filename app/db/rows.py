@@ -12,8 +12,8 @@ from typing import Any, NotRequired, TypedDict
 
 @dataclass(slots=True)
 class DatasetRow:
-    """The budget aggregate as locked; ``state_json``, ``last_seq`` and ``head_hash`` move
-    with each decision of the transaction."""
+    """The budget aggregate as locked; ``state_json``, ``last_seq``, ``head_hash`` and
+    ``merkle_json`` move with each decision of the transaction."""
 
     id: str
     relation: str
@@ -23,6 +23,8 @@ class DatasetRow:
     head_hash: str
     #: a partitioned dataset's partition (null otherwise): its blocks are ``block_runs``
     partition_json: dict[str, Any] | None = None
+    #: the frontier of the ledger's Merkle tree (null before the first entry)
+    merkle_json: dict[str, Any] | None = None
     updated_at: str | None = None  # set when the transaction wrote the aggregate
 
 

@@ -120,7 +120,7 @@ _INSERTS: Final = {
     "c": (_CHECKPOINTS.name, _CHECKPOINT_COLUMNS),
 }
 _FINISHED_COLUMNS: Final = ("status", "cell", "charge", "refund", "updated_at")
-_DATASET_COLUMNS: Final = ("state_json", "last_seq", "head_hash", "updated_at")
+_DATASET_COLUMNS: Final = ("state_json", "last_seq", "head_hash", "merkle_json", "updated_at")
 #: The updates by statement prefix: table, columns set, key column
 _UPDATES: Final = {
     "f": (_INVOCATIONS.name, _FINISHED_COLUMNS, "id"),
@@ -285,6 +285,7 @@ def write(
                 "state_json": d.state_json,
                 "last_seq": d.last_seq,
                 "head_hash": d.head_hash,
+                "merkle_json": d.merkle_json,
                 "updated_at": d.updated_at,
             }
             for d in datasets

@@ -81,6 +81,7 @@ _READ: Final = {
             "last_seq",
             "head_hash",
             "partition_json",
+            "merkle_json",
         )
     ],
     "o": [
@@ -204,10 +205,14 @@ def _locked(
     row: Sequence[Any], load: Callable[[Any], Any], grant: bool, invocation: bool
 ) -> Locked:
     """A row of :func:`_lock_sql`'s statement as the levels it locked."""
-    dataset = DatasetRow(row[0], row[1], load(row[2]), load(row[3]), row[4], row[5], load(row[6]))
-    org = OrgRow(row[7], load(row[8]), load(row[9]), load(row[10]), row[11], row[12], load(row[13]))
-    org.cap_closed_json = load(row[14])
-    rest = row[15:]
+    dataset = DatasetRow(
+        row[0], row[1], load(row[2]), load(row[3]), row[4], row[5], load(row[6]), load(row[7])
+    )
+    org = OrgRow(
+        row[8], load(row[9]), load(row[10]), load(row[11]), row[12], row[13], load(row[14])
+    )
+    org.cap_closed_json = load(row[15])
+    rest = row[16:]
     grant_row = None
     if grant:
         grant_row = GrantRow(rest[0], rest[1], load(rest[2]), load(rest[3]), rest[4])

@@ -91,7 +91,7 @@ def test_downgrade_and_upgrade_round_trip(fresh_backend: Backend) -> None:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts=COMPARE)
             assert compare_metadata(context, Base.metadata) == []
-            assert context.get_current_revision() == "0011"
+            assert context.get_current_revision() == "0012"
     finally:
         engine.dispose()
 
@@ -382,3 +382,63 @@ def test_0006_keeps_basic_caps_and_never_reuses_an_organisation_seq(
             command.downgrade(cfg, "0005")
     finally:
         engine.dispose()
+
+
+def test_0012_builds_the_merkle_frontier_of_every_ledger(fresh_backend: Backend) -> None:
+    """Below 0012 datasets keep no Merkle frontier: the upgrade builds each one from its
+    ledger's hashes, the same the service wrote entry by entry (and a dataset keeps admitting
+    after it, its frontier moving on from the built one)."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+    from odometer_core.ledger.merkle import Frontier, entry_leaf_hash
+    from tests.support import ADMIN_KEY, AUTH
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("sqlalchemy.url", fresh_backend.url)
+    cfg.attributes["configure_logging"] = False
+    settings = Settings(database_url=fresh_backend.url, admin_key=ADMIN_KEY)
+    pure = {"mechanism": {"type": "pure_dp", "epsilon": "0.01"}}
+    with TestClient(create_app(settings)) as client:
+        body = {"name": "m", "budget": {"epsilon": 1, "delta": 0}}
+        ids = [client.post("/v1/datasets", json=body, headers=AUTH).json()["id"] for _ in range(3)]
+        for n, ds in zip((6, 0, 1), ids, strict=True):
+            for _ in range(n):
+                r = client.post(f"/v1/datasets/{ds}/invocations", json=pure, headers=AUTH)
+                assert r.status_code == 201, r.text
+
+    def stored() -> dict[str, Any]:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT id, merkle_json FROM datasets")).all()
+        return {i: v if isinstance(v, dict) else json.loads(v) for i, v in rows}
+
+    engine = make_engine(fresh_backend.url, null_pool=True)
+    try:
+        before = stored()
+        assert [before[ds]["size"] for ds in ids] == [7, 1, 2]
+        command.downgrade(cfg, "0011")
+        with engine.connect() as conn:
+            assert "merkle_json" not in {c["name"] for c in inspect(conn).get_columns("datasets")}
+        command.upgrade(cfg, "head")
+        assert stored() == before
+    finally:
+        engine.dispose()
+    with TestClient(create_app(settings)) as client:
+        r = client.post(f"/v1/datasets/{ids[0]}/invocations", json=pure, headers=AUTH)
+        assert r.status_code == 201, r.text
+        entries = client.get(f"/v1/datasets/{ids[0]}/ledger", headers=AUTH).json()["entries"]
+    expected = Frontier.of_leaf_hashes(entry_leaf_hash(e["hash"]) for e in entries)
+    assert Frontier.from_json(stored_after(fresh_backend.url, ids[0])) == expected
+
+
+def stored_after(url: str, dataset_id: str) -> dict[str, Any]:
+    engine = make_engine(url, null_pool=True)
+    try:
+        with engine.connect() as conn:
+            doc = conn.execute(
+                text("SELECT merkle_json FROM datasets WHERE id = :id"), {"id": dataset_id}
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    return doc if isinstance(doc, dict) else dict(json.loads(doc))
