@@ -147,6 +147,16 @@ class LedgerRepository:
             stmt = stmt.where(or_(LedgerEntry.seq == 1, LedgerEntry.org.is_not(None)))
         return self.session.scalars(stmt).all()
 
+    def hashes(self, dataset_id: str, up_to_seq: int) -> list[str]:
+        """The ``hash`` of every entry ``1..up_to_seq``, in ``seq`` order: the leaves of the
+        ledger's Merkle tree of that size (one query, on the ``(dataset_id, seq)`` index)."""
+        stmt = (
+            select(LedgerEntry.hash)
+            .where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.seq <= up_to_seq)
+            .order_by(LedgerEntry.seq)
+        )
+        return list(self.session.scalars(stmt).all())
+
     def last_of(self, dataset_id: str, kinds: Sequence[str]) -> LedgerEntry | None:
         """The dataset's most recent entry of one of ``kinds`` (a status summary counts the
         last admitted registration's declaration: :func:`app.services.datasets.get_dataset`).

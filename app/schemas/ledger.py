@@ -78,3 +78,40 @@ def ledger_time(value: datetime) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class TreeHeadOut(BaseModel):
+    """The Merkle tree (RFC 9162) of the ledger's first ``size`` entries: leaf ``i`` is the
+    entry of ``seq = i + 1``, its leaf hash ``SHA-256(0x00 || entry hash bytes)``."""
+
+    size: int = Field(description="how many entries the tree holds (seq 1 to size)")
+    root: str = Field(
+        pattern=r"^[0-9a-f]{64}$", description="the tree's root (MTH), 64 lowercase hex digits"
+    )
+
+
+class InclusionProofOut(BaseModel):
+    """An entry's inclusion proof: RFC 9162's audit path ``PATH(seq - 1, D[size])``, checked by
+    section 2.1.3.2's algorithm from the entry's leaf hash to ``tree.root``
+    (``odometer_core.ledger.merkle.verify_inclusion``, leaf index ``seq - 1``)."""
+
+    dataset_id: str
+    head_seq: int = Field(description="the ledger's last seq when the proof was made")
+    seq: int
+    entry_hash: str = Field(
+        pattern=r"^[0-9a-f]{64}$", description="the entry's hash (the leaf, as 32 bytes)"
+    )
+    tree: TreeHeadOut
+    proof: list[str] = Field(description="the audit path, bottom-up, 64 hex digits each")
+
+
+class ConsistencyProofOut(BaseModel):
+    """A consistency proof: RFC 9162's ``PROOF(from, D[to])``, which shows the tree of the first
+    ``from`` entries a prefix of the tree of the first ``to``, checked by section 2.1.4.2's
+    algorithm (``odometer_core.ledger.merkle.verify_consistency``)."""
+
+    dataset_id: str
+    head_seq: int = Field(description="the ledger's last seq when the proof was made")
+    old: TreeHeadOut = Field(description="the tree of the first `from` entries")
+    new: TreeHeadOut = Field(description="the tree of the first `to` entries")
+    proof: list[str] = Field(description="the proof's hashes, in RFC 9162's order, 64 hex digits")

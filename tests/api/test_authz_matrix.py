@@ -255,6 +255,18 @@ ROWS: dict[tuple[str, str], Row] = {
         lambda w: DS.format(w.dataset) + "/ledger",
         mutating=False,
     ),
+    ("GET", "/v1/datasets/{dataset_id}/ledger/proof"): Row(
+        frozenset({"curator", "auditor"}),
+        "dataset",
+        lambda w: DS.format(w.dataset) + "/ledger/proof?seq=1",
+        mutating=False,
+    ),
+    ("GET", "/v1/datasets/{dataset_id}/ledger/consistency"): Row(
+        frozenset({"curator", "auditor"}),
+        "dataset",
+        lambda w: DS.format(w.dataset) + "/ledger/consistency?from=1",
+        mutating=False,
+    ),
     ("GET", "/v1/datasets/{dataset_id}/report"): Row(
         frozenset({"curator", "auditor"}),
         "dataset",

@@ -43,6 +43,8 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "cancel_invocation",
         "get_invocation",
         "read_ledger",
+        "ledger_inclusion_proof",
+        "ledger_consistency_proof",
         "dataset_report",
         "dataset_report_spend_chart",
         "dataset_report_analysts_chart",

@@ -1,5 +1,7 @@
 """The ledger: paged, filtered, streamed as JSON, CSV or JSON lines; or a whole export file
-(``export=true``), written by the core's one writer of the export formats."""
+(``export=true``), written by the core's one writer of the export formats. And proofs over its
+Merkle tree (``/proof``, ``/consistency``: :mod:`app.services.proofs`), for whoever may read
+it."""
 
 from __future__ import annotations
 
@@ -14,8 +16,16 @@ from app.api.deps import QUERY_INTEGER, ReportReaderDep, UowDep
 from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
 from app.db.repositories import LedgerFilter
-from app.schemas.ledger import EntryKind, LedgerPageOut, ledger_time
+from app.schemas.ledger import (
+    ConsistencyProofOut,
+    EntryKind,
+    InclusionProofOut,
+    LedgerPageOut,
+    TreeHeadOut,
+    ledger_time,
+)
 from app.services import ledger as service
+from app.services import proofs
 from odometer_core.ledger.formats import export_chunks, json_page_chunks
 
 router = APIRouter(
@@ -118,4 +128,82 @@ def read_ledger(
         export_chunks(page.dataset_id, page, format, page.closing_head if export else None),
         media_type=MEDIA_TYPES[format],
         headers=headers,
+    )
+
+
+def _head(head: proofs.TreeHead) -> TreeHeadOut:
+    return TreeHeadOut(size=head.size, root=head.root.hex())
+
+
+@router.get(
+    "/proof",
+    name="ledger_inclusion_proof",
+    response_model=InclusionProofOut,
+    responses=responses(401, 403, 404, 422, 503),
+)
+def inclusion_proof(
+    dataset_id: str,
+    principal: ReportReaderDep,
+    uow: UowDep,
+    seq: Annotated[int, Query(ge=1, le=2**62, description="the entry to prove"), QUERY_INTEGER],
+    size: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=2**62,
+            description="the tree of the first `size` entries (default: the head); seq <= size",
+        ),
+        QUERY_INTEGER,
+    ] = None,
+) -> InclusionProofOut:
+    """The inclusion proof of entry ``seq`` in the ledger's Merkle tree of its first ``size``
+    entries (RFC 9162 section 2.1.3), with that tree's head: 422 when ``seq > size`` or
+    ``size`` is past the head. Checked offline with the entry's hash and the root alone."""
+    made = proofs.inclusion_proof(uow, principal, dataset_id, seq, size)
+    return InclusionProofOut(
+        dataset_id=made.dataset_id,
+        head_seq=made.head_seq,
+        seq=made.seq,
+        entry_hash=made.entry_hash,
+        tree=_head(made.tree),
+        proof=[h.hex() for h in made.path],
+    )
+
+
+@router.get(
+    "/consistency",
+    name="ledger_consistency_proof",
+    response_model=ConsistencyProofOut,
+    responses=responses(401, 403, 404, 422, 503),
+)
+def consistency_proof(
+    dataset_id: str,
+    principal: ReportReaderDep,
+    uow: UowDep,
+    old: Annotated[
+        int,
+        Query(alias="from", ge=0, le=2**62, description="the older tree's size"),
+        QUERY_INTEGER,
+    ],
+    new: Annotated[
+        int | None,
+        Query(
+            alias="to",
+            ge=0,
+            le=2**62,
+            description="the newer tree's size (default: the head); from <= to",
+        ),
+        QUERY_INTEGER,
+    ] = None,
+) -> ConsistencyProofOut:
+    """The consistency proof that the ledger's Merkle tree of its first ``from`` entries is a
+    prefix of its tree of the first ``to`` (RFC 9162 section 2.1.4), with both trees' heads:
+    422 when ``from > to`` or ``to`` is past the head."""
+    made = proofs.consistency_proof(uow, principal, dataset_id, old, new)
+    return ConsistencyProofOut(
+        dataset_id=made.dataset_id,
+        head_seq=made.head_seq,
+        old=_head(made.old),
+        new=_head(made.new),
+        proof=[h.hex() for h in made.path],
     )
