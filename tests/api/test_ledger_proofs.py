@@ -64,7 +64,7 @@ def _history(client: TestClient, database: Database) -> tuple[str, list[str]]:
         lambda: client.post(url, json={"mechanism": {"type": "pure_dp", "epsilon": "0.1"}}),
         lambda: client.post(url, json={"mechanism": {"type": "pure_dp", "epsilon": "5"}}),
         lambda: client.post(url, json={"mechanism": ODP}),
-        lambda: client.patch(f"/v1/datasets/{ds}/budget", json={"epsilon": "2", "delta": "0.000001"}),
+        lambda: client.patch(f"/v1/datasets/{ds}/budget", json={"epsilon": "2", "delta": "1e-6"}),
         lambda: client.post(url, json={"mechanism": ODP}),
         lambda: client.post(url, json={"mechanism": {"type": "pure_dp", "epsilon": "0.05"}}),
     ]
