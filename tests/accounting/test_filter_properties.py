@@ -45,6 +45,7 @@ from odometer_core.accounting.filters import (
     state_from_json,
     state_to_json,
 )
+from tests.accounting.rdp_weights import rdp_in_force
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -201,14 +202,17 @@ def test_rdp_never_overspends(history: list[Op], budget: str) -> None:
     assert isinstance(cfg, RDPConfig)
     state, log = run(cfg, history)
     assert run(cfg, history)[0] == state
+    assert isinstance(state, RDPState)
+    # the weights and thresholds in force: chosen by the first declaration admitted
+    # (accounting 1.5.0), computed independently of the implementation
+    thresholds, weights, _ = rdp_in_force(cfg, state.first)  # level 1: the filter
     orders = np.asarray(cfg.orders)
     total = np.zeros_like(orders)
     for d, _ in log:
         if d.outcome == "accepted":
             total = total + np.array([float(x) for x in d.charge.to_json()["rdp"]])
-            live = total <= np.asarray(cfg.thresholds)
+            live = total <= np.asarray(thresholds) * (1 + 1e-9)
             assert live.any()  # some order never crossed its threshold
-    assert isinstance(state, RDPState)
     assert np.all(np.asarray(state.rdp) >= total * (1 - 1e-12))
     # the guarantee: at a live order, CKS δ(ε_B) ≤ w_α δ_c (Canonne–Kamath–Steinke 2020, Prop. 12)
     live_idx = [i for i, dead in enumerate(state.dead) if not dead]
@@ -216,7 +220,7 @@ def test_rdp_never_overspends(history: list[Op], budget: str) -> None:
     if total.any():
         i = live_idx[0]
         delta, _ = cv.rdp_to_delta([orders[i]], [state.rdp[i]], float(budget))
-        assert delta <= cfg.weights[i] * 9e-6 * (1 + 1e-9)
+        assert delta <= weights[i] * 9e-6 * (1 + 1e-9)
     assert Fraction(state.delta) <= Fraction("1e-6")
 
 
@@ -326,7 +330,8 @@ def test_split_sub_budgets_never_overspend(history: list[Op]) -> None:
         r = state.get("r")
         r_cfg = cfg.sub_budget("r")
         assert isinstance(r, RDPState) and isinstance(r_cfg, RDPConfig)
-        assert any(s <= t for s, t in zip(r.rdp, r_cfg.thresholds, strict=True))
+        r_thresholds, _, _ = rdp_in_force(r_cfg, r.first)  # the weights the first one chose
+        assert any(s <= t * (1 + 1e-9) for s, t in zip(r.rdp, r_thresholds, strict=True))
     total_eps = sum(Decimal(c.epsilon) for _, c in cfg.sub_budgets)
     total_delta = sum(Decimal(c.delta) for _, c in cfg.sub_budgets)
     assert total_eps <= cfg.epsilon and total_delta <= cfg.delta

@@ -8,6 +8,7 @@ non-adaptive PLD accountant about 2,061; equal weights over the 16 default order
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -35,10 +36,14 @@ CHUNK: dict[str, Any] = {
 }
 
 
-def _fill(accounting: dict[str, Any]) -> tuple[rdp.RDPConfig, int, int]:
-    """Admit 100-step chunks until one is refused, then single steps: (config, chunks, steps)."""
+def _fill(accounting: dict[str, Any], fixed: bool = False) -> tuple[rdp.RDPConfig, int, int]:
+    """Admit 100-step chunks until one is refused, then single steps: (config, chunks, steps);
+    ``fixed``: the weights stored at creation stay in force (the rule before accounting 1.5.0,
+    where a new dataset's first declaration chooses them)."""
     config = make_config("3", "0.000001", "add_remove", accounting)
     assert isinstance(config, rdp.RDPConfig)
+    if fixed:
+        config = replace(config, weights_rule=rdp.WEIGHTS_FIXED)
     state = initial_state(config)
     counts = []
     for mechanism in (CHUNK, {**CHUNK, "steps": 1}):
@@ -59,7 +64,7 @@ def _pld_epsilon(steps: int) -> float:
 
 
 def test_default_weights_admit_the_dp_sgd_chunk_case() -> None:
-    config, chunks, steps = _fill({"mode": "rdp"})
+    config, chunks, steps = _fill({"mode": "rdp"}, fixed=True)
     assert config.orders == rdp.DEFAULT_RDP_ORDERS
     assert sum(Decimal(w) for w in rdp.DEFAULT_RDP_WEIGHTS) == 1
     # was 11 chunks (1,100 steps) with equal weights; 1,327 steps with thresholds at the whole
@@ -67,6 +72,16 @@ def test_default_weights_admit_the_dp_sgd_chunk_case() -> None:
     assert (chunks, steps) == (13, 1310)
     assert steps >= 1300
     assert _pld_epsilon(steps) <= 3  # never above what the non-adaptive PLD admits
+
+
+def test_weights_from_the_first_declaration_admit_the_dp_sgd_chunk_case() -> None:
+    """Accounting 1.5.0: no workload declared, the first chunk chooses the weights (0.9 on
+    α = 8, the default order nearest the workload grid's 7.49): 15 chunks and 96 steps, within
+    3 % of the declared workload's 1,637."""
+    config, chunks, steps = _fill({"mode": "rdp"})
+    assert config.weights_rule == rdp.WEIGHTS_FIRST
+    assert (chunks, steps) == (15, 1596)
+    assert _pld_epsilon(steps) <= 3
 
 
 def test_workload_grid_admits_the_dp_sgd_chunk_case() -> None:

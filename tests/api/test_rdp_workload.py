@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from odometer_core.accounting.modes.rdp import DEFAULT_RDP_ORDERS, DEFAULT_RDP_WEIGHTS
 from odometer_core.ledger.replay import replay
 from tests.support import AUTH, basic_dataset, ledger
 
@@ -184,9 +185,18 @@ def _wor_chunks_admitted(client: TestClient, accounting: dict[str, Any]) -> tupl
 def test_without_replacement_bound_is_part_of_the_configuration(client: TestClient) -> None:
     """New datasets charge the smaller of WBK19 and BEBP24 (54 chunks of 100 steps at σ = 4
     under (1, 1e-6); 55 with thresholds at the whole δ_c, before the filter shared it with its
-    ladder); ``wbk19`` keeps the first alone (15 chunks); anything else is 422."""
-    assert _wor_chunks_admitted(client, {"mode": "rdp"}) == (54, "wbk19+bebp24")
-    assert _wor_chunks_admitted(client, {"mode": "rdp", "wor_bound": "wbk19"}) == (15, "absent")
+    ladder); ``wbk19`` keeps the first alone (15 chunks); anything else is 422. The figures are
+    of the default weights fixed at creation (given explicitly: datasets created from
+    accounting 1.5.0 without them have their weights chosen by the first chunk, and admit 64
+    and 17)."""
+    fixed = {"orders": list(DEFAULT_RDP_ORDERS), "weights": list(DEFAULT_RDP_WEIGHTS)}
+    assert _wor_chunks_admitted(client, {"mode": "rdp", **fixed}) == (54, "wbk19+bebp24")
+    assert _wor_chunks_admitted(client, {"mode": "rdp", "wor_bound": "wbk19", **fixed}) == (
+        15,
+        "absent",
+    )
+    assert _wor_chunks_admitted(client, {"mode": "rdp"}) == (64, "wbk19+bebp24")
+    assert _wor_chunks_admitted(client, {"mode": "rdp", "wor_bound": "wbk19"}) == (17, "absent")
     before = client.get("/v1/datasets", headers=AUTH).json()
     r = client.post(
         "/v1/datasets",

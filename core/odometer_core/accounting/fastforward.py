@@ -56,7 +56,7 @@ from odometer_core.accounting.exact import PRECISION, UP
 from odometer_core.accounting.modes.basic import BasicState
 from odometer_core.accounting.modes.common import Decision
 from odometer_core.accounting.modes.gdp import GDPState
-from odometer_core.accounting.modes.rdp import RDPConfig, RDPState
+from odometer_core.accounting.modes.rdp import WEIGHTS_FIRST, RDPConfig, RDPState, in_force
 from odometer_core.accounting.modes.split import SplitConfig, SplitState
 from odometer_core.accounting.modes.zcdp import ZCDPState
 
@@ -162,8 +162,9 @@ def _non_negative(*amounts: Decimal) -> bool:
     return all(not a.is_nan() and a >= 0 for a in amounts)
 
 
-def _leaf(config: Any, state: Any, charge: Amount, reserved: bool) -> Advance | None:
-    """The advance of one leaf filter, or ``None`` for a state this module does not know."""
+def _leaf(config: Any, state: Any, charge: Amount, reserved: bool, after: Any) -> Advance | None:
+    """The advance of one leaf filter (``after``: its state after the first admission), or
+    ``None`` for a state this module does not know."""
     if isinstance(state, BasicState) and isinstance(charge, EpsilonDelta):
         eps, delta = charge.epsilon, charge.delta
         if not _non_negative(
@@ -210,15 +211,27 @@ def _leaf(config: Any, state: Any, charge: Amount, reserved: bool) -> Advance | 
         return gdp
     if isinstance(state, RDPState) and isinstance(charge, RdpCurve):
         assert isinstance(config, RDPConfig)
-        curve, delta, thresholds = charge.rdp, charge.delta, config.thresholds
+        # the weights in force after ``first`` (which made the choice where none was made yet:
+        # then the advance starts from the chosen filter's initial dead orders, as admit does)
+        if not isinstance(after, RDPState):
+            return None
+        chosen = after.first
+        if config.weights_rule == WEIGHTS_FIRST and chosen is None:
+            return None
+        curve, delta, thresholds = (
+            charge.rdp,
+            charge.delta,
+            in_force(config, after).thresholds,
+        )
         sums = (*curve, *state.rdp)
         if not _non_negative(delta, state.delta) or not all(x >= 0 for x in sums):
             return None  # (a NaN fails x >= 0 too)
 
         def rdp(st: RDPState, k: int) -> RDPState:
             s = tuple(add_up_repeatedly(x, c, k) for x, c in zip(st.rdp, curve, strict=True))
-            dead = tuple(d or x > b for d, x, b in zip(st.dead, s, thresholds, strict=True))
-            return RDPState(s, dead, add_repeatedly(st.delta, delta, k))
+            was = st.dead if st.first == chosen else tuple(b == -math.inf for b in thresholds)
+            dead = tuple(d or x > b for d, x, b in zip(was, s, thresholds, strict=True))
+            return RDPState(s, dead, add_repeatedly(st.delta, delta, k), chosen)
 
         return rdp
     return None
@@ -236,7 +249,13 @@ def stepper(config: Any, state: Any, first: Decision) -> Advance | None:
         if not isinstance(state, SplitState) or first.sub_budget is None:
             return None
         name = first.sub_budget
-        inner = _leaf(config.sub_budget(name), state.get(name), first.requested, reserved)
+        inner = _leaf(
+            config.sub_budget(name),
+            state.get(name),
+            first.requested,
+            reserved,
+            first.state.get(name) if isinstance(first.state, SplitState) else None,
+        )
         if inner is None:
             return None
         leaf = inner
@@ -245,7 +264,7 @@ def stepper(config: Any, state: Any, first: Decision) -> Advance | None:
             return st.put(name, leaf(st.get(name), k))
 
         return split
-    return _leaf(config, state, first.requested, reserved)
+    return _leaf(config, state, first.requested, reserved, first.state)
 
 
 __all__ = ["Advance", "add_repeatedly", "add_up_repeatedly", "stepper"]

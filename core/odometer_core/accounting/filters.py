@@ -356,8 +356,9 @@ def change_budget(
     assert not isinstance(state, SplitState)
     mode = leaf_mode(config)
     new: LeafConfig = mode.change_budget(config, state, eps, dlt, final_conversion_delta, anchored)
-    if not recorded:
-        refuse_unusable(new)
+    if not recorded:  # in rdp, with the weights the first declaration chose
+        in_rdp = isinstance(new, RDPConfig) and isinstance(state, RDPState)
+        refuse_unusable(rdp_mode.in_force(new, state) if in_rdp else new)  # type: ignore[arg-type]
     problem = mode.over_budget(new, state)
     if problem:
         raise InvalidTransition("BudgetBelowSpent", problem)
@@ -380,7 +381,7 @@ def _rechoose_grid(
             f"'{config.mode}' (on a split dataset, give it in the sub-budget's accounting)"
         )
     assert isinstance(state, RDPState)
-    if state.delta != 0 or any(state.rdp):
+    if state.delta != 0 or any(state.rdp) or state.first is not None:
         raise InvalidTransition(
             "AlreadySpent",
             "the order grid can only be re-chosen before the first charge: its weights must be "

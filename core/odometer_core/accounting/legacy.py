@@ -49,7 +49,11 @@ VERSION_1_4: Final = "1.4.0"
 privacy-loss distribution of its list where every item has one (``docs/accounting.md``, *Joint
 PLD of a composed list*): ``basic`` configurations created since say ``"composed":
 "joint_pld"``. A configuration without the field, as every 1.4.0 one, charges each list as
-1.4.0 did, so a 1.4.0 ledger replays identically under 1.5.0."""
+1.4.0 did, so a 1.4.0 ledger replays identically under 1.5.0. Likewise ``rdp`` configurations
+made since on the default grid without a workload say ``"order_weights":
+"first_declaration"`` (the weights chosen by the first declaration admitted, recorded in the
+state as ``first``); one without the field keeps its stored weights and writes its states as
+1.4.0 did."""
 
 #: The versions before 1.4.0, replayed with the rules of their time: budget changes derived a
 #: filter's thresholds again from the new target (``change_budget(..., anchored=False)``), and

@@ -259,12 +259,15 @@ class AnchoredLadder:
     pool: float
     epsilon: Decimal
     convert: Callable[[float, float], float]
+    #: the pool the levels other than 1 take their shares from, where it differs from ``pool``
+    #: (level 1's): an ``rdp`` order whose weights differ by level (``modes/rdp.py``)
+    others: float | None = None
 
     def epsilon_at(self, k: int) -> Decimal:
         """ε_k: the creation target at level 1; elsewhere the conversion of c_k at δ_k."""
         if k == 1:
             return self.epsilon
-        share = anchored_share(self.pool, k)
+        share = anchored_share(self.pool if self.others is None else self.others, k)
         if not share > 0:
             return INFINITY
         return cost_from_float(self.convert(anchored_value(self.top, k), share))

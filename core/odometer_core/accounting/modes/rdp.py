@@ -12,8 +12,9 @@ A declaration's curve (what is charged, and why a kind has none) is
 :mod:`odometer_core.accounting.modes.curves`.
 
 The weights only have to be fixed before the first charge, so they may depend on what the curator
-declares up front: new datasets get :data:`DEFAULT_RDP_WEIGHTS`, and a declared workload gets the
-grid :func:`choose_grid` picks for it (recorded in the configuration, read back on replay).
+declares up front: a declared workload gets the grid :func:`choose_grid` picks for it (recorded in
+the configuration), and from accounting 1.5.0 on the default grid without one has its weights
+chosen by the first declaration admitted, chosen before any output (:data:`WEIGHTS_FIRST`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,14 @@ from odometer_core.accounting.modes.curves import (
 )
 from odometer_core.accounting.modes.curves import rdp_curve as rdp_curve
 from odometer_core.accounting.modes.curves import unsupported as unsupported
+from odometer_core.accounting.modes.rdp_levels import THRESHOLD_MARGIN as THRESHOLD_MARGIN
+from odometer_core.accounting.modes.rdp_levels import (
+    _AtOrder,
+    _order_pool,
+    _rdp_level_epsilon,
+    _rdp_thresholds,
+    best_order,
+)
 from odometer_core.accounting.modes.workload import MAX_WORKLOAD_COUNT as MAX_WORKLOAD_COUNT
 from odometer_core.accounting.modes.workload import MAX_WORKLOAD_ITEMS as MAX_WORKLOAD_ITEMS
 from odometer_core.accounting.modes.workload import (
@@ -134,9 +143,6 @@ DEFAULT_RDP_WEIGHTS: Final[tuple[str, ...]] = (
 MAX_RDP_ORDERS: Final = 64
 
 
-#: Relative margin by which derived RDP thresholds are rounded down (see _rdp_thresholds).
-THRESHOLD_MARGIN: Final = 1e-12
-
 WOR_WBK19: Final = "wbk19"
 """Without-replacement Gaussian charged by Wang–Balle–Kasiviswanathan 2019 Thm 27 alone."""
 
@@ -145,6 +151,20 @@ WOR_TIGHT: Final = "wbk19+bebp24"
 order (:mod:`odometer_core.accounting.fswor`): the default of datasets created since."""
 
 WOR_BOUNDS: Final = (WOR_WBK19, WOR_TIGHT)
+
+WEIGHTS_FIRST: Final = "first_declaration"
+"""The ``order_weights`` of an ``rdp`` configuration created from accounting 1.5.0 on with the
+default grid and no workload: until something is admitted the weights are
+:data:`DEFAULT_RDP_WEIGHTS`; the first declaration admitted fixes them for good as a declared
+workload of repeats of it would (:func:`first_choice`, :func:`in_force`). Every filter made from
+such a configuration (a dataset, each block, a quota, a cap) chooses at its own first admission."""
+
+WEIGHTS_FIXED: Final = "fixed"
+"""The weights stored in the configuration, in force from creation (configurations stored
+before 1.5.0, which lack the field, explicit grids and declared workloads)."""
+
+FIRST_DEFAULT: Final = "default"
+"""The choice of a first declaration that charges nothing at any order: the default weights."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +190,12 @@ class RDPConfig:
     #: ``thresholds`` are what the budget in force admits (the same until a budget change)
     anchor: Anchor | None = None
     thresholds_top: tuple[float, ...] | None = None
+    #: :data:`WEIGHTS_FIRST` (the weights are chosen at the first admission) or
+    #: :data:`WEIGHTS_FIXED` (the stored ones; every configuration stored before 1.5.0)
+    weights_rule: str = WEIGHTS_FIXED
+    #: under :data:`WEIGHTS_FIRST` after the choice, the weights of the ladders' levels other
+    #: than 1 (the configuration's stored weights; ``None``: ``weights`` at every level)
+    others: tuple[float, ...] | None = None
     mode: Literal["rdp"] = "rdp"
 
     @property
@@ -183,11 +209,14 @@ class RDPConfig:
 
 @dataclass(frozen=True, slots=True)
 class RDPState:
-    """S(α) per order (float64, rounded up on every sum), dead orders, Σδ."""
+    """S(α) per order (float64, rounded up on every sum), dead orders, Σδ, and under
+    :data:`WEIGHTS_FIRST` the choice the first admitted declaration made (``first``: the order
+    given the workload's share, as text, or :data:`FIRST_DEFAULT`; ``None`` until then)."""
 
     rdp: tuple[float, ...]
     dead: tuple[bool, ...]
     delta: Decimal = ZERO
+    first: str | None = None
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -211,11 +240,14 @@ def parse(
             raise ConfigError("give either a workload or orders/weights, not both")
         return choose_grid(eps, dlt, rel, dc, parse_workload(acc["workload"], rel), wor, anchored)
     orders = _orders(acc.get("orders"))
+    rule = WEIGHTS_FIXED
     if acc.get("orders") is None and acc.get("weights") is None:
         weights = tuple(to_float_down(Decimal(w)) for w in DEFAULT_RDP_WEIGHTS)
+        rule = WEIGHTS_FIRST if anchored else WEIGHTS_FIXED
     else:
         weights = _weights(acc.get("weights"), len(orders))
-    return replace(make(eps, dlt, rel, dc, orders, weights, anchored), wor_bound=wor)
+    config = make(eps, dlt, rel, dc, orders, weights, anchored)
+    return replace(config, wor_bound=wor, weights_rule=rule)
 
 
 # ---------------------------------------------------------------------------- workload grids
@@ -313,37 +345,6 @@ def _weights(raw: object, n: int) -> tuple[float, ...]:
     return tuple(to_float_down(w) for w in ws)
 
 
-def _rdp_thresholds(
-    epsilon: Decimal,
-    delta_c: Decimal,
-    orders: tuple[float, ...],
-    weights: tuple[float, ...],
-    anchored: bool = True,
-) -> tuple[float, ...]:
-    """B(α) = ε_B + [log(δ_α) + log(α−1) − α·log(1−1/α)]/(α−1), rounded down; orders whose
-    B(α) ≤ 0 are dropped (−∞). Inverting CKS20 Prop. 12 at the order's δ share δ_α: level 1's
-    share of w_α·δ_c in an anchored ladder (:func:`order_ladder`), the whole w_α·δ_c before
-    accounting 1.4.0 (docs/accounting.md, *rdp*)."""
-    eb = to_float_down(epsilon)
-    dc = to_float_down(delta_c)
-    out: list[float] = []
-    for a, w in zip(orders, weights, strict=True):
-        if dc <= 0 or w <= 0:
-            out.append(-math.inf)
-            continue
-        log_share = (
-            math.log(odo.anchored_share(_order_pool(w, dc), 1))
-            if anchored
-            else math.log(w) + math.log(dc)
-        )
-        b = eb + (log_share + math.log(a - 1) - a * math.log1p(-1 / a)) / (a - 1)
-        # Round down with a relative margin far above the float error of the logs above
-        # (~1e-15), so that the CKS conversion of B(α) gives δ ≤ w_α·δ_c exactly as computed.
-        b = math.nextafter(b - THRESHOLD_MARGIN * (1.0 + abs(b)), -math.inf)
-        out.append(b if b > 0 else -math.inf)
-    return tuple(out)
-
-
 def make(
     eps: Decimal,
     dlt: Decimal,
@@ -362,21 +363,6 @@ def make(
     return replace(config, anchor=Anchor(eps, dlt), thresholds_top=thresholds)
 
 
-def _order_pool(weight: float, delta_c: float) -> float:
-    """The δ pool of one order's ladder: w_α·δ_c, rounded down."""
-    return math.nextafter(weight * delta_c, 0.0)
-
-
-@dataclass(frozen=True, slots=True)
-class _AtOrder:
-    """The RDP conversion at one order α (compares by value, as a ladder's conversion must)."""
-
-    alpha: float
-
-    def __call__(self, level: float, delta: float) -> float:
-        return _rdp_level_epsilon(self.alpha, level, delta)
-
-
 def order_ladder(config: RDPConfig, i: int) -> odo.AnchoredLadder | None:
     """The ladder of order i fixed at creation: top B(α), δ pool w_α·δ_c, CKS20 Prop. 12 at
     α; ``None`` for an order dropped from the grid."""
@@ -384,13 +370,62 @@ def order_ladder(config: RDPConfig, i: int) -> odo.AnchoredLadder | None:
     top = config.thresholds_top[i]
     if not top > 0:
         return None
-    pool = _order_pool(config.weights[i], to_float_down(config.final_conversion_delta))
-    return odo.AnchoredLadder(top, pool, config.anchor.epsilon, _AtOrder(config.orders[i]))
+    dc = to_float_down(config.final_conversion_delta)
+    pool = _order_pool(config.weights[i], dc)
+    others = None if config.others is None else _order_pool(config.others[i], dc)
+    return odo.AnchoredLadder(top, pool, config.anchor.epsilon, _AtOrder(config.orders[i]), others)
 
 
 def initial_state(config: RDPConfig) -> RDPState:
     dead = tuple(b == -math.inf for b in config.thresholds)
     return RDPState(tuple([0.0] * len(config.orders)), dead)
+
+
+# ---------------------------------------------------------------------------- weights of the first
+def first_choice(config: RDPConfig, curve: FloatArray) -> str:
+    """The choice :data:`WEIGHTS_FIRST` makes at the first admission, of a declaration of RDP
+    ``curve``: the order of the grid where repeats of it fit the most times holding
+    :data:`WORKLOAD_SHARE` of δ_c (:func:`choose_grid`'s rule on the dataset's own grid), or
+    :data:`FIRST_DEFAULT` for a curve that is 0 at every order. A deterministic function of the
+    configuration and the declaration, both fixed before any output (``docs/accounting.md``,
+    *Weights chosen from the first declaration*)."""
+    assert config.anchor is not None
+    eps, dc = config.anchor.epsilon, config.final_conversion_delta
+    best = best_order(curve, eps, dc, config.orders, to_float_down(WORKLOAD_SHARE))
+    return FIRST_DEFAULT if best is None else float_text(best)
+
+
+def in_force(config: RDPConfig, state: RDPState) -> RDPConfig:
+    """The filter ``state`` is decided by: ``config`` itself, or under :data:`WEIGHTS_FIRST`
+    once the first admission chose, the same filter with the chosen weights at level 1 of each
+    order's ladder (the order chosen holds :data:`WORKLOAD_SHARE` of δ_c, the other orders split
+    the rest equally, as for a declared workload; the tops B(α) at the creation target from
+    them), the stored weights at the ladders' other levels (``others``), and the caps the budget
+    in force puts on them (:func:`change_budget`). A pure function of the configuration and
+    the recorded choice, so replay recomputes it."""
+    if config.weights_rule != WEIGHTS_FIRST or state.first in (None, FIRST_DEFAULT):
+        return config
+    if config.others is not None:  # already the filter in force
+        return config
+    return _chosen(config, state.first)
+
+
+@functools.lru_cache(maxsize=256)
+def _chosen(config: RDPConfig, first: str) -> RDPConfig:
+    assert config.anchor is not None
+    best = config.orders.index(float(first))
+    rest = to_float_down(DOWN.divide(ONE - WORKLOAD_SHARE, Decimal(len(config.orders) - 1)))
+    weights = tuple(
+        to_float_down(WORKLOAD_SHARE) if i == best else rest for i in range(len(config.orders))
+    )
+    dc = config.final_conversion_delta
+    top = _rdp_thresholds(config.anchor.epsilon, dc, config.orders, weights)
+    chosen = replace(
+        config, weights=weights, thresholds=top, thresholds_top=top, others=config.weights
+    )
+    if config.epsilon == config.anchor.epsilon:
+        return chosen
+    return replace(chosen, thresholds=_caps(chosen, config.epsilon))
 
 
 # ---------------------------------------------------------------------------- admission
@@ -445,9 +480,34 @@ def charged_curve(
 def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decision:
     """Admit iff Σδ + δ_i ≤ δ_A and some live α has S(α) + ε_i(α) ≤ B(α); then add to every
     S(α) (rounded up) and kill orders that crossed B(α) (Feldman–Zrnic 2021 Thm 4.3 per order;
-    docs/accounting.md, *rdp*)."""
+    docs/accounting.md, *rdp*). Under :data:`WEIGHTS_FIRST` the first declaration is decided
+    by the filter with the weights it chooses (:func:`first_choice`), and the choice is kept in
+    the state if it is admitted; a refusal leaves everything as it was."""
+    if config.weights_rule == WEIGHTS_FIRST and state.first is None:
+        charged = charged_curve(decl, config.relation, config.orders, config.tight_wor)
+        first = first_choice(config, charged[0])
+        chosen = in_force(config, replace(state, first=first))
+        trial = replace(initial_state(chosen), delta=state.delta, first=first)
+        decision = _decide(chosen, trial, decl, charged)
+        if decision.admitted:
+            return decision
+        grid = _grid(config.orders, config.thresholds)
+        rdp, dead = np.asarray(state.rdp), np.asarray(state.dead)
+        remaining = _rdp_remaining(config, grid, rdp, dead, state.delta)
+        return replace(decision, state=state, remaining=remaining)
+    return _decide(in_force(config, state), state, decl)
+
+
+def _decide(
+    config: RDPConfig,
+    state: RDPState,
+    decl: Declaration,
+    charged: tuple[FloatArray, Decimal] | None = None,
+) -> Decision:
     grid = _grid(config.orders, config.thresholds)
-    curve, delta = charged_curve(decl, config.relation, config.orders, config.tight_wor)
+    if charged is None:
+        charged = charged_curve(decl, config.relation, config.orders, config.tight_wor)
+    curve, delta = charged
     requested = RdpCurve(config.orders, tuple(curve.tolist()), delta)
     new_delta = add_up(state.delta, delta)
     old = np.asarray(state.rdp, dtype=np.float64)
@@ -472,7 +532,7 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
         remaining = _rdp_remaining(config, grid, old, dead, state.delta)
         return reject(state, requested, remaining, why, zero)
     new_dead = dead | (s > grid.thresholds)
-    new_state = RDPState(tuple(s.tolist()), tuple(new_dead.tolist()), new_delta)
+    new_state = RDPState(tuple(s.tolist()), tuple(new_dead.tolist()), new_delta, state.first)
     remaining = _rdp_remaining(config, grid, s, new_dead, new_delta)
     return Decision("accepted", new_state, requested, requested, remaining)
 
@@ -499,6 +559,7 @@ def settle_held(
     """Settle, at an RDP level above a dataset, an ODP invocation the dataset reserved: the
     worst cell's curve stays charged, nothing is refunded (no filter theorem allows an
     output-dependent curve; ``docs/accounting.md``, *Organisation caps*)."""
+    config = in_force(config, state)
     curve, delta = _held_curve(config, reservation)
     grid = _grid(config.orders, config.thresholds)
     old = np.asarray(state.rdp, dtype=np.float64)
@@ -519,6 +580,7 @@ def cancel_held(config: RDPConfig, state: RDPState, reservation: Reservation) ->
     taken off the sums (rounded up, so each S(α) stays at least the sum of what ran). Orders
     that died stay dead: the filter's past decisions were made on larger sums, which only made
     them stricter (Feldman–Zrnic 2021 Thm 4.3 holds for the smaller sums)."""
+    config = in_force(config, state)
     curve, delta = _held_curve(config, reservation)
     grid = _grid(config.orders, config.thresholds)
     old = np.asarray(state.rdp, dtype=np.float64)
@@ -527,7 +589,7 @@ def cancel_held(config: RDPConfig, state: RDPState, reservation: Reservation) ->
         s = np.maximum(np.nextafter(old - curve, np.inf), 0.0)
     s = np.where(np.isfinite(old), s, old)
     new_delta = max(sub_up(state.delta, delta), ZERO)
-    new_state = RDPState(tuple(s.tolist()), state.dead, new_delta)
+    new_state = replace(state, rdp=tuple(s.tolist()), delta=new_delta)
     held = RdpCurve(config.orders, tuple(curve.tolist()), delta)
     return Decision(
         "accepted",
@@ -568,24 +630,36 @@ def change_budget(
     )
     new = make(eps, dlt, config.relation, dc, config.orders, config.weights, anchored)
     # the record of the workload the grid was chosen for stays (its expected counts are those
-    # of the budget at creation), and so does the without-replacement bound
-    return replace(new, workload=config.workload, wor_bound=config.wor_bound)
+    # of the budget at creation), and so do the without-replacement bound and the weights' rule
+    return replace(
+        new, workload=config.workload, wor_bound=config.wor_bound, weights_rule=config.weights_rule
+    )
 
 
 def _capped_change(
     config: RDPConfig, eps: Decimal, dlt: Decimal, final_conversion_delta: object
 ) -> RDPConfig:
-    assert config.anchor is not None and config.thresholds_top is not None
+    """The configuration keeps its weights and rule; under :data:`WEIGHTS_FIRST` the caps of
+    the chosen weights follow from the new ε (:func:`in_force`): the choice is never made
+    again."""
     keep_conversion_delta(config.final_conversion_delta, final_conversion_delta)
+    return replace(config, epsilon=eps, delta=dlt, thresholds=_caps(config, eps))
+
+
+def _caps(config: RDPConfig, eps: Decimal) -> tuple[float, ...]:
+    """Each order's threshold under the budget ε: the highest level of its ladder whose reading
+    is at most ε (its top at level 1)."""
+    assert config.anchor is not None and config.thresholds_top is not None
     caps: list[float] = []
     for i, top in enumerate(config.thresholds_top):
         order = order_ladder(config, i)
         cap = None if order is None else order.cap(eps)
         caps.append(-math.inf if cap is None else top if cap[0] == 1 else cap[1])
-    return replace(config, epsilon=eps, delta=dlt, thresholds=tuple(caps))
+    return tuple(caps)
 
 
 def over_budget(config: RDPConfig, state: RDPState) -> str | None:
+    config = in_force(config, state)
     if state.delta > config.delta_approx:
         return f"spent delta is {fmt(state.delta)}"
     if config.anchor is not None:
@@ -618,6 +692,7 @@ def recheck_dead(config: RDPConfig, state: RDPState) -> RDPState:
     thresholds are caps on each order's certified reading and an order is live exactly while
     its running value is within its cap: its ladder certifies it whatever happened before.
     Before 1.4.0 orders dead for good stayed dead (their own filter had stopped)."""
+    config = in_force(config, state)
     if config.anchor is not None:
         return replace(
             state, dead=tuple(not s <= b for s, b in zip(state.rdp, config.thresholds, strict=True))
@@ -640,7 +715,8 @@ def odometer(config: RDPConfig, state: RDPState) -> Reading:
     histories without approximate declarations (Σδ = 0); after one, the reading is the target
     (ε_B, δ_B) (conservative, as in ``zcdp``). The reading's δ is δ_B, fixed in advance (the
     ladder itself spends at most δ_c ≤ δ_B). The grid, weights and thresholds are the
-    configuration's; nothing here changes them."""
+    configuration's (:func:`in_force`); nothing here changes them."""
+    config = in_force(config, state)
     if config.anchor is not None:
         return _anchored_reading(config, state)
     found = None
@@ -683,17 +759,12 @@ def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
     return Reading(eps, config.final_conversion_delta, "ladder", odo.THEOREM_RDP, level, eps)
 
 
-def _rdp_level_epsilon(alpha: float, level: float, delta: float) -> float:
-    """ε of (α, level)-RDP at δ (Canonne–Kamath–Steinke 2020, Prop. 12, at the one order α)."""
-    eps, _ = cv.rdp_to_epsilon(np.array([alpha]), np.array([level]), delta)
-    return float(eps)
-
-
 def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
     """Budget and spend per order; ``odometer`` is the certified reading at any stopping time;
     ``spent_eps_delta`` converts the running curve as if the history had been fixed in advance
     (an estimate, ``certified: false``)."""
-    return {
+    config = in_force(config, state)
+    out: dict[str, Any] = {
         "delta_approx": fmt(config.delta_approx),
         "final_conversion_delta": fmt(config.final_conversion_delta),
         "orders": [repr(a) for a in config.orders],
@@ -718,6 +789,10 @@ def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
         },
         "odometer": odometer(config, state).to_json(),
     }
+    if config.weights_rule == WEIGHTS_FIRST:  # the weights in force and what chose them
+        out["weights"] = [repr(w) for w in config.weights]
+        out["first"] = state.first
+    return out
 
 
 def _estimate_rdp(config: RDPConfig, state: RDPState) -> str:
@@ -747,6 +822,8 @@ def config_to_json(config: RDPConfig) -> dict[str, Any]:
     if config.anchor is not None and config.thresholds_top is not None:  # absent before 1.4.0
         top = [float_text(b) for b in config.thresholds_top]
         out["anchor"] = {**config.anchor.to_json(), "top": top}
+    if config.weights_rule != WEIGHTS_FIXED:  # absent on configurations stored before 1.5.0
+        out["order_weights"] = config.weights_rule
     return out
 
 
@@ -758,6 +835,9 @@ def config_from_json(
     why the grid was chosen)."""
     workload = obj.get("workload")
     anchor = obj.get("anchor")
+    rule = str(obj.get("order_weights", WEIGHTS_FIXED))
+    if rule not in (WEIGHTS_FIRST, WEIGHTS_FIXED):
+        raise ConfigError(f"unknown order_weights rule {rule!r}")
     return RDPConfig(
         eps,
         dlt,
@@ -771,22 +851,28 @@ def config_from_json(
         str(obj.get("wor_bound", WOR_WBK19)),
         Anchor.from_json(anchor),
         None if anchor is None else tuple(float(b) for b in anchor["top"]),
+        rule,
     )
 
 
 def state_to_json(state: RDPState) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "rdp": [float_text(s) for s in state.rdp],
         "dead": list(state.dead),
         "delta": fmt(state.delta),
     }
+    if state.first is not None:  # the first declaration's choice (:data:`WEIGHTS_FIRST`)
+        out["first"] = state.first
+    return out
 
 
 def state_from_json(obj: Mapping[str, Any]) -> RDPState:
+    first = obj.get("first")
     return RDPState(
         tuple(float(s) for s in obj["rdp"]),
         tuple(bool(d) for d in obj["dead"]),
         Decimal(obj["delta"]),
+        None if first is None else str(first),
     )
 
 
