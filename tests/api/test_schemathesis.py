@@ -209,6 +209,12 @@ NOT_IN_THE_SCHEMA: dict[str, Unsaid] = {
         ),
     ),
     "grant-principal": _unsaid("create_grant", NotAnAnalyst=""),
+    "tree-sizes": _unsaid(
+        "ledger_inclusion_proof ledger_consistency_proof",
+        ValidationError=(
+            r"the ledger's head is seq|is not in the tree of the first|is larger than 'to'"
+        ),
+    ),
 }
 
 
