@@ -30,7 +30,7 @@ from sqlalchemy import select, tuple_
 from app.db.models import Dataset, Invocation, LedgerEntry, Organisation
 from app.db.uow import Database, UnitOfWork
 from app.db.writes import Writes
-from app.services._aggregate import append_entry, write_now
+from app.services._aggregate import append_entry, extend_frontier, write_now
 from app.services._common import utc_now
 from app.services.errors import ConcurrentUpdate, NotFound, ServiceError
 from app.services.principals import Principal
@@ -292,6 +292,9 @@ def import_tail(
             raise TailRefused(f"the database's ledger with this tail does not replay: {problem}")
         writes = Writes(ledger=tail)
         _invocation_rows(uow, ds.id, tail)
+        for entry in tail:  # the Merkle frontier moves with the head, as stage_entry moves it
+            ds.merkle_json = extend_frontier(ds, entry["hash"])
+            ds.last_seq = entry["seq"]
         last = tail[-1]
         ds.last_seq, ds.head_hash, ds.state_json = last["seq"], last["hash"], last["state"]
         ds.updated_at = last["at"]
