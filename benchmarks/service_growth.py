@@ -4,7 +4,8 @@ Going through the API would take hours for 10^6 entries; the rows here are the o
 service itself would have written (:mod:`benchmarks.ledger_gen` builds each entry with the
 service's accounting calls and hash), and the ``datasets`` row is left exactly as
 ``append_entry`` leaves it after the last one (``last_seq``, ``head_hash``, ``state_json``,
-``config_json``), so the running service continues the chain as if it had written them.
+``config_json``, ``merkle_json``: the Merkle frontier of revision 0012), so the running service
+continues the chain as if it had written them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from benchmarks.ledger_gen import DATASET_NAME, generate
 from odometer_core.ledger.chain import PAYLOAD_FIELDS
+from odometer_core.ledger.merkle import Frontier, entry_leaf_hash
 
 _JSON_FIELDS = frozenset(
     {"declaration", "request", "charge", "requested", "refund", "reservation", "config",
@@ -42,6 +44,7 @@ class _Tracker:
         self.first: dict[str, Any] | None = None
         self.last: dict[str, Any] | None = None
         self.config: dict[str, Any] | None = None
+        self.frontier = Frontier()
 
     def rows(self, entries: Iterator[dict[str, Any]]) -> Iterator[tuple[Any, ...]]:
         for e in entries:
@@ -50,6 +53,7 @@ class _Tracker:
             if e["config"] is not None:
                 self.config = e["config"]
             self.last = e
+            self.frontier.append(entry_leaf_hash(e["hash"]))
             yield _row(e)
 
     def dataset_values(self) -> dict[str, Any]:
@@ -60,6 +64,7 @@ class _Tracker:
             "last_seq": self.last["seq"],
             "head_hash": self.last["hash"],
             "updated_at": self.last["at"],
+            "merkle_json": json.dumps(self.frontier.to_json()),
         }
 
 
@@ -116,7 +121,7 @@ _INSERT_DATASET = (
 )
 _UPDATE_DATASET = (
     "UPDATE datasets SET config_json = {p}, state_json = {p}, last_seq = {p}, head_hash = {p}, "
-    "updated_at = {p} WHERE id = {p}"
+    "updated_at = {p}, merkle_json = {p} WHERE id = {p}"
 )
 
 
@@ -128,7 +133,7 @@ def _dataset_params(dataset_id: str) -> tuple[Any, ...]:
 def _update_params(tracker: _Tracker, dataset_id: str) -> tuple[Any, ...]:
     v = tracker.dataset_values()
     return (v["config_json"], v["state_json"], v["last_seq"], v["head_hash"], v["updated_at"],
-            dataset_id)  # fmt: skip
+            v["merkle_json"], dataset_id)  # fmt: skip
 
 
 def prefill_postgres(url: str, dataset_id: str, n: int, cache: Path | None = None) -> None:
