@@ -36,7 +36,11 @@ NOT_IMPORTED = {
         "privacy-odometer-client": "the `odometer` command that `verify` plugs into (an entry "
         "point, not an import)",
     },
-    "privacy-odometer-client": {},
+    "privacy-odometer-client": {
+        "pipeline-dp": "the `pipelinedp` extra: odometer_client.adapters.pipelinedp imports it "
+        "by name when an accountant is first built (importlib, so that the client needs only "
+        "httpx), which the import graph does not show",
+    },
 }
 #: Imported, not declared by the distribution itself: where it comes from instead.
 UNDECLARED = {
