@@ -35,7 +35,7 @@ def _run(server: Server, name: str) -> tuple[ModuleType, dict[str, Any]]:
 def test_dp_sgd_rdp(example_server: Server, capsys: pytest.CaptureFixture[str]) -> None:
     _, result = _run(example_server, "dp_sgd_rdp")
     assert result["steps"] == 10 * 235  # 10 epochs × ⌈60000 / 256⌉
-    assert len(result["accepted"]) == 2 and result["rejected"] == 1
+    assert len(result["accepted"]) == 3 and result["rejected"] == 1
     assert float(result["epsilon_spent"]) == pytest.approx(
         result["dp_accounting_epsilon"], rel=1e-6
     )

@@ -74,6 +74,12 @@ NEEDS_INDEX = {
         "`make run`'s own installation: `make test` installs the same, with the dev extra, "
         "before every run of this suite"
     ),
+    "pip install './client[pipelinedp]'": (
+        "PipelineDP is not in this environment to build a wheel from: `make adapters-env` "
+        "installs it (requirements-adapters.txt, hash-checked) into .venv-adapters, where "
+        "`make test` runs tests/adapters, which import odometer_client.adapters.pipelinedp "
+        "with it"
+    ),
 }
 #: The commands the docs give as failing, and what pip says (offline here; from an index the
 #: same, as long as no one publishes these names).
