@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.pool import QueuePool
 
 from app.db.uow import Database
 from app.main import create_app
@@ -211,7 +212,8 @@ def test_one_verifier_leads_on_postgresql(fresh_backend: Backend) -> None:
         first.round()  # nothing partitioned is behind: no lock taken, no connection kept
         assert first._lock is None
         assert first._leading() is True
-        assert database.engine.pool.checkedout() == 0  # its session is not the writers'
+        pool = database.engine.pool
+        assert isinstance(pool, QueuePool) and pool.checkedout() == 0  # not the writers'
         assert second._leading() is False
         first.close()
         assert second._leading() is True
