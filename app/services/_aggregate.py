@@ -27,7 +27,7 @@ from odometer_core.accounting import (
     state_from_json,
 )
 from odometer_core.ledger import EntryContent, EntryKind, Signer, next_entry
-from odometer_core.ledger.merkle import FRONTIER_TYPE, Frontier, leaf_hash, node_hash
+from odometer_core.ledger.merkle import Frontier
 from odometer_core.ledger.witness import Head
 
 
@@ -105,37 +105,22 @@ def stage_entry(
 
 
 def extend_frontier(ds: Dataset | DatasetRow, entry_hash: str) -> dict[str, Any]:
-    """The frontier of ``ds``'s Merkle tree (``merkle_json``, as
-    :meth:`odometer_core.ledger.merkle.Frontier.to_json` writes it) with the entry of hash
-    ``entry_hash`` appended as its next leaf (RFC 9162), as stored.
-
-    :meth:`Frontier.append` on the stored text: the leaf's hash merged with the last subtree
-    roots while they are as high (one per trailing one bit of the size: one on average), the
-    other roots' text kept as it is, so an append parses and writes out only what it changes
-    (5 µs, against 26 µs through ``from_json``, ``append`` and ``to_json`` at 10^5 entries;
-    tests/api/test_ledger_proofs.py holds the result to :class:`Frontier` after every write).
-    The frontier is written with the head in the same statement, so it never needs a read of
-    its own; a dataset with entries but no frontier is refused (revision 0012 built every
-    one)."""
+    """The frontier of ``ds``'s Merkle tree (``merkle_json``) with the entry of hash
+    ``entry_hash`` appended as its next leaf (RFC 9162), as stored: the core's
+    :meth:`odometer_core.ledger.merkle.Frontier.append_json` (5 µs; tests/api/test_ledger_proofs.py
+    holds the result to :class:`Frontier` after every write). The frontier is written with the
+    head in the same statement, so it never needs a read of its own; a dataset with entries but
+    no frontier, or a frontier of another size than its head, is refused (revision 0012 built
+    every one)."""
     doc = ds.merkle_json
-    if doc is None:
-        if ds.last_seq:
-            raise RuntimeError(
-                f"dataset '{ds.id}' has {ds.last_seq} entries but no Merkle frontier"
-            )
-        doc = Frontier().to_json()
-    size, nodes = doc["size"], doc["nodes"]
-    if doc["type"] != FRONTIER_TYPE or size != ds.last_seq or len(nodes) != size.bit_count():
+    if doc is None and ds.last_seq:
+        raise RuntimeError(f"dataset '{ds.id}' has {ds.last_seq} entries but no Merkle frontier")
+    if doc is not None and doc.get("size") != ds.last_seq:
         raise RuntimeError(
-            f"dataset '{ds.id}': its Merkle frontier (size {size}) does not match its head "
-            f"(seq {ds.last_seq})"
+            f"dataset '{ds.id}': its Merkle frontier (size {doc.get('size')}) does not match "
+            f"its head (seq {ds.last_seq})"
         )
-    merges = (size ^ (size + 1)).bit_length() - 1  # trailing one bits of the size
-    kept = len(nodes) - merges
-    node = leaf_hash(bytes.fromhex(entry_hash))
-    for left in reversed(nodes[kept:]):
-        node = node_hash(bytes.fromhex(left), node)
-    return {"type": FRONTIER_TYPE, "size": size + 1, "nodes": [*nodes[:kept], node.hex()]}
+    return Frontier.append_json(doc, entry_hash)
 
 
 def append_entry(

@@ -236,6 +236,26 @@ def test_frontier_json_round_trip_and_refusals() -> None:
             Frontier.from_json(document)
 
 
+def test_append_json_is_append_on_the_stored_form(ref_roots: list[bytes]) -> None:
+    """The write path's append (on the stored JSON, parsing only the roots it merges) gives
+    the document :meth:`Frontier.to_json` writes after :meth:`Frontier.append`, at every size
+    up to SMALL (every count of trailing one bits up to 8), through a JSON round trip."""
+    entries = [h.hex() for h in LEAVES[:SMALL]]
+    doc: dict[str, object] | None = None
+    frontier = Frontier()
+    for n, entry_hash in enumerate(entries, start=1):
+        doc = json.loads(json.dumps(Frontier.append_json(doc, entry_hash)))
+        frontier.append_entry(entry_hash)
+        assert doc == frontier.to_json()
+        assert Frontier.from_json(doc).root() == ref_roots[n]
+    assert doc is not None
+    for bad in ({**doc, "type": "other"}, {**doc, "size": 301}, {**doc, "nodes": []}):
+        with pytest.raises(ValueError):
+            Frontier.append_json(bad, entries[0])
+    with pytest.raises(ValueError):
+        Frontier.append_json(doc, entries[0].upper())
+
+
 def test_the_leaf_of_an_entry_is_its_hash() -> None:
     head_seq, head_hash, frontier = 0, None, Frontier()
     hashes = []
