@@ -8,7 +8,7 @@ whichever unit of work asks.
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 from app.db.models import Dataset
 from app.db.rows import DatasetRow
@@ -18,8 +18,8 @@ from app.services.errors import LedgerBehindWitness, NotFound
 from app.services.principals import Principal
 from app.writepath import write_path
 from app.writepath.witness import Behind
+from odometer_core.accounting import ACCOUNTING_VERSION as ACCOUNTING_VERSION
 from odometer_core.accounting import (
-    ACCOUNTING_VERSION,
     AccountingConfig,
     FilterState,
     config_from_json,
@@ -27,6 +27,7 @@ from odometer_core.accounting import (
     state_from_json,
 )
 from odometer_core.ledger import EntryContent, EntryKind, Signer, next_entry
+from odometer_core.ledger.admission import Admission
 from odometer_core.ledger.merkle import Frontier
 from odometer_core.ledger.witness import Head
 
@@ -102,6 +103,25 @@ def stage_entry(
     if signer is not None and signer.due(made.seq):
         writes.checkpoints.append(checkpoint_row(signer, ds.id, made.seq, made.hash, at))
     return made.seq
+
+
+def stage_admission(uow: UnitOfWork, writes: Writes, ds: DatasetRow, decided: Admission) -> None:
+    """Stage what the core decided of a registration on ``ds``
+    (:func:`odometer_core.ledger.admission.admit`: the entry already built and hashed on
+    ``ds``'s head, its checkpoint when due) and move the dataset's head, state and Merkle
+    frontier with it, as :func:`stage_entry` does, the witness consulted the same way."""
+    witness = write_path(uow.database).witness
+    if witness is not None and ds.id not in uow.heads and not uow.recovering:
+        behind = witness.behind(ds.id, ds.last_seq, ds.head_hash)
+        if behind is not None:
+            raise behind_witness(behind)
+    writes.ledger.append(decided.entry)
+    head = decided.head
+    ds.last_seq, ds.head_hash, ds.state_json = head.seq, head.head_hash, decided.state_json
+    ds.updated_at, ds.merkle_json = decided.entry["at"], decided.merkle_json
+    uow.heads[ds.id] = head
+    if decided.checkpoint is not None:
+        writes.checkpoints.append(cast(CheckpointInsert, decided.checkpoint))
 
 
 def extend_frontier(ds: Dataset | DatasetRow, entry_hash: str) -> dict[str, Any]:

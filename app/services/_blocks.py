@@ -18,13 +18,14 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from app.db.blocks import BlockWindow, Spans, Window, read_window
+from app.db.blocks import BlockWindow, Window, read_window
 from app.db.rows import DatasetRow
 from app.db.writes import Writes
 from app.services.errors import BlockConflict, InvalidBlocks
 from odometer_core.accounting import AccountingConfig, config_from_json
-from odometer_core.accounting.blocks import BlockError, Range, Selected
+from odometer_core.accounting.blocks import Range, Selected
 from odometer_core.accounting.levels import LevelsDecision
+from odometer_core.ledger.admission import BadSelection, Prepared, Spans, resolve_selection
 from odometer_core.ledger.blocks import SHOWN_RANGES, Held, NotOpen, RunLimit, Staged, refusal
 from odometer_core.partition import Partition, parse_partition, window_of
 
@@ -48,17 +49,14 @@ def _parsed(text: str) -> Partition:
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
-    """One transaction's selections resolved once, before the lock, on the partition this
-    process knows (a partition never changes): reused under the lock by
-    :meth:`PartitionLevel.prepare`, so no selection is resolved twice."""
+    """One transaction's requests on a partitioned dataset, their selections resolved once,
+    before the lock, on the partition this process knows (a partition never changes): reused
+    under the lock (:func:`app.services.registration.decide_in_order`), so no selection is
+    resolved twice; :attr:`window`: the spans of runs they touch, read with the lock."""
 
     partition: Partition
-    resolved: list[Resolved | Exception]
-
-    @property
-    def window(self) -> Spans:
-        """The spans of runs the selections touch (malformed ones left out)."""
-        return window_of([r for r in self.resolved if not isinstance(r, Exception)])
+    prepared: list[Prepared]
+    window: Spans
 
 
 def resolve_all(partition: Partition, selections: Sequence[object]) -> list[Resolved | Exception]:
@@ -74,21 +72,12 @@ def resolve_all(partition: Partition, selections: Sequence[object]) -> list[Reso
 
 def resolve(partition: Partition | None, selection: object) -> Resolved:
     """The index ranges a request's ``blocks`` names on a dataset of ``partition`` (``None``:
-    not partitioned). A selection on a whole dataset, none on a partitioned one, or a
-    malformed one is :class:`InvalidBlocks`."""
-    if partition is None:
-        if selection is not None:
-            raise InvalidBlocks("this dataset is not partitioned: send no 'blocks'", field="blocks")
-        return ()
-    if selection is None:
-        raise InvalidBlocks(
-            "this dataset is partitioned: name the blocks the mechanism reads in 'blocks' "
-            "({'from': key, 'to': key}, {'keys': [...]}, {'ranges': [...]} or 'all')",
-            field="blocks",
-        )
+    not partitioned), :func:`odometer_core.ledger.admission.resolve_selection`'s: a selection
+    on a whole dataset, none on a partitioned one, or a malformed one is
+    :class:`InvalidBlocks`."""
     try:
-        return partition.resolve(selection)
-    except BlockError as exc:
+        return resolve_selection(partition, selection)
+    except BadSelection as exc:
         raise InvalidBlocks(str(exc), field="blocks") from None
 
 
@@ -141,19 +130,14 @@ class PartitionLevel:
         ds: DatasetRow,
         selections: Sequence[object],
         prefetched: Window | None = None,
-        resolution: Resolution | None = None,
     ) -> PartitionLevel | None:
         """``None`` for a whole dataset. ``prefetched``: the runs read with the lock, used
         when their spans cover what ``selections`` touch (otherwise read now, on
-        ``connection()``); ``resolution``: ``selections`` resolved before the lock (on the
-        same partition: a partition never changes), else they are resolved here."""
+        ``connection()``)."""
         partition = partition_of(ds.partition_json)
         if partition is None:
             return None
-        if resolution is not None and resolution.partition == partition:
-            resolved = resolution.resolved
-        else:
-            resolved = resolve_all(partition, selections)
+        resolved = resolve_all(partition, selections)
         window = window_of([r for r in resolved if not isinstance(r, Exception)])
         config = config_from_json(ds.config_json)
         if prefetched is not None and prefetched.covers(window):
@@ -191,14 +175,3 @@ class PartitionLevel:
 
     def stage(self, writes: Writes) -> None:
         stage(writes, self.dataset_id, self.held)
-
-
-def known_resolution(
-    partition_json: Mapping[str, Any] | None, selections: Sequence[object]
-) -> Resolution | None:
-    """``selections`` resolved on a dataset of ``partition_json`` (``None``: a whole dataset,
-    nothing to read); its :attr:`~Resolution.window` is what the lock statement reads."""
-    partition = partition_of(partition_json)
-    if partition is None:
-        return None
-    return Resolution(partition, resolve_all(partition, selections))

@@ -12,7 +12,6 @@ service spends at the cap.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, Final, overload
 
 from app.db.models import Organisation
@@ -23,8 +22,6 @@ from odometer_core.accounting import (
     Decision,
     FilterState,
     config_from_json,
-    config_to_json,
-    fmt,
     initial_state,
     make_config,
     state_from_json,
@@ -32,14 +29,16 @@ from odometer_core.accounting import (
 )
 from odometer_core.accounting.amounts import Amount
 from odometer_core.accounting.levels import (
-    CAP_RELATION,
     DROPPED,
     ORGANISATION,
     QUOTA,
     Filter,
     LevelOutcome,
-    under_relation,
+    cap_order,
+    cap_used_by,
+    stored_cap,
 )
+from odometer_core.accounting.levels import level_record as core_level_record
 
 __all__ = [
     "ORGANISATION",
@@ -55,9 +54,6 @@ __all__ = [
     "quota_level",
     "wire",
 ]
-
-#: The filter used for bookkeeping only (settle/cancel of reservations) when no cap is set.
-_UNCAPPED = (Decimal(10) ** 6, Decimal("0.999999999999"))
 
 #: The key of an invocation's ``levels`` naming the grant whose quota holds it (its
 #: ``granted_seq``; :class:`app.db.models.Invocation`).
@@ -94,33 +90,27 @@ def new_organisation_row(organisation_id: str, name: str) -> Organisation:
 
 
 def cap_filter(org: Organisation | OrgRow, relation: str) -> tuple[AccountingConfig, FilterState]:
-    """The organisation cap's filter as it decides under ``relation`` (a dataset's): the
-    stored configuration in its own mode, or, on a row written before caps had modes, the
-    ``basic`` filter of ``cap_json`` (:data:`_UNCAPPED` when no cap was ever set)."""
-    if org.cap_config_json is not None:
-        config = under_relation(config_from_json(org.cap_config_json), relation)
-    else:
-        eps, dlt = (org.cap_json["epsilon"], org.cap_json["delta"]) if org.cap_json else _UNCAPPED
-        config = make_config(eps, dlt, relation, {"mode": "basic"})
-    return config, state_from_json(config, org.cap_state_json)
+    """The organisation cap's filter as it decides under ``relation`` (a dataset's):
+    :func:`odometer_core.accounting.levels.stored_cap` on its row."""
+    return stored_cap(org.cap_config_json, org.cap_json, org.cap_state_json, relation)
 
 
 def sequence(org: OrgRow) -> dict[str, Any]:
     """What a ledger entry that touches the cap records of its order across the
-    organisation's datasets: the next ``seq``, and, the first time after the cap was set or
-    changed, the configuration in force (the replay carries it forward:
-    :func:`odometer_core.ledger.organisation.replay_organisation`)."""
+    organisation's datasets (:func:`odometer_core.accounting.levels.cap_order`), the cap's
+    ``seq`` moved on its row."""
+    out = cap_order(
+        org.cap_seq + 1,
+        org.cap_config_seq,
+        org.cap_config_json,
+        org.cap_json,
+        org.cap_state_json,
+        org.cap_closed_json,
+    )
     org.cap_seq += 1
     org.dirty = True
-    out: dict[str, Any] = {"seq": org.cap_seq}
     if org.cap_config_seq is None:
         org.cap_config_seq = org.cap_seq
-        config, state = cap_filter(org, CAP_RELATION)
-        out["config"] = config_to_json(config)
-        out["before"] = state_to_json(state)
-        closed = org.cap_closed_json or []
-        if closed and closed[-1]["after_seq"] == org.cap_seq - 1:  # replaced just before
-            out["replaced"] = closed[-1]
     return out
 
 
@@ -160,12 +150,7 @@ class Level:
 
     def used_by(self, limit: int = 5) -> str:
         """The datasets that used the cap most, as a refusal says it."""
-        usage = (self.org.cap_usage_json or {}) if self.org is not None else {}
-        top = sorted(usage.items(), key=lambda kv: (-int(kv[1]), kv[0]))[:limit]
-        if not top:
-            return "no invocation registered under the cap yet"
-        more = f" and {len(usage) - limit} more" if len(usage) > limit else ""
-        return "used by " + ", ".join(f"{d} ({n} invocations)" for d, n in top) + more
+        return cap_used_by(None if self.org is None else self.org.cap_usage_json, limit)
 
     def store(self, state: FilterState) -> None:
         """Set the level's new state on its row (written with the transaction's other writes:
@@ -248,22 +233,16 @@ class Uppers:
 def level_record(
     level: Level, decision: Decision, *, applied: bool, config: bool = False
 ) -> dict[str, Any]:
-    """What the ledger entry records of one level (part of the hashed payload)."""
-    out: dict[str, Any] = {
-        "id": level.owner,
-        "outcome": decision.outcome,
-        "applied": applied,
-        "charge": wire(decision.charge) if applied else None,
-        "requested": wire(decision.requested),
-        "refund": wire(decision.refund) if applied else None,
-        "reservation": decision.reservation.to_json() if applied and decision.reservation else None,
-        "state": state_to_json(decision.state if applied else level.state),
-    }
-    if config:
-        out["budget"] = {"epsilon": fmt(level.config.epsilon), "delta": fmt(level.config.delta)}
-    if level.granted_seq is not None:
-        out["grant"] = level.granted_seq
-    return out
+    """What the ledger entry records of one level (part of the hashed payload):
+    :func:`odometer_core.accounting.levels.level_record`."""
+    return core_level_record(
+        level.owner,
+        level.filter,
+        decision,
+        applied=applied,
+        budget=config,
+        granted_seq=level.granted_seq,
+    )
 
 
 def dropped_quota_record(owner: str, granted_seq: int | None) -> dict[str, Any]:

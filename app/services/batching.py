@@ -33,10 +33,11 @@ from app.services.registration import (
     InvocationRequest,
     Outcome,
     Registration,
+    RequestBody,
     decide_in_order,
-    expensive,
     known_window,
-    registration,
+    prepare,
+    with_charges,
 )
 from app.writepath import locking, write_path
 from app.writepath.admission import Locked, StoredResponse
@@ -46,9 +47,10 @@ from app.writepath.witness import WitnessUnavailable
 
 
 class Registrar:
-    """The register use case as the HTTP route runs it: the registration prepared (in a thread
-    when its charges may be expensive), then decided in its caller's group commit line, on the
-    event loop itself while the process serves one request at a time (``alone``)."""
+    """The register use case as the HTTP route runs it: the registration prepared by the core
+    (its charges then computed in a thread when they may be expensive), then decided in its
+    caller's group commit line, on the event loop itself while the process serves one request
+    at a time (``alone``)."""
 
     def __init__(
         self,
@@ -66,15 +68,13 @@ class Registrar:
         self,
         principal: Principal,
         dataset_id: str,
-        request: InvocationRequest,
+        request: InvocationRequest | RequestBody,
         idempotency_key: str | None,
     ) -> RecordedResponse:
         uow = UnitOfWork(self.database)
-        args = (uow, principal, dataset_id, request, idempotency_key, self.charges)
-        if expensive(request):  # reads the database, may wait for a charge worker
-            item = await to_thread.run_sync(registration, *args)
-        else:
-            item = registration(*args)
+        item = prepare(self.database, principal, dataset_id, request, idempotency_key)
+        if item.prepared.expensive:  # reads the database, may wait for a charge worker
+            item = await to_thread.run_sync(with_charges, uow, item, self.charges)
         run = partial(register_group, uow)
         return await self.groups.run(principal.id, item, run, inline=self.alone())
 
@@ -258,7 +258,7 @@ def _decide(
     read: _Read | None = None
     resolution: Resolution | None = None
     if len(datasets) == 1:
-        resolution = known_window(uow, datasets[0], [item.request for item in items])
+        resolution = known_window(uow, datasets[0], items)
         window = None if resolution is None else resolution.window
         only = locking.lock_levels(
             uow, viewer, datasets[0], admitting=True, keys=keys, window=window

@@ -1,52 +1,53 @@
 """Registering one invocation: what it brings to its transaction, how it is decided on its
 locked levels, and what it writes.
 
-A registration is decided under the lock of its dataset's levels (:mod:`app.writepath.locking`), on
-the state the previous registration of its group left (:mod:`app.services.batching` runs the
-transaction): idempotency lookup → decide at every level
-(:func:`odometer_core.accounting.levels.decide_levels`, pure) → stage the ledger entry, the
-levels' new states and the invocation row → render the response once and store it under the
+The core decides a registration in one call, and prepares it in one before that
+(:mod:`odometer_core.ledger.admission`): :func:`prepare` before any lock (the declaration
+parsed, the fingerprint, the selection resolved; the charges computed when they may be
+expensive, :func:`with_charges`), then, under the lock of its dataset's levels
+(:mod:`app.writepath.locking`), on the state the previous registration of its group left
+(:mod:`app.services.batching` runs the transaction): the idempotency lookup → the core's
+:func:`~odometer_core.ledger.admission.admit` (the decision at every level, the ledger entry,
+the levels' new states, the invocation row and the response's fields) → staged
+(:func:`app.services._aggregate.stage_admission`, :func:`staged_levels`) → the response
+rendered once (:func:`app.services.responses.render_registration`) and stored under the
 idempotency key. A rejection is a decision, not an error: it is written to the ledger and
 recorded as an invocation with status ``rejected``, and then answered with 409.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
+from app.db.blocks import BlockWindow, read_window
 from app.db.rows import DatasetRow
-from app.db.uow import UnitOfWork
+from app.db.uow import Database, UnitOfWork
 from app.db.writes import InvocationInsert, Writes
-from app.services import idempotency
-from app.services._aggregate import load_filter, stage_entry
-from app.services._blocks import PartitionLevel, Resolution, known_resolution, resolve
-from app.services._common import fingerprint, new_id, utc_now
-from app.services._levels import ORGANISATION, QUOTA, Uppers, organisation_level, quota_level, wire
+from app.services import _aggregate, idempotency
+from app.services._aggregate import load_filter, stage_admission
+from app.services._blocks import Resolution, not_open, partition_of, resolve
+from app.services._common import new_id, utc_now
+from app.services._levels import Uppers, organisation_level, quota_level
 from app.services.charging import ChargeWorkers
-from app.services.errors import NotFound
+from app.services.errors import BlockConflict, InvalidBlocks, NotFound
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
-from app.services.responses import Registered, render_registration, reservation_json
+from app.services.responses import render_registration
 from app.writepath import locking, write_path
 from app.writepath.admission import Locked
 from app.writepath.stored import stored
-from odometer_core.accounting import Declaration, fmt, memo, state_to_json
+from odometer_core.accounting import Declaration
 from odometer_core.accounting.blocks import Selected
 from odometer_core.accounting.effort import may_be_expensive
-from odometer_core.accounting.levels import (
-    DATASET,
-    Filter,
-    LevelsDecision,
-    decide_levels,
-    precompute_levels,
-)
-from odometer_core.accounting.summary import COSTLY, SearchStopped, refusal
-from odometer_core.ledger import EntryKind
-from odometer_core.partition import check_assertions
+from odometer_core.accounting.levels import Filter, LevelsDecision, decide_levels, precompute_levels
+from odometer_core.ledger.admission import Admission, BadSelection, Prepared, RunRow, plan
+from odometer_core.ledger.admission import admit as admit  # the call a test makes slow
+from odometer_core.ledger.admission import prepare as prepare_request
+from odometer_core.ledger.blocks import Held, NotOpen, RunLimit
+from odometer_core.partition import Partition, check_assertions
 
 #: What a registration's transaction answers it: its recorded response, or the error it raises.
 Outcome = RecordedResponse | BaseException
@@ -65,21 +66,6 @@ class InvocationRequest:
     contribution: str | None = None
     neighbours: str | None = None
 
-    def extras(self) -> dict[str, Any]:
-        """The request's options as the response echoes them (the assertions only when
-        sent, so that earlier requests, fingerprints and entries are as before)."""
-        out: dict[str, Any] = {
-            "sub_budget": self.sub_budget,
-            "conversion_delta": None
-            if self.conversion_delta is None
-            else fmt(self.conversion_delta),
-        }
-        if self.contribution is not None:
-            out["contribution"] = self.contribution
-        if self.neighbours is not None:
-            out["neighbours"] = self.neighbours
-        return out
-
     def check(self, ds: DatasetRow) -> None:
         """Refuse (422) a declaration not stated for the neighbours ``ds``'s budget protects
         (:func:`odometer_core.partition.check_assertions`)."""
@@ -91,13 +77,18 @@ class InvocationRequest:
             neighbours=self.neighbours,
         )
 
-    def fingerprinted(self) -> dict[str, Any]:
-        """The options that give the request its meaning (the selection only when sent, so
-        that whole-dataset fingerprints are as before)."""
-        out = self.extras()
-        if self.blocks is not None:
-            out["blocks"] = self.blocks
-        return out
+
+@dataclass(frozen=True, slots=True)
+class RequestBody:
+    """A registration's request as its schema validated it, the declaration not parsed yet:
+    the core parses it when it prepares the registration (:func:`prepare`)."""
+
+    mechanism: dict[str, Any]
+    sub_budget: str | None = None
+    conversion_delta: Decimal | None = None
+    blocks: Any = None
+    contribution: str | None = None
+    neighbours: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +101,8 @@ class Registration:
     key: str | None
     digest: str
     charges: dict[object, object] | None
+    #: the request as the core prepared it (:func:`odometer_core.ledger.admission.prepare`)
+    prepared: Prepared
 
 
 def expensive(request: InvocationRequest) -> bool:
@@ -118,28 +111,68 @@ def expensive(request: InvocationRequest) -> bool:
     return may_be_expensive(request.declaration)
 
 
+def prepare(
+    database: Database,
+    principal: Principal,
+    dataset_id: str,
+    request: InvocationRequest | RequestBody,
+    idempotency_key: str | None = None,
+) -> Registration:
+    """What a registration brings to its group, prepared by the core in one call (the
+    declaration parsed, the fingerprint, on a dataset this process knows to be partitioned the
+    selection resolved): nothing here touches the database. Its charges, when they may be
+    expensive (:attr:`Prepared.expensive`), are computed next, before any lock
+    (:func:`with_charges`)."""
+    known, partition_json = write_path(database).partitions.get(dataset_id)
+    declaration = request.mechanism if isinstance(request, RequestBody) else request.declaration
+    prepared = prepare_request(
+        dataset_id,
+        declaration,
+        sub_budget=request.sub_budget,
+        conversion_delta=request.conversion_delta,
+        blocks=request.blocks,
+        contribution=request.contribution,
+        neighbours=request.neighbours,
+        partition=partition_of(partition_json) if known else None,
+    )
+    if isinstance(request, RequestBody):
+        request = InvocationRequest(
+            prepared.declaration,
+            prepared.sub_budget,
+            prepared.conversion_delta,
+            prepared.blocks,
+            prepared.contribution,
+            prepared.neighbours,
+        )
+    return Registration(
+        principal, dataset_id, request, idempotency_key, prepared.digest, None, prepared
+    )
+
+
+def with_charges(
+    uow: UnitOfWork, item: Registration, charges: ChargeWorkers | None = None
+) -> Registration:
+    """``item`` with its charges computed before any lock, by ``charges`` (``None``: in this
+    thread), when they may be expensive; otherwise as it is."""
+    if not item.prepared.expensive:
+        return item
+    known = _charges_before_lock(
+        uow, item.principal, item.dataset_id, item.request, item.key, charges
+    )
+    return replace(item, charges=known)
+
+
 def registration(
     uow: UnitOfWork,
     principal: Principal,
     dataset_id: str,
-    request: InvocationRequest,
+    request: InvocationRequest | RequestBody,
     idempotency_key: str | None = None,
     charges: ChargeWorkers | None = None,
 ) -> Registration:
-    """What a registration brings to its group: the request's fingerprint and, for a
-    declaration whose charge may be expensive (:func:`expensive`), its charges computed before
-    any lock, by ``charges`` (``None``: in this thread); for any other declaration nothing here
-    touches the database."""
-    digest = fingerprint(
-        "register_invocation",
-        dataset_id=dataset_id,
-        declaration=request.declaration.to_json(),
-        **request.fingerprinted(),
-    )
-    known = None
-    if expensive(request):
-        known = _charges_before_lock(uow, principal, dataset_id, request, idempotency_key, charges)
-    return Registration(principal, dataset_id, request, idempotency_key, digest, known)
+    """:func:`prepare`, then :func:`with_charges`, in this thread."""
+    item = prepare(uow.database, principal, dataset_id, request, idempotency_key)
+    return with_charges(uow, item, charges)
 
 
 def read_levels(
@@ -219,139 +252,116 @@ def decide_in_order(
     resolution: Resolution | None = None,
 ) -> list[Outcome]:
     """Decide one dataset's ``items`` (one caller's) in order on its locked levels, staging
-    what they change in ``writes``. Their idempotency keys were read with the lock statement,
-    under the lock: a request with the same key that committed first is seen. An item's own
-    refusal (a reused key, a declaration the accounting refuses) is its outcome; the others go
-    on."""
+    what they change in ``writes``: each item is one call of the core
+    (:func:`odometer_core.ledger.admission.admit`), on the rows as the previous one left them.
+    Their idempotency keys were read with the lock statement, under the lock: a request with
+    the same key that committed first is seen. An item's own refusal (a reused key, a
+    declaration the accounting refuses) is its outcome; the others go on."""
+    ds = locked.dataset
+    partition = partition_of(ds.partition_json)
+    prepared = [item.prepared for item in items]
+    runs: Held | Sequence[RunRow] | None = None
+    if partition is not None:
+        if resolution is not None and resolution.partition is partition:
+            prepared, window = resolution.prepared, resolution.window
+        else:  # a partition learned with this lock: the selections resolved now
+            prepared, window = plan(partition, prepared)
+        if locked.window is not None and locked.window.covers(window):
+            runs = locked.window.rows()
+        else:
+            runs = read_window(uow.connection(), ds.id, window) if window else []
     outcomes: list[Outcome] = []
-    selections = [item.request.blocks for item in items]
-    blocks = PartitionLevel.prepare(
-        uow.connection, locked.dataset, selections, locked.window, resolution
-    )
-    for position, item in enumerate(items):
+    changes = None
+    for item, request in zip(items, prepared, strict=True):
         owner = item.principal.id
         try:
             stored = idempotency.stored_response(uow, owner, item.key, item.digest)
             if stored is not None:
                 outcomes.append(stored)
                 continue
-            uppers = Uppers(
-                organisation_level(locked.org, locked.dataset.relation, admitting=True),
-                quota_level(locked.grant),
+            decided = admit(
+                request,
+                ds,
+                locked.org,
+                locked.grant,
+                partition=partition,
+                runs=runs,
+                charges=item.charges,
+                actor=owner,
+                at=utc_now(),
+                invocation_id=new_id("inv"),
+                accounting_version=_aggregate.ACCOUNTING_VERSION,
+                signer=uow.signer,
+                search_seconds=SEARCH_SECONDS,
             )
-            item.request.check(locked.dataset)
-            dataset = (
-                whole_dataset(locked.dataset, item.request)
-                if blocks is None
-                else blocks.level(position)
-            )
-            with memo.charges(item.charges):
-                levels = decide(dataset, uppers, item.request)
-            if blocks is not None:
-                blocks.check(levels)  # the limits on runs (docs/operations.md, Limits)
         except Exception as exc:  # nothing of this item was staged: the others go on
-            outcomes.append(exc)
+            outcomes.append(refused(exc, partition))
             continue
-        registered = _stage(uow, writes, locked, item, uppers, levels, blocks, dataset)
-        response = render_registration(registered, refusal_summary(levels, dataset, uppers, item))
-        dataset_id = locked.dataset.id
-        idempotency.record_response(uow, writes, owner, item.key, item.digest, dataset_id, response)
+        if decided.held is not None:
+            runs, changes = decided.held, decided.changes
+        stage_admission(uow, writes, ds, decided)
+        staged_levels(locked, decided)
+        writes.invocations.append(cast(InvocationInsert, decided.invocation))
+        response = render_registration(decided)
+        idempotency.record_response(uow, writes, owner, item.key, item.digest, ds.id, response)
         outcomes.append(response)
-    if blocks is not None:
-        blocks.stage(writes)
+    if changes is not None and (changes[0] or changes[1]):
+        writes.blocks.append(BlockWindow(ds.id, *changes))
     return outcomes
 
 
-def refusal_summary(
-    levels: LevelsDecision, dataset: Filter | Selected, uppers: Uppers, item: Registration
-) -> dict[str, Any] | None:
-    """A refusal summed up for the 409 (:func:`odometer_core.accounting.summary.refusal`):
-    the refusing level's filter, what bound and what would fit instead. A selection of blocks
-    names its refusing blocks instead (``blocks`` in the 409)."""
-    refused_by, decision = levels.refused_by, levels.refusal
-    if refused_by is None or decision is None or isinstance(dataset, Selected):
-        return None
-    request = item.request
-    sub_budget = request.sub_budget if refused_by == DATASET else None
-    if refused_by == DATASET:
-        refusing = dataset
-    else:
-        level = uppers.organisation if refused_by == ORGANISATION else uppers.quota
-        assert level is not None
-        refusing = level.filter
-    return refusal(
-        *refusing,
-        request.declaration,
-        level=refused_by,
-        reason=decision.reason,
-        sub_budget=sub_budget,
-        conversion_delta=request.conversion_delta,
-        admits=_bounded(request, admitted_everywhere(dataset, uppers, request)),
-        search=_cheap_search(request, dataset, uppers),
-    )
+def staged_levels(locked: Locked, decided: Admission) -> None:
+    """Set what a registration changed on the organisation's row (the cap's order, state and
+    usage) and the grant's (its quota's state); written with the transaction's other writes
+    (:func:`app.db.writes.write`)."""
+    cap, org = decided.cap, locked.org
+    if cap is not None:
+        org.cap_seq, org.cap_config_seq = cap.cap_seq, cap.cap_config_seq
+        if cap.cap_state_json is not None:
+            org.cap_state_json = cap.cap_state_json
+        if cap.cap_usage_json is not None:
+            org.cap_usage_json = cap.cap_usage_json
+        org.dirty = True
+    if decided.quota_state_json is not None and locked.grant is not None:
+        locked.grant.quota_state_json = decided.quota_state_json
+        locked.grant.dirty = True
+
+
+def refused(exc: Exception, partition: Partition | None) -> Exception:
+    """The API's answer to what the core refused a request for, before deciding it: its
+    selection (:class:`~odometer_core.ledger.admission.BadSelection`, blocks not open, a limit
+    on runs: ``docs/operations.md``, *Limits*), or the core's own error."""
+    if isinstance(exc, BadSelection):
+        return InvalidBlocks(str(exc), field="blocks")
+    if isinstance(exc, NotOpen) and partition is not None:
+        return not_open(exc, partition)
+    if isinstance(exc, RunLimit):
+        if exc.per_request:
+            return InvalidBlocks(str(exc), field="blocks")
+        return BlockConflict(str(exc))
+    return exc
 
 
 #: The CPU a refusal may spend searching what would fit for a costly kind (under the lock).
 SEARCH_SECONDS = 0.1
 
 
-def _bounded(
-    request: InvocationRequest, admits: Callable[[Declaration], bool]
-) -> Callable[[Declaration], bool]:
-    """``admits`` for a costly kind's search (:data:`~odometer_core.accounting.summary.
-    COSTLY`), stopped after :data:`SEARCH_SECONDS` of this thread's CPU in all
-    (:class:`~odometer_core.accounting.summary.SearchStopped`: what was not found by then is
-    left out); unchanged for other kinds, whose candidates are closed forms."""
-    if not isinstance(request.declaration, COSTLY):
-        return admits
-    deadline = time.thread_time() + SEARCH_SECONDS
-
-    def bounded(declaration: Declaration) -> bool:
-        if time.thread_time() > deadline:
-            raise SearchStopped
-        return admits(declaration)
-
-    return bounded
-
-
-def _cheap_search(request: InvocationRequest, dataset: Filter, uppers: Uppers) -> bool:
-    """Whether a refusal may search what would fit: always, but for a training job (a costly
-    kind, :data:`~odometer_core.accounting.summary.COSTLY`) when a level is in ``basic``,
-    where every candidate is a PLD of its own — the search runs under the dataset's lock."""
-    if not isinstance(request.declaration, COSTLY):
-        return True
-    levels = [dataset[0]] + [
-        level.filter[0] for level in (uppers.organisation, uppers.quota) if level is not None
-    ]
-    return all(config.mode != "basic" for config in levels)
-
-
-def admitted_everywhere(
-    dataset: Filter, uppers: Uppers, request: InvocationRequest
-) -> Callable[[Declaration], bool]:
-    """Whether a declaration in place of ``request``'s would be admitted at every level, on the
-    filters this decision was taken on (a refusal leaves them as they were): the admission of
-    :func:`decide`, so that a refusal's suggestion (:func:`~odometer_core.accounting.summary.
-    instead`) sent as given is admitted, not only by the level that refused."""
-
-    def admits(declaration: Declaration) -> bool:
-        candidate = replace(request, declaration=declaration)
-        return decide(dataset, uppers, candidate, exhaustive=False).admitted
-
-    return admits
-
-
 def known_window(
-    uow: UnitOfWork, dataset_id: str, requests: Sequence[InvocationRequest]
+    uow: UnitOfWork, dataset_id: str, items: Sequence[Registration]
 ) -> Resolution | None:
-    """The selections of ``requests`` resolved when this process knows ``dataset_id`` is
+    """The selections of ``items`` resolved when this process knows ``dataset_id`` is
     partitioned: the spans of runs they touch (:attr:`Resolution.window`) are read in the lock
-    statement's round trip (:func:`app.writepath.locking.lock_levels`), and the selections are not
-    resolved again under the lock; ``None`` otherwise."""
+    statement's round trip (:func:`app.writepath.locking.lock_levels`), and the selections are
+    not resolved again under the lock (one request: as it was prepared); ``None`` otherwise."""
     known, partition_json = write_path(uow.database).partitions.get(dataset_id)
     if not known:
         return None
-    return known_resolution(partition_json, [request.blocks for request in requests])
+    partition = partition_of(partition_json)
+    if partition is None:
+        return None
+    if len(items) == 1 and items[0].prepared.partition is partition:
+        return Resolution(partition, [items[0].prepared], items[0].prepared.window)
+    return Resolution(partition, *plan(partition, [item.prepared for item in items]))
 
 
 def whole_dataset(ds: DatasetRow, request: InvocationRequest) -> Filter:
@@ -359,117 +369,3 @@ def whole_dataset(ds: DatasetRow, request: InvocationRequest) -> Filter:
     :class:`InvalidBlocks`)."""
     resolve(None, request.blocks)
     return load_filter(ds)
-
-
-def _reason(
-    levels: LevelsDecision, uppers: Uppers, blocks: PartitionLevel | None = None
-) -> str | None:
-    """The recorded reason: the dataset's (on a partitioned dataset, naming the blocks that
-    refused), or the level above it that refused (the cap names the datasets that used it)."""
-    refusal = levels.refusal
-    if refusal is not None and levels.refused_by == DATASET and blocks is not None:
-        return blocks.refusal(levels)
-    if refusal is None or levels.refused_by == DATASET:
-        return levels.dataset.decision.reason
-    reason = f"{levels.refused_by} level: {refusal.reason or 'budget exceeded'}"
-    if levels.refused_by == ORGANISATION and uppers.organisation is not None:
-        reason += f" (the cap is {uppers.organisation.used_by()})"
-    return reason
-
-
-def _stage(
-    uow: UnitOfWork,
-    writes: Writes,
-    locked: Locked,
-    item: Registration,
-    uppers: Uppers,
-    levels: LevelsDecision,
-    blocks: PartitionLevel | None = None,
-    dataset: Filter | Selected | None = None,
-) -> Registered:
-    """Set the levels' new states (if admitted), stage the ledger entry and the row."""
-    at, invocation_id = utc_now(), new_id("inv")
-    request, ds, actor = item.request, locked.dataset, item.principal.id
-    row = _invocation_row(invocation_id, ds.id, actor, request, uppers, levels, at, blocks)
-    records = uppers.apply(levels.uppers, applied=levels.admitted, budget=True)
-    if levels.admitted and uppers.organisation is not None:
-        uppers.organisation.count_use(ds.id)
-    staged = None
-    if blocks is not None and isinstance(dataset, Selected):
-        staged = blocks.decided(levels, dataset)
-        row["request"]["blocks"] = staged.selection
-        state = staged.state
-    else:
-        state = state_to_json(levels.dataset.state)
-    seq = stage_entry(
-        uow,
-        writes,
-        ds,
-        kind=EntryKind.for_invocation(row["status"]),
-        actor=actor,
-        at=at,
-        invocation_id=invocation_id,
-        declaration=row["declaration"],
-        request=row["request"],
-        charge=_dataset_charge(levels),
-        requested=row["requested"],
-        reservation=row["reservation"],
-        reason=row["reason"],
-        state=state,
-        org=records.get(ORGANISATION),
-        quota=records.get(QUOTA),
-    )
-    writes.invocations.append(row)
-    return Registered(
-        invocation_id,
-        ds.id,
-        row["declaration"],
-        request.extras(),
-        levels,
-        row["reason"],
-        seq,
-        at,
-        None if staged is None else staged.selected,
-        None if staged is None else staged.refused,
-    )
-
-
-def _invocation_row(
-    invocation_id: str,
-    dataset_id: str,
-    actor: str,
-    request: InvocationRequest,
-    uppers: Uppers,
-    levels: LevelsDecision,
-    at: str,
-    blocks: PartitionLevel | None = None,
-) -> InvocationInsert:
-    """The ``invocations`` row of a registration, by column name."""
-    decision, declaration = levels.dataset.decision, request.declaration.to_json()
-    return {
-        "id": invocation_id,
-        "dataset_id": dataset_id,
-        "status": decision.outcome if levels.admitted else "rejected",
-        "kind": declaration["type"],
-        "ledger": decision.sub_budget,  # the sub-budget's column kept its first name
-        "declaration": declaration,
-        "request": request.extras(),
-        "charge": _dataset_charge(levels) or {},
-        "requested": wire(decision.requested),
-        "refund": None,
-        "reservation": reservation_json(decision) if levels.admitted else None,
-        "cell": None,
-        "reason": _reason(levels, uppers, blocks),
-        "actor": actor,
-        "created_at": at,
-        "updated_at": at,
-        "levels": uppers.owners(holding=levels.admitted),
-    }
-
-
-def _dataset_charge(levels: LevelsDecision) -> dict[str, Any] | None:
-    """The dataset's charge; refused above the dataset, nothing was charged here (null, not
-    a zero charge)."""
-    if levels.refused_by in (None, DATASET):
-        return wire(levels.dataset.decision.charge)
-    return None

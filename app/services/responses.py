@@ -19,25 +19,8 @@ from app.schemas.invocations import InvocationCreated, InvocationFinished
 from app.services._levels import wire
 from app.services.idempotency import BUDGET_EXCEEDED, CREATED, OK, RecordedResponse
 from odometer_core.accounting import Decision
-from odometer_core.accounting.levels import LevelOutcome, LevelsDecision
-
-
-@dataclass(frozen=True, slots=True)
-class Registered:
-    """A decided registration, as written: what its response is rendered from."""
-
-    id: str
-    dataset_id: str
-    declaration: dict[str, Any]
-    extras: dict[str, Any]  # sub_budget, conversion_delta, as requested
-    levels: LevelsDecision
-    reason: str | None
-    ledger_seq: int
-    at: str
-    #: a partitioned dataset's selection, as keys (``None`` on a whole dataset)
-    blocks: list[dict[str, Any]] | None = None
-    #: the selected blocks that refused, with what each has left (a 409 on blocks)
-    refused_blocks: list[dict[str, Any]] | None = None
+from odometer_core.accounting.levels import LevelOutcome
+from odometer_core.ledger.admission import Admission
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,45 +42,18 @@ def reservation_json(decision: Decision) -> dict[str, Any] | None:
     return decision.reservation.to_json() if decision.reservation else None
 
 
-def render_registration(r: Registered, summary: dict[str, Any] | None = None) -> RecordedResponse:
-    """The response to a registration: 201 with the charges, or 409 BudgetExceeded (with the
-    refusal's ``summary``, when there is one)."""
-    refusal = r.levels.refusal
+def render_registration(decided: Admission) -> RecordedResponse:
+    """The response to a registration, from the fields the core decided
+    (:attr:`odometer_core.ledger.admission.Admission.response`): 201 with the charges, or 409
+    BudgetExceeded (with the refusal's summary, when there is one). A field the response adds
+    beside the core's is added here, to ``fields``."""
+    fields = dict(decided.response)
     body: BaseModel
-    if refusal is not None:
-        body = BudgetExceededBody(
-            error=BUDGET_EXCEEDED,
-            detail=r.reason or "budget exceeded",
-            id=r.id,
-            level=r.levels.refused_by,
-            requested=wire(refusal.requested),
-            remaining=wire(refusal.remaining),
-            ledger_seq=r.ledger_seq,
-            blocks=r.refused_blocks,
-            summary=summary,
-        )
+    if not decided.admitted:
+        body = BudgetExceededBody(error=BUDGET_EXCEEDED, **fields)
         return RecordedResponse(BUDGET_EXCEEDED, render(body), "rejected")
-    decision = r.levels.dataset.decision
-    body = InvocationCreated(
-        id=r.id,
-        dataset_id=r.dataset_id,
-        status=decision.outcome,
-        mechanism=r.declaration,
-        **r.extras,
-        charge=wire(decision.charge),
-        requested=wire(decision.requested),
-        remaining=wire(decision.remaining),
-        reservation=reservation_json(decision),
-        levels={
-            o.name: {"charge": wire(o.decision.charge), "remaining": wire(o.decision.remaining)}
-            for o in r.levels.uppers
-        }
-        or None,
-        ledger_seq=r.ledger_seq,
-        created_at=r.at,
-        blocks=r.blocks,
-    )
-    return RecordedResponse(CREATED, render(body), decision.outcome)
+    body = InvocationCreated(**fields)
+    return RecordedResponse(CREATED, render(body), decided.outcome)
 
 
 def render_finished(f: Finished) -> RecordedResponse:

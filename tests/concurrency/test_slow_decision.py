@@ -105,15 +105,15 @@ def test_a_slow_decision_holds_no_other_dataset(
     grant(client, quick_ds, quick_id)
 
     deciding, release = threading.Event(), threading.Event()
-    original = registration.decide
+    original = registration.admit
 
-    def decide(dataset: Any, uppers: Any, request: Any, **kwargs: Any) -> Any:
-        if request.declaration.to_json() == SLOW:
+    def admit(prepared: Any, *args: Any, **kwargs: Any) -> Any:
+        if prepared.declaration_json == SLOW:
             deciding.set()
             release.wait(timeout=5)
-        return original(dataset, uppers, request, **kwargs)
+        return original(prepared, *args, **kwargs)
 
-    monkeypatch.setattr(registration, "decide", decide)
+    monkeypatch.setattr(registration, "admit", admit)
     alone = sorted(_timed(client, quick_ds, quick_key))  # the same, no slow decision running
     answered: list[Any] = []
     slow = threading.Thread(
@@ -166,12 +166,12 @@ def test_a_write_between_deciding_and_writing_is_decided_again(
     grant(client, two, other_id)
     first = {"type": "pure_dp", "epsilon": "0.6"}
     second = {"type": "pure_dp", "epsilon": "0.7"}
-    original = registration.decide
+    original = registration.admit
     answers: dict[str, Any] = {}
 
-    def decide(dataset: Any, uppers: Any, request: Any, **kwargs: Any) -> Any:
-        decided = original(dataset, uppers, request, **kwargs)
-        if request.declaration.to_json() == first and "second" not in answers:
+    def admit(prepared: Any, *args: Any, **kwargs: Any) -> Any:
+        decided = original(prepared, *args, **kwargs)
+        if prepared.declaration_json == first and "second" not in answers:
             other = threading.Thread(
                 target=lambda: answers.update(second=_register(client, two, second, other_key))
             )
@@ -179,7 +179,7 @@ def test_a_write_between_deciding_and_writing_is_decided_again(
             other.join(timeout=30)
         return decided
 
-    monkeypatch.setattr(registration, "decide", decide)
+    monkeypatch.setattr(registration, "admit", admit)
     answers["first"] = _register(client, one, first, AUTH, KEYS)
     assert answers["second"].status_code == 201, answers["second"].text
     assert answers["first"].status_code == 409, answers["first"].text

@@ -31,7 +31,7 @@ from app.schemas.invocations import (
 from app.services import invocations as service
 from app.services import reservations
 from app.services.idempotency import CREATED, OK, RecordedResponse
-from app.services.registration import InvocationRequest
+from app.services.registration import InvocationRequest, RequestBody
 
 router = APIRouter(
     prefix="/v1/datasets/{dataset_id}/invocations", tags=["invocations"], route_class=ExactJsonRoute
@@ -63,6 +63,19 @@ def invocation_request(body: InvocationCreate) -> InvocationRequest:
     )
 
 
+def registration_body(body: InvocationCreate) -> RequestBody:
+    """A registration's body as validated, its declaration parsed by the core when the
+    registration is prepared (:func:`app.services.registration.prepare`)."""
+    return RequestBody(
+        mechanism=body.mechanism.model_dump(mode="json", exclude_none=True),
+        sub_budget=body.sub_budget,
+        conversion_delta=body.conversion_delta,
+        blocks=selection_json(body.blocks),
+        contribution=body.contribution,
+        neighbours=body.neighbours,
+    )
+
+
 async def register_invocation(
     dataset_id: str,
     body: InvocationCreate,
@@ -78,7 +91,7 @@ async def register_invocation(
     ``ChargeTooExpensive`` and nothing is charged; when no charge worker is free in time, 503
     with ``Retry-After`` (retry with the same ``Idempotency-Key``)."""
     result = await registrar.register(
-        principal, dataset_id, invocation_request(body), idempotency_key
+        principal, dataset_id, registration_body(body), idempotency_key
     )
     metrics.record_decision(result.decision)
     return recorded_response(result)

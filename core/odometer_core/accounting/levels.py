@@ -48,9 +48,13 @@ from odometer_core.accounting.filters import (
     admit,
     cancel,
     change_budget,
+    config_from_json,
+    config_to_json,
     initial_state,
     make_config,
     settle,
+    state_from_json,
+    state_to_json,
     status,
 )
 from odometer_core.accounting.modes import LEAF_MODES, budget
@@ -458,3 +462,101 @@ def precompute_levels(
             conversion_delta=conversion_delta,
         )
     return dict(table)
+
+
+# ---------------------------------------------------------------------------- levels as stored
+#: The filter a cap decides with for bookkeeping only (settle and cancel of reservations taken
+#: under an organisation without a cap, on rows written before caps had modes).
+UNCAPPED: Final = (Decimal(10) ** 6, Decimal("0.999999999999"))
+
+
+def stored_cap(
+    cap_config_json: Mapping[str, Any] | None,
+    cap_json: Mapping[str, Any] | None,
+    cap_state_json: Mapping[str, Any],
+    relation: str,
+) -> Filter:
+    """An organisation cap's filter as it decides under ``relation`` (a dataset's), from its
+    row: the stored configuration in its own mode, or, on a row written before caps had modes,
+    the ``basic`` filter of ``cap_json`` (:data:`UNCAPPED` when no cap was ever set)."""
+    if cap_config_json is not None:
+        config = under_relation(config_from_json(cap_config_json), relation)
+    else:
+        eps, dlt = (cap_json["epsilon"], cap_json["delta"]) if cap_json else UNCAPPED
+        config = make_config(eps, dlt, relation, {"mode": "basic"})
+    return config, state_from_json(config, cap_state_json)
+
+
+def stored_quota(
+    quota_config_json: Mapping[str, Any] | None, quota_state_json: Mapping[str, Any] | None
+) -> Filter | None:
+    """A grant's quota filter from its row (``None``: no quota set)."""
+    if quota_config_json is None or quota_state_json is None:
+        return None
+    config = config_from_json(quota_config_json)
+    return config, state_from_json(config, quota_state_json)
+
+
+def cap_order(
+    seq: int,
+    cap_config_seq: int | None,
+    cap_config_json: Mapping[str, Any] | None,
+    cap_json: Mapping[str, Any] | None,
+    cap_state_json: Mapping[str, Any],
+    cap_closed_json: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
+    """What a ledger entry that touches the cap records of its order across the organisation's
+    datasets, ``seq`` being the cap's next: the ``seq`` and, the first time after the cap was
+    set or changed (``cap_config_seq`` is ``None``), the configuration in force, its state
+    before, and the phase it replaced just before (the replay carries them forward:
+    :func:`odometer_core.ledger.organisation.replay_organisation`)."""
+    out: dict[str, Any] = {"seq": seq}
+    if cap_config_seq is None:
+        config, state = stored_cap(cap_config_json, cap_json, cap_state_json, CAP_RELATION)
+        out["config"] = config_to_json(config)
+        out["before"] = state_to_json(state)
+        closed = cap_closed_json or []
+        if closed and closed[-1]["after_seq"] == seq - 1:  # replaced just before
+            out["replaced"] = dict(closed[-1])
+    return out
+
+
+def level_record(
+    owner: str,
+    filter_: Filter,
+    decision: Decision,
+    *,
+    applied: bool,
+    budget: bool = False,
+    granted_seq: int | None = None,
+) -> dict[str, Any]:
+    """What a ledger entry records of one upper level's decision (part of the hashed payload):
+    its ``owner``, outcome, charge (when ``applied``) and state after; with ``budget`` the
+    cap's ε and δ; a quota's grant (``granted_seq``)."""
+    config, before = filter_
+    out: dict[str, Any] = {
+        "id": owner,
+        "outcome": decision.outcome,
+        "applied": applied,
+        "charge": decision.charge.to_json() if applied else None,
+        "requested": decision.requested.to_json(),
+        "refund": None if not applied or decision.refund is None else decision.refund.to_json(),
+        "reservation": decision.reservation.to_json() if applied and decision.reservation else None,
+        "state": state_to_json(decision.state if applied else before),
+    }
+    if budget:
+        out["budget"] = {"epsilon": fmt(config.epsilon), "delta": fmt(config.delta)}
+    if granted_seq is not None:
+        out["grant"] = granted_seq
+    return out
+
+
+def cap_used_by(usage: Mapping[str, int] | None, limit: int = 5) -> str:
+    """The datasets that used an organisation's cap most (``usage``: invocations by dataset),
+    as a refusal says it."""
+    usage = usage or {}
+    top = sorted(usage.items(), key=lambda kv: (-int(kv[1]), kv[0]))[:limit]
+    if not top:
+        return "no invocation registered under the cap yet"
+    more = f" and {len(usage) - limit} more" if len(usage) > limit else ""
+    return "used by " + ", ".join(f"{d} ({n} invocations)" for d, n in top) + more

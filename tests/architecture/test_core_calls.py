@@ -1,0 +1,161 @@
+"""One registration passes from the accounting core back into the app at most three times.
+
+A registration's path is traced through the ASGI app with a profiler (``sys.setprofile`` in
+this thread and ``threading.setprofile`` for every thread started after it: the test client's
+event loop, the group commit lines, the threads the route hands work to), installed before the
+app is made. A *passage back into the app* is a frame of ``odometer_core`` returning into a
+frame of ``app``, or a frame of ``odometer_core`` calling one of ``app`` (a callback); a call
+from ``app`` into the core, and whatever the core does inside itself, are not counted.
+
+The app calls the core once before the lock (the request prepared: the declaration parsed, its
+selection resolved, its charges computed, :func:`odometer_core.accounting.admission.prepare`),
+once under it (the decision, the ledger entry, the new states and the response's data:
+:func:`odometer_core.accounting.admission.admit`), and once to render the body; everything
+else of the core it needs is reached from those three. Traced: a whole dataset, and a
+partitioned one (by day, a year open) with a seven-day selection, each after one registration
+that taught the process the dataset (the caches of the write path filled, as in a running
+service).
+
+Shown able to fail: on the tree before the one-call decision (the app calling the core for each
+step: the declaration parsed by the request model, the fingerprint's ``to_json``, the upper
+levels' filters loaded by ``config_from_json`` and ``state_from_json``, ``decide_levels``,
+``state_to_json`` and ``to_json`` for every amount, ``next_entry``, …) the whole dataset passed
+back into the app 30 times and the partitioned one 39 (the failure lists each passage).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.db.uow import Database
+from app.main import create_app
+from app.settings import Settings
+from tests.support import AUTH
+
+#: the most passages from the core back into the app one registration may take
+LIMIT = 3
+DAILY = {"kind": "day", "unit": "record", "timezone": "UTC"}
+WEEK = {"from": "2026-06-01", "to": "2026-06-07"}
+CHARGE = {"type": "pure_dp", "epsilon": "0.001"}
+
+
+def _package(frame: FrameType | None) -> str | None:
+    if frame is None:
+        return None
+    name = frame.f_globals.get("__name__", "")
+    if not isinstance(name, str):
+        return None
+    if name == "odometer_core" or name.startswith("odometer_core."):
+        return "core"
+    if name == "app" or name.startswith("app."):
+        return "app"
+    return None
+
+
+def _where(frame: FrameType) -> str:
+    return f"{frame.f_globals.get('__name__')}.{frame.f_code.co_qualname}"
+
+
+class Passages:
+    """The core's passages back into the app, recorded by a profile function while on."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.seen: list[str] = []
+        self._lock = threading.Lock()
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if not self.on or event not in ("call", "return"):
+            return
+        caller = frame.f_back
+        if event == "return" and _package(frame) == "core" and _package(caller) == "app":
+            assert caller is not None
+            seen = f"return {_where(frame)} -> {_where(caller)}"
+        elif event == "call" and _package(frame) == "app" and _package(caller) == "core":
+            assert caller is not None
+            seen = f"callback {_where(caller)} -> {_where(frame)}"
+        else:
+            return
+        with self._lock:
+            self.seen.append(seen)
+
+
+@pytest.fixture
+def traced(settings: Settings, database: Database) -> Iterator[tuple[TestClient, Passages]]:
+    """The app, every thread it starts profiled by a :class:`Passages` (off until a test turns
+    it on)."""
+    passages = Passages()
+    previous = sys.getprofile()
+    threading.setprofile(passages.profile)
+    sys.setprofile(passages.profile)
+    try:
+        with TestClient(create_app(settings, database)) as client:
+            yield client, passages
+    finally:
+        sys.setprofile(previous)
+        threading.setprofile(None)
+
+
+def _dataset(client: TestClient, name: str, **extra: Any) -> str:
+    body = {"name": name, "budget": {"epsilon": "10", "delta": "0.000001"}, **extra}
+    r = client.post("/v1/datasets", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def _register(client: TestClient, dataset_id: str, body: dict[str, Any], key: str) -> None:
+    r = client.post(
+        f"/v1/datasets/{dataset_id}/invocations",
+        json=body,
+        headers={**AUTH, "Idempotency-Key": key},
+    )
+    assert r.status_code == 201, r.text
+
+
+def _traced(
+    client: TestClient, passages: Passages, dataset_id: str, body: dict[str, Any], key: str
+) -> list[str]:
+    _register(client, dataset_id, body, f"{key}-first")  # the process learns the dataset
+    passages.seen.clear()
+    passages.on = True
+    try:
+        _register(client, dataset_id, body, key)
+    finally:
+        passages.on = False
+    return list(passages.seen)
+
+
+def _report(seen: list[str]) -> str:
+    counted = Counter(seen)
+    return f"{len(seen)} passages back into the app:\n" + "\n".join(
+        f"  {n} x {what}" for what, n in counted.most_common()
+    )
+
+
+def test_a_whole_dataset_registration_passes_back_into_the_app_at_most_three_times(
+    traced: tuple[TestClient, Passages],
+) -> None:
+    client, passages = traced
+    ds = _dataset(client, "traced whole")
+    seen = _traced(client, passages, ds, {"mechanism": CHARGE}, "whole")
+    assert len(seen) <= LIMIT, _report(seen)
+
+
+def test_a_seven_day_selection_passes_back_into_the_app_at_most_three_times(
+    traced: tuple[TestClient, Passages],
+) -> None:
+    client, passages = traced
+    ds = _dataset(client, "traced week", accounting={"mode": "basic"}, partition=DAILY)
+    opened = {"open": {"from": "2026-01-01", "to": "2026-12-31"}}
+    r = client.post(f"/v1/datasets/{ds}/blocks", json=opened, headers=AUTH)
+    assert r.status_code == 200, r.text
+    seen = _traced(client, passages, ds, {"mechanism": CHARGE, "blocks": WEEK}, "week")
+    assert len(seen) <= LIMIT, _report(seen)
