@@ -599,10 +599,23 @@ def refusal(
     the caller knows each candidate would cost a PLD (a level in ``basic``)."""
     view = status(config, state)
     reading = compose(view)
-    costly = isinstance(declaration, COSTLY)
+    # subsampled and composed: odometer_core.accounting.instead (searched by CPU-bounded steps)
+    from odometer_core.accounting import instead as held
+
+    costly = isinstance(declaration, (*COSTLY, *held.KINDS))
     suggestion: dict[str, Any] | None = None
     others: list[dict[str, Any]] = []
-    if search and not (costly and reason is not None and LOWER_BOUND in reason):
+    phrases: list[str] = []
+    if search and held.covers(declaration):
+        suggestion, others, phrases = held.suggest(
+            config,
+            state,
+            declaration,
+            sub_budget=sub_budget,
+            conversion_delta=conversion_delta,
+            admits=admits,
+        )
+    elif search and not (costly and reason is not None and LOWER_BOUND in reason):
         for finder in (instead, alternatives):
             found = finder(
                 config,
@@ -626,12 +639,12 @@ def refusal(
         )
     if reading["left"]:
         text += "; left " + ", ".join(_left_words(item) for item in reading["left"])
-    phrases = []
-    if suggestion is not None:
+    if suggestion is not None and not held.covers(declaration):
         field, grows = KNOBS[type(declaration)]
         relation = "≤" if grows else "≥"
         phrases.append(f"{suggestion['type']} with {field} {relation} {suggestion[field]}")
-    for other, (field, _, _) in zip(others, _found(declaration, others), strict=True):
+    listed = [] if held.covers(declaration) else others
+    for other, (field, _, _) in zip(listed, _found(declaration, listed), strict=True):
         what = f"{field} ≤ {other[field]}"
         phrases.append(what if phrases else f"{other['type']} with {what}")
     if phrases:

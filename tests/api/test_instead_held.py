@@ -1,0 +1,192 @@
+"""A refused ``subsampled`` or ``composed`` declaration says what would fit now, and each
+suggestion, sent as given, is admitted — at whichever level refused (the dataset, the analyst's
+quota, the organisation's cap), in ``basic`` and ``rdp``:
+
+- ``subsampled``: ``instead`` the inner mechanism's noise (σ or b) raised, ``alternatives`` the
+  sampling rate lowered;
+- ``composed``: ``instead`` every item's noise scaled by one factor (its ε divided by it);
+  for a repeated mechanism, ``alternatives`` fewer repetitions.
+
+Each suggestion is tried on a fresh copy of the refusing setup (admitting one changes what
+the next would find), and the rate and count are at the edge: one step past them (the next
+count, the rate's next value at the searched digits) is refused again. Before
+:mod:`odometer_core.accounting.instead`, these refusals said ``no subsampled of this shape fits
+now`` with ``instead`` null (the tests then failed on ``assert summary["instead"] is not
+None``).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.services import registration
+from odometer_core.accounting.instead import SEARCH_DIGITS
+from tests.support import AUTH, grant, new_organisation, new_principal
+
+LAPLACE_HALF = {"type": "laplace", "scale": "0.5", "sensitivity": "1"}
+GAUSSIAN_ONE = {"type": "gaussian", "sigma": "1", "sensitivity": "1"}
+#: ε of the inner mechanism 2 (Laplace) or far above 1 (Gaussian σ = 1), half the records:
+#: over ε = 1 in either mode.
+SUBSAMPLED = {
+    "basic": {"type": "subsampled", "scheme": "poisson", "rate": "0.5", "mechanism": LAPLACE_HALF},
+    "rdp": {"type": "subsampled", "scheme": "poisson", "rate": "0.5", "mechanism": GAUSSIAN_ONE},
+}
+LIST = {
+    "type": "composed",
+    "mechanisms": [
+        {"type": "gaussian", "sigma": "2", "sensitivity": "1"},
+        {"type": "laplace", "scale": "1", "sensitivity": "1"},
+        {"type": "pure_dp", "epsilon": "0.3"},
+    ],
+}
+#: One Gaussian of σ = 10 fits under ε = 1 (a few do), twenty do not.
+REPEATED = {
+    "type": "composed",
+    "mechanism": {"type": "gaussian", "sigma": "10", "sensitivity": "1"},
+    "count": 20,
+}
+LEVELS = ["dataset", "quota", "organisation"]
+MODES = ["basic", "rdp"]
+
+
+@pytest.fixture(autouse=True)
+def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search's CPU bound raised (as in ``test_dp_sgd_instead.py``): what this file checks
+    is that each suggestion found is admitted; the bound itself is held by
+    :func:`test_the_search_keeps_what_it_found_by_its_cpu_bound`."""
+    monkeypatch.setattr(registration, "SEARCH_SECONDS", 5.0)
+
+
+def _setup(client: TestClient, mode: str, level: str) -> tuple[str, dict[str, str]]:
+    """A dataset and an analyst's headers where the level ``level`` has ε = 1 and the others
+    ε = 10, all with δ = 10⁻⁶, in ``mode``."""
+    accounting = {"mode": mode}
+    org = new_organisation(client)
+    if level == "organisation":
+        cap = {"epsilon": "1", "delta": "0.000001", "accounting": accounting}
+        r = client.patch(f"/v1/organisations/{org}/cap", json=cap, headers=AUTH)
+        assert r.status_code == 200, r.text
+    body = {
+        "name": "held",
+        "budget": {"epsilon": "1" if level == "dataset" else "10", "delta": "0.000001"},
+        "accounting": accounting,
+        "organisation_id": org,
+    }
+    r = client.post("/v1/datasets", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    ds = str(r.json()["id"])
+    analyst, headers = new_principal(client, org, "analyst")
+    grant(client, ds, analyst, {"epsilon": "1", "delta": "0.000001"} if level == "quota" else None)
+    return ds, headers
+
+
+def _register(client: TestClient, ds: str, headers: dict[str, str], mechanism: Any) -> Any:
+    return client.post(
+        f"/v1/datasets/{ds}/invocations", json={"mechanism": mechanism}, headers=headers
+    )
+
+
+def _refused(client: TestClient, mode: str, level: str, mechanism: Any) -> dict[str, Any]:
+    ds, headers = _setup(client, mode, level)
+    refused = _register(client, ds, headers, mechanism)
+    assert refused.status_code == 409, refused.text
+    summary: dict[str, Any] = refused.json()["summary"]
+    assert summary["level"] == level
+    return summary
+
+
+def _admitted_fresh(client: TestClient, mode: str, level: str, mechanism: Any) -> bool:
+    ds, headers = _setup(client, mode, level)
+    r = _register(client, ds, headers, mechanism)
+    assert r.status_code in (201, 409), r.text
+    return bool(r.status_code == 201)
+
+
+def _next_up(value: str) -> str:
+    """The value one unit of the searched digits above ``value``."""
+    d = Decimal(value)
+    return str(d + Decimal(1).scaleb(d.adjusted() - SEARCH_DIGITS + 1))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_refused_subsampled_mechanism_is_told_the_noise_and_rate_that_fit(
+    client: TestClient, mode: str, level: str
+) -> None:
+    job = SUBSAMPLED[mode]
+    inner = job["mechanism"]
+    assert isinstance(inner, dict)
+    knob = "scale" if inner["type"] == "laplace" else "sigma"
+    summary = _refused(client, mode, level, job)
+    instead = summary["instead"]
+    assert instead is not None, summary["text"]
+    assert {k: v for k, v in instead.items() if k != "mechanism"} == {
+        k: v for k, v in job.items() if k != "mechanism"
+    }
+    assert {k: v for k, v in instead["mechanism"].items() if k != knob} == {
+        k: v for k, v in inner.items() if k != knob
+    }
+    assert Decimal(instead["mechanism"][knob]) > Decimal(inner[knob])
+    (lower,) = summary["alternatives"]
+    assert lower["mechanism"] == inner and lower["scheme"] == "poisson"
+    assert 0 < Decimal(lower["rate"]) < Decimal(str(job["rate"]))
+    assert summary["text"].endswith(
+        f"; subsampled with mechanism.{knob} ≥ {instead['mechanism'][knob]}, or rate ≤ "
+        f"{lower['rate']} would fit"
+    )
+    for suggestion in (instead, lower):
+        assert _admitted_fresh(client, mode, level, suggestion), suggestion
+    # at the edge: the next rate at the searched digits is refused again
+    assert not _admitted_fresh(client, mode, level, {**lower, "rate": _next_up(lower["rate"])})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_refused_list_is_told_the_noise_factor_that_fits(
+    client: TestClient, mode: str, level: str
+) -> None:
+    summary = _refused(client, mode, level, LIST)
+    instead = summary["instead"]
+    assert instead is not None, summary["text"]
+    assert summary["alternatives"] == []
+    factor = Decimal(summary["text"].split("noise factor ≥ ")[1].split(" ")[0])
+    assert factor > 1
+    gaussian, laplace, pure = instead["mechanisms"]
+    assert Decimal(gaussian["sigma"]) >= 2 * factor and Decimal(laplace["scale"]) >= factor
+    assert Decimal(pure["epsilon"]) <= Decimal("0.3") / factor
+    assert _admitted_fresh(client, mode, level, instead)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_refused_repetition_is_told_how_many_fit(
+    client: TestClient, mode: str, level: str
+) -> None:
+    summary = _refused(client, mode, level, REPEATED)
+    instead = summary["instead"]
+    assert instead is not None and instead["count"] == REPEATED["count"]
+    (fewer,) = summary["alternatives"]
+    assert fewer["mechanism"] == REPEATED["mechanism"]
+    assert 1 <= fewer["count"] < REPEATED["count"]
+    assert summary["text"].endswith(f", or count ≤ {fewer['count']} would fit")
+    for suggestion in (instead, fewer):
+        assert _admitted_fresh(client, mode, level, suggestion), suggestion
+    assert not _admitted_fresh(client, mode, level, {**fewer, "count": fewer["count"] + 1})
+
+
+def test_the_search_keeps_what_it_found_by_its_cpu_bound(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no CPU left for it the search finds nothing and says so (``instead`` null, no
+    alternatives, "searched briefly"): the bound holds these kinds as it holds a training
+    job's, under the dataset's lock."""
+    monkeypatch.setattr(registration, "SEARCH_SECONDS", 0.0)
+    summary = _refused(client, "basic", "dataset", LIST)
+    assert summary["instead"] is None and summary["alternatives"] == []
+    assert summary["text"].endswith(
+        "; no composed of this shape was found to fit (searched briefly)"
+    )
