@@ -85,8 +85,12 @@ class RefusalSummary(BaseModel):
     left: list[LeftAmount]
     instead: dict[str, Any] | None = Field(
         description="the same declaration with its privacy parameter (ε, ρ, μ, or the noise "
-        "scale σ or b) at the edge of what the refusing budget admits now, checked by its "
-        "filter; null for kinds without one such parameter or when none fits"
+        "scale σ or b) at the edge of what is admitted now, checked by the admission at every "
+        "level the registration spends at (dataset, quota, organisation cap): for subsampled "
+        "the inner mechanism's parameter, for composed every item's noise scaled by one factor "
+        "(its ε, ρ or μ divided by it; the factor is in text), searched to 4 significant "
+        "digits; null for kinds without one such parameter, when none fits, or when the "
+        "search's CPU bound ran out first"
     )
     alternatives: list[dict[str, Any]] = Field(
         default_factory=list,
@@ -94,5 +98,7 @@ class RefusalSummary(BaseModel):
         "parameter at its edge, checked like instead: for dp_sgd the same job with fewer "
         "steps, then with a lower sample_rate (instead: a larger noise_multiplier); for "
         "truncated_subsampled_gaussian a lower sampling_probability; for approx_dp a lower "
-        "delta (refused on δ, no ε helps); empty for other kinds or when none fits",
+        "delta (refused on δ, no ε helps); for subsampled a lower rate (poisson) or m "
+        "(without_replacement); for a composed repetition (mechanism and count) a lower count; "
+        "empty for other kinds or when none fits",
     )
