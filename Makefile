@@ -10,7 +10,7 @@ KEY_FILE := .odometer-admin-key
 # public key beside it, for `odometer verify --public-key`)
 SIGNING_KEY_FILE := .odometer-checkpoint-key
 
-.PHONY: run test test-adapters adapters-env browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-compare
+.PHONY: run test test-adapters adapters-env test-tumult tumult-env browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-compare
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -90,9 +90,10 @@ run: install
 ## tests wait on servers, databases and fsync, so a second process fills the idle core
 ## (docs/development.md, *Tests*); TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
-test: dev adapters-env
+test: dev adapters-env tumult-env
 	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 	$(ADAPTERS_VENV)/bin/python -m pytest -q tests/adapters
+	$(TUMULT_TEST)
 
 ## adapters-env: $(ADAPTERS_VENV), where the adapters' real-library tests run (tests/adapters/):
 ## PipelineDP from requirements-adapters.txt (--no-deps, hash-checked) in a venv that reads the
@@ -115,6 +116,34 @@ adapters-env: $(ADAPTERS_VENV)/.installed
 ## runs them after the suite; in $(VENV) they are skipped)
 test-adapters: adapters-env
 	$(ADAPTERS_VENV)/bin/python -m pytest -q tests/adapters
+
+## tumult-env: $(TUMULT_VENV), Tumult Analytics' own venv, where its adapter's real-library tests
+## run (tests/adapters_tumult/): tmlt.analytics 0.21 pins numpy < 2 and pandas < 2, where
+## requirements.lock has numpy 2, so it shares nothing with $(VENV). Everything from
+## requirements-tumult.txt (hash-checked; httpx at the lock's versions), then the client, editable,
+## with --no-deps; the service those tests talk to runs from $(VENV). About 1.1 GB (pyspark is an
+## sdist of 317 MB, built once); 95 s to build with an empty pip cache. Spark needs Java 17
+## (Debian's openjdk-17-jre-headless; .ci/run installs it). `make run` does not need it
+TUMULT_VENV ?= .venv-tumult
+$(TUMULT_VENV)/.installed: requirements-tumult.txt client/pyproject.toml | $(BIN)/python
+	rm -rf $(TUMULT_VENV)
+	$(BIN)/python -m venv $(TUMULT_VENV)
+	$(TUMULT_VENV)/bin/python -m pip install --quiet --require-hashes -r requirements-tumult.txt
+	$(TUMULT_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e ./client
+	$(TUMULT_VENV)/bin/python -m pip check
+	@touch $@
+
+tumult-env: $(TUMULT_VENV)/.installed
+
+## test-tumult: the Tumult adapter's tests with the real library, in $(TUMULT_VENV), with Spark's
+## workers on that venv's Python (PYSPARK_PYTHON); only that directory's conftest is read (the
+## suite's needs the server's packages, which that venv does not have; the suite's warning filters
+## name starlette, which it does not have either: warnings are errors as there). One Spark session for
+## the module: about 40-60 s. `make test` runs them after the suite
+TUMULT_TEST = PYSPARK_PYTHON="$(abspath $(TUMULT_VENV))/bin/python" $(TUMULT_VENV)/bin/python -m pytest -q \
+	  -p no:cacheprovider -o filterwarnings=error --confcutdir=tests/adapters_tumult tests/adapters_tumult
+test-tumult: tumult-env dev
+	$(TUMULT_TEST)
 
 ## browser-deps: the system Chromium the dashboard's and the API docs' browser tests drive
 ## (Debian's package; needs root; .ci/run calls it). Playwright never downloads a browser here.

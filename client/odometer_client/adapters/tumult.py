@@ -1,0 +1,381 @@
+"""Tumult Analytics sessions that draw each query's budget from the odometer.
+
+A Tumult Analytics ``Session`` keeps a budget for one session and forgets it afterwards. Its
+``Session.evaluate(query, privacy_budget)`` is where the spend is known before any noise is
+drawn: the budget passed is what the Session charges (after its own float adjustment, which
+only rounds a request that overshoots what it has left *down* to what it has left).
+:class:`OdometerSession` wraps a Session so that every ``evaluate`` is registered with the
+odometer, as **one invocation per query**, before it is measured:
+
+- **declared from the budget the Session will charge** (its compile step, which measures
+  nothing, gives the adjusted budget as exact rationals; each is read *up* to a 17-digit
+  decimal, so the declaration is never below what the Session charges):
+
+  ==========================  ==========================================================
+  ``PureDPBudget(ε)``         ``pure_dp`` ε
+  ``ApproxDPBudget(ε, δ)``    ``approx_dp`` (ε, δ); ``pure_dp`` ε where δ = 0 (the same
+                              guarantee, and the curve modes charge pure ε better)
+  ``RhoZCDPBudget(ρ)``        ``zcdp`` ρ
+  ==========================  ==========================================================
+
+  An infinite budget cannot be declared (``ValueError`` before anything is sent).
+- **the Session's own refusals first**: the query is compiled and held against the Session's
+  remaining budget and state with Tumult's own rule (its accountant's
+  ``assert_can_spend_budget``) before the registration is sent; a query the Session would
+  refuse raises :class:`SessionRefused` and nothing is registered. The odometer can cancel only
+  an open reservation (an ODP registration), not an accepted charge, so a registration is never
+  made for a query the Session can be seen to refuse. Should the Session still refuse after the
+  registration (another session of a ``partition_and_create`` family activated in between),
+  :class:`ChargedNotMeasured` says so: the charge stands, nothing was measured (over-charging
+  is the safe side).
+- **the protected change consistent with the dataset's relation**: a Session whose private
+  tables are protected against adding or removing rows (``AddOneRow``, ``AddMaxRows``,
+  ``AddMaxRowsInMaxGroups``) gives its ε for every pair of tables one row apart, which is what
+  an ``add_remove`` dataset charges for; anything else is refused when the wrapper is made
+  (:class:`RelationMismatch`): a ``replace_one`` dataset (changing one row is a removal and an
+  addition, twice the ε such a Session states) and ``AddRowsWithID`` (one row added to an
+  existing identifier is two changes under Tumult's identifier-level relation).
+- **charged once**: the registration's idempotency key is derived from the dataset, the ``run``
+  label the analyst gives, the query's position among this wrapper's admitted queries, the
+  query and the declaration, so a retried ``evaluate`` (or a restarted script that makes the
+  same queries under the same label) gets the stored decision back, not a second charge. A
+  restarted script measures again with fresh noise: give a new label when answers were
+  already released.
+- **fail closed**: the Session measures only once the odometer admitted the query; a refusal
+  (:class:`QueryRefused`, a ``BudgetExceeded`` with the 409's summary and what would fit
+  ``instead``), a declaration that cannot be made or a transport error leaves the query
+  unmeasured and the Session's budget untouched.
+
+``partition_and_create`` spends budget in a way this adapter does not register: it is refused.
+The other attributes of the Session (``create_view``, ``describe``, ``remaining_privacy_budget``,
+``stop``, …) are the Session's own.
+
+Tumult Analytics is imported only by :meth:`OdometerSession.from_dataframe` (``pip install
+tmlt.analytics``: it pins numpy < 2 and needs Java 17 for Spark); :func:`declaration`,
+:func:`protected_rows`, :func:`idempotency_key` and the wrapper itself need no Tumult import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from odometer_client.declarations import UP, Mechanism, approx_dp, pure_dp, zcdp
+from odometer_client.errors import BudgetExceeded
+
+#: Tumult's metrics under which neighbouring tables differ by added or removed rows.
+_ROW_METRICS = frozenset({"SymmetricDifference"})
+#: Metrics that wrap a row metric (``AddMaxRowsInMaxGroups``: rows in at most k groups).
+_WRAPPING_METRICS = frozenset({"IfGroupedBy", "SumOf", "RootSumOfSquared"})
+
+
+class RelationMismatch(ValueError):
+    """The Session protects a change that the dataset's relation does not charge for."""
+
+
+class SessionRefused(RuntimeError):
+    """The Session would refuse the query (its budget, its state): nothing was registered and
+    nothing measured."""
+
+
+class QueryRefused(BudgetExceeded):
+    """The odometer refused the query (409): nothing was measured.
+
+    ``summary`` and ``requested``/``remaining`` are the refusal's; ``instead`` is the
+    declaration that would fit now, when the server says one (``None`` otherwise);
+    ``declared`` the query's declaration."""
+
+    def __init__(self, refusal: BudgetExceeded, declared: Mechanism) -> None:
+        super().__init__(refusal.status_code, refusal.body)
+        self.declared = declared
+        summary = self.summary or {}
+        self.instead: Any = summary.get("instead")
+        why = str(summary.get("text") or refusal.detail or "budget exceeded")
+        message = f"the odometer refused the query, so nothing was measured: {why}"
+        if self.instead is not None:
+            message += f"; would fit instead: {json.dumps(self.instead, sort_keys=True)}"
+        self.args = (message,)
+
+
+class ChargedNotMeasured(RuntimeError):
+    """The odometer admitted the query but the Session then refused to measure it: the charge
+    stands (an accepted invocation cannot be cancelled), nothing was measured."""
+
+    def __init__(self, invocation: Any, cause: BaseException) -> None:
+        super().__init__(
+            f"the odometer charged invocation {invocation.id} but the Session refused to "
+            f"measure the query ({cause}); the charge stands and nothing was measured"
+        )
+        self.invocation = invocation
+
+
+# ------------------------------------------------------------------ budgets → declarations
+def _exact(value: Any, what: str) -> Fraction:
+    """A Tumult budget component as an exact fraction, never below it. Tumult holds budgets as
+    ``ExactNumber`` (a sympy expression: a rational for every int or float budget); an
+    irrational one is read through Tumult's own upward rounding to a float."""
+    expr = getattr(value, "expr", None)
+    if expr is not None:
+        if getattr(expr, "is_Rational", False):
+            return Fraction(int(expr.p), int(expr.q))
+        if getattr(value, "is_finite", True) is False or getattr(expr, "is_infinite", False):
+            raise ValueError(f"the {what} is infinite: no finite guarantee to declare")
+        return _exact(value.to_float(round_up=True), what)
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction | Decimal):
+        raise ValueError(f"the {what} is not a number: {value!r}")
+    if isinstance(value, float) and value != value:
+        raise ValueError(f"the {what} is NaN")
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"the {what} is infinite: no finite guarantee to declare")
+    out = Fraction(value)
+    if out < 0:
+        raise ValueError(f"the {what} is negative: {value!r}")
+    return out
+
+
+def _up(value: Any, what: str) -> Decimal:
+    """The budget component rounded up to a 17-digit decimal."""
+    exact = _exact(value, what)
+    return UP.divide(Decimal(exact.numerator), Decimal(exact.denominator)).normalize(UP)
+
+
+def _kind(budget: Any) -> str:
+    for cls in type(budget).__mro__:
+        if cls.__name__ in ("PureDPBudget", "ApproxDPBudget", "RhoZCDPBudget"):
+            return cls.__name__
+    raise ValueError(
+        f"not a Tumult privacy budget: {budget!r} (PureDPBudget, ApproxDPBudget or RhoZCDPBudget)"
+    )
+
+
+def declaration(budget: Any) -> Mechanism:
+    """The declaration of a Tumult Analytics privacy budget (see the module's table): its
+    ``value`` (``ExactNumber``, or a pair for ``ApproxDPBudget``) read up to 17 digits."""
+    kind = _kind(budget)
+    value = budget.value
+    if kind == "PureDPBudget":
+        return pure_dp(_up(value, "PureDPBudget's ε"))
+    if kind == "RhoZCDPBudget":
+        return zcdp(_up(value, "RhoZCDPBudget's ρ"))
+    epsilon, delta = value
+    eps = _up(epsilon, "ApproxDPBudget's ε")
+    d = _up(delta, "ApproxDPBudget's δ")
+    if d >= 1:
+        raise ValueError("the ApproxDPBudget's δ is 1: no guarantee to declare")
+    return pure_dp(eps) if d == 0 else approx_dp(eps, d)
+
+
+# ------------------------------------------------------------------ the protected change
+def _rows(metric: Any) -> bool:
+    name = type(metric).__name__
+    if name in _ROW_METRICS:
+        return True
+    if name in _WRAPPING_METRICS:
+        return _rows(metric.inner_metric)
+    return False
+
+
+def protected_rows(session: Any) -> dict[str, str]:
+    """Each private table (or identifier space) of the Session with the change it protects:
+    ``"rows"`` for added or removed rows (``AddOneRow``, ``AddMaxRows``,
+    ``AddMaxRowsInMaxGroups``), otherwise the name of Tumult's metric (``AddRemoveKeys`` for
+    ``AddRowsWithID``). Read from the Session's input metric."""
+    metric = session._input_metric
+    out: dict[str, str] = {}
+    for key, inner in metric.key_to_metric.items():
+        name = str(getattr(key, "name", key))
+        out[name] = "rows" if _rows(inner) else type(inner).__name__
+    return out
+
+
+def check_relation(session: Any, relation: str) -> None:
+    """Refuse (:class:`RelationMismatch`) a Session whose protected change is not the
+    dataset's ``relation`` (see the module)."""
+    changes = protected_rows(session)
+    if relation != "add_remove":
+        raise RelationMismatch(
+            f"the dataset's relation is {relation!r}, but a Tumult Analytics Session protects "
+            "added or removed rows: one changed row is a removal and an addition, twice the "
+            "privacy loss the Session states. Use a dataset whose relation is 'add_remove'"
+        )
+    other = {table: change for table, change in changes.items() if change != "rows"}
+    if other:
+        described = ", ".join(f"{t!r} ({c})" for t, c in sorted(other.items()))
+        raise RelationMismatch(
+            f"the Session protects {described}, not added or removed rows, which is what the "
+            "dataset's relation 'add_remove' charges for (under AddRowsWithID one row added "
+            "to an existing identifier is two changes). Protect rows: AddOneRow, AddMaxRows "
+            "or AddMaxRowsInMaxGroups"
+        )
+
+
+# ------------------------------------------------------------------ the registration's key
+def idempotency_key(
+    dataset_id: str, run: str, position: int, query: Any, declared: Mechanism
+) -> str:
+    """The registration's key: a digest of the dataset, the ``run`` label, the query's
+    ``position`` among the run's admitted queries, the query (its expression's ``repr``) and
+    the declaration; the same query at the same place under the same label is charged once."""
+    expression = getattr(query, "_query_expr", query)
+    document = {
+        "dataset": dataset_id,
+        "run": run,
+        "position": position,
+        "query": repr(expression),
+        "declaration": declared.to_json(),
+    }
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
+    return "tumult-" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ------------------------------------------------------------------ the wrapper
+class OdometerSession:
+    """A Tumult Analytics ``Session`` whose ``evaluate`` registers each query with the
+    odometer before measuring it (see :mod:`odometer_client.adapters.tumult`).
+
+    ``client`` an ``OdometerClient``, ``dataset`` a dataset (or its id: it is then read once),
+    ``session`` the Session, ``run`` the label of this series of releases; ``blocks`` and
+    ``conversion_delta`` are passed to every registration (a partitioned dataset's selection;
+    the δ at which a ``basic`` dataset converts a zCDP charge)."""
+
+    def __init__(
+        self,
+        client: Any,
+        dataset: Any,
+        session: Any,
+        *,
+        run: str,
+        blocks: Any = None,
+        conversion_delta: Any = None,
+    ) -> None:
+        if not isinstance(run, str) or not run:
+            raise ValueError("name the run: run='…' labels this series of releases")
+        if isinstance(dataset, str):
+            dataset = client.get_dataset(dataset)
+        check_relation(session, str(dataset.relation))
+        self.client = client
+        self.dataset_id = str(dataset.id)
+        self.session = session
+        self.run = run
+        self.blocks = blocks
+        self.conversion_delta = conversion_delta
+        #: the invocations admitted so far, in order (one per measured query), and their
+        #: declarations
+        self.invocations: list[Any] = []
+        self.declarations: list[Mechanism] = []
+
+    @classmethod
+    def from_dataframe(
+        cls,
+        client: Any,
+        dataset: Any,
+        privacy_budget: Any,
+        source_id: str,
+        dataframe: Any,
+        protected_change: Any,
+        *,
+        run: str,
+        blocks: Any = None,
+        conversion_delta: Any = None,
+    ) -> OdometerSession:
+        """``Session.from_dataframe(privacy_budget, source_id, dataframe, protected_change)``,
+        wrapped (imports Tumult Analytics)."""
+        session_class = _tmlt_analytics().Session
+        session = session_class.from_dataframe(
+            privacy_budget=privacy_budget,
+            source_id=source_id,
+            dataframe=dataframe,
+            protected_change=protected_change,
+        )
+        return cls(
+            client, dataset, session, run=run, blocks=blocks, conversion_delta=conversion_delta
+        )
+
+    def evaluate(self, query: Any, privacy_budget: Any) -> Any:
+        """``Session.evaluate(query, privacy_budget)``, registered first: the Session's own
+        checks (nothing sent), then the registration (:class:`QueryRefused`: nothing
+        measured), then the measurement."""
+        adjusted = self._session_check(query, privacy_budget)
+        declared = declaration(adjusted)
+        key = idempotency_key(self.dataset_id, self.run, len(self.invocations), query, declared)
+        try:
+            invocation = self.client.register(
+                self.dataset_id,
+                declared,
+                blocks=self.blocks,
+                conversion_delta=self.conversion_delta if declared.type == "zcdp" else None,
+                idempotency_key=key,
+            )
+        except BudgetExceeded as exc:
+            raise QueryRefused(exc, declared) from exc
+        try:
+            result = self.session.evaluate(query, privacy_budget)
+        except RuntimeError as exc:
+            if _refused_before_measuring(exc, self.session._accountant):
+                raise ChargedNotMeasured(invocation, exc) from exc
+            raise
+        self.invocations.append(invocation)
+        self.declarations.append(declared)
+        return result
+
+    def _session_check(self, query: Any, privacy_budget: Any) -> Any:
+        """What the Session will charge for ``query``, from its compile step (nothing is
+        measured), after checking that the Session can spend it now with its own rule."""
+        accountant = self.session._accountant
+        if getattr(accountant.state, "name", "") == "RETIRED":
+            raise SessionRefused(
+                "the Session is no longer active (stopped, or retired by partition_and_create): "
+                "nothing was sent to the odometer"
+            )
+        _, adjusted, _ = self.session._compile_and_get_info(query._query_expr, privacy_budget)
+        try:
+            accountant._privacy_budget.assert_can_spend_budget(adjusted.value)
+        except ValueError as exc:  # Tumult's InsufficientBudgetError
+            raise SessionRefused(
+                f"the Session refuses {privacy_budget!r}: it has "
+                f"{self.session.remaining_privacy_budget!r} left ({exc}); nothing was sent to "
+                "the odometer"
+            ) from exc
+        return adjusted
+
+    def partition_and_create(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "partition_and_create spends the Session's budget without an evaluate: this "
+            "adapter does not register it (partition the data before making the Session)"
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        """The Session's other attributes (views, schemas, ``remaining_privacy_budget``, …)."""
+        if name == "session":
+            raise AttributeError(name)
+        return getattr(self.session, name)
+
+
+#: Tumult's errors for a measurement its accountant refused before running it.
+_BEFORE_MEASURING = frozenset({"InsufficientBudgetError", "InactiveAccountantError"})
+
+
+def _refused_before_measuring(exc: BaseException, accountant: Any) -> bool:
+    """Did ``Session.evaluate`` fail before its accountant ran the measurement? Its budget and
+    state errors (raised as a ``RuntimeError`` from Tumult Core's error), or a retired
+    accountant, which measures nothing."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if type(cause).__name__ in _BEFORE_MEASURING:
+            return True
+        cause = cause.__cause__
+    return getattr(accountant.state, "name", "") == "RETIRED"
+
+
+def _tmlt_analytics() -> Any:
+    try:
+        return importlib.import_module("tmlt.analytics")
+    except ImportError as exc:
+        raise ImportError(
+            "OdometerSession.from_dataframe needs Tumult Analytics: pip install tmlt.analytics "
+            "(numpy < 2, Java 17)"
+        ) from exc

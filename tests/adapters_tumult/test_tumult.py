@@ -1,0 +1,278 @@
+"""The Tumult Analytics adapter against a served app, with the real library (tmlt.analytics
+0.21, Spark local mode): queries registered one by one before they are measured; a query the
+odometer refuses is not measured; a query the Session refuses is never registered; a protected
+change that the dataset's relation does not charge for is refused; ``RhoZCDPBudget`` is declared
+as ``zcdp``; a retried script is charged once. One Spark session for the module (its start is
+most of the time). Skipped where ``tmlt.analytics`` is not importable (the project's venv):
+``make test-tumult`` runs them in ``.venv-tumult``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from odometer_client import OdometerClient
+
+analytics = pytest.importorskip("tmlt.analytics")
+
+from odometer_client.adapters import tumult as adapter  # noqa: E402
+
+# Spark's and pandas' own warnings (pandas UDF type hints, deprecations in pyspark) are not
+# this adapter's; the suite turns warnings into errors
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+]
+
+Session = analytics.Session
+QueryBuilder = analytics.QueryBuilder
+KeySet = analytics.KeySet
+PureDPBudget = analytics.PureDPBudget
+ApproxDPBudget = analytics.ApproxDPBudget
+RhoZCDPBudget = analytics.RhoZCDPBudget
+AddOneRow = analytics.AddOneRow
+
+
+@pytest.fixture(scope="module")
+def visits() -> Iterator[Any]:
+    """A Spark DataFrame of 40 visits (user, region, minutes), on one local Spark session."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.default.parallelism", "1")
+        .getOrCreate()
+    )
+    frame = pd.DataFrame(
+        {
+            "user": list(range(40)),
+            "region": [f"r{i % 3}" for i in range(40)],
+            "minutes": [i % 7 for i in range(40)],
+        }
+    )
+    yield spark.createDataFrame(frame)
+    spark.stop()
+
+
+class Measured:
+    """Counts the measurements a Session's accountant runs (each one draws noise)."""
+
+    def __init__(self, session: Any) -> None:
+        self.count = 0
+        accountant = session._accountant
+        real = accountant.measure
+
+        def measure(*args: Any, **kwargs: Any) -> Any:
+            out = real(*args, **kwargs)  # refuses (raises) before drawing noise, or measures
+            self.count += 1
+            return out
+
+        accountant.measure = measure
+
+
+def _registrations(client: OdometerClient, ds: Any) -> list[Any]:
+    return [
+        e for e in client.ledger(ds) if e.kind in ("invocation_accepted", "invocation_rejected")
+    ]
+
+
+def _session(budget: Any, df: Any, change: Any = None) -> Any:
+    return Session.from_dataframe(budget, "visits", df, change or AddOneRow())
+
+
+COUNT = QueryBuilder("visits").count()
+PER_REGION = QueryBuilder("visits").groupby(KeySet.from_dict({"region": ["r0", "r1", "r2"]}))
+
+
+def test_queries_are_registered_one_by_one_before_they_are_measured(
+    tumult_client: OdometerClient, visits: Any
+) -> None:
+    client = tumult_client
+    ds = client.create_dataset("tumult-pure", "1", "0.000001")
+    wrapped = adapter.OdometerSession(client, ds, _session(PureDPBudget(1), visits), run="pure")
+    measured = Measured(wrapped.session)
+
+    total = wrapped.evaluate(COUNT, PureDPBudget(0.25))
+    assert measured.count == 1
+    assert total.columns == ["count"]
+    first = _registrations(client, ds)
+    assert [e.kind for e in first] == ["invocation_accepted"]
+
+    regions = wrapped.evaluate(PER_REGION.sum("minutes", 0, 6), PureDPBudget(0.5))
+    assert measured.count == 2
+    assert sorted(r["region"] for r in regions.collect()) == ["r0", "r1", "r2"]
+    assert [e.kind for e in _registrations(client, ds)] == ["invocation_accepted"] * 2
+
+    # declared exactly as the budgets the Session charged
+    declared = [d.to_json() for d in wrapped.declarations]
+    assert declared == [
+        {"type": "pure_dp", "epsilon": "0.25"},
+        {"type": "pure_dp", "epsilon": "0.5"},
+    ]
+    assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.75")
+    assert wrapped.remaining_privacy_budget == PureDPBudget(0.25)
+
+
+def test_a_query_the_odometer_refuses_is_not_measured(
+    tumult_client: OdometerClient, visits: Any
+) -> None:
+    client = tumult_client
+    ds = client.create_dataset("tumult-small", "0.5", "0.000001")
+    wrapped = adapter.OdometerSession(client, ds, _session(PureDPBudget(2), visits), run="small")
+    measured = Measured(wrapped.session)
+    wrapped.evaluate(COUNT, PureDPBudget(0.375))
+    assert measured.count == 1
+
+    with pytest.raises(adapter.QueryRefused) as refused:
+        wrapped.evaluate(PER_REGION.count(), PureDPBudget(0.25))
+    assert refused.value.status_code == 409
+    message = str(refused.value)
+    assert message.startswith("the odometer refused the query, so nothing was measured: ")
+    assert refused.value.summary is not None and refused.value.summary["text"] in message
+    assert refused.value.declared.to_json() == {"type": "pure_dp", "epsilon": "0.25"}
+    # nothing measured: no noise drawn, the Session's own budget untouched
+    assert measured.count == 1
+    assert wrapped.remaining_privacy_budget == PureDPBudget(1.625)
+    kinds = [e.kind for e in _registrations(client, ds)]
+    assert kinds == ["invocation_accepted", "invocation_rejected"]
+    assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.375")
+
+
+def test_a_query_the_session_refuses_is_never_registered(
+    tumult_client: OdometerClient, visits: Any
+) -> None:
+    client = tumult_client
+    ds = client.create_dataset("tumult-session-refuses", "1", "0.000001")
+    wrapped = adapter.OdometerSession(client, ds, _session(PureDPBudget(0.5), visits), run="local")
+    measured = Measured(wrapped.session)
+    with pytest.raises(adapter.SessionRefused, match="nothing was sent to the odometer"):
+        wrapped.evaluate(COUNT, PureDPBudget(0.8))
+    # a budget type the Session was not made with: its compile step refuses it, nothing sent
+    with pytest.raises(ValueError, match="must match the type"):
+        wrapped.evaluate(COUNT, RhoZCDPBudget(0.1))
+    assert measured.count == 0
+    assert _registrations(client, ds) == []
+    assert client.get_dataset(ds).status["spent"]["epsilon"] == 0
+    # the odometer's budget is whole: the Session's remaining 0.5 is still admitted
+    wrapped.evaluate(COUNT, PureDPBudget(0.5))
+    assert measured.count == 1
+    assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.5")
+
+
+def test_a_session_spent_behind_the_wrapper_is_charged_but_not_measured(
+    tumult_client: OdometerClient, visits: Any
+) -> None:
+    """The Session refuses after the registration (its budget was spent between the check and
+    the measurement): the accepted charge cannot be cancelled, so it stands and says so."""
+    client = tumult_client
+    ds = client.create_dataset("tumult-race", "1", "0.000001")
+    session = _session(PureDPBudget(0.5), visits)
+
+    class Racing:
+        """A client whose registration lets another caller spend the Session meanwhile."""
+
+        def get_dataset(self, dataset: Any) -> Any:
+            return client.get_dataset(dataset)
+
+        def register(self, *args: Any, **kwargs: Any) -> Any:
+            invocation = client.register(*args, **kwargs)
+            session.evaluate(COUNT, PureDPBudget(0.5))
+            return invocation
+
+    wrapped = adapter.OdometerSession(Racing(), ds, session, run="race")
+    measured = Measured(session)
+    with pytest.raises(adapter.ChargedNotMeasured) as refused:
+        wrapped.evaluate(COUNT, PureDPBudget(0.375))
+    assert "the charge stands and nothing was measured" in str(refused.value)
+    assert measured.count == 1  # the other caller's query, not this one
+    assert refused.value.invocation.status == "accepted"
+    assert wrapped.invocations == []
+    assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.375")
+
+
+def test_a_protected_change_the_relation_does_not_charge_for_is_refused(
+    tumult_client: OdometerClient, visits: Any
+) -> None:
+    client = tumult_client
+    replace = client.create_dataset("tumult-replace", "1", "0.000001", relation="replace_one")
+    with pytest.raises(adapter.RelationMismatch, match="'replace_one'"):
+        adapter.OdometerSession(client, replace, _session(PureDPBudget(1), visits), run="r")
+    add_remove = client.create_dataset("tumult-ids", "1", "0.000001")
+    by_user = _session(PureDPBudget(1), visits, analytics.AddRowsWithID("user"))
+    with pytest.raises(adapter.RelationMismatch, match="AddRemoveKeys"):
+        adapter.OdometerSession(client, add_remove.id, by_user, run="ids")
+    # rows, by up to 2 at a time: the Session's ε holds for one row, as add_remove charges
+    two_rows = _session(PureDPBudget(1), visits, analytics.AddMaxRows(2))
+    wrapped = adapter.OdometerSession(client, add_remove.id, two_rows, run="rows")
+    wrapped.evaluate(COUNT, PureDPBudget(0.5))
+    assert [d.to_json() for d in wrapped.declarations] == [{"type": "pure_dp", "epsilon": "0.5"}]
+    assert _registrations(client, replace) == []
+
+
+def test_rho_zcdp_budgets_are_declared_as_zcdp(tumult_client: OdometerClient, visits: Any) -> None:
+    client = tumult_client
+    ds = client.create_dataset("tumult-zcdp", "10", "0.000001", accounting={"mode": "zcdp"})
+    wrapped = adapter.OdometerSession(client, ds, _session(RhoZCDPBudget(0.5), visits), run="z")
+    wrapped.evaluate(COUNT, RhoZCDPBudget(0.125))
+    # ρ = 0.03 is the binary float's exact value (below 0.03), read up to 17 digits
+    wrapped.evaluate(PER_REGION.count(), RhoZCDPBudget(0.03))
+    exact = Fraction(0.03)
+    rho = Decimal("0.029999999999999999")
+    assert Fraction(rho) >= exact > Fraction(rho) - Fraction(1, 10**18)
+    assert [d.to_json() for d in wrapped.declarations] == [
+        {"type": "zcdp", "rho": "0.125"},
+        {"type": "zcdp", "rho": str(rho)},
+    ]
+    spent = client.get_dataset(ds).status["spent"]
+    assert spent["rho"] == Decimal("0.125") + rho
+
+
+def test_approximate_budgets_are_declared_as_approx_dp(
+    tumult_client: OdometerClient, visits: Any
+) -> None:
+    client = tumult_client
+    ds = client.create_dataset("tumult-approx", "1", "0.000001")
+    wrapped = adapter.OdometerSession(
+        client, ds, _session(ApproxDPBudget(1, 1e-6), visits), run="approx"
+    )
+    wrapped.evaluate(COUNT, ApproxDPBudget(0.5, 1e-7))
+    # a pure budget in an approximate Session is (ε, 0) to it: declared as pure ε
+    wrapped.evaluate(COUNT, PureDPBudget(0.25))
+    declared, pure = [d.to_json() for d in wrapped.declarations]
+    assert pure == {"type": "pure_dp", "epsilon": "0.25"}
+    assert declared["type"] == "approx_dp" and declared["epsilon"] == "0.5"
+    # the float 1e-7 is 9.99999999999999954748…e-8: read up to 17 digits
+    delta = Decimal(declared["delta"])
+    assert delta == Decimal("9.9999999999999996E-8")
+    assert Fraction(delta) - Fraction(1, 10**24) < Fraction(1e-7) <= Fraction(delta)
+    assert client.get_dataset(ds).status["spent"]["delta"] == delta
+
+
+def test_a_retried_script_is_charged_once(tumult_client: OdometerClient, visits: Any) -> None:
+    client = tumult_client
+    ds = client.create_dataset("tumult-retry", "1", "0.000001")
+    first = adapter.OdometerSession(client, ds, _session(PureDPBudget(1), visits), run="retry")
+    first.evaluate(COUNT, PureDPBudget(0.625))
+    # the script restarts: a new Session, the same query under the same label
+    again = adapter.OdometerSession(client, ds, _session(PureDPBudget(1), visits), run="retry")
+    again.evaluate(COUNT, PureDPBudget(0.625))
+    assert again.invocations[0].id == first.invocations[0].id
+    assert len(_registrations(client, ds)) == 1
+    assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.625")
+    # a new label is a new release: 0.625 more does not fit, and nothing is measured
+    other = adapter.OdometerSession(client, ds, _session(PureDPBudget(1), visits), run="second")
+    measured = Measured(other.session)
+    with pytest.raises(adapter.QueryRefused):
+        other.evaluate(COUNT, PureDPBudget(0.625))
+    assert measured.count == 0
