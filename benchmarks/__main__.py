@@ -62,6 +62,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "worst-case": Benchmark(
         "worst_case", "CPU time of one admission decision on adversarial declarations"
     ),
+    "proofs": Benchmark(
+        "proofs",
+        "a 10^6-entry ledger's inclusion and consistency proofs: served time, bytes, the build",
+    ),
     "ledger-verify": Benchmark(
         "ledger_verify",
         "export of a 10^6-entry ledger and its offline verification, in bounded memory",

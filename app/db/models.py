@@ -310,6 +310,23 @@ class VerifiedPosition(Base):
     body: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class MerkleNode(Base):
+    """A stored root of a perfect subtree of a dataset's Merkle tree (revision 0013): the MTH
+    of the leaves ``[idx * 2^level, (idx + 1) * 2^level)`` (RFC 9162), kept for every
+    complete subtree at least ``app.services.proofs.STORED_HEIGHT`` levels high, so that a
+    proof reads ``O(log n)`` of them and at most two runs of entries' hashes below them
+    (:func:`odometer_core.ledger.merkle.plan_reads`). Derived from the ledger and only
+    appended to; missing rows are rebuilt from the entries (:func:`app.services.proofs.catch_up`,
+    revision 0013)."""
+
+    __tablename__ = "merkle_nodes"
+
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    level: Mapped[int] = mapped_column(Integer, primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hash: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 __all__ = [
     "ApiKey",
     "Base",
@@ -320,6 +337,7 @@ __all__ = [
     "Invocation",
     "LedgerCheckpoint",
     "LedgerEntry",
+    "MerkleNode",
     "Organisation",
     "Principal",
     "VerifiedPosition",

@@ -4,24 +4,62 @@
 ``i`` the entry of ``seq = i + 1``).
 
 Who may read a ledger may read its proofs (:func:`app.services._aggregate.visible_dataset`).
-The service keeps the tree's frontier beside the head (``datasets.merkle_json``), not its
-inner nodes: a proof reads the hashes of the entries ``1..size`` in one query and hashes them
-again, ``O(size)``: 0.55 to 0.8 s at 10^5 entries on a loaded two-core development machine,
-half reading the hashes and half hashing them (:class:`_Levels`). Stored subtree
-roots would make it ``O(log size)`` reads (``docs/ledger.md``, *Not built yet*). A proof at the
-head's size is checked against the stored frontier's root before it is served.
+
+**Stored subtree roots.** Beside the frontier kept with the head (``datasets.merkle_json``),
+``merkle_nodes`` (revision 0013) holds the root of every complete perfect subtree at least
+:data:`STORED_HEIGHT` levels high (one per :data:`BLOCK` entries, and as many again above:
+about ``n / 128`` rows, 7,800 for 10^6 entries). A proof asks for ``O(log n)`` of them and
+reads at most two runs of :data:`BLOCK` entries' hashes below them (the proved entry's and the
+right border's), in two queries (:func:`odometer_core.ledger.merkle.plan_reads`): about a
+millisecond of database and a few hundred hashes whatever the ledger's length
+(``benchmarks/RESULTS.md``, *Proofs at 10^6 entries*).
+
+The rows are not written by the write path (it keeps its CPU): they are **caught up** by the
+proof or signed head that needs them (:func:`catch_up`, in a short write transaction of its
+own, from the entries written since the last stored block: amortised two hashes per entry),
+and built for existing ledgers by revision 0013. They are derived from the ledger, which is
+append-only, so they never change; a database restored from a backup restores them with the
+entries they were built from. Every proof is checked before it is served: it must verify
+against the root served with it, and at the head's size that root must be the stored
+frontier's (a stored root changed in place is refused, 500, rather than served).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from hashlib import sha256 as _sha256
+from typing import Final, TypeVar
 
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.db.models import Dataset, LedgerEntry, MerkleNode
 from app.db.uow import UnitOfWork
 from app.services._aggregate import visible_dataset
 from app.services.errors import InvalidQuery
 from app.services.principals import Principal
-from odometer_core.ledger.merkle import Frontier, TreeReader
+from odometer_core.ledger.merkle import (
+    Frontier,
+    StoredTree,
+    TreeReader,
+    completed_subtrees,
+    entry_leaf_hash,
+    plan_reads,
+    verify_consistency,
+    verify_inclusion,
+)
+
+#: The lowest level whose subtree roots are stored: one row per 2^8 = 256 entries. Lower, the
+#: table grows (2^h entries per row) and a catch-up writes more often; higher, a proof hashes
+#: up to 2^(h + 2) leaves again (1,024 at 8: about 0.5 ms).
+STORED_HEIGHT: Final = 8
+BLOCK: Final = 1 << STORED_HEIGHT
+#: At most this many entries are read per catch-up query (a ledger never caught up is built
+#: in runs; revision 0013 builds every existing one).
+CATCH_UP_RUN: Final = 1 << 16
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,48 +91,164 @@ class ConsistencyProof:
     path: list[bytes]
 
 
-class _Levels:
-    """Every perfect subtree's root of the tree over ``hashes`` (entry hashes, hex), level by
-    level, hashed in one pass (``2n`` hashes for ``n`` entries)."""
-
-    def __init__(self, hashes: list[str]) -> None:
-        leaf = b"\x00"
-        level = [_sha256(leaf + bytes.fromhex(h)).digest() for h in hashes]
-        self.levels = [level]
-        while len(level) > 1:
-            it = iter(level)
-            level = [
-                _sha256(b"\x01" + left + right).digest()
-                for left, right in zip(it, it, strict=False)
-            ]
-            self.levels.append(level)
-
-    def node(self, level: int, index: int) -> bytes:
-        try:
-            return self.levels[level][index]
-        except IndexError:
-            raise LookupError(f"no complete subtree at level {level}, index {index}") from None
+# ---------------------------------------------------------------------------- stored roots
+def stored_blocks(session: Session, dataset_id: str) -> int:
+    """How many :data:`BLOCK`-entry subtrees of the dataset's tree have their roots stored (they
+    are stored in order, so the entries ``1..stored_blocks * BLOCK`` are covered)."""
+    last = session.scalar(
+        select(func.max(MerkleNode.idx)).where(
+            MerkleNode.dataset_id == dataset_id, MerkleNode.level == STORED_HEIGHT
+        )
+    )
+    return 0 if last is None else last + 1
 
 
-class _Tree:
-    """The tree of a dataset's first ``size`` entries, read in one query."""
+def _read_nodes(
+    session: Session, dataset_id: str, keys: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], bytes]:
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(MerkleNode.level, MerkleNode.idx, MerkleNode.hash).where(
+            MerkleNode.dataset_id == dataset_id,
+            or_(*(and_(MerkleNode.level == lv, MerkleNode.idx == ix) for lv, ix in wanted)),
+        )
+    )
+    return {(lv, ix): bytes(h) for lv, ix, h in rows}
 
-    def __init__(self, uow: UnitOfWork, dataset_id: str, size: int, frontier: Frontier | None):
-        hashes = uow.ledger.hashes(dataset_id, size) if size else []
-        if len(hashes) != size:
-            raise RuntimeError(f"dataset '{dataset_id}' has {len(hashes)} entries up to {size}")
-        self.hashes = hashes
-        self.reader = TreeReader(nodes=_Levels(hashes))
-        self.head = TreeHead(size, self.reader.root(size))
-        if frontier is not None and frontier.size == size and frontier.root() != self.head.root:
+
+def _read_hashes(
+    session: Session, dataset_id: str, ranges: Sequence[tuple[int, int]]
+) -> dict[int, str]:
+    """The entry hashes of the leaves in ``ranges`` (``[start, end)``, 0-based leaves), by
+    leaf index."""
+    if not ranges:
+        return {}
+    rows = session.execute(
+        select(LedgerEntry.seq, LedgerEntry.hash).where(
+            LedgerEntry.dataset_id == dataset_id,
+            or_(*(LedgerEntry.seq.between(start + 1, end) for start, end in ranges)),
+        )
+    )
+    return {seq - 1: entry_hash for seq, entry_hash in rows}
+
+
+def _stored_frontier(session: Session, dataset_id: str, blocks: int) -> Frontier:
+    """The tree's frontier at ``blocks * BLOCK`` entries, from the stored roots."""
+    size = blocks * BLOCK
+    keys, start = [], 0
+    for level in range(size.bit_length() - 1, -1, -1):
+        if size >> level & 1:
+            keys.append((level, start >> level))
+            start += 1 << level
+    nodes = _read_nodes(session, dataset_id, keys)
+    return Frontier.at(size, StoredTree(STORED_HEIGHT, nodes, {}))
+
+
+def _insert_nodes(session: Session, dataset_id: str, rows: list[tuple[int, int, bytes]]) -> None:
+    """Insert stored roots; one another catch-up already wrote is skipped (they are equal)."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    for at in range(0, len(rows), 5_000):
+        session.execute(
+            insert(MerkleNode).on_conflict_do_nothing(),
+            [
+                {"dataset_id": dataset_id, "level": lv, "idx": ix, "hash": h}
+                for lv, ix, h in rows[at : at + 5_000]
+            ],
+        )
+
+
+def catch_up(session: Session, dataset_id: str, up_to_seq: int) -> int:
+    """Store the roots of every complete :data:`BLOCK`-aligned subtree of the dataset's first
+    ``up_to_seq`` entries that is not stored yet (in the caller's write transaction); returns
+    how many rows it added. Reads the entries' hashes since the last stored block once."""
+    blocks = stored_blocks(session, dataset_id)
+    target = up_to_seq // BLOCK
+    if target <= blocks:
+        return 0
+    frontier = _stored_frontier(session, dataset_id, blocks)
+    added = 0
+    while frontier.size < target * BLOCK:
+        end = min(target * BLOCK, frontier.size + CATCH_UP_RUN)
+        hashes = _read_hashes(session, dataset_id, [(frontier.size, end)])
+        if len(hashes) != end - frontier.size:
             raise RuntimeError(
-                f"dataset '{dataset_id}': the stored Merkle frontier's root differs from its "
-                f"entries' tree at size {size}"
+                f"dataset '{dataset_id}' has {len(hashes)} entries in {frontier.size + 1}..{end}"
             )
+        leaves = [entry_leaf_hash(hashes[i]) for i in range(frontier.size, end)]
+        rows = completed_subtrees(frontier, leaves, STORED_HEIGHT)
+        _insert_nodes(session, dataset_id, rows)
+        added += len(rows)
+    return added
+
+
+class _NotCaughtUp(Exception):
+    """The stored roots do not cover the tree asked for yet (:func:`catch_up`)."""
+
+    def __init__(self, dataset_id: str, head: int) -> None:
+        super().__init__(dataset_id, head)
+        self.dataset_id = dataset_id
+        self.head = head
+
+
+def _tree_read(
+    uow: UnitOfWork,
+    ds: Dataset,
+    use: Callable[[TreeReader], T],
+    also: Sequence[int] = (),
+) -> tuple[T, dict[int, str]]:
+    """``use`` run on the dataset's stored tree, reading only what it asks for (two queries),
+    and the entry hashes it read (with the leaves ``also``); :class:`_NotCaughtUp` if a
+    stored root it needs is missing."""
+    keys, ranges = plan_reads(STORED_HEIGHT, use)
+    session = uow.session
+    nodes = _read_nodes(session, ds.id, keys)
+    if len(nodes) != len(keys):
+        raise _NotCaughtUp(ds.id, ds.last_seq)
+    hashes = _read_hashes(session, ds.id, sorted({*ranges, *((i, i + 1) for i in also)}))
+    leaves = {i: entry_leaf_hash(h) for i, h in hashes.items()}
+    return use(StoredTree(STORED_HEIGHT, nodes, leaves).reader()), hashes
+
+
+def _serve(uow: UnitOfWork, work: Callable[[UnitOfWork], T]) -> T:
+    """``work`` in a read transaction; if the stored roots it needs are not there yet, they
+    are caught up to the head and ``work`` runs again in the same write transaction (so a
+    read served by a replica that has not received them yet still finds them)."""
+    with uow.read_only():
+        try:
+            return work(uow)
+        except _NotCaughtUp as missing:
+            behind = missing
+    with uow:
+        catch_up(uow.session, behind.dataset_id, behind.head)
+        try:
+            out = work(uow)
+        except _NotCaughtUp:
+            raise RuntimeError(f"dataset '{behind.dataset_id}': stored roots missing") from None
+        uow.commit()
+    return out
+
+
+def _inclusion(index: int, size: int) -> Callable[[TreeReader], tuple[bytes, list[bytes]]]:
+    return lambda r: (r.root(size), r.inclusion_proof(index, size))
+
+
+def _consistency(old: int, new: int) -> Callable[[TreeReader], tuple[bytes, bytes, list[bytes]]]:
+    return lambda r: (r.root(old), r.root(new), r.consistency_proof(old, new))
 
 
 def _frontier(doc: object) -> Frontier | None:
     return Frontier.from_json(doc) if isinstance(doc, dict) else None
+
+
+def _check_head(dataset_id: str, head: TreeHead, frontier: Frontier | None) -> None:
+    if frontier is not None and frontier.size == head.size and frontier.root() != head.root:
+        raise RuntimeError(
+            f"dataset '{dataset_id}': the stored Merkle frontier's root differs from its "
+            f"entries' tree at size {head.size}"
+        )
 
 
 def _within(name: str, value: int, head: int, what: str) -> None:
@@ -109,26 +263,32 @@ def inclusion_proof(
 ) -> InclusionProof:
     """The inclusion proof of entry ``seq`` in the tree of the first ``size`` entries (the
     head's when ``None``); :class:`InvalidQuery` unless ``1 <= seq <= size <= head``."""
-    with uow.read_only():
+
+    def work(uow: UnitOfWork) -> InclusionProof:
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
         head = ds.last_seq
-        size = head if size is None else size
-        _within("size", size, head, "a tree holds at most the entries written")
-        if seq > size:
+        n = head if size is None else size
+        _within("size", n, head, "a tree holds at most the entries written")
+        if seq > n:
             raise InvalidQuery(
-                f"entry {seq} is not in the tree of the first {size} entries: 'seq' is at most "
-                "'size'",
+                f"entry {seq} is not in the tree of the first {n} entries: 'seq' is at most 'size'",
                 field="seq",
             )
-        tree = _Tree(uow, ds.id, size, _frontier(ds.merkle_json))
-    return InclusionProof(
-        dataset_id=ds.id,
-        head_seq=head,
-        seq=seq,
-        entry_hash=tree.hashes[seq - 1],
-        tree=tree.head,
-        path=tree.reader.inclusion_proof(seq - 1, size),
-    )
+        (root, path), hashes = _tree_read(uow, ds, _inclusion(seq - 1, n), (seq - 1,))
+        tree = TreeHead(n, root)
+        _check_head(ds.id, tree, _frontier(ds.merkle_json))
+        if not verify_inclusion(entry_leaf_hash(hashes[seq - 1]), seq - 1, n, path, root):
+            raise RuntimeError(f"dataset '{ds.id}': stored Merkle roots disagree")
+        return InclusionProof(
+            dataset_id=ds.id,
+            head_seq=head,
+            seq=seq,
+            entry_hash=hashes[seq - 1],
+            tree=tree,
+            path=path,
+        )
+
+    return _serve(uow, work)
 
 
 def consistency_proof(
@@ -137,22 +297,25 @@ def consistency_proof(
     """The consistency proof from the tree of the first ``old`` entries to the tree of the
     first ``new`` (the head's when ``None``); :class:`InvalidQuery` unless
     ``old <= new <= head``."""
-    with uow.read_only():
+
+    def work(uow: UnitOfWork) -> ConsistencyProof:
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
         head = ds.last_seq
-        new = head if new is None else new
-        _within("to", new, head, "a tree holds at most the entries written")
-        if old > new:
+        n = head if new is None else new
+        _within("to", n, head, "a tree holds at most the entries written")
+        if old > n:
             raise InvalidQuery(
-                f"'from' ({old}) is larger than 'to' ({new}): a consistency proof goes from an "
+                f"'from' ({old}) is larger than 'to' ({n}): a consistency proof goes from an "
                 "older (smaller) tree to a newer one",
                 field="from",
             )
-        tree = _Tree(uow, ds.id, new, _frontier(ds.merkle_json))
-    return ConsistencyProof(
-        dataset_id=ds.id,
-        head_seq=head,
-        old=TreeHead(old, tree.reader.root(old)),
-        new=tree.head,
-        path=tree.reader.consistency_proof(old, new),
-    )
+        (old_root, new_root, path), _ = _tree_read(uow, ds, _consistency(old, n))
+        tree = TreeHead(n, new_root)
+        _check_head(ds.id, tree, _frontier(ds.merkle_json))
+        if not verify_consistency(old, n, old_root, new_root, path):
+            raise RuntimeError(f"dataset '{ds.id}': stored Merkle roots disagree")
+        return ConsistencyProof(
+            dataset_id=ds.id, head_seq=head, old=TreeHead(old, old_root), new=tree, path=path
+        )
+
+    return _serve(uow, work)

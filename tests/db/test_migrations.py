@@ -41,6 +41,7 @@ def test_models_and_migrations_agree(database: Database) -> None:
         "invocations",
         "ledger_checkpoints",
         "ledger_entries",
+        "merkle_nodes",
         "organisations",
         "principals",
         "verified_positions",
@@ -91,7 +92,7 @@ def test_downgrade_and_upgrade_round_trip(fresh_backend: Backend) -> None:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts=COMPARE)
             assert compare_metadata(context, Base.metadata) == []
-            assert context.get_current_revision() == "0012"
+            assert context.get_current_revision() == "0013"
     finally:
         engine.dispose()
 

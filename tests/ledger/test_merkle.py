@@ -26,12 +26,15 @@ from odometer_core.ledger.merkle import (
     EMPTY_ROOT,
     Frontier,
     NodeStore,
+    StoredTree,
     TreeReader,
+    completed_subtrees,
     entry_leaf,
     entry_leaf_hash,
     inclusion_root,
     leaf_hash,
     node_hash,
+    plan_reads,
     verify_consistency,
     verify_inclusion,
 )
@@ -480,3 +483,39 @@ def test_without_stored_nodes_a_proof_reads_each_leaf_once_at_most() -> None:
     assert verify_inclusion(LEAF_HASHES[123], 123, 1000, proof, ref_mth(LEAVES[:1000]))
     with pytest.raises(ValueError):
         TreeReader()
+
+
+@pytest.mark.parametrize("height", [0, 3, 8])
+def test_stored_roots_from_completed_subtrees_serve_every_proof(height: int) -> None:
+    """The roots :func:`completed_subtrees` yields (levels >= height), read only where
+    :func:`plan_reads` says, with the leaves it asks for, give the same roots and proofs as
+    a reader of every leaf; and a proof reads at most two runs of 2^height leaves."""
+    n = 1100
+    frontier = Frontier()
+    stored = {(lv, ix): h for lv, ix, h in completed_subtrees(frontier, LEAF_HASHES[:n], height)}
+    assert frontier.size == n
+    width = 1 << height
+    assert len([k for k in stored if k[0] == height]) == n // width
+    full = TreeReader(LEAF_HASHES.__getitem__)
+    rng = random.Random(height)
+    for _ in range(150):
+        size = rng.randint(1, n)
+        index = rng.randrange(size)
+        old = rng.randint(0, size)
+
+        def use(r: TreeReader, size: int = size, index: int = index, old: int = old) -> object:
+            return r.root(size), r.inclusion_proof(index, size), r.consistency_proof(old, size)
+
+        for one in (
+            lambda r, size=size, index=index: r.inclusion_proof(index, size),
+            lambda r, size=size, old=old: r.consistency_proof(old, size),
+        ):
+            _, ranges = plan_reads(height, one)
+            assert sum(end - start for start, end in ranges) <= 2 * width
+        keys, ranges = plan_reads(height, use)
+        assert keys <= set(stored)
+        leaves = {i: LEAF_HASHES[i] for start, end in ranges for i in range(start, end)}
+        got = use(StoredTree(height, {k: stored[k] for k in keys}, leaves).reader())
+        assert got == use(full)
+    with pytest.raises(ValueError):
+        completed_subtrees(Frontier(), [], -1)

@@ -188,9 +188,9 @@ class Frontier:
         26 µs through :meth:`from_json`, :meth:`append` and :meth:`to_json` at 10^5 leaves).
         ``ValueError`` for a document that is not a frontier's (its roots are not re-checked:
         this is the write path's form, read back from where it wrote it)."""
-        if doc is None:
-            size, nodes = 0, []
-        else:
+        size: Any = 0
+        nodes: Any = []
+        if doc is not None:
             size, nodes = doc.get("size"), doc.get("nodes")
             if (
                 doc.get("type") != FRONTIER_TYPE
@@ -321,6 +321,101 @@ class NodeStore:
 
     def root(self) -> bytes:
         return self._frontier.root()
+
+
+def completed_subtrees(
+    frontier: Frontier, leaf_hashes: Iterable[bytes], height: int
+) -> list[tuple[int, int, bytes]]:
+    """The roots ``(level, index, hash)`` of every perfect subtree at least ``height`` levels
+    high that appending ``leaf_hashes`` to ``frontier`` completes, in the order they complete
+    (``frontier`` is moved): what a store of the roots at levels ``>= height`` adds when its
+    tree grows (the service's ``merkle_nodes``, revision 0013). The subtree completed at level
+    ``l`` by leaf ``i`` is the one of index ``i >> l``."""
+    if not isinstance(height, int) or height < 0:
+        raise ValueError("a height is an integer >= 0")
+    out: list[tuple[int, int, bytes]] = []
+    for leaf in leaf_hashes:
+        index = frontier.size
+
+        def keep(level: int, value: bytes, index: int = index) -> None:
+            if level >= height:
+                out.append((level, index >> level, value))
+
+        frontier.append(leaf, keep)
+    return out
+
+
+class _Planner:
+    """A :class:`NodeSource` that answers every subtree root with zeros and notes which were
+    asked: the stored ones (at least ``height`` high) and the leaves below the others."""
+
+    def __init__(self, height: int) -> None:
+        self.height = height
+        self.nodes: set[tuple[int, int]] = set()
+        self.leaves: set[tuple[int, int]] = set()
+
+    def node(self, level: int, index: int) -> bytes:
+        if level >= self.height:
+            self.nodes.add((level, index))
+        else:
+            self.leaves.add((index << level, (index + 1) << level))
+        return bytes(HASH_SIZE)
+
+
+def plan_reads(
+    height: int, use: Callable[[TreeReader], object]
+) -> tuple[set[tuple[int, int]], list[tuple[int, int]]]:
+    """What ``use(reader)`` (proofs and roots asked of a :class:`TreeReader`) reads from a tree
+    whose perfect-subtree roots are stored at every level ``>= height`` and whose leaves are
+    read for the rest: the stored roots' ``(level, index)`` and the leaf ranges
+    ``[start, end)`` (merged, sorted). A proof asks for ``O(log n)`` roots and at most
+    ``2^(height + 1)`` leaves (the ones under the proved leaf's and under the right border's
+    lowest stored subtree), so it can be served in two reads (:class:`StoredTree`)."""
+    planner = _Planner(height)
+    use(TreeReader(nodes=planner))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(planner.leaves):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return planner.nodes, merged
+
+
+class StoredTree:
+    """A :class:`NodeSource` over roots stored at every level ``>= height``
+    (``{(level, index): hash}``) and the leaf hashes of the ranges below them
+    (``{index: leaf hash}``), both read as :func:`plan_reads` says; a root below ``height``
+    is folded from its leaves (level by level, remembered). ``KeyError`` for a root or leaf
+    that was not read."""
+
+    def __init__(
+        self, height: int, nodes: Mapping[tuple[int, int], bytes], leaves: Mapping[int, bytes]
+    ) -> None:
+        self.height = height
+        self._nodes = nodes
+        self._leaves = leaves
+        self._folded: dict[tuple[int, int], bytes] = {}
+
+    def node(self, level: int, index: int) -> bytes:
+        if level >= self.height:
+            return self._nodes[level, index]
+        if level == 0:
+            return self._leaves[index]
+        key = (level, index)
+        found = self._folded.get(key)
+        if found is None:
+            leaves = self._leaves
+            run = [leaves[i] for i in range(index << level, (index + 1) << level)]
+            while len(run) > 1:
+                run = [
+                    _sha256(b"\x01" + run[i] + run[i + 1]).digest() for i in range(0, len(run), 2)
+                ]
+            found = self._folded[key] = run[0]
+        return found
+
+    def reader(self) -> TreeReader:
+        return TreeReader(nodes=self)
 
 
 # ---------------------------------------------------------------------------- proofs
