@@ -33,6 +33,7 @@ from app.services.batching import Registrar
 from app.services.charging import ChargeWorkers
 from app.services.checkpoints import signer_from_settings
 from app.services.gauges import BudgetGauges
+from app.services.reads import reads_from_settings
 from app.services.verify_behind import BehindVerifier
 from app.services.witness import witness_from_settings, witness_loop
 from app.settings import Settings, get_settings
@@ -91,6 +92,15 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     db = replace(base, signer=signer, after_commit=None if guard is None else guard.record)
     groups: GroupCommit[Any, Any] = GroupCommit(settings.group_commit)
     path = bind(db, WritePath(FairQueue() if fair else None, guard, groups))
+    # heavy reads on the read replica when one is set (app/services/reads.py)
+    reads = reads_from_settings(
+        db,
+        settings.read_database_url,
+        pool_size=settings.read_pool_size,
+        wait_seconds=settings.read_replica_wait_seconds,
+    )
+    if reads.replica is not None:
+        bind(reads.replica, path)  # its reads see the same witness (a frozen dataset says so)
     metrics = Metrics()
     if settings.metrics_datasets:  # the listed datasets' budgets, read at each scrape
         metrics.registry.register(BudgetGauges(db, settings.metrics_datasets))
@@ -114,6 +124,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             if path.witness is not None:  # what is pending is written before the process ends
                 await to_thread.run_sync(path.witness.close)
             charges.close()  # requests still waiting for a worker get their 503 now
+            reads.dispose()
             if owns_database:
                 db.dispose()
 
@@ -131,6 +142,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.state.writepath = path
     app.state.charges = charges
     app.state.registrar = registrar
+    app.state.reads = reads
     app.state.verifier = verifier
     app.state.metrics = metrics
     install_error_handlers(app)

@@ -106,10 +106,36 @@ class Settings(BaseSettings):
     metrics_datasets: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), validation_alias=AliasChoices("ODOMETER_METRICS_DATASETS")
     )
+    #: A read-only database URL (a streaming replica of ``database_url``) that serves exports,
+    #: reports, ledger and block pages, status reads and the dashboard's polling
+    #: (``app/services/reads.py``); unset = every read on the primary, as before. Writes,
+    #: previews, capacities and authentication always use the primary.
+    read_database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("ODOMETER_READ_DATABASE_URL")
+    )
+    #: Seconds a read waits for the replica to reach the ledger seqs its client has shown
+    #: (``Odometer-Min-Seq``) before it is served by the primary instead.
+    read_replica_wait_seconds: float = Field(
+        default=0.25,
+        ge=0,
+        le=5,
+        validation_alias=AliasChoices("ODOMETER_READ_REPLICA_WAIT_SECONDS"),
+    )
+    #: The replica's own pool (it serves only reads).
+    read_pool_size: int = Field(
+        default=10, ge=1, validation_alias=AliasChoices("ODOMETER_READ_POOL_SIZE")
+    )
 
     @field_validator("database_url")
     @classmethod
     def _normalise_url(cls, value: str) -> str:
+        return normalise_database_url(value.strip())
+
+    @field_validator("read_database_url")
+    @classmethod
+    def _normalise_read_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
         return normalise_database_url(value.strip())
 
     @field_validator("admin_key")

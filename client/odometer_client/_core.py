@@ -16,6 +16,7 @@ import math
 import os
 import random
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -706,10 +707,89 @@ def _error_code(response: httpx.Response) -> str | None:
     return body.get("error") if isinstance(body, dict) else None
 
 
-def decode(call: Call[T], response: httpx.Response) -> T:
+def decode(call: Call[T], response: httpx.Response, seen: SeenSeqs | None = None) -> T:
     if response.status_code >= 400:
         raise to_error(response)
-    return call.decode(response.json())
+    obj = response.json()
+    if seen is not None:
+        seen.note(response, obj)
+    return call.decode(obj)
+
+
+# ---------------------------------------------------------------------------- read replicas
+#: Sent with every read: the highest ledger seq this client has been shown of each dataset, so
+#: that a server reading from a replica never answers with less (docs/operations.md, *Read
+#: replicas*: read-your-writes and monotonic reads).
+MIN_SEQ_HEADER = "Odometer-Min-Seq"
+#: Answered with a dataset's read: that dataset's head where the answer was read.
+SEQ_HEADER = "Odometer-Seq"
+#: The most datasets one request lists (the server's bound), the most recently shown first.
+MAX_MIN_SEQS = 64
+_DATASET_PATH = re.compile(r"^/v1/datasets/([^/?]+)")
+
+
+def _pairs(text: str) -> list[tuple[str, int]]:
+    out = []
+    for item in text.split(","):
+        dataset, _, seq = item.strip().rpartition(":")
+        if dataset and seq.isdigit():
+            out.append((dataset, int(seq)))
+    return out
+
+
+class SeenSeqs:
+    """The highest ledger seq of each dataset a client has been shown: by a write's answer
+    (``dataset_id`` and ``ledger_seq``), a dataset's (``id`` and ``ledger.last_seq``, alone or
+    in a list) or a read's ``Odometer-Seq`` header. A read of one dataset sends that dataset's
+    (``Odometer-Min-Seq: <dataset>:<seq>``), any other read the most recent
+    :data:`MAX_MIN_SEQS`."""
+
+    def __init__(self) -> None:
+        self._seqs: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, dataset: str) -> int | None:
+        return self._seqs.get(dataset)
+
+    def headers(self, call: Call[Any]) -> dict[str, str]:
+        """``call``'s headers, with what this client has shown when it is a read."""
+        headers = call.headers()
+        if call.method != "GET":
+            return headers
+        with self._lock:
+            match = _DATASET_PATH.match(call.path)
+            if match is not None:
+                seq = self._seqs.get(match.group(1))
+                listed = [] if seq is None else [(match.group(1), seq)]
+            else:
+                listed = list(self._seqs.items())[-MAX_MIN_SEQS:]
+        if listed:
+            headers[MIN_SEQ_HEADER] = ", ".join(f"{d}:{s}" for d, s in listed)
+        return headers
+
+    def note(self, response: httpx.Response, obj: Any) -> None:
+        """Add what ``response`` (its body read as ``obj``) showed."""
+        found = _pairs(response.headers.get(SEQ_HEADER, ""))
+        items = obj.get("datasets") if isinstance(obj, dict) else None
+        for item in [obj, *(items if isinstance(items, list) else [])]:
+            if not isinstance(item, dict):
+                continue
+            seq, ledger = item.get("ledger_seq"), item.get("ledger")
+            if isinstance(seq, int) and isinstance(item.get("dataset_id"), str):
+                found.append((item["dataset_id"], seq))
+            elif (
+                isinstance(ledger, dict)
+                and isinstance(ledger.get("last_seq"), int)
+                and isinstance(item.get("id"), str)
+            ):
+                found.append((item["id"], ledger["last_seq"]))
+        if not found:
+            return
+        with self._lock:
+            for dataset, seq in found:
+                if seq > self._seqs.get(dataset, -1):
+                    self._seqs.pop(dataset, None)  # most recently shown last
+                    self._seqs[dataset] = seq
 
 
 def to_error(response: httpx.Response) -> ApiError:

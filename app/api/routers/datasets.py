@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from app.api.deps import QUERY_INTEGER, CuratorDep, ReaderDep, UowDep
 from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
+from app.api.reads import ReadsDep
 from app.schemas.blocks import BlocksChange, BlocksChanged, BlocksPage
 from app.schemas.datasets import (
     BudgetChangeOut,
@@ -53,12 +54,12 @@ def create_dataset(body: DatasetCreate, principal: CuratorDep, uow: UowDep) -> s
 )
 def list_datasets(
     principal: ReaderDep,
-    uow: UowDep,
+    read: ReadsDep,
     limit: Annotated[int, Query(ge=1, le=1000), QUERY_INTEGER] = 100,
     offset: Annotated[int, Query(ge=0, le=10**9), QUERY_INTEGER] = 0,
 ) -> service.DatasetPage:
     """Datasets visible to the caller, with their budget status."""
-    return service.list_datasets(uow, principal, limit=limit, offset=offset)
+    return read(lambda uow: service.list_datasets(uow, principal, limit=limit, offset=offset))
 
 
 @router.get(
@@ -67,9 +68,9 @@ def list_datasets(
     response_model=DatasetOut,
     responses=responses(401, 404, 422, 503),
 )
-def get_dataset(dataset_id: str, principal: ReaderDep, uow: UowDep) -> service.DatasetView:
+def get_dataset(dataset_id: str, principal: ReaderDep, read: ReadsDep) -> service.DatasetView:
     """Budget status: total, spent, reserved, remaining (mode units and (ε, δ))."""
-    return service.get_dataset(uow, principal, dataset_id)
+    return read(lambda uow: service.get_dataset(uow, principal, dataset_id), dataset=dataset_id)
 
 
 @router.patch(
@@ -124,7 +125,7 @@ def change_blocks(
 def list_blocks(
     dataset_id: str,
     principal: ReaderDep,
-    uow: UowDep,
+    read: ReadsDep,
     from_: Annotated[str | None, Query(alias="from", max_length=64)] = None,
     to: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=blocks.MAX_PAGE), QUERY_INTEGER] = 100,
@@ -132,4 +133,9 @@ def list_blocks(
     """A partitioned dataset's open blocks from ``from`` to ``to`` (keys, both included), as
     runs of blocks that share one history, each with its status and the fraction of its budget
     the certified reading has used; ``next`` is the ``from`` of the next page."""
-    return blocks.blocks_page(uow, principal, dataset_id, first=from_, last=to, limit=limit)
+    return read(
+        lambda uow: blocks.blocks_page(
+            uow, principal, dataset_id, first=from_, last=to, limit=limit
+        ),
+        dataset=dataset_id,
+    )

@@ -18,6 +18,7 @@ from app.api.deps import (
 )
 from app.api.errors import ERROR_STATUS, responses
 from app.api.jsonbody import ExactJsonRoute
+from app.api.reads import ReadsDep
 from app.api.register import RegisterRoute
 from app.schemas.blocks import selection_json
 from app.schemas.invocations import (
@@ -193,7 +194,10 @@ def cancel_invocation(
     responses=responses(401, 403, 404, 422, 503),
 )
 def get_invocation(
-    dataset_id: str, invocation_id: str, principal: InvocationReaderDep, uow: UowDep
+    dataset_id: str, invocation_id: str, principal: InvocationReaderDep, read: ReadsDep
 ) -> InvocationOut:
     """One invocation with its charges and ledger entries."""
-    return service.get_invocation(uow, principal, dataset_id, invocation_id)
+    return read(
+        lambda uow: service.get_invocation(uow, principal, dataset_id, invocation_id),
+        dataset=dataset_id,
+    )

@@ -12,9 +12,10 @@ from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 
-from app.api.deps import QUERY_INTEGER, ReportReaderDep, UowDep
+from app.api.deps import QUERY_INTEGER, ReportReaderDep
 from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
+from app.api.reads import ReadsDep
 from app.db.repositories import LedgerFilter
 from app.schemas.ledger import (
     ConsistencyProofOut,
@@ -66,7 +67,7 @@ HEAD_SEQ_HEADER = "Ledger-Head-Seq"
 def read_ledger(
     dataset_id: str,
     principal: ReportReaderDep,
-    uow: UowDep,
+    read: ReadsDep,
     after_seq: Annotated[
         int,
         Query(ge=0, le=2**62, description="cursor: entries with seq > this"),
@@ -100,27 +101,30 @@ def read_ledger(
                 }
             ]
         )
-    page = service.read_ledger(
-        uow,
-        principal,
-        dataset_id,
-        service.LedgerQuery(
-            after_seq=after_seq,
-            limit=2**62 if export else limit,  # the service stops at the head
-            where=LedgerFilter(
-                since=ledger_time(since) if since else None,
-                until=ledger_time(until) if until else None,
-                actor=actor,
-                kinds=tuple(kind or ()),
-            ),
+    query = service.LedgerQuery(
+        after_seq=after_seq,
+        limit=2**62 if export else limit,  # the service stops at the head
+        where=LedgerFilter(
+            since=ledger_time(since) if since else None,
+            until=ledger_time(until) if until else None,
+            actor=actor,
+            kinds=tuple(kind or ()),
         ),
+    )
+    # the page's batches are read as it streams, from the database that read its head
+    page = read(
+        lambda uow: service.read_ledger(uow, principal, dataset_id, query), dataset=dataset_id
     )
     if format == "json" and not export:
         return StreamingResponse(
             json_page_chunks(page.dataset_id, page.head_seq, page, lambda: page.next_after_seq),
             media_type=MEDIA_TYPES[format],
+            headers=read.headers(),
         )
-    headers = {"Content-Disposition": f'attachment; filename="{dataset_id}-ledger.{format}"'}
+    headers = {
+        "Content-Disposition": f'attachment; filename="{dataset_id}-ledger.{format}"',
+        **read.headers(),
+    }
     if export:
         headers[HEAD_SEQ_HEADER] = str(page.head_seq)
     return StreamingResponse(
@@ -144,7 +148,7 @@ def _head(head: proofs.TreeHead) -> TreeHeadOut:
 def inclusion_proof(
     dataset_id: str,
     principal: ReportReaderDep,
-    uow: UowDep,
+    read: ReadsDep,
     seq: Annotated[int, Query(ge=1, le=2**62, description="the entry to prove"), QUERY_INTEGER],
     size: Annotated[
         int | None,
@@ -159,7 +163,10 @@ def inclusion_proof(
     """The inclusion proof of entry ``seq`` in the ledger's Merkle tree of its first ``size``
     entries (RFC 9162 section 2.1.3), with that tree's head: 422 when ``seq > size`` or
     ``size`` is past the head. Checked offline with the entry's hash and the root alone."""
-    made = proofs.inclusion_proof(uow, principal, dataset_id, seq, size)
+    made = read(
+        lambda uow: proofs.inclusion_proof(uow, principal, dataset_id, seq, size),
+        dataset=dataset_id,
+    )
     return InclusionProofOut(
         dataset_id=made.dataset_id,
         head_seq=made.head_seq,
@@ -179,7 +186,7 @@ def inclusion_proof(
 def consistency_proof(
     dataset_id: str,
     principal: ReportReaderDep,
-    uow: UowDep,
+    read: ReadsDep,
     old: Annotated[
         int,
         Query(alias="from", ge=0, le=2**62, description="the older tree's size"),
@@ -199,7 +206,10 @@ def consistency_proof(
     """The consistency proof that the ledger's Merkle tree of its first ``from`` entries is a
     prefix of its tree of the first ``to`` (RFC 9162 section 2.1.4), with both trees' heads:
     422 when ``from > to`` or ``to`` is past the head."""
-    made = proofs.consistency_proof(uow, principal, dataset_id, old, new)
+    made = read(
+        lambda uow: proofs.consistency_proof(uow, principal, dataset_id, old, new),
+        dataset=dataset_id,
+    )
     return ConsistencyProofOut(
         dataset_id=made.dataset_id,
         head_seq=made.head_seq,

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body
 from app.api.deps import AdminDep, CuratorDep, PrincipalDep, UowDep
 from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
+from app.api.reads import ReadsDep
 from app.schemas.tenancy import (
     CapacityOut,
     CapacityQuery,
@@ -99,11 +100,11 @@ def organisation_cap_capacity(
     "/{organisation_id}/report",
     name="organisation_report",
     response_model=OrganisationReport,
-    responses=responses(401, 403, 404, 503),
+    responses=responses(401, 403, 404, 422, 503),
 )
 def organisation_report(
-    organisation_id: str, principal: PrincipalDep, uow: UowDep
+    organisation_id: str, principal: PrincipalDep, read: ReadsDep
 ) -> service.OrganisationReport:
     """The cap replayed from every dataset's ledger in organisation order: verified or the
     problems, the certified reading, and what each dataset drew (curators and auditors)."""
-    return service.organisation_report(uow, principal, organisation_id)
+    return read(lambda uow: service.organisation_report(uow, principal, organisation_id))

@@ -8,11 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from app import reports_svg
-from app.api.deps import ReportReaderDep, UowDep
+from app.api.deps import ReportReaderDep
 from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
+from app.api.reads import Reader, ReadsDep
 from app.dashboard import router as dashboard_router
-from app.db.uow import UnitOfWork
 from app.schemas.reports import ReportOut
 from app.services import reports as service
 from app.services.principals import Principal
@@ -46,14 +46,17 @@ _SVG_RESPONSE: dict[int | str, dict[str, Any]] = {
 def dataset_report(
     dataset_id: str,
     principal: ReportReaderDep,
-    uow: UowDep,
+    read: ReadsDep,
     from_: Annotated[str | None, Query(alias="from", max_length=64)] = None,
     to: Annotated[str | None, Query(max_length=64)] = None,
 ) -> ReportJson:
     """Guarantee, spend over time, per-analyst totals, refunds, rejections, chain head and
     replay verdict (the whole ledger is replayed, in batches). On a partitioned dataset,
     ``from`` … ``to`` (block keys) is the block range reported."""
-    return service.dataset_report(uow, principal, dataset_id, first=from_, last=to)
+    return read(
+        lambda uow: service.dataset_report(uow, principal, dataset_id, first=from_, last=to),
+        dataset=dataset_id,
+    )
 
 
 @_reports.get(
@@ -62,9 +65,9 @@ def dataset_report(
     response_class=Response,
     responses=_SVG_RESPONSE,
 )
-def spend_chart(dataset_id: str, principal: ReportReaderDep, uow: UowDep) -> Response:
+def spend_chart(dataset_id: str, principal: ReportReaderDep, read: ReadsDep) -> Response:
     """Spend vs budget over the ledger, as an SVG chart."""
-    return _chart(reports_svg.spend_chart, uow, principal, dataset_id)
+    return _chart(reports_svg.spend_chart, read, principal, dataset_id)
 
 
 @_reports.get(
@@ -73,21 +76,25 @@ def spend_chart(dataset_id: str, principal: ReportReaderDep, uow: UowDep) -> Res
     response_class=Response,
     responses=_SVG_RESPONSE,
 )
-def analysts_chart(dataset_id: str, principal: ReportReaderDep, uow: UowDep) -> Response:
+def analysts_chart(dataset_id: str, principal: ReportReaderDep, read: ReadsDep) -> Response:
     """Net charge and refunds per analyst, as an SVG bar chart."""
-    return _chart(reports_svg.analysts_chart, uow, principal, dataset_id)
+    return _chart(reports_svg.analysts_chart, read, principal, dataset_id)
 
 
 def _chart(
     render: Callable[[Mapping[str, Any]], str],
-    uow: UnitOfWork,
+    read: Reader,
     principal: Principal,
     dataset_id: str,
 ) -> Response:
     """A chart of the report, without its replay (the charts draw what the ledger says; the
     verdict is the JSON report's business)."""
-    report = service.dataset_report(uow, principal, dataset_id, verify=False)
-    return Response(render(report), media_type="image/svg+xml", headers=SVG_HEADERS)
+    report = read(
+        lambda uow: service.dataset_report(uow, principal, dataset_id, verify=False),
+        dataset=dataset_id,
+    )
+    headers = {**SVG_HEADERS, **read.headers()}
+    return Response(render(report), media_type="image/svg+xml", headers=headers)
 
 
 #: The report routes and the dashboard that draws them: one module for the app factory.

@@ -79,6 +79,8 @@ class AsyncOdometerClient:
         url, key = _core.resolve(base_url, api_key)
         self.base_url = url
         self.retry = retry or RetryPolicy()
+        #: the ledger seqs this client has been shown, sent with its reads (read replicas)
+        self.seen = _core.SeenSeqs()
         self._http = http or httpx.AsyncClient(
             base_url=url,
             headers={"Authorization": f"Bearer {key}"},
@@ -111,14 +113,14 @@ class AsyncOdometerClient:
                     call.path,
                     json=call.body,
                     params=tuple(call.params),
-                    headers=call.headers(),
+                    headers=self.seen.headers(call),
                 )
             except httpx.TransportError as exc:
                 if attempt >= self.retry.retries or not _core.retryable_exception(exc, call):
                     raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
             else:
                 if attempt >= self.retry.retries or not _core.retryable_response(response, call):
-                    return _core.decode(call, response)
+                    return _core.decode(call, response, self.seen)
             await _core.asleep(self.retry.delay(attempt, _core.retry_after(response)))
             attempt += 1
 
