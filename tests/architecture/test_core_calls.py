@@ -8,19 +8,19 @@ frame of ``app``, or a frame of ``odometer_core`` calling one of ``app`` (a call
 from ``app`` into the core, and whatever the core does inside itself, are not counted.
 
 The app calls the core once before the lock (the request prepared: the declaration parsed, its
-selection resolved, its charges computed, :func:`odometer_core.accounting.admission.prepare`),
-once under it (the decision, the ledger entry, the new states and the response's data:
-:func:`odometer_core.accounting.admission.admit`), and once to render the body; everything
-else of the core it needs is reached from those three. Traced: a whole dataset, and a
-partitioned one (by day, a year open) with a seven-day selection, each after one registration
-that taught the process the dataset (the caches of the write path filled, as in a running
-service).
+fingerprint, its selection resolved, :func:`odometer_core.ledger.admission.prepare`) and once
+under it (the decision, the ledger entry, the new states and the response's fields:
+:func:`odometer_core.ledger.admission.admit`); the third passage is the request schema's reading
+of the declaration's amount (``parse_amount``, called by the schema's validator). Traced: a
+whole dataset, and a partitioned one (by day, a year open) with a seven-day selection, each
+after one registration that taught the process the dataset (the caches of the write path
+filled, as in a running service).
 
 Shown able to fail: on the tree before the one-call decision (the app calling the core for each
 step: the declaration parsed by the request model, the fingerprint's ``to_json``, the upper
 levels' filters loaded by ``config_from_json`` and ``state_from_json``, ``decide_levels``,
 ``state_to_json`` and ``to_json`` for every amount, ``next_entry``, …) the whole dataset passed
-back into the app 30 times and the partitioned one 39 (the failure lists each passage).
+back into the app 31 times and the partitioned one 40 (the failure lists each passage).
 """
 
 from __future__ import annotations

@@ -36,8 +36,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Protocol
 
-from odometer_core.accounting import fmt, memo
-from odometer_core.accounting import instead as held
+from odometer_core.accounting import fmt, instead, memo
 from odometer_core.accounting.blocks import BlockError, Range, Selected
 from odometer_core.accounting.declarations import Declaration, parse_declaration
 from odometer_core.accounting.effort import may_be_expensive
@@ -685,7 +684,7 @@ def _bounded(
     (:class:`~odometer_core.accounting.summary.SearchStopped`: what was not found by then is
     left out), and for the kinds :mod:`odometer_core.accounting.instead` searches (a candidate
     may be a PLD of its own); unchanged for other kinds, whose candidates are closed forms."""
-    if not isinstance(declaration, (*COSTLY, *held.KINDS)):
+    if not isinstance(declaration, (*COSTLY, *instead.KINDS)):
         return admits
     deadline = time.thread_time() + seconds
 
