@@ -99,14 +99,17 @@ test: dev adapters-env tumult-env
 ## PipelineDP from requirements-adapters.txt (--no-deps, hash-checked) in a venv that reads the
 ## project's $(VENV) behind its own packages (a .pth line), so numpy, scipy and dp-accounting are
 ## requirements.lock's and the main venv never gets PipelineDP. About 2 s and 10 MB (3.4 MB of
-## wheels); `make run` does not need it
+## wheels); `make run` does not need it.
+## Opacus and PyTorch's CPU wheel from requirements-opacus.txt (torch pinned to 2.13.0+cpu, a
+## version only the local wheel has: never the CUDA build): about 47 s and 870 MB (193 MB of wheels)
 ADAPTERS_VENV ?= .venv-adapters
-$(ADAPTERS_VENV)/.installed: requirements-adapters.txt $(VENV)/.installed-dev
+$(ADAPTERS_VENV)/.installed: requirements-adapters.txt requirements-opacus.txt $(VENV)/.installed-dev
 	rm -rf $(ADAPTERS_VENV)
 	$(BIN)/python -m venv --without-pip $(ADAPTERS_VENV)
 	$(BIN)/python -c 'import sysconfig; print("import site; site.addsitedir(%r)" % sysconfig.get_path("purelib"))' \
 	  > "$$($(ADAPTERS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_odometer_venv.pth"
 	$(ADAPTERS_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-adapters.txt
+	$(ADAPTERS_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-opacus.txt
 	$(ADAPTERS_VENV)/bin/python -m pip check
 	@touch $@
 
