@@ -19,11 +19,11 @@ export class HttpError extends Error {
 }
 
 // GET path; with a payload, POST it as JSON (the only write the page makes is a question:
-// how many more a cap admits).
-export async function api(path, accept, payload) {
+// how many more a cap admits). `extra`: more request headers.
+export async function api(path, accept, payload, extra) {
   const key = sessionStorage.getItem(KEY);
   const init = {
-    headers: { Authorization: `Bearer ${key}`, Accept: accept || "application/json" },
+    headers: { ...extra, Authorization: `Bearer ${key}`, Accept: accept || "application/json" },
     credentials: "omit",
     cache: "no-store",
   };

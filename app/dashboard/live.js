@@ -13,7 +13,10 @@ const POLL_MS = Math.min(600_000, Math.max(250,
 // while it is hidden, read at once when it shows again); its gauge and its list row follow,
 // "updated hh:mm:ss" says when it was last read, and new activity since the report below
 // was read offers to reload it. An analyst's quota is read again with it (GET /v1/me).
-export const live = { ds: null, timer: null, seen: null, busy: false };
+// Each poll names the highest ledger seq shown (Odometer-Min-Seq), so that a server reading
+// from a replica never shows an older status than the one on the page (docs/operations.md,
+// *Read replicas*).
+export const live = { ds: null, timer: null, seen: null, busy: false, shownSeq: 0 };
 
 function clock(date) {
   return `${pad2(date.getHours())}:${pad2(date.getMinutes())}:${pad2(date.getSeconds())}`;
@@ -29,6 +32,7 @@ export function stopLive() {
   live.timer = null;
   live.ds = null;
   live.seen = null;
+  live.shownSeq = 0;
 }
 
 function schedule() {
@@ -45,7 +49,8 @@ async function pollOnce() {
   live.busy = true;
   try {
     const [fresh, me] = await Promise.all([
-      api(`/v1/datasets/${encodeURIComponent(ds.id)}`),
+      api(`/v1/datasets/${encodeURIComponent(ds.id)}`, null, undefined,
+        { "Odometer-Min-Seq": `${ds.id}:${live.shownSeq}` }),
       state.role === "analyst" ? whoami().catch(() => null) : null,
     ]);
     if (live.ds !== ds) return;
@@ -86,6 +91,9 @@ export function frozenBanner(frozen) {
 
 // A status just read: the detail's gauge and the list's row when it changed; the time.
 function applyStatus(fresh) {
+  const seq = (fresh.ledger && fresh.ledger.last_seq) || 0;
+  if (seq < live.shownSeq) return; // never shown older than what the page shows
+  live.shownSeq = seq;
   const key = JSON.stringify(fresh.status);
   if (key !== live.seen) {
     live.seen = key;
