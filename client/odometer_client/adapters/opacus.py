@@ -70,7 +70,8 @@ import inspect
 import json
 import math
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import Context, Decimal
+from fractions import Fraction
 from typing import Any, Final, Literal
 
 from odometer_client.declarations import DOWN, UP, Mechanism, dp_sgd
@@ -186,7 +187,7 @@ def declaration(
     rate = sample_rate_up(sample_rate)
     k = Decimal(accumulation)
     if accumulation_bound == "opacus":
-        step_rate = UP.multiply(rate, k)
+        step_rate = UP.multiply(rate, k).normalize(UP)
         if step_rate > _ONE:
             raise ValueError(
                 f"{accumulation} batches at rate {rate} make a step rate {step_rate} above 1: "
@@ -194,7 +195,12 @@ def declaration(
             )
         return dp_sgd(sigma, step_rate, steps, delta=delta)
     if accumulation_bound == "split":
-        split_sigma = DOWN.divide(sigma, UP.sqrt(k)).normalize(DOWN)
+        # Decimal's sqrt rounds half-even whatever the context says: σ/√k is read down and
+        # then checked exactly (s²·k ≤ σ²), stepping down while it is above
+        split_sigma = DOWN.divide(sigma, Context(prec=40).sqrt(k))
+        while Fraction(split_sigma) ** 2 * accumulation > Fraction(sigma) ** 2:
+            split_sigma = DOWN.next_minus(split_sigma)
+        split_sigma = split_sigma.normalize(DOWN)
         return dp_sgd(split_sigma, rate, steps * accumulation, delta=delta)
     raise ValueError(f"accumulation_bound must be 'opacus' or 'split', got {accumulation_bound!r}")
 
