@@ -10,7 +10,7 @@ KEY_FILE := .odometer-admin-key
 # public key beside it, for `odometer verify --public-key`)
 SIGNING_KEY_FILE := .odometer-checkpoint-key
 
-.PHONY: run test test-adapters adapters-env test-tumult tumult-env browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-compare
+.PHONY: run test test-adapters adapters-env test-tumult tumult-env browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-read-replica bench-compare
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -242,6 +242,10 @@ bench-write-path: dev
 ## bench-witness: the witness's cost on the write path, no witness beside lag 0 and 1 s → benchmarks/RESULTS.md
 bench-witness: dev
 	$(BIN)/python -m benchmarks witness $(BENCH_ARGS)
+
+## bench-read-replica: registrations/s beside heavy reads, none, on a streaming replica, on the primary → benchmarks/RESULTS.md
+bench-read-replica: dev
+	$(BIN)/python -m benchmarks read-replica $(BENCH_ARGS)
 
 ## bench-compare: two builds side by side (BENCH_ARGS='A B': git refs or checkouts), printed
 bench-compare: dev

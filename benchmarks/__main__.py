@@ -86,6 +86,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "witness",
         "the witness's cost on the write path: none, lag 0 and lag 1 s (--before: another build)",
     ),
+    "read-replica": Benchmark(
+        "read_replica",
+        "registrations/s beside a 10^5-entry export and 20 dashboards: none, on a replica, on "
+        "the primary",
+    ),
     "compare": Benchmark(
         "compare",
         "two builds (git refs or checkouts) side by side: throughput and CPU per request, "

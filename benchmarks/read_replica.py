@@ -1,0 +1,349 @@
+"""``python -m benchmarks read-replica``: do heavy reads leave the primary's registrations alone
+once a streaming replica serves them (``ODOMETER_READ_DATABASE_URL``, ``app/services/reads.py``)?
+
+Set-up: a throw-away primary and its asynchronous streaming standby (``hot_standby_feedback``
+on, so a long read on the standby never holds replay back nor is cancelled by it), built from
+the installed PostgreSQL binaries as the failover tests build them; one dataset prefilled with
+``--entries`` ledger entries (``COPY``, as ``benchmarks/service_growth.py`` does) and
+``--datasets`` datasets that take the registrations. Three servers: the *writer* (2 workers,
+the primary only) takes every registration; the *replica reader* (1 worker, reads on the
+standby) and the *primary reader* (1 worker, no read URL: every read on the primary) take
+the reads.
+
+Each window of ``--seconds``: ``--clients`` clients register pure-DP charges on the datasets
+(round robin, one connection each, back to back) through the writer, and, by condition,
+
+- ``none``: nothing else;
+- ``replica``: an auditor downloads the prefilled ledger's whole export back to back, and
+  ``--dashboards`` dashboards poll its status every ``--poll`` seconds (with
+  ``Odometer-Min-Seq``, as the dashboard does), through the replica reader;
+- ``primary``: the same reads through the primary reader.
+
+The conditions are interleaved, round after round (``--rounds``), so that the machine's other
+load falls on each alike. Measured per window: registrations per second, and the CPU seconds
+the primary's PostgreSQL processes used (the postmaster, its live backends and its exited
+children); the answer is each condition's median over the rounds beside ``none``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+from benchmarks.results import write_section
+from benchmarks.service_growth import prefill_postgres
+from benchmarks.service_setup import ADMIN_KEY, call, create_dataset, migrate, running_server
+
+DATABASE = "odometer_bench_reads"
+BIG = "ds_bench_reads_big"
+CONDITIONS = ("none", "replica", "primary")
+BEGIN, END = "<!-- read-replica:begin -->", "<!-- read-replica:end -->"
+AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
+PURE = json.dumps({"mechanism": {"type": "pure_dp", "epsilon": "0.000001"}}).encode()
+
+
+# ---------------------------------------------------------------------------- CPU of a cluster
+def _ticks(pid: int) -> tuple[int, int]:
+    """(own utime + stime, exited children's cutime + cstime) of ``pid``, in clock ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+
+
+def cluster_cpu(postmaster: int) -> float:
+    """CPU seconds a PostgreSQL cluster used so far: its postmaster, its live processes and
+    those that exited (counted in the postmaster's children times)."""
+    own, exited = _ticks(postmaster)
+    total = own + exited
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[1]) == postmaster:
+                total += int(stat[11]) + int(stat[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------------- loads
+def _writes(port: int, datasets: list[str], seconds: float, index: int, out: Any) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {**AUTH, "Content-Type": "application/json"}
+    done = failed = 0
+    end = time.monotonic() + seconds
+    i = index
+    while time.monotonic() < end:
+        conn.request(
+            "POST", f"/v1/datasets/{datasets[i % len(datasets)]}/invocations", PURE, headers
+        )
+        response = conn.getresponse()
+        response.read()
+        if response.status == 201:
+            done += 1
+        else:
+            failed += 1
+        i += 1
+    conn.close()
+    out.put((done, failed))
+
+
+def _export_loop(port: int, stop: threading.Event, counts: dict[str, int]) -> None:
+    while not stop.is_set():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        conn.request("GET", f"/v1/datasets/{BIG}/ledger?export=true&format=jsonl", headers=AUTH)
+        response = conn.getresponse()
+        size = 0
+        while chunk := response.read(1 << 16):
+            size += len(chunk)
+            if stop.is_set():
+                break
+        conn.close()
+        counts["exports"] += 1 if not stop.is_set() else 0
+        counts["export_bytes"] += size
+        counts[f"source:{response.getheader('Odometer-Read-Source')}"] += 1
+
+
+def _dashboard(port: int, poll: float, offset: float, stop: threading.Event, counts: Any) -> None:
+    stop.wait(offset)
+    shown = 0
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    while not stop.is_set():
+        headers = {**AUTH, "Odometer-Min-Seq": f"{BIG}:{shown}"}
+        conn.request("GET", f"/v1/datasets/{BIG}", headers=headers)
+        response = conn.getresponse()
+        body = json.loads(response.read())
+        shown = max(shown, int(body["ledger"]["last_seq"]))
+        counts["polls"] += 1
+        stop.wait(poll)
+    conn.close()
+
+
+def _reads(port: int, dashboards: int, poll: float, seconds: float, out: Any) -> None:
+    stop = threading.Event()
+    counts: dict[str, int] = {
+        "exports": 0, "export_bytes": 0, "polls": 0, "source:replica": 0, "source:primary": 0
+    }  # fmt: skip
+    threads = [threading.Thread(target=_export_loop, args=(port, stop, counts))]
+    threads += [
+        threading.Thread(target=_dashboard, args=(port, poll, poll * i / dashboards, stop, counts))
+        for i in range(dashboards)
+    ]
+    for t in threads:
+        t.start()
+    stop.wait(seconds)
+    stop.set()
+    for t in threads:
+        t.join(120)
+    out.put(counts)
+
+
+@dataclass
+class Window:
+    condition: str
+    registrations: int
+    failed: int
+    seconds: float
+    primary_cpu: float
+    reads: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.registrations / self.seconds
+
+
+def window(
+    condition: str, ports: dict[str, int], datasets: list[str], args: argparse.Namespace,
+    postmaster: int,
+) -> Window:  # fmt: skip
+    ctx = multiprocessing.get_context("fork")
+    queue: Any = ctx.Queue()
+    readers = []
+    if condition != "none":
+        port = ports[condition]
+        readers.append(
+            ctx.Process(
+                target=_reads, args=(port, args.dashboards, args.poll, args.seconds + 1, queue)
+            )
+        )
+        readers[0].start()
+        time.sleep(1.0)  # the export under way before the window opens
+    writers = [
+        ctx.Process(target=_writes, args=(ports["writer"], datasets, args.seconds, i, queue))
+        for i in range(args.clients)
+    ]
+    cpu0, began = cluster_cpu(postmaster), time.monotonic()
+    for p in writers:
+        p.start()
+    for p in writers:
+        p.join()
+    seconds, cpu = time.monotonic() - began, cluster_cpu(postmaster) - cpu0
+    results = [queue.get() for _ in range(len(writers) + len(readers))]
+    for p in readers:
+        p.join()
+    done = sum(r[0] for r in results if isinstance(r, tuple))
+    failed = sum(r[1] for r in results if isinstance(r, tuple))
+    reads = next((r for r in results if isinstance(r, dict)), {})
+    return Window(condition, done, failed, seconds, cpu, reads)
+
+
+# ---------------------------------------------------------------------------- the run
+@contextlib.contextmanager
+def replicated(entries: int, workdir: Path) -> Iterator[tuple[Any, str, str]]:
+    """The primary and its standby, the database migrated and the big ledger prefilled; the
+    pair and both URLs."""
+    from tests.reliability.replicated_postgres import remove_pair, start_replicated_pair
+
+    pair = start_replicated_pair("async")
+    try:
+        pair.standby.query("ALTER SYSTEM SET hot_standby_feedback = on")
+        pair.standby.query("SELECT pg_reload_conf()")
+        pair.create_database(DATABASE)
+        primary, standby = pair.primary.url(DATABASE), pair.standby.url(DATABASE)
+        migrate(primary)
+        began = time.monotonic()
+        libpq = pair.primary.conninfo(DATABASE)
+        prefill_postgres(libpq, BIG, entries, workdir / f"ledger-{entries}.pickle")
+        print(f"prefilled {entries:,} entries in {time.monotonic() - began:.1f} s", flush=True)
+        yield pair, primary, standby
+    finally:
+        for node in pair.nodes:
+            with contextlib.suppress(Exception):
+                node.kill_9()
+        remove_pair(pair)
+
+
+def run(args: argparse.Namespace) -> list[Window]:
+    windows: list[Window] = []
+    with TemporaryDirectory(prefix="odometer-bench-reads-") as tmp:
+        workdir = Path(tmp)
+        with (
+            replicated(args.entries, workdir) as (pair, primary, standby),
+            running_server(primary, workdir / "writer.log", 2, pool_connections=16) as writer,
+            running_server(
+                primary, workdir / "replica.log", 1, pool_connections=4,
+                env={"ODOMETER_READ_DATABASE_URL": standby, "ODOMETER_READ_POOL_SIZE": "24"},
+            ) as via_replica,
+            running_server(primary, workdir / "primary.log", 1, pool_connections=24) as via_primary,
+        ):  # fmt: skip
+            ports = {
+                "writer": writer.port,
+                "replica": via_replica.port,
+                "primary": via_primary.port,
+            }
+            datasets = [
+                create_dataset(writer.port, f"reads-{i}", "basic") for i in range(args.datasets)
+            ]
+            status, _ = call(via_replica.port, "GET", f"/v1/datasets/{BIG}")
+            assert status == 200, status
+            postmaster = pair.primary.process.pid
+            window("none", ports, datasets, args, postmaster)  # warm-up, not counted
+            for r in range(args.rounds):
+                order = CONDITIONS if r % 2 == 0 else tuple(reversed(CONDITIONS))
+                for condition in order:
+                    w = window(condition, ports, datasets, args, postmaster)
+                    windows.append(w)
+                    print(
+                        f"round {r + 1} {condition:>7}: {w.rate:7.1f} reg/s, primary CPU "
+                        f"{w.primary_cpu / w.seconds:5.2f} s/s, failed {w.failed}, reads "
+                        f"{w.reads}",
+                        flush=True,
+                    )
+    return windows
+
+
+def summary(windows: list[Window]) -> dict[str, dict[str, float]]:
+    """Each condition's median registrations/s and primary CPU per second, and its rate beside
+    ``none``'s (``vs_none``: 1.0 = unchanged)."""
+    out: dict[str, dict[str, float]] = {}
+    for condition in CONDITIONS:
+        mine = [w for w in windows if w.condition == condition]
+        if not mine:
+            continue
+        out[condition] = {
+            "rate": statistics.median(w.rate for w in mine),
+            "cpu": statistics.median(w.primary_cpu / w.seconds for w in mine),
+            "cpu_ms": statistics.median(
+                1000 * w.primary_cpu / max(1, w.registrations) for w in mine
+            ),
+            "exports": sum(w.reads.get("exports", 0) for w in mine),
+            "polls": sum(w.reads.get("polls", 0) for w in mine),
+            "failed": sum(w.failed for w in mine),
+        }
+    base = out.get("none", {}).get("rate")
+    for values in out.values():
+        values["vs_none"] = values["rate"] / base if base else float("nan")
+    return out
+
+
+def table(rows: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "| reads | registrations/s (median) | beside no reads | primary's PostgreSQL CPU "
+        "(s per s) | … per registration (ms) | exports done | status polls | failed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = {"none": "none", "replica": "on the replica", "primary": "on the primary"}
+    for condition, v in rows.items():
+        lines.append(
+            f"| {names[condition]} | {v['rate']:.1f} | {100 * (v['vs_none'] - 1):+.1f} % | "
+            f"{v['cpu']:.2f} | {v['cpu_ms']:.2f} | {int(v['exports'])} | {int(v['polls'])} | "
+            f"{int(v['failed'])} |"
+        )
+    return "\n".join(lines)
+
+
+def section(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> str:
+    return "\n".join(
+        [
+            BEGIN,
+            "## Read replica: heavy reads beside registrations",
+            "",
+            f"`python -m benchmarks read-replica --entries {args.entries} --rounds "
+            f"{args.rounds} --seconds {args.seconds:g} --clients {args.clients} --datasets "
+            f"{args.datasets} --dashboards {args.dashboards} --poll {args.poll:g}`, "
+            f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores "
+            "shared with other work (the primary, the standby, the three servers and the load "
+            "all on them), PostgreSQL primary and asynchronous streaming standby with "
+            "`hot_standby_feedback`. Registrations through a 2-worker server on the primary; "
+            f"reads (the {args.entries:,}-entry ledger's export back to back, "
+            f"{args.dashboards} dashboards polling its status every {args.poll:g} s) through a "
+            "1-worker server reading the replica, or one reading the primary; the conditions "
+            "interleaved round by round.",
+            "",
+            table(rows),
+            END,
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--datasets", type=int, default=16)
+    parser.add_argument("--dashboards", type=int, default=20)
+    parser.add_argument("--poll", type=float, default=5.0)
+    parser.add_argument("--no-results", action="store_true", help="do not write RESULTS.md")
+    args = parser.parse_args(argv)
+    rows = summary(run(args))
+    print(table(rows))
+    if not args.no_results:
+        write_section(section(args, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
