@@ -64,6 +64,7 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "get_checkpoint_key",
         "list_checkpoints",
         "create_checkpoint",
+        "get_signed_tree_head",
         "get_witness",
         "check_witness",
         "import_ledger_tail",

@@ -13,6 +13,7 @@ from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
 from app.schemas.common import ErrorBody
 from app.services import checkpoints as service
+from app.services import receipts
 
 router = APIRouter(tags=["checkpoints"], route_class=ExactJsonRoute)
 
@@ -102,3 +103,50 @@ def create_checkpoint(
     if not created:
         response.status_code = 200
     return body
+
+
+class InclusionOut(BaseModel):
+    seq: int
+    entry_hash: str
+    proof: list[str] = Field(description="RFC 9162 PATH(seq - 1, D[size]), bottom-up, hex")
+
+
+class SignedHeadOut(BaseModel):
+    dataset_id: str
+    origin: str = Field(description="the log's name: origin line and key name of its notes")
+    size: int = Field(description="the tree of the first `size` entries (the head's seq)")
+    root: str = Field(description="RFC 9162 root of that tree, hex")
+    note: str = Field(
+        description="the signed tree head: a c2sp.org/tlog-checkpoint signed note (origin, "
+        "size, base64 root; a signature line by the checkpoint key under the origin's name)"
+    )
+    key_name: str
+    vkey: str = Field(description="the note verifier key (name+ID+base64 key) of the signature")
+    inclusion: InclusionOut | None = Field(
+        None, description="with seq: that entry's inclusion proof in this head"
+    )
+
+
+@router.get(
+    "/v1/datasets/{dataset_id}/ledger/checkpoint",
+    name="get_signed_tree_head",
+    response_model=SignedHeadOut,
+    responses=responses(401, 403, 404, 409, 422, 503),
+)
+def get_signed_tree_head(
+    dataset_id: str,
+    principal: PrincipalDep,
+    uow: UowDep,
+    seq: Annotated[
+        int | None,
+        Query(ge=1, le=2**62, description="also prove this entry's inclusion in the head"),
+        QUERY_INTEGER,
+    ] = None,
+) -> receipts.SignedHead:
+    """The ledger's current tree head (its size and Merkle root), signed now with the
+    checkpoint key as a C2SP tlog-checkpoint note (409 CheckpointsDisabled without a key);
+    with ``seq``, that entry's inclusion proof in it (`odometer verify-receipt`). For whoever
+    may see the dataset. Beside the JSON checkpoints, which are unchanged: an auditor keeps
+    it, and later checks a newer head extends it (`…/ledger/consistency`,
+    `odometer verify --since`)."""
+    return receipts.signed_head(uow, principal, dataset_id, seq)
