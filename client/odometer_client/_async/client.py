@@ -573,10 +573,14 @@ class AsyncOdometerClient:
                 out.truncate()
                 try:
                     async with self._http.stream(
-                        call.method, call.path, params=tuple(call.params)
+                        call.method,
+                        call.path,
+                        params=tuple(call.params),
+                        headers=self.seen.headers(call),
                     ) as response:
                         if response.status_code < 400:
                             count = _core.exported_count(response)
+                            self.seen.note(response, None)
                             async for chunk in response.aiter_bytes():
                                 out.write(chunk)
                             return count

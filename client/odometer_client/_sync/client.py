@@ -569,10 +569,14 @@ class OdometerClient:
                 out.truncate()
                 try:
                     with self._http.stream(
-                        call.method, call.path, params=tuple(call.params)
+                        call.method,
+                        call.path,
+                        params=tuple(call.params),
+                        headers=self.seen.headers(call),
                     ) as response:
                         if response.status_code < 400:
                             count = _core.exported_count(response)
+                            self.seen.note(response, None)
                             for chunk in response.iter_bytes():
                                 out.write(chunk)
                             return count
