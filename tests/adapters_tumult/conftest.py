@@ -85,3 +85,8 @@ def tumult_client(tumult_server: str) -> Iterator[OdometerClient]:
     retry = RetryPolicy(retries=3, backoff=0.001, max_backoff=0.01)
     with OdometerClient(tumult_server, ADMIN_KEY, retry=retry) as c:
         yield c
+
+
+@pytest.fixture
+def tumult_admin_key() -> str:
+    return ADMIN_KEY

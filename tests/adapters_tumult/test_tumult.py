@@ -8,16 +8,21 @@ most of the time). Skipped where ``tmlt.analytics`` is not importable (the proje
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from odometer_client import OdometerClient
+
+ROOT = Path(__file__).resolve().parents[2]
 
 analytics = pytest.importorskip("tmlt.analytics")
 
@@ -44,11 +49,10 @@ AddOneRow = analytics.AddOneRow
 def visits() -> Iterator[Any]:
     """A Spark DataFrame of 40 visits (user, region, minutes), on one local Spark session."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    import pandas as pd
-    from pyspark.sql import SparkSession
-
+    pd = importlib.import_module("pandas")  # Tumult's venv only: imported by name for mypy
+    builder = importlib.import_module("pyspark.sql").SparkSession.builder
     spark = (
-        SparkSession.builder.master("local[1]")
+        builder.master("local[1]")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.default.parallelism", "1")
@@ -276,3 +280,24 @@ def test_a_retried_script_is_charged_once(tumult_client: OdometerClient, visits:
     with pytest.raises(adapter.QueryRefused):
         other.evaluate(COUNT, PureDPBudget(0.625))
     assert measured.count == 0
+
+
+def test_the_example_runs(
+    tumult_server: str, tumult_admin_key: str, visits: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = ROOT / "examples" / "tumult_regions.py"
+    spec = importlib.util.spec_from_file_location("examples_tumult_regions", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    out = example.main(["--url", tumult_server, "--key", tumult_admin_key], visits.sparkSession)
+    assert out["declarations"] == [
+        {"type": "pure_dp", "epsilon": "0.5"},
+        {"type": "pure_dp", "epsilon": "0.25"},
+    ]
+    assert out["spent"] == Decimal("0.75")
+    assert sorted(out["released"]) == ["region-0", "region-1", "region-2", "total"]
+    assert out["refused"].startswith("the odometer refused the query, so nothing was measured")
+    assert out["left"] == PureDPBudget(1.25)  # the refused sum and the too-large count: unspent
+    printed = capsys.readouterr().out
+    assert "released total" in printed and "the Session refused, nothing sent" in printed

@@ -4,8 +4,11 @@
 - :mod:`odometer_client.adapters.dp_accounting`: a ``dp_accounting`` ``DpEvent``;
 - :mod:`odometer_client.adapters.pipelinedp`: PipelineDP budget accountants that register the
   pipeline at ``compute_budgets()``, before any noise is drawn.
+- :mod:`odometer_client.adapters.tumult`: a Tumult Analytics Session whose ``evaluate``
+  registers each query before it is measured.
 
 The first two import their library when they are imported (``pip install
 'privacy-odometer-client[opendp]'`` or ``[dp-accounting]``); the PipelineDP adapter imports
-PipelineDP when an accountant is first used (``[pipelinedp]``); this package imports none.
+PipelineDP when an accountant is first used (``[pipelinedp]``), the Tumult adapter Tumult
+Analytics only in ``OdometerSession.from_dataframe``; this package imports none.
 """

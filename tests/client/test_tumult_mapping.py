@@ -1,0 +1,322 @@
+"""The Tumult adapter without Spark: Tumult budgets to declarations (exact, read up), the
+protected change against the dataset's relation, the registration's key, and the order of
+``evaluate`` (the Session's check, the registration, the measurement) against a served app.
+Tumult Analytics is not in the project's venv: its budget classes, metrics and Session are
+small stand-ins here that carry what the adapter reads (the class names, ``value``,
+``_input_metric``, the compile step and the accountant); the real ones are exercised in
+``tests/adapters_tumult`` (``make test-tumult``)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from odometer_client import OdometerClient
+from odometer_client.adapters import tumult as adapter
+from odometer_client.declarations import pure_dp
+
+
+class PureDPBudget:
+    def __init__(self, epsilon: Any) -> None:
+        self.value = epsilon
+
+    def __repr__(self) -> str:
+        return f"PureDPBudget({self.value})"
+
+
+class ApproxDPBudget:
+    def __init__(self, epsilon: Any, delta: Any) -> None:
+        self.value = (epsilon, delta)
+
+
+class RhoZCDPBudget:
+    def __init__(self, rho: Any) -> None:
+        self.value = rho
+
+
+@dataclass
+class Rational:
+    """sympy's Rational as ExactNumber.expr has it."""
+
+    p: int
+    q: int
+    is_Rational: bool = True
+
+
+@dataclass
+class Irrational:
+    is_Rational: bool = False
+    is_infinite: bool = False
+
+
+@dataclass
+class ExactNumber:
+    """Tumult Core's ExactNumber: a sympy expression, and a directed float conversion."""
+
+    expr: Any
+    upward: float = 0.0
+    is_finite: bool = True
+
+    def to_float(self, round_up: bool) -> float:
+        assert round_up
+        return self.upward
+
+
+def test_pure_approximate_and_zcdp_budgets_map_to_their_kinds() -> None:
+    assert adapter.declaration(PureDPBudget(ExactNumber(Rational(1, 4)))).to_json() == {
+        "type": "pure_dp",
+        "epsilon": "0.25",
+    }
+    approx = adapter.declaration(ApproxDPBudget(ExactNumber(Rational(1, 2)), Fraction(1, 10**6)))
+    assert approx.to_json() == {"type": "approx_dp", "epsilon": "0.5", "delta": "0.000001"}
+    assert adapter.declaration(RhoZCDPBudget(ExactNumber(Rational(1, 8)))).to_json() == {
+        "type": "zcdp",
+        "rho": "0.125",
+    }
+    # (ε, 0) is pure ε-DP: declared as pure_dp
+    assert adapter.declaration(ApproxDPBudget(1, 0)).to_json() == {
+        "type": "pure_dp",
+        "epsilon": "1",
+    }
+
+
+def test_binary_floats_and_rationals_are_read_up_to_17_digits() -> None:
+    # Tumult holds the float 0.3 as its exact value 0.299999999999999988897769753748…
+    p, q = Fraction(0.3).as_integer_ratio()
+    declared = adapter.declaration(PureDPBudget(ExactNumber(Rational(p, q))))
+    assert declared.to_json()["epsilon"] == "0.29999999999999999"
+    assert Fraction(Decimal("0.29999999999999999")) >= Fraction(0.3)
+    # 1/3 is not a 17-digit decimal: rounded up, never below it
+    third = adapter.declaration(RhoZCDPBudget(ExactNumber(Rational(1, 3)))).to_json()["rho"]
+    assert third == "0.33333333333333334"
+    assert (
+        Fraction(Decimal(third)) - Fraction(1, 10**17) < Fraction(1, 3) < Fraction(Decimal(third))
+    )
+    # an irrational budget goes through Tumult's own upward float
+    root = ExactNumber(Irrational(), upward=0.7071067811865476)
+    assert adapter.declaration(PureDPBudget(root)).to_json()["epsilon"] == "0.70710678118654758"
+    # plain floats (a stand-in or an older Tumult) are read exactly, then up
+    assert adapter.declaration(RhoZCDPBudget(0.03)).to_json()["rho"] == "0.029999999999999999"
+
+
+class MyBudget(PureDPBudget):
+    """A subclass of a Tumult budget is that budget."""
+
+
+def test_a_subclass_maps_as_its_tumult_base() -> None:
+    assert adapter.declaration(MyBudget(2)).to_json() == {"type": "pure_dp", "epsilon": "2"}
+
+
+@pytest.mark.parametrize(
+    ("budget", "message"),
+    [
+        (PureDPBudget(float("inf")), "infinite"),
+        (PureDPBudget(ExactNumber(Irrational(is_infinite=True), is_finite=False)), "infinite"),
+        (ApproxDPBudget(1, 1), "δ is 1"),
+        (RhoZCDPBudget(-0.5), "negative"),
+        (RhoZCDPBudget(float("nan")), "NaN"),
+        (PureDPBudget("1"), "not a number"),
+        (object(), "not a Tumult privacy budget"),
+    ],
+)
+def test_what_cannot_be_declared_is_refused(budget: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        adapter.declaration(budget)
+
+
+# ------------------------------------------------------------------ the protected change
+class SymmetricDifference:
+    pass
+
+
+@dataclass
+class SumOf:
+    inner_metric: Any
+
+
+@dataclass
+class IfGroupedBy:
+    inner_metric: Any
+
+
+class AddRemoveKeys:
+    pass
+
+
+@dataclass(frozen=True)
+class NamedTable:
+    name: str
+
+
+@dataclass
+class DictMetric:
+    key_to_metric: dict[Any, Any]
+
+
+@dataclass
+class Protected:
+    _input_metric: DictMetric
+
+
+ROWS = Protected(DictMetric({NamedTable("visits"): SymmetricDifference()}))
+GROUPS = Protected(
+    DictMetric({NamedTable("visits"): IfGroupedBy(SumOf(SymmetricDifference()))})
+)  # AddMaxRowsInMaxGroups
+IDS = Protected(
+    DictMetric(
+        {
+            NamedTable("visits"): SymmetricDifference(),
+            NamedTable("default_id_space"): AddRemoveKeys(),
+        }
+    )
+)
+
+
+def test_the_protected_change_is_read_from_the_sessions_metric() -> None:
+    assert adapter.protected_rows(ROWS) == {"visits": "rows"}
+    assert adapter.protected_rows(GROUPS) == {"visits": "rows"}
+    assert adapter.protected_rows(IDS) == {"visits": "rows", "default_id_space": "AddRemoveKeys"}
+
+
+def test_rows_on_add_remove_are_consistent_and_anything_else_is_refused() -> None:
+    adapter.check_relation(ROWS, "add_remove")
+    adapter.check_relation(GROUPS, "add_remove")
+    with pytest.raises(adapter.RelationMismatch, match="'default_id_space' \\(AddRemoveKeys\\)"):
+        adapter.check_relation(IDS, "add_remove")
+    with pytest.raises(adapter.RelationMismatch, match="twice the privacy loss"):
+        adapter.check_relation(ROWS, "replace_one")
+
+
+# ------------------------------------------------------------------ the key
+def test_the_key_charges_the_same_query_at_the_same_place_once() -> None:
+    declared = pure_dp("0.5")
+    key = adapter.idempotency_key("ds_1", "run", 0, "count()", declared)
+    assert key == adapter.idempotency_key("ds_1", "run", 0, "count()", declared)
+    assert key.startswith("tumult-") and len(key) == len("tumult-") + 64
+    others = {
+        adapter.idempotency_key("ds_2", "run", 0, "count()", declared),
+        adapter.idempotency_key("ds_1", "other run", 0, "count()", declared),
+        adapter.idempotency_key("ds_1", "run", 1, "count()", declared),
+        adapter.idempotency_key("ds_1", "run", 0, "sum()", declared),
+        adapter.idempotency_key("ds_1", "run", 0, "count()", pure_dp("0.25")),
+    }
+    assert key not in others and len(others) == 5
+
+
+# ------------------------------------------------------------------ the order of evaluate
+class InsufficientBudgetError(ValueError):
+    """Tumult Core's error for a budget the accountant cannot spend."""
+
+
+@dataclass
+class Left:
+    epsilon: Fraction
+
+    def assert_can_spend_budget(self, requested: Fraction) -> None:
+        if requested > self.epsilon:
+            raise InsufficientBudgetError(f"{self.epsilon} left, {requested} requested")
+
+
+@dataclass
+class State:
+    name: str = "ACTIVE"
+
+
+@dataclass
+class Accountant:
+    _privacy_budget: Left
+    state: State = field(default_factory=State)
+
+
+@dataclass
+class Query:
+    _query_expr: str
+
+
+class FakeSession(Protected):
+    """A row-protecting pure-DP Session: compiles to the budget asked, spends on evaluate."""
+
+    def __init__(self, epsilon: Fraction) -> None:
+        super().__init__(ROWS._input_metric)
+        self._accountant = Accountant(Left(epsilon))
+        self.measured: list[str] = []
+
+    @property
+    def remaining_privacy_budget(self) -> PureDPBudget:
+        return PureDPBudget(self._accountant._privacy_budget.epsilon)
+
+    def _compile_and_get_info(self, query: str, budget: PureDPBudget) -> tuple[Any, Any, Any]:
+        return None, budget, None
+
+    def evaluate(self, query: Query, budget: PureDPBudget) -> str:
+        left = self._accountant._privacy_budget
+        try:
+            left.assert_can_spend_budget(budget.value)
+        except InsufficientBudgetError as exc:
+            raise RuntimeError("Cannot answer query without exceeding the budget") from exc
+        left.epsilon -= budget.value
+        self.measured.append(query._query_expr)
+        return f"noisy {query._query_expr}"
+
+
+def test_evaluate_checks_the_session_then_registers_then_measures(client: OdometerClient) -> None:
+    ds = client.create_dataset("tumult-fake", "1", "0.000001")
+    session = FakeSession(Fraction(2))
+    wrapped = adapter.OdometerSession(client, ds.id, session, run="fake")
+    assert wrapped.evaluate(Query("count"), PureDPBudget(Fraction(3, 4))) == "noisy count"
+    assert session.measured == ["count"]
+    assert [d.to_json() for d in wrapped.declarations] == [{"type": "pure_dp", "epsilon": "0.75"}]
+    # the odometer refuses (0.75 + 0.5 > 1): nothing measured, the Session's budget untouched
+    with pytest.raises(adapter.QueryRefused):
+        wrapped.evaluate(Query("sum"), PureDPBudget(Fraction(1, 2)))
+    assert session.measured == ["count"]
+    assert wrapped.remaining_privacy_budget.value == Fraction(5, 4)
+    # the Session would refuse (1.5 > 1.25 left): nothing is sent
+    with pytest.raises(adapter.SessionRefused, match="nothing was sent to the odometer"):
+        wrapped.evaluate(Query("mean"), PureDPBudget(Fraction(3, 2)))
+    kinds = [e.kind for e in client.ledger(ds) if e.kind.startswith("invocation_")]
+    assert kinds == ["invocation_accepted", "invocation_rejected"]
+    assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.75")
+    # a stopped Session: refused before anything is sent
+    session._accountant.state.name = "RETIRED"
+    with pytest.raises(adapter.SessionRefused, match="no longer active"):
+        wrapped.evaluate(Query("count"), PureDPBudget(Fraction(1, 8)))
+    with pytest.raises(NotImplementedError, match="partition_and_create"):
+        wrapped.partition_and_create("visits", PureDPBudget(1), "region", {})
+
+
+def test_a_session_that_refuses_after_the_registration_leaves_the_charge_standing(
+    client: OdometerClient,
+) -> None:
+    ds = client.create_dataset("tumult-fake-race", "1", "0.000001")
+    session = FakeSession(Fraction(1))
+    wrapped = adapter.OdometerSession(client, ds, session, run="race")
+    real_register = client.register
+
+    def register(*args: Any, **kwargs: Any) -> Any:
+        invocation = real_register(*args, **kwargs)
+        session._accountant._privacy_budget.epsilon = Fraction(0)  # spent meanwhile
+        return invocation
+
+    client.register = register  # type: ignore[method-assign]
+    try:
+        with pytest.raises(adapter.ChargedNotMeasured, match="the charge stands"):
+            wrapped.evaluate(Query("count"), PureDPBudget(Fraction(1, 4)))
+    finally:
+        del client.register
+    assert session.measured == []
+    assert wrapped.invocations == []
+    assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.25")
+
+
+def test_the_session_is_imported_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tmlt.analytics", None)  # not importable, even where it is
+    with pytest.raises(ImportError, match=r"needs Tumult Analytics: pip install tmlt\.analytics"):
+        adapter.OdometerSession.from_dataframe(
+            None, "ds", PureDPBudget(1), "visits", None, None, run="r"
+        )
