@@ -5,7 +5,8 @@ quota, the organisation's cap), in ``basic`` and ``rdp``:
 - ``subsampled``: ``instead`` the inner mechanism's noise (σ or b) raised, ``alternatives`` the
   sampling rate lowered;
 - ``composed``: ``instead`` every item's noise scaled by one factor (its ε divided by it);
-  for a repeated mechanism, ``alternatives`` fewer repetitions.
+  for a repeated mechanism, ``alternatives`` fewer repetitions; refused on δ, every item's own
+  δ divided by one factor (and an approximate ``zcdp`` declaration its δ lowered).
 
 Each suggestion is tried on a fresh copy of the refusing setup (admitting one changes what
 the next would find), and the rate and count are at the edge: one step past them (the next
@@ -62,8 +63,8 @@ def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _setup(client: TestClient, mode: str, level: str) -> tuple[str, dict[str, str]]:
-    """A dataset and an analyst's headers where the level ``level`` has ε = 1 and the others
-    ε = 10, all with δ = 10⁻⁶, in ``mode``."""
+    """A dataset and an analyst's headers where the level ``level`` has (1, 10⁻⁶) and the
+    dataset, if it is not that level, (10, 10⁻⁵), in ``mode``."""
     accounting = {"mode": mode}
     org = new_organisation(client)
     if level == "organisation":
@@ -72,7 +73,11 @@ def _setup(client: TestClient, mode: str, level: str) -> tuple[str, dict[str, st
         assert r.status_code == 200, r.text
     body = {
         "name": "held",
-        "budget": {"epsilon": "1" if level == "dataset" else "10", "delta": "0.000001"},
+        "budget": (
+            {"epsilon": "1", "delta": "0.000001"}
+            if level == "dataset"
+            else {"epsilon": "10", "delta": "0.00001"}
+        ),
         "accounting": accounting,
         "organisation_id": org,
     }
@@ -176,6 +181,55 @@ def test_a_refused_repetition_is_told_how_many_fit(
     for suggestion in (instead, fewer):
         assert _admitted_fresh(client, mode, level, suggestion), suggestion
     assert not _admitted_fresh(client, mode, level, {**fewer, "count": fewer["count"] + 1})
+
+
+#: Two (0.1, 6·10⁻⁷) items: 1.2·10⁻⁶ of δ over a budget of 10⁻⁶, whatever their noise.
+APPROXIMATE = {
+    "type": "composed",
+    "mechanisms": [{"type": "approx_dp", "epsilon": "0.1", "delta": "0.0000006"}] * 2,
+}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_list_refused_on_delta_is_told_the_delta_that_fits(
+    client: TestClient, level: str
+) -> None:
+    """No noise factor helps a list refused on δ (``instead`` null); ``alternatives`` divides
+    every item's own δ by one factor: 1.2, which leaves 5·10⁻⁷ each, 10⁻⁶ in all."""
+    summary = _refused(client, "basic", level, APPROXIMATE)
+    assert summary["bound"].endswith("delta budget exceeded"), summary["bound"]
+    assert summary["instead"] is None
+    item = {"type": "approx_dp", "epsilon": "0.1", "delta": "0.0000005"}
+    assert summary["alternatives"] == [{"type": "composed", "mechanisms": [item, item]}]
+    assert summary["text"].endswith("; composed with delta factor ≥ 1.2 would fit")
+    assert _admitted_fresh(client, "basic", level, summary["alternatives"][0])
+
+
+def test_an_approximate_zcdp_declaration_refused_on_delta_is_told_the_delta_that_fits(
+    client: TestClient,
+) -> None:
+    """A ``zcdp`` dataset keeping 5·10⁻⁷ of its δ for approximate declarations refuses a
+    (ρ 0.001, δ 8·10⁻⁷) declaration on δ: ``alternatives`` gives δ 5·10⁻⁷, admitted (before,
+    only ``approx_dp`` had this alternative and the summary said ``no zcdp of this shape fits
+    now``)."""
+    org = new_organisation(client)
+    body = {
+        "name": "approximate-zcdp",
+        "budget": {"epsilon": "1", "delta": "0.000001"},
+        "accounting": {"mode": "zcdp", "final_conversion_delta": "0.0000005"},
+        "organisation_id": org,
+    }
+    r = client.post("/v1/datasets", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    ds = r.json()["id"]
+    declared = {"type": "zcdp", "rho": "0.001", "xi": "0", "delta": "0.0000008"}
+    refused = _register(client, ds, AUTH, declared)
+    assert refused.status_code == 409, refused.text
+    summary = refused.json()["summary"]
+    assert summary["bound"] == "delta budget exceeded" and summary["instead"] is None
+    assert summary["alternatives"] == [{**declared, "delta": "0.0000005"}]
+    assert summary["text"].endswith("; zcdp with delta ≤ 0.0000005 would fit")
+    assert _register(client, ds, AUTH, summary["alternatives"][0]).status_code == 201
 
 
 def test_the_search_keeps_what_it_found_by_its_cpu_bound(

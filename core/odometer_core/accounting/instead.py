@@ -41,6 +41,8 @@ from typing import Any
 from odometer_core.accounting import memo
 from odometer_core.accounting import summary as sm
 from odometer_core.accounting.declarations import (
+    ZCDP,
+    ApproxDP,
     Composed,
     Declaration,
     Subsampled,
@@ -56,8 +58,12 @@ KINDS: tuple[type[Declaration], ...] = (Subsampled, Composed)
 #: an inner parameter): about 14 admissions past the bracket, where each may be a PLD of its
 #: own (a joint PLD of the list, or a subsampled Gaussian's, in ``basic``).
 SEARCH_DIGITS = 4
-#: Doublings (or halvings) tried to find a first admitted value.
-BRACKET = 64
+#: Doublings (or halvings) tried to find a first admitted value (2^40: far past any noise or
+#: rate a suggestion could usefully name).
+BRACKET = 40
+#: The kinds whose own δ is a privacy parameter (approximate DP, approximate zCDP): the
+#: ``delta factor`` divides it.
+OWN_DELTA: tuple[type[Declaration], ...] = (ApproxDP, ZCDP)
 
 #: A declaration with one knob set to a value, or ``ValueError`` if that value is not valid.
 Put = Callable[[Declaration, Decimal], Declaration]
@@ -120,19 +126,20 @@ def suggest(
 # ---------------------------------------------------------------------------- knobs
 def knobs(declaration: Declaration) -> tuple[Knob | None, list[Knob]]:
     """The knob of ``instead`` (``None`` if the kind has none) and those of ``alternatives``."""
+    deltas = [_DELTA_FACTOR] if _has_own_delta(declaration) else []
     if isinstance(declaration, Subsampled):
         inner = _primary(declaration.mechanism)
         first = None if inner is None else _lifted(inner)
         if declaration.scheme == "poisson":
             rate = Knob("rate", True, False, _rate, _with(lambda d, x: _replace(d, rate=x)))
-            return first, [rate]
+            return first, [rate, *deltas]
         m = Knob("m", True, True, _m, _with(lambda d, x: _replace(d, m=int(x))))
-        return first, [m]
+        return first, [m, *deltas]
     if isinstance(declaration, Composed):
         others = []
         if len(declaration.items) == 1 and declaration.items[0][1] > 1:
             others.append(Knob("count", True, True, _count, _with(_set_count)))
-        return _primary(declaration), others
+        return _primary(declaration), [*others, *deltas]
     return _primary(declaration), []
 
 
@@ -158,8 +165,8 @@ def _primary(declaration: Declaration) -> Knob | None:
             "noise factor",
             False,
             False,
-            lambda d: Decimal(1),
-            _with(lambda d, f: _scaled(d, f)),
+            _one,
+            _with(_scaled),
         )
     return None
 
@@ -208,6 +215,31 @@ def _scaled(declaration: Declaration, factor: Decimal) -> Declaration:
     return declaration
 
 
+def _has_own_delta(declaration: Declaration) -> bool:
+    """Whether some item of ``declaration`` states a δ of its own above 0."""
+    if isinstance(declaration, (ApproxDP, ZCDP)):  # OWN_DELTA
+        return declaration.delta > 0
+    if isinstance(declaration, Subsampled):
+        return _has_own_delta(declaration.mechanism)
+    if isinstance(declaration, Composed):
+        return any(_has_own_delta(d) for d, _ in declaration.items)
+    return False
+
+
+def _delta_scaled(declaration: Declaration, factor: Decimal) -> Declaration:
+    """``declaration`` with every item's own δ divided by ``factor``, rounded down to
+    :data:`~odometer_core.accounting.summary.DIGITS` digits (less δ is a stronger guarantee
+    of the same mechanism)."""
+    if isinstance(declaration, (ApproxDP, ZCDP)):  # OWN_DELTA
+        return _replace(declaration, delta=sm.round_down(declaration.delta / factor))
+    if isinstance(declaration, Subsampled):
+        return _replace(declaration, mechanism=_delta_scaled(declaration.mechanism, factor))
+    if isinstance(declaration, Composed):
+        items = tuple((_delta_scaled(d, factor), count) for d, count in declaration.items)
+        return _replace(declaration, items=items)
+    return declaration
+
+
 def _rate(d: Declaration) -> Decimal:
     assert isinstance(d, Subsampled) and d.rate is not None
     return d.rate
@@ -232,6 +264,10 @@ def _replace(declaration: Declaration, **changes: Any) -> Declaration:
     return dataclasses.replace(declaration, **changes)
 
 
+def _one(d: Declaration) -> Decimal:
+    return Decimal(1)
+
+
 def _with(put: Put) -> Put:
     """``put`` followed by the parser (what the service would make of the suggestion sent):
     a value the kind does not take raises ``ValueError`` (``DeclarationError``) here."""
@@ -240,6 +276,11 @@ def _with(put: Put) -> Put:
         return parse_declaration(put(declaration, value).to_json())
 
     return checked
+
+
+#: Refused on δ, where no noise helps: every item's own δ divided by one factor (the δ per
+#: declaration that fits, as ``approx_dp``'s own ``alternatives`` give it).
+_DELTA_FACTOR = Knob("delta factor", False, False, _one, _with(_delta_scaled))
 
 
 # ---------------------------------------------------------------------------- the search

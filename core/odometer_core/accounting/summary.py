@@ -396,6 +396,7 @@ ALTERNATIVES: dict[type[Declaration], tuple[tuple[str, bool, bool], ...]] = {
     DPSGD: (("steps", True, True), ("sample_rate", True, False)),
     # refused on δ, an approximate declaration fits with less δ (its ε edge cannot help)
     ApproxDP: (("delta", True, False),),
+    ZCDP: (("delta", True, False),),
     TruncatedSubsampledGaussian: (("sampling_probability", True, False),),
 }
 
