@@ -97,8 +97,10 @@ class RefusalSummary(BaseModel):
         description="other declarations that would be admitted now, each with one more "
         "parameter at its edge, checked like instead: for dp_sgd the same job with fewer "
         "steps, then with a lower sample_rate (instead: a larger noise_multiplier); for "
-        "truncated_subsampled_gaussian a lower sampling_probability; for approx_dp a lower "
-        "delta (refused on δ, no ε helps); for subsampled a lower rate (poisson) or m "
-        "(without_replacement); for a composed repetition (mechanism and count) a lower count; "
-        "empty for other kinds or when none fits",
+        "truncated_subsampled_gaussian a lower sampling_probability; for approx_dp and an "
+        "approximate zcdp a lower delta (refused on δ, no ε helps); for subsampled a lower rate "
+        "(poisson) or m (without_replacement); for a composed repetition (mechanism and count) "
+        "a lower count; for a composed or subsampled declaration holding approximate items, "
+        "every item's own delta divided by one factor (in text); empty for other kinds or when "
+        "none fits",
     )
