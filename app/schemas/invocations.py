@@ -167,6 +167,12 @@ class InvocationCreated(BaseModel):
         default=None,
         description="partitioned datasets: the selected blocks, as ranges of keys",
     )
+    receipt: dict[str, Any] | None = Field(
+        default=None,
+        description="the signed receipt of the ledger entry this answer wrote (dataset, seq, "
+        "entry hash, time; a signed note: docs/ledger.md, Receipts); null on a server "
+        "without a checkpoint key",
+    )
 
 
 class InvocationFinished(BaseModel):
@@ -189,6 +195,12 @@ class InvocationFinished(BaseModel):
     )
     ledger_seq: int
     updated_at: str
+    receipt: dict[str, Any] | None = Field(
+        default=None,
+        description="the signed receipt of the ledger entry this answer wrote (dataset, seq, "
+        "entry hash, time; a signed note: docs/ledger.md, Receipts); null on a server "
+        "without a checkpoint key",
+    )
 
 
 class Fit(BaseModel):

@@ -35,6 +35,7 @@ from app.services.charging import ChargeWorkers
 from app.services.errors import BlockConflict, InvalidBlocks, NotFound
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
+from app.services.receipts import receipt_of
 from app.services.responses import render_registration
 from app.writepath import locking, write_path
 from app.writepath.admission import Locked
@@ -302,7 +303,8 @@ def decide_in_order(
         stage_admission(uow, writes, ds, decided)
         staged_levels(locked, decided)
         writes.invocations.append(cast(InvocationInsert, decided.invocation))
-        response = render_registration(decided)
+        receipt = receipt_of(uow.signer, ds) if decided.admitted else None
+        response = render_registration(decided, receipt)
         idempotency.record_response(uow, writes, owner, item.key, item.digest, ds.id, response)
         outcomes.append(response)
     if changes is not None and (changes[0] or changes[1]):

@@ -35,6 +35,7 @@ from app.services._levels import (
 from app.services.errors import InvalidOutput, InvocationNotReserved, NotFound
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
+from app.services.receipts import receipt_of
 from app.services.responses import Finished, render_finished
 from app.writepath import locking, write_path
 from app.writepath.admission import Locked, lock_grant
@@ -197,7 +198,7 @@ def _finish(
         finished = _stage(
             uow, writes, principal, locked.dataset, inv, uppers, cell, output_digest, dropped
         )
-        response = render_finished(finished)
+        response = render_finished(finished, receipt_of(uow.signer, locked.dataset))
         idempotency.record_response(
             uow, writes, principal.id, idempotency_key, digest, dataset_id, response
         )

@@ -42,7 +42,9 @@ def reservation_json(decision: Decision) -> dict[str, Any] | None:
     return decision.reservation.to_json() if decision.reservation else None
 
 
-def render_registration(decided: Admission) -> RecordedResponse:
+def render_registration(
+    decided: Admission, receipt: dict[str, Any] | None = None
+) -> RecordedResponse:
     """The response to a registration, from the fields the core decided
     (:attr:`odometer_core.ledger.admission.Admission.response`): 201 with the charges, or 409
     BudgetExceeded (with the refusal's summary, when there is one). A field the response adds
@@ -52,12 +54,13 @@ def render_registration(decided: Admission) -> RecordedResponse:
     if not decided.admitted:
         body = BudgetExceededBody(error=BUDGET_EXCEEDED, **fields)
         return RecordedResponse(BUDGET_EXCEEDED, render(body), "rejected")
-    body = InvocationCreated(**fields)
+    body = InvocationCreated(**fields, receipt=receipt)
     return RecordedResponse(CREATED, render(body), decided.outcome)
 
 
-def render_finished(f: Finished) -> RecordedResponse:
-    """The response to a settle or cancel (200)."""
+def render_finished(f: Finished, receipt: dict[str, Any] | None = None) -> RecordedResponse:
+    """The response to a settle or cancel (200), with its entry's ``receipt``
+    (:func:`app.services.receipts.receipt_of`)."""
     body = InvocationFinished(
         id=f.id,
         dataset_id=f.dataset_id,
@@ -74,5 +77,6 @@ def render_finished(f: Finished) -> RecordedResponse:
         or None,
         ledger_seq=f.ledger_seq,
         updated_at=f.at,
+        receipt=receipt,
     )
     return RecordedResponse(OK, render(body), f.status)
