@@ -47,6 +47,7 @@ from odometer_core.accounting.filters import (
     status,
 )
 from odometer_core.accounting.modes import UnusableBudget
+from tests.accounting.ladder_only import ladder_only
 from tests.accounting.rdp_weights import rdp_in_force
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -219,6 +220,8 @@ def test_an_adversarial_curator_never_moves_or_breaks_a_certified_reading(
         config = make_config(total, f"{2 * float(delta_b)}", "add_remove", accounting)
     else:
         config = make_config(eps_b, delta_b, "add_remove", MODES[kind])
+    if isinstance(config, RDPConfig):
+        config = ladder_only(config)
     creation, _ = _leaf(config, status(config, initial_state(config)))
     sub = "z" if kind == "split" else None
     leaf_kind = "zcdp" if kind == "split" else kind
@@ -339,7 +342,7 @@ def test_reference_history(mode: str) -> None:
     gaussian = parse_declaration({"type": "gaussian", "sigma": "30", "sensitivity": 1})
     config = make_config("1", "1e-6", "add_remove", {"mode": mode})
     if isinstance(config, RDPConfig):  # the vector is of the default weights, in force throughout
-        config = replace(config, weights_rule="fixed")  # (before accounting 1.5.0)
+        config = replace(ladder_only(config), weights_rule="fixed")  # (before 1.5.0 and 1.6.0)
     state = initial_state(config)
     for _ in range(3):
         state = admit(config, state, gaussian).state

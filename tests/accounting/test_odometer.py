@@ -47,6 +47,7 @@ from odometer_core.accounting.filters import (
     settle,
     status,
 )
+from tests.accounting.ladder_only import ladder_only
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -240,6 +241,8 @@ def test_curve_mode_reading_covers_the_non_adaptive_value(data: st.DataObject, m
         "add_remove",
         {"mode": mode},
     )
+    if isinstance(config, RDPConfig):  # the ladder's claims (the PLD branch: test_statements.py)
+        config = ladder_only(config)
     state = initial_state(config)
     threshold = Decimal(data.draw(st.sampled_from(["0.2", "0.6", "5"])))
     total = Fraction(0)  # Σρ (Σμ² in gdp), exact
@@ -435,6 +438,7 @@ def test_reference_vector_rdp() -> None:
     weighted default), ε_B = 1, δ_B = 10⁻⁶: three Gaussians σ = 10 → S(α) = 0.015·α."""
     config = make_config("1", "1e-6", "add_remove", {"mode": "rdp", "weights": ["0.0625"] * 16})
     assert isinstance(config, RDPConfig)
+    config = ladder_only(config)  # the ladder's vector (no PLD branch, as before 1.6.0)
     state = _run(config, [{"type": "gaussian", "sigma": "10", "sensitivity": 1}] * 3)
     r = reading(config, state)
     candidates = []

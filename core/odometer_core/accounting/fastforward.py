@@ -58,6 +58,7 @@ from odometer_core.accounting.modes.common import Decision
 from odometer_core.accounting.modes.gdp import GDPState
 from odometer_core.accounting.modes.rdp import WEIGHTS_FIRST, RDPConfig, RDPState, in_force
 from odometer_core.accounting.modes.split import SplitConfig, SplitState
+from odometer_core.accounting.modes.statements import NO_BRANCH
 from odometer_core.accounting.modes.zcdp import ZCDPState
 
 #: ``advance(state, k)``: the state after k more admissions of the same charge.
@@ -218,6 +219,9 @@ def _leaf(config: Any, state: Any, charge: Amount, reserved: bool, after: Any) -
         chosen = after.first
         if config.weights_rule == WEIGHTS_FIRST and chosen is None:
             return None
+        pld = after.pld  # the PLD branch (1.6.0): unchanged by admissions only when off or absent
+        if pld != NO_BRANCH and not pld.off:
+            return None
         curve, delta, thresholds = (
             charge.rdp,
             charge.delta,
@@ -229,9 +233,10 @@ def _leaf(config: Any, state: Any, charge: Amount, reserved: bool, after: Any) -
 
         def rdp(st: RDPState, k: int) -> RDPState:
             s = tuple(add_up_repeatedly(x, c, k) for x, c in zip(st.rdp, curve, strict=True))
-            was = st.dead if st.first == chosen else tuple(b == -math.inf for b in thresholds)
+            same = st.first == chosen and st.pld == pld
+            was = st.dead if same else tuple(b == -math.inf for b in thresholds)
             dead = tuple(d or x > b for d, x, b in zip(was, s, thresholds, strict=True))
-            return RDPState(s, dead, add_repeatedly(st.delta, delta, k), chosen)
+            return RDPState(s, dead, add_repeatedly(st.delta, delta, k), chosen, pld)
 
         return rdp
     return None

@@ -393,8 +393,10 @@ def _rechoose_grid(
         acc["final_conversion_delta"] = final_conversion_delta
     elif config.final_conversion_delta != config.delta:
         acc["final_conversion_delta"] = fmt(config.final_conversion_delta)
-    # replaying an entry of a version before 1.4.0 makes the grid as that version made it
-    new = rdp_mode.parse(eps, dlt, config.relation, acc, anchored or config.anchor is not None)
+    # replaying an entry of a version before 1.4.0 makes the grid as that version made it; the
+    # PLD branch's split stays the one the dataset was created with (none before 1.6.0)
+    anchored = anchored or config.anchor is not None
+    new = rdp_mode.parse(eps, dlt, config.relation, acc, anchored, config.branch)
     return new, initial_state(new)
 
 

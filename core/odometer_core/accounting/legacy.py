@@ -55,6 +55,14 @@ made since on the default grid without a workload say ``"order_weights":
 state as ``first``); one without the field keeps its stored weights and writes its states as
 1.4.0 did."""
 
+VERSION_1_5: Final = "1.5.0"
+"""Same fields as 1.6.0, whose ``rdp`` configurations take their certified reading as the
+smallest of several statements fixed at creation (``docs/accounting.md``, *Readings as the
+smallest of several statements*): configurations created since carry the PLD branch's δ split
+(``"branch"``) and their states the branch's statement (``"pld"``). A configuration without the
+field, as every 1.5.0 one, keeps its ladder on the whole of δ_c and its readings, and writes its
+states as 1.5.0 did, so a 1.5.0 ledger replays identically under 1.6.0."""
+
 #: The versions before 1.4.0, replayed with the rules of their time: budget changes derived a
 #: filter's thresholds again from the new target (``change_budget(..., anchored=False)``), and
 #: settles and cancels finished a reservation at the analyst's quota in force.

@@ -307,7 +307,13 @@ def _current(entry: Mapping[str, Any]) -> Mapping[str, Any]:
 
 #: Earlier accounting versions whose entries replay as written (their rules are recorded in
 #: the configurations: :mod:`odometer_core.accounting.legacy`).
-_READ_AS_WRITTEN = (legacy.VERSION_1_4, legacy.VERSION_1_3, legacy.VERSION_1_2, legacy.VERSION_1_1)
+_READ_AS_WRITTEN = (
+    legacy.VERSION_1_5,
+    legacy.VERSION_1_4,
+    legacy.VERSION_1_3,
+    legacy.VERSION_1_2,
+    legacy.VERSION_1_1,
+)
 
 
 def _state_json(state: FilterState | BlockHistory) -> dict[str, Any]:

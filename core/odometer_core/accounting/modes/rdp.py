@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ from odometer_core.accounting.amounts import RdpCurve
 from odometer_core.accounting.declarations import ApproxDP, Declaration, Relation
 from odometer_core.accounting.exact import (
     DOWN,
+    INFINITY,
     ONE,
     ZERO,
     add_up,
@@ -71,6 +72,23 @@ from odometer_core.accounting.modes.curves import (
 )
 from odometer_core.accounting.modes.curves import rdp_curve as rdp_curve
 from odometer_core.accounting.modes.curves import unsupported as unsupported
+
+# the stored form (configuration, state, their JSON), re-exported
+from odometer_core.accounting.modes.rdp_config import DEFAULT_RDP_ORDERS as DEFAULT_RDP_ORDERS
+from odometer_core.accounting.modes.rdp_config import DEFAULT_RDP_WEIGHTS as DEFAULT_RDP_WEIGHTS
+from odometer_core.accounting.modes.rdp_config import FIRST_DEFAULT as FIRST_DEFAULT
+from odometer_core.accounting.modes.rdp_config import MAX_RDP_ORDERS as MAX_RDP_ORDERS
+from odometer_core.accounting.modes.rdp_config import WEIGHTS_FIRST as WEIGHTS_FIRST
+from odometer_core.accounting.modes.rdp_config import WEIGHTS_FIXED as WEIGHTS_FIXED
+from odometer_core.accounting.modes.rdp_config import WOR_BOUNDS as WOR_BOUNDS
+from odometer_core.accounting.modes.rdp_config import WOR_TIGHT as WOR_TIGHT
+from odometer_core.accounting.modes.rdp_config import WOR_WBK19 as WOR_WBK19
+from odometer_core.accounting.modes.rdp_config import RDPConfig as RDPConfig
+from odometer_core.accounting.modes.rdp_config import RDPState as RDPState
+from odometer_core.accounting.modes.rdp_config import config_from_json as config_from_json
+from odometer_core.accounting.modes.rdp_config import config_to_json as config_to_json
+from odometer_core.accounting.modes.rdp_config import state_from_json as state_from_json
+from odometer_core.accounting.modes.rdp_config import state_to_json as state_to_json
 from odometer_core.accounting.modes.rdp_levels import THRESHOLD_MARGIN as THRESHOLD_MARGIN
 from odometer_core.accounting.modes.rdp_levels import (
     _AtOrder,
@@ -78,6 +96,16 @@ from odometer_core.accounting.modes.rdp_levels import (
     _rdp_level_epsilon,
     _rdp_thresholds,
     best_order,
+)
+from odometer_core.accounting.modes.statements import (
+    DEFAULT_BRANCH,
+    NO_BRANCH,
+    THEOREM_PLD_BRANCH,
+    BranchState,
+    PldBranch,
+    advance,
+    ladder_pool,
+    opening,
 )
 from odometer_core.accounting.modes.workload import MAX_WORKLOAD_COUNT as MAX_WORKLOAD_COUNT
 from odometer_core.accounting.modes.workload import MAX_WORKLOAD_ITEMS as MAX_WORKLOAD_ITEMS
@@ -91,143 +119,24 @@ from odometer_core.accounting.odometer import Reading
 
 FloatArray = npt.NDArray[np.float64]
 
-#: Default order grid of ``rdp`` mode: 16 orders covering the optima of Gaussian and DP-SGD
-#: workloads at ε between ~0.5 and ~20 (the optimal α of dp_accounting's conversions for the
-#: reference vectors lie between 1.5 and 64).
-DEFAULT_RDP_ORDERS: Final[tuple[float, ...]] = (
-    1.5,
-    1.75,
-    2.0,
-    2.5,
-    3.0,
-    4.0,
-    5.0,
-    6.0,
-    8.0,
-    10.0,
-    12.0,
-    16.0,
-    20.0,
-    32.0,
-    48.0,
-    64.0,
-)
-
-#: Default weights of new ``rdp`` datasets on :data:`DEFAULT_RDP_ORDERS` (exact decimals, sum
-#: 1): 0.022 on each order, more on 5, 8, 16, 20, 32, 48 and 64. Chosen on the workload table of
-#: ``docs/accounting.md`` (*Grids and weights*: DP-SGD at six (q, σ), Gaussian, Laplace, pure ε,
-#: at five budgets) to raise the geometric mean of what the filter admits, relative to one ideal
-#: order holding all of δ_c, from 65 % (equal weights) to 71 %, while no workload of the table
-#: loses more than 3 % against equal weights. Datasets created before keep their stored (equal)
-#: weights: a stored configuration never changes meaning.
-DEFAULT_RDP_WEIGHTS: Final[tuple[str, ...]] = (
-    "0.022",
-    "0.022",
-    "0.022",
-    "0.022",
-    "0.022",
-    "0.022",
-    "0.07",
-    "0.022",
-    "0.15",
-    "0.022",
-    "0.022",
-    "0.1",
-    "0.236",
-    "0.15",
-    "0.06",
-    "0.036",
-)
-
-
-MAX_RDP_ORDERS: Final = 64
-
-
-WOR_WBK19: Final = "wbk19"
-"""Without-replacement Gaussian charged by Wang–Balle–Kasiviswanathan 2019 Thm 27 alone."""
-
-WOR_TIGHT: Final = "wbk19+bebp24"
-"""… by the smaller of that and Birrell–Ebrahimi–Behnia–Pacheco 2024 Thm 3.4 at each integer
-order (:mod:`odometer_core.accounting.fswor`): the default of datasets created since."""
-
-WOR_BOUNDS: Final = (WOR_WBK19, WOR_TIGHT)
-
-WEIGHTS_FIRST: Final = "first_declaration"
-"""The ``order_weights`` of an ``rdp`` configuration created from accounting 1.5.0 on with the
-default grid and no workload: until something is admitted the weights are
-:data:`DEFAULT_RDP_WEIGHTS`; the first declaration admitted fixes them for good as a declared
-workload of repeats of it would (:func:`first_choice`, :func:`in_force`). Every filter made from
-such a configuration (a dataset, each block, a quota, a cap) chooses at its own first admission."""
-
-WEIGHTS_FIXED: Final = "fixed"
-"""The weights stored in the configuration, in force from creation (configurations stored
-before 1.5.0, which lack the field, explicit grids and declared workloads)."""
-
-FIRST_DEFAULT: Final = "default"
-"""The choice of a first declaration that charges nothing at any order: the default weights."""
-
-
-@dataclass(frozen=True, slots=True)
-class RDPConfig:
-    """``rdp``: grid Λ, weights w_α, δ_B = δ_A + δ_c and per-order thresholds
-    B(α) = ε_B + [log(w_α δ_c) + log(α−1) − α log(1−1/α)]/(α−1) (rounded down; −∞ = dropped)."""
-
-    epsilon: Decimal
-    delta: Decimal
-    relation: Relation
-    final_conversion_delta: Decimal
-    delta_approx: Decimal
-    orders: tuple[float, ...]
-    weights: tuple[float, ...]
-    thresholds: tuple[float, ...]
-    #: the workload the grid was chosen for (``None``: default or explicit grid)
-    workload: WorkloadChoice | None = None
-    #: how a Gaussian subsampled without replacement is charged: :data:`WOR_TIGHT` (new datasets)
-    #: or :data:`WOR_WBK19` (datasets created before it, whose stored configuration lacks it)
-    wor_bound: str = WOR_WBK19
-    #: the creation target (accounting ≥ 1.4.0; ``None`` before): ``thresholds_top`` are the
-    #: thresholds derived from it, level 1 of each order's ladder, never derived again;
-    #: ``thresholds`` are what the budget in force admits (the same until a budget change)
-    anchor: Anchor | None = None
-    thresholds_top: tuple[float, ...] | None = None
-    #: :data:`WEIGHTS_FIRST` (the weights are chosen at the first admission) or
-    #: :data:`WEIGHTS_FIXED` (the stored ones; every configuration stored before 1.5.0)
-    weights_rule: str = WEIGHTS_FIXED
-    #: under :data:`WEIGHTS_FIRST` after the choice, the weights of the ladders' levels other
-    #: than 1 (the configuration's stored weights; ``None``: ``weights`` at every level)
-    others: tuple[float, ...] | None = None
-    mode: Literal["rdp"] = "rdp"
-
-    @property
-    def tight_wor(self) -> bool:
-        return self.wor_bound == WOR_TIGHT
-
-    @property
-    def orders_array(self) -> np.ndarray[Any, np.dtype[np.float64]]:
-        return np.asarray(self.orders, dtype=np.float64)
-
-
-@dataclass(frozen=True, slots=True)
-class RDPState:
-    """S(α) per order (float64, rounded up on every sum), dead orders, Σδ, and under
-    :data:`WEIGHTS_FIRST` the choice the first admitted declaration made (``first``: the order
-    given the workload's share, as text, or :data:`FIRST_DEFAULT`; ``None`` until then)."""
-
-    rdp: tuple[float, ...]
-    dead: tuple[bool, ...]
-    delta: Decimal = ZERO
-    first: str | None = None
-
 
 # ---------------------------------------------------------------------------- configuration
 def parse(
-    eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any], anchored: bool = True
+    eps: Decimal,
+    dlt: Decimal,
+    rel: Relation,
+    acc: Mapping[str, Any],
+    anchored: bool = True,
+    branch: PldBranch | None = DEFAULT_BRANCH,
 ) -> RDPConfig:
     """``{"mode": "rdp", "final_conversion_delta"?, "orders"?, "weights"?, "workload"?}``: δ_c
     defaults to δ_B; the grid to :data:`DEFAULT_RDP_ORDERS` with :data:`DEFAULT_RDP_WEIGHTS`,
     given orders to equal weights; a ``workload`` (instead of orders and weights) has the grid
     chosen for it (:func:`choose_grid`). ``anchored`` False makes it as versions before 1.4.0
-    did (replay only)."""
+    did (replay only); ``branch`` is the PLD branch's δ split (:mod:`.statements`; the
+    default from accounting 1.6.0, ``None`` as configurations stored before; an anchored filter
+    only)."""
+    branch = branch if anchored else None
     only(acc, ("mode", "final_conversion_delta", "orders", "weights", "workload", "wor_bound"))
     dc = amount(acc, "final_conversion_delta", default=dlt)
     wor = acc.get("wor_bound", WOR_TIGHT)
@@ -238,7 +147,8 @@ def parse(
     if acc.get("workload") is not None:
         if acc.get("orders") is not None or acc.get("weights") is not None:
             raise ConfigError("give either a workload or orders/weights, not both")
-        return choose_grid(eps, dlt, rel, dc, parse_workload(acc["workload"], rel), wor, anchored)
+        items = parse_workload(acc["workload"], rel)
+        return choose_grid(eps, dlt, rel, dc, items, wor, anchored, branch)
     orders = _orders(acc.get("orders"))
     rule = WEIGHTS_FIXED
     if acc.get("orders") is None and acc.get("weights") is None:
@@ -246,7 +156,7 @@ def parse(
         rule = WEIGHTS_FIRST if anchored else WEIGHTS_FIXED
     else:
         weights = _weights(acc.get("weights"), len(orders))
-    config = make(eps, dlt, rel, dc, orders, weights, anchored)
+    config = make(eps, dlt, rel, dc, orders, weights, anchored, branch)
     return replace(config, wor_bound=wor, weights_rule=rule)
 
 
@@ -278,8 +188,10 @@ def choose_grid(
     items: tuple[tuple[Declaration, int], ...],
     wor_bound: str = WOR_TIGHT,
     anchored: bool = True,
+    branch: PldBranch | None = None,
 ) -> RDPConfig:
-    """The grid of a dataset created for a declared workload.
+    """The grid of a dataset created for a declared workload (the ladder's δ pool: δ_c less
+    ``branch``'s, :mod:`.statements`).
 
     Every candidate order α of :data:`CANDIDATE_ORDERS` is scored by the multiple of the
     workload it would admit holding :data:`WORKLOAD_SHARE` of δ_c, B_{0.9}(α)/C(α) with C the
@@ -308,7 +220,7 @@ def choose_grid(
     weight = dict.fromkeys(spread, rest)
     weight[best] = share
     orders = tuple(sorted(weight))
-    config = make(eps, dlt, rel, dc, orders, tuple(weight[a] for a in orders), anchored)
+    config = make(eps, dlt, rel, dc, orders, tuple(weight[a] for a in orders), anchored, branch)
     config = replace(config, wor_bound=wor_bound)
     final_curve, _ = workload_curve(items, rel, config.orders_array, tight)
     t = _scale(
@@ -353,14 +265,17 @@ def make(
     orders: tuple[float, ...],
     weights: tuple[float, ...],
     anchored: bool = True,
+    branch: PldBranch | None = None,
 ) -> RDPConfig:
     """A new filter on the grid: anchored (thresholds at level 1's share of each order's
-    w_α·δ_c, so that the orders' ladders contain them), or as before 1.4.0 (replay only)."""
-    thresholds = _rdp_thresholds(eps, dc, orders, weights, anchored)
-    config = RDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), orders, weights, thresholds)
+    w_α·δ_L, so that the orders' ladders contain them, δ_L the ladder's pool: δ_c less the PLD
+    ``branch``'s), or as before 1.4.0 (replay only)."""
     if not anchored:
-        return config
-    return replace(config, anchor=Anchor(eps, dlt), thresholds_top=thresholds)
+        thresholds = _rdp_thresholds(eps, dc, orders, weights, anchored)
+        return RDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), orders, weights, thresholds)
+    thresholds = _rdp_thresholds(eps, ladder_pool(branch, dc), orders, weights)
+    config = RDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), orders, weights, thresholds)
+    return replace(config, anchor=Anchor(eps, dlt), thresholds_top=thresholds, branch=branch)
 
 
 def order_ladder(config: RDPConfig, i: int) -> odo.AnchoredLadder | None:
@@ -370,7 +285,7 @@ def order_ladder(config: RDPConfig, i: int) -> odo.AnchoredLadder | None:
     top = config.thresholds_top[i]
     if not top > 0:
         return None
-    dc = to_float_down(config.final_conversion_delta)
+    dc = to_float_down(config.ladder_delta)
     pool = _order_pool(config.weights[i], dc)
     others = None if config.others is None else _order_pool(config.others[i], dc)
     return odo.AnchoredLadder(top, pool, config.anchor.epsilon, _AtOrder(config.orders[i]), others)
@@ -390,7 +305,7 @@ def first_choice(config: RDPConfig, curve: FloatArray) -> str:
     configuration and the declaration, both fixed before any output (``docs/accounting.md``,
     *Weights chosen from the first declaration*)."""
     assert config.anchor is not None
-    eps, dc = config.anchor.epsilon, config.final_conversion_delta
+    eps, dc = config.anchor.epsilon, config.ladder_delta
     best = best_order(curve, eps, dc, config.orders, to_float_down(WORKLOAD_SHARE))
     return FIRST_DEFAULT if best is None else float_text(best)
 
@@ -403,11 +318,27 @@ def in_force(config: RDPConfig, state: RDPState) -> RDPConfig:
     them), the stored weights at the ladders' other levels (``others``), and the caps the budget
     in force puts on them (:func:`change_budget`). A pure function of the configuration and
     the recorded choice, so replay recomputes it."""
+    if config.branch is not None and state.pld.off:
+        config = _ladder_only(config)
     if config.weights_rule != WEIGHTS_FIRST or state.first in (None, FIRST_DEFAULT):
         return config
     if config.others is not None:  # already the filter in force
         return config
     return _chosen(config, state.first)
+
+
+@functools.lru_cache(maxsize=256)
+def _ladder_only(config: RDPConfig) -> RDPConfig:
+    """The filter whose first declaration turned the PLD branch off: the ladders' tops at the
+    creation target on the whole of δ_c (:func:`.statements.opening`), capped by the budget in
+    force."""
+    assert config.anchor is not None
+    dc = config.final_conversion_delta
+    top = _rdp_thresholds(config.anchor.epsilon, dc, config.orders, config.weights)
+    alone = replace(config, branch=None, thresholds=top, thresholds_top=top)
+    if config.epsilon == config.anchor.epsilon:
+        return alone
+    return replace(alone, thresholds=_caps(alone, config.epsilon))
 
 
 @functools.lru_cache(maxsize=256)
@@ -418,8 +349,7 @@ def _chosen(config: RDPConfig, first: str) -> RDPConfig:
     weights = tuple(
         to_float_down(WORKLOAD_SHARE) if i == best else rest for i in range(len(config.orders))
     )
-    dc = config.final_conversion_delta
-    top = _rdp_thresholds(config.anchor.epsilon, dc, config.orders, weights)
+    top = _rdp_thresholds(config.anchor.epsilon, config.ladder_delta, config.orders, weights)
     chosen = replace(
         config, weights=weights, thresholds=top, thresholds_top=top, others=config.weights
     )
@@ -483,11 +413,19 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
     docs/accounting.md, *rdp*). Under :data:`WEIGHTS_FIRST` the first declaration is decided
     by the filter with the weights it chooses (:func:`first_choice`), and the choice is kept in
     the state if it is admitted; a refusal leaves everything as it was."""
-    if config.weights_rule == WEIGHTS_FIRST and state.first is None:
+    weights = config.weights_rule == WEIGHTS_FIRST and state.first is None
+    split = config.branch is not None and state.pld == NO_BRANCH and config.anchor is not None
+    if weights or split:
         charged = charged_curve(decl, config.relation, config.orders, config.tight_wor)
-        first = first_choice(config, charged[0])
-        chosen = in_force(config, replace(state, first=first))
-        trial = replace(initial_state(chosen), delta=state.delta, first=first)
+        trial = state
+        if split:
+            assert config.branch is not None and config.anchor is not None
+            pld = opening(config.branch, config.final_conversion_delta, decl, config.anchor.epsilon)
+            trial = replace(trial, pld=pld)
+        if weights:
+            trial = replace(trial, first=first_choice(in_force(config, trial), charged[0]))
+        chosen = in_force(config, trial)
+        trial = replace(initial_state(chosen), delta=state.delta, first=trial.first, pld=trial.pld)
         decision = _decide(chosen, trial, decl, charged)
         if decision.admitted:
             return decision
@@ -515,10 +453,11 @@ def _decide(
     with np.errstate(over="ignore"):
         s = np.nextafter(old + curve, np.inf)
     fits = (~dead) & (s <= grid.thresholds)
+    pld = _branch_after(config, state, decl, delta)
     why = None
     if new_delta > config.delta_approx:
         why = "delta budget exceeded"
-    elif not fits.any():
+    elif not fits.any() and not _branch_admits(config, pld):
         why = "RDP budget exceeded at every live order"
     elif new_delta > 0 and config.anchor is not None:
         # approximate declarations stay within the creation filter (its thresholds, its target)
@@ -532,9 +471,33 @@ def _decide(
         remaining = _rdp_remaining(config, grid, old, dead, state.delta)
         return reject(state, requested, remaining, why, zero)
     new_dead = dead | (s > grid.thresholds)
-    new_state = RDPState(tuple(s.tolist()), tuple(new_dead.tolist()), new_delta, state.first)
+    new_state = RDPState(tuple(s.tolist()), tuple(new_dead.tolist()), new_delta, state.first, pld)
     remaining = _rdp_remaining(config, grid, s, new_dead, new_delta)
     return Decision("accepted", new_state, requested, requested, remaining)
+
+
+def _branch_after(
+    config: RDPConfig, state: RDPState, decl: Declaration, delta: Decimal
+) -> BranchState:
+    """The PLD branch's statement after admitting ``decl`` (of δ ``delta`` here): unchanged
+    without a branch (configurations stored before 1.6.0), else :func:`.statements.advance`
+    (after an approximate declaration, retired: the reading is then the filter's target)."""
+    if config.branch is None or config.anchor is None:
+        return state.pld
+    declared = delta if state.delta == 0 else ONE
+    return advance(
+        config.branch,
+        config.final_conversion_delta,
+        state.pld,
+        decl,
+        declared,
+        config.anchor.epsilon,
+    )
+
+
+def _branch_admits(config: RDPConfig, pld: BranchState) -> bool:
+    """Whether the PLD branch alone keeps the reading within the budget in force."""
+    return config.branch is not None and not pld.retired and pld.epsilon <= config.epsilon
 
 
 def admit(
@@ -628,7 +591,9 @@ def change_budget(
     dc = conversion_delta_for(
         config.final_conversion_delta, config.delta, dlt, final_conversion_delta
     )
-    new = make(eps, dlt, config.relation, dc, config.orders, config.weights, anchored)
+    new = make(
+        eps, dlt, config.relation, dc, config.orders, config.weights, anchored, config.branch
+    )
     # the record of the workload the grid was chosen for stays (its expected counts are those
     # of the budget at creation), and so do the without-replacement bound and the weights' rule
     return replace(
@@ -665,8 +630,10 @@ def over_budget(config: RDPConfig, state: RDPState) -> str | None:
     if config.anchor is not None:
         # the thresholds are caps on each order's certified reading: some order must still hold
         # the running curve (a dead order revives when a raise lifts its cap above it)
-        if any(state.rdp) and not any(
-            s <= b for s, b in zip(state.rdp, config.thresholds, strict=True)
+        if (
+            any(state.rdp)
+            and not any(s <= b for s, b in zip(state.rdp, config.thresholds, strict=True))
+            and not _branch_admits(config, state.pld)
         ):
             reading = fmt(odometer(config, state).epsilon)
             return f"the certified reading is epsilon={reading}, above the new budget"
@@ -747,13 +714,18 @@ def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
     target = Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_RDP)
     if state.delta > 0:
         return target
+    if config.branch is not None and state.pld.count == 0 and not any(state.rdp):
+        return Reading(ZERO, ZERO, "ladder", odo.THEOREM_RDP, 0, ZERO)  # nothing released
     best: tuple[Decimal, int] | None = None if any(state.rdp) else (ZERO, 0)
     for i, spent in enumerate(state.rdp):
         order = order_ladder(config, i)
         found = None if order is None else order.reading(spent)
         if found is not None and (best is None or found[0] < best[0]):
             best = found
-    if best is None:  # never: admission keeps some order within a level
+    pld = state.pld.epsilon if config.branch is not None else INFINITY
+    if pld < (INFINITY if best is None else best[0]):
+        return Reading(pld, config.final_conversion_delta, "basic", THEOREM_PLD_BRANCH)
+    if best is None:  # never: admission keeps some order within a level, or the branch
         return target
     eps, level = best
     return Reading(eps, config.final_conversion_delta, "ladder", odo.THEOREM_RDP, level, eps)
@@ -792,6 +764,8 @@ def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
     if config.weights_rule == WEIGHTS_FIRST:  # the weights in force and what chose them
         out["weights"] = [repr(w) for w in config.weights]
         out["first"] = state.first
+    if config.branch is not None:  # the PLD branch's split and statement (1.6.0 on)
+        out["pld_branch"] = {**config.branch.to_json(), **state.pld.to_json()}
     return out
 
 
@@ -804,76 +778,6 @@ def _estimate_rdp(config: RDPConfig, state: RDPState) -> str:
         config.orders_array, np.asarray(state.rdp), to_float_down(config.final_conversion_delta)
     )
     return fmt(cost_from_float(e))
-
-
-# ---------------------------------------------------------------------------- codec
-def config_to_json(config: RDPConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "final_conversion_delta": fmt(config.final_conversion_delta),
-        "delta_approx": fmt(config.delta_approx),
-        "orders": [float_text(a) for a in config.orders],
-        "weights": [float_text(w) for w in config.weights],
-        "thresholds": [float_text(b) for b in config.thresholds],
-    }
-    if config.workload is not None:  # absent on configurations without one (and older ones)
-        out["workload"] = config.workload.to_json()
-    if config.wor_bound != WOR_WBK19:  # absent on configurations created before 1.3.0
-        out["wor_bound"] = config.wor_bound
-    if config.anchor is not None and config.thresholds_top is not None:  # absent before 1.4.0
-        top = [float_text(b) for b in config.thresholds_top]
-        out["anchor"] = {**config.anchor.to_json(), "top": top}
-    if config.weights_rule != WEIGHTS_FIXED:  # absent on configurations stored before 1.5.0
-        out["order_weights"] = config.weights_rule
-    return out
-
-
-def config_from_json(
-    eps: Decimal, dlt: Decimal, rel: Relation, obj: Mapping[str, Any]
-) -> RDPConfig:
-    """Derived values (thresholds) are read back, not recomputed, so a replay uses exactly the
-    thresholds that were in force; a recorded ``workload`` is read back too (it only describes
-    why the grid was chosen)."""
-    workload = obj.get("workload")
-    anchor = obj.get("anchor")
-    rule = str(obj.get("order_weights", WEIGHTS_FIXED))
-    if rule not in (WEIGHTS_FIRST, WEIGHTS_FIXED):
-        raise ConfigError(f"unknown order_weights rule {rule!r}")
-    return RDPConfig(
-        eps,
-        dlt,
-        rel,
-        Decimal(obj["final_conversion_delta"]),
-        Decimal(obj["delta_approx"]),
-        tuple(float(a) for a in obj["orders"]),
-        tuple(float(w) for w in obj["weights"]),
-        tuple(float(b) for b in obj["thresholds"]),
-        None if workload is None else WorkloadChoice.from_json(workload),
-        str(obj.get("wor_bound", WOR_WBK19)),
-        Anchor.from_json(anchor),
-        None if anchor is None else tuple(float(b) for b in anchor["top"]),
-        rule,
-    )
-
-
-def state_to_json(state: RDPState) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "rdp": [float_text(s) for s in state.rdp],
-        "dead": list(state.dead),
-        "delta": fmt(state.delta),
-    }
-    if state.first is not None:  # the first declaration's choice (:data:`WEIGHTS_FIRST`)
-        out["first"] = state.first
-    return out
-
-
-def state_from_json(obj: Mapping[str, Any]) -> RDPState:
-    first = obj.get("first")
-    return RDPState(
-        tuple(float(s) for s in obj["rdp"]),
-        tuple(bool(d) for d in obj["dead"]),
-        Decimal(obj["delta"]),
-        None if first is None else str(first),
-    )
 
 
 MODE = Mode(
