@@ -51,6 +51,8 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.conversions import gdp_epsilon
+from odometer_core.accounting.modes import rdp as rdp_mode
+from odometer_core.accounting.modes import statements
 from odometer_core.accounting.modes.common import UnsupportedInMode
 from odometer_core.accounting.modes.rdp import DEFAULT_RDP_ORDERS, RDPConfig
 
@@ -111,6 +113,17 @@ OTHERS = (
 )
 
 
+def _before_1_6(config: AccountingConfig) -> AccountingConfig:
+    """The same configuration as stored before accounting 1.6.0 (no PLD branch: the ladder on
+    the whole of δ_c); other modes as they are."""
+    if not isinstance(config, RDPConfig):
+        return config
+    acc = {"mode": "rdp", "final_conversion_delta": str(config.final_conversion_delta)}
+    alone = rdp_mode.parse(config.epsilon, config.delta, config.relation, acc, True, None)
+    assert config_to_json(alone).keys() == config_to_json(config).keys() - {"branch"}
+    return alone
+
+
 def _reading(config: AccountingConfig, state: FilterState) -> tuple[Decimal, Decimal]:
     odometer = status(config, state)["odometer"]
     return Decimal(odometer["epsilon"]), Decimal(odometer["delta"])
@@ -140,8 +153,9 @@ def _cell(value: Decimal | float | str | None) -> str:
 def jobs_table() -> list[str]:
     rows = [
         "| job | declared | dp_accounting PLD | RDP (16 service orders) | RDP (dp_accounting "
-        "orders) | basic | rdp | zcdp | gdp | rdp ÷ PLD | target (rdp) | met |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "orders) | basic | rdp | rdp before 1.6.0 | zcdp | gdp | rdp ÷ PLD | rdp ÷ RDP (16) "
+        "| target (rdp) | met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for job in (TUTORIAL, *OTHERS):
         pld_eps = job.pld_epsilon(job.epochs)
@@ -150,8 +164,11 @@ def jobs_table() -> list[str]:
         budget = Decimal(8) if job is TUTORIAL else Decimal(math.ceil(3 * pld_eps))
         for declared, parts in (("once", [job.epochs]), ("per epoch", [1] * job.epochs)):
             readings: dict[str, Decimal | str | None] = {}
-            for mode in MODES:
-                config = make_config(str(budget), job.delta, "add_remove", {"mode": mode})
+            for mode in (*MODES, "rdp before 1.6.0"):
+                name = mode.split()[0]
+                config = make_config(str(budget), job.delta, "add_remove", {"mode": name})
+                if mode != name:
+                    config = _before_1_6(config)
                 state = _run(config, [job.declaration(e) for e in parts])
                 if state is None or isinstance(state, str):
                     readings[mode] = state
@@ -164,11 +181,14 @@ def jobs_table() -> list[str]:
                 bound, versus, target = rdp16, "RDP", 1.30
             ratio = float(got) / bound if isinstance(got, Decimal) else None
             met = ratio is not None and ratio <= target
+            shown = ("basic", "rdp", "rdp before 1.6.0", "zcdp", "gdp")
+            by_pld = "–" if not isinstance(got, Decimal) else f"{float(got) / pld_eps:.3f}×"
+            by_rdp = "–" if not isinstance(got, Decimal) else f"{float(got) / rdp16:.3f}×"
             rows.append(
                 f"| {job.label} on ({budget}, {job.delta}) | {declared} | {pld_eps:.4f} | "
                 f"{rdp16:.4f} | {rdp_dpa:.4f} | "
-                + " | ".join(_cell(readings[m]) for m in MODES)
-                + f" | {'–' if ratio is None else f'{ratio:.3f}×'} | ≤ {target}× {versus} | "
+                + " | ".join(_cell(readings[m]) for m in shown)
+                + f" | {by_pld} | {by_rdp} | ≤ {target}× {versus} | "
                 f"{'yes' if met else 'NO'} |"
             )
     return rows
@@ -216,7 +236,7 @@ def epochs_table() -> list[str]:
     config = make_config("8", job.delta, "add_remove", {"mode": "rdp"})
     epoch = job.declaration(1)
     admitted = _in_a_row(config, epoch)
-    before = _in_a_row(_before_1_5(config), epoch)
+    before = _in_a_row(_before_1_5(_before_1_6(config)), epoch)
     workload = [{"mechanism": job.declaration(job.epochs).to_json(), "count": 1}]
     declared = make_config("8", job.delta, "add_remove", {"mode": "rdp", "workload": workload})
     with_workload = _in_a_row(declared, epoch)
@@ -229,8 +249,8 @@ def epochs_table() -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for label, count, target in (
-        ("no workload, weights from the first declaration (1.5.0)", admitted, 0.9),
-        ("no workload, default weights fixed at creation (before 1.5.0)", before, None),
+        ("no workload, weights from the first declaration (1.6.0)", admitted, 0.9),
+        ("no workload, default weights fixed at creation, no PLD branch (1.4.0)", before, None),
         ("the 60-epoch job declared as the workload", with_workload, 0.98),
         (f"best over 0.9 of δ_c on one order (α = {order})", best, 0.9),
     ):
@@ -271,8 +291,9 @@ def opacus_table() -> list[str]:
 def gaussian_table() -> list[str]:
     rows = [
         "| mode | budget | σ | Gaussians admitted | worst reading ÷ exact ε past 10 % of the "
-        "budget | target | at the last admitted | target | met |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "budget | target | at the last admitted | target | met | rdp before 1.6.0: admitted, "
+        "worst past 10 %, last | readings past 10 % above 1.5.0's |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     targets = {"gdp": (1.35, 1.05), "zcdp": (1.45, 1.12), "rdp": (1.45, 1.12)}
     for mode in ("gdp", "zcdp", "rdp"):
@@ -282,25 +303,44 @@ def gaussian_table() -> list[str]:
                 declaration = parse_declaration(
                     {"type": "gaussian", "sigma": sigma, "sensitivity": 1}
                 )
-                state, count, worst, last = initial_state(config), 0, 0.0, 0.0
-                while count < 100_000 and (decision := admit(config, state, declaration)).admitted:
-                    state, count = decision.state, count + 1
-                    reading, at_delta = _reading(config, state)
-                    mu = math.sqrt(count) / float(sigma)
-                    exact = gdp_epsilon(mu, float(at_delta))
-                    ratio = float(reading) / exact if exact > 0 else math.inf
-                    if exact >= 0.1 * float(eps):
-                        worst = max(worst, ratio)
-                    last = ratio
+                count, worst, last, readings = _gaussian_history(config, declaration, eps)
+                before = "–"
+                above = "–"
+                if mode == "rdp":
+                    legacy = _before_1_6(config)
+                    n0, w0, l0, old = _gaussian_history(legacy, declaration, eps)
+                    before = f"{n0}, {w0:.3f}, {l0:.3f}"
+                    above = str(sum(1 for k, r in readings.items() if k in old and r > old[k]))
                 past, final = targets[mode]
                 # the target at the last admitted is for Gaussians that each cost ≤ 2 % of it
                 small = gdp_epsilon(1 / float(sigma), float(delta)) <= 0.02 * float(eps)
                 met = worst <= past and (last <= final or not small)
                 rows.append(
                     f"| {mode} | ({eps}, {delta}) | {sigma} | {count} | {worst:.3f} | ≤ {past} "
-                    f"| {last:.3f} | ≤ {final} | {'yes' if met else 'NO'} |"
+                    f"| {last:.3f} | ≤ {final} | {'yes' if met else 'NO'} | {before} | {above} |"
                 )
     return rows
+
+
+def _gaussian_history(
+    config: AccountingConfig, declaration: Declaration, eps: str
+) -> tuple[int, float, float, dict[int, Decimal]]:
+    """Admit ``declaration`` until refused: the count, the worst reading ÷ exact ε past 10 %
+    of the budget, that ratio at the last admitted, and the readings past 10 % by count."""
+    state, count, worst, last = initial_state(config), 0, 0.0, 0.0
+    sigma = float(declaration.to_json()["sigma"])
+    past: dict[int, Decimal] = {}
+    while count < 100_000 and (decision := admit(config, state, declaration)).admitted:
+        state, count = decision.state, count + 1
+        reading, at_delta = _reading(config, state)
+        mu = math.sqrt(count) / sigma
+        exact = gdp_epsilon(mu, float(at_delta))
+        ratio = float(reading) / exact if exact > 0 else math.inf
+        if exact >= 0.1 * float(eps):
+            worst = max(worst, ratio)
+            past[count] = reading
+        last = ratio
+    return count, worst, last, past
 
 
 #: The work of the "which mode" table: a name, the budget, and the declarations in the order
@@ -355,6 +395,19 @@ def modes_table() -> list[str]:
     return rows
 
 
+def split() -> str:
+    """The default δ split, in words."""
+    branch = statements.DEFAULT_BRANCH
+    share, first = float(branch.share), float(branch.first)
+    return (
+        f"the reading is the smallest of the ladder's statement and the PLD branch's. When the "
+        f"first declaration's own ε is at least {float(statements.OPENING_FRACTION):g} of ε_B, "
+        f"the PLD branch holds {share:g} of δ_c (declaration 1 gets {share * first:g} δ_c, "
+        f"declaration i ≥ 2 gets {share * (1 - first):g} δ_c · 6/(π²(i − 1)²)) and the ladder "
+        f"{1 - share:g} of δ_c; otherwise the ladder holds all of δ_c (as before 1.6.0)."
+    )
+
+
 def section() -> str:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return "\n".join(
@@ -366,6 +419,8 @@ def section() -> str:
             "dp_accounting, no timing). The service's certified reading (the ε of the "
             "odometer's statement) beside dp_accounting's accountants and the exact ε; "
             "targets from the issue *The number to quote*.",
+            "",
+            f"Default configuration of new `rdp` datasets (accounting 1.6.0): {split()}",
             "",
             "DP-SGD jobs (the tutorial first; the budget 8 for it, about 3× its PLD ε for "
             "the others):",
