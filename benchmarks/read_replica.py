@@ -19,10 +19,14 @@ Each window of ``--seconds``: ``--clients`` clients register pure-DP charges on 
   ``Odometer-Min-Seq``, as the dashboard does), through the replica reader;
 - ``primary``: the same reads through the primary reader.
 
-The conditions are interleaved, round after round (``--rounds``), so that the machine's other
-load falls on each alike. Measured per window: registrations per second, and the CPU seconds
-the primary's PostgreSQL processes used (the postmaster, its live backends and its exited
-children); the answer is each condition's median over the rounds beside ``none``'s.
+The primary, the writer and the registering clients are pinned to one half of the CPUs, the
+standby, both readers and the reading clients to the other (``--no-pin``: every process on
+every CPU), so that what the reads cost the primary is told apart from what they cost the
+machine. The conditions are interleaved, round after round (``--rounds``), so that the
+machine's other load falls on each alike. Measured per window: registrations per second,
+and the CPU seconds the primary's PostgreSQL processes used (the postmaster, its live backends
+and its exited children); the answer is each condition's median over the rounds, and the
+median of its rate beside the same round's ``none``.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from tempfile import TemporaryDirectory
+from tempfile import TemporaryDirectory, gettempdir
 from typing import Any
 
 from benchmarks.results import write_section
@@ -77,8 +81,45 @@ def cluster_cpu(postmaster: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(children.get(current, []))
+    return found
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Keep ``pid`` and its processes (and those they start later) on ``cpus``."""
+    for each in descendants(pid):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(each, cpus)
+
+
+def sides(pinned: bool) -> tuple[set[int], set[int]]:
+    """The CPUs of the write side (the primary, the writer, the registering clients) and of the
+    read side (the standby, the readers, the reading clients): each half of the machine's, or
+    every CPU for both when not pinned."""
+    every = sorted(os.sched_getaffinity(0))
+    if not pinned or len(every) < 2:
+        return set(every), set(every)
+    half = len(every) // 2
+    return set(every[:half]), set(every[half:])
+
+
 # ---------------------------------------------------------------------------- loads
-def _writes(port: int, datasets: list[str], seconds: float, index: int, out: Any) -> None:
+def _writes(
+    port: int, datasets: list[str], seconds: float, index: int, out: Any, cpus: set[int]
+) -> None:
+    os.sched_setaffinity(0, cpus)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {**AUTH, "Content-Type": "application/json"}
     done = failed = 0
@@ -116,21 +157,26 @@ def _export_loop(port: int, stop: threading.Event, counts: dict[str, int]) -> No
 
 
 def _dashboard(port: int, poll: float, offset: float, stop: threading.Event, counts: Any) -> None:
+    """A dashboard's live poll: its status every ``poll`` seconds, naming what it has shown; a
+    connection each time (uvicorn closes a connection idle for 5 s, as a browser's would be)."""
     stop.wait(offset)
     shown = 0
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     while not stop.is_set():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         headers = {**AUTH, "Odometer-Min-Seq": f"{BIG}:{shown}"}
         conn.request("GET", f"/v1/datasets/{BIG}", headers=headers)
         response = conn.getresponse()
         body = json.loads(response.read())
+        conn.close()
         shown = max(shown, int(body["ledger"]["last_seq"]))
         counts["polls"] += 1
         stop.wait(poll)
-    conn.close()
 
 
-def _reads(port: int, dashboards: int, poll: float, seconds: float, out: Any) -> None:
+def _reads(
+    port: int, dashboards: int, poll: float, seconds: float, out: Any, cpus: set[int]
+) -> None:
+    os.sched_setaffinity(0, cpus)
     stop = threading.Event()
     counts: dict[str, int] = {
         "exports": 0, "export_bytes": 0, "polls": 0, "source:replica": 0, "source:primary": 0
@@ -165,7 +211,7 @@ class Window:
 
 def window(
     condition: str, ports: dict[str, int], datasets: list[str], args: argparse.Namespace,
-    postmaster: int,
+    postmaster: int, cpus: tuple[set[int], set[int]],
 ) -> Window:  # fmt: skip
     ctx = multiprocessing.get_context("fork")
     queue: Any = ctx.Queue()
@@ -174,13 +220,16 @@ def window(
         port = ports[condition]
         readers.append(
             ctx.Process(
-                target=_reads, args=(port, args.dashboards, args.poll, args.seconds + 1, queue)
+                target=_reads,
+                args=(port, args.dashboards, args.poll, args.seconds + 1, queue, cpus[1]),
             )
         )
         readers[0].start()
         time.sleep(1.0)  # the export under way before the window opens
     writers = [
-        ctx.Process(target=_writes, args=(ports["writer"], datasets, args.seconds, i, queue))
+        ctx.Process(
+            target=_writes, args=(ports["writer"], datasets, args.seconds, i, queue, cpus[0])
+        )
         for i in range(args.clients)
     ]
     cpu0, began = cluster_cpu(postmaster), time.monotonic()
@@ -200,7 +249,7 @@ def window(
 
 # ---------------------------------------------------------------------------- the run
 @contextlib.contextmanager
-def replicated(entries: int, workdir: Path) -> Iterator[tuple[Any, str, str]]:
+def replicated(entries: int) -> Iterator[tuple[Any, str, str]]:
     """The primary and its standby, the database migrated and the big ledger prefilled; the
     pair and both URLs."""
     from tests.reliability.replicated_postgres import remove_pair, start_replicated_pair
@@ -214,7 +263,8 @@ def replicated(entries: int, workdir: Path) -> Iterator[tuple[Any, str, str]]:
         migrate(primary)
         began = time.monotonic()
         libpq = pair.primary.conninfo(DATABASE)
-        prefill_postgres(libpq, BIG, entries, workdir / f"ledger-{entries}.pickle")
+        cache = Path(gettempdir()) / f"odometer-bench-reads-{entries}.pickle"  # kept for reruns
+        prefill_postgres(libpq, BIG, entries, cache)
         print(f"prefilled {entries:,} entries in {time.monotonic() - began:.1f} s", flush=True)
         yield pair, primary, standby
     finally:
@@ -229,7 +279,7 @@ def run(args: argparse.Namespace) -> list[Window]:
     with TemporaryDirectory(prefix="odometer-bench-reads-") as tmp:
         workdir = Path(tmp)
         with (
-            replicated(args.entries, workdir) as (pair, primary, standby),
+            replicated(args.entries) as (pair, primary, standby),
             running_server(primary, workdir / "writer.log", 2, pool_connections=16) as writer,
             running_server(
                 primary, workdir / "replica.log", 1, pool_connections=4,
@@ -248,11 +298,17 @@ def run(args: argparse.Namespace) -> list[Window]:
             status, _ = call(via_replica.port, "GET", f"/v1/datasets/{BIG}")
             assert status == 200, status
             postmaster = pair.primary.process.pid
-            window("none", ports, datasets, args, postmaster)  # warm-up, not counted
+            cpus = sides(args.pin)
+            for pid, side in (
+                (postmaster, 0), (writer.process.pid, 0), (pair.standby.process.pid, 1),
+                (via_replica.process.pid, 1), (via_primary.process.pid, 1),
+            ):  # fmt: skip
+                pin(pid, cpus[side])
+            window("none", ports, datasets, args, postmaster, cpus)  # warm-up, not counted
             for r in range(args.rounds):
                 order = CONDITIONS if r % 2 == 0 else tuple(reversed(CONDITIONS))
                 for condition in order:
-                    w = window(condition, ports, datasets, args, postmaster)
+                    w = window(condition, ports, datasets, args, postmaster, cpus)
                     windows.append(w)
                     print(
                         f"round {r + 1} {condition:>7}: {w.rate:7.1f} reg/s, primary CPU "
@@ -278,27 +334,38 @@ def summary(windows: list[Window]) -> dict[str, dict[str, float]]:
                 1000 * w.primary_cpu / max(1, w.registrations) for w in mine
             ),
             "exports": sum(w.reads.get("exports", 0) for w in mine),
+            "export_mb": sum(w.reads.get("export_bytes", 0) for w in mine) / 1e6,
             "polls": sum(w.reads.get("polls", 0) for w in mine),
             "failed": sum(w.failed for w in mine),
         }
-    base = out.get("none", {}).get("rate")
-    for values in out.values():
-        values["vs_none"] = values["rate"] / base if base else float("nan")
+    # each round's rate beside the same round's ``none`` (the machine's drift falls on both)
+    by_round: dict[int, dict[str, float]] = {}
+    for i, w in enumerate(windows):
+        by_round.setdefault(i // len(CONDITIONS), {})[w.condition] = w.rate
+    for condition, values in out.items():
+        ratios = [
+            r[condition] / r["none"] for r in by_round.values() if condition in r and r.get("none")
+        ]
+        values["vs_none"] = statistics.median(ratios) if ratios else float("nan")
+        values["vs_min"] = min(ratios) if ratios else float("nan")
+        values["vs_max"] = max(ratios) if ratios else float("nan")
     return out
 
 
 def table(rows: dict[str, dict[str, float]]) -> str:
     lines = [
-        "| reads | registrations/s (median) | beside no reads | primary's PostgreSQL CPU "
-        "(s per s) | … per registration (ms) | exports done | status polls | failed |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| reads | registrations/s (median) | beside no reads, same round (median, range) | "
+        "primary's PostgreSQL CPU (s per s) | … per registration (ms) | export MB read | "
+        "exports done | status polls | failed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     names = {"none": "none", "replica": "on the replica", "primary": "on the primary"}
     for condition, v in rows.items():
         lines.append(
-            f"| {names[condition]} | {v['rate']:.1f} | {100 * (v['vs_none'] - 1):+.1f} % | "
-            f"{v['cpu']:.2f} | {v['cpu_ms']:.2f} | {int(v['exports'])} | {int(v['polls'])} | "
-            f"{int(v['failed'])} |"
+            f"| {names[condition]} | {v['rate']:.1f} | {100 * (v['vs_none'] - 1):+.1f} % "
+            f"({100 * (v['vs_min'] - 1):+.1f} … {100 * (v['vs_max'] - 1):+.1f} %) | "
+            f"{v['cpu']:.2f} | {v['cpu_ms']:.2f} | {v['export_mb']:.0f} | {int(v['exports'])} | "
+            f"{int(v['polls'])} | {int(v['failed'])} |"
         )
     return "\n".join(lines)
 
@@ -313,8 +380,15 @@ def section(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> str:
             f"{args.rounds} --seconds {args.seconds:g} --clients {args.clients} --datasets "
             f"{args.datasets} --dashboards {args.dashboards} --poll {args.poll:g}`, "
             f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores "
-            "shared with other work (the primary, the standby, the three servers and the load "
-            "all on them), PostgreSQL primary and asynchronous streaming standby with "
+            "shared with other work; "
+            + (
+                "the primary, the writer and the registering clients pinned to one half of the "
+                "CPUs, the standby, the readers and the reading clients to the other (`--no-pin`: "
+                "all on every CPU); "
+                if args.pin
+                else "every process on every CPU (`--no-pin`); "
+            )
+            + "PostgreSQL primary and asynchronous streaming standby with "
             "`hot_standby_feedback`. Registrations through a 2-worker server on the primary; "
             f"reads (the {args.entries:,}-entry ledger's export back to back, "
             f"{args.dashboards} dashboards polling its status every {args.poll:g} s) through a "
@@ -330,12 +404,20 @@ def section(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--datasets", type=int, default=16)
     parser.add_argument("--dashboards", type=int, default=20)
     parser.add_argument("--poll", type=float, default=5.0)
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="let every process run on every CPU (default: the primary, the writer and the "
+        "registering clients on one half of the CPUs, the standby, the readers and the reading "
+        "clients on the other)",
+    )
     parser.add_argument("--no-results", action="store_true", help="do not write RESULTS.md")
     args = parser.parse_args(argv)
     rows = summary(run(args))

@@ -11,28 +11,32 @@ import pytest
 
 from benchmarks.read_replica import Window, cluster_cpu, summary, table
 
+MB5 = 5_000_000
 
-def test_the_summary_takes_each_conditions_median_beside_no_reads() -> None:
-    windows = [
+
+def test_the_summary_sets_each_round_beside_its_own_no_reads() -> None:
+    windows = [  # round 1, then round 2: none, replica, primary each
         Window("none", 1000, 0, 10.0, 2.0),
-        Window("none", 1200, 0, 10.0, 2.4),
-        Window("none", 1100, 0, 10.0, 2.2),
-        Window("replica", 1045, 0, 10.0, 2.1, {"exports": 3, "polls": 40}),
-        Window("replica", 990, 0, 10.0, 2.0, {"exports": 2, "polls": 40}),
-        Window("replica", 1100, 1, 10.0, 2.2, {"exports": 3, "polls": 40}),
+        Window("replica", 950, 0, 10.0, 2.0, {"exports": 3, "polls": 40, "export_bytes": MB5}),
         Window("primary", 800, 0, 10.0, 3.0, {"exports": 1, "polls": 40}),
+        Window("none", 1200, 0, 10.0, 2.4),
+        Window("replica", 1200, 1, 10.0, 2.4, {"exports": 2, "polls": 40, "export_bytes": MB5}),
+        Window("primary", 900, 0, 10.0, 2.8, {"polls": 40}),
     ]
     rows = summary(windows)
     assert rows["none"]["rate"] == 110.0
-    assert rows["replica"]["rate"] == 104.5
-    assert rows["replica"]["vs_none"] == pytest.approx(0.95)
-    assert rows["replica"]["cpu_ms"] == pytest.approx(2100 / 1045)  # the median of three
-    assert rows["replica"]["exports"] == 8 and rows["replica"]["failed"] == 1
-    assert rows["primary"]["cpu"] == pytest.approx(0.3)
+    assert rows["replica"]["rate"] == 107.5
+    assert rows["replica"]["vs_none"] == pytest.approx(0.975)  # 0.95 and 1.0, not 107.5 / 110
+    assert rows["primary"]["vs_none"] == pytest.approx(0.775)
+    assert rows["replica"]["cpu_ms"] == pytest.approx((2000 / 950 + 2.0) / 2)
     lines = table(rows).splitlines()
-    assert lines[2] == "| none | 110.0 | +0.0 % | 0.22 | 2.00 | 0 | 0 | 0 |"
-    assert lines[3] == "| on the replica | 104.5 | -5.0 % | 0.21 | 2.01 | 8 | 120 | 1 |"
-    assert lines[4] == "| on the primary | 80.0 | -27.3 % | 0.30 | 3.75 | 1 | 40 | 0 |"
+    assert lines[2] == "| none | 110.0 | +0.0 % (+0.0 … +0.0 %) | 0.22 | 2.00 | 0 | 0 | 0 | 0 |"
+    assert lines[3] == (
+        "| on the replica | 107.5 | -2.5 % (-5.0 … +0.0 %) | 0.22 | 2.05 | 10 | 5 | 80 | 1 |"
+    )
+    assert lines[4] == (
+        "| on the primary | 85.0 | -22.5 % (-25.0 … -20.0 %) | 0.29 | 3.43 | 0 | 1 | 80 | 0 |"
+    )
 
 
 def test_the_cpu_of_a_process_tree_grows_with_its_work() -> None:
