@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -51,7 +52,6 @@ from typing import Any
 import psycopg
 
 from tests.concurrency.proxy import haproxy
-from tests.concurrency.server import free_port
 from tests.reliability.private_postgres import binaries
 
 #: Set by ``.ci/run``, which installs Patroni and etcd: there a missing binary fails the test
@@ -76,13 +76,19 @@ DCS: dict[str, Any] = {
             "wal_log_hints": "on",
             "max_wal_senders": 5,
             "max_replication_slots": 5,
-            # pg_rewind (15) copies the new leader's whole pg_wal: keep it small (a checkpoint
-            # at least every 30 s, 64 MB kept for a standby that reconnects)
+            # pg_rewind (PostgreSQL 15) copies the new leader's whole pg_wal: keep it small
+            # (1 MB segments, from initdb; a checkpoint every 30 s or 64 MB at most), yet
+            # longer than from the last checkpoint the timelines share to the rewind
             "wal_keep_size": "64MB",
-            "min_wal_size": "32MB",
-            "max_wal_size": "256MB",
+            "min_wal_size": "8MB",
+            "max_wal_size": "64MB",
             "checkpoint_timeout": "30s",
             "max_connections": 100,
+            # every scenario kills or stops processes, never the machine: what PostgreSQL
+            # wrote is in the kernel's page cache whether or not it was flushed, and a flush
+            # only matters to a power cut, which no test here can make. Off, the nodes'
+            # crash recoveries and restarts took about half as long on a loaded machine.
+            "fsync": "off",
             # a standby that lost its primary looks for WAL again after 200 ms, not 5 s
             "wal_retrieve_retry_interval": "200ms",
         },
@@ -91,6 +97,32 @@ DCS: dict[str, Any] = {
 
 #: HAProxy's health check of a node (Patroni's REST API), and the sessions cut on ``primary``
 CHECK = "inter 500ms fall 2 rise 1"
+
+
+#: where :func:`port` looks: below Linux's default range of ephemeral ports (32768-60999),
+#: from which the system gives every outgoing connection and every ``bind(0)`` of the other
+#: tests their port. The cluster's ports are chosen when it is made and bound up to a minute
+#: later (a node's PostgreSQL after its base backup): one taken from the ephemeral range was
+#: taken by someone else meanwhile.
+PORTS = range(20000, 32000)
+
+
+_GIVEN: set[int] = set()
+
+
+def port() -> int:
+    """A port of :data:`PORTS` that nothing on 127.0.0.1 has bound (nor been given)."""
+    for candidate in random.sample(PORTS, 200):
+        if candidate in _GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+        _GIVEN.add(candidate)
+        return candidate
+    raise RuntimeError(f"no free port in {PORTS}")
 
 
 def etcd() -> str | None:
@@ -300,7 +332,7 @@ def _patroni_config(node: Node, etcd_port: int, bin_dir: Path) -> dict[str, Any]
         "etcd": {"host": f"127.0.0.1:{etcd_port}"},
         "bootstrap": {
             "dcs": DCS,
-            "initdb": [{"encoding": "UTF8"}, {"auth": "trust"}],
+            "initdb": [{"encoding": "UTF8"}, {"auth": "trust"}, {"wal-segsize": "1"}, "no-sync"],
         },
         "postgresql": {
             "listen": f"127.0.0.1:{node.pg_port}",
@@ -452,6 +484,8 @@ class PatroniCluster:
             for node in self.nodes:
                 if node is not_ and restarted_after is None:
                     continue
+                if node.process is not None and node.process.poll() is not None:
+                    raise RuntimeError(f"{node.name}'s Patroni exited:\n{node.tail()}")
                 if node.rest("/primary", timeout=0.5)[0] != 200:
                     continue
                 with (
@@ -526,7 +560,7 @@ class PatroniCluster:
 def _start_etcd(cluster: PatroniCluster) -> None:
     binary = etcd()
     assert binary is not None
-    peer = free_port()
+    peer = port()
     client = f"http://127.0.0.1:{cluster.etcd_port}"
     log = (cluster.root / "etcd.log").open("ab")
     cluster.etcd_process = subprocess.Popen(
@@ -599,10 +633,8 @@ def new_cluster() -> PatroniCluster:
     assert bin_dir is not None
     root = Path(tempfile.mkdtemp(prefix="odometer-patroni-"))
     root.chmod(0o755)
-    nodes = [Node(f"node{i}", root / f"node{i}", free_port(), free_port()) for i in range(2)]
-    cluster = PatroniCluster(
-        root, nodes, free_port(), {"primary": free_port(), "uncut": free_port()}
-    )
+    nodes = [Node(f"node{i}", root / f"node{i}", port(), port()) for i in range(2)]
+    cluster = PatroniCluster(root, nodes, port(), {"primary": port(), "uncut": port()})
     for node in nodes:
         node.root.mkdir()
         _chown(node.root)

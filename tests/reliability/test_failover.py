@@ -3,6 +3,15 @@ and the service carries on through its multi-host URL; no acknowledged write is 
 Idempotency-Key is charged twice, and a client sees only 503s (with ``Retry-After``) while
 there is no primary.
 
+**Not run by default.** The test builds the standby and promotes it itself, which an HA manager
+does in a deployment: ``tests/reliability/test_patroni.py`` runs the same load and checks with
+Patroni deciding every promotion (the primary's PostgreSQL killed among its four scenarios),
+through the proxy docs/operations.md recommends. What only this hand-built harness shows is what
+the replication settings do (``ODOMETER_FAILOVER_REPLICATION=async`` or ``off``, below, which
+Patroni's ``synchronous_mode`` does not let one choose), and a multi-host URL against plain
+servers failed over by hand: it runs when ``ODOMETER_FAILOVER_REPLICATION`` is set or with
+``ODOMETER_LONG_TESTS=1``.
+
 Set-up (``tests/reliability/replicated_postgres.py``): a primary and a synchronous streaming
 standby built from the installed PostgreSQL binaries, on free ports, in temporary
 directories. The service (a two-worker server) reaches them through one URL listing both,
@@ -54,29 +63,34 @@ refused by a server that is no longer the primary, 500 and never reconnecting) i
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import random
 import re
 import secrets
 import subprocess
-import sys
 import textwrap
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from decimal import Decimal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from odometer_client import OdometerClient, RetryPolicy
 from tests.concurrency.server import Server, start_server
+from tests.reliability.keyed_load import (
+    LEDGER_SQL,
+    SPENT_SQL,
+    Log,
+    check_answers,
+    check_export,
+    check_ledger,
+    client,
+    ledger_entries,
+    run_client,
+)
 from tests.reliability.replicated_postgres import (
     REPLICATIONS,
     Failover,
@@ -85,9 +99,17 @@ from tests.reliability.replicated_postgres import (
     start_replicated_pair,
     unavailable_reason,
 )
-from tests.support import ADMIN_KEY, ROOT, migrate
+from tests.support import migrate
 
-pytestmark = pytest.mark.postgres
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(
+        "ODOMETER_FAILOVER_REPLICATION" not in os.environ
+        and os.environ.get("ODOMETER_LONG_TESTS") != "1",
+        reason="covered by tests/reliability/test_patroni.py; set "
+        "ODOMETER_FAILOVER_REPLICATION=sync|async|off or ODOMETER_LONG_TESTS=1 to run it",
+    ),
+]
 
 FAILOVERS = int(os.environ.get("ODOMETER_FAILOVERS", "3"))
 REPLICATION = os.environ.get("ODOMETER_FAILOVER_REPLICATION", "sync")
@@ -97,134 +119,11 @@ WORKERS = 2
 LOAD_SECONDS = 2.0
 #: the longest a client may wait, from the promotion, for its first write to succeed
 FIRST_201_LIMIT = 10.0
-EPSILONS = ("0.001", "0.002", "0.003")
-#: the client's retries: many, close together (a failover takes about a second), bounded
-RETRY = RetryPolicy(retries=400, backoff=0.05, max_backoff=0.5)
-
-
-@dataclass
-class Attempt:
-    """One HTTP exchange of a keyed request, as the client's transport saw it."""
-
-    key: str
-    sent: float
-    answered: float
-    status: int | None  # None: no answer (a transport error)
-    error: str | None = None  # the error code of a 4xx/5xx, or the transport error
-    retry_after: str | None = None
-    replayed: bool = False
-
-
-@dataclass
-class Acknowledged:
-    key: str
-    epsilon: str
-    invocation_id: str
-    charge: Decimal
-    at: float
-
-
-@dataclass
-class Log:
-    """What every client was told, shared by the client threads."""
-
-    attempts: list[Attempt] = field(default_factory=list)
-    acknowledged: list[Acknowledged] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def acked_before(self, instant: float) -> list[Acknowledged]:
-        with self.lock:
-            return [a for a in self.acknowledged if a.at < instant]
-
-
-class Recording(httpx.BaseTransport):
-    """The client's HTTP transport, recording every exchange of a keyed request (the client's
-    own retries included)."""
-
-    def __init__(self, log: Log) -> None:
-        self._inner = httpx.HTTPTransport()
-        self._log = log
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        key = request.headers.get("idempotency-key", "")
-        sent = time.monotonic()
-        try:
-            response = self._inner.handle_request(request)
-            response.read()
-        except httpx.TransportError as exc:
-            with self._log.lock:
-                self._log.attempts.append(Attempt(key, sent, time.monotonic(), None, repr(exc)))
-            raise
-        error = None
-        if response.status_code >= 400:
-            with contextlib.suppress(ValueError):
-                error = str(json.loads(response.content).get("error"))
-        attempt = Attempt(
-            key,
-            sent,
-            time.monotonic(),
-            response.status_code,
-            error,
-            response.headers.get("retry-after"),
-            response.headers.get("idempotent-replayed") == "true",
-        )
-        with self._log.lock:
-            self._log.attempts.append(attempt)
-        return response
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-def _client(base_url: str, log: Log) -> OdometerClient:
-    return OdometerClient(base_url, ADMIN_KEY, timeout=30, retry=RETRY, transport=Recording(log))
-
-
-def _run_client(
-    n: int, base_url: str, dataset_id: str, log: Log, stop: threading.Event, seed: int
-) -> None:
-    """Register until ``stop``, each key until it is answered (the client's retries)."""
-    rng = random.Random(seed * 100 + n)
-    with _client(base_url, log) as client:
-        i = 0
-        while not stop.is_set():
-            key, epsilon = f"c{n}-{i}", rng.choice(EPSILONS)
-            try:
-                invocation = client.register(
-                    dataset_id,
-                    {"type": "pure_dp", "epsilon": epsilon},
-                    idempotency_key=key,
-                )
-            except Exception as exc:  # the retries ran out, or a 4xx: the test fails
-                with log.lock:
-                    log.failures.append(f"{key}: {exc!r}")
-                return
-            acknowledged = Acknowledged(
-                key,
-                epsilon,
-                invocation.id,
-                Decimal(invocation.charge["epsilon"]),
-                time.monotonic(),
-            )
-            with log.lock:
-                log.acknowledged.append(acknowledged)
-            i += 1
 
 
 def _ledger(pair: ReplicatedPair, database: str, dataset_id: str) -> list[dict[str, Any]]:
     """The invocation entries of the dataset's ledger as the current primary has them."""
-    rows = pair.primary.query(
-        "SELECT seq, kind, invocation_id, charge FROM ledger_entries "
-        "WHERE dataset_id = %s ORDER BY seq",
-        (dataset_id,),
-        database=database,
-    )
-    return [
-        {"seq": seq, "kind": kind, "invocation_id": inv, "charge": charge}
-        for seq, kind, inv, charge in rows
-        if inv is not None
-    ]
+    return ledger_entries(pair.primary.query(LEDGER_SQL, (dataset_id,), database=database))
 
 
 @dataclass
@@ -266,12 +165,12 @@ def test_failover_loses_no_acknowledged_write(pair: ReplicatedPair, tmp_path: Pa
     threads: list[threading.Thread] = []
     figures: list[FailoverFigures] = []
     try:
-        with _client(server.base_url, Log()) as admin:
+        with client(server.base_url, Log()) as admin:
             dataset_id = admin.create_dataset("failover", "1000000", "0").id
         ready = time.monotonic()
         threads = [
             threading.Thread(
-                target=_run_client, args=(n, server.base_url, dataset_id, log, stop, seed)
+                target=run_client, args=(n, server.base_url, dataset_id, log, stop, seed)
             )
             for n in range(CLIENTS)
         ]
@@ -338,61 +237,18 @@ def _check(
     server: Server,
     tmp_path: Path,
 ) -> None:
-    assert log.failures == [], log.failures[:5]
-    statuses = Counter(a.status for a in log.attempts)
-    other_5xx = [a for a in log.attempts if a.status is not None and a.status >= 500]
-    other_5xx = [a for a in other_5xx if a.status != 503]
-    assert other_5xx == [], (
-        f"5xx other than 503: {Counter((a.status, a.error) for a in other_5xx)}\n"
-        f"{server.log()[-3000:]}"
-    )
-    client_errors = [a for a in log.attempts if a.status is not None and 400 <= a.status < 500]
-    assert client_errors == [], Counter((a.status, a.error) for a in client_errors)
-    assert all(a.retry_after for a in log.attempts if a.status == 503), "503 without Retry-After"
+    check_answers(log, server.log())
     for f in figures:
         assert f.first_201 is not None, f"failover {f.number}: no 201 after the promotion"
         assert f.first_201 <= FIRST_201_LIMIT, (
             f"failover {f.number}: first 201 {f.first_201:.1f} s after the promotion"
         )
-    assert statuses[201] >= len(log.acknowledged)
-
-    # every acknowledged write is in the ledger, once; nothing else is
+    # every acknowledged write is in the ledger, once; nothing else is; spent = its sum
     entries = _ledger(pair, database, dataset_id)
-    acknowledged = {a.invocation_id: a for a in log.acknowledged}
-    assert len(acknowledged) == len(log.acknowledged), "one invocation acknowledged to two keys"
-    assert len({a.key for a in log.acknowledged}) == len(log.acknowledged)
-    stored = [e["invocation_id"] for e in entries]
-    lost = sorted(set(acknowledged) - set(stored))
-    assert lost == [], f"acknowledged writes lost: {lost[:10]}"
-    double = len(stored) - len(acknowledged)
-    assert double == 0 and len(set(stored)) == len(stored), (
-        f"double charges: {double} ledger entries no client was told about"
-    )
-    assert {e["kind"] for e in entries} == {"invocation_accepted"}
-
-    # spent = the ledger's charges = the acknowledged charges
-    ledger_sum = sum((Decimal(e["charge"]["epsilon"]) for e in entries), Decimal(0))
-    acked_sum = sum((a.charge for a in log.acknowledged), Decimal(0))
-    spent = pair.primary.query(
-        "SELECT state_json FROM datasets WHERE id = %s", (dataset_id,), database=database
-    )[0][0]["spent_epsilon"]
-    assert Decimal(spent) == ledger_sum == acked_sum
-
+    spent = pair.primary.query(SPENT_SQL, (dataset_id,), database=database)[0][0]
+    check_ledger(entries, spent["spent_epsilon"], log)
     # the export verifies (hash chain and replay), through the service on the new primary
-    export = tmp_path / "ledger.jsonl"
-    with _client(server.base_url, Log()) as client:
-        exported = client.export(dataset_id, export)
-    assert exported == len(entries) + 1  # and the dataset's creation
-    verified = subprocess.run(
-        # the test's service signs no heads: nothing pins the export's end
-        [str(Path(sys.executable).parent / "odometer"), "verify", str(export), "--unpinned"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-    )
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert json.loads(verified.stdout)["ok"] is True
+    check_export(server.base_url, dataset_id, tmp_path / "ledger.jsonl", len(entries))
 
 
 def _row(f: FailoverFigures) -> list[str]:
