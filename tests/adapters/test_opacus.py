@@ -184,6 +184,39 @@ def test_a_resumed_run_is_not_charged_twice(client: OdometerClient, tmp_path: An
     assert client.get_dataset(ds).status["spent"]["epsilon"] > spent
 
 
+def test_epochs_reserved_as_one_fit_where_one_by_one_they_do_not(
+    client: OdometerClient,
+) -> None:
+    # the issue's case: Opacus' 16 steps (σ = 1.1, q = 1/8) on an rdp dataset of (4, 1e-5)
+    engine, model, optimizer, loader = EXAMPLE.private_training(seed=8)
+    plan = adapter.training_workload(optimizer, loader, 2)
+    one_by_one = client.create_dataset(
+        "opacus-epochs", "4", "0.00001", accounting={"mode": "rdp", "workload": plan}
+    )
+    guard = adapter.EpochGuard(client, one_by_one, optimizer, loader, run="one by one")
+    guard.reserve_epoch(0)
+    with pytest.raises(adapter.EpochRefused):
+        guard.reserve_epoch(1)
+
+    together = client.create_dataset(
+        "opacus-block", "4", "0.00001", accounting={"mode": "rdp", "workload": plan}
+    )
+    guard = adapter.EpochGuard(client, together, optimizer, loader, run="as one")
+    block = guard.reserve_epochs(0, 2)
+    assert guard.reserve_epochs(0, 2).id == block.id and guard.remaining == 16
+    with pytest.raises(ValueError, match="overlap"):
+        guard.reserve_epoch(1)
+    for _ in range(2):
+        EXAMPLE.run_epoch(model, optimizer, loader)
+    assert guard.steps_taken == 16 == _opacus_steps(engine)
+    (entry,) = _accepted(client, together)
+    assert entry.declaration["steps"] == 16
+    # a resumed run registering the same block gets the same invocation
+    resumed = adapter.EpochGuard(client, together, optimizer, loader, run="as one")
+    assert resumed.reserve_epochs(0, 2).id == block.id
+    assert len(_accepted(client, together)) == 1
+
+
 def test_batch_memory_manager_steps_are_declared_as_opacus_hook_records(
     client: OdometerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -131,6 +131,12 @@ def test_the_key_is_the_dataset_the_run_and_the_epoch() -> None:
         adapter.idempotency_key("ds-1", "run", 4),
     }
     assert key not in others and len(others) == 3
+    # epochs registered as one: the first epoch and how many (one epoch is the plain key)
+    assert adapter.idempotency_key("ds-1", "run", 3, 1) == key
+    block = adapter.idempotency_key("ds-1", "run", 3, 2)
+    assert block != key and block not in others
+    with pytest.raises(ValueError, match="count must be"):
+        adapter.idempotency_key("ds-1", "run", 3, 0)
     with pytest.raises(ValueError, match="name the run"):
         adapter.idempotency_key("ds-1", "", 0)
     with pytest.raises(ValueError, match="epoch must be"):

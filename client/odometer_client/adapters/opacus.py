@@ -22,6 +22,9 @@ odometer's ledger is that state. :class:`EpochGuard` is attached to a ``DPOptimi
 
   A refusal (409) raises :class:`EpochRefused` (a ``BudgetExceeded`` with the refusal's
   ``summary`` and ``instead``): nothing was charged and no step of that epoch may run.
+  :meth:`EpochGuard.reserve_epochs` registers several epochs as one ``dp_sgd``: a ``basic``
+  dataset then charges one PLD for them, and an ``rdp`` dataset's PLD branch states them as
+  one, which can admit a run whose epochs one by one are refused.
 - **a step nothing reserved is refused before its noise is drawn and before the parameters
   change.** The guard takes the place of the optimizer's ``add_noise`` (``DPOptimizer.pre_step``
   calls it after clipping, before its step hook and before the wrapped optimizer's ``step``):
@@ -230,14 +233,19 @@ def workload(
     return [{"mechanism": epoch.to_json(), "count": epochs}]
 
 
-def idempotency_key(dataset_id: str, run: str, epoch: int) -> str:
-    """Epoch ``epoch``'s registration key: a digest of the dataset, the ``run`` label and the
-    epoch, so a resumed run registering an epoch already registered gets the same invocation."""
+def idempotency_key(dataset_id: str, run: str, epoch: int, count: int = 1) -> str:
+    """The registration key of epoch ``epoch`` (of the ``count`` epochs from ``epoch`` on,
+    registered as one): a digest of the dataset, the ``run`` label and the epochs, so a resumed
+    run registering epochs already registered gets the same invocation."""
     if not isinstance(run, str) or not run:
         raise ValueError("name the run: run='…' labels this training (see the module)")
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
         raise ValueError(f"epoch must be an integer ≥ 0, got {epoch!r}")
-    document = {"dataset": dataset_id, "run": run, "epoch": epoch}
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
+    document: dict[str, Any] = {"dataset": dataset_id, "run": run, "epoch": epoch}
+    if count > 1:
+        document["epochs"] = count
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return "opacus-" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -303,7 +311,8 @@ class EpochGuard:
     else 1/len(loader) (as ``make_private`` computes it); ``accumulation`` the batches
     accumulated into one optimizer step; ``delta`` the conversion δ of a ``basic`` dataset;
     ``assume_poisson`` accepts a loader of fixed-size batches as Opacus' accountant does.
-    The guard is installed at once: until an epoch is reserved, every step is refused."""
+    The guard is installed at once: until an epoch is reserved, every step is refused. A new
+    guard on the same optimizer replaces the one before (whose reservations no longer serve)."""
 
     def __init__(
         self,
@@ -351,11 +360,15 @@ class EpochGuard:
         self.steps_taken = 0
         #: epoch → its admitted invocation
         self.invocations: dict[int, Any] = {}
+        self._blocks: dict[int, int] = {}  # first epoch of a registration → its epochs
         self._add_noise: Callable[[], Any] = optimizer.add_noise
+        earlier = getattr(optimizer.__dict__.get("add_noise"), "__self__", None)
+        if isinstance(earlier, EpochGuard):  # a new guard replaces the optimizer's last one
+            self._add_noise = earlier._add_noise
         optimizer.add_noise = self._guarded_add_noise
 
     def declaration(self, steps: int | None = None) -> Mechanism:
-        """An epoch's declaration (``steps`` defaults to the epoch's steps)."""
+        """The declaration of ``steps`` optimizer steps (default: an epoch's)."""
         return declaration(
             self.noise_multiplier,
             self.sample_rate,
@@ -381,24 +394,38 @@ class EpochGuard:
         Raises :class:`EpochRefused` on a refusal (nothing allowed). Registering an epoch this
         guard already registered allows nothing more; a resumed run's new guard gets the
         crashed run's invocation back and allows the epoch's steps again (see the module)."""
-        if epoch in self.invocations:
-            return self.invocations[epoch]
-        declared = self.declaration()
+        return self.reserve_epochs(epoch, 1)
+
+    def reserve_epochs(self, first: int, count: int) -> Any:
+        """Register the ``count`` epochs from ``first`` on as one ``dp_sgd`` of count × the
+        epoch's steps, and allow them. One declaration of the whole run can be admitted where
+        its epochs one by one are not (a ``basic`` dataset charges one PLD for the run, an
+        ``rdp`` dataset's PLD branch states it as one), but a refusal then stops the run
+        before it starts. A resumed run registers the same block again (same ``first`` and
+        ``count``) to get the same invocation; a block that overlaps another this guard
+        registered is a ``ValueError``."""
+        epochs = range(first, first + count)
+        key = idempotency_key(self.dataset_id, self.run, first, count)
+        if any(e in self.invocations for e in epochs):
+            if self._blocks.get(first) == count and all(e in self.invocations for e in epochs):
+                return self.invocations[first]
+            raise ValueError(
+                f"epochs {first}…{first + count - 1} overlap epochs this guard registered"
+            )
+        declared = self.declaration(count * self.steps_per_epoch)
         if noise_multiplier_down(self.optimizer.noise_multiplier) != self.noise_multiplier:
             raise ValueError(
                 "the optimizer's noise multiplier changed since the guard was made: make a "
                 "new guard (under a new run label) for the new noise"
             )
         try:
-            invocation = self.client.register(
-                self.dataset_id,
-                declared,
-                idempotency_key=idempotency_key(self.dataset_id, self.run, epoch),
-            )
+            invocation = self.client.register(self.dataset_id, declared, idempotency_key=key)
         except BudgetExceeded as exc:
-            raise EpochRefused(exc, epoch, declared) from exc
-        self.invocations[epoch] = invocation
-        self.remaining += self.steps_per_epoch  # optimizer steps, whatever the bound
+            raise EpochRefused(exc, first, declared) from exc
+        for epoch in epochs:
+            self.invocations[epoch] = invocation
+        self._blocks[first] = count
+        self.remaining += count * self.steps_per_epoch  # optimizer steps, whatever the bound
         return invocation
 
     def detach(self) -> None:
