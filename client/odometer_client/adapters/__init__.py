@@ -6,9 +6,12 @@
   pipeline at ``compute_budgets()``, before any noise is drawn.
 - :mod:`odometer_client.adapters.tumult`: a Tumult Analytics Session whose ``evaluate``
   registers each query before it is measured.
+- :mod:`odometer_client.adapters.opacus`: a guard on an Opacus ``DPOptimizer`` that registers
+  each epoch before it runs and refuses a step nothing reserved before its noise is drawn.
 
 The first two import their library when they are imported (``pip install
 'privacy-odometer-client[opendp]'`` or ``[dp-accounting]``); the PipelineDP adapter imports
 PipelineDP when an accountant is first used (``[pipelinedp]``), the Tumult adapter Tumult
-Analytics only in ``OdometerSession.from_dataframe``; this package imports none.
+Analytics only in ``OdometerSession.from_dataframe``, the Opacus adapter neither Opacus nor
+PyTorch (it works on the optimizer's attributes); this package imports none.
 """
