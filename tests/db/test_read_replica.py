@@ -212,6 +212,11 @@ def test_a_paused_replica_never_hides_a_clients_write(
         # an invocation the replica does not hold yet: the primary answers, not a 404
         r = app_client.get(f"/v1/datasets/{dataset_id}/invocations/{written['id']}", headers=AUTH)
         assert r.status_code == 200 and r.headers[SOURCE_HEADER] == "primary"
+        # a list is held back by every dataset listed
+        r = app_client.get("/v1/datasets", headers=shown)
+        assert r.status_code == 200 and r.headers[SOURCE_HEADER] == "primary"
+        listed = {d["id"]: d["ledger"]["last_seq"] for d in r.json()["datasets"]}
+        assert listed[dataset_id] == 2
         # another dataset's seq does not hold back a read of this one
         other = {**AUTH, "Odometer-Min-Seq": f"ds_elsewhere:99, {dataset_id}:1"}
         r = app_client.get(f"/v1/datasets/{dataset_id}", headers=other)
