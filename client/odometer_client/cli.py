@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any, NoReturn, TextIO, cast
 
-from odometer_client._cli import datasets, invocations, reports, tenancy, witness
+from odometer_client._cli import datasets, invocations, receipts, reports, tenancy, witness
 from odometer_client._cli.run import common_options
 
 __all__ = ["PLUGIN_GROUP", "main", "register"]
@@ -48,7 +48,7 @@ __all__ = ["PLUGIN_GROUP", "main", "register"]
 def register(sub: Any) -> None:
     """Add the client subcommands to the ``odometer`` parser's subparsers."""
     common = common_options()
-    for commands in (datasets, invocations, tenancy, reports, witness):
+    for commands in (datasets, invocations, tenancy, reports, witness, receipts):
         commands.add_commands(sub, common)
 
 

@@ -7,6 +7,9 @@ odometer verify EXPORT [--public-key PEM] [--checkpoints FILE] [--unpinned] [--j
     head, or a checkpoint at its last entry: else it fails, unless ``--unpinned``), against the
     operator's signed checkpoints (truncation, rewriting), and against published outputs (the
     digest and the cell of each one's settlement)
+odometer verify EXPORT --since HEAD, odometer verify --since HEAD --head NEW --consistency FILE,
+odometer verify-receipt RECEIPTS --head FILE
+    an earlier signed tree head extended, receipts checked (:mod:`odometer_core.verify_receipts`)
 odometer verify-organisation EXPORT [EXPORT …]
     replay every dataset's export of one organisation, then the organisation cap's decisions
     across them in their organisation order (``odometer_core.ledger.organisation``)
@@ -233,6 +236,14 @@ def _say_line(verdict: dict[str, Any]) -> int:
 def _verify(args: argparse.Namespace) -> int:
     """``odometer verify``; an unreadable export, or a file that is not one, is one line on
     stderr, never a traceback."""
+    if args.export is None:
+        if args.since is None:
+            raise SystemExit(
+                "odometer verify: give an EXPORT (or --since with --head and --consistency)"
+            )
+        from odometer_core.verify_receipts import verify_since_only
+
+        return verify_since_only(args)
     try:
         return _verify_export(args)
     except (OSError, UnicodeDecodeError) as exc:
@@ -307,7 +318,8 @@ def _verify_export(args: argparse.Namespace) -> int:
                         verdict, outputs, iter_jsonl_export(stream, strict=True)
                     )
             verdict = _with_witness(verdict, args, key, _Streamed(path))
-            return _say(_with_end(verdict, args, key, end, audit))
+            verdict = _with_end(verdict, args, key, end, audit)
+            return _say(_with_since(verdict, args, key, _Streamed(path)))
     text = sys.stdin.read() if args.export == "-" else Path(args.export).read_text("utf-8")
     entries, head = load_export_and_head(text)
     end.last = entries[-1] if entries else None
@@ -315,14 +327,36 @@ def _verify_export(args: argparse.Namespace) -> int:
     if audit is None:
         verdict = _with_outputs(replay(entries).to_json(), outputs, entries)
         verdict = _with_witness(verdict, args, key, entries)
-        return _say(_with_end(verdict, args, key, end, audit))
+        return _say(_with_since(_with_end(verdict, args, key, end, audit), args, key, entries))
     replayer_input = list(entries)
     verdict = replay(replayer_input).to_json()
     for position, entry in enumerate(replayer_input, start=1):
         audit.see(position, entry)
     verdict = _with_outputs(_report(verdict, None, audit), outputs, replayer_input)
     verdict = _with_witness(verdict, args, key, replayer_input)
-    return _say(_with_end(verdict, args, key, end, audit))
+    verdict = _with_end(verdict, args, key, end, audit)
+    return _say(_with_since(verdict, args, key, replayer_input))
+
+
+def _with_since(
+    verdict: dict[str, Any],
+    args: argparse.Namespace,
+    key: Ed25519PublicKey | None,
+    entries: Iterable[dict[str, Any]],
+) -> dict[str, Any]:
+    """``--since HEAD``: the export's tree extends the signed head held earlier
+    (:mod:`odometer_core.verify_receipts`)."""
+    if args.since is None:
+        return verdict
+    from odometer_core.verify_receipts import since
+
+    if key is None:
+        raise SystemExit("odometer verify: --since needs --public-key (the operator's key)")
+    problems = since(args, key, entries)
+    verdict["since"] = {"head": args.since, "extends": not problems}
+    verdict["problems"].extend(problems)
+    verdict["ok"] = not verdict["problems"]
+    return verdict
 
 
 def _with_witness(
@@ -451,7 +485,9 @@ def register(sub: Any) -> None:
     organisation.set_defaults(run=_verify_organisation)
     verify = sub.add_parser("verify", help="replay a ledger export and check its hash chain")
     verify.add_argument(
-        "export", help="JSON or CSV export of one dataset's whole ledger ('-' = stdin)"
+        "export",
+        nargs="?",
+        help="JSON or CSV export of one dataset's whole ledger ('-' = stdin)",
     )
     verify.add_argument(
         "--checkpoints",
@@ -494,4 +530,8 @@ def register(sub: Any) -> None:
         help="a published output of invocation INV (JSON, numbers as integers or decimal "
         "strings): its settlement must record its SHA-256 and charge its cell (repeatable)",
     )
+    from odometer_core import verify_receipts
+
+    verify_receipts.add_since_options(verify)
     verify.set_defaults(run=_verify)
+    verify_receipts.register(sub)

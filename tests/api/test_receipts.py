@@ -130,7 +130,10 @@ def test_registration_and_settle_answers_carry_receipts(keyed: TestClient) -> No
         body = _register(keyed, ds, AUTH)
         held.append(open_receipt(body["receipt"], public))
         assert held[-1].seq == body["ledger_seq"]
-    odp = {"type": "odp", "cells": [{"name": "low", "epsilon": "0.01"}]}
+    odp = {
+        "type": "odp",
+        "cells": [{"name": "low", "epsilon": "0.01"}, {"name": "high", "epsilon": "0.2"}],
+    }
     for action, extra in (("settle", {"cell": "low"}), ("cancel", {})):
         r = keyed.post(f"/v1/datasets/{ds}/invocations", json={"mechanism": odp}, headers=AUTH)
         assert r.status_code == 201, r.text

@@ -10,10 +10,11 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
+from odometer_client._cli import receipts
 from odometer_client._cli.datasets import block_count, ranges_text
 from odometer_client._cli.options import BLOCKS_FORMS
 from odometer_client._cli.output import Output
-from odometer_client._cli.run import command
+from odometer_client._cli.run import command, connection
 from odometer_client._sync.client import OdometerClient
 from odometer_client.errors import ApiError
 
@@ -44,6 +45,7 @@ def _reading_now(client: OdometerClient, dataset: str, out: Output) -> None:
 
 def _register(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     inv = client.register(args.dataset, args.mechanism, **_declared(args))
+    receipts.keep(inv.raw, connection(args)[0])
     if args.json:
         out.json(inv.raw)
         return 0

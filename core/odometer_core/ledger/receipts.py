@@ -47,8 +47,8 @@ from odometer_core.ledger.merkle import (
     verify_inclusion,
 )
 from odometer_core.ledger.notes import (
+    SIGNATURE_PREFIX,
     Checkpoint,
-    Note,
     NoteError,
     NoteSigner,
     NoteVerifier,
@@ -81,25 +81,31 @@ def dataset_of(origin_line: str) -> str:
 
 
 class LogSigner:
-    """The checkpoint key signing one dataset's notes (the :class:`NoteSigner` made once: its
-    key ID costs a public-key derivation and a hash)."""
+    """The checkpoint key signing one dataset's notes, its note key ID computed once (it costs
+    a public-key derivation and a hash: more than the signature itself)."""
 
-    __slots__ = ("dataset_id", "signer")
+    __slots__ = ("_key", "_prefix", "dataset_id", "signer")
 
     def __init__(self, private_key: Ed25519PrivateKey, dataset_id: str) -> None:
         self.dataset_id = dataset_id
         self.signer = NoteSigner(origin(dataset_id), private_key)
+        self._key = private_key
+        self._prefix = self.signer.key_id.to_bytes(4, "big")
+
+    def _signed(self, text: str) -> str:
+        """The note of ``text`` with this key's signature line (c2sp.org/signed-note:
+        ``— <name> base64(key ID || Ed25519 signature)``)."""
+        blob = base64.b64encode(self._prefix + self._key.sign(text.encode("utf-8")))
+        return f"{text}\n{SIGNATURE_PREFIX}{self.signer.name} {blob.decode('ascii')}\n"
 
     def head(self, size: int, root: bytes) -> str:
         """The signed tree head of the tree of ``size`` entries whose root is ``root``."""
-        text = Checkpoint(origin(self.dataset_id), size, root).text()
-        return Note(text, (self.signer.sign(text),)).encode()
+        return self._signed(Checkpoint(origin(self.dataset_id), size, root).text())
 
     def receipt(self, seq: int, entry_hash: str, at: str) -> Receipt:
         """The receipt of entry ``seq`` (one Ed25519 signature)."""
         text = receipt_text(self.dataset_id, seq, entry_hash, at)
-        note = Note(text, (self.signer.sign(text),)).encode()
-        return Receipt(self.dataset_id, seq, entry_hash, at, note)
+        return Receipt(self.dataset_id, seq, entry_hash, at, self._signed(text))
 
 
 def receipt_text(dataset_id: str, seq: int, entry_hash: str, at: str) -> str:
