@@ -46,6 +46,7 @@ from odometer_core.accounting.effort import may_be_expensive
 from odometer_core.accounting.levels import Filter, LevelsDecision, decide_levels, precompute_levels
 from odometer_core.ledger.admission import Admission, BadSelection, Prepared, RunRow, plan
 from odometer_core.ledger.admission import admit as admit  # the call a test makes slow
+from odometer_core.ledger.admission import charges as precharge
 from odometer_core.ledger.admission import prepare as prepare_request
 from odometer_core.ledger.blocks import Held, NotOpen, RunLimit
 from odometer_core.partition import Partition, check_assertions
@@ -153,13 +154,22 @@ def prepare(
 def with_charges(
     uow: UnitOfWork, item: Registration, charges: ChargeWorkers | None = None
 ) -> Registration:
-    """``item`` with its charges computed before any lock, by ``charges`` (``None``: in this
-    thread), when they may be expensive; otherwise as it is."""
+    """``item`` with its charges computed before any lock, when they may be expensive
+    (:attr:`Prepared.expensive`), by ``charges`` (``None``: in this thread), on the levels read
+    without locking: the core's :func:`odometer_core.ledger.admission.charges`, one call, so
+    that the decision under the lock only looks them up. A repeated idempotent request (its
+    stored response is returned without deciding) computes none. Raises
+    ``ChargeTooExpensive`` (422) or ``ChargeWorkersBusy`` (503): nothing is written."""
     if not item.prepared.expensive:
         return item
-    known = _charges_before_lock(
-        uow, item.principal, item.dataset_id, item.request, item.key, charges
-    )
+    with uow.read_only():
+        if item.key is not None and stored(uow).get(item.principal.id, item.key):
+            return item
+        seen = locking.read(uow, item.principal.viewer, item.dataset_id, None)
+        if seen is None:
+            raise NotFound(f"dataset '{item.dataset_id}' not found")
+    args = (item.prepared, seen.dataset, seen.org, seen.grant)
+    known = precharge(*args) if charges is None else charges.compute(precharge, *args)
     return replace(item, charges=known)
 
 
@@ -186,25 +196,6 @@ def read_levels(
         raise NotFound(f"dataset '{dataset_id}' not found")
     org = organisation_level(seen.org, seen.dataset.relation, admitting=True)
     return seen.dataset, Uppers(org, quota_level(seen.grant))
-
-
-def _charges_before_lock(
-    uow: UnitOfWork,
-    principal: Principal,
-    dataset_id: str,
-    request: InvocationRequest,
-    idempotency_key: str | None,
-    charges: ChargeWorkers | None,
-) -> dict[object, object] | None:
-    """The declaration's charges at every level, computed before any lock is taken, so that the
-    decision under the lock only looks them up (:mod:`odometer_core.accounting.memo`). ``None``
-    for a repeated idempotent request (its stored response is returned without deciding)."""
-    with uow.read_only():
-        if idempotency_key is not None and stored(uow).get(principal.id, idempotency_key):
-            return None
-        ds, uppers = read_levels(uow, principal, dataset_id)
-        dataset = load_filter(ds)
-    return compute_charges(charges, request, dataset, uppers)
 
 
 def compute_charges(

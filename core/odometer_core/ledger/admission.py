@@ -42,6 +42,7 @@ from odometer_core.accounting.declarations import Declaration, parse_declaration
 from odometer_core.accounting.effort import may_be_expensive
 from odometer_core.accounting.filters import (
     config_from_json,
+    initial_state,
     state_from_json,
     state_to_json,
 )
@@ -55,6 +56,7 @@ from odometer_core.accounting.levels import (
     cap_used_by,
     decide_levels,
     level_record,
+    precompute_levels,
     stored_cap,
     stored_quota,
 )
@@ -308,6 +310,28 @@ def _uppers(
         cap = stored_cap(org.cap_config_json, org.cap_json, org.cap_state_json, dataset.relation)
     quota = None if grant is None else stored_quota(grant.quota_config_json, grant.quota_state_json)
     return cap, quota
+
+
+def charges(
+    prepared: Prepared,
+    dataset: StoredDataset,
+    org: StoredOrganisation | None,
+    grant: StoredGrant | None,
+) -> dict[object, object]:
+    """The memo table of deciding ``prepared`` at every level
+    (:func:`~odometer_core.accounting.levels.precompute_levels`), on the rows as read before the
+    lock: the charges do not depend on the states, so :func:`admit` finds them there. A
+    partitioned dataset's filter is a block's before any charge. For a declaration whose charge
+    may be expensive (:attr:`Prepared.expensive`), computed by a charge worker."""
+    config = config_from_json(dataset.config_json)
+    if dataset.partition_json is not None:
+        own: Filter = (config, initial_state(config))
+    else:
+        own = (config, state_from_json(config, dataset.state_json))
+    cap, quota = _uppers(dataset, org, grant)
+    return precompute_levels(
+        own, prepared.declaration, cap, quota, prepared.sub_budget, prepared.conversion_delta
+    )
 
 
 def admit(
