@@ -100,7 +100,7 @@ FIRST_201_LIMIT = 10.0
 #: timeout) for the answer that does not come before it promotes
 FIRST_201_AFTER_STOP = 12.0
 #: the longest the old leader may take to be a synchronous standby again
-REJOIN_LIMIT = 40.0
+REJOIN_LIMIT = 60.0
 #: ``multi-host`` (the libpq multi-host URL) or ``uncut`` (HAProxy without
 #: ``shutdown-sessions``): the configuration shown to lose writes in scenario 2
 LOSING = os.environ.get("ODOMETER_PATRONI_LOSING", "multi-host")
