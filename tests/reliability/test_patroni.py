@@ -11,8 +11,10 @@ HAProxy only. 32 clients of the Python client, which resends a write with its
 ``Idempotency-Key`` until it is answered (``tests/reliability/keyed_load.py``), register
 without pause on one dataset while the test, on whichever node leads at the time:
 
-1. SIGKILLs its PostgreSQL (Patroni goes on, and with ``primary_start_timeout: 0`` gives the
-   lead up instead of restarting it in place);
+1. SIGKILLs its PostgreSQL, every process of it (Patroni goes on, and with
+   ``primary_start_timeout: 0`` gives the lead up rather than restart it in place; Patroni
+   3.0.2 may still restart it in place when its cycle catches the dying PostgreSQL, and the
+   test accepts that: the scenario then shows the same node leading again);
 2. SIGKILLs its Patroni (its PostgreSQL goes on as a primary), then, once the other node
    leads, starts that Patroni again (as a service manager would): it finds a leader, demotes
    its PostgreSQL and rewinds it;
@@ -27,10 +29,18 @@ waits for HAProxy to route to the new leader alone.
 
 Asserted: acknowledged writes lost = 0 (after every scenario and at the end); double charges =
 0 (the ledger's invocations are exactly the acknowledged ones, one per key); no 5xx but 503, each
-with ``Retry-After``, and no 4xx; the first 201 of a request sent after the kill (or stop) within
-:data:`FIRST_201_LIMIT` (10 s) of it; the old leader a synchronous standby again within
+with ``Retry-After``, and no 4xx; the first 201 answered after the promotion to a request sent
+after the kill within :data:`FIRST_201_LIMIT` (10 s) of the kill, and of the stop within
+:data:`FIRST_201_AFTER_STOP` (12 s); the old leader a synchronous standby again within
 :data:`REJOIN_LIMIT`; the dataset's ``spent`` equals the ledger's sum and the acknowledged sum;
-the export verifies (``odometer verify``). Each phase's time is printed.
+the export verifies (``odometer verify``). Each phase's time is printed: about 2 minutes in all
+on a shared 2-core machine with a load average of 15 to 23 (the cluster's set-up, with the
+services started meanwhile, 25-34 s; the four scenarios 9-30, 24-40, 22-41 and 15-23 s; the
+ledger and export read 10-17 s; the tear-down 3-4 s).
+
+Shown to fail: with its service moved to HAProxy's listener without ``shutdown-sessions`` for
+one run, the test failed on ``23 of 6100 acknowledged writes lost`` in scenario 2 (and no 201
+from the promotion until the old leader was demoted).
 
 ``test_multi_host_url_loses_acknowledged_writes``: the same cluster, the service on the libpq
 multi-host URL instead of HAProxy (``host=a,b&target_session_attrs=read-write``, which
