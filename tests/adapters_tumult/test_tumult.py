@@ -263,14 +263,24 @@ def test_approximate_budgets_are_declared_as_approx_dp(
     assert client.get_dataset(ds).status["spent"]["delta"] == delta
 
 
+def _per_region_count() -> Any:
+    """The query as a restarted script builds it again: new objects, a new KeySet."""
+    keys = KeySet.from_dict({"region": ["r0", "r1", "r2"]})
+    return QueryBuilder("visits").groupby(keys).count()
+
+
 def test_a_retried_script_is_charged_once(tumult_client: OdometerClient, visits: Any) -> None:
     client = tumult_client
     ds = client.create_dataset("tumult-retry", "1", "0.000001")
     first = adapter.OdometerSession(client, ds, _session(PureDPBudget(1), visits), run="retry")
-    first.evaluate(COUNT, PureDPBudget(0.625))
-    # the script restarts: a new Session, the same query under the same label
+    query = _per_region_count()
+    first.evaluate(query, PureDPBudget(0.625))
+    # the script restarts: a new Session, the same query built again, the same label (the
+    # query's repr names its KeySet by address, which differs: the key reads the keys' rows)
+    again_query = _per_region_count()
+    assert repr(again_query._query_expr) != repr(query._query_expr)
     again = adapter.OdometerSession(client, ds, _session(PureDPBudget(1), visits), run="retry")
-    again.evaluate(COUNT, PureDPBudget(0.625))
+    again.evaluate(again_query, PureDPBudget(0.625))
     assert again.invocations[0].id == first.invocations[0].id
     assert len(_registrations(client, ds)) == 1
     assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.625")
@@ -278,7 +288,7 @@ def test_a_retried_script_is_charged_once(tumult_client: OdometerClient, visits:
     other = adapter.OdometerSession(client, ds, _session(PureDPBudget(1), visits), run="second")
     measured = Measured(other.session)
     with pytest.raises(adapter.QueryRefused):
-        other.evaluate(COUNT, PureDPBudget(0.625))
+        other.evaluate(_per_region_count(), PureDPBudget(0.625))
     assert measured.count == 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from decimal import Decimal
+from enum import Enum
 from fractions import Fraction
 from typing import Any
 
@@ -206,6 +207,89 @@ def test_the_key_charges_the_same_query_at_the_same_place_once() -> None:
         adapter.idempotency_key("ds_1", "run", 0, "count()", pure_dp("0.25")),
     }
     assert key not in others and len(others) == 5
+
+
+class Mechanism(Enum):
+    DEFAULT = 1
+
+
+@dataclass
+class Row:
+    values: tuple[Any, ...]
+
+    def __iter__(self) -> Any:
+        return iter(self.values)
+
+
+class KeySet:
+    """Tumult's KeySet: its rows come from a Spark DataFrame (here, in any order)."""
+
+    def __init__(self, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+        self._columns, self._rows = columns, rows
+
+    def columns(self) -> list[str]:
+        return self._columns
+
+    def dataframe(self) -> Any:
+        rows = [Row(r) for r in self._rows]
+        return type("Frame", (), {"collect": lambda _self: rows})()
+
+
+@dataclass(frozen=True)
+class PrivateSource:
+    source_id: str
+
+
+@dataclass(frozen=True)
+class GroupByCount:
+    child: Any
+    groupby_keys: Any
+    mechanism: Mechanism
+    low: float = 0.5
+
+
+def _doubled(x: int) -> int:
+    return 2 * x
+
+
+def _times(k: int) -> Any:
+    def times(x: int) -> int:
+        return k * x
+
+    return times
+
+
+def test_a_query_is_described_the_same_in_every_process() -> None:
+    """A query's repr names its KeySet by address (a new one in every process): the key reads
+    the KeySet's rows instead, whatever their order."""
+    one = GroupByCount(PrivateSource("visits"), KeySet(["r"], [("a",), ("b",)]), Mechanism.DEFAULT)
+    two = GroupByCount(PrivateSource("visits"), KeySet(["r"], [("b",), ("a",)]), Mechanism.DEFAULT)
+    assert repr(one) != repr(two)  # the addresses differ
+    assert adapter.described(one) == adapter.described(two)
+    declared = pure_dp("0.5")
+    key = adapter.idempotency_key("ds", "run", 0, Query(one), declared)  # type: ignore[arg-type]
+    assert key == adapter.idempotency_key("ds", "run", 0, Query(two), declared)  # type: ignore[arg-type]
+    other = GroupByCount(PrivateSource("visits"), KeySet(["r"], [("a",)]), Mechanism.DEFAULT)
+    assert key != adapter.idempotency_key("ds", "run", 0, Query(other), declared)  # type: ignore[arg-type]
+    assert adapter.described(one) == [
+        "GroupByCount",
+        {
+            "child": ["PrivateSource", {"source_id": "visits"}],
+            "groupby_keys": ["KeySet", ["r"], ["('a',)", "('b',)"]],
+            "mechanism": "Mechanism.DEFAULT",
+            "low": "0.5",
+        },
+    ]
+    # a function by its name, bytecode, closure and defaults
+    function = adapter.described(_doubled)
+    assert function[:2] == ["function", f"{__name__}._doubled"] and len(function[2]) == 64
+    assert function[3:] == [[], []]
+    assert adapter.described(_times(2)) != adapter.described(_times(3))
+    assert adapter.described(_times(2)) == adapter.described(_times(2))
+    # an object known only by its address keeps it: two of them are never one charge
+    first, second = object(), object()
+    assert adapter.described(first) == ["object", repr(first)]
+    assert adapter.described(first) != adapter.described(second)
 
 
 # ------------------------------------------------------------------ the order of evaluate

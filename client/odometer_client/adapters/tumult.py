@@ -37,8 +37,9 @@ odometer, as **one invocation per query**, before it is measured:
   existing identifier is two changes under Tumult's identifier-level relation).
 - **charged once**: the registration's idempotency key is derived from the dataset, the ``run``
   label the analyst gives, the query's position among this wrapper's admitted queries, the
-  query and the declaration, so a retried ``evaluate`` (or a restarted script that makes the
-  same queries under the same label) gets the stored decision back, not a second charge. A
+  query (:func:`described`: its ``KeySet`` by its rows, not by the address its ``repr`` shows)
+  and the declaration, so a retried ``evaluate`` (or a restarted script that makes the same
+  queries under the same label) gets the stored decision back, not a second charge. A
   restarted script measures again with fresh noise: give a new label when answers were
   already released.
 - **fail closed**: the Session measures only once the odometer admitted the query; a refusal
@@ -57,10 +58,12 @@ tmlt.analytics``: it pins numpy < 2 and needs Java 17 for Spark); :func:`declara
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
 from decimal import Decimal
+from enum import Enum
 from fractions import Fraction
 from typing import Any
 
@@ -214,18 +217,55 @@ def check_relation(session: Any, relation: str) -> None:
 
 
 # ------------------------------------------------------------------ the registration's key
+def described(value: Any) -> Any:
+    """A query expression as JSON that is the same in every process for the same query: its
+    dataclasses field by field, a ``KeySet`` by its columns and its rows (sorted; a Spark
+    action on the keys, which Tumult reads to evaluate the query anyway), a function by its
+    module, name, bytecode's digest, closure and defaults (not the globals it reads), enums by
+    name; anything else by its ``repr``, address included where it has one (then the key is
+    this process's only: charged again after a restart, never one charge for two objects). A
+    query's own ``repr`` names its ``KeySet`` by address, which changes with every process."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return [type(value).__name__, {f.name: described(getattr(value, f.name)) for f in fields}]
+    if type(value).__name__ == "KeySet" and hasattr(value, "dataframe"):
+        rows = sorted(repr(tuple(row)) for row in value.dataframe().collect())
+        return ["KeySet", list(value.columns()), rows]
+    if isinstance(value, Enum):
+        return f"{type(value).__name__}.{value.name}"
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [described(v) for v in value]
+        return sorted(items, key=repr) if isinstance(value, set | frozenset) else items
+    if isinstance(value, dict):
+        return [[described(k), described(v)] for k, v in sorted(value.items(), key=repr)]
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    code = getattr(value, "__code__", None)
+    if code is not None:
+        digest = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()
+        name = f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
+        cells = [c.cell_contents for c in getattr(value, "__closure__", None) or ()]
+        defaults = getattr(value, "__defaults__", None) or ()
+        return ["function", name, digest, described(cells), described(defaults)]
+    # an object known only by its address: this process's key (a restarted script is charged
+    # again, never two different objects once)
+    return [type(value).__name__, repr(value)]
+
+
 def idempotency_key(
     dataset_id: str, run: str, position: int, query: Any, declared: Mechanism
 ) -> str:
     """The registration's key: a digest of the dataset, the ``run`` label, the query's
-    ``position`` among the run's admitted queries, the query (its expression's ``repr``) and
-    the declaration; the same query at the same place under the same label is charged once."""
+    ``position`` among the run's admitted queries, the query (:func:`described`) and the
+    declaration; the same query at the same place under the same label is charged once."""
     expression = getattr(query, "_query_expr", query)
     document = {
         "dataset": dataset_id,
         "run": run,
         "position": position,
-        "query": repr(expression),
+        "query": described(expression),
         "declaration": declared.to_json(),
     }
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
