@@ -7,16 +7,18 @@ by the admission the registration applies at every level it spends at (dataset, 
 cap, analyst's quota: the ``admits`` the service passes in), so that a suggestion sent as given
 is admitted:
 
-- ``subsampled``: ``instead`` is the inner mechanism's own parameter (:data:`~odometer_core.
-  accounting.summary.KNOBS`: its noise scale up, or its ε, ρ, μ down; for an inner ``composed``
-  list, that list's noise factor below); ``alternatives`` holds the sampling rate (``poisson``:
-  ``rate`` down) or the sample size (``without_replacement``: ``m`` down, an integer).
-  Values are searched to :data:`SEARCH_DIGITS` significant digits.
+- ``subsampled``: ``instead`` is the inner mechanism's own parameter (the kind's one
+  parameter, :attr:`Rules.knobs`: its noise scale up, or its ε, ρ, μ down; for an inner
+  ``composed`` list, that list's noise factor below); ``alternatives`` holds the sampling rate
+  (``poisson``: ``rate`` down) or the sample size (``without_replacement``: ``m`` down, an
+  integer). Values are searched to :data:`SEARCH_DIGITS` significant digits.
 - ``composed``: ``instead`` scales the whole list by one **noise factor** f ≥ 1 — every item's
   noise scale (σ, b, a noise multiplier) multiplied by f and every item's ε, ρ or μ divided by
-  it, each rounded to :data:`~odometer_core.accounting.summary.DIGITS` digits on the side that
-  costs less; items with no such parameter are left as they are; ``alternatives`` holds, for a
-  repeated mechanism (``{"mechanism": …, "count": k}``), fewer repetitions.
+  it, each rounded to :attr:`Rules.digits` digits on the side that costs less; items with no
+  such parameter are left as they are; ``alternatives`` holds, for a repeated mechanism
+  (``{"mechanism": …, "count": k}``), fewer repetitions.
+- Either, holding an approximate item (``approx_dp``, or ``zcdp`` with a δ): ``alternatives``
+  also divides every item's own δ by one **delta factor** — refused on δ, no noise helps.
 
 Admission is monotone in every knob (each item's charge is, in every mode, and so is every
 composition rule the modes apply; each level admits iff its own charge fits), so a bisection
@@ -24,22 +26,24 @@ finds the edge of the conjunction. Every value tried is the rounded value that w
 and the suggestion is one that was admitted when tried: nothing is rounded after the check.
 
 The search is *anytime*: the service bounds it by CPU (each candidate of a ``composed`` list in
-``basic`` costs a joint PLD, about 50 ms), and when the bound stops it
-(:class:`~odometer_core.accounting.summary.SearchStopped`) the best admitted candidate found so
-far is kept — admitted, if not the closest to the edge — and the knobs not yet searched are left
-out. ``docs/accounting.md``, *What would fit instead*.
+``basic`` costs a joint PLD, about 50 ms), and when the bound stops it (:attr:`Rules.stopped`)
+the best admitted candidate found so far is kept — admitted, if not the closest to the edge —
+and the knobs not yet searched are left out. ``docs/accounting.md``, *What would fit instead*.
+
+The summary's tables (each kind's one parameter, the digits of its figures, the exception that
+stops a search) are handed in as :class:`Rules` by :func:`odometer_core.accounting.summary.
+refusal`, so this module does not import the summary (no import cycle).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from odometer_core.accounting import memo
-from odometer_core.accounting import summary as sm
 from odometer_core.accounting.declarations import (
     ZCDP,
     ApproxDP,
@@ -48,13 +52,12 @@ from odometer_core.accounting.declarations import (
     Subsampled,
     parse_declaration,
 )
-from odometer_core.accounting.exact import fmt
-from odometer_core.accounting.filters import AccountingConfig, FilterState
+from odometer_core.accounting.exact import fmt, rounded
 
 #: The kinds :func:`suggest` answers for.
 KINDS: tuple[type[Declaration], ...] = (Subsampled, Composed)
 #: Significant digits of every value searched here (a ``composed`` list's noise factor, whose
-#: items' values are then rounded to :data:`~odometer_core.accounting.summary.DIGITS`; a rate;
+#: items' values are then rounded to :attr:`Rules.digits`; a rate;
 #: an inner parameter): about 14 admissions past the bracket, where each may be a PLD of its
 #: own (a joint PLD of the list, or a subsampled Gaussian's, in ``basic``).
 SEARCH_DIGITS = 4
@@ -67,6 +70,20 @@ OWN_DELTA: tuple[type[Declaration], ...] = (ApproxDP, ZCDP)
 
 #: A declaration with one knob set to a value, or ``ValueError`` if that value is not valid.
 Put = Callable[[Declaration, Decimal], Declaration]
+#: Whether a declaration would be admitted now, at every level the registration spends at.
+Admits = Callable[[Declaration], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What the summary decides for every kind: each plain kind's one privacy parameter and
+    whether admission grows with it (:data:`odometer_core.accounting.summary.KNOBS`), the
+    significant digits of a figure (an item's value after scaling), and the exception an
+    ``admits`` callback raises to stop a search."""
+
+    knobs: Mapping[type[Declaration], tuple[str, bool]]
+    digits: int
+    stopped: type[Exception]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,19 +106,12 @@ def covers(declaration: Declaration) -> bool:
 
 
 def suggest(
-    config: AccountingConfig,
-    state: FilterState,
-    declaration: Declaration,
-    *,
-    sub_budget: str | None = None,
-    conversion_delta: Decimal | None = None,
-    admits: sm.Admits | None = None,
+    declaration: Declaration, admitted: Admits, rules: Rules
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
     """``instead``, ``alternatives`` and the phrases the refusal's text joins ("… would fit")
-    for a refused ``subsampled`` or ``composed`` declaration (module docstring). ``admits`` is
-    the registration's admission at every level; without it the refusing filter's own."""
-    admitted = sm._admission(config, state, sub_budget, conversion_delta, admits)
-    first, others = knobs(declaration)
+    for a refused ``subsampled`` or ``composed`` declaration (module docstring). ``admitted``
+    is the registration's admission at every level (or the refusing filter's own)."""
+    first, others = knobs(declaration, rules)
     suggestion: dict[str, Any] | None = None
     found: list[dict[str, Any]] = []
     phrases: list[str] = []
@@ -109,7 +119,7 @@ def suggest(
         for position, knob in enumerate([first, *others]):
             if knob is None:
                 continue
-            edge, value, stopped = _edge(declaration, knob, admitted)
+            edge, value, stopped = _edge(declaration, knob, admitted, rules.stopped)
             if edge is not None:
                 relation = "≤" if knob.grows else "≥"
                 what = f"{knob.name} {relation} {fmt(value)}"
@@ -124,11 +134,11 @@ def suggest(
 
 
 # ---------------------------------------------------------------------------- knobs
-def knobs(declaration: Declaration) -> tuple[Knob | None, list[Knob]]:
+def knobs(declaration: Declaration, rules: Rules) -> tuple[Knob | None, list[Knob]]:
     """The knob of ``instead`` (``None`` if the kind has none) and those of ``alternatives``."""
-    deltas = [_DELTA_FACTOR] if _has_own_delta(declaration) else []
+    deltas = [_delta_factor(rules)] if _has_own_delta(declaration) else []
     if isinstance(declaration, Subsampled):
-        inner = _primary(declaration.mechanism)
+        inner = _primary(declaration.mechanism, rules)
         first = None if inner is None else _lifted(inner)
         if declaration.scheme == "poisson":
             rate = Knob("rate", True, False, _rate, _with(lambda d, x: _replace(d, rate=x)))
@@ -139,15 +149,15 @@ def knobs(declaration: Declaration) -> tuple[Knob | None, list[Knob]]:
         others = []
         if len(declaration.items) == 1 and declaration.items[0][1] > 1:
             others.append(Knob("count", True, True, _count, _with(_set_count)))
-        return _primary(declaration), [*others, *deltas]
-    return _primary(declaration), []
+        return _primary(declaration, rules), [*others, *deltas]
+    return _primary(declaration, rules), []
 
 
-def _primary(declaration: Declaration) -> Knob | None:
+def _primary(declaration: Declaration, rules: Rules) -> Knob | None:
     """The one knob :func:`suggest` moves first: the kind's own parameter
-    (:data:`~odometer_core.accounting.summary.KNOBS`), the inner mechanism's for a subsampled
-    one, the noise factor for a list with an item it can scale; ``None`` otherwise."""
-    own = sm.KNOBS.get(type(declaration))
+    (:attr:`Rules.knobs`), the inner mechanism's for a subsampled one, the noise factor for a
+    list with an item it can scale; ``None`` otherwise."""
+    own = rules.knobs.get(type(declaration))
     if own is not None:
         field, grows = own
         return Knob(
@@ -158,16 +168,10 @@ def _primary(declaration: Declaration) -> Knob | None:
             _with(lambda d, x: _replace(d, **{field: x})),
         )
     if isinstance(declaration, Subsampled):
-        inner = _primary(declaration.mechanism)
+        inner = _primary(declaration.mechanism, rules)
         return None if inner is None else _lifted(inner)
-    if isinstance(declaration, Composed) and any(_scalable(d) for d, _ in declaration.items):
-        return Knob(
-            "noise factor",
-            False,
-            False,
-            _one,
-            _with(_scaled),
-        )
+    if isinstance(declaration, Composed) and any(_scalable(d, rules) for d, _ in declaration.items):
+        return Knob("noise factor", False, False, _one, _with(lambda d, f: _scaled(d, f, rules)))
     return None
 
 
@@ -186,31 +190,34 @@ def _lifted(inner: Knob) -> Knob:
     return Knob(name, inner.grows, inner.count, get, _with(put), inner.digits)
 
 
-def _scalable(declaration: Declaration) -> bool:
+def _scalable(declaration: Declaration, rules: Rules) -> bool:
     """Whether the noise factor moves anything in ``declaration``."""
-    if type(declaration) in sm.KNOBS:
+    if type(declaration) in rules.knobs:
         return True
     if isinstance(declaration, Subsampled):
-        return _scalable(declaration.mechanism)
+        return _scalable(declaration.mechanism, rules)
     if isinstance(declaration, Composed):
-        return any(_scalable(d) for d, _ in declaration.items)
+        return any(_scalable(d, rules) for d, _ in declaration.items)
     return False
 
 
-def _scaled(declaration: Declaration, factor: Decimal) -> Declaration:
+def _scaled(declaration: Declaration, factor: Decimal, rules: Rules) -> Declaration:
     """``declaration`` with its noise multiplied by ``factor`` (its ε, ρ or μ divided by it),
-    each value rounded to :data:`~odometer_core.accounting.summary.DIGITS` digits toward less
-    privacy loss; kinds without such a parameter unchanged."""
-    own = sm.KNOBS.get(type(declaration))
+    each value rounded to :attr:`Rules.digits` digits toward less privacy loss; kinds without
+    such a parameter unchanged."""
+    own = rules.knobs.get(type(declaration))
     if own is not None:
         field, grows = own
         value = Decimal(getattr(declaration, field))
-        moved = sm.round_down(value / factor) if grows else sm.round_up(value * factor)
+        if grows:
+            moved = rounded(value / factor, up=False, digits=rules.digits)
+        else:
+            moved = rounded(value * factor, up=True, digits=rules.digits)
         return _replace(declaration, **{field: moved})
     if isinstance(declaration, Subsampled):
-        return _replace(declaration, mechanism=_scaled(declaration.mechanism, factor))
+        return _replace(declaration, mechanism=_scaled(declaration.mechanism, factor, rules))
     if isinstance(declaration, Composed):
-        items = tuple((_scaled(d, factor), count) for d, count in declaration.items)
+        items = tuple((_scaled(d, factor, rules), count) for d, count in declaration.items)
         return _replace(declaration, items=items)
     return declaration
 
@@ -226,16 +233,17 @@ def _has_own_delta(declaration: Declaration) -> bool:
     return False
 
 
-def _delta_scaled(declaration: Declaration, factor: Decimal) -> Declaration:
+def _delta_scaled(declaration: Declaration, factor: Decimal, digits: int) -> Declaration:
     """``declaration`` with every item's own δ divided by ``factor``, rounded down to
-    :data:`~odometer_core.accounting.summary.DIGITS` digits (less δ is a stronger guarantee
-    of the same mechanism)."""
+    ``digits`` digits (less δ is a stronger guarantee of the same mechanism)."""
     if isinstance(declaration, (ApproxDP, ZCDP)):  # OWN_DELTA
-        return _replace(declaration, delta=sm.round_down(declaration.delta / factor))
+        delta = rounded(declaration.delta / factor, up=False, digits=digits)
+        return _replace(declaration, delta=delta)
     if isinstance(declaration, Subsampled):
-        return _replace(declaration, mechanism=_delta_scaled(declaration.mechanism, factor))
+        inner = _delta_scaled(declaration.mechanism, factor, digits)
+        return _replace(declaration, mechanism=inner)
     if isinstance(declaration, Composed):
-        items = tuple((_delta_scaled(d, factor), count) for d, count in declaration.items)
+        items = tuple((_delta_scaled(d, factor, digits), n) for d, n in declaration.items)
         return _replace(declaration, items=items)
     return declaration
 
@@ -278,18 +286,20 @@ def _with(put: Put) -> Put:
     return checked
 
 
-#: Refused on δ, where no noise helps: every item's own δ divided by one factor (the δ per
-#: declaration that fits, as ``approx_dp``'s own ``alternatives`` give it).
-_DELTA_FACTOR = Knob("delta factor", False, False, _one, _with(_delta_scaled))
+def _delta_factor(rules: Rules) -> Knob:
+    """Refused on δ, where no noise helps: every item's own δ divided by one factor (the δ
+    per declaration that fits, as ``approx_dp``'s own ``alternatives`` give it)."""
+    put = _with(lambda d, f: _delta_scaled(d, f, rules.digits))
+    return Knob("delta factor", False, False, _one, put)
 
 
 # ---------------------------------------------------------------------------- the search
 def _edge(
-    declaration: Declaration, knob: Knob, admitted: sm.Admits
+    declaration: Declaration, knob: Knob, admitted: Admits, stop: type[Exception]
 ) -> tuple[Declaration | None, Decimal, bool]:
     """The declaration with ``knob`` at the edge of what ``admitted`` admits, the knob's value
-    there, and whether the search was stopped (:class:`~odometer_core.accounting.summary.
-    SearchStopped`; then the best admitted so far, or ``None``). Every value tried is rounded
+    there, and whether the search was stopped (``stop`` raised; then the best admitted so far,
+    or ``None``). Every value tried is rounded
     to the knob's digits on the side that costs less and tried as it would be sent; the
     searches move toward the edge, so the last admitted is the closest."""
     best: list[tuple[Declaration, Decimal]] = []
@@ -298,7 +308,7 @@ def _edge(
         try:
             candidate = knob.put(declaration, value)
             ok = admitted(candidate)
-        except sm.SearchStopped:
+        except stop:
             raise
         except ValueError:
             return False
@@ -314,11 +324,19 @@ def _edge(
         else:
             _up_search(knob.get(declaration), knob.digits, fits)
         stopped = False
-    except sm.SearchStopped:
+    except stop:
         stopped = True
     if not best:
         return None, Decimal(0), stopped
     return best[0][0], best[0][1], stopped
+
+
+def _down(value: Decimal, digits: int) -> Decimal:
+    return rounded(value, up=False, digits=digits)
+
+
+def _up(value: Decimal, digits: int) -> Decimal:
+    return rounded(value, up=True, digits=digits)
 
 
 def _count_search(refused: int, fits: Callable[[Decimal], bool]) -> None:
@@ -335,16 +353,16 @@ def _count_search(refused: int, fits: Callable[[Decimal], bool]) -> None:
 def _down_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool]) -> None:
     """The largest value below ``refused`` that fits, rounded down to ``digits`` digits: from
     the first of its halvings that fits, then bisection on rounded values."""
-    lo = sm.round_down(refused / 2, digits)
+    lo = _down(refused / 2, digits)
     for _ in range(BRACKET):
         if lo > 0 and fits(lo):
             break
-        lo = sm.round_down(lo / 2, digits)
+        lo = _down(lo / 2, digits)
     else:
         return
     hi = refused
     while True:
-        mid = sm.round_down((lo + hi) / 2, digits)
+        mid = _down((lo + hi) / 2, digits)
         if mid <= lo or mid >= hi:
             break
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
@@ -353,15 +371,15 @@ def _down_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool])
 def _up_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool]) -> None:
     """The smallest value above ``refused`` that fits, rounded up to ``digits`` digits: from
     the first of its doublings that fits, then bisection on rounded values."""
-    lo, hi = refused, sm.round_up(max(refused, Decimal(1)) * 2, digits)
+    lo, hi = refused, _up(max(refused, Decimal(1)) * 2, digits)
     for _ in range(BRACKET):
         if fits(hi):
             break
-        lo, hi = hi, sm.round_up(hi * 2, digits)
+        lo, hi = hi, _up(hi * 2, digits)
     else:
         return
     while True:
-        mid = sm.round_up((lo + hi) / 2, digits)
+        mid = _up((lo + hi) / 2, digits)
         if mid <= lo or mid >= hi:
             break
         lo, hi = (lo, mid) if fits(mid) else (mid, hi)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
+from odometer_core.accounting import instead as held
 from odometer_core.accounting import memo
 from odometer_core.accounting.declarations import (
     DPSGD,
@@ -600,22 +601,15 @@ def refusal(
     the caller knows each candidate would cost a PLD (a level in ``basic``)."""
     view = status(config, state)
     reading = compose(view)
-    # subsampled and composed: odometer_core.accounting.instead (searched by CPU-bounded steps)
-    from odometer_core.accounting import instead as held
-
     costly = isinstance(declaration, (*COSTLY, *held.KINDS))
     suggestion: dict[str, Any] | None = None
     others: list[dict[str, Any]] = []
     phrases: list[str] = []
     if search and held.covers(declaration):
-        suggestion, others, phrases = held.suggest(
-            config,
-            state,
-            declaration,
-            sub_budget=sub_budget,
-            conversion_delta=conversion_delta,
-            admits=admits,
-        )
+        # subsampled and composed: odometer_core.accounting.instead (anytime, CPU-bounded)
+        admitted = _admission(config, state, sub_budget, conversion_delta, admits)
+        rules = held.Rules(KNOBS, DIGITS, SearchStopped)
+        suggestion, others, phrases = held.suggest(declaration, admitted, rules)
     elif search and not (costly and reason is not None and LOWER_BOUND in reason):
         for finder in (instead, alternatives):
             found = finder(
