@@ -2,8 +2,9 @@
 its own Patroni, and HAProxy routing to whichever node Patroni's REST API calls the primary.
 
 Everything comes from Debian's packages (``.ci/run`` installs ``patroni`` and ``etcd-server``;
-HAProxy is already there for the replicas tests) and runs on free ports of 127.0.0.1, in one
-temporary directory:
+HAProxy is already there for the replicas tests) and runs on free ports of 127.0.0.1 (below
+the ephemeral range: :func:`port`), in one temporary directory, removed at the end unless
+``ODOMETER_KEEP_PATRONI=1`` (every process's log is there):
 
 - **etcd** 3.4, one member, with ``--enable-v2``: Debian's Patroni 3.0.2 reaches it through
   the v2 API (its ``etcd:`` section; etcd 3.4 as Debian builds it has no v3 JSON gateway
@@ -16,7 +17,7 @@ temporary directory:
   synchronous standby), ``primary_start_timeout`` 0 (a PostgreSQL crash on the leader fails
   over at once instead of restarting in place), ``use_pg_rewind`` (the old leader comes back
   as a standby). The node's Unix socket is beside its data directory, not in it (``pg_rewind``
-  would try to copy it).
+  would try to copy it); ``fsync`` is off (:data:`DCS` says why).
 - **HAProxy** in TCP mode with two listeners to the same nodes. Both check Patroni's
   ``GET /primary`` (200 only on the leader that holds the lock) every 500 ms, a node down
   after 2 failed checks and up after 1; ``primary`` also has ``on-marked-down
@@ -26,7 +27,7 @@ temporary directory:
   waits until its statistics show exactly one node UP, checked.
 
 The test decides nothing about roles: it kills, stops and restarts processes, and reads who
-leads from Patroni's REST API (``GET /cluster``, ``GET /primary``).
+leads from Patroni's REST API (``GET /primary``, ``GET /sync``).
 """
 
 from __future__ import annotations
@@ -238,11 +239,7 @@ class Node:
             pid = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
         except (OSError, ValueError):
             return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        return pid
+        return pid if _alive(pid) else None
 
     def _signal_postgres(self, sig: signal.Signals) -> None:
         """``sig`` to the postmaster and every process of its process group: the backends,
@@ -311,13 +308,19 @@ class Node:
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not: a killed postmaster is nobody's child once
+    Patroni's starter has exited, and waits for the system's init to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _wait_gone(pid: int | None, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
-    while pid is not None and time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
+    while pid is not None and _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
@@ -438,9 +441,6 @@ class PatroniCluster:
     #: the instants of the set-up's phases (``time.monotonic()``), for the report
     phases: dict[str, float] = field(default_factory=dict)
 
-    def node(self, name: str) -> Node:
-        return next(n for n in self.nodes if n.name == name)
-
     def url(self, database: str, listener: str = "primary") -> str:
         """The service's URL through one of HAProxy's listeners."""
         port = self.proxy_ports[listener]
@@ -457,14 +457,6 @@ class PatroniCluster:
         )
 
     # ------------------------------------------------------------------ roles
-    def members(self) -> list[dict[str, Any]]:
-        """``GET /cluster`` of the first Patroni that answers."""
-        for node in self.nodes:
-            status, body = node.rest("/cluster")
-            if status == 200:
-                return list(body.get("members", []))
-        return []
-
     def leader(self) -> Node | None:
         """The node whose Patroni answers ``/primary`` with 200."""
         for node in self.nodes:
