@@ -33,10 +33,10 @@ with ``Retry-After``, and no 4xx; the first 201 answered after the promotion to 
 after the kill within :data:`FIRST_201_LIMIT` (10 s) of the kill, and of the stop within
 :data:`FIRST_201_AFTER_STOP` (12 s); the old leader a synchronous standby again within
 :data:`REJOIN_LIMIT`; the dataset's ``spent`` equals the ledger's sum and the acknowledged sum;
-the export verifies (``odometer verify``). Each phase's time is printed: about 2 minutes in all
-on a shared 2-core machine with a load average of 15 to 23 (the cluster's set-up, with the
-services started meanwhile, 25-34 s; the four scenarios 9-30, 24-40, 22-41 and 15-23 s; the
-ledger and export read 10-17 s; the tear-down 3-4 s).
+the export verifies (``odometer verify``). Each phase's time is printed: 98-132 s in all on a
+shared 2-core machine with a load average of 11 to 23 (the cluster's set-up, with the services
+started meanwhile, 18-34 s; the four scenarios 8-30, 24-40, 19-41 and 15-23 s; the ledger and
+export read 5-17 s; the tear-down 0.1 s).
 
 Shown to fail: with its service moved to HAProxy's listener without ``shutdown-sessions`` for
 one run, the test failed on ``23 of 6100 acknowledged writes lost`` in scenario 2 (and no 201
