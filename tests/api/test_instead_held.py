@@ -183,6 +183,44 @@ def test_a_refused_repetition_is_told_how_many_fit(
     assert not _admitted_fresh(client, mode, level, {**fewer, "count": fewer["count"] + 1})
 
 
+def test_a_sample_without_replacement_is_told_the_sample_size_that_fits(
+    client: TestClient,
+) -> None:
+    """``without_replacement`` (m of n, replace-one): ``instead`` raises the inner Laplace's
+    scale, ``alternatives`` lowers m, an integer at its edge (m + 1 is refused)."""
+    job = {
+        "type": "subsampled",
+        "scheme": "without_replacement",
+        "m": 500,
+        "n": 1000,
+        "mechanism": LAPLACE_HALF,
+    }
+
+    def fresh() -> str:
+        body = {
+            "name": "sample",
+            "budget": {"epsilon": "1", "delta": "0.000001"},
+            "relation": "replace_one",
+            "organisation_id": new_organisation(client),
+        }
+        r = client.post("/v1/datasets", json=body, headers=AUTH)
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+    refused = _register(client, fresh(), AUTH, job)
+    assert refused.status_code == 409, refused.text
+    summary = refused.json()["summary"]
+    instead = summary["instead"]
+    assert instead is not None and {**instead, "mechanism": LAPLACE_HALF} == job
+    assert Decimal(instead["mechanism"]["scale"]) > Decimal("0.5")
+    (fewer,) = summary["alternatives"]
+    assert {**fewer, "m": 500} == job and 1 <= fewer["m"] < 500
+    assert summary["text"].endswith(f", or m ≤ {fewer['m']} would fit")
+    for suggestion in (instead, fewer):
+        assert _register(client, fresh(), AUTH, suggestion).status_code == 201, suggestion
+    assert _register(client, fresh(), AUTH, {**fewer, "m": fewer["m"] + 1}).status_code == 409
+
+
 #: Two (0.1, 6·10⁻⁷) items: 1.2·10⁻⁶ of δ over a budget of 10⁻⁶, whatever their noise.
 APPROXIMATE = {
     "type": "composed",
