@@ -267,6 +267,9 @@ ROWS: dict[tuple[str, str], Row] = {
         lambda w: DS.format(w.dataset) + "/ledger/consistency?from=1",
         mutating=False,
     ),
+    ("GET", "/v1/datasets/{dataset_id}/ledger/checkpoint"): Row(
+        ALL, "dataset", lambda w: DS.format(w.dataset) + "/ledger/checkpoint", mutating=False
+    ),
     ("GET", "/v1/datasets/{dataset_id}/report"): Row(
         frozenset({"curator", "auditor"}),
         "dataset",
