@@ -401,7 +401,8 @@ def split() -> str:
     share, first = float(branch.share), float(branch.first)
     return (
         f"the reading is the smallest of the ladder's statement and the PLD branch's. When the "
-        f"first declaration's own ε is at least {float(statements.OPENING_FRACTION):g} of ε_B, "
+        f"ladder on the whole of δ_c would admit fewer than {statements.OPENING_REPEATS} "
+        "repeats of the first declaration (at its best order), "
         f"the PLD branch holds {share:g} of δ_c (declaration 1 gets {share * first:g} δ_c, "
         f"declaration i ≥ 2 gets {share * (1 - first):g} δ_c · 6/(π²(i − 1)²)) and the ladder "
         f"{1 - share:g} of δ_c; otherwise the ladder holds all of δ_c (as before 1.6.0)."

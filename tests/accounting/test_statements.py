@@ -155,8 +155,9 @@ def test_configurations_stored_before_keep_their_readings() -> None:
 
 
 def test_a_fresh_dataset_reads_zero_and_zero() -> None:
-    for acc in ({}, {"orders": [2, 8, 32]}):
-        config = _rdp(**acc)
+    accs: list[dict[str, Any]] = [{}, {"orders": [2, 8, 32]}]
+    for acc in accs:
+        config = _rdp("8", "0.00001", **acc)
         fresh = _reading(config, initial_state(config))
         assert (fresh["epsilon"], fresh["delta"]) == ("0", "0")
 

@@ -104,7 +104,7 @@ from odometer_core.accounting.modes.statements import (
     BranchState,
     PldBranch,
     advance,
-    ladder_pool,
+    may_fit,
     opening,
 )
 from odometer_core.accounting.modes.workload import MAX_WORKLOAD_COUNT as MAX_WORKLOAD_COUNT
@@ -190,8 +190,8 @@ def choose_grid(
     anchored: bool = True,
     branch: PldBranch | None = None,
 ) -> RDPConfig:
-    """The grid of a dataset created for a declared workload (the ladder's δ pool: δ_c less
-    ``branch``'s, :mod:`.statements`).
+    """The grid of a dataset created for a declared workload (``branch``: the PLD branch's
+    split, :mod:`.statements`).
 
     Every candidate order α of :data:`CANDIDATE_ORDERS` is scored by the multiple of the
     workload it would admit holding :data:`WORKLOAD_SHARE` of δ_c, B_{0.9}(α)/C(α) with C the
@@ -268,13 +268,13 @@ def make(
     branch: PldBranch | None = None,
 ) -> RDPConfig:
     """A new filter on the grid: anchored (thresholds at level 1's share of each order's
-    w_α·δ_L, so that the orders' ladders contain them, δ_L the ladder's pool: δ_c less the PLD
-    ``branch``'s), or as before 1.4.0 (replay only)."""
-    if not anchored:
-        thresholds = _rdp_thresholds(eps, dc, orders, weights, anchored)
-        return RDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), orders, weights, thresholds)
-    thresholds = _rdp_thresholds(eps, ladder_pool(branch, dc), orders, weights)
+    w_α·δ_c, so that the orders' ladders contain them; with the PLD ``branch``'s split stored,
+    the ladder on the whole of δ_c is in force until a first declaration keeps the branch,
+    :func:`in_force`), or as before 1.4.0 (replay only)."""
+    thresholds = _rdp_thresholds(eps, dc, orders, weights, anchored)
     config = RDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), orders, weights, thresholds)
+    if not anchored:
+        return config
     return replace(config, anchor=Anchor(eps, dlt), thresholds_top=thresholds, branch=branch)
 
 
@@ -316,29 +316,43 @@ def in_force(config: RDPConfig, state: RDPState) -> RDPConfig:
     order's ladder (the order chosen holds :data:`WORKLOAD_SHARE` of δ_c, the other orders split
     the rest equally, as for a declared workload; the tops B(α) at the creation target from
     them), the stored weights at the ladders' other levels (``others``), and the caps the budget
-    in force puts on them (:func:`change_budget`). A pure function of the configuration and
-    the recorded choice, so replay recomputes it."""
-    if config.branch is not None and state.pld.off:
-        config = _ladder_only(config)
-    if config.weights_rule != WEIGHTS_FIRST or state.first in (None, FIRST_DEFAULT):
+    in force puts on them (:func:`change_budget`). From accounting 1.6.0, first the split the
+    first declaration chose (``state.pld``): the branch kept, the ladders' tops on the ladder's
+    pool (:func:`_with_branch`), or off, the stored ladder on the whole of δ_c. A pure function
+    of the configuration and the recorded choices, so replay recomputes it."""
+    if config.branch is not None and not config.branch_on and state.pld != NO_BRANCH:
+        config = _ladder_only(config) if state.pld.off else _with_branch(config)
+    return _weights_in_force(config, state.first)
+
+
+def _weights_in_force(config: RDPConfig, first: str | None) -> RDPConfig:
+    """The weights part of :func:`in_force`, on a filter whose split is decided."""
+    if config.weights_rule != WEIGHTS_FIRST or first in (None, FIRST_DEFAULT):
         return config
     if config.others is not None:  # already the filter in force
         return config
-    return _chosen(config, state.first)
+    return _chosen(config, first)
+
+
+def _ladder_only(config: RDPConfig) -> RDPConfig:
+    """The filter whose first declaration turned the PLD branch off
+    (:func:`.statements.opening`): the stored one, whose ladder holds the whole of δ_c,
+    without the branch."""
+    return replace(config, branch=None)
 
 
 @functools.lru_cache(maxsize=256)
-def _ladder_only(config: RDPConfig) -> RDPConfig:
-    """The filter whose first declaration turned the PLD branch off: the ladders' tops at the
-    creation target on the whole of δ_c (:func:`.statements.opening`), capped by the budget in
-    force."""
+def _with_branch(config: RDPConfig) -> RDPConfig:
+    """The filter whose first declaration kept the PLD branch: the ladders' tops at the
+    creation target on the ladder's pool δ_c − P (:attr:`RDPConfig.ladder_delta`), capped by
+    the budget in force."""
     assert config.anchor is not None
-    dc = config.final_conversion_delta
-    top = _rdp_thresholds(config.anchor.epsilon, dc, config.orders, config.weights)
-    alone = replace(config, branch=None, thresholds=top, thresholds_top=top)
+    on = replace(config, branch_on=True)
+    top = _rdp_thresholds(config.anchor.epsilon, on.ladder_delta, config.orders, config.weights)
+    on = replace(on, thresholds=top, thresholds_top=top)
     if config.epsilon == config.anchor.epsilon:
-        return alone
-    return replace(alone, thresholds=_caps(alone, config.epsilon))
+        return on
+    return replace(on, thresholds=_caps(on, config.epsilon))
 
 
 @functools.lru_cache(maxsize=256)
@@ -417,14 +431,16 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
     split = config.branch is not None and state.pld == NO_BRANCH and config.anchor is not None
     if weights or split:
         charged = charged_curve(decl, config.relation, config.orders, config.tight_wor)
-        trial = state
+        trial, base = state, in_force(config, state)
         if split:
             assert config.branch is not None and config.anchor is not None
-            pld = opening(config.branch, config.final_conversion_delta, decl, config.anchor.epsilon)
+            repeats = _repeats(config, charged[0])
+            pld = opening(decl, repeats)
             trial = replace(trial, pld=pld)
+            base = _ladder_only(config) if pld.off else _with_branch(config)
         if weights:
-            trial = replace(trial, first=first_choice(in_force(config, trial), charged[0]))
-        chosen = in_force(config, trial)
+            trial = replace(trial, first=first_choice(base, charged[0]))
+        chosen = _weights_in_force(base, trial.first)
         trial = replace(initial_state(chosen), delta=state.delta, first=trial.first, pld=trial.pld)
         decision = _decide(chosen, trial, decl, charged)
         if decision.admitted:
@@ -453,11 +469,14 @@ def _decide(
     with np.errstate(over="ignore"):
         s = np.nextafter(old + curve, np.inf)
     fits = (~dead) & (s <= grid.thresholds)
-    pld = _branch_after(config, state, decl, delta)
+    pld, by_branch = state.pld, False
+    if fits.any() or _branch_may_fit(config, state, decl):
+        pld = _branch_after(config, state, decl, delta)
+        by_branch = _branch_admits(config, pld)
     why = None
     if new_delta > config.delta_approx:
         why = "delta budget exceeded"
-    elif not fits.any() and not _branch_admits(config, pld):
+    elif not fits.any() and not by_branch:
         why = "RDP budget exceeded at every live order"
     elif new_delta > 0 and config.anchor is not None:
         # approximate declarations stay within the creation filter (its thresholds, its target)
@@ -476,13 +495,26 @@ def _decide(
     return Decision("accepted", new_state, requested, requested, remaining)
 
 
+def _repeats(config: RDPConfig, curve: FloatArray) -> float:
+    """How many repeats of a declaration of RDP ``curve`` the ladder on the whole of δ_c admits
+    at its best order holding :data:`WORKLOAD_SHARE` of δ_c (:func:`first_choice`'s measure;
+    ∞ for a curve that is 0 at every order)."""
+    assert config.anchor is not None
+    share = to_float_down(WORKLOAD_SHARE)
+    eps, dc = config.anchor.epsilon, config.final_conversion_delta
+    tops = _rdp_thresholds(eps, dc, config.orders, (share,) * len(config.orders))
+    pairs = zip(tops, curve.tolist(), strict=True)
+    ratios = [b / c if c > 1e-300 else math.inf for b, c in pairs if b > 0]
+    return max(ratios, default=0.0)
+
+
 def _branch_after(
     config: RDPConfig, state: RDPState, decl: Declaration, delta: Decimal
 ) -> BranchState:
     """The PLD branch's statement after admitting ``decl`` (of δ ``delta`` here): unchanged
     without a branch (configurations stored before 1.6.0), else :func:`.statements.advance`
     (after an approximate declaration, retired: the reading is then the filter's target)."""
-    if config.branch is None or config.anchor is None:
+    if config.branch is None or not config.branch_on or config.anchor is None:
         return state.pld
     declared = delta if state.delta == 0 else ONE
     return advance(
@@ -495,9 +527,16 @@ def _branch_after(
     )
 
 
+def _branch_may_fit(config: RDPConfig, state: RDPState, decl: Declaration) -> bool:
+    """Whether the branch alone could admit ``decl`` (a cheap lower bound, :func:`may_fit`)."""
+    if not config.branch_on or config.branch is None or state.delta > 0:
+        return False
+    return may_fit(config.branch, config.final_conversion_delta, state.pld, decl, config.epsilon)
+
+
 def _branch_admits(config: RDPConfig, pld: BranchState) -> bool:
     """Whether the PLD branch alone keeps the reading within the budget in force."""
-    return config.branch is not None and not pld.retired and pld.epsilon <= config.epsilon
+    return config.branch_on and not pld.retired and pld.epsilon <= config.epsilon
 
 
 def admit(
@@ -714,7 +753,7 @@ def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
     target = Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_RDP)
     if state.delta > 0:
         return target
-    if config.branch is not None and state.pld.count == 0 and not any(state.rdp):
+    if config.branch is not None and state.pld == NO_BRANCH and not any(state.rdp):
         return Reading(ZERO, ZERO, "ladder", odo.THEOREM_RDP, 0, ZERO)  # nothing released
     best: tuple[Decimal, int] | None = None if any(state.rdp) else (ZERO, 0)
     for i, spent in enumerate(state.rdp):
@@ -722,7 +761,7 @@ def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
         found = None if order is None else order.reading(spent)
         if found is not None and (best is None or found[0] < best[0]):
             best = found
-    pld = state.pld.epsilon if config.branch is not None else INFINITY
+    pld = state.pld.epsilon if config.branch_on else INFINITY
     if pld < (INFINITY if best is None else best[0]):
         return Reading(pld, config.final_conversion_delta, "basic", THEOREM_PLD_BRANCH)
     if best is None:  # never: admission keeps some order within a level, or the branch

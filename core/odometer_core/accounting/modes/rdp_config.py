@@ -4,7 +4,7 @@ name here).
 
 From accounting 1.6.0 a configuration also carries its PLD branch (``branch``: the δ split of
 :class:`~odometer_core.accounting.modes.statements.PldBranch`), and a state the branch's running
-statement (``branch``: the count of declarations and Σε_i); both are absent on configurations
+statement (``pld``: the count of declarations and Σε_i); both are absent on configurations
 stored before, whose states are written as before.
 """
 
@@ -128,15 +128,18 @@ class RDPConfig:
     #: under :data:`WEIGHTS_FIRST` after the choice, the weights of the ladders' levels other
     #: than 1 (the configuration's stored weights; ``None``: ``weights`` at every level)
     others: tuple[float, ...] | None = None
-    #: the PLD branch's δ split (accounting ≥ 1.6.0; ``None`` before): the ladder then holds
-    #: :attr:`ladder_delta` of δ_c, the branch the rest
+    #: the PLD branch's δ split (accounting ≥ 1.6.0; ``None`` before); the stored thresholds
+    #: are the ladder's on the whole of δ_c, in force until a first declaration keeps the branch
     branch: PldBranch | None = None
+    #: derived, never stored: the filter in force once the first declaration kept the branch
+    #: (the ladder then holds :attr:`ladder_delta`, the branch the rest of δ_c)
+    branch_on: bool = False
     mode: Literal["rdp"] = "rdp"
 
     @property
     def ladder_delta(self) -> Decimal:
-        """The ladder's pool: δ_c, less the PLD branch's pool where there is one."""
-        return ladder_pool(self.branch, self.final_conversion_delta)
+        """The ladder's pool: δ_c, less the PLD branch's pool where the branch is on."""
+        return ladder_pool(self.branch if self.branch_on else None, self.final_conversion_delta)
 
     @property
     def tight_wor(self) -> bool:
