@@ -10,7 +10,7 @@ KEY_FILE := .odometer-admin-key
 # public key beside it, for `odometer verify --public-key`)
 SIGNING_KEY_FILE := .odometer-checkpoint-key
 
-.PHONY: run test test-adapters adapters-env test-tumult tumult-env browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-read-replica bench-compare
+.PHONY: run test test-adapters adapters-env test-tumult tumult-env browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-proofs bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-read-replica bench-compare
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -222,6 +222,10 @@ bench-quote: dev
 ## bench-worst-case: CPU time of one admission decision on adversarial declarations → benchmarks/RESULTS.md
 bench-worst-case: dev
 	$(BIN)/python -m benchmarks worst-case $(BENCH_ARGS)
+
+## bench-proofs: a 10^6-entry ledger's inclusion and consistency proofs (served time, bytes, the stored roots' build) → benchmarks/RESULTS.md
+bench-proofs: dev
+	$(BIN)/python -m benchmarks proofs $(BENCH_ARGS)
 
 ## bench-ledger-verify: export and offline verification of a 10^6-entry ledger → benchmarks/RESULTS.md
 bench-ledger-verify: dev
