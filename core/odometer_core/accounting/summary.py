@@ -157,7 +157,7 @@ def constraints(view: Mapping[str, Any]) -> list[Constraint]:
     if mode == "gdp":
         return [_bound("mu_squared", remaining["mu_squared"], view["mu_squared_budget"])]
     if mode == "rdp":
-        return _rdp_best(view) + _approx_delta(view)
+        return _rdp_most_left(view) + _approx_delta(view)
     raise ValueError(f"unknown mode {mode!r}")
 
 
@@ -171,6 +171,28 @@ def _approx_delta(view: Mapping[str, Any]) -> list[Constraint]:
     if share <= 0:
         return []
     return [Constraint("delta", max(Decimal(view["remaining"]["delta"]), Decimal(0)), share)]
+
+
+def _rdp_most_left(view: Mapping[str, Any]) -> list[Constraint]:
+    """Of an ``rdp`` filter's statements, the one with the largest share left: the ladder's
+    best live order (:func:`_rdp_best`) or, from accounting 1.6.0 on, the PLD branch's ε
+    (:func:`_branch_left`); the filter admits while either has room (docs/accounting.md,
+    *Readings as the smallest of several statements*). None when neither has."""
+    kept = _rdp_best(view) + _branch_left(view)
+    return [max(kept, key=lambda bound: bound.remaining / bound.budget)] if kept else []
+
+
+def _branch_left(view: Mapping[str, Any]) -> list[Constraint]:
+    """The ε the PLD branch has left, ε_B − Σε_i, once the first declaration kept it and while
+    it is not retired (Σε_i finite); none otherwise (no branch, off, retired, or nothing
+    admitted yet)."""
+    branch = view.get("pld_branch")
+    if not branch or branch.get("off") or int(branch.get("count", 0)) == 0:
+        return []
+    spent, budget = Decimal(branch["epsilon"]), Decimal(view["budget"]["epsilon"])
+    if not spent.is_finite() or budget <= 0:
+        return []
+    return [Constraint("epsilon", max(budget - spent, Decimal(0)), budget)]
 
 
 def _rdp_best(view: Mapping[str, Any]) -> list[Constraint]:
@@ -201,7 +223,8 @@ def spent_fraction(view: Mapping[str, Any]) -> Decimal:
     """The one fraction of a budget spent, exact, in [0, 1] (docs/accounting.md, *One fraction
     per budget*): in the currency the mode's filter certifies (:func:`constraints`), the most
     spent of the bounds it keeps (``basic``: the larger of ε's and δ's; ``zcdp``: of ρ's and
-    δ_A's; ``rdp``: the order with the most left, 1 when none is live); a ``split`` budget's
+    δ_A's; ``rdp``: the statement with the most left, the ladder's best live order or the PLD
+    branch's ε, 1 when neither has room); a ``split`` budget's
     is its most spent sub-budget's. Not the certified reading's ε over ε_B: the reading is a
     ladder (it reads ε_B as soon as the spend passes the level below, while the filter still
     admits) and ε does not subtract in the curve modes."""
@@ -209,8 +232,8 @@ def spent_fraction(view: Mapping[str, Any]) -> Decimal:
         subs = view["sub_budgets"].values()
         return max((spent_fraction(sub) for sub in subs), default=Decimal(0))
     bounds = constraints(view)
-    if view["mode"] == "rdp" and not any(bound.unit == "rdp" for bound in bounds):
-        return Decimal(1)  # no live order: nothing more is admitted, whatever δ_A has left
+    if view["mode"] == "rdp" and not any(bound.unit in ("rdp", "epsilon") for bound in bounds):
+        return Decimal(1)  # no live order nor branch: nothing more is admitted, whatever δ_A has
     return max((bound.spent() for bound in bounds), default=Decimal(0))
 
 
@@ -253,7 +276,7 @@ def left_of(view: Mapping[str, Any]) -> list[dict[str, Any]]:
         return out
     bounds = constraints(view)
     items = [_item(bound) for bound in bounds]
-    if view["mode"] == "rdp" and not any(bound.unit == "rdp" for bound in bounds):
+    if view["mode"] == "rdp" and not any(bound.unit in ("rdp", "epsilon") for bound in bounds):
         items.insert(0, _item(Constraint("rdp", Decimal(0), Decimal(0))))  # every order spent
     return items
 
