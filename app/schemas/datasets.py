@@ -250,9 +250,11 @@ class OdometerReading(BaseModel):
         "readings"
     )
     certified: Literal[True] = Field(description="always true: the reading is a guarantee")
-    source: Literal["basic", "ladder", "filter", "split"] = Field(
+    source: Literal["basic", "ladder", "pld_branch", "filter", "split"] = Field(
         description="which statement certifies it: basic (the running sums), ladder (a level "
         "of the ladder of filters fixed at creation, whose level 1 is the filter itself), "
+        "pld_branch (rdp from accounting 1.6.0: the PLD branch's sum of each declaration's own "
+        "ε at its δ slot, when smaller than the ladder's), "
         "filter (the creation filter's target, once an approximate declaration was admitted, "
         "or, before 1.4.0, when the ladder would say more), split (the sum of the "
         "sub-budgets' readings)"

@@ -34,7 +34,7 @@ def _after_the_job() -> tuple[filters.AccountingConfig, filters.FilterState]:
 def test_the_fraction_and_what_is_left_follow_the_branch() -> None:
     config, state = _after_the_job()
     view = filters.status(config, state)
-    assert all(view["spent"]["dead"]) or view["odometer"]["source"] == "basic"
+    assert all(view["spent"]["dead"]) or view["odometer"]["source"] == "pld_branch"
     summary = compose(view)
     epsilon = Decimal(view["odometer"]["epsilon"])
     assert epsilon.quantize(Decimal("0.0001")) == Decimal("2.4082")

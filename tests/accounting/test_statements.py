@@ -135,7 +135,7 @@ def test_the_tutorial_declared_once_reads_within_1_05_of_dp_accountings_pld() ->
     assert decision.admitted
     reading = _reading(config, decision.state)
     eps = Decimal(reading["epsilon"])
-    assert reading["delta"] == "0.00001" and reading["source"] == "basic"
+    assert reading["delta"] == "0.00001" and reading["source"] == "pld_branch"
     assert eps == Decimal("2.4081582831799219769")
     assert float(eps) <= 1.05 * DPA_PLD_TUTORIAL
     # never below dp_accounting's optimistic PLD at the whole of δ (an unsound reading would be)
@@ -211,7 +211,7 @@ def test_an_approximate_declaration_retires_the_branch() -> None:
     config = _rdp("3", "0.000001")
     gaussian = parse_declaration({"type": "gaussian", "sigma": "3", "sensitivity": 1})
     state = admit(config, initial_state(config), gaussian).state
-    assert _reading(config, state)["source"] == "basic"
+    assert _reading(config, state)["source"] == "pld_branch"
     approx = parse_declaration({"type": "approx_dp", "epsilon": "0.1", "delta": "1e-9"})
     config = _rdp("3", "0.000001", final_conversion_delta="0.0000005")
     state = admit(config, initial_state(config), gaussian).state
@@ -275,5 +275,5 @@ def test_every_reading_holds_its_statement_and_the_exact_epsilon(
             assert slot > 0 and state.pld.count <= i
             own += analytic_gaussian_epsilon(float(sigma), 1.0, slot)
             assert float(state.pld.epsilon) >= own * (1 - 1e-9)
-        if reading["source"] == "basic":
+        if reading["source"] == "pld_branch":
             assert Decimal(reading["epsilon"]) == state.pld.epsilon

@@ -70,7 +70,7 @@ _SHARE_WEIGHT: Final = 6.0 / (math.pi * math.pi) * (1.0 - 1e-12)
 #: Deepest level searched (a running total 2^(−MAX_LEVEL/4) below the top is read at this level).
 MAX_LEVEL: Final = 20_000
 
-Source = Literal["basic", "ladder", "filter", "split"]
+Source = Literal["basic", "ladder", "pld_branch", "filter", "split"]
 
 THEOREM_BASIC: Final = (
     "basic composition is pathwise: loss ≤ Σε_i up to Σδ_i at any stopping time "
@@ -109,7 +109,8 @@ class Reading:
     """A certified odometer reading (ε, δ).
 
     ``source`` says which statement certifies it: ``basic`` (the running sums), ``ladder`` (a
-    level of the ladder, ``level``; 0 when nothing was spent), ``filter`` (the filter's target,
+    level of the ladder, ``level``; 0 when nothing was spent), ``pld_branch`` (the PLD branch's
+    Σε_i, accounting 1.6.0 on: :mod:`.modes.statements`), ``filter`` (the filter's target,
     when the ladder would say more or does not apply), ``split`` (the sum of sub-budgets)."""
 
     epsilon: Decimal

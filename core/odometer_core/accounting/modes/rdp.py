@@ -763,7 +763,7 @@ def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
             best = found
     pld = state.pld.epsilon if config.branch_on else INFINITY
     if pld < (INFINITY if best is None else best[0]):
-        return Reading(pld, config.final_conversion_delta, "basic", THEOREM_PLD_BRANCH)
+        return Reading(pld, config.final_conversion_delta, "pld_branch", THEOREM_PLD_BRANCH)
     if best is None:  # never: admission keeps some order within a level, or the branch
         return target
     eps, level = best
