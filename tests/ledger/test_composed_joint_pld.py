@@ -20,14 +20,25 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.services import _aggregate
-from odometer_core.accounting import ACCOUNTING_VERSION, fmt
+from odometer_core.accounting import (
+    ACCOUNTING_VERSION,
+    admit,
+    fmt,
+    initial_state,
+    make_config,
+    parse_declaration,
+)
 from odometer_core.accounting.legacy import VERSION_1_4
 from odometer_core.accounting.modes import LEAF_MODES, basic
 from odometer_core.ledger import replay
 from tests.accounting.test_joint_pld import PIPELINE_CONVERSION, _pipeline
 from tests.support import AUTH, rehashed
 
-JOINT = {"epsilon": "0.99999426408817471135", "delta": "0.000001"}
+#: The joint charge: ε 0.9999943 to seven digits. Its last digits are dp_accounting's FFT
+#: convolution in floats, which differ between machines (0.99999426408817471135 on one,
+#: 0.99999426408742975… on another: 7·10⁻¹³ apart), so the test holds the charge to the core's
+#: own on this machine and to the seven digits everywhere.
+JOINT_RANGE = (Decimal("0.9999942"), Decimal("0.9999944"))
 ONE_BY_ONE = {"epsilon": "1.0651604904235247862", "delta": "0.000001"}
 
 
@@ -61,7 +72,17 @@ def test_the_calibrated_pipeline_is_admitted_and_replayed(client: TestClient) ->
     seconds = time.perf_counter() - start
     assert r.status_code == 201, r.text
     assert r.json()["status"] == "accepted"
-    assert r.json()["charge"] == JOINT
+    charge = r.json()["charge"]
+    assert charge["delta"] == "0.000001"
+    assert JOINT_RANGE[0] <= Decimal(charge["epsilon"]) <= JOINT_RANGE[1], charge
+    config = make_config("1", "0.000001", "add_remove", {"mode": "basic"})
+    mine = admit(
+        config,
+        initial_state(config),
+        parse_declaration(_pipeline()),
+        conversion_delta=PIPELINE_CONVERSION,
+    )
+    assert charge == mine.charge.to_json()
     assert seconds < 2.0, f"{seconds:.2f} s"
     entries = _ledger(client, ds)
     assert {e["accounting_version"] for e in entries} == {ACCOUNTING_VERSION}
