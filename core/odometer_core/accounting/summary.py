@@ -628,12 +628,16 @@ def refusal(
     suggestion: dict[str, Any] | None = None
     others: list[dict[str, Any]] = []
     phrases: list[str] = []
-    if search and held.covers(declaration):
+    # a refusal decided on the charge's cheap lower bound (the charge itself would cost more
+    # than an admission may spend): each candidate of the same shape would cost as much, so
+    # nothing is searched, whichever finder would search it
+    on_lower_bound = costly and reason is not None and LOWER_BOUND in reason
+    if search and not on_lower_bound and held.covers(declaration):
         # subsampled and composed: odometer_core.accounting.instead (anytime, CPU-bounded)
         admitted = _admission(config, state, sub_budget, conversion_delta, admits)
         rules = held.Rules(KNOBS, DIGITS, SearchStopped)
         suggestion, others, phrases = held.suggest(declaration, admitted, rules)
-    elif search and not (costly and reason is not None and LOWER_BOUND in reason):
+    elif search and not on_lower_bound:
         for finder in (instead, alternatives):
             found = finder(
                 config,
