@@ -77,6 +77,7 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Any, Final, Literal
 
+from odometer_client.adapters._refused import AdapterRefused
 from odometer_client.declarations import DOWN, UP, Mechanism, dp_sgd
 from odometer_client.errors import BudgetExceeded
 
@@ -85,7 +86,7 @@ Accumulation = Literal["opacus", "split"]
 _ONE: Final = Decimal(1)
 
 
-class EpochRefused(BudgetExceeded):
+class EpochRefused(AdapterRefused):
     """The odometer refused the epoch (409): nothing was charged, no step of it may run.
 
     ``summary`` and ``requested``/``remaining`` are the refusal's; ``instead`` the declaration
@@ -93,17 +94,9 @@ class EpochRefused(BudgetExceeded):
     ``declared`` the epoch refused and its declaration."""
 
     def __init__(self, refusal: BudgetExceeded, epoch: int, declared: Mechanism) -> None:
-        super().__init__(refusal.status_code, refusal.body)
+        what = f"epoch {epoch}"
+        super().__init__(refusal, declared, what=what, so="none of its steps may run")
         self.epoch = epoch
-        self.declared = declared
-        summary = self.summary or {}
-        instead = summary.get("instead")
-        self.instead: Any = instead
-        why = str(summary.get("text") or refusal.detail or "budget exceeded")
-        message = f"the odometer refused epoch {epoch}, so none of its steps may run: {why}"
-        if instead is not None:
-            message += f"; would fit instead: {json.dumps(instead, sort_keys=True, default=str)}"
-        self.args = (message,)
 
 
 class StepRefused(RuntimeError):

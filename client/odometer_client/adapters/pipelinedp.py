@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
+from odometer_client.adapters._refused import AdapterRefused
 from odometer_client.declarations import (
     DOWN,
     UP,
@@ -98,24 +99,12 @@ _PAIRS: Final = frozenset({"GENERIC", "TRUNCATED_GEOMETRIC"})
 _THRESHOLDING: Final = frozenset({"GAUSSIAN_THRESHOLDING", "LAPLACE_THRESHOLDING"})
 
 
-class PipelineRefused(BudgetExceeded):
-    """The odometer refused the pipeline (409): no mechanism has a budget, nothing ran.
-
-    ``summary`` and ``requested``/``remaining`` are the refusal's; ``instead`` is the
-    declaration that would fit now, when the server says one (``None`` otherwise);
-    ``declared`` the pipeline's declaration."""
+class PipelineRefused(AdapterRefused):
+    """The odometer refused the pipeline (409): no mechanism has a budget, nothing ran
+    (``declared``: the pipeline's declaration)."""
 
     def __init__(self, refusal: BudgetExceeded, declared: Mechanism) -> None:
-        super().__init__(refusal.status_code, refusal.body)
-        self.declared = declared
-        summary = self.summary or {}
-        instead = summary.get("instead")
-        self.instead: Any = instead
-        why = str(summary.get("text") or refusal.detail or "budget exceeded")
-        message = f"the odometer refused the pipeline, so no noise was drawn: {why}"
-        if instead is not None:
-            message += f"; would fit instead: {json.dumps(instead, sort_keys=True, default=str)}"
-        self.args = (message,)
+        super().__init__(refusal, declared, what="the pipeline", so="no noise was drawn")
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from enum import Enum
 from fractions import Fraction
 from typing import Any
 
+from odometer_client.adapters._refused import AdapterRefused
 from odometer_client.declarations import UP, Mechanism, approx_dp, pure_dp, zcdp
 from odometer_client.errors import BudgetExceeded
 
@@ -85,23 +86,12 @@ class SessionRefused(RuntimeError):
     nothing measured."""
 
 
-class QueryRefused(BudgetExceeded):
-    """The odometer refused the query (409): nothing was measured.
-
-    ``summary`` and ``requested``/``remaining`` are the refusal's; ``instead`` is the
-    declaration that would fit now, when the server says one (``None`` otherwise);
-    ``declared`` the query's declaration."""
+class QueryRefused(AdapterRefused):
+    """The odometer refused the query (409): nothing was measured (``declared``: the query's
+    declaration)."""
 
     def __init__(self, refusal: BudgetExceeded, declared: Mechanism) -> None:
-        super().__init__(refusal.status_code, refusal.body)
-        self.declared = declared
-        summary = self.summary or {}
-        self.instead: Any = summary.get("instead")
-        why = str(summary.get("text") or refusal.detail or "budget exceeded")
-        message = f"the odometer refused the query, so nothing was measured: {why}"
-        if self.instead is not None:
-            message += f"; would fit instead: {json.dumps(self.instead, sort_keys=True)}"
-        self.args = (message,)
+        super().__init__(refusal, declared, what="the query", so="nothing was measured")
 
 
 class ChargedNotMeasured(RuntimeError):
