@@ -46,8 +46,11 @@ AddOneRow = analytics.AddOneRow
 
 
 @pytest.fixture(scope="module")
-def visits() -> Iterator[Any]:
-    """A Spark DataFrame of 40 visits (user, region, minutes), on one local Spark session."""
+def visits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark DataFrame of 40 visits (user, region, minutes), on one local Spark session
+    (its warehouse, where Tumult keeps its temporary tables, in a temporary directory rather
+    than the working directory)."""
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     pd = importlib.import_module("pandas")  # Tumult's venv only: imported by name for mypy
     builder = importlib.import_module("pyspark.sql").SparkSession.builder
@@ -56,6 +59,7 @@ def visits() -> Iterator[Any]:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.default.parallelism", "1")
+        .config("spark.sql.warehouse.dir", str(warehouse))
         .getOrCreate()
     )
     frame = pd.DataFrame(
