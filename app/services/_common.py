@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
-from odometer_core.ledger.chain import canonical_bytes
+from odometer_core.ledger.admission import fingerprint as fingerprint  # one digest, the core's
 
 
 def new_id(prefix: str) -> str:
@@ -18,8 +16,3 @@ def new_id(prefix: str) -> str:
 def utc_now() -> str:
     """UTC time as fixed-width ISO 8601 text with microseconds (string order = time order)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def fingerprint(operation: str, **request: Any) -> str:
-    """A digest of a request's meaning, for idempotency-key reuse detection."""
-    return hashlib.sha256(canonical_bytes({"op": operation, **request})).hexdigest()
