@@ -63,6 +63,10 @@ def pair() -> Iterator[ReplicatedPair]:
     try:
         made.create_database(DATABASE)
         migrate(made.primary.url(DATABASE))
+        # the standby is asynchronous: until it has replayed the database's creation, a reader
+        # connecting to it is refused (database does not exist), as the first test was in a
+        # loaded suite run
+        _caught_up(made)
         yield made
     finally:
         for node in made.nodes:  # throw-away nodes: no clean shutdown to wait for

@@ -33,7 +33,7 @@ _SVG_RESPONSE: dict[int | str, dict[str, Any]] = {
         "description": "An SVG document",
         "content": {"image/svg+xml": {"schema": {"type": "string"}}},
     },
-    **responses(401, 403, 404, 503),
+    **responses(401, 403, 404, 422, 503),
 }
 
 
