@@ -793,7 +793,7 @@ def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
             state.delta,
         ).to_json(),
         "spent_eps_delta": {
-            "epsilon": _estimate(config, state),
+            "epsilon": _estimate_rdp(config, state),
             "delta": fmt(add_up(state.delta, config.final_conversion_delta)),
             "certified": False,
             "estimate": True,
@@ -806,17 +806,6 @@ def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:
     if config.branch is not None:  # the PLD branch's split and statement (1.6.0 on)
         out["pld_branch"] = {**config.branch.to_json(), **state.pld.to_json()}
     return out
-
-
-def _estimate(config: RDPConfig, state: RDPState) -> str:
-    """The (ε, δ_c) estimate of the history as if it had been fixed in advance: the RDP
-    conversion of the running curve, or the PLD branch's Σε_i where that is smaller (1.6.0 on:
-    an estimate is never above the certified reading, which is at most the branch's Σε_i)."""
-    estimate = _estimate_rdp(config, state)
-    pld = state.pld
-    if config.branch_on and not pld.off and pld.count > 0 and pld.epsilon < Decimal(estimate):
-        return fmt(pld.epsilon)
-    return estimate
 
 
 def _estimate_rdp(config: RDPConfig, state: RDPState) -> str:
