@@ -52,7 +52,7 @@ from typing import Any
 
 import psycopg
 
-from tests.concurrency.proxy import haproxy
+from tests.concurrency.proxy import haproxy, stop_process_group
 from tests.reliability.private_postgres import binaries
 
 #: Set by ``.ci/run``, which installs Patroni and etcd: there a missing binary fails the test
@@ -386,14 +386,7 @@ class Proxy:
         }
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
+        stop_process_group(self.process)
 
 
 def haproxy_config(ports: dict[str, int], nodes: list[Node], stats_socket: Path) -> str:
