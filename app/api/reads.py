@@ -70,6 +70,13 @@ class Reader:
         self._response.headers.update(served.headers())
         return served.value
 
+    def fallback(self) -> UnitOfWork | None:
+        """Where a streamed answer the replica began continues if the replica fails mid-stream:
+        the primary (``None`` for an answer the primary served: nothing to move to)."""
+        if self.served is None or self.served.source != "replica":
+            return None
+        return self._reads.moved()
+
     def headers(self) -> dict[str, str]:
         """The last answer's headers (for a response the route builds itself)."""
         return {} if self.served is None else self.served.headers()

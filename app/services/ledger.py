@@ -3,9 +3,12 @@ signed head, and full-chain replay."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
+
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app.db.repositories import LedgerFilter
 from app.db.uow import UnitOfWork
@@ -18,6 +21,8 @@ from odometer_core.ledger.replay import ReplayVerdict, replay
 
 #: Entries fetched per short read transaction while streaming.
 BATCH_SIZE = 500
+
+log = logging.getLogger("odometer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +91,22 @@ class LedgerPage:
 
 
 def read_ledger(
-    uow: UnitOfWork, principal: Principal, dataset_id: str, query: LedgerQuery
+    uow: UnitOfWork,
+    principal: Principal,
+    dataset_id: str,
+    query: LedgerQuery,
+    *,
+    fallback: Callable[[], UnitOfWork | None] | None = None,
 ) -> LedgerPage:
     """Check access now, then stream the page in batches, each in its own short read
-    transaction (the ledger is append-only, so batches below the head are stable)."""
+    transaction (the ledger is append-only, so batches below the head are stable).
+
+    ``fallback`` gives the unit of work a page read on a read replica continues on (the
+    primary's; ``None`` when ``uow`` is already the primary's): a replica lost mid-stream
+    (its server killed, its connection cut) costs the page one batch read again on the
+    primary, from the last entry sent, up to the same head. Every entry up to that head is on
+    the primary as the replica had it (the primary is never behind its replica, and entries
+    are never rewritten), so the page is byte for byte the one the primary would have sent."""
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
         head, head_hash = ds.last_seq, ds.head_hash
@@ -97,23 +114,38 @@ def read_ledger(
             actor = _actor(uow, ds.organisation, query.where.actor)
             query = replace(query, where=replace(query.where, actor=actor))
 
+    def batch(source: UnitOfWork, after: int, size: int) -> list[dict[str, Any]]:
+        with source.read_only():
+            rows = source.ledger.page(
+                dataset_id, after_seq=after, limit=size, up_to_seq=head, where=query.where
+            )
+            return [r.to_export() for r in rows]
+
     def entries() -> Iterator[dict[str, Any]]:
         after, left = query.after_seq, query.limit
+        source, moved = uow, False
         while left > 0:
-            with uow.read_only():
-                rows = uow.ledger.page(
+            try:
+                rows = batch(source, after, min(BATCH_SIZE, left))
+            except (OperationalError, InterfaceError) as exc:
+                primary = None if moved or fallback is None else fallback()
+                if primary is None:
+                    raise
+                log.warning(
+                    "the read replica failed mid-stream on %s after seq %d; the primary "
+                    "serves the rest up to seq %d: %s",
                     dataset_id,
-                    after_seq=after,
-                    limit=min(BATCH_SIZE, left),
-                    up_to_seq=head,
-                    where=query.where,
+                    after,
+                    head,
+                    exc,
                 )
-                batch = [r.to_export() for r in rows]
-            if not batch:
+                source, moved = primary, True
+                continue
+            if not rows:
                 return
-            yield from batch
-            after = batch[-1]["seq"]
-            left -= len(batch)
+            yield from rows
+            after = rows[-1]["seq"]
+            left -= len(rows)
             if left == 0 and after < head:
                 page.next_after_seq = after
 

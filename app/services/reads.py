@@ -20,8 +20,9 @@ showed, so the next read never asks for less.
 A refusal (any :class:`~app.services.errors.ServiceError`: a dataset or invocation not found,
 a grant not yet replicated, a block key unknown) is never the replica's to give: the primary
 reads again and decides. A replica that cannot be reached costs its read nothing but the
-attempt: the primary serves it. Preview, capacity, authentication and every write never come
-here: they read the primary.
+attempt: the primary serves it; one lost while a ledger page or export streams costs it one
+batch, read again on the primary from the last entry sent (:meth:`Reads.moved`). Preview,
+capacity, authentication and every write never come here: they read the primary.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ class Reads:
     #: how long a read waits for a replica behind what its client has shown
     wait_seconds: float = 0.25
     #: reads served, by source and reason (``replica``; ``primary``: ``no-replica``,
-    #: ``behind``, ``refused``, ``unavailable``), for the operator's metrics and the tests
+    #: ``behind``, ``refused``, ``unavailable``; ``moved``: a stream the replica began), for
+    #: the operator's metrics and the tests
     counts: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -176,6 +178,12 @@ class Reads:
             seqs = replica.heads(uow.session, [dataset]) if dataset is not None else {}
             lag = replica.lag(uow.session) if lagging else None
         return seqs, lag
+
+    def moved(self) -> UnitOfWork:
+        """The primary's unit of work for the rest of a streamed read whose replica failed
+        mid-stream (:func:`app.services.ledger.read_ledger`), counted as ``primary:moved``."""
+        self._count("primary:moved")
+        return UnitOfWork(self.primary)
 
     def _count(self, key: str) -> None:
         with self._lock:

@@ -35,9 +35,12 @@ from sqlalchemy import event, text
 
 from app.db.replica import reader_engine
 from app.main import create_app
+from app.services import ledger as ledger_service
 from app.services.reads import LAG_HEADER, SEQ_HEADER, SOURCE_HEADER, Reads
 from app.settings import Settings
 from odometer_client import OdometerClient
+from odometer_core.ledger.formats import load_export_and_head
+from odometer_core.ledger.replay import replay
 from tests.reliability.replicated_postgres import (
     ReplicatedPair,
     remove_pair,
@@ -297,3 +300,58 @@ def _monotonic(pair: ReplicatedPair, app_client: TestClient, sources: list[str |
     assert shown["reader"][-1] == 7, shown
     # and the replica served some of the reads, the primary others
     assert {"replica", "primary"} <= set(sources), sources
+
+
+def test_an_export_whose_replica_dies_mid_stream_ends_on_the_primary(
+    pair: ReplicatedPair, app_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The standby is killed (SIGKILL, its postmaster and backends) while an export it began
+    streams, just before its fourth batch: the export continues on the primary from the last
+    entry sent, up to the head the replica read, and is byte for byte the primary's own export,
+    which verifies. Runs last in this module: the standby is started again at its end.
+
+    Shown failing without the move (``read_ledger`` given no ``fallback``): the export was cut
+    off after its third batch, the replica's ``OperationalError`` raised out of the stream."""
+    monkeypatch.setattr(ledger_service, "BATCH_SIZE", 4)  # 31 entries: 8 batches
+    reads: Reads = app_client.app.state.reads  # type: ignore[attr-defined]
+    assert reads.replica is not None
+    dataset_id = _dataset(app_client, "cut-off")
+    for _ in range(30):
+        _register(app_client, dataset_id)
+    _caught_up(pair)
+    path = f"/v1/datasets/{dataset_id}/ledger?export=true&format=jsonl"
+    primary_only = Settings(database_url=pair.primary.url(DATABASE), admin_key=ADMIN_KEY)
+    with TestClient(create_app(primary_only)) as direct:
+        expected = direct.get(path, headers=AUTH)
+    assert expected.status_code == 200 and expected.headers[SOURCE_HEADER] == "primary"
+
+    batches: list[str] = []
+
+    def kill_at_the_fourth_batch(_c: Any, _k: Any, statement: str, *_: Any) -> None:
+        if "FROM ledger_entries" in statement and "ORDER BY ledger_entries.seq" in statement:
+            batches.append(statement)
+            if len(batches) == 4:
+                pair.standby.kill_9()
+
+    engine = reader_engine(reads.replica)
+    event.listen(engine, "before_cursor_execute", kill_at_the_fourth_batch)
+    moved = reads.counts.get("primary:moved", 0)
+    try:
+        got = app_client.get(path, headers=AUTH)
+    finally:
+        event.remove(engine, "before_cursor_execute", kill_at_the_fourth_batch)
+        assert pair.standby.process is not None
+        if pair.standby.process.poll() is not None:
+            pair.standby.start()
+    assert len(batches) == 4  # the replica read three batches, died on the fourth
+    assert got.status_code == 200, got.text
+    assert got.headers[SOURCE_HEADER] == "replica"  # the headers went out before it died
+    assert reads.counts.get("primary:moved", 0) == moved + 1
+    assert got.content == expected.content
+    entries, head = load_export_and_head(got.text)
+    assert [e["seq"] for e in entries] == list(range(1, 32))
+    assert head is not None and head["seq"] == 31
+    verdict = replay(entries)
+    assert verdict.ok, verdict.problems
+    assert verdict.head_hash == head["head_hash"]
+    _caught_up(pair, timeout=60)

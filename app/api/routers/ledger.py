@@ -111,9 +111,11 @@ def read_ledger(
             kinds=tuple(kind or ()),
         ),
     )
-    # the page's batches are read as it streams, from the database that read its head
+    # the page's batches are read as it streams, from the database that read its head; a
+    # replica lost mid-stream hands the rest to the primary (read.fallback)
     page = read(
-        lambda uow: service.read_ledger(uow, principal, dataset_id, query), dataset=dataset_id
+        lambda uow: service.read_ledger(uow, principal, dataset_id, query, fallback=read.fallback),
+        dataset=dataset_id,
     )
     if format == "json" and not export:
         return StreamingResponse(
