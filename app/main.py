@@ -20,6 +20,7 @@ from app.api.routers import (
     checkpoints,
     datasets,
     grants,
+    heads,
     health,
     invocations,
     ledger,
@@ -153,6 +154,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         app.include_router(module.router)
     app.include_router(reports.router)  # dataset reports and the dashboard
     app.include_router(checkpoints.router)  # signed ledger-head checkpoints
+    app.include_router(heads.router)  # published heads, cosigned, and acknowledged forks
     app.include_router(witness.router)  # the witness of ledger heads (admin)
     app.include_router(docs.router)  # /docs and /redoc, no CDN
     # Added last = outermost: metrics see every response, including 413s.

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     witness_dir: str | None = Field(
         default=None, validation_alias=AliasChoices("ODOMETER_WITNESS_DIR")
     )
+    #: The witness's own key (a file holding its signer key text, ``odometer witness-keygen``):
+    #: with it the witness cosigns the signed tree heads it sees (``docs/witness.md``).
+    witness_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("ODOMETER_WITNESS_KEY")
+    )
     #: Seconds between two comparisons of the database's heads with the witness (0: at start
     #: only; every write also compares its dataset's head).
     witness_check_seconds: float = Field(

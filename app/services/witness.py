@@ -11,7 +11,10 @@ the witness (:func:`app.services._aggregate.stage_entry`). Here:
   back with it); a dataset ahead of the witness (a head not yet witnessed, or a witness that
   was lost) has its head witnessed now;
 - :func:`import_tail` brings a frozen dataset back from an export taken before the loss;
-- :func:`acknowledge_loss` records in the ledger that the lost entries are given up;
+- :func:`cosign_heads` (after each check), with the witness's own key: the operator's signed
+  tree head of every dataset that moved is cosigned if it extends the last one cosigned;
+- :func:`acknowledge_loss` records in the ledger that the lost entries are given up (naming
+  the last head the witness cosigned before the loss: the fork, explicit);
 - :func:`witness_status` is the operator's view.
 
 Format, settings and guarantees: ``docs/witness.md``.
@@ -21,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypedDict
 
 from anyio import to_thread
@@ -30,15 +35,19 @@ from sqlalchemy import select, tuple_
 from app.db.models import Dataset, Invocation, LedgerEntry, Organisation
 from app.db.uow import Database, UnitOfWork
 from app.db.writes import Writes
+from app.services import proofs
 from app.services._aggregate import append_entry, extend_frontier, write_now
 from app.services._common import utc_now
 from app.services.errors import ConcurrentUpdate, NotFound, ServiceError
-from app.services.principals import Principal
+from app.services.principals import Principal, Role
+from app.services.receipts import log_signer
 from app.settings import Settings
 from app.writepath import write_path
 from app.writepath.witness import Behind, WitnessGuard
 from odometer_core.ledger import EntryKind, replay
 from odometer_core.ledger.checkpoints import Signer
+from odometer_core.ledger.cosign import CosignedHeads, CosignRefused, cosigner_key
+from odometer_core.ledger.merkle import EMPTY_ROOT, Frontier
 from odometer_core.ledger.witness import DirectoryWitness, Head, Witnessed
 
 log = logging.getLogger("odometer.witness")
@@ -75,12 +84,21 @@ class TailRefused(ServiceError):
 
 
 def witness_from_settings(settings: Settings, signer: Signer | None) -> WitnessGuard | None:
-    """The configured witness (its records signed with the checkpoint key, if one is set), or
+    """The configured witness (its records signed with the checkpoint key, if one is set; the
+    heads it sees cosigned with its own key, ``ODOMETER_WITNESS_KEY``, if one is set), or
     ``None`` when ``ODOMETER_WITNESS_DIR`` is unset."""
     path = (settings.witness_dir or "").strip()
     if not path:
         return None
-    return WitnessGuard(DirectoryWitness(path), signer, lag=settings.witness_lag_seconds)
+    key = (settings.witness_key or "").strip()
+    cosigner = cosigner_key(Path(key).read_text("utf-8")) if key else None
+    store = DirectoryWitness(path, cosigner=cosigner)
+    return WitnessGuard(store, signer, lag=settings.witness_lag_seconds)
+
+
+def _cosigned(guard: WitnessGuard | None) -> CosignedHeads | None:
+    store = None if guard is None else guard.store
+    return store.cosigned if isinstance(store, DirectoryWitness) else None
 
 
 # ---------------------------------------------------------------------------- the check
@@ -172,7 +190,58 @@ def check(database: Database) -> dict[str, Behind]:
                     Behind(head.dataset_id, -1, "", head.seq, head.head_hash, "unwitnessed"),
                 )
     guard.replace_frozen(frozen)
+    cosign_heads(database, guard, frozen)
     return frozen
+
+
+#: whom the witness reads proofs as (it reads every dataset's tree, never an entry's content)
+_WITNESS = Principal("witness", Role.ADMIN, None)
+
+
+def cosign_heads(database: Database, guard: WitnessGuard, frozen: Mapping[str, Behind]) -> int:
+    """The witness cosigns the operator's signed tree head of every dataset that moved since
+    the head it last cosigned (none of a frozen one): the head is signed with the checkpoint
+    key, then cosigned only if a consistency proof shows it extends the last one cosigned in
+    the same witness epoch (:meth:`CosignedHeads.cosign`); how many it cosigned. A head it
+    refuses is logged at ERROR (a fork nobody acknowledged) and left uncosigned."""
+    cosigned = _cosigned(guard)
+    signer = database.signer
+    if cosigned is None or signer is None:
+        return 0
+    epochs = {r.dataset_id: r.epoch for r in guard.store.records()}
+    uow = UnitOfWork(database)
+    with uow.read_only():
+        rows = uow.session.execute(select(Dataset.id, Dataset.last_seq, Dataset.merkle_json)).all()
+    done = 0
+    for dataset_id, size, doc in rows:
+        epoch = epochs.get(dataset_id, 0)
+        last = cosigned.get(dataset_id)
+        if dataset_id in frozen or (last is not None and (last.epoch, last.size) >= (epoch, size)):
+            continue
+        frontier = Frontier.from_json(doc) if isinstance(doc, dict) else None
+        if (frontier.size if frontier is not None else 0) != size:
+            continue  # a head mid-write: the next round
+        root = frontier.root() if frontier is not None else EMPTY_ROOT
+        proof: list[bytes] = []
+        if last is not None and last.epoch == epoch and last.size:
+            made = proofs.consistency_proof(
+                UnitOfWork(database), _WITNESS, dataset_id, last.size, size
+            )
+            proof = made.path
+        operator = log_signer(signer, dataset_id)
+        try:
+            cosigned.cosign(
+                operator.head(size, root),
+                operator.signer.verifier,
+                epoch=epoch,
+                proof=proof,
+                timestamp=int(time.time()),
+            )
+        except CosignRefused as exc:
+            log.error("the witness did not cosign dataset %s's head: %s", dataset_id, exc)
+            continue
+        done += 1
+    return done
 
 
 def _compare(record: Witnessed, seq: int, head_hash: str, hash_at: str | None) -> str | None:
@@ -406,6 +475,15 @@ def acknowledge_loss(
     with uow:
         ds, record = _locked_behind(uow, guard, dataset_id)
         lost_from = ds.last_seq
+        request: dict[str, Any] = {
+            "witnessed_seq": record.seq,
+            "witnessed_hash": record.head_hash,
+            "database_seq": lost_from,
+        }
+        cosigned = _cosigned(guard)
+        last = None if cosigned is None else cosigned.get(dataset_id)
+        if last is not None:  # the last head the witness cosigned before the loss: the fork
+            request["signed_head"] = {"size": last.size, "root": last.root.hex()}
         seq = append_entry(
             uow,
             ds,
@@ -413,11 +491,7 @@ def acknowledge_loss(
             actor=principal.id,
             at=at,
             state=ds.state_json,
-            request={
-                "witnessed_seq": record.seq,
-                "witnessed_hash": record.head_hash,
-                "database_seq": lost_from,
-            },
+            request=request,
             reason=reason,
         )
         head = Head(ds.id, seq, ds.head_hash)
@@ -441,11 +515,7 @@ def acknowledge_loss(
         "dataset_id": dataset_id,
         "seq": seq,
         "head_hash": head.head_hash,
-        "lost": {
-            "witnessed_seq": record.seq,
-            "witnessed_hash": record.head_hash,
-            "database_seq": lost_from,
-        },
+        "lost": request,
         "witness": moved.to_json(),
     }
 

@@ -229,6 +229,10 @@ def _say_line(verdict: dict[str, Any]) -> int:
             extra += ", the end NOT pinned (--unpinned)"
         print(f"VERIFIED: {verdict['entries']} entries{extra}", file=sys.stderr)
         return 0
+    if not verdict["problems"] and verdict.get("forked"):
+        for line in verdict["forked"]:
+            print(f"FORKED: {line}", file=sys.stderr)
+        return 3
     print(f"FAILED: {verdict['problems'][0]}", file=sys.stderr)
     return 1
 
@@ -352,10 +356,18 @@ def _with_since(
 
     if key is None:
         raise SystemExit("odometer verify: --since needs --public-key (the operator's key)")
-    problems = since(args, key, entries)
-    verdict["since"] = {"head": args.since, "extends": not problems}
-    verdict["problems"].extend(problems)
-    verdict["ok"] = not verdict["problems"]
+    from odometer_core.verify_receipts import say_since
+
+    found = since(args, key, entries)
+    say_since(found)
+    verdict["since"] = found.to_json(args.since)
+    if found.problems and found.forks:
+        # explained by an acknowledged fork: reported as such (exit 3), never a pass
+        verdict["forked"] = [f"the head held in {args.since}: {f.says()}" for f in found.forks]
+        verdict.setdefault("warnings", []).append(f"--since: {found.problems[0]}")
+    else:
+        verdict["problems"].extend(found.problems)
+    verdict["ok"] = not verdict["problems"] and not verdict.get("forked")
     return verdict
 
 
@@ -464,6 +476,10 @@ def _verify_organisation(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 0
+    if not verdict["problems"] and verdict.get("forked"):
+        for line in verdict["forked"]:
+            print(f"FORKED: {line}", file=sys.stderr)
+        return 3
     print(f"FAILED: {verdict['problems'][0]}", file=sys.stderr)
     return 1
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -47,13 +48,17 @@ from odometer_core.ledger.merkle import (
     verify_inclusion,
 )
 from odometer_core.ledger.notes import (
+    COSIGNATURE_V1,
     SIGNATURE_PREFIX,
     Checkpoint,
+    Note,
     NoteError,
     NoteSigner,
     NoteVerifier,
+    cosignature_time,
     open_checkpoint,
     open_note,
+    parse_note,
 )
 
 RECEIPT_HEADER: Final = "odometer.receipt/v1"
@@ -193,32 +198,81 @@ def open_receipt(data: dict[str, Any] | Receipt, public_key: Ed25519PublicKey) -
 
 
 @dataclass(frozen=True, slots=True)
+class Seen:
+    """What one cosigner the verifier trusts says of a head: ``verified`` (its cosignature
+    checks, at ``time``), ``invalid`` (a line under its name and key ID that does not verify:
+    never counted) or ``absent`` (no line of it)."""
+
+    name: str
+    key_id: int
+    status: str
+    time: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": f"{self.name}+{self.key_id:08x}",
+            "status": self.status,
+            "time": self.time,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class SignedHead:
-    """A dataset's signed tree head, verified: its checkpoint and who signed it (the operator
-    and any cosigning witness whose key was given)."""
+    """A dataset's signed tree head, verified: its checkpoint, who signed it (the operator
+    and any cosigning witness whose key was given, ``signed_by``), and what each cosigner the
+    verifier named says of it (``witnesses``)."""
 
     dataset_id: str
     size: int
     root: bytes
     signed_by: tuple[str, ...]
     note: str
+    witnesses: tuple[Seen, ...] = ()
+
+    @property
+    def seen_by(self) -> tuple[str, ...]:
+        """The names of the cosigners whose cosignature verified."""
+        return tuple(w.name for w in self.witnesses if w.status == "verified")
+
+
+def _seen(note: Note, cosigner: NoteVerifier) -> Seen:
+    lines = [s for s in note.signatures if (s.name, s.key_id) == (cosigner.name, cosigner.key_id)]
+    if not lines:
+        return Seen(cosigner.name, cosigner.key_id, "absent")
+    for line in lines:
+        if cosigner.verify(note.text, line.signature):
+            time = cosignature_time(line) if cosigner.kind == COSIGNATURE_V1 else None
+            return Seen(cosigner.name, cosigner.key_id, "verified", time)
+    return Seen(cosigner.name, cosigner.key_id, "invalid")
 
 
 def open_head(
-    note: str, public_key: Ed25519PublicKey, cosigners: tuple[NoteVerifier, ...] = ()
+    note: str, public_key: Ed25519PublicKey, cosigners: Iterable[NoteVerifier] = ()
 ) -> SignedHead:
-    """A signed tree head verified with the operator's key (and the witnesses' cosignatures
-    that verify with ``cosigners``); ``ReceiptError`` if the operator did not sign it."""
+    """A signed tree head verified with the operator's key; ``ReceiptError`` if the operator
+    did not sign it. Each of ``cosigners`` (witnesses' keys) is checked on its own: a
+    cosignature that verifies is counted (``signed_by``, ``witnesses``), one that does not is
+    reported ``invalid`` and not counted, without rejecting the operator's head."""
     try:
         text = _text_of(note)
         dataset_id = dataset_of(text.split("\n", 1)[0])
         operator = _verifier(dataset_id, public_key)
-        checkpoint, verified = open_checkpoint(note, [operator, *cosigners])
+        parsed = parse_note(note)
+        if not any(
+            (s.name, s.key_id) == (operator.name, operator.key_id) for s in parsed.signatures
+        ):
+            raise ReceiptError("the head is not signed by the operator's key")
+        checkpoint, verified = open_checkpoint(parsed, [operator])
     except NoteError as error:
         raise ReceiptError(f"the signed head does not verify: {error}") from None
     if not any(s.name == operator.name and s.key_id == operator.key_id for s in verified.verified):
         raise ReceiptError("the head is not signed by the operator's key")
-    return SignedHead(dataset_id, checkpoint.size, checkpoint.root_hash, verified.signed_by, note)
+    seen = tuple(_seen(parsed, c) for c in cosigners)
+    signed_by = (
+        *verified.signed_by,
+        *(f"{w.name}+{w.key_id:08x}" for w in seen if w.status == "verified"),
+    )
+    return SignedHead(dataset_id, checkpoint.size, checkpoint.root_hash, signed_by, note, seen)
 
 
 def check_receipt(

@@ -12,7 +12,8 @@ entry:
 - ``invocation_cancelled`` → ``cancel`` of that reservation
 - ``grant_changed`` → an analyst's quota filter starts (``initial_state``) or ends
 - ``loss_acknowledged`` → nothing moves (the state is the one before it): an operator
-  acknowledged that the entries after the previous one were lost (:func:`_loss`)
+  acknowledged that the entries after the previous one were lost (:func:`_loss`; the fork it
+  makes explicit: :mod:`odometer_core.ledger.cosign`)
 
 Quota levels are replayed per analyst as well: every entry's ``quota`` part is recomputed
 with the quota filter opened by the latest ``grant_changed`` for that analyst. A quota is named
@@ -535,6 +536,16 @@ def _loss(entry: Mapping[str, Any]) -> None:
     if type(lost) is not int or type(held) is not int:
         raise _Mismatch("a loss_acknowledged entry names the witnessed and the database seq")
     _expect("database_seq", int(entry["seq"]) - 1, held)
+    signed = request.get("signed_head")  # the last cosigned head before the loss, if named
+    if signed is not None and not (
+        isinstance(signed, Mapping)
+        and set(signed) == {"size", "root"}
+        and type(signed["size"]) is int
+        and signed["size"] >= 0
+        and isinstance(signed["root"], str)
+        and _HEX_DIGEST.fullmatch(signed["root"])
+    ):
+        raise _Mismatch("a loss_acknowledged entry's signed_head is {size, root: 64 hex digits}")
     for name in ("charge", "refund", "reservation", "org", "quota", "config"):
         _expect(name, None, entry.get(name))
 

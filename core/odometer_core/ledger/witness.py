@@ -28,6 +28,9 @@ read the record, and replace it only by a larger ``seq`` (a temporary file writt
 renamed over it, then the directory fsynced): two writers racing never let the smaller head
 win. Readers take no lock: a rename is atomic, so they see the old record or the new one.
 
+Given a key of its own, the witness also cosigns the operator's signed tree heads
+(``<dir>/cosigned``: :mod:`odometer_core.ledger.cosign`).
+
 This module is the pure half (the format, the directory store, the comparisons); where the
 service writes and checks it is :mod:`app.services.witness`. Another backend (an object store
 with conditional writes) implements :class:`WitnessStore`.
@@ -38,6 +41,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import suppress
@@ -47,8 +51,20 @@ from typing import Any, Final, Protocol
 from urllib.parse import quote
 
 from odometer_core.ledger.checkpoints import Signer
+from odometer_core.ledger.merkle import verify_consistency
+from odometer_core.ledger.notes import (
+    COSIGNATURE_V1,
+    NoteError,
+    NoteSigner,
+    NoteVerifier,
+    open_checkpoint,
+    parse_note,
+    sign_note,
+)
+from odometer_core.ledger.receipts import dataset_of, origin
 
 WITNESS_TYPE: Final = "odometer.ledger-witness.v1"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +174,9 @@ def _name(dataset_id: str) -> str:
 class DirectoryWitness:
     """The witness in a directory (local, or a shared file system with working ``flock``)."""
 
-    def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, *, fsync: bool = True, cosigner: NoteSigner | None = None
+    ) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self._heads = self.path / "datasets"
@@ -170,6 +188,10 @@ class DirectoryWitness:
             marker.write_text(WITNESS_TYPE + "\n", "ascii")
         elif marker.read_text("ascii").strip() != WITNESS_TYPE:
             raise ValueError(f"{marker}: not a {WITNESS_TYPE} directory")
+        #: with a key of its own, the heads this witness cosigned (``<dir>/cosigned``)
+        self.cosigned: CosignedHeads | None = None
+        if cosigner is not None:
+            self.cosigned = CosignedHeads(self.path / "cosigned", cosigner, fsync=fsync)
 
     # ------------------------------------------------------------------ reading
     def get(self, dataset_id: str) -> Witnessed | None:
@@ -224,25 +246,31 @@ class DirectoryWitness:
         return _Flock(self._locks / f"{_name(dataset_id)}.lock")
 
     def _write(self, record: Witnessed) -> None:
-        body = json.dumps(record.to_json(), sort_keys=True).encode("utf-8") + b"\n"
-        fd, tmp = tempfile.mkstemp(dir=self._heads, prefix=".tmp-", suffix=".part")
+        _replace(self._heads, record.dataset_id, record.to_json(), fsync=self.fsync)
+
+
+def _replace(directory: Path, dataset_id: str, doc: dict[str, Any], *, fsync: bool) -> None:
+    """``<directory>/<quoted id>.json`` replaced by ``doc``, atomically: a temporary file
+    written (and fsynced) and renamed over it, then the directory fsynced."""
+    body = json.dumps(doc, sort_keys=True).encode("utf-8") + b"\n"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(body)
+            out.flush()
+            if fsync:
+                os.fsync(out.fileno())
+        os.replace(tmp, directory / f"{_name(dataset_id)}.json")
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        fd = os.open(directory, os.O_RDONLY)
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(body)
-                out.flush()
-                if self.fsync:
-                    os.fsync(out.fileno())
-            os.replace(tmp, self._heads / f"{_name(record.dataset_id)}.json")
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        if self.fsync:
-            directory = os.open(self._heads, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _fields(head: Head) -> tuple[str, int, str]:
@@ -320,3 +348,130 @@ class WitnessAudit:
                 "from) is behind the witness"
             )
         return self.problems
+
+
+# ---------------------------------------------------------------------------- cosigning
+COSIGNED_TYPE: Final = "odometer.cosigned-head.v1"
+
+
+class CosignRefused(ValueError):
+    """A head the witness does not cosign (unsigned, another dataset's, or not extending the
+    last head it cosigned in the same epoch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cosigned:
+    """The last head the witness cosigned for a dataset."""
+
+    dataset_id: str
+    epoch: int
+    size: int
+    root: bytes
+    cosigned_at: int
+    note: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": COSIGNED_TYPE,
+            "dataset_id": self.dataset_id,
+            "epoch": self.epoch,
+            "size": self.size,
+            "root": self.root.hex(),
+            "cosigned_at": self.cosigned_at,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Cosigned:
+        if doc.get("type") != COSIGNED_TYPE:
+            raise ValueError(f"not a {COSIGNED_TYPE} record")
+        size, epoch, at = doc.get("size"), doc.get("epoch"), doc.get("cosigned_at")
+        root = doc.get("root")
+        if not all(type(v) is int and v >= 0 for v in (size, epoch, at)):
+            raise ValueError("a cosigned head's size, epoch and time are integers >= 0")
+        if not isinstance(root, str) or _HEX64.fullmatch(root) is None:
+            raise ValueError("a cosigned head's root is 64 hex digits")
+        return cls(str(doc["dataset_id"]), epoch, size, bytes.fromhex(root), at, str(doc["note"]))  # type: ignore[arg-type]
+
+
+def cosigner_key(text: str) -> NoteSigner:
+    """The witness's cosigning key from its signer key text (``PRIVATE+KEY+name+ID+…``, as
+    ``odometer witness-keygen`` writes it)."""
+    return NoteSigner.from_skey(text.strip(), COSIGNATURE_V1)
+
+
+class CosignedHeads:
+    """The heads a witness cosigned, one file per dataset, and its key."""
+
+    def __init__(self, path: str | Path, signer: NoteSigner, *, fsync: bool = True) -> None:
+        if signer.kind != COSIGNATURE_V1:
+            raise ValueError("the witness cosigns with a cosignature v1 key (type 0x04)")
+        self.path = Path(path)
+        self.signer = signer
+        self.fsync = fsync
+        self._locks = self.path / "locks"
+        self._locks.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def verifier(self) -> NoteVerifier:
+        return self.signer.verifier
+
+    def get(self, dataset_id: str) -> Cosigned | None:
+        try:
+            text = (self.path / f"{_name(dataset_id)}.json").read_bytes()
+        except FileNotFoundError:
+            return None
+        return Cosigned.from_json(json.loads(text))
+
+    def records(self) -> list[Cosigned]:
+        return [
+            Cosigned.from_json(json.loads(p.read_bytes())) for p in sorted(self.path.glob("*.json"))
+        ]
+
+    def cosign(
+        self,
+        note: str,
+        operator: NoteVerifier,
+        *,
+        epoch: int,
+        proof: Iterable[bytes],
+        timestamp: int,
+    ) -> Cosigned:
+        """Cosign the operator's signed head ``note`` at ``timestamp`` (POSIX seconds), if it
+        extends the last head cosigned for its dataset in ``epoch`` (``proof``: RFC 9162
+        ``PROOF(last size, D[size])``; ignored when nothing was cosigned in this epoch);
+        :class:`CosignRefused` otherwise. A head already cosigned at the same size and root
+        is returned as it is."""
+        try:
+            checkpoint, _ = open_checkpoint(note, [operator])
+            dataset_id = dataset_of(checkpoint.origin)
+        except (NoteError, ValueError) as error:
+            raise CosignRefused(f"not a head signed by the operator: {error}") from None
+        if operator.name != origin(dataset_id):
+            raise CosignRefused("the operator's key is not named after the head's log")
+        proof = list(proof)
+        with _Flock(self._locks / f"{_name(dataset_id)}.lock"):
+            last = self.get(dataset_id)
+            if last is not None and last.epoch > epoch:
+                raise CosignRefused(
+                    f"dataset {dataset_id}: the witness is at epoch {last.epoch}, not {epoch}"
+                )
+            if last is not None and last.epoch == epoch:
+                if (last.size, last.root) == (checkpoint.size, checkpoint.root_hash):
+                    return last
+                if not verify_consistency(
+                    last.size, checkpoint.size, last.root, checkpoint.root_hash, proof
+                ):
+                    raise CosignRefused(
+                        f"dataset {dataset_id}: the head of size {checkpoint.size} does not "
+                        f"extend the head of size {last.size} cosigned before (epoch {epoch})"
+                    )
+            cosigned = sign_note(parse_note(note), self.signer, timestamp=timestamp)
+            record = Cosigned(
+                dataset_id, epoch, checkpoint.size, checkpoint.root_hash, timestamp, cosigned
+            )
+            self._write(record)
+            return record
+
+    def _write(self, record: Cosigned) -> None:
+        _replace(self.path, record.dataset_id, record.to_json(), fsync=self.fsync)
