@@ -270,6 +270,10 @@ ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/v1/datasets/{dataset_id}/ledger/checkpoint"): Row(
         ALL, "dataset", lambda w: DS.format(w.dataset) + "/ledger/checkpoint", mutating=False
     ),
+    ("GET", "/v1/datasets/{dataset_id}/ledger/forks"): Row(
+        ALL, "dataset", lambda w: DS.format(w.dataset) + "/ledger/forks", mutating=False
+    ),
+    ("GET", "/v1/ledger-heads"): Row(ALL, "none", lambda w: "/v1/ledger-heads", mutating=False),
     ("GET", "/v1/datasets/{dataset_id}/report"): Row(
         frozenset({"curator", "auditor"}),
         "dataset",

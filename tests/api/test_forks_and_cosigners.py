@@ -1,4 +1,5 @@
-"""Heads that others keep, and a restore's fork made explicit, end to end and offline.
+"""Heads that others keep, and a restore's fork made explicit: end to end, checked offline, on
+SQLite and PostgreSQL.
 
 The service runs with a checkpoint key and a witness that has a key of its own. Its checks
 cosign each dataset's signed tree head; ``GET /v1/ledger-heads`` publishes them; ``odometer
@@ -22,14 +23,12 @@ seqs 5.. again. Offline, with the operator's public key:
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy.engine import make_url
 
 from app.db.uow import Database
 from app.main import create_app
@@ -38,9 +37,8 @@ from odometer_client.cli import main
 from odometer_core.ledger import replay
 from odometer_core.ledger.chain import entry_hash
 from odometer_core.ledger.checkpoints import generate_key_pem
-from tests.support import ADMIN_KEY, AUTH, basic_dataset
-
-pytestmark = pytest.mark.parametrize("fresh_backend", ["sqlite"], indirect=True)
+from tests.reliability.test_restore import Backup
+from tests.support import ADMIN_KEY, AUTH, Backend, basic_dataset
 
 
 class Service:
@@ -77,7 +75,7 @@ class Service:
 
 
 @pytest.fixture
-def service(fresh_backend: Any, tmp_path: Path) -> Iterator[Service]:
+def service(fresh_backend: Backend, tmp_path: Path) -> Iterator[Service]:
     s = Service(fresh_backend.url, tmp_path)
     yield s
     s.stop()
@@ -125,13 +123,9 @@ def _lines(path: Path, docs: list[dict[str, Any]]) -> str:
     return str(path)
 
 
-def _sqlite_copy(src: str, dst: str) -> None:
-    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
-        a.backup(b)
-
-
 def test_cosigned_heads_then_an_acknowledged_fork_reported_offline(
     service: Service,
+    fresh_backend: Backend,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -178,8 +172,10 @@ def test_cosigned_heads_then_an_acknowledged_fork_reported_offline(
     assert '"status": "invalid"' in out and "SEEN:" not in out
 
     # a backup at entry 3; entries 4..6 get receipts, the witness cosigns the head of 6
-    db_file = make_url(service.url).database or ""
-    _sqlite_copy(db_file, str(tmp_path / "backup.db"))
+    service.stop()
+    backup = Backup(fresh_backend, tmp_path)
+    backup.take()
+    client = service.start()
     lost = [_register(client, ds) for _ in range(3)]  # seqs 4, 5, 6
     _check(client)
     [published] = [h for h in _get(client, "/v1/ledger-heads")["heads"] if h["dataset_id"] == ds]
@@ -189,7 +185,7 @@ def test_cosigned_heads_then_an_acknowledged_fork_reported_offline(
 
     # restore; the service starts frozen on the dataset; the operator acknowledges the loss
     service.stop()
-    _sqlite_copy(str(tmp_path / "backup.db"), db_file)
+    backup.restore()
     client = service.start()
     r = client.post(
         f"{url}/witness/acknowledge", json={"reason": "restored the 02:00 backup"}, headers=AUTH
