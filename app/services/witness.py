@@ -102,9 +102,10 @@ def _cosigned(guard: WitnessGuard | None) -> CosignedHeads | None:
 
 
 # ---------------------------------------------------------------------------- the check
-def check(database: Database) -> dict[str, Behind]:
+def check(database: Database, *, cosign: bool = True) -> dict[str, Behind]:
     """Compare every dataset's head with the witness; freeze what is behind, witness what is
-    ahead; the frozen datasets. The witness is read before the database: a head witnessed
+    ahead; then (``cosign``, with a witness key) cosign the heads that moved; the frozen
+    datasets. The witness is read before the database: a head witnessed
     meanwhile is one the database already has, so a concurrent write is never taken for a
     loss."""
     guard = write_path(database).witness
@@ -190,8 +191,17 @@ def check(database: Database) -> dict[str, Behind]:
                     Behind(head.dataset_id, -1, "", head.seq, head.head_hash, "unwitnessed"),
                 )
     guard.replace_frozen(frozen)
-    cosign_heads(database, guard, frozen)
+    if cosign:
+        _cosign_logged(database, guard, frozen)
     return frozen
+
+
+def _cosign_logged(database: Database, guard: WitnessGuard, frozen: Mapping[str, Behind]) -> None:
+    """:func:`cosign_heads`, a failure logged: cosigning never stops the check."""
+    try:
+        cosign_heads(database, guard, frozen)
+    except Exception:  # logged; the next check cosigns what is left
+        log.exception("the witness could not cosign the heads")
 
 
 #: whom the witness reads proofs as (it reads every dataset's tree, never an entry's content)
@@ -521,16 +531,21 @@ def acknowledge_loss(
 
 
 async def witness_loop(database: Database, every: float) -> asyncio.Task[None] | None:
-    """:func:`check` now (before the first request is served), then every ``every`` seconds
-    in a thread (0: at start only); the periodic task, or ``None`` without a witness."""
-    if write_path(database).witness is None:
+    """:func:`check` now (before the first request is served; the heads are cosigned after
+    it, in the background, not to hold up the start), then every ``every`` seconds in a
+    thread (0: at start only); the background task, or ``None`` without a witness."""
+    guard = write_path(database).witness
+    if guard is None:
         return None
-    await to_thread.run_sync(check, database)
-    if every <= 0:
+    await to_thread.run_sync(lambda: check(database, cosign=False))
+    if every <= 0 and _cosigned(guard) is None:
         return None
 
     async def periodically() -> None:
-        while True:
+        if _cosigned(guard) is not None:
+            frozen = guard.all_frozen()
+            await to_thread.run_sync(_cosign_logged, database, guard, frozen)
+        while every > 0:
             await asyncio.sleep(every)
             try:
                 await to_thread.run_sync(check, database)

@@ -88,6 +88,12 @@ def _acknowledge(args: argparse.Namespace, client: OdometerClient, out: Output) 
             f"loss of entries {lost['database_seq'] + 1}..{lost['witnessed_seq']} acknowledged "
             f"(ledger entry {done.seq}): dataset {done.dataset_id} serves writes"
         )
+        signed = lost.get("signed_head")
+        if signed:  # the fork, named in the entry (docs/ledger.md, *Forks and acknowledged …*)
+            out.line(
+                f"the entry names the last head the witness cosigned before the loss: size "
+                f"{signed['size']}, root {signed['root']}"
+            )
     return 0
 
 
