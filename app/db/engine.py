@@ -138,19 +138,39 @@ def not_the_primary(exc: BaseException) -> bool:
     return getattr(exc, "sqlstate", None) == READ_ONLY_SQL_TRANSACTION
 
 
+#: SQLSTATEs ``invalid_sql_statement_name`` and ``duplicate_prepared_statement``
+PREPARED_STATEMENT_LOST: Final = frozenset({"26000", "42P05"})
+
+
+def prepared_statement_lost(exc: BaseException) -> bool:
+    """Whether a statement failed because the server session does not hold the prepared
+    statements psycopg thinks its connection prepared (one missing, or a name already taken):
+    the connection's server sessions are shared behind a pooler in transaction pooling
+    (PgBouncer before 1.21, with psycopg's prepared statements left on: *PgBouncer* in
+    ``docs/operations.md``). Nothing ran; the connection is discarded (alone: the pool's other
+    connections are as good as they were) and the request answered 503 with ``Retry-After``,
+    never 500."""
+    return getattr(exc, "sqlstate", None) in PREPARED_STATEMENT_LOST
+
+
 def connection_lost(exc: BaseException) -> bool:
     """Whether an error leaves its connection of no further use: the server ended the session
-    (:func:`session_ended`) or does not accept writes (:func:`not_the_primary`)."""
-    return session_ended(exc) or not_the_primary(exc)
+    (:func:`session_ended`), does not accept writes (:func:`not_the_primary`), or does not hold
+    the connection's prepared statements (:func:`prepared_statement_lost`)."""
+    return session_ended(exc) or not_the_primary(exc) or prepared_statement_lost(exc)
 
 
 def _install_session_end_check(engine: Engine) -> None:
     """Any statement failing on a session-ending error, or refused by a server that is not the
-    primary, invalidates its connection at once."""
+    primary, invalidates its connection at once (and the pool's older ones); one whose prepared
+    statement was lost, that connection alone."""
 
     @event.listens_for(engine, "handle_error")
     def _ended(context: Any) -> None:
-        if connection_lost(context.original_exception):
+        if prepared_statement_lost(context.original_exception):
+            context.is_disconnect = True
+            context.invalidate_pool_on_disconnect = False
+        elif connection_lost(context.original_exception):
             context.is_disconnect = True
 
 
