@@ -86,6 +86,7 @@ from odometer_core.ledger.blocks import (
 )
 from odometer_core.ledger.chain import GENESIS_HASH, ChainProblem, ChainWalker
 from odometer_core.ledger.entry import EntryKind
+from odometer_core.ledger.float_noise import admit_as_recorded
 
 #: The form of a settle entry's ``output_digest``, the SHA-256 of the released output
 #: (:func:`~odometer_core.ledger.chain.output_digest`; the ledger keeps no more of the output).
@@ -373,12 +374,13 @@ def _step(
     ):
         declaration = declarations.parse(entry["declaration"])
         conversion = request.get("conversion_delta")
-        decision = admit(
+        decision = admit_as_recorded(  # a PLD charge within float noise: as recorded
             config,
             state,
             declaration,
             sub_budget=request.get("sub_budget"),
             conversion_delta=None if conversion is None else Decimal(conversion),
+            recorded=entry.get("requested"),
         )
         if kind == EntryKind.INVOCATION_REJECTED and decision.admitted:
             _refused_above(entry, "the dataset")  # and nothing moves here
