@@ -36,7 +36,8 @@ from app.settings import Settings
 from odometer_client.cli import main
 from odometer_core.ledger import replay
 from odometer_core.ledger.chain import entry_hash
-from odometer_core.ledger.checkpoints import generate_key_pem
+from odometer_core.ledger.checkpoints import generate_key_pem, load_public_key
+from odometer_core.ledger.receipts import open_head
 from tests.reliability.test_restore import Backup
 from tests.support import ADMIN_KEY, AUTH, Backend, basic_dataset
 
@@ -288,3 +289,32 @@ def test_cosigned_heads_then_an_acknowledged_fork_reported_offline(
         entry["hash"] = prev = entry_hash(entry)
     verdict = replay(entries)
     assert not verdict.ok and "signed_head" in verdict.problems[0], verdict.problems
+
+
+def test_heads_are_published_without_a_cosigning_witness(
+    fresh_backend: Backend, tmp_path: Path
+) -> None:
+    """No witness key: the heads are published signed by the operator, with nothing cosigned;
+    a dataset without acknowledgements has no fork."""
+    key = tmp_path / "checkpoint.pem"
+    key.write_bytes(generate_key_pem()[0])
+    settings = Settings(
+        database_url=fresh_backend.url, admin_key=ADMIN_KEY, checkpoint_key=str(key)
+    )
+    database = Database.from_settings(settings)
+    try:
+        with TestClient(create_app(settings, database)) as client:
+            ds = str(basic_dataset(client, epsilon="1")["id"])
+            _register(client, ds)
+            page = _get(client, "/v1/ledger-heads")
+            assert page["witness_vkey"] is None and page["next_offset"] is None
+            [head] = [h for h in page["heads"] if h["dataset_id"] == ds]
+            assert head["size"] == 2 and head["cosigned"] is None
+            pem = _get(client, "/v1/checkpoint-key")["public_key"]
+            opened = open_head(head["note"], load_public_key(pem.encode()))
+            assert (opened.size, opened.root.hex()) == (2, head["root"])
+            forks = _get(client, f"/v1/datasets/{ds}/ledger/forks")
+            assert forks["forks"] == [] and forks["size"] == 2
+            assert _get(client, "/v1/ledger-heads", limit=1)["next_offset"] in (None, 1)
+    finally:
+        database.dispose()
