@@ -25,6 +25,11 @@ Workloads:
   a fresh process on a fresh copy of the build's database, and the registrations that one CPU
   second decides (1000 / CPU ms).
 
+With ``--checkpoint-key`` (a PEM file, or none: a key made for the run) both builds run with
+that checkpoint key (``ODOMETER_CHECKPOINT_KEY``), served and in process alike, so each signs
+what it signs with a key: checkpoints every ``ODOMETER_CHECKPOINT_EVERY`` entries, and a receipt
+on every 201 and settle/cancel answer where the build gives receipts.
+
 It prints a JSON line per measurement and the table; it writes nothing to ``RESULTS.md``.
 """
 
@@ -183,13 +188,35 @@ class Databases:
             pg_drop(url)
 
 
+# ---------------------------------------------------------------------------- signing
+def key_env(key: str | None, workdir: Path) -> dict[str, str]:
+    """The environment that gives both builds the checkpoint key ``key`` (a PEM file; ``""``:
+    a key made for this run in ``workdir``); ``{}`` for none."""
+    if key is None:
+        return {}
+    if key == "":
+        from odometer_core.ledger.checkpoints import generate_key_pem
+
+        made = workdir / "checkpoint-key.pem"
+        made.write_bytes(generate_key_pem()[0])
+        made.chmod(0o600)
+        key = str(made)
+    elif not Path(key).is_file():
+        raise SystemExit(f"compare: --checkpoint-key {key!r} is not a file")
+    return {"ODOMETER_CHECKPOINT_KEY": str(Path(key).resolve())}
+
+
 # ---------------------------------------------------------------------------- workloads
 Measure = Callable[[Build], dict[str, float]]
 
 
 @contextmanager
 def http_workload(
-    builds: list[Build], dbs: Databases, workdir: Path, args: argparse.Namespace
+    builds: list[Build],
+    dbs: Databases,
+    workdir: Path,
+    args: argparse.Namespace,
+    env: dict[str, str],
 ) -> Iterator[Measure]:
     """Each build served for the whole run; a measurement is one load on its hot dataset."""
     with ExitStack() as stack:
@@ -198,7 +225,9 @@ def http_workload(
         for i, build in enumerate(builds):
             url = dbs.migrated(build, i)
             server = stack.enter_context(
-                running_server(url, workdir / f"server-{i}.log", args.workers, root=build.root)
+                running_server(
+                    url, workdir / f"server-{i}.log", args.workers, root=build.root, env=env
+                )
             )
             servers[build.label] = server
             dataset = create_dataset(
@@ -237,7 +266,7 @@ def http_workload(
 
 @contextmanager
 def probe_workload(
-    builds: list[Build], dbs: Databases, args: argparse.Namespace
+    builds: list[Build], dbs: Databases, args: argparse.Namespace, env: dict[str, str]
 ) -> Iterator[Measure]:
     """A measurement is one probe of ``write-path`` in a fresh process on a fresh database."""
     from benchmarks.write_path import probe
@@ -247,7 +276,7 @@ def probe_workload(
         dbs.migrated(build, i)
 
     def measure(build: Build) -> dict[str, float]:
-        cpu_ms = probe(build.root, dbs.fresh(build), args.count, kind, "0")
+        cpu_ms = probe(build.root, dbs.fresh(build), args.count, kind, "0", env=env)
         return {"throughput": 1000 / cpu_ms, "cpu_ms": cpu_ms, "errors": 0}
 
     yield measure
@@ -336,6 +365,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=1.0, help="http: seconds before each")
     p.add_argument("--workers", type=int, default=2, help="http: uvicorn workers per build")
     p.add_argument("--count", type=int, default=1000, help="register, edge: registrations")
+    p.add_argument(
+        "--checkpoint-key",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PEM",
+        help="run both builds with this checkpoint key (none given: one made for the run), so "
+        "that each signs its checkpoints and, where it gives them, its receipts",
+    )
     args = p.parse_args(argv)
     if args.rounds < MIN_ROUNDS:
         p.error(f"--rounds: at least {MIN_ROUNDS} (a median of per-round ratios needs them)")
@@ -349,12 +387,13 @@ def main(argv: list[str] | None = None) -> int:
         if builds[0].label == builds[1].label:
             builds[1] = replace(builds[1], label=f"{builds[1].label} (B)")
         dbs = Databases(args.backend, args.pg_url, workdir)
+        env = key_env(args.checkpoint_key, workdir)
         rows: list[dict[str, Any]] = []
         try:
             workload = (
-                http_workload(builds, dbs, workdir, args)
+                http_workload(builds, dbs, workdir, args, env)
                 if args.workload == "http"
-                else probe_workload(builds, dbs, args)
+                else probe_workload(builds, dbs, args, env)
             )
             with workload as measure:
                 for r, order in enumerate(orders(args.rounds)):
@@ -374,9 +413,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         what = f"**{args.workload}**, in process: {args.count:,} registrations per measurement"
+    signing = (
+        "; with a checkpoint key (receipts signed where the build gives them)"
+        if args.checkpoint_key is not None
+        else "; without a checkpoint key"
+    )
     heading = (
-        f"{what}, {args.backend}; {args.rounds} rounds, the builds' order alternating; "
-        f"load average {loadavg()}."
+        f"{what}, {args.backend}{signing}; {args.rounds} rounds, the builds' order "
+        f"alternating; load average {loadavg()}."
     )
     print()
     print(render(rows, builds, heading, args.workload))

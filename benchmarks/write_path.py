@@ -61,10 +61,13 @@ PROBE = Path(__file__).with_name("write_path_probe.py")
 PROBES = {"service": "service", "service + ASGI app": "edge"}
 
 
-def probe(checkout: Path, url: str, count: int, kind: str, *args: str) -> float:
+def probe(
+    checkout: Path, url: str, count: int, kind: str, *args: str, env: dict[str, str] | None = None
+) -> float:
     """CPU ms per registration of ``checkout``'s service on a freshly migrated ``url``: the
-    probe ``kind`` of :mod:`benchmarks.write_path_probe` with its ``args``."""
-    env = {**os.environ, "PYTHONPATH": checkout_path(checkout)}
+    probe ``kind`` of :mod:`benchmarks.write_path_probe` with its ``args``; ``env``: variables
+    the probe's process is given besides this one's (a checkpoint key)."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": checkout_path(checkout)}
     env.pop("ODOMETER_DATABASE_URL", None)
     out = subprocess.run(
         [sys.executable, "-P", str(PROBE), kind, url, str(count), *args],

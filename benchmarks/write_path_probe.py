@@ -55,9 +55,22 @@ def _names() -> dict[str, Any]:
     return names
 
 
+def _database(settings: Any) -> Any:
+    """The measured checkout's database for ``settings``, with the checkpoint signer its app
+    would give it (``ODOMETER_CHECKPOINT_KEY``: receipts and checkpoints signed as served)."""
+    from dataclasses import replace
+
+    from app.db.uow import Database
+    from app.services.checkpoints import signer_from_settings
+
+    db = Database.from_settings(settings)
+    signer = signer_from_settings(settings)
+    return db if signer is None else replace(db, signer=signer)
+
+
 def service(url: str, count: int, keyed: bool) -> float:
     """CPU ms per ``register_invocation`` (no HTTP)."""
-    from app.db.uow import Database, UnitOfWork
+    from app.db.uow import UnitOfWork
     from app.services import datasets
     from app.services.principals import Principal, Role
     from app.settings import Settings
@@ -65,7 +78,7 @@ def service(url: str, count: int, keyed: bool) -> float:
 
     names = _names()
     register = names["register_invocation"]
-    db = Database.from_settings(Settings(database_url=url))
+    db = _database(Settings(database_url=url))
     uow = UnitOfWork(db)
     admin = Principal("admin", Role.ADMIN, None)
     new = datasets.NewDataset(
@@ -153,14 +166,14 @@ def edge(url: str, count: int, keyed: bool) -> float:
 
 def group(url: str, count: int, size: int, spread: str) -> float:
     """CPU ms per registration decided ``size`` at a time (``spread``: ``hot`` or ``many``)."""
-    from app.db.uow import Database, UnitOfWork
+    from app.db.uow import UnitOfWork
     from app.services import datasets
     from app.services.principals import Principal, Role
     from app.settings import Settings
     from odometer_core.accounting import parse_declaration
 
     names = _names()
-    db = Database.from_settings(Settings(database_url=url))
+    db = _database(Settings(database_url=url))
     uow = UnitOfWork(db)
     admin = Principal("admin", Role.ADMIN, None)
     request = names["InvocationRequest"](parse_declaration({"type": "pure_dp", "epsilon": "0.001"}))

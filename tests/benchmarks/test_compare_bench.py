@@ -85,3 +85,22 @@ def test_a_tiny_http_comparison(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "| registrations/s | " in out and "| server CPU ms per registration | " in out
     assert "Errors (non-2xx or transport): **0**." in out
+
+
+def test_a_checkpoint_key_is_made_for_the_run_or_given(tmp_path: Path) -> None:
+    from odometer_core.ledger.checkpoints import load_private_key
+
+    assert compare.key_env(None, tmp_path) == {}
+    made = compare.key_env("", tmp_path)["ODOMETER_CHECKPOINT_KEY"]
+    load_private_key(Path(made).read_bytes())  # an Ed25519 PEM both builds read
+    assert compare.key_env(made, tmp_path) == {"ODOMETER_CHECKPOINT_KEY": made}
+    with pytest.raises(SystemExit, match="not a file"):
+        compare.key_env(str(tmp_path / "missing.pem"), tmp_path)
+
+
+def test_an_in_process_comparison_with_a_checkpoint_key(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["compare", "a=.", "b=.", "--workload", "register", "--count", "20"]
+    assert entry_point([*argv, "--checkpoint-key"]) == 0
+    out = capsys.readouterr().out
+    assert "with a checkpoint key (receipts signed where the build gives them)" in out
+    assert "Errors (non-2xx or transport): **0**." in out

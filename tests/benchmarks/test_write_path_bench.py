@@ -71,3 +71,25 @@ def test_a_tiny_sqlite_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "| sqlite | service + ASGI app | yes | " in out
     row = next(line for line in out.splitlines() if line.startswith("| sqlite | 1 | "))
     assert row.endswith(" |") and "Errors in the HTTP cells: **0**." in out
+
+
+@pytest.mark.parametrize("kind", ["service", "edge"])
+def test_a_probe_given_a_checkpoint_key_signs_with_it(tmp_path: Path, kind: str) -> None:
+    """``python -m benchmarks compare --checkpoint-key``: the probe's process is given the key
+    and its registrations sign with it, in process as the served app does (here a checkpoint
+    at every entry, counted in the probe's database; without the key, none)."""
+    import sqlite3
+
+    from odometer_core.ledger.checkpoints import generate_key_pem
+
+    pem = tmp_path / "key.pem"
+    pem.write_bytes(generate_key_pem()[0])
+    signed = {"ODOMETER_CHECKPOINT_KEY": str(pem), "ODOMETER_CHECKPOINT_EVERY": "1"}
+    counts: list[int] = []
+    for env in ({"ODOMETER_CHECKPOINT_EVERY": "1"}, signed):
+        path = tmp_path / f"probe-{len(counts)}.db"
+        migrate(f"sqlite:///{path}")
+        write_path.probe(write_path.ROOT, f"sqlite:///{path}", 10, kind, "0", env=env)
+        with sqlite3.connect(path) as conn:
+            counts.append(conn.execute("SELECT count(*) FROM ledger_checkpoints").fetchone()[0])
+    assert counts == [0, 211]  # the creation entry, 200 of warm-up, then 10
