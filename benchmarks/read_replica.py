@@ -266,12 +266,25 @@ def replicated(entries: int) -> Iterator[tuple[Any, str, str]]:
         cache = Path(gettempdir()) / f"odometer-bench-reads-{entries}.pickle"  # kept for reruns
         prefill_postgres(libpq, BIG, entries, cache)
         print(f"prefilled {entries:,} entries in {time.monotonic() - began:.1f} s", flush=True)
+        began = time.monotonic()
+        caught_up(pair)
+        print(f"the standby replayed them in {time.monotonic() - began:.1f} s", flush=True)
         yield pair, primary, standby
     finally:
         for node in pair.nodes:
             with contextlib.suppress(Exception):
                 node.kill_9()
         remove_pair(pair)
+
+
+def caught_up(pair: Any, timeout: float = 1800) -> None:
+    """Until the standby has replayed everything the primary has written so far."""
+    target = pair.primary.query("SELECT pg_current_wal_lsn()")[0][0]
+    deadline = time.monotonic() + timeout
+    while not pair.standby.query("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (target,))[0][0]:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the standby did not catch up")
+        time.sleep(0.5)
 
 
 def run(args: argparse.Namespace) -> list[Window]:
@@ -299,6 +312,12 @@ def run(args: argparse.Namespace) -> list[Window]:
             assert status == 200, status
             postmaster = pair.primary.process.pid
             cpus = sides(args.pin)
+            print(
+                f"write side (the primary's PostgreSQL, the writer, the registering clients) on "
+                f"CPUs {sorted(cpus[0])}; read side (the standby, both readers, the reading "
+                f"clients) on CPUs {sorted(cpus[1])}; load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
             for pid, side in (
                 (postmaster, 0), (writer.process.pid, 0), (pair.standby.process.pid, 1),
                 (via_replica.process.pid, 1), (via_primary.process.pid, 1),
@@ -338,36 +357,55 @@ def summary(windows: list[Window]) -> dict[str, dict[str, float]]:
             "polls": sum(w.reads.get("polls", 0) for w in mine),
             "failed": sum(w.failed for w in mine),
         }
-    # each round's rate beside the same round's ``none`` (the machine's drift falls on both)
-    by_round: dict[int, dict[str, float]] = {}
+    # each round's rate and primary CPU per registration beside the same round's ``none`` (the
+    # machine's drift falls on both): the medians of the per-round ratios
+    by_round: dict[int, dict[str, Window]] = {}
     for i, w in enumerate(windows):
-        by_round.setdefault(i // len(CONDITIONS), {})[w.condition] = w.rate
+        by_round.setdefault(i // len(CONDITIONS), {})[w.condition] = w
     for condition, values in out.items():
-        ratios = [
-            r[condition] / r["none"] for r in by_round.values() if condition in r and r.get("none")
-        ]
-        values["vs_none"] = statistics.median(ratios) if ratios else float("nan")
-        values["vs_min"] = min(ratios) if ratios else float("nan")
-        values["vs_max"] = max(ratios) if ratios else float("nan")
+        for key, measure in (("vs", _rate), ("cpu_vs", _cpu_per_registration)):
+            ratios = [
+                measure(r[condition]) / measure(r["none"])
+                for r in by_round.values()
+                if condition in r and "none" in r and measure(r["none"]) > 0
+            ]
+            values[f"{key}_none"] = statistics.median(ratios) if ratios else float("nan")
+            values[f"{key}_min"] = min(ratios) if ratios else float("nan")
+            values[f"{key}_max"] = max(ratios) if ratios else float("nan")
     return out
+
+
+def _rate(w: Window) -> float:
+    return w.rate
+
+
+def _cpu_per_registration(w: Window) -> float:
+    return w.primary_cpu / max(1, w.registrations)
 
 
 def table(rows: dict[str, dict[str, float]]) -> str:
     lines = [
         "| reads | registrations/s (median) | beside no reads, same round (median, range) | "
-        "primary's PostgreSQL CPU (s per s) | … per registration (ms) | export MB read | "
-        "exports done | status polls | failed |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "primary's PostgreSQL CPU (s per s) | … per registration (ms) | … beside no reads, "
+        "same round (median, range) | export MB read | exports done | status polls | failed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     names = {"none": "none", "replica": "on the replica", "primary": "on the primary"}
     for condition, v in rows.items():
         lines.append(
-            f"| {names[condition]} | {v['rate']:.1f} | {100 * (v['vs_none'] - 1):+.1f} % "
-            f"({100 * (v['vs_min'] - 1):+.1f} … {100 * (v['vs_max'] - 1):+.1f} %) | "
-            f"{v['cpu']:.2f} | {v['cpu_ms']:.2f} | {v['export_mb']:.0f} | {int(v['exports'])} | "
-            f"{int(v['polls'])} | {int(v['failed'])} |"
+            f"| {names[condition]} | {v['rate']:.1f} | {_change(v, 'vs')} | {v['cpu']:.2f} | "
+            f"{v['cpu_ms']:.2f} | {_change(v, 'cpu_vs')} | {v['export_mb']:.0f} | "
+            f"{int(v['exports'])} | {int(v['polls'])} | {int(v['failed'])} |"
         )
     return "\n".join(lines)
+
+
+def _change(v: dict[str, float], key: str) -> str:
+    """A median per-round ratio and its range, as a change in per cent."""
+    return (
+        f"{100 * (v[f'{key}_none'] - 1):+.1f} % ({100 * (v[f'{key}_min'] - 1):+.1f} … "
+        f"{100 * (v[f'{key}_max'] - 1):+.1f} %)"
+    )
 
 
 def section(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> str:
@@ -382,9 +420,10 @@ def section(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> str:
             f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores "
             "shared with other work; "
             + (
-                "the primary, the writer and the registering clients pinned to one half of the "
-                "CPUs, the standby, the readers and the reading clients to the other (`--no-pin`: "
-                "all on every CPU); "
+                f"the primary's PostgreSQL, the writer and the registering clients pinned to CPUs "
+                f"{_cpus(sides(True)[0])}, the standby, the readers and the reading clients to "
+                f"CPUs {_cpus(sides(True)[1])} (`sched_setaffinity`, as `taskset` sets it; "
+                "`--no-pin`: all on every CPU); "
                 if args.pin
                 else "every process on every CPU (`--no-pin`); "
             )
@@ -393,7 +432,11 @@ def section(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> str:
             f"reads (the {args.entries:,}-entry ledger's export back to back, "
             f"{args.dashboards} dashboards polling its status every {args.poll:g} s) through a "
             "1-worker server reading the replica, or one reading the primary; the conditions "
-            "interleaved round by round.",
+            "interleaved round by round, the order reversed every other round. Each change "
+            "is the median over the rounds of the round's ratio to the same round's window "
+            f"without reads ({args.rounds} rounds), for registrations per second and for the "
+            f"primary's CPU per registration; load average {os.getloadavg()[0]:.1f} at the "
+            "end.",
             "",
             table(rows),
             END,
@@ -401,10 +444,20 @@ def section(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> str:
     )
 
 
+def _cpus(cpus: set[int]) -> str:
+    return ", ".join(str(c) for c in sorted(cpus))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--entries", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=8,
+        help="interleaved rounds (at least 7 "
+        "for the 10 %% bound: each a window of every condition)",
+    )
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--datasets", type=int, default=16)

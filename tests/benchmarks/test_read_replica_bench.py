@@ -29,13 +29,21 @@ def test_the_summary_sets_each_round_beside_its_own_no_reads() -> None:
     assert rows["replica"]["vs_none"] == pytest.approx(0.975)  # 0.95 and 1.0, not 107.5 / 110
     assert rows["primary"]["vs_none"] == pytest.approx(0.775)
     assert rows["replica"]["cpu_ms"] == pytest.approx((2000 / 950 + 2.0) / 2)
+    # the primary's CPU per registration, each round beside its own no reads: 1000/950 and 1
+    assert rows["replica"]["cpu_vs_none"] == pytest.approx((1000 / 950 + 1) / 2)
+    assert rows["primary"]["cpu_vs_none"] == pytest.approx((3.0 / 0.8 / 2.0 + 2.8 / 0.9 / 2.0) / 2)
     lines = table(rows).splitlines()
-    assert lines[2] == "| none | 110.0 | +0.0 % (+0.0 … +0.0 %) | 0.22 | 2.00 | 0 | 0 | 0 | 0 |"
+    assert lines[2] == (
+        "| none | 110.0 | +0.0 % (+0.0 … +0.0 %) | 0.22 | 2.00 | +0.0 % (+0.0 … +0.0 %) | 0 | 0 "
+        "| 0 | 0 |"
+    )
     assert lines[3] == (
-        "| on the replica | 107.5 | -2.5 % (-5.0 … +0.0 %) | 0.22 | 2.05 | 10 | 5 | 80 | 1 |"
+        "| on the replica | 107.5 | -2.5 % (-5.0 … +0.0 %) | 0.22 | 2.05 | +2.6 % (+0.0 … +5.3 %) "
+        "| 10 | 5 | 80 | 1 |"
     )
     assert lines[4] == (
-        "| on the primary | 85.0 | -22.5 % (-25.0 … -20.0 %) | 0.29 | 3.43 | 0 | 1 | 80 | 0 |"
+        "| on the primary | 85.0 | -22.5 % (-25.0 … -20.0 %) | 0.29 | 3.43 | +71.5 % (+55.6 … "
+        "+87.5 %) | 0 | 1 | 80 | 0 |"
     )
 
 
