@@ -17,6 +17,13 @@ is admitted:
   it, each rounded to :attr:`Rules.digits` digits on the side that costs less; items with no
   such parameter are left as they are; ``alternatives`` holds, for a repeated mechanism
   (``{"mechanism": …, "count": k}``), fewer repetitions.
+- ``dp_sgd``: ``instead`` is the noise multiplier up; ``alternatives`` hold the steps (an
+  integer, down) and the sampling rate (down). Each candidate may cost a PLD at every level
+  (the rdp PLD branch's ε_i, from accounting 1.6.0), so the candidates are placed by a cheap
+  proxy of the job's charge (:func:`proxy`, its RDP conversion) rather than halfway: first
+  near where the proxy puts the edge that an earlier knob found, then halving the bracket on
+  the proxy's scale (:func:`_guided_search`). Every candidate is still decided by the
+  admission itself, so the proxy only saves candidates, never decides one.
 - Either, holding an approximate item (``approx_dp``, or ``zcdp`` with a δ): ``alternatives``
   also divides every item's own δ by one **delta factor** — refused on δ, no noise helps.
 
@@ -38,13 +45,18 @@ refusal`, so this module does not import the summary (no import cycle).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+
 from odometer_core.accounting import memo
+from odometer_core.accounting.conversions import rdp_to_epsilon
 from odometer_core.accounting.declarations import (
+    DPSGD,
     ZCDP,
     ApproxDP,
     Composed,
@@ -52,10 +64,11 @@ from odometer_core.accounting.declarations import (
     Subsampled,
     parse_declaration,
 )
-from odometer_core.accounting.exact import fmt, rounded
+from odometer_core.accounting.exact import fmt, rounded, to_float_down, to_float_up
+from odometer_core.accounting.subsampling import poisson_gaussian_rdp
 
 #: The kinds :func:`suggest` answers for.
-KINDS: tuple[type[Declaration], ...] = (Subsampled, Composed)
+KINDS: tuple[type[Declaration], ...] = (Subsampled, Composed, DPSGD)
 #: Significant digits of every value searched here (a ``composed`` list's noise factor, whose
 #: items' values are then rounded to :attr:`Rules.digits`; a rate;
 #: an inner parameter): about 14 admissions past the bracket, where each may be a PLD of its
@@ -115,11 +128,12 @@ def suggest(
     suggestion: dict[str, Any] | None = None
     found: list[dict[str, Any]] = []
     phrases: list[str] = []
+    guide = _Guide() if isinstance(declaration, DPSGD) else None
     with memo.charges():
         for position, knob in enumerate([first, *others]):
             if knob is None:
                 continue
-            edge, value, stopped = _edge(declaration, knob, admitted, rules.stopped)
+            edge, value, stopped = _edge(declaration, knob, admitted, rules.stopped, guide)
             if edge is not None:
                 relation = "≤" if knob.grows else "≥"
                 what = f"{knob.name} {relation} {fmt(value)}"
@@ -145,6 +159,12 @@ def knobs(declaration: Declaration, rules: Rules) -> tuple[Knob | None, list[Kno
             return first, [rate, *deltas]
         m = Knob("m", True, True, _m, _with(lambda d, x: _replace(d, m=int(x))))
         return first, [m, *deltas]
+    if isinstance(declaration, DPSGD):
+        steps = Knob("steps", True, True, _steps, _with(lambda d, x: _replace(d, steps=int(x))))
+        rate = Knob(
+            "sample_rate", True, False, _sample_rate, _with(lambda d, x: _replace(d, sample_rate=x))
+        )
+        return _primary(declaration, rules), [steps, rate]
     if isinstance(declaration, Composed):
         others = []
         if len(declaration.items) == 1 and declaration.items[0][1] > 1:
@@ -258,6 +278,16 @@ def _m(d: Declaration) -> Decimal:
     return Decimal(d.m)
 
 
+def _steps(d: Declaration) -> Decimal:
+    assert isinstance(d, DPSGD)
+    return Decimal(d.steps)
+
+
+def _sample_rate(d: Declaration) -> Decimal:
+    assert isinstance(d, DPSGD)
+    return d.sample_rate
+
+
 def _count(d: Declaration) -> Decimal:
     assert isinstance(d, Composed)
     return Decimal(d.items[0][1])
@@ -295,7 +325,11 @@ def _delta_factor(rules: Rules) -> Knob:
 
 # ---------------------------------------------------------------------------- the search
 def _edge(
-    declaration: Declaration, knob: Knob, admitted: Admits, stop: type[Exception]
+    declaration: Declaration,
+    knob: Knob,
+    admitted: Admits,
+    stop: type[Exception],
+    guide: _Guide | None = None,
 ) -> tuple[Declaration | None, Decimal, bool]:
     """The declaration with ``knob`` at the edge of what ``admitted`` admits, the knob's value
     there, and whether the search was stopped (``stop`` raised; then the best admitted so far,
@@ -317,7 +351,9 @@ def _edge(
         return ok
 
     try:
-        if knob.count:
+        if guide is not None:
+            _guided_search(declaration, knob, fits, guide)
+        elif knob.count:
             _count_search(int(knob.get(declaration)), fits)
         elif knob.grows:
             _down_search(knob.get(declaration), knob.digits, fits)
@@ -383,3 +419,213 @@ def _up_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool]) -
         if mid <= lo or mid >= hi:
             break
         lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+
+
+# ---------------------------------------------------------------------------- training jobs
+#: The δ at which :func:`proxy` converts a training job's RDP curve. Any fixed δ serves: the
+#: proxy only orders candidates and places the next one tried, it never decides one.
+PROXY_DELTA = 1e-5
+#: The orders of :func:`proxy`'s curve.
+PROXY_ORDERS: tuple[float, ...] = (
+    1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 14.0, 16.0,
+    20.0, 24.0, 32.0, 48.0, 64.0, 128.0, 256.0,
+)  # fmt: skip
+#: Where a training job's search first looks, knowing nothing yet: this much below the refused
+#: job's proxy (then twice as far each time that is refused too).
+FIRST_STEP = 0.1
+#: Where a later knob's search first looks: this much below the proxy the search has seen
+#: admitted (then 4× as far each time that is refused): the proxy's ratio to the charge that
+#: decides drifts by about 0.5 % between the three knobs' edges (the tutorial's job in rdp).
+MARGIN = 0.002
+#: Iterations of :func:`_solve` (a bracketed root of a smooth monotone function in log-log).
+SOLVE_STEPS = 12
+
+
+@memo.memoised
+def _step_curve(rate: float, noise: float) -> tuple[float, ...]:
+    """The RDP curve of one Poisson-subsampled Gaussian step on :data:`PROXY_ORDERS`
+    (Mironov–Talwar–Zhang 2019, :func:`~odometer_core.accounting.subsampling.
+    poisson_gaussian_rdp`); memoised, so that a search tried again finds it."""
+    orders = np.asarray(PROXY_ORDERS, dtype=np.float64)
+    return tuple(poisson_gaussian_rdp(rate, noise, orders).tolist())
+
+
+def proxy(declaration: Declaration) -> float:
+    """A training job's search proxy: ε at :data:`PROXY_DELTA` of its RDP curve (one step's
+    curve × steps, Mironov 2017 Prop. 1; converted by Canonne–Kamath–Steinke 2020 Prop. 12).
+    It grows with the steps and the sampling rate and falls as the noise grows, as every level's
+    charge of the job does; it costs a millisecond where a PLD of the job (the rdp PLD branch's
+    ε_i, ``basic``'s charge) costs 50–140 ms."""
+    assert isinstance(declaration, DPSGD)
+    step = _step_curve(
+        to_float_up(declaration.sample_rate), to_float_down(declaration.noise_multiplier)
+    )
+    curve = np.asarray(step, dtype=np.float64) * declaration.steps
+    return float(rdp_to_epsilon(PROXY_ORDERS, curve, PROXY_DELTA)[0])
+
+
+@dataclass(slots=True)
+class _Guide:
+    """What a training job's search has learned across its knobs, on the proxy's scale: the
+    largest proxy of a candidate admitted (``lo``) and the smallest of one refused (``hi``).
+    The levels admit a job roughly when its proxy is below one threshold, the same for every
+    knob (the charge that decides is a smooth function of the proxy), so this bracket places
+    the next knob's first candidates near its edge."""
+
+    lo: float = 0.0
+    hi: float = math.inf
+
+
+def _guided_search(
+    declaration: Declaration, knob: Knob, fits: Callable[[Decimal], bool], guide: _Guide
+) -> None:
+    """The edge of ``knob`` for a training job, found as :func:`_count_search`,
+    :func:`_down_search` and :func:`_up_search` find it (every candidate decided by ``fits``,
+    the admission at every level; the last admitted is the edge, on the same grid of values),
+    but with each candidate placed by :func:`proxy` rather than halfway: first just below
+    what ``guide`` saw admitted (or a step below the refused job), then within the bracket of
+    admitted and refused proxies, this knob's and ``guide``'s. Each ``fits`` may cost a PLD,
+    a proxy about a millisecond: a bisection on the knob needs 12–40 candidates, this about a
+    third of them (``docs/accounting.md``, *What would fit instead*)."""
+    grid = _Grid(knob)
+
+    def at(x: Decimal) -> float | None:
+        try:
+            return proxy(knob.put(declaration, x))
+        except ValueError:
+            return None
+
+    b = knob.get(declaration)  # refused
+    pb = at(b)
+    if pb is None or pb <= 0:
+        return
+    guide.hi = min(guide.hi, pb)
+    a: Decimal | None = None
+    pa = 0.0
+    known = guide.lo > 0  # an earlier knob's edge predicts this one's
+    misses = ups = 0
+    while True:
+        if a is None:  # below the prediction (or the refused job), further each time
+            if known:
+                target = min(guide.lo, pb) * (1 - MARGIN * 4**misses)
+            else:
+                target = pb * (1 - FIRST_STEP) ** (2**misses)
+        elif known and ups < 3 and max(guide.hi, pa) * (1 + MARGIN * 4**ups) < pb:
+            target = max(guide.hi, pa) * (1 + MARGIN * 4**ups)  # just above the prediction
+            ups += 1
+        else:  # halfway, on the proxy's scale
+            target = math.sqrt(pa * pb) if pa > 0 else pb / 2
+        x = grid.inside(_solve(at, grid, a, b, target), a, b)
+        if x is None:
+            return
+        p = at(x)
+        if p is None:
+            return
+        if fits(x):
+            a, pa = x, p
+            guide.lo = max(guide.lo, p)
+        else:
+            b, pb = x, p
+            guide.hi = min(guide.hi, p)
+            if a is not None:
+                ups = 3  # the edge is bracketed: halve from here
+            else:
+                misses += 1
+                if misses > 6:
+                    return
+
+
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """The values a knob's search tries: integers (a count) or :attr:`Knob.digits` significant
+    digits, > 0; ``toward`` is the side admission grows on (down for steps and rates, up for a
+    noise multiplier)."""
+
+    knob: Knob
+
+    def step(self, x: Decimal) -> Decimal:
+        if self.knob.count:
+            return Decimal(1)
+        return Decimal(1).scaleb(x.adjusted() - self.knob.digits + 1)
+
+    def snap(self, x: Decimal) -> Decimal:
+        """``x`` on the grid, on the side admission grows on."""
+        if self.knob.count:
+            return Decimal(math.floor(x)) if self.knob.grows else Decimal(math.ceil(x))
+        return rounded(x, up=not self.knob.grows, digits=self.knob.digits)
+
+    def inside(self, x: Decimal | None, a: Decimal | None, b: Decimal) -> Decimal | None:
+        """A grid value strictly between the admitted ``a`` (``None``: none yet) and the
+        refused ``b``, as near ``x`` as the grid allows; ``None`` when there is none (the
+        edge is found: ``a``)."""
+        if x is None:
+            return None
+        x = self.snap(x)
+        sign = -1 if self.knob.grows else 1  # toward admission
+        if x == b or (x - b) * sign < 0:  # not on the admitted side of b: one step toward it
+            x = b + sign * self.step(b) if self.knob.count else self.snap(b + sign * self.step(b))
+        if a is not None and (x - a) * sign >= 0:  # at or past a: one step toward b
+            x = a - sign * self.step(a)
+            if not self.knob.count:
+                x = rounded(x, up=self.knob.grows, digits=self.knob.digits)
+            if (x - b) * sign <= 0:
+                return None
+        if x <= 0:
+            return None
+        return x
+
+
+def _solve(
+    at: Callable[[Decimal], float | None],
+    grid: _Grid,
+    a: Decimal | None,
+    b: Decimal,
+    target: float,
+) -> Decimal | None:
+    """The knob's value whose :func:`proxy` is ``target``, between the admitted ``a`` and the
+    refused ``b`` (``a`` ``None``: beyond ``b``, by doublings or halvings): the Illinois
+    variant of regula falsi on log value against log proxy, :data:`SOLVE_STEPS` steps at most.
+    Only places a candidate; ``None`` when the proxy cannot place one."""
+    sign = -1 if grid.knob.grows else 1  # toward admission
+    far = a
+    if far is None:
+        far = b
+        for _ in range(BRACKET):
+            far = far * 2 if sign > 0 else far / 2
+            if grid.knob.count and far < 1:
+                far = Decimal(1)
+            p = at(far)
+            if p is not None and p <= target:
+                break
+            if grid.knob.count and far == 1:
+                return far
+        else:
+            return None
+    pf, pn = at(far), at(b)
+    if pf is None or pn is None or pf <= 0 or pn <= target:
+        return far
+    if pf >= target:
+        return far
+    u0, u1 = math.log(float(far)), math.log(float(b))
+    g0, g1 = math.log(pf) - math.log(target), math.log(pn) - math.log(target)
+    side = 0
+    u = u0
+    for _ in range(SOLVE_STEPS):
+        u = u1 - g1 * (u1 - u0) / (g1 - g0) if g1 != g0 else (u0 + u1) / 2
+        p = at(Decimal(repr(math.exp(u))))
+        if p is None or p <= 0:
+            break
+        g = math.log(p) - math.log(target)
+        if abs(g) < 1e-6:
+            break
+        if (g < 0) == (g0 < 0):
+            u0, g0 = u, g
+            if side == -1:
+                g1 /= 2
+            side = -1
+        else:
+            u1, g1 = u, g
+            if side == 1:
+                g0 /= 2
+            side = 1
+    return Decimal(repr(math.exp(u)))
