@@ -1,7 +1,7 @@
 """The service behind PgBouncer in transaction pooling (Debian's 1.18, started by the test:
 ``tests/concurrency/pgbouncer.py``), with fewer server connections than clients: 3 server
-connections, 16 clients, 2,000 registrations (half the clients polling the dataset's status between two), against a
-two-worker server.
+connections, 16 clients, 2,000 registrations (half the clients polling the dataset's status
+between two), against a two-worker server.
 
 PgBouncer before 1.21 does not carry prepared statements between the server sessions it
 shares, and psycopg prepares a statement once it has run five times on a connection. With
@@ -19,12 +19,13 @@ already there (``DuplicatePreparedStatement "_pg3_5"``, 42P05).
 Shown able to fail: before a lost prepared statement was taken for a lost connection, the
 prepared run answered ``{201: 790, 500: 1006, 503: 204}`` (``InvalidSqlStatementName``: the
 connection stayed in the pool and failed again), and the first test failed on its "never a
-500"; since, three runs answered 7, 114 and 13 of the 2,000 with 503
+500"; since, five runs answered 7, 114, 13, 12 and 21 of the 2,000 with 503
 (``DuplicatePreparedStatement``, ``InvalidSqlStatementName``, and ``ProtocolViolation``: a name
 another connection prepared as another statement, whose parameters did not match). The race, the
 idempotency storm and the mixed lifecycle behind the same bouncer:
-``tests/concurrency/test_pgbouncer_suites.py``. About 60 s on a 2-core machine at load 12
-(each run of 2,000 about 25 s, the rest the two servers' start).
+``tests/concurrency/test_pgbouncer_suites.py``. What it costs: 142 s on a 2-core machine at
+load 13-20 (each run of 2,000 registrations and 1,000 polls 67-74 s there, a server's start
+included), one run of each setting unless the prepared one must run again.
 """
 
 from __future__ import annotations
