@@ -47,7 +47,8 @@ from odometer_core.accounting.filters import (
     status,
 )
 from odometer_core.accounting.modes import UnusableBudget
-from tests.accounting.ladder_only import ladder_only
+from odometer_core.accounting.odometer import LadderShape
+from tests.accounting.ladder_only import ladder_1_4, ladder_only
 from tests.accounting.rdp_weights import rdp_in_force
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -91,26 +92,42 @@ def gdp_eps(mu_squared: float, delta: float) -> float:
 
 # ---------------------------------------------------------------------------- the reference
 def reference(
-    top: float, pool: float, eps_b: float, spent: float, convert: Callable[[float, float], float]
+    top: float,
+    pool: float,
+    eps_b: float,
+    spent: float,
+    convert: Callable[[float, float], float],
+    shape: LadderShape | None = None,
 ) -> float | None:
     """The reading of the ladder fixed at creation (``None`` where ``spent`` sits within 1e-9
-    of a level's value, where float rounding may put it on either side)."""
+    of a level's value, where float rounding may put it on either side): the documented 1.4.0
+    ladder, or the ``shape`` of accounting 1.7.0 (docs/accounting.md, *Shaped ladders*)."""
+    steps, depth = (4, 80) if shape is None else (shape.steps, shape.span + 41)
+
+    def below(k: int) -> float:  # δ_k of a level k ≥ 2
+        if shape is None:
+            return 0.08 * pool * SIX_OVER_PI2 / (k - 1) ** 2
+        if k <= shape.span + 1:
+            return pool * float(shape.spread) / shape.span
+        return pool * float(shape.tail) * SIX_OVER_PI2 / (k - shape.span - 1) ** 2
+
+    above = 0.02 if shape is None else float(shape.above)
     if spent <= 0:
         return 0.0
     if spent <= top:
         best, k = eps_b, 2
-        while k <= 80 and (c := top * 2 ** (-(k - 1) / 4)) >= spent:
+        while k <= depth and (c := top * 2 ** (-(k - 1) / steps)) >= spent:
             if abs(c - spent) <= 1e-9 * c:
                 return None
-            best = min(best, convert(c, 0.08 * pool * SIX_OVER_PI2 / (k - 1) ** 2))
+            best = min(best, convert(c, below(k)))
             k += 1
         return best
     j = 1
-    while (c := top * 2 ** (j / 4)) < spent:
+    while (c := top * 2 ** (j / steps)) < spent:
         j += 1
     if abs(c - spent) <= 1e-9 * c:
         return None
-    return convert(c, 0.02 * pool * SIX_OVER_PI2 / j**2)
+    return convert(c, above * pool * SIX_OVER_PI2 / j**2)
 
 
 def reference_reading(creation: AccountingConfig, state_json: dict[str, Any]) -> float | None:
@@ -122,7 +139,12 @@ def reference_reading(creation: AccountingConfig, state_json: dict[str, Any]) ->
             return float(creation.epsilon)
         pool = float(creation.final_conversion_delta)
         return reference(
-            float(creation.rho_budget), pool, float(creation.epsilon), float(spent["rho"]), zcdp_eps
+            float(creation.rho_budget),
+            pool,
+            float(creation.epsilon),
+            float(spent["rho"]),
+            zcdp_eps,
+            creation.shape,
         )
     if isinstance(creation, GDPConfig):
         return reference(
@@ -131,6 +153,7 @@ def reference_reading(creation: AccountingConfig, state_json: dict[str, Any]) ->
             float(creation.epsilon),
             float(spent["mu_squared"]),
             gdp_eps,
+            creation.shape,
         )
     assert isinstance(creation, RDPConfig)
     if Decimal(spent["delta"]) > 0:
@@ -343,6 +366,8 @@ def test_reference_history(mode: str) -> None:
     config = make_config("1", "1e-6", "add_remove", {"mode": mode})
     if isinstance(config, RDPConfig):  # the vector is of the default weights, in force throughout
         config = replace(ladder_only(config), weights_rule="fixed")  # (before 1.5.0 and 1.6.0)
+    elif isinstance(config, ZCDPConfig | GDPConfig):  # the documented 1.4.0 ladder (1.7.0's
+        config = ladder_1_4(config)  # changes: tests/accounting/test_shaped_ladders.py)
     state = initial_state(config)
     for _ in range(3):
         state = admit(config, state, gaussian).state

@@ -26,7 +26,9 @@ n = 10⁵. The paths are drawn from a fixed seed, so the test is deterministic; 
 how far an unlucky seed could move it.
 
 Two variants must fail (the check is not vacuous): the ``gdp`` construction of a budget whose
-δ is 1.5 δ but that claims δ (its δ shares sum to 1.5 δ), and an *accountant* reading — the
+δ is 1.5 δ but that claims δ (its δ shares sum to 1.5 δ; the ladder of configurations stored
+before accounting 1.7.0, whose level 1 holds 0.9 of the pool: the 1.7.0 shape, level 1 at 0.6,
+reads 0.089 there and is not caught, as ``zcdp`` and ``rdp``), and an *accountant* reading — the
 exact ε of the composition so far at the full δ, a statement for each fixed time, read at the
 time the analyst chose after seeing the outputs (the statements' δ sum to far more than the δ
 claimed). ``zcdp`` and ``rdp`` at 1.5 δ are looser than the gdp ladder and stay under δ (0.05,
@@ -46,7 +48,8 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from odometer_core.accounting.declarations import Declaration, parse_declaration
-from odometer_core.accounting.filters import admit, initial_state, make_config, status
+from odometer_core.accounting.filters import GDPConfig, admit, initial_state, make_config, status
+from odometer_core.accounting.modes.gdp import make as gdp_make
 
 EPSILON_B, DELTA_B = Decimal(3), Decimal("0.1")
 SIGMA_A, SIGMA_B = 4.0, 1.5
@@ -77,10 +80,16 @@ def _split(delta: Decimal) -> dict[str, Any]:
     }
 
 
-def readings(accounting: dict[str, Any], delta: Decimal = DELTA_B) -> Table:
+def readings(
+    accounting: dict[str, Any], delta: Decimal = DELTA_B, *, ladder_1_4: bool = False
+) -> Table:
     """The certified reading after every history σ_a^k σ_b^m the filter admits (in ``split``,
-    σ_a in sub-budget a and σ_b in b)."""
+    σ_a in sub-budget a and σ_b in b); with ``ladder_1_4``, of the ``gdp`` ladder of
+    configurations stored before accounting 1.7.0."""
     config = make_config(EPSILON_B, delta, "add_remove", accounting)
+    if ladder_1_4:
+        assert isinstance(config, GDPConfig)
+        config = gdp_make(config.epsilon, config.delta, config.relation)
     split = accounting["mode"] == "split"
     where_a, where_b = ("a", "b") if split else (None, None)
     chain = [initial_state(config)]
@@ -187,7 +196,10 @@ def test_no_adaptive_analyst_beats_the_reading(mode: str) -> None:
 @pytest.mark.parametrize(
     "variant",
     [
-        pytest.param(lambda: _claiming(readings({"mode": "gdp"}, DELTA_B * 3 / 2)), id="gdp-1.5d"),
+        pytest.param(
+            lambda: _claiming(readings({"mode": "gdp"}, DELTA_B * 3 / 2, ladder_1_4=True)),
+            id="gdp-1.5d",
+        ),
         pytest.param(accountant, id="accountant"),
     ],
 )

@@ -136,7 +136,9 @@ def test_the_tutorial_declared_once_reads_within_1_05_of_dp_accountings_pld() ->
     reading = _reading(config, decision.state)
     eps = Decimal(reading["epsilon"])
     assert reading["delta"] == "0.00001" and reading["source"] == "pld_branch"
-    assert eps == Decimal("2.4081582831799219769")
+    # dp_accounting's FFT convolution in floats differs between machines in the ninth digit
+    # (2.4081582831799219769 on one, 2.4081582730852124641 on another): held to seven digits
+    assert abs(eps - Decimal("2.40815828")) < Decimal("1e-7")
     assert float(eps) <= 1.05 * DPA_PLD_TUTORIAL
     # never below dp_accounting's optimistic PLD at the whole of δ (an unsound reading would be)
     assert float(eps) >= _tutorial_pld(1e-5, pessimistic=False)

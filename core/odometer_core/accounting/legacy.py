@@ -63,6 +63,13 @@ smallest of several statements*): configurations created since carry the PLD bra
 field, as every 1.5.0 one, keeps its ladder on the whole of δ_c and its readings, and writes its
 states as 1.5.0 did, so a 1.5.0 ledger replays identically under 1.6.0."""
 
+VERSION_1_6: Final = "1.6.0"
+"""Same fields as 1.7.0, whose ``zcdp`` and ``gdp`` configurations record their ladder's shape
+(``"ladder"``: spacing 2^(1/6), level 1's share and the decades below the budget evenly shared,
+``docs/accounting.md``, *Readings as the smallest of several statements*) and read (0, 0) while
+nothing was released. A configuration without the field, as every 1.6.0 one, keeps the 1.4.0
+ladder and its readings, so a 1.6.0 ledger replays identically under 1.7.0."""
+
 #: The versions before 1.4.0, replayed with the rules of their time: budget changes derived a
 #: filter's thresholds again from the new target (``change_budget(..., anchored=False)``), and
 #: settles and cancels finished a reservation at the analyst's quota in force.

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, Literal
@@ -53,6 +53,7 @@ from odometer_core.accounting.exact import (
     budget_from_float,
     cost_from_float,
     fmt,
+    to_float_down,
 )
 
 #: Spacing of the ladder's levels (each level is 2^(1/4) ≈ 1.19 times the next lower one): a
@@ -146,20 +147,22 @@ def level_share(pool: float, k: int) -> float:
     return math.nextafter(share * (1.0 - 1e-12), 0.0) if share > 0 else 0.0
 
 
-def level_of(spent: float, top: float) -> int | None:
+def level_of(spent: float, top: float, shape: LadderShape | None = None) -> int | None:
     """The level whose value is the smallest c_k ≥ ``spent``: 0 when nothing was spent, ``None``
-    when ``spent`` is above the top level (or the top is not a positive finite number)."""
+    when ``spent`` is above the top level (or the top is not a positive finite number); at
+    the spacing :data:`LADDER_RATIO`, or the ``shape``'s."""
     if spent <= 0:
         return 0
     if not (0 < top < math.inf) or spent > top or math.isnan(spent):
         return None
     ratio = top / spent
-    estimate = math.log(ratio) / math.log(LADDER_RATIO) if ratio < math.inf else MAX_LEVEL
+    step = LADDER_RATIO if shape is None else shape.ratio
+    estimate = math.log(ratio) / math.log(step) if ratio < math.inf else MAX_LEVEL
     k = max(1, min(1 + math.floor(estimate), MAX_LEVEL))
     # The estimate can be off by one either way (float logs): settle it with the exact values.
-    while k > 1 and level_value(top, k) < spent:
+    while k > 1 and anchored_value(top, k, shape) < spent:
         k -= 1
-    while k < MAX_LEVEL and level_value(top, k + 1) >= spent:
+    while k < MAX_LEVEL and anchored_value(top, k + 1, shape) >= spent:
         k += 1
     return k
 
@@ -205,6 +208,92 @@ def capped(
     return Reading(epsilon_budget, joint, "filter", filter_theorem, level, eps)
 
 
+# ---------------------------------------------------------------------------- shaped ladders
+#: Levels of a shaped ladder's tail that a reading searches below its span.
+TAIL_DEPTH: Final = 40
+
+
+@dataclass(frozen=True, slots=True)
+class LadderShape:
+    """The spacing and δ shares of a ladder fixed at creation (accounting ≥ 1.7.0).
+
+    Level values are c_k = top · r^−(k−1) with r = 2^(1/``steps``). Of the ladder's pool, level
+    1 (the filter itself) gets ``first``; the ``span`` levels k = 2 … span + 1 below it get
+    ``spread``/span each (spread evenly where histories stop: the decades below the budget a
+    history passes through on its way to it); the tail k ≥ span + 2 gets
+    (1 − first − spread − above)·6/(π²(k − span − 1)²); the levels above (k ≤ −1, reached only
+    after a raise) ``above``·6/(π²k²). The four parts sum to at most 1 (checked exactly at
+    construction), so the whole ladder spends at most its pool: the union bound over its levels
+    of ``docs/accounting.md``, *Certified odometer readings*, with Σ_{j ≥ 1} 6/(π²j²) = 1.
+    Any shares fixed before the first output are sound (Lécuyer 2021's discretisation only
+    needs Σδ_k ≤ pool); the shape is chosen to bring readings past 10 % of the budget close to
+    the non-adaptive value (``python -m benchmarks quote``, the best-over-family column)."""
+
+    steps: int
+    first: Decimal
+    span: int
+    spread: Decimal
+    above: Decimal
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.steps <= 64 or not 0 <= self.span <= 1000:
+            raise ValueError("a ladder's steps are in 1…64 and its span in 0…1000")
+        parts = (self.first, self.spread, self.above)
+        if not 0 < self.first < 1 or any(p < 0 for p in parts) or sum(parts) > 1:
+            raise ValueError("a ladder's shares are ≥ 0, its first in (0, 1), summing to ≤ 1")
+        if self.span == 0 and self.spread != 0:
+            raise ValueError("a ladder without a span has no spread")
+
+    @property
+    def ratio(self) -> float:
+        return float(2.0 ** (1.0 / self.steps))
+
+    @property
+    def tail(self) -> Decimal:
+        """The share of the levels below the span: what the other three leave."""
+        return 1 - self.first - self.spread - self.above
+
+    @property
+    def depth(self) -> int:
+        """Levels below the top a reading searches: the span and :data:`TAIL_DEPTH` more."""
+        return self.span + 1 + TAIL_DEPTH
+
+    def weight(self, k: int) -> float:
+        """Level k's fraction of the pool, as a float rounded down (:func:`anchored_share`
+        rounds the product down again)."""
+        if k == 1:
+            part = to_float_down(self.first)
+        elif 2 <= k <= self.span + 1:
+            part = to_float_down(self.spread) / float(self.span)
+        elif k >= 2:
+            j = k - self.span - 1
+            part = to_float_down(self.tail) * _SHARE_WEIGHT / float(j * j)
+        else:
+            part = to_float_down(self.above) * _SHARE_WEIGHT / float(k * k)
+        return part * (1.0 - 1e-12)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "first": fmt(self.first),
+            "span": self.span,
+            "spread": fmt(self.spread),
+            "above": fmt(self.above),
+        }
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any] | None) -> LadderShape | None:
+        if obj is None:
+            return None
+        return LadderShape(
+            int(obj["steps"]),
+            Decimal(obj["first"]),
+            int(obj["span"]),
+            Decimal(obj["spread"]),
+            Decimal(obj["above"]),
+        )
+
+
 # ---------------------------------------------------------------------------- anchored ladders
 #: Shares of the pool in a ladder fixed at creation (accounting ≥ 1.4.0): level 1, the filter
 #: itself, gets FILTER_SHARE; the levels below it (k ≥ 2) BELOW_SHARE · 6/(π²(k−1)²); the levels
@@ -222,15 +311,19 @@ DEPTH: Final = 80
 HEIGHT: Final = 256
 
 
-def anchored_value(top: float, k: int) -> float:
-    """c_k = top · r^−(k−1) for k ≥ 1 (level 1 is the top), top · r^|k| for k ≤ −1 (above)."""
-    return level_value(top, k) if k >= 1 else top * LADDER_RATIO ** (-k)
+def anchored_value(top: float, k: int, shape: LadderShape | None = None) -> float:
+    """c_k = top · r^−(k−1) for k ≥ 1 (level 1 is the top), top · r^|k| for k ≤ −1 (above);
+    r = :data:`LADDER_RATIO`, or the ``shape``'s."""
+    ratio = LADDER_RATIO if shape is None else shape.ratio
+    return top * ratio ** (-(k - 1)) if k >= 1 else top * ratio ** (-k)
 
 
-def anchored_share(pool: float, k: int) -> float:
+def anchored_share(pool: float, k: int, shape: LadderShape | None = None) -> float:
     """δ_k of an anchored ladder (:data:`FILTER_SHARE`, :data:`BELOW_SHARE`,
-    :data:`ABOVE_SHARE`), rounded down."""
-    if k == 1:
+    :data:`ABOVE_SHARE`; or the ``shape``'s weights), rounded down."""
+    if shape is not None:
+        weight = shape.weight(k)
+    elif k == 1:
         weight = FILTER_SHARE
     elif k >= 2:
         weight = BELOW_SHARE * _SHARE_WEIGHT / float((k - 1) * (k - 1))
@@ -263,15 +356,28 @@ class AnchoredLadder:
     #: the pool the levels other than 1 take their shares from, where it differs from ``pool``
     #: (level 1's): an ``rdp`` order whose weights differ by level (``modes/rdp.py``)
     others: float | None = None
+    #: the ladder's spacing and shares fixed at creation (accounting ≥ 1.7.0,
+    #: :class:`LadderShape`); ``None``: the constants of 1.4.0–1.6.0 (:data:`LADDER_RATIO`,
+    #: :data:`FILTER_SHARE`, :data:`BELOW_SHARE`, :data:`ABOVE_SHARE`)
+    shape: LadderShape | None = None
+
+    @property
+    def depth(self) -> int:
+        """Levels below the top a reading searches (:data:`DEPTH`, or the shape's)."""
+        return DEPTH if self.shape is None else self.shape.depth
+
+    def value(self, k: int) -> float:
+        """c_k of this ladder (:func:`anchored_value` at its spacing)."""
+        return anchored_value(self.top, k, self.shape)
 
     def epsilon_at(self, k: int) -> Decimal:
         """ε_k: the creation target at level 1; elsewhere the conversion of c_k at δ_k."""
         if k == 1:
             return self.epsilon
-        share = anchored_share(self.pool if self.others is None else self.others, k)
+        share = anchored_share(self.pool if self.others is None else self.others, k, self.shape)
         if not share > 0:
             return INFINITY
-        return cost_from_float(self.convert(anchored_value(self.top, k), share))
+        return cost_from_float(self.convert(self.value(k), share))
 
     def reading(self, spent: float) -> tuple[Decimal, int] | None:
         """(ε, level) for a running total ``spent``: the smallest ε_k among the levels
@@ -285,11 +391,11 @@ class AnchoredLadder:
         if not (0 < self.top < math.inf) or math.isnan(spent):
             return None
         if spent <= self.top:
-            deepest = level_of(spent, self.top)
+            deepest = level_of(spent, self.top, self.shape)
             assert deepest is not None and deepest >= 1
-            return _prefix_min(self, min(deepest, DEPTH))
+            return _prefix_min(self, min(deepest, self.depth))
         for j in range(1, HEIGHT + 1):
-            if anchored_value(self.top, -j) >= spent:
+            if self.value(-j) >= spent:
                 return self.epsilon_at(-j), -j
         return None
 
@@ -304,10 +410,10 @@ class AnchoredLadder:
                 if self.epsilon_at(-j) > epsilon:
                     break  # the levels above read more the higher they are
                 best = -j
-            return best, anchored_value(self.top, best)
-        for k in range(2, DEPTH + 1):  # the first level reading that little is the highest
+            return best, self.value(best)
+        for k in range(2, self.depth + 1):  # the first level reading that little is the highest
             if _level_epsilon(self, k) <= epsilon:
-                return k, anchored_value(self.top, k)
+                return k, self.value(k)
         return None
 
 
@@ -379,12 +485,14 @@ __all__ = [
     "HEIGHT",
     "LADDER_RATIO",
     "MAX_LEVEL",
+    "TAIL_DEPTH",
     "THEOREM_BASIC",
     "THEOREM_GDP",
     "THEOREM_RDP",
     "THEOREM_SPLIT",
     "THEOREM_ZCDP",
     "AnchoredLadder",
+    "LadderShape",
     "Reading",
     "anchored_share",
     "anchored_value",

@@ -4,6 +4,13 @@ Admission: Σμ_i² + μ² ≤ μ_B² (Smith–Thakurta 2022, fully adaptive GDP
 δ_GDP(ε_B; μ_B) = δ_B (Dong–Roth–Su 2019, Cor. 2.13), rounded down; everything released is then
 μ_B-GDP, hence (ε_B, δ_B)-DP. Only certified μ-GDP declarations are accepted. See
 ``docs/accounting.md``.
+
+From accounting 1.7.0 a new configuration records its ladder's shape (``"ladder"``,
+:class:`~odometer_core.accounting.odometer.LadderShape`), fixed at creation, and reads (0, 0)
+while nothing was released. Each level is a μ_k-GDP filter (Smith–Thakurta 2022) converted by
+Dong–Roth–Su 2019, Cor. 2.13 at its share; the readings are certified at δ_B by the union bound
+over the levels (``docs/accounting.md``, *Readings as the smallest of several statements*).
+Configurations stored before keep the 1.4.0 ladder.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from odometer_core.accounting.exact import (
 from odometer_core.accounting.modes.common import (
     LEGACY_FIXED,
     Anchor,
+    ConfigError,
     Decision,
     InvalidTransition,
     Mode,
@@ -59,7 +67,15 @@ from odometer_core.accounting.modes.common import (
     reject,
     spent_on_ladder,
 )
-from odometer_core.accounting.odometer import Reading
+from odometer_core.accounting.odometer import LadderShape, Reading
+
+#: The ladder of configurations created from accounting 1.7.0 on: r = 2^(1/6), level 1 (the
+#: filter) 0.6 of δ_B, the 40 levels below it (μ² down to 1 % of the top, where readings pass
+#: 10 % of the budget) 0.3705 evenly, the tail 0.0195, the levels above 0.01. Chosen from the
+#: family of ``python -m benchmarks quote`` (docs/accounting.md): the best worst-case past 10 %
+#: of the budget among the shapes whose reading at the last admitted Gaussian stays ≤ 1.05×
+#: the exact ε.
+DEFAULT_LADDER: Final = LadderShape(6, Decimal("0.6"), 40, Decimal("0.3705"), Decimal("0.01"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +92,8 @@ class GDPConfig:
     mu_squared_budget: Decimal
     anchor: Anchor | None = None
     mu_squared_top: Decimal | None = None
+    #: the ladder's shape fixed at creation (accounting ≥ 1.7.0; ``None``: the 1.4.0 ladder)
+    shape: LadderShape | None = None
     mode: Literal["gdp"] = "gdp"
 
 
@@ -89,20 +107,29 @@ class GDPState:
 def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> GDPConfig:
     """``{"mode": "gdp"}``: nothing to choose; μ_B follows from (ε_B, δ_B)."""
     only(acc, ("mode",))
-    return make(eps, dlt, rel)
+    return make(eps, dlt, rel, shape=DEFAULT_LADDER)
 
 
-def make(eps: Decimal, dlt: Decimal, rel: Relation, anchored: bool = True) -> GDPConfig:
+def make(
+    eps: Decimal,
+    dlt: Decimal,
+    rel: Relation,
+    anchored: bool = True,
+    shape: LadderShape | None = None,
+) -> GDPConfig:
     """A new filter: anchored (μ_top at level 1's share of δ_B, so that its ladder contains
-    it), or, for replaying entries of versions before 1.4.0, at the whole δ_B."""
+    it; with the ``shape`` of accounting ≥ 1.7.0, or the 1.4.0 ladder), or, for replaying
+    entries of versions before 1.4.0, at the whole δ_B."""
     pool = to_float_down(dlt)
-    share = odo.anchored_share(pool, 1) if anchored else pool
+    share = odo.anchored_share(pool, 1, shape) if anchored else pool
     mu_b = 0.0 if dlt <= 0 else cv.gdp_mu_budget(to_float_down(eps), share)
     b = budget_from_float(mu_b)
     config = GDPConfig(eps, dlt, rel, DOWN.multiply(b, b))
     if not anchored:
         return config
-    return replace(config, anchor=Anchor(eps, dlt), mu_squared_top=config.mu_squared_budget)
+    return replace(
+        config, anchor=Anchor(eps, dlt), mu_squared_top=config.mu_squared_budget, shape=shape
+    )
 
 
 def ladder(config: GDPConfig) -> odo.AnchoredLadder:
@@ -113,6 +140,7 @@ def ladder(config: GDPConfig) -> odo.AnchoredLadder:
         to_float_down(config.anchor.delta),
         config.anchor.epsilon,
         _gdp_level_epsilon,
+        shape=config.shape,
     )
 
 
@@ -248,7 +276,8 @@ def change_budget(
     if config.anchor is None or fresh:
         if config.anchor is None and anchored and not fresh:
             raise InvalidTransition("BudgetFixed", LEGACY_FIXED)
-        return make(eps, dlt, config.relation, anchored or config.anchor is not None)
+        anchored = anchored or config.anchor is not None
+        return make(eps, dlt, config.relation, anchored, config.shape)
     assert config.mu_squared_top is not None
     m2 = odo.cap_amount(ladder(config), eps, config.mu_squared_top)
     return replace(config, epsilon=eps, delta=dlt, mu_squared_budget=m2)
@@ -276,6 +305,8 @@ def odometer(config: GDPConfig, state: GDPState) -> Reading:
     if config.anchor is not None:
         # the whole ladder, the filter at level 1 included, spends at most the creation δ_B
         assert config.mu_squared_top is not None
+        if config.shape is not None and state.mu_squared == 0:  # nothing released (1.7.0 on)
+            return Reading(ZERO, ZERO, "ladder", odo.THEOREM_GDP, 0, ZERO)
         spent = spent_on_ladder(state.mu_squared, config.mu_squared_top)
         found = ladder(config).reading(spent)
         if found is None:  # never: admission keeps Σμ² within a level
@@ -323,6 +354,8 @@ def config_to_json(config: GDPConfig) -> dict[str, Any]:
     out: dict[str, Any] = {"mu_squared_budget": fmt(config.mu_squared_budget)}
     if config.anchor is not None and config.mu_squared_top is not None:  # absent before 1.4.0
         out["anchor"] = {**config.anchor.to_json(), "top": fmt(config.mu_squared_top)}
+    if config.shape is not None:  # absent before 1.7.0
+        out["ladder"] = config.shape.to_json()
     return out
 
 
@@ -337,7 +370,17 @@ def config_from_json(
         Decimal(obj["mu_squared_budget"]),
         Anchor.from_json(anchor),
         None if anchor is None else Decimal(anchor["top"]),
+        _shape(obj.get("ladder")),
     )
+
+
+def _shape(raw: object) -> LadderShape | None:
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ConfigError("ladder must be an object")
+    try:
+        return LadderShape.from_json(raw)
+    except (ValueError, KeyError, TypeError, ArithmeticError) as bad:
+        raise ConfigError(f"invalid ladder: {bad}") from None
 
 
 def state_to_json(state: GDPState) -> dict[str, Any]:

@@ -5,6 +5,14 @@ largest ρ whose conversion at ε_B costs at most δ_c (Canonne–Kamath–Stein
 rounded down. Valid under full adaptivity by the approximate-zCDP filter of Whitehouse–Ramdas–
 Rogers–Wu 2023 (Thm 1; Feldman–Zrnic 2021 Rem. 4.4 for the RDP form), so everything released is
 (ε_B, δ_A + δ_c)-DP. See ``docs/accounting.md``.
+
+From accounting 1.7.0 a new configuration records its ladder's shape (``"ladder"``,
+:class:`~odometer_core.accounting.odometer.LadderShape`: levels 2^(1/6) apart, level 1 at
+:data:`DEFAULT_LADDER`'s share of δ_c, the decades below the budget evenly shared), fixed at
+creation, and reads (0, 0) while nothing was released. The readings are the union bound over
+the ladder's levels, each a ρ_k-zCDP filter (Whitehouse–Ramdas–Rogers–Wu 2023, Thm 1) converted
+by Canonne–Kamath–Steinke 2020, Cor. 13 at its share (``docs/accounting.md``, *Readings as the
+smallest of several statements*). Configurations stored before keep the 1.4.0 ladder.
 """
 
 from __future__ import annotations
@@ -73,7 +81,14 @@ from odometer_core.accounting.modes.common import (
     spent_on_ladder,
     within_creation_filter,
 )
-from odometer_core.accounting.odometer import Reading
+from odometer_core.accounting.odometer import LadderShape, Reading
+
+#: The ladder of configurations created from accounting 1.7.0 on: r = 2^(1/6), level 1 (the
+#: filter) 0.85 of δ_c, the 40 levels below it (ρ down to 1 % of the top, where readings
+#: pass 10 % of the budget) 0.133 evenly, the tail 0.007, the levels above 0.01. Chosen from
+#: the family of ``python -m benchmarks quote`` (docs/accounting.md): the level-1 share keeps
+#: the reading at the last admitted Gaussian within 1.12× the exact ε.
+DEFAULT_LADDER: Final = LadderShape(6, Decimal("0.85"), 40, Decimal("0.133"), Decimal("0.01"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +107,8 @@ class ZCDPConfig:
     rho_budget: Decimal
     anchor: Anchor | None = None
     rho_top: Decimal | None = None
+    #: the ladder's shape fixed at creation (accounting ≥ 1.7.0; ``None``: the 1.4.0 ladder)
+    shape: LadderShape | None = None
     mode: Literal["zcdp"] = "zcdp"
 
 
@@ -110,20 +127,28 @@ def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> 
     dc = amount(acc, "final_conversion_delta", default=dlt)
     if dc > dlt:
         raise ConfigError("final_conversion_delta must be ≤ the budget delta")
-    return make(eps, dlt, rel, dc)
+    return make(eps, dlt, rel, dc, shape=DEFAULT_LADDER)
 
 
 def make(
-    eps: Decimal, dlt: Decimal, rel: Relation, dc: Decimal, anchored: bool = True
+    eps: Decimal,
+    dlt: Decimal,
+    rel: Relation,
+    dc: Decimal,
+    anchored: bool = True,
+    shape: LadderShape | None = None,
 ) -> ZCDPConfig:
     """A new filter: anchored (its threshold at level 1's share of δ_c, so that its ladder
-    contains it), or, for replaying entries of accounting versions before 1.4.0, as they
-    were made (at the whole δ_c, the ladder beside it)."""
+    contains it; with the ``shape`` of accounting ≥ 1.7.0, or the 1.4.0 ladder), or, for
+    replaying entries of accounting versions before 1.4.0, as they were made (at the whole
+    δ_c, the ladder beside it)."""
     pool = to_float_down(dc)
-    share = odo.anchored_share(pool, 1) if anchored else pool
+    share = odo.anchored_share(pool, 1, shape) if anchored else pool
     rho_b = budget_from_float(cv.zcdp_rho_budget(to_float_down(eps), share)) if dc > 0 else ZERO
     config = ZCDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), rho_b)
-    return replace(config, anchor=Anchor(eps, dlt), rho_top=rho_b) if anchored else config
+    if not anchored:
+        return config
+    return replace(config, anchor=Anchor(eps, dlt), rho_top=rho_b, shape=shape)
 
 
 def ladder(config: ZCDPConfig) -> odo.AnchoredLadder:
@@ -134,6 +159,7 @@ def ladder(config: ZCDPConfig) -> odo.AnchoredLadder:
         to_float_down(config.final_conversion_delta),
         config.anchor.epsilon,
         cv.zcdp_epsilon,
+        shape=config.shape,
     )
 
 
@@ -368,7 +394,8 @@ def change_budget(
         dc = conversion_delta_for(
             config.final_conversion_delta, config.delta, dlt, final_conversion_delta
         )
-        return make(eps, dlt, config.relation, dc, anchored or config.anchor is not None)
+        anchored = anchored or config.anchor is not None
+        return make(eps, dlt, config.relation, dc, anchored, config.shape)
     keep_conversion_delta(config.final_conversion_delta, final_conversion_delta)
     assert config.rho_top is not None
     rho_cap = odo.cap_amount(ladder(config), eps, config.rho_top)
@@ -430,6 +457,8 @@ def _anchored_reading(config: ZCDPConfig, state: ZCDPState) -> Reading:
     assert config.anchor is not None
     if state.delta > 0:
         return Reading(config.anchor.epsilon, config.anchor.delta, "filter", odo.FILTER_ZCDP)
+    if config.shape is not None and state.rho == 0:  # nothing released (1.7.0 on)
+        return Reading(ZERO, ZERO, "ladder", odo.THEOREM_ZCDP, 0, ZERO)
     assert config.rho_top is not None
     found = ladder(config).reading(spent_on_ladder(state.rho, config.rho_top))
     if found is None:  # never: admission keeps Σρ within a level
@@ -476,6 +505,8 @@ def config_to_json(config: ZCDPConfig) -> dict[str, Any]:
     }
     if config.anchor is not None and config.rho_top is not None:  # absent before 1.4.0
         out["anchor"] = {**config.anchor.to_json(), "top": fmt(config.rho_top)}
+    if config.shape is not None:  # absent before 1.7.0
+        out["ladder"] = config.shape.to_json()
     return out
 
 
@@ -492,7 +523,19 @@ def config_from_json(
         Decimal(obj["rho_budget"]),
         Anchor.from_json(anchor),
         None if anchor is None else Decimal(anchor["top"]),
+        ladder_shape(obj.get("ladder")),
     )
+
+
+def ladder_shape(raw: object) -> LadderShape | None:
+    """A stored ladder shape (``None`` when absent: the 1.4.0 ladder), or a
+    :class:`ConfigError`."""
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ConfigError("ladder must be an object")
+    try:
+        return LadderShape.from_json(raw)
+    except (ValueError, KeyError, TypeError, ArithmeticError) as bad:
+        raise ConfigError(f"invalid ladder: {bad}") from None
 
 
 def state_to_json(state: ZCDPState) -> dict[str, Any]:
