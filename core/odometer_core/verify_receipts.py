@@ -112,6 +112,17 @@ def say_witnesses(head: SignedHead, where: str) -> None:
             print(f"ABSENT: witness {key} did not cosign the head in {where}", file=sys.stderr)
 
 
+def short_of_quorum(head: SignedHead, quorum: int, where: str) -> str | None:
+    """Why ``head`` fails ``--quorum`` (fewer of the named witnesses cosigned it), or
+    ``None``."""
+    if len(head.seen_by) >= quorum:
+        return None
+    return (
+        f"the head of size {head.size} in {where} is cosigned by {len(head.seen_by)} of the "
+        f"witnesses given, fewer than --quorum {quorum}"
+    )
+
+
 def witnesses_json(head: SignedHead) -> list[dict[str, Any]]:
     return [w.to_json() for w in head.witnesses]
 
@@ -168,6 +179,10 @@ def verify_receipt(args: argparse.Namespace) -> int:
     witnesses = cosigners(args.cosigner, "verify-receipt")
     head, doc = load_head(args.head, key, "verify-receipt", witnesses)
     say_witnesses(head, args.head)
+    short = short_of_quorum(head, args.quorum, args.head)
+    if short is not None:
+        print(f"FAILED: {short}", file=sys.stderr)
+        return 1
     forks = load_forks(args.forks, key, "verify-receipt")
     inclusion = (doc or {}).get("inclusion") or {}
     receipts = [r for r in _receipts(_read(args.receipts, "verify-receipt"))]
@@ -256,6 +271,11 @@ def since(
     witnesses = cosigners(getattr(args, "cosigner", None), "verify")
     old, _ = load_head(args.since, key, "verify", witnesses)
     out = Since(heads={args.since: old})
+    quorum = getattr(args, "quorum", 0)
+    short = short_of_quorum(old, quorum, args.since)
+    if short is not None:
+        out.problems.append(short)
+        return out
     forks = load_forks(getattr(args, "forks", None), key, "verify")
     if entries is not None:
         frontier = _export_hashes(entries, old.size)
@@ -284,6 +304,10 @@ def since(
         )
     new, _ = load_head(args.head, key, "verify", witnesses)
     out.heads[args.head] = new
+    short = short_of_quorum(new, quorum, args.head)
+    if short is not None:
+        out.problems.append(short)
+        return out
     try:
         doc = json.loads(_read(args.consistency, "verify"))
         proof = decode_proof(doc["proof"] if isinstance(doc, dict) else doc)
@@ -302,6 +326,14 @@ def add_fork_options(cmd: argparse.ArgumentParser) -> None:
         help="a witness's verifier key (name+ID+base64, or a file holding it): report "
         "whether it cosigned each head (repeatable); a cosignature that does not verify is "
         "reported and never counted",
+    )
+    cmd.add_argument(
+        "--quorum",
+        type=int,
+        default=0,
+        metavar="N",
+        help="fail unless at least N of the --cosigner witnesses cosigned each head checked "
+        "(default 0: report only)",
     )
     cmd.add_argument(
         "--forks",

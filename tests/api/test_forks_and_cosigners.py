@@ -171,6 +171,12 @@ def test_cosigned_heads_then_an_acknowledged_fork_reported_offline(
     code, out = _run(capsys, "verify", export0, *key, "--since", forged3, "--cosigner", vkey)
     assert "NOT VERIFIED: the cosignature of witness witness.example/ledger+" in out, out
     assert '"status": "invalid"' in out and "SEEN:" not in out
+    # a quorum of one witness: met by the true cosignature, not by the forged one
+    quorum = ("--cosigner", vkey, "--quorum", "1")
+    code, out = _run(capsys, "verify", export0, *key, "--since", held3, *quorum)
+    assert code == 0, out
+    code, out = _run(capsys, "verify", export0, *key, "--since", forged3, *quorum)
+    assert code == 1 and "cosigned by 0 of the witnesses given, fewer than --quorum 1" in out
 
     # a backup at entry 3; entries 4..6 get receipts, the witness cosigns the head of 6
     service.stop()
