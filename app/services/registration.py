@@ -136,6 +136,7 @@ def prepare(
         contribution=request.contribution,
         neighbours=request.neighbours,
         partition=partition_of(partition_json) if known else None,
+        keyed=idempotency_key is not None,
     )
     if isinstance(request, RequestBody):
         request = InvocationRequest(

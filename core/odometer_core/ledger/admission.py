@@ -102,7 +102,8 @@ class Prepared:
     neighbours: str | None
     #: the request's options as the response and the ledger echo them
     extras: dict[str, Any]
-    #: the request's fingerprint (SHA-256 over canonical JSON of what gives it its meaning)
+    #: the request's fingerprint (SHA-256 over canonical JSON of what gives it its meaning);
+    #: ``""`` for a request without an Idempotency-Key (``prepare(keyed=False)``)
     digest: str
     #: whether its charge may take long (computed before the lock, by a charge worker)
     expensive: bool
@@ -128,12 +129,15 @@ def prepare(
     contribution: str | None = None,
     neighbours: str | None = None,
     partition: Partition | None = None,
+    keyed: bool = True,
 ) -> Prepared:
     """``declaration`` (parsed, or its JSON as validated by the request's schema:
     :class:`~odometer_core.accounting.declarations.DeclarationError` if the core refuses it)
     prepared for ``dataset_id``; on a dataset known to be partitioned by ``partition``, its
     selection resolved (a malformed one kept as its :class:`BadSelection`, raised when it is
-    decided, after the Idempotency-Key's rule)."""
+    decided, after the Idempotency-Key's rule). ``keyed``: whether the request came with an
+    Idempotency-Key; without one its :attr:`Prepared.digest` is ``""``, since nothing is ever
+    compared with it (the canonical encoding and SHA-256 it costs are skipped)."""
     if not isinstance(declaration, Declaration):
         declaration = parse_declaration(dict(declaration))
     extras: dict[str, Any] = {
@@ -158,7 +162,9 @@ def prepare(
         contribution,
         neighbours,
         extras,
-        fingerprint(OPERATION, dataset_id=dataset_id, declaration=as_json, **meaning),
+        fingerprint(OPERATION, dataset_id=dataset_id, declaration=as_json, **meaning)
+        if keyed
+        else "",
         may_be_expensive(declaration),
     )
     return prepared if partition is None else _resolved_on(prepared, partition)
@@ -555,7 +561,7 @@ def _staged(
             "status": decision.outcome,
             "mechanism": prepared.declaration_json,
             **prepared.extras,
-            "charge": decision.charge.to_json(),
+            "charge": charge if charge is not None else decision.charge.to_json(),
             "requested": requested,
             "remaining": decision.remaining.to_json(),
             "reservation": reservation,
