@@ -35,20 +35,24 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event
 
 from app.db.engine import _prepare_threshold
 from app.db.uow import Database, UnitOfWork
+from app.main import create_app
 from app.settings import Settings
 from tests.concurrency.pgbouncer import SERVER_CONNECTIONS, Bouncer, running_bouncer
 from tests.concurrency.server import running_server
-from tests.support import AUTH, fresh_database
+from tests.support import ADMIN_KEY, AUTH, PG_SKIP_REASON, fresh_database, postgres_url
 
 pytestmark = pytest.mark.postgres
 
@@ -116,7 +120,9 @@ def _drive(base_url: str, dataset_id: str, run: Run) -> None:
     def client(polls: bool) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         start.wait()
-        sent = [("POST", f"/v1/datasets/{dataset_id}/invocations", body)]
+        sent: list[tuple[str, str, str | None]] = [
+            ("POST", f"/v1/datasets/{dataset_id}/invocations", body)
+        ]
         if polls:  # the dashboard's poll: other statements, prepared under the same names
             sent.append(("GET", f"/v1/datasets/{dataset_id}", None))
         try:
@@ -181,6 +187,85 @@ def test_prepare_threshold_none_answers_every_registration(
     assert run.polls == {200: CLIENTS // 2 * EACH}
     assert run.ledger_accepted == CLIENTS * EACH
     assert run.spent == Decimal("2")
+
+
+@pytest.fixture
+def direct(tmp_path: Path) -> Iterator[str]:
+    """A fresh database of the test server, reached directly (no bouncer)."""
+    if postgres_url() is None:
+        pytest.skip(PG_SKIP_REASON)
+    with fresh_database("postgresql", tmp_path) as backend:
+        yield backend.url
+
+
+@pytest.mark.parametrize("lost", ["missing", "taken"])
+def test_a_lost_prepared_statement_is_a_503_never_a_500(direct: str, lost: str) -> None:
+    """What a pooler does to a connection's prepared statements, done to every connection the
+    service checks out, deterministically: the server session's prepared statements dropped
+    behind psycopg's back (``missing``: ``InvalidSqlStatementName`` when psycopg runs one it
+    prepared), or its names taken by other statements (``taken``: ``DuplicatePreparedStatement``
+    when psycopg prepares one, ``ProtocolViolation`` when it runs one). The registration is
+    answered 503 with ``Retry-After``, nothing is recorded, and once the sessions are left alone
+    the next registration is a 201. Shown failing with :func:`prepared_statement_lost`
+    answering ``False``: ``missing``'s registration was answered 500
+    (``InvalidSqlStatementName``), ``taken``'s read after it 500
+    (``DuplicatePreparedStatement``)."""
+    url = f"{direct}?prepare_threshold=0"  # psycopg prepares every statement on its first run
+    settings = Settings(database_url=url, admin_key=ADMIN_KEY)
+    database = Database.from_settings(settings)
+    armed = [False]
+
+    def pooler(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if not armed[0]:
+            return
+        pgconn = dbapi_connection.pgconn  # libpq itself: psycopg's bookkeeping never sees it
+        pgconn.exec_(b"DEALLOCATE ALL")
+        if lost == "taken":
+            for n in range(200):
+                pgconn.exec_(f"PREPARE _pg3_{n} AS SELECT 1".encode())
+
+    event.listen(database.engine, "checkout", pooler)
+    try:
+        with TestClient(create_app(settings, database), raise_server_exceptions=False) as client:
+            r = client.post(
+                "/v1/datasets",
+                json={"name": "lost", "budget": {"epsilon": "10", "delta": "0"}},
+                headers=AUTH,
+            )
+            assert r.status_code == 201, r.text
+            ds = r.json()["id"]
+            body = {"mechanism": {"type": "pure_dp", "epsilon": EPSILON}}
+            for _ in range(3):  # every statement of a registration prepared on its connection
+                assert client.post(f"/v1/datasets/{ds}/invocations", json=body, headers=AUTH)
+            armed[0] = True
+            r = client.post(f"/v1/datasets/{ds}/invocations", json=body, headers=AUTH)
+            armed[0] = False
+            assert r.status_code == 503, r.text
+            assert r.json()["error"] == "ServiceUnavailable"
+            assert r.headers["Retry-After"] == "1"
+            # the other connections checked out meanwhile keep what was done to them until
+            # each fails once and is discarded: 503s, then the answers
+            shown = _answered(lambda: client.get(f"/v1/datasets/{ds}", headers=AUTH))
+            assert shown.status_code == 200, shown.text
+            assert shown.json()["ledger"]["last_seq"] == 4  # the creation, three registrations
+            r = _answered(
+                lambda: client.post(f"/v1/datasets/{ds}/invocations", json=body, headers=AUTH)
+            )
+            assert r.status_code == 201, r.text
+            assert r.json()["ledger_seq"] == 5
+    finally:
+        event.remove(database.engine, "checkout", pooler)
+        database.dispose()
+
+
+def _answered(send: Callable[[], httpx.Response]) -> httpx.Response:
+    """``send``'s answer once it is not a 503 with Retry-After (at most 10 tries)."""
+    for _ in range(10):
+        answer = send()
+        if answer.status_code != 503:
+            return answer
+        assert answer.headers["Retry-After"] == "1"
+    return answer
 
 
 @pytest.mark.parametrize(
