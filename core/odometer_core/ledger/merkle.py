@@ -25,7 +25,8 @@ the last one to the whole history.
 
 What is here (pure: no I/O, no clock):
 
-- :func:`leaf_hash`, :func:`node_hash`, :func:`entry_leaf`, :data:`EMPTY_ROOT`;
+- :func:`leaf_hash`, :func:`node_hash`, :func:`entry_leaf`, :func:`entry_leaf_hashes`,
+  :data:`EMPTY_ROOT`;
 - :class:`Frontier`, the incremental tree kept beside a dataset's head: the roots of the
   perfect subtrees that make up the tree (one per set bit of its size, so ``O(log n)``
   hashes), extended by one leaf in amortised ``O(1)`` (worst ``O(log n)``) hashes, giving the
@@ -81,6 +82,30 @@ def entry_leaf(entry_hash: str) -> bytes:
 def entry_leaf_hash(entry_hash: str) -> bytes:
     """:func:`leaf_hash` of :func:`entry_leaf`: the tree's leaf hash of a ledger entry."""
     return leaf_hash(entry_leaf(entry_hash))
+
+
+def entry_leaf_hashes(entry_hashes: Iterable[str]) -> list[bytes]:
+    """:func:`entry_leaf_hash` of each of ``entry_hashes``, checked together: one
+    ``bytes.fromhex`` of them all and one comparison with its lowercase hex, instead of a
+    pattern match and a conversion each (a proof hashes up to 512 entries: this halves what
+    that costs). ``ValueError`` as :func:`entry_leaf`, for the first that is not 64 lowercase
+    hex digits or for all of them."""
+    hashes = list(entry_hashes)
+    try:
+        joined = "".join(hashes)
+        raw = bytes.fromhex(joined)
+    except (TypeError, ValueError):
+        joined, raw = "", b"-"
+    if (
+        len(raw) != HASH_SIZE * len(hashes)
+        or raw.hex() != joined
+        or any(len(h) != 2 * HASH_SIZE for h in hashes)
+    ):
+        for h in hashes:
+            entry_leaf(h)  # names the first that is not one
+        raise ValueError("entry hashes are 64 lowercase hex digits each")
+    step = HASH_SIZE
+    return [_sha256(b"\x00" + raw[i : i + step]).digest() for i in range(0, len(raw), step)]
 
 
 def _split(width: int) -> int:
@@ -363,16 +388,18 @@ class _Planner:
 
 
 def plan_reads(
-    height: int, use: Callable[[TreeReader], object]
+    height: int, use: Callable[[TreeReader], object], leaves: Iterable[int] = ()
 ) -> tuple[set[tuple[int, int]], list[tuple[int, int]]]:
     """What ``use(reader)`` (proofs and roots asked of a :class:`TreeReader`) reads from a tree
     whose perfect-subtree roots are stored at every level ``>= height`` and whose leaves are
     read for the rest: the stored roots' ``(level, index)`` and the leaf ranges
-    ``[start, end)`` (merged, sorted). A proof asks for ``O(log n)`` roots and at most
-    ``2^(height + 1)`` leaves (the ones under the proved leaf's and under the right border's
-    lowest stored subtree), so it can be served in two reads (:class:`StoredTree`)."""
+    ``[start, end)`` (merged, sorted), with the leaves ``leaves`` too (a proved leaf's own
+    hash). A proof asks for ``O(log n)`` roots and at most ``2^(height + 1)`` leaves (the ones
+    under the proved leaf's and under the right border's lowest stored subtree, the proved leaf
+    among them), so it can be served in two reads (:class:`StoredTree`)."""
     planner = _Planner(height)
     use(TreeReader(nodes=planner))
+    planner.leaves.update((i, i + 1) for i in leaves)
     merged: list[tuple[int, int]] = []
     for start, end in sorted(planner.leaves):
         if merged and start <= merged[-1][1]:
