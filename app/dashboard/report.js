@@ -3,6 +3,7 @@
 import { amountNode, shown, UNIT } from "./amounts.js";
 import { $, api, cell, labelCells, nameOf, state } from "./common.js";
 import { attributionChart, showChart } from "./charts.js";
+import { estimateAbove } from "./gauges.js";
 
 export function verdictText(v) {
   if (!v) return "not run";
@@ -161,6 +162,10 @@ export function spendNote(report) {
   if (unit && unit !== "epsilon") {
     note.textContent = `Drawn in ${UNIT[unit] || unit}, what the ${report.dataset.mode} filter`
       + " counts; the certified reading to quote is at the top.";
+  } else if (!certified && report.status && estimateAbove(report.status)) {
+    note.textContent = "Drawn as the running curve's RDP conversion (an estimate, not"
+      + " certified), which is above the certified reading here: its spent line is not a"
+      + " reading; quote the certified reading at the top.";
   } else if (!certified) {
     note.textContent = "Drawn as the (ε, δ) estimate, not certified; the certified reading"
       + " to quote is at the top.";
