@@ -65,6 +65,8 @@ def test_operation_ids_are_stable_and_errors_documented() -> None:
         "list_checkpoints",
         "create_checkpoint",
         "get_signed_tree_head",
+        "list_published_heads",
+        "list_ledger_forks",
         "get_witness",
         "check_witness",
         "import_ledger_tail",
