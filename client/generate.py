@@ -83,7 +83,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from odometer_client._mechanism import Mechanism, Number, exact, exact_all, one_of, read_cells
+from odometer_client._mechanism import Mechanism, Number, exact, exact_all, one_of
 '''
 
 #: A field's shape in the document: its Python type and how a value is read ("{}": the value).
@@ -93,22 +93,29 @@ _SHAPES = {
     "integer": ("int", "{}"),
     "integers": ("Sequence[int]", "list({})"),
     "boolean": ("bool", "{}"),
-    "cells": ("Sequence[Mapping[str, Any]]", "read_cells({})"),
+    "text": ("str", "{}"),
+    "cells": ("Sequence[Mapping[str, Any]]", "[_cell(c) for c in {}]"),
     "mechanism": ("Mechanism", "{}"),
     "mechanisms": ("Sequence[Mechanism]", "list({})"),
 }
 
 
-def _shape(prop: Mapping[str, Any]) -> tuple[str, str]:
-    """A property's shape (a key of :data:`_SHAPES`, or "choice") and the words that say it."""
+#: An ODP cell's schema in the document (``cells``' items): :func:`_cell` reads one.
+CELL = "OdpCell"
+
+
+def _shape(prop: Mapping[str, Any], cell: Mapping[str, Any] | None = None) -> tuple[str, str]:
+    """A property's shape (a key of :data:`_SHAPES`, or "choice") and the words that say it
+    (``cell``: the document's :data:`CELL` schema, whose fields a list of cells names)."""
     if "oneOf" in prop:
         return "mechanism", "a mechanism"
     if prop.get("type") == "array":
         item, words = _shape(prop["items"])
         if item == "mechanism":
             return "mechanisms", f"1 to {prop['maxItems']} mechanisms"
-        if prop["items"].get("$ref", "").endswith("/OdpCell"):
-            return "cells", f"1 to {prop['maxItems']} cells {{name, epsilon}}"
+        if item == "cell":
+            names = ", ".join(cell["properties"]) if cell is not None else "…"
+            return "cells", f"1 to {prop['maxItems']} cells {{{names}}}"
         return f"{item}s", f"1 to {prop['maxItems']} values, each {words}"
     if "anyOf" in prop:  # a JSON number or decimal text in the domain the description says
         return "amount", prop["description"].split(": an exact decimal")[0]
@@ -118,19 +125,45 @@ def _shape(prop: Mapping[str, Any]) -> tuple[str, str]:
         return "boolean", "true or false"
     if "enum" in prop:
         return "choice", " or ".join(repr(c) for c in prop["enum"])
-    if prop.get("$ref", "").endswith("/OdpCell"):
+    if prop.get("type") == "string":
+        return "text", f"text matching {prop['pattern']}" if "pattern" in prop else "text"
+    if prop.get("$ref", "").endswith(f"/{CELL}"):
         return "cell", "a cell"
     raise ValueError(f"no helper parameter for the schema {prop!r}")
 
 
-def _helper(kind: str, schema: Mapping[str, Any]) -> str:
-    """The source of ``kind``'s helper, from its schema in the document."""
+def _cell(schema: Mapping[str, Any]) -> str:
+    """The source of ``_cell``, which reads one ODP cell as the server does (its amounts as
+    exact decimals), from the cell's schema in the document: its fields, required ones as
+    given (a missing one is a ``KeyError``), optional ones when present; no other."""
+    required = set(schema.get("required", ()))
+    given, optional = [], []
+    for name, prop in schema["properties"].items():
+        read = _SHAPES[_shape(prop)[0]][1].format(f'cell["{name}"]')
+        if name in required:
+            given.append(f'"{name}": {read}')
+        else:
+            optional.append(f'    if "{name}" in cell:\n        out["{name}"] = {read}\n')
+    names = ", ".join(schema["properties"])
+    head = (
+        "def _cell(cell: Mapping[str, Any]) -> dict[str, Any]:\n"
+        f'    """One ODP cell {{{names}}}, as the server reads it."""\n'
+    )
+    if not optional:
+        return head + f"    return {{{', '.join(given)}}}\n"
+    out = f"    out: dict[str, Any] = {{{', '.join(given)}}}\n"
+    return head + out + "".join(optional) + "    return out\n"
+
+
+def _helper(kind: str, schema: Mapping[str, Any], cell: Mapping[str, Any] | None = None) -> str:
+    """The source of ``kind``'s helper, from its schema in the document (``cell``: the
+    document's ODP cell, which a kind's ``cells`` hold)."""
     required = set(schema.get("required", ()))
     fields = [(name, prop) for name, prop in schema["properties"].items() if name != "type"]
     fields.sort(key=lambda item: item[0] not in required)  # stable: the document's order
     params, values, lines = [], [f'type="{kind}"'], []
     for name, prop in fields:
-        shape, words = _shape(prop)
+        shape, words = _shape(prop, cell)
         if shape == "choice":
             choices = tuple(prop["enum"])
             annotation, read = "str", f'one_of("{kind}", "{name}", {{}}, {choices!r})'
@@ -161,9 +194,10 @@ def generated_declared(openapi: Mapping[str, Any] | None = None) -> str:
     """``_declared.py`` as generated from ``openapi`` (the committed document if not given)."""
     document = extract(openapi or json.loads(OPENAPI.read_text("utf-8")))["schemas"]
     union = document[MECHANISM]
-    helpers = []
+    cell = document.get(CELL)
+    helpers = [] if cell is None else [_cell(cell)]
     for kind, ref in union["discriminator"]["mapping"].items():
-        helpers.append(_helper(kind, document[ref.rsplit("/", 1)[-1]]))
+        helpers.append(_helper(kind, document[ref.rsplit("/", 1)[-1]], cell))
     return _format(DECLARED, _DECLARED_HEADER + "\n\n" + "\n\n".join(helpers))
 
 

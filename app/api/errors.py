@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Final, TypedDict
+from typing import Any, Final, TypeAlias, TypedDict
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
+from app.schemas._types import JSONObject
 from app.schemas.common import BudgetExceededBody, ErrorBody
 from app.services.errors import ServiceError
 from app.writepath.witness import WitnessUnavailable
@@ -88,7 +89,14 @@ _CODE_OF_STATUS: Final[dict[int, str]] = {
 }
 
 
-def error_payload(code: str, detail: str, **fields: Any) -> dict[str, Any]:
+#: What a route documents of its answers by status (FastAPI's ``responses``): each status's
+#: OpenAPI description (its ``model``, ``description``, ``content``).
+Responses: TypeAlias = dict[int | str, JSONObject]
+
+
+def error_payload(code: str, detail: str, **fields: Any) -> JSONObject:
+    """The one error body: ``{"error": code, "detail": ..., **fields}`` (each error's own
+    fields, such as ``field`` or ``status``: not one shape, hence a plain JSON object)."""
     return {"error": code, "detail": detail, **fields}
 
 
@@ -103,7 +111,7 @@ def error_response(
     return JSONResponse(error_payload(code, detail, **fields), status_code=status, headers=headers)
 
 
-def _describe(exc: Exception) -> tuple[str, str, dict[str, Any]]:
+def _describe(exc: Exception) -> tuple[str, str, JSONObject]:
     """(code, detail, fields) of a known exception."""
     if isinstance(exc, ServiceError):
         return exc.code, exc.detail, exc.fields
@@ -218,14 +226,12 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, internal_error)
 
 
-def responses(*statuses: int, budget_exceeded: bool = False) -> dict[int | str, dict[str, Any]]:
+def responses(*statuses: int, budget_exceeded: bool = False) -> Responses:
     """OpenAPI documentation of the error statuses a route can return. A route that reads a
     body (413 listed) can also get one that is not JSON at all: 400 is documented with it."""
     if 413 in statuses and 400 not in statuses:
         statuses = (400, *statuses)
-    out: dict[int | str, dict[str, Any]] = {
-        s: {"model": ErrorBody, "description": _DESCRIPTIONS[s]} for s in statuses
-    }
+    out: Responses = {s: {"model": ErrorBody, "description": _DESCRIPTIONS[s]} for s in statuses}
     if budget_exceeded:
         out[409] = {
             "model": BudgetExceededBody,

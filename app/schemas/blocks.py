@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic.json_schema import JsonSchemaValue
 
+from app.schemas._types import JSONObject
 from app.schemas.common import (
     Form,
     JsonNumber,
@@ -70,7 +72,7 @@ BlockKey = Annotated[
 ]
 
 
-def _partition_schema(schema: dict[str, Any]) -> None:
+def _partition_schema(schema: JsonSchemaValue) -> None:
     """Each kind takes its own field: calendar kinds a ``timezone``, ``bucket`` its
     ``buckets``, ``named`` its ``names`` (distinct, 1 … 64 characters each)."""
     names = schema["properties"]["names"]
@@ -185,14 +187,14 @@ class BlockRun(BaseModel):
         "fraction_spent (the unit the mode's filter counts, rounded up to 4 decimals; "
         "docs/accounting.md, One fraction per budget); what is left is 1 − it"
     )
-    status: dict[str, Any]
+    status: JSONObject
 
 
 class BlocksPage(BaseModel):
     """A page of a partitioned dataset's open blocks, as runs of equal history."""
 
     dataset_id: str
-    partition: dict[str, Any]
+    partition: JSONObject
     open: int
     runs: list[BlockRun]
     next: str | None = Field(description="the key to pass as 'from' for the next page")
@@ -203,6 +205,6 @@ class BlocksChanged(BaseModel):
 
     dataset_id: str
     action: Literal["opened", "retired"]
-    range: dict[str, Any] = Field(description="the blocks, as keys, and how many")
+    range: JSONObject = Field(description="the blocks, as keys, and how many")
     open: int = Field(description="how many blocks are open now")
-    ledger: dict[str, Any]
+    ledger: JSONObject

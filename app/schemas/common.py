@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonSchemaValue
 
+from app.schemas._types import JSONObject
 from app.schemas.summaries import RefusalSummary
 from odometer_core.accounting import AmountError, fmt, parse_amount
 from odometer_core.accounting.exact import MAX_INPUT_DIGITS, MIN_EXPONENT, ONE, ZERO
@@ -165,11 +166,11 @@ def _domain_schema(
     example: str,
     what: str,
     smallest: float = SMALLEST,
-) -> dict[str, Any]:
+) -> JsonSchemaValue:
     """An amount's JSON schema: a JSON number in its domain, or decimal text (``text``);
     ``smallest``: the least nonzero magnitude (where the server derives smaller values)."""
-    number: dict[str, Any] = {"type": "number"}
-    forms: list[dict[str, Any]] = [number]
+    number: JsonSchemaValue = {"type": "number"}
+    forms: list[JsonSchemaValue] = [number]
     if low == ZERO:
         # nonzero magnitudes below 1e-300 are refused (exponent out of range), zero is not
         number["minimum"] = smallest
@@ -359,7 +360,7 @@ class StrictModel(BaseModel):
         return data
 
 
-def not_null(schema: dict[str, Any]) -> None:
+def not_null(schema: JsonSchemaValue) -> None:
     """JSON-schema hook for optional fields: document them as omittable, not nullable."""
     variants = schema.pop("anyOf", None)
     if variants is not None:
@@ -448,7 +449,7 @@ class SchemaOnly:
 
 
 #: An amount in a response (see :data:`AmountUnion`), passed through as the core wrote it.
-AmountOut = Annotated[dict[str, Any], SchemaOnly(AmountUnion)]
+AmountOut = Annotated[JSONObject, SchemaOnly(AmountUnion)]
 
 
 # ------------------------------------------------------------------------ fields that go together
@@ -461,7 +462,7 @@ class Form:
     ) -> None:
         self.fields, self.required, self.narrowed = fields, required or fields, narrowed
 
-    def schema(self, properties: dict[str, Any]) -> dict[str, Any]:
+    def schema(self, properties: JsonSchemaValue) -> JsonSchemaValue:
         return {
             "type": "object",
             "properties": {
@@ -473,7 +474,7 @@ class Form:
         }
 
 
-def one_form_of(schema: dict[str, Any], *forms: Form) -> None:
+def one_form_of(schema: JsonSchemaValue, *forms: Form) -> None:
     """Say in a model's schema (``json_schema_extra``) which fields go together: exactly one
     of ``forms`` (``oneOf``: the forms must not overlap), under ``allOf`` beside the model's own
     ``properties``. The rule is checked by the accounting core or the service, as before the
@@ -507,7 +508,7 @@ class BudgetExceededBody(ErrorBody):
     )
     remaining: AmountOut = Field(description="what the refusing level has left")
     ledger_seq: int
-    blocks: list[dict[str, Any]] | None = Field(
+    blocks: list[JSONObject] | None = Field(
         default=None,
         description="partitioned datasets: the selected blocks that refused (at most 20 "
         "ranges), each with what it has left and why",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonSchemaValue
 
+from app.schemas._types import JSONObject
 from app.schemas.blocks import PartitionIn
 from app.schemas.common import (
     NOT_A_BOOLEAN,
@@ -137,7 +139,7 @@ Accounting = Annotated[
 ]
 
 
-def _partitioned_dataset(schema: dict[str, Any]) -> None:
+def _partitioned_dataset(schema: JsonSchemaValue) -> None:
     """A partitioned dataset's blocks take a leaf mode (not ``split``), and relation
     ``replace_one`` only with a key the curator asserts immutable (``immutable_key``: true)."""
     schema["dependentSchemas"] = {
@@ -180,16 +182,16 @@ class DatasetCreate(StrictModel):
         "datasets*). Blocks are opened by curators (POST …/blocks), never by the records"
     )
 
-    def partition_json(self) -> dict[str, Any] | None:
+    def partition_json(self) -> JSONObject | None:
         if self.partition is None:
             return None
-        data: dict[str, Any] = self.partition.model_dump(exclude_none=True)
+        data: JSONObject = self.partition.model_dump(exclude_none=True)
         return data
 
-    def accounting_json(self) -> dict[str, Any]:
+    def accounting_json(self) -> JSONObject:
         if self.accounting is None:
             return {"mode": "basic"}
-        data: dict[str, Any] = self.accounting.model_dump(mode="json", exclude_none=True)
+        data: JSONObject = self.accounting.model_dump(mode="json", exclude_none=True)
         return data
 
 
@@ -223,7 +225,7 @@ class BudgetPatch(StrictModel):
         "expected workload (as at creation); 409 AlreadySpent once something is charged",
     )
 
-    def workload_json(self) -> list[dict[str, Any]] | None:
+    def workload_json(self) -> list[JSONObject] | None:
         if self.workload is None:
             return None
         return [item.model_dump(mode="json", exclude_none=True) for item in self.workload]
@@ -329,10 +331,10 @@ class DatasetOut(BaseModel):
     created_by: str
     created_at: str
     updated_at: str
-    config: dict[str, Any]
+    config: JSONObject
     status: DatasetStatus
     ledger: LedgerHead
-    partition: dict[str, Any] | None = Field(
+    partition: JSONObject | None = Field(
         default=None,
         description="a partitioned dataset's partition; its status is then per block: the "
         "highest certified reading over every block ever opened, retired ones included, and "

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from app.schemas._types import JSONObject
 from app.schemas.blocks import BlockSelection
 from app.schemas.common import (
     AmountOut,
@@ -140,7 +141,7 @@ class InvocationCreated(BaseModel):
     id: str
     dataset_id: str
     status: Literal["accepted", "reserved"]
-    mechanism: dict[str, Any]
+    mechanism: JSONObject
     sub_budget: str | None = None
     conversion_delta: str | None = None
     contribution: Literal["record", "person"] | None = Field(
@@ -156,18 +157,18 @@ class InvocationCreated(BaseModel):
     )
     requested: AmountOut = Field(description="what the declaration costs, in the same currency")
     remaining: AmountOut = Field(description="what the dataset has left, in the same currency")
-    reservation: dict[str, Any] | None = None
-    levels: Annotated[dict[str, Any], SchemaOnly(LevelsCharged)] | None = Field(
+    reservation: JSONObject | None = None
+    levels: Annotated[JSONObject, SchemaOnly(LevelsCharged)] | None = Field(
         default=None,
         description="charges at the organisation cap and the analyst's quota, when they apply",
     )
     ledger_seq: int
     created_at: str
-    blocks: list[dict[str, Any]] | None = Field(
+    blocks: list[JSONObject] | None = Field(
         default=None,
         description="partitioned datasets: the selected blocks, as ranges of keys",
     )
-    receipt: dict[str, Any] | None = Field(
+    receipt: JSONObject | None = Field(
         default=None,
         description="the signed receipt of the ledger entry this answer wrote (dataset, seq, "
         "entry hash, time; a signed note: docs/ledger.md, Receipts); null on a server "
@@ -190,12 +191,12 @@ class InvocationFinished(BaseModel):
     charge: AmountOut = Field(description="what stays charged, in the dataset's currency")
     refund: AmountOut = Field(description="what was given back, in the same currency")
     remaining: AmountOut = Field(description="what the dataset has left, in the same currency")
-    levels: Annotated[dict[str, Any], SchemaOnly(LevelsRefunded)] | None = Field(
+    levels: Annotated[JSONObject, SchemaOnly(LevelsRefunded)] | None = Field(
         default=None, description="the same at the organisation cap and the analyst's quota"
     )
     ledger_seq: int
     updated_at: str
-    receipt: dict[str, Any] | None = Field(
+    receipt: JSONObject | None = Field(
         default=None,
         description="the signed receipt of the ledger entry this answer wrote (dataset, seq, "
         "entry hash, time; a signed note: docs/ledger.md, Receipts); null on a server "
@@ -218,21 +219,21 @@ class Preview(BaseModel):
     """The decision the service would take now (nothing is written)."""
 
     status: Literal["accepted", "reserved", "rejected"]
-    mechanism: dict[str, Any]
+    mechanism: JSONObject
     sub_budget: str | None = None
     charge: AmountOut = Field(description="what the dataset would be charged, in its currency")
     requested: AmountOut
     remaining: AmountOut = Field(description="what the dataset has left now")
     reason: str | None = None
     level: str | None = Field(default=None, description="the level that would refuse")
-    reservation: dict[str, Any] | None = None
+    reservation: JSONObject | None = None
     fit: Fit | None = Field(
         default=None,
         description="how many more of this declaration the caller could register in a row "
         "now, nothing else admitted meanwhile: the fewest any level (dataset or its selected "
         "blocks, organisation cap, quota) admits, each counted by its filter's own admission",
     )
-    blocks: dict[str, Any] | None = Field(
+    blocks: JSONObject | None = Field(
         default=None,
         description="partitioned datasets: the selection ('selected'), which of its blocks "
         "can still afford the declaration ('affordable', 'refused'; at most 20 ranges each) "
@@ -257,19 +258,19 @@ class InvocationOut(BaseModel):
     id: str
     dataset_id: str
     status: Literal["accepted", "reserved", "rejected", "settled", "cancelled"]
-    mechanism: dict[str, Any]
+    mechanism: JSONObject
     sub_budget: str | None
     conversion_delta: str | None
-    charge: Annotated[dict[str, Any], SchemaOnly(AmountUnion | NothingCharged)] = Field(
+    charge: Annotated[JSONObject, SchemaOnly(AmountUnion | NothingCharged)] = Field(
         description="what the dataset holds of it now, in its currency; {} when a level above "
         "the dataset refused it (nothing was charged on the dataset)"
     )
     requested: AmountOut
     refund: AmountOut | None
-    reservation: dict[str, Any] | None
+    reservation: JSONObject | None
     cell: str | None
     reason: str | None
-    levels: dict[str, Any] | None = Field(
+    levels: JSONObject | None = Field(
         default=None,
         description="the organisation and the analyst (quota) whose levels hold this "
         "invocation's charge or reservation",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonSchemaValue
 
+from app.schemas._types import JSONObject
 from odometer_core.ledger import EntryKind as StoredKind
 
 EntryKind = Literal[
@@ -36,22 +38,22 @@ class LedgerEntryOut(BaseModel):
     actor: str
     at: str
     accounting_version: str
-    declaration: dict[str, Any] | None
-    request: dict[str, Any] | None
-    charge: dict[str, Any] | None
-    requested: dict[str, Any] | None
-    refund: dict[str, Any] | None
-    reservation: dict[str, Any] | None
+    declaration: JSONObject | None
+    request: JSONObject | None
+    charge: JSONObject | None
+    requested: JSONObject | None
+    refund: JSONObject | None
+    reservation: JSONObject | None
     reason: str | None
-    config: dict[str, Any] | None
-    state: dict[str, Any]
-    org: dict[str, Any] | None = None
-    quota: dict[str, Any] | None = None
+    config: JSONObject | None
+    state: JSONObject
+    org: JSONObject | None = None
+    quota: JSONObject | None = None
     prev_hash: str
     hash: str
 
 
-def _page_or_export(schema: dict[str, Any]) -> None:
+def _page_or_export(schema: JsonSchemaValue) -> None:
     """An export file (``export=true``) is ``{dataset_id, entries}``: a page's cursor fields
     are documented as a page's only."""
     schema["required"] = ["dataset_id", "entries"]

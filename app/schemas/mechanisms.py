@@ -3,9 +3,10 @@ field table (:data:`odometer_core.accounting.kinds.fields.TABLE`).
 
 Each kind's model is made from its entry (:func:`build`): one field per entry of the table,
 typed by its shape (an amount documented in its domain, an integer between its bounds, a
-boolean, one of a few words, a list of these, the ODP cells, a nested mechanism), optional
-where the table says so, and the forms of the kinds whose fields go together. The models give
-the OpenAPI document one schema per kind and refuse unknown fields; the accounting core's
+boolean, one of a few words, text matching a pattern, a list of these, the ODP cells, whose
+model is built the same way from the field's ``cell``, a nested mechanism), optional where the
+table says so, and the forms of the kinds whose fields go together. The models give the
+OpenAPI document one schema per kind and refuse unknown fields; the accounting core's
 ``parse_declaration`` (closed registry), which reads the same table, remains the authority on
 values and is applied by :func:`to_declaration`. A kind or a field is added in the table, not
 here.
@@ -14,14 +15,16 @@ here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Final, ForwardRef, Literal, TypeAlias, Union
 
 from pydantic import ConfigDict, Field, StrictBool, create_model
+from pydantic.json_schema import JsonSchemaValue
 
+from app.schemas._types import JSONObject
 from app.schemas.common import (
     NOT_A_BOOLEAN,
     Form,
-    Privacy,
     StrictModel,
     amount_in,
     not_null,
@@ -41,18 +44,11 @@ ODP_KINDS: Final = tuple(kind for kind, cls in KINDS.items() if issubclass(cls, 
 CELL_PATTERN: Final = CELL_NAME_PATTERN
 
 
-class OdpCell(StrictModel):
-    """One cell of an output-dependent partition."""
-
-    name: str = Field(pattern=CELL_PATTERN)
-    epsilon: Privacy
-
-
-def _const(value: str) -> dict[str, Any]:
+def _const(value: str) -> JsonSchemaValue:
     return {"type": "string", "const": value}
 
 
-def _only_kinds(union: dict[str, Any], allowed: tuple[str, ...] | None) -> None:
+def _only_kinds(union: JsonSchemaValue, allowed: tuple[str, ...] | None) -> None:
     """A declaration union (``oneOf`` with its ``type`` discriminator) narrowed to ``allowed``
     (``None``: every kind but the ODP partitions)."""
     mapping = union["discriminator"]["mapping"]
@@ -61,18 +57,18 @@ def _only_kinds(union: dict[str, Any], allowed: tuple[str, ...] | None) -> None:
     union["oneOf"] = [option for option in union["oneOf"] if option.get("$ref") not in dropped]
 
 
-def _kind_schema(entry: KindSpec) -> Callable[[dict[str, Any]], None]:
+def _kind_schema(entry: KindSpec) -> Callable[[JsonSchemaValue], None]:
     """The schema of ``entry``'s model, finished: its nested mechanisms narrowed to the kinds
     they may be, then its forms (exactly one of them, ``type`` in each)."""
 
-    def finish(schema: dict[str, Any]) -> None:
+    def finish(schema: JsonSchemaValue) -> None:
         for spec in entry.fields:
             if spec.shape == "mechanism":
                 union = schema["properties"][spec.name]
                 _only_kinds(union["items"] if spec.entries else union, spec.inner)
         forms = []
         for form in entry.forms:
-            narrowed: dict[str, Any] = {form.when[0]: _const(form.when[1])} if form.when else {}
+            narrowed: JsonSchemaValue = {form.when[0]: _const(form.when[1])} if form.when else {}
             forms.append(Form(("type", *form.fields), None, **narrowed))
         if forms:
             one_form_of(schema, *forms)
@@ -93,12 +89,15 @@ def _value_type(spec: Spec) -> Any:
         return StrictBool
     if spec.shape == "choice":
         return Literal[spec.choices]
+    if spec.shape == "text":
+        return Annotated[str, Field(pattern=spec.pattern)]
     if spec.shape == "cells":
-        return OdpCell
+        assert spec.cell is not None
+        return _cell_model(spec.cell)
     return ForwardRef("Mechanism")  # resolved when the union is complete (see build)
 
 
-def _described(spec: Spec, schema: dict[str, Any]) -> None:
+def _described(spec: Spec, schema: JsonSchemaValue) -> None:
     if not spec.required:
         not_null(schema)
     if spec.description is not None:
@@ -108,24 +107,27 @@ def _described(spec: Spec, schema: dict[str, Any]) -> None:
 def _field(spec: Spec) -> tuple[Any, Any]:
     """``spec`` as a model field: its annotation and its ``Field``."""
     annotation = _value_type(spec)
-    sizes: dict[str, Any] = {}
+    low = high = None  # a list's sizes (None: not a list)
     if spec.entries is not None:
         annotation = list[annotation]  # type: ignore[valid-type]
-        sizes = {"min_length": 1, "max_length": spec.entries}
+        low, high = 1, spec.entries
     if spec.description is not None:
-        described: dict[str, Any] = {
-            **sizes,
-            "json_schema_extra": lambda schema: _described(spec, schema),
-        }
+
+        def described(schema: JsonSchemaValue) -> None:
+            _described(spec, schema)
+
         if spec.required:
-            return annotation, Field(**described)
-        return Union[annotation, None], Field(None, **described)  # noqa: UP007
+            return annotation, Field(json_schema_extra=described, min_length=low, max_length=high)
+        return Union[annotation, None], Field(  # noqa: UP007
+            None, json_schema_extra=described, min_length=low, max_length=high
+        )
     if not spec.required:
-        return Union[annotation, None], optional(**sizes)  # noqa: UP007
-    return annotation, Field(**sizes) if sizes else ...
+        return Union[annotation, None], optional(min_length=low, max_length=high)  # noqa: UP007
+    return annotation, ... if high is None else Field(min_length=low, max_length=high)
 
 
-def _model(entry: KindSpec) -> type[StrictModel]:
+def _model(entry: KindSpec, *, typed: bool = True) -> type[StrictModel]:
+    """``entry``'s request model; ``typed``: with its ``type`` (a kind's, not a cell's)."""
     base: type[StrictModel] = StrictModel
     if entry.forms or any(spec.shape == "mechanism" for spec in entry.fields):
         base = type(
@@ -133,16 +135,23 @@ def _model(entry: KindSpec) -> type[StrictModel]:
             (StrictModel,),
             {"model_config": ConfigDict(json_schema_extra=_kind_schema(entry))},
         )
-    fields = {spec.name: _field(spec) for spec in entry.fields}
+    fields: dict[str, tuple[Any, Any]] = {"type": (Literal[entry.kind], ...)} if typed else {}
+    fields.update((spec.name, _field(spec)) for spec in entry.fields)
     model: type[StrictModel] = create_model(  # type: ignore[call-overload]
         entry.title,
         __base__=base,
         __module__=__name__,
         __doc__=entry.description,
-        type=(Literal[entry.kind], ...),
         **fields,
     )
     return model
+
+
+@cache
+def _cell_model(cell: KindSpec) -> type[StrictModel]:
+    """The model of an ODP cell (a ``cells`` field's ``cell``, such as the table's
+    :data:`~odometer_core.accounting.kinds.fields.CELL`), built once."""
+    return _model(cell, typed=False)
 
 
 def build(table: Mapping[str, KindSpec]) -> tuple[dict[str, type[StrictModel]], Any]:
@@ -167,5 +176,5 @@ else:
 def to_declaration(mechanism: StrictModel) -> Declaration:
     """Translate a validated request model into the accounting core's declaration (the core
     re-validates values and raises ``DeclarationError`` naming the field)."""
-    data: dict[str, Any] = mechanism.model_dump(mode="json", exclude_none=True)
+    data: JSONObject = mechanism.model_dump(mode="json", exclude_none=True)
     return parse_declaration(data)

@@ -6,9 +6,11 @@ artefact and must add up to the ledger digit for digit.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from app.schemas._types import JSONObject
 
 #: Scalar amounts by unit (``epsilon``, ``delta``, ``rho``, ``mu_squared``), decimal strings.
 Amounts = dict[str, str]
@@ -30,7 +32,7 @@ class Guarantee(BaseModel):
     mode: str
     relation: str
     budget: Amounts
-    config: dict[str, Any]
+    config: JSONObject
     certified: bool = Field(
         description="false when the series unit is an (ε, δ) estimate (rdp/split modes)"
     )
@@ -161,7 +163,7 @@ class ReportOut(BaseModel):
 
     dataset: ReportDataset
     guarantee: Guarantee
-    status: dict[str, Any] | None = Field(
+    status: JSONObject | None = Field(
         description="budget status the dataset row claims (null if the row cannot be read)"
     )
     series: SpendSeries
@@ -174,7 +176,7 @@ class ReportOut(BaseModel):
     ledger: LedgerSummary
     chain_head: ChainHead
     verification: Verification
-    blocks: dict[str, Any] | None = Field(
+    blocks: JSONObject | None = Field(
         default=None,
         description="partitioned datasets: the block range reported ('from' … 'to' query "
         "parameters), its runs as GET …/blocks pages them (at most 1000); the totals above "

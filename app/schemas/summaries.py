@@ -3,9 +3,11 @@ what it guarantees, what is left, how many more fit, and what would fit instead.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from app.schemas._types import JSONObject
 
 
 class SummaryGuarantee(BaseModel):
@@ -52,7 +54,7 @@ class MoreOfLast(BaseModel):
 
     count: int
     at_least: bool = Field(description="counting stopped at 1,000,000: at least ``count``")
-    of: dict[str, Any] = Field(description="the declaration counted")
+    of: JSONObject = Field(description="the declaration counted")
     sub_budget: str | None = None
 
 
@@ -83,7 +85,7 @@ class RefusalSummary(BaseModel):
     fraction_spent: str = Field(description=f"the refusing budget's: {FRACTION_SPENT}")
     fraction_left: str = Field(description=FRACTION_LEFT)
     left: list[LeftAmount]
-    instead: dict[str, Any] | None = Field(
+    instead: JSONObject | None = Field(
         description="the same declaration with its privacy parameter (ε, ρ, μ, or the noise "
         "scale σ or b) at the edge of what is admitted now, checked by the admission at every "
         "level the registration spends at (dataset, quota, organisation cap): for subsampled "
@@ -92,7 +94,7 @@ class RefusalSummary(BaseModel):
         "digits; null for kinds without one such parameter, when none fits, or when the "
         "search's CPU bound ran out first"
     )
-    alternatives: list[dict[str, Any]] = Field(
+    alternatives: list[JSONObject] = Field(
         default_factory=list,
         description="other declarations that would be admitted now, each with one more "
         "parameter at its edge, checked like instead: for dp_sgd the same job with fewer "

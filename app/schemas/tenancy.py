@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.schemas._types import JSONObject
 from app.schemas.common import BudgetDelta, BudgetEpsilon, Delta, StrictModel, optional
 from app.schemas.datasets import NAME_PATTERN, LeafAccounting
 from app.schemas.mechanisms import Mechanism, to_declaration
@@ -46,10 +47,10 @@ class OrganisationCap(StrictModel):
         "first cap's); 409 ReservationsOpen while a reservation is open",
     )
 
-    def accounting_json(self) -> dict[str, Any] | None:
+    def accounting_json(self) -> JSONObject | None:
         if self.accounting is None:
             return None
-        data: dict[str, Any] = self.accounting.model_dump(mode="json", exclude_none=True)
+        data: JSONObject = self.accounting.model_dump(mode="json", exclude_none=True)
         return data
 
 
@@ -76,19 +77,17 @@ class OrganisationStatement(BaseModel):
 class OrganisationOut(BaseModel):
     id: str
     name: str
-    cap: dict[str, Any] | None = Field(
-        description="the cap in force (epsilon, delta, mode), or null"
-    )
-    spent: dict[str, Any] = Field(
+    cap: JSONObject | None = Field(description="the cap in force (epsilon, delta, mode), or null")
+    spent: JSONObject = Field(
         description="what the cap's filter counted, in its currency (ε and δ in basic, ρ and δ "
         "in zcdp, the curve in rdp, μ² in gdp)"
     )
-    reserved: dict[str, Any] | None = Field(description="open ODP reservations (basic caps)")
-    remaining: dict[str, Any] | None
-    status: dict[str, Any] = Field(
+    reserved: JSONObject | None = Field(description="open ODP reservations (basic caps)")
+    remaining: JSONObject | None
+    status: JSONObject = Field(
         description="the cap filter's status as a dataset's, with its certified odometer reading"
     )
-    guarantee: dict[str, Any] | None = Field(
+    guarantee: JSONObject | None = Field(
         description="the (ε, δ) the cap promises across the organisation's datasets, or null"
     )
     summary: Summary | None = Field(
@@ -148,7 +147,7 @@ class OrganisationReportDataset(BaseModel):
     relation: str
     decisions: int = Field(description="entries of this dataset that the cap decided")
     admitted: int
-    drawn: dict[str, Any] = Field(
+    drawn: JSONObject = Field(
         description="what the dataset drew from the cap, in its currency: charges less refunds"
     )
 
@@ -160,11 +159,11 @@ class OrganisationReport(BaseModel):
     verified: bool
     problems: list[str]
     decisions: int
-    odometer: dict[str, Any] | None = Field(description="the replayed certified reading")
+    odometer: JSONObject | None = Field(description="the replayed certified reading")
     closed: list[ClosedCap] = Field(
         default_factory=list, description="the closed caps, each checked by the replay"
     )
-    statement: dict[str, Any] | None = Field(
+    statement: JSONObject | None = Field(
         default=None,
         description="the replayed statement (epsilon, delta, phases): the closed caps' readings "
         "plus the replayed reading of the cap in force once it counted",
@@ -245,8 +244,8 @@ class GrantCreate(StrictModel):
 class GrantOut(BaseModel):
     dataset_id: str
     principal_id: str
-    quota: dict[str, Any] | None
-    quota_state: dict[str, Any] | None
+    quota: JSONObject | None
+    quota_state: JSONObject | None
     quota_summary: Summary | None = Field(
         default=None, description="the quota's reading and what is left of it (null: no quota)"
     )

@@ -8,12 +8,13 @@ whichever unit of work asks.
 
 from __future__ import annotations
 
-from typing import Any, Unpack, cast
+from typing import Unpack, cast
 
 from app.db.models import Dataset
 from app.db.rows import DatasetRow
 from app.db.uow import UnitOfWork
 from app.db.writes import CheckpointInsert, Writes, write
+from app.services._types import JSONObject
 from app.services.errors import LedgerBehindWitness, NotFound
 from app.services.principals import Principal
 from app.writepath import write_path
@@ -62,7 +63,7 @@ def stage_entry(
     kind: EntryKind,
     actor: str,
     at: str,
-    state: dict[str, Any],
+    state: JSONObject,
     **content: Unpack[EntryContent],
 ) -> int:
     """Stage the next entry of ``ds``'s chain in ``writes``, and its signed checkpoint when the
@@ -124,7 +125,7 @@ def stage_admission(uow: UnitOfWork, writes: Writes, ds: DatasetRow, decided: Ad
         writes.checkpoints.append(cast(CheckpointInsert, decided.checkpoint))
 
 
-def extend_frontier(ds: Dataset | DatasetRow, entry_hash: str) -> dict[str, Any]:
+def extend_frontier(ds: Dataset | DatasetRow, entry_hash: str) -> JSONObject:
     """The frontier of ``ds``'s Merkle tree (``merkle_json``) with the entry of hash
     ``entry_hash`` appended as its next leaf (RFC 9162), as stored: the core's
     :meth:`odometer_core.ledger.merkle.Frontier.append_json` (5 µs; tests/api/test_ledger_proofs.py
@@ -150,7 +151,7 @@ def append_entry(
     kind: EntryKind,
     actor: str,
     at: str,
-    state: dict[str, Any],
+    state: JSONObject,
     **content: Unpack[EntryContent],
 ) -> int:
     """:func:`stage_entry` in an ORM unit of work, written at once (:func:`write_now`); a

@@ -44,6 +44,7 @@ from typing import Any
 
 from app.db.uow import UnitOfWork
 from app.services import _positions
+from app.services._types import JSONObject
 from odometer_core.ledger import ChainWalker
 from odometer_core.ledger.blocks import BlockHistory
 from odometer_core.ledger.replay import Replayer
@@ -180,7 +181,7 @@ class Verification:
 
 def entries_after(
     uow: UnitOfWork, dataset_id: str, after: int, head: int, *, batch: int = BATCH_SIZE
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[JSONObject]:
     """Entries ``after`` < seq ≤ ``head`` in batches, each batch in a short read transaction
     (the ledger is append-only: entries at or below the head do not change between them)."""
     while after < head:

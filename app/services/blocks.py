@@ -20,7 +20,7 @@ from app.db.writes import Writes
 from app.services._aggregate import stage_entry, visible_dataset, write_now
 from app.services._blocks import load, partition_of, stage
 from app.services._common import utc_now
-from app.services._types import LedgerHead
+from app.services._types import JSONObject, LedgerHead
 from app.services.errors import BlockConflict, InvalidBlocks
 from app.services.principals import Principal
 from odometer_core.accounting import (
@@ -57,7 +57,7 @@ class PartitionBlocks(TypedDict):
     open: int
     runs: int
     #: the blocks ever opened, as key ranges (``Partition.keys``)
-    opened: list[dict[str, Any]]
+    opened: list[JSONObject]
     highest_fraction_spent: str
 
 
@@ -67,12 +67,12 @@ class PartitionStatus(TypedDict):
     blocks and its summary."""
 
     mode: str
-    budget: dict[str, Any]
+    budget: JSONObject
     unusable: NotRequired[Any]
-    odometer: dict[str, Any]
+    odometer: JSONObject
     per_block: bool
     blocks: PartitionBlocks
-    summary: dict[str, Any]
+    summary: JSONObject
 
 
 class _Unusable(TypedDict, total=False):
@@ -84,7 +84,7 @@ class _Unusable(TypedDict, total=False):
 #: A run of open blocks of equal history in a page (:func:`blocks_page`), with its status.
 BlockRun = TypedDict(
     "BlockRun",
-    {"from": str, "to": str, "blocks": int, "fraction_spent": str, "status": dict[str, Any]},
+    {"from": str, "to": str, "blocks": int, "fraction_spent": str, "status": JSONObject},
 )
 
 
@@ -92,7 +92,7 @@ class BlocksPage(TypedDict):
     """A page of a partitioned dataset's open blocks (:func:`blocks_page`)."""
 
     dataset_id: str
-    partition: dict[str, Any] | None
+    partition: JSONObject | None  # as stored
     open: int
     runs: list[BlockRun]
     next: str | None
@@ -103,12 +103,12 @@ class BlocksAction(TypedDict):
 
     dataset_id: str
     action: Literal["opened", "retired"]
-    range: dict[str, Any]
+    range: JSONObject  # the blocks, as keys (the core's Partition.keys)
     open: int
     ledger: LedgerHead
 
 
-def check_partition(config: AccountingConfig, partition: Mapping[str, Any]) -> dict[str, Any]:
+def check_partition(config: AccountingConfig, partition: Mapping[str, Any]) -> JSONObject:
     """The partition as stored, checked against the blocks' filter: leaf modes only, and
     ``replace_one`` only with a key the curator asserts immutable (a replacement then stays
     in its block; otherwise one replacement touches two blocks and a per-block budget B
@@ -199,9 +199,7 @@ def _most_spent(view: Mapping[str, Any]) -> tuple[Decimal, Decimal]:
 EVERY_BLOCK: Final = "every block ever opened, retired ones included"
 
 
-def _summary(
-    worst: Mapping[str, Any], highest: Mapping[str, Any], *, opened: bool
-) -> dict[str, Any]:
+def _summary(worst: Mapping[str, Any], highest: Mapping[str, Any], *, opened: bool) -> JSONObject:
     """The summary of a partitioned dataset: the guarantee is the maintained reading (every
     block ever opened, retired ones included), what is left the most spent open block's."""
     summary = compose({**worst, "odometer": highest})
@@ -234,7 +232,7 @@ def blocks_page(
         config = state_config(ds)
         aggregate = Partitioned.from_json(ds.state_json)
     runs: list[BlockRun] = []
-    statuses: dict[FilterState, dict[str, Any]] = {}  # each distinct history's status once
+    statuses: dict[FilterState, JSONObject] = {}  # each distinct history's status once
     for run_lo, run_hi, state_json in rows[:limit]:
         a, b = max(run_lo, lo), min(run_hi, hi)
         state = state_from_json(config, state_json)
@@ -345,7 +343,7 @@ def change_blocks_budget(
     principal: Principal,
     ds: Dataset,
     config: AccountingConfig,
-    request: dict[str, Any],
+    request: JSONObject,
     *,
     workload: object,
     final_conversion_delta: object,

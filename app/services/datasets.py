@@ -11,7 +11,7 @@ from app.db.uow import UnitOfWork
 from app.services import blocks
 from app.services._aggregate import append_entry, behind_witness, load_filter, visible_dataset
 from app.services._common import new_id, utc_now
-from app.services._types import LedgerHead
+from app.services._types import JSONObject, LedgerHead
 from app.services.errors import NotFound
 from app.services.frozen import frozen_status
 from app.services.principals import Principal
@@ -50,13 +50,13 @@ class NewDataset:
     epsilon: object
     delta: object
     relation: str
-    accounting: dict[str, Any]
+    accounting: JSONObject  # the request's accounting, as the core's make_config reads it
     #: The owning organisation: a curator's own (naming another is 404); the admin names one
     #: (``default`` when omitted, for clients written before organisations existed).
     organisation_id: str | None = None
     #: A partitioned dataset's partition (``None``: one budget for the whole dataset); the
     #: budget and accounting are then every block's
-    partition: dict[str, Any] | None = None
+    partition: JSONObject | None = None  # as the core's new_partition reads it
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ class BudgetChange:
     sub_budget: str | None = None
     final_conversion_delta: object = None
     #: an ``rdp`` dataset's expected workload, before its first charge (the grid is re-chosen)
-    workload: list[dict[str, Any]] | None = None
+    workload: list[JSONObject] | None = None  # as the core's change_budget reads it
 
 
 class DatasetView(TypedDict):
@@ -80,12 +80,12 @@ class DatasetView(TypedDict):
     created_by: str
     created_at: str
     updated_at: str
-    config: dict[str, Any]  # the configuration, as stored
+    config: JSONObject  # the configuration, as stored (the core's config_to_json)
     #: the status view (:func:`~odometer_core.accounting.status`, with its summary; a
     #: partitioned dataset's: :func:`app.services.blocks.partition_status`)
-    status: dict[str, Any]
+    status: JSONObject
     ledger: LedgerHead
-    partition: dict[str, Any] | None  # as stored
+    partition: JSONObject | None  # as stored (the core's Partition.to_json)
     requires: list[dict[str, str]]
     #: a new dataset's: the other datasets of its organisation with its name
     warnings: NotRequired[list[str]]
@@ -137,7 +137,7 @@ def summary_of(
     state: FilterState,
     view: Mapping[str, Any],
     last: LedgerEntry | None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The status summary (:mod:`odometer_core.accounting.summary`), counting how many more of
     the last registration's declaration fit (a declaration this version no longer parses is
     not counted)."""
@@ -226,10 +226,10 @@ def _view(uow: UnitOfWork, ds: Dataset, last: LedgerEntry | None = None) -> Data
     return view
 
 
-def _created_request(ds: Dataset) -> dict[str, Any]:
+def _created_request(ds: Dataset) -> JSONObject:
     """A ``dataset_created`` entry's ``request`` (the partition only on a partitioned dataset,
     so that other entries keep their shape)."""
-    out: dict[str, Any] = {"name": ds.name, "organisation": ds.organisation}
+    out: JSONObject = {"name": ds.name, "organisation": ds.organisation}
     if ds.partition_json is not None:
         out["partition"] = ds.partition_json
     return out
@@ -301,10 +301,10 @@ def change_budget(
     return view
 
 
-def budget_request(change: BudgetChange) -> dict[str, Any]:
+def budget_request(change: BudgetChange) -> JSONObject:
     """The ``request`` of a ``budget_changed`` entry: the arguments replay passes again
     (``workload`` only when given, so that other entries keep their earlier shape)."""
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "epsilon": _text(change.epsilon),
         "delta": _text(change.delta),
         "sub_budget": change.sub_budget,

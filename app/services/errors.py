@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.schemas._types import JSONObject
+
 
 class ServiceError(Exception):
     """Base class: ``code`` names the error in responses, ``fields`` are extra response data."""
@@ -16,7 +18,7 @@ class ServiceError(Exception):
         self.detail = detail
         self.fields = fields
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JSONObject:
         """The one error shape: ``{"error": code, "detail": ..., **fields}``."""
         return {"error": self.code, "detail": self.detail, **self.fields}
 

@@ -16,12 +16,13 @@ finished at the dataset and the organisation only, its quota share dropped with 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from app.db.models import Grant
 from app.db.uow import UnitOfWork
 from app.services._aggregate import append_entry, load_filter, visible_dataset
 from app.services._common import utc_now
+from app.services._types import JSONObject
 from app.services.errors import AlreadyExists, NotFound, ServiceError
 from app.services.principals import Principal, Role
 from odometer_core.accounting import (
@@ -71,8 +72,8 @@ class GrantView(TypedDict):
     dataset_id: str
     principal_id: str
     quota: QuotaJson | None
-    quota_state: dict[str, Any] | None  # the quota filter's state, as stored
-    quota_summary: dict[str, Any] | None  # :func:`~odometer_core.accounting.summary.compose`
+    quota_state: JSONObject | None  # the quota filter's state, as stored
+    quota_summary: JSONObject | None  # :func:`~odometer_core.accounting.summary.compose`
     created_by: str
     created_at: str
 
@@ -85,7 +86,7 @@ class QuotaReading(TypedDict):
     """A quota's budget and reading, as an analyst's home shows it (``QuotaOut``)."""
 
     budget: dict[str, str]
-    summary: dict[str, Any]  # :func:`~odometer_core.accounting.summary.compose`
+    summary: JSONObject  # :func:`~odometer_core.accounting.summary.compose`
 
 
 class MyGrant(TypedDict):
@@ -110,7 +111,7 @@ def quota_config(dataset: AccountingConfig, epsilon: object, delta: object) -> A
     eps, dlt = parse_amount(epsilon, "epsilon"), parse_amount(delta, "delta")
     params = config_to_json(dataset)
     mode = params["mode"]
-    accounting: dict[str, Any]
+    accounting: JSONObject  # what the core's make_config reads
     if mode == "basic":
         accounting = {
             "mode": "basic",

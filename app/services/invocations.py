@@ -10,7 +10,7 @@ own. Settle and cancel are :mod:`app.services.reservations`'.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from app.db.models import Invocation
 from app.db.uow import UnitOfWork
@@ -18,6 +18,7 @@ from app.schemas.invocations import InvocationOut, Preview
 from app.services._aggregate import load_filter, visible_dataset
 from app.services._blocks import PartitionLevel
 from app.services._levels import Uppers, wire
+from app.services._types import JSONObject
 from app.services.batching import register_alone
 from app.services.charging import ChargeWorkers
 from app.services.errors import NotFound
@@ -38,6 +39,20 @@ from odometer_core.accounting.blocks import Selected, affordable, selection_capa
 from odometer_core.accounting.levels import DATASET, Filter
 from odometer_core.ledger.blocks import SHOWN_RANGES
 from odometer_core.partition import Partition
+
+
+class BlocksPreview(TypedDict):
+    """What a preview says of a partitioned dataset's selection (``Preview.blocks``): its
+    blocks, those that can still afford the declaration and those that cannot (each as the
+    core's key ranges, :meth:`~odometer_core.partition.Partition.keys`, at most
+    :data:`~odometer_core.ledger.blocks.SHOWN_RANGES` of each), how many more fit in a row
+    (:func:`how_many_fit` without its ``level``), and what a block protects."""
+
+    selected: list[JSONObject]
+    affordable: list[JSONObject]
+    refused: list[JSONObject]
+    fit: JSONObject
+    unit: Literal["record", "person"]
 
 
 def register_invocation(
@@ -96,7 +111,7 @@ def preview_invocation(
 
 def how_many_fit(
     dataset: Filter | Selected, uppers: Uppers, request: InvocationRequest
-) -> dict[str, Any]:
+) -> JSONObject:
     """How many more of the request this caller could register in a row, nothing else
     admitted meanwhile: the fewest any level admits (each level is its own filter, charged
     once per invocation, so the n-th registration is admitted iff every level admits its n-th:
@@ -125,7 +140,7 @@ def how_many_fit(
 
 def _blocks_preview(
     partition: Partition, selected: Selected, request: InvocationRequest, fit: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> BlocksPreview:
     """Which blocks of the selection can still afford the declaration, and how many more of
     it fit in a row (:func:`how_many_fit`)."""
     declaration, conversion = request.declaration, request.conversion_delta

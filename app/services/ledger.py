@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
@@ -14,6 +14,7 @@ from app.db.repositories import LedgerFilter
 from app.db.uow import UnitOfWork
 from app.services._aggregate import checkpoint_row, visible_dataset
 from app.services._common import utc_now
+from app.services._types import JSONObject
 from app.services.errors import InvalidQuery
 from app.services.principals import ADMIN_PRINCIPAL_ID, Principal
 from odometer_core.ledger.checkpoints import ALGORITHM, Signer
@@ -53,7 +54,7 @@ class LedgerPage:
         self,
         dataset_id: str,
         head_seq: int,
-        entries: Iterator[dict[str, Any]],
+        entries: Iterator[JSONObject],
         *,
         head_hash: str = "",
         signer: Signer | None = None,
@@ -65,7 +66,7 @@ class LedgerPage:
         self._entries = entries
         self.next_after_seq: int | None = None
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[JSONObject]:  # entries as exported
         return self._entries
 
     def closing_head(self) -> ClosingHead:
@@ -114,14 +115,14 @@ def read_ledger(
             actor = _actor(uow, ds.organisation, query.where.actor)
             query = replace(query, where=replace(query.where, actor=actor))
 
-    def batch(source: UnitOfWork, after: int, size: int) -> list[dict[str, Any]]:
+    def batch(source: UnitOfWork, after: int, size: int) -> list[JSONObject]:
         with source.read_only():
             rows = source.ledger.page(
                 dataset_id, after_seq=after, limit=size, up_to_seq=head, where=query.where
             )
             return [r.to_export() for r in rows]
 
-    def entries() -> Iterator[dict[str, Any]]:
+    def entries() -> Iterator[JSONObject]:
         after, left = query.after_seq, query.limit
         source, moved = uow, False
         while left > 0:

@@ -36,6 +36,7 @@ from app.db.uow import UnitOfWork
 from app.services._aggregate import behind_witness, visible_dataset
 from app.services._common import new_id, utc_now
 from app.services._levels import cap_filter, new_organisation_row
+from app.services._types import JSONObject
 from app.services.errors import AlreadyExists, LedgerBehindWitness, NoCap, NotFound
 from app.services.ledger import BATCH_SIZE
 from app.services.principals import Principal, Role
@@ -141,7 +142,7 @@ def organisation_view(org: Organisation) -> OrganisationView:
 
 def organisation_statement(
     closed: Sequence[Mapping[str, Any]] | None, config: AccountingConfig, state: FilterState
-) -> dict[str, Any]:
+) -> JSONObject:
     """The organisation's (ε, δ) statement: the closed phases of caps replaced after they
     counted, plus the certified reading of the cap in force when it has counted something
     (:func:`~odometer_core.accounting.levels.statement_sum`: basic composition of the phases,
@@ -298,7 +299,7 @@ def cap_capacity(
     *,
     dataset_id: str | None = None,
     conversion_delta: Decimal | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """How many more of ``declaration`` the cap admits if nothing else runs
     (:func:`odometer_core.accounting.capacity`), under ``dataset_id``'s relation (default
     ``add_remove``); 409 ``NoCap`` when no cap is in force."""
@@ -326,7 +327,7 @@ def cap_capacity(
     }
 
 
-def _cap_parts(uow: UnitOfWork, dataset_id: str, head: int) -> Iterator[dict[str, Any]]:
+def _cap_parts(uow: UnitOfWork, dataset_id: str, head: int) -> Iterator[JSONObject]:
     """A dataset's first entry and its entries with an organisation part, up to ``head``, read
     in batches of :data:`~app.services.ledger.BATCH_SIZE`, each in its own short read
     transaction (the ledger is append-only), as the cap's replay asks for them."""

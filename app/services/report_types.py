@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from app.services import blocks
+from app.services._types import JSONObject
 
 
 class TotalsJson(TypedDict):
@@ -16,8 +17,8 @@ class TotalsJson(TypedDict):
 
     charged: dict[str, str]
     refunded: dict[str, str]
-    attribution: dict[str, Any] | None
-    curve: dict[str, Any] | None
+    attribution: JSONObject | None  # the core's attribution of the (ε, δ) to the kinds
+    curve: JSONObject | None  # the core's summed RDP curve
     accepted: int
     reserved: int
     rejected: int
@@ -63,7 +64,7 @@ class GuaranteeJson(TypedDict):
     mode: str
     relation: str
     budget: dict[str, str]
-    config: dict[str, Any]  # the dataset's configuration, as stored
+    config: JSONObject  # the dataset's configuration, as stored
     certified: bool
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from app.db.uow import UnitOfWork
 from app.services import blocks
 from app.services._aggregate import load_filter, visible_dataset
+from app.services._types import JSONObject
 from app.services._verified import entries_after, gc_paused, remember, verification_of
 from app.services.errors import InvalidBlocks
 from app.services.principals import Principal
@@ -314,7 +315,7 @@ class _Tally:
 BATCH_SIZE = 500
 
 
-def _batches(uow: UnitOfWork, dataset_id: str, head: int) -> Iterator[dict[str, Any]]:
+def _batches(uow: UnitOfWork, dataset_id: str, head: int) -> Iterator[JSONObject]:
     """Entries 1…head, in batches of :data:`BATCH_SIZE` (:func:`entries_after`)."""
     return entries_after(uow, dataset_id, 0, head, batch=BATCH_SIZE)
 
@@ -473,7 +474,7 @@ def _config(config_json: Mapping[str, Any]) -> AccountingConfig | None:
 
 def _current_status(
     config_json: Mapping[str, Any], stored_state: Mapping[str, Any]
-) -> dict[str, Any] | None:
+) -> JSONObject | None:
     """The status the dataset row claims now, or ``None`` when the row cannot be read (a
     tampered row must give a failed verdict, not a server error)."""
     try:

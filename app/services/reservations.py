@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Final
+from typing import Final
 
 from app.db.rows import DatasetRow, GrantRow, InvocationRow, LevelOwners
 from app.db.uow import UnitOfWork
@@ -32,6 +32,7 @@ from app.services._levels import (
     quota_level,
     wire,
 )
+from app.services._types import JSONObject
 from app.services.errors import InvalidOutput, InvocationNotReserved, NotFound
 from app.services.idempotency import RecordedResponse
 from app.services.principals import Principal
@@ -76,10 +77,10 @@ class _Settle:
     output: object
     digest: str | None
 
-    def request(self) -> dict[str, Any]:
+    def request(self) -> JSONObject:
         """The fields that give the request its meaning (the idempotency fingerprint's): an
         output's digest only when one was sent, so that cell-only fingerprints are as before."""
-        out: dict[str, Any] = {"cell": self.cell}
+        out: JSONObject = {"cell": self.cell}
         if self.digest is not None:
             out["output_digest"] = self.digest
         return out
@@ -224,7 +225,7 @@ def _reserved_invocation(principal: Principal, locked: Locked, invocation_id: st
 
 def _holding_levels(
     uow: UnitOfWork, inv: InvocationRow, locked: Locked
-) -> tuple[GrantRow | None, Uppers, dict[str, Any] | None]:
+) -> tuple[GrantRow | None, Uppers, JSONObject | None]:
     """The upper levels that reserved ``inv`` get the same settle / cancel, and the grant
     locked for it when it is not the caller's.
 
@@ -266,7 +267,7 @@ def _stage(
     uppers: Uppers,
     cell: str | None,
     output_digest: str | None = None,
-    dropped: dict[str, Any] | None = None,
+    dropped: JSONObject | None = None,
 ) -> Finished:
     """Settle / cancel at the dataset and the levels above; stage the entry and the row
     (``dropped``: the quota share that no quota holds any more, recorded as it is)."""
@@ -319,7 +320,7 @@ def _finish_blocks(
     inv: InvocationRow,
     reservation: Reservation,
     cell: str | None,
-) -> tuple[Decision, dict[str, Any], tuple[Range, ...]]:
+) -> tuple[Decision, JSONObject, tuple[Range, ...]]:
     """Settle or cancel a reservation on every block it was made on that is still open (each
     distinct history once), whatever happened to the others: blocks retired since are gone
     with what they held, their reading (this reservation at its worst cell) kept in the
@@ -336,7 +337,7 @@ def _finish_blocks(
     return finished.decision, store.aggregate(ranges).to_json(), finished.retired
 
 
-def _settle_request(cell: str | None, output_digest: str | None) -> dict[str, Any]:
+def _settle_request(cell: str | None, output_digest: str | None) -> JSONObject:
     """The entry's ``request``: ``{}`` for a cancel, the cell for a settle, and the released
     output's digest when it was sent (absent otherwise, as in every earlier entry)."""
     if cell is None:

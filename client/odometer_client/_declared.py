@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from odometer_client._mechanism import Mechanism, Number, exact, exact_all, one_of, read_cells
+from odometer_client._mechanism import Mechanism, Number, exact, exact_all, one_of
+
+
+def _cell(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """One ODP cell {name, epsilon}, as the server reads it."""
+    return {"name": cell["name"], "epsilon": exact(cell["epsilon"])}
 
 
 def approx_dp(epsilon: Number, delta: Number) -> Mechanism:
@@ -200,7 +205,7 @@ def odp(cells: Sequence[Mapping[str, Any]], delta: Number | None = None) -> Mech
     - ``delta``: 0 ≤ δ < 1 (optional)
     """
     return Mechanism(
-        type="odp", cells=read_cells(cells), delta=None if delta is None else exact(delta)
+        type="odp", cells=[_cell(c) for c in cells], delta=None if delta is None else exact(delta)
     )
 
 

@@ -97,8 +97,3 @@ def one_of(kind: str, name: str, value: str, choices: tuple[str, ...]) -> str:
         words = " or ".join(repr(c) for c in choices)
         raise ValueError(f"{kind}: {name} is {words}, got {value!r}")
     return value
-
-
-def read_cells(values: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """ODP cells ``{"name": …, "epsilon": …}``, each ε read by :func:`exact`."""
-    return [{"name": c["name"], "epsilon": exact(c["epsilon"])} for c in values]

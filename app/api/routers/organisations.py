@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body
 
@@ -10,6 +10,7 @@ from app.api.deps import AdminDep, CuratorDep, PrincipalDep, UowDep
 from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
 from app.api.reads import ReadsDep
+from app.schemas._types import JSONObject
 from app.schemas.tenancy import (
     CapacityOut,
     CapacityQuery,
@@ -83,7 +84,7 @@ def set_organisation_cap(
 )
 def organisation_cap_capacity(
     organisation_id: str, body: CapacityQuery, principal: PrincipalDep, uow: UowDep
-) -> dict[str, Any]:
+) -> JSONObject:
     """How many more of a declaration the cap admits if nothing else runs, each decided by the
     cap's filter on the state the previous one left (409 NoCap without a cap in force)."""
     return service.cap_capacity(

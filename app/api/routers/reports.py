@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response
 
 from app import reports_svg
 from app.api.deps import ReportReaderDep
-from app.api.errors import responses
+from app.api.errors import Responses, responses
 from app.api.jsonbody import ExactJsonRoute
 from app.api.reads import Reader, ReadsDep
 from app.dashboard import router as dashboard_router
@@ -28,7 +28,7 @@ SVG_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",
 }
-_SVG_RESPONSE: dict[int | str, dict[str, Any]] = {
+_SVG_RESPONSE: Responses = {
     200: {
         "description": "An SVG document",
         "content": {"image/svg+xml": {"schema": {"type": "string"}}},

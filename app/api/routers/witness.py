@@ -3,15 +3,14 @@ whose ledger is behind it (see :mod:`app.services.witness` and ``docs/witness.md
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
 from app.api.deps import AdminDep, DatabaseDep, UowDep
-from app.api.errors import responses
+from app.api.errors import Responses, responses
 from app.api.jsonbody import ExactJsonRoute
+from app.schemas._types import JSONObject
 from app.schemas.common import ErrorBody
 from app.services import witness as service
 
@@ -39,7 +38,7 @@ class WitnessOut(BaseModel):
 
 
 class TailIn(BaseModel):
-    entries: list[dict[str, Any]] = Field(
+    entries: list[JSONObject] = Field(
         description="ledger entries as exported (the whole ledger or a part holding the lost "
         "tail): those after the database's head are imported"
     )
@@ -49,7 +48,7 @@ class AcknowledgeIn(BaseModel):
     reason: str = Field(min_length=1, max_length=2000, description="recorded in the ledger")
 
 
-_CONFLICT: dict[int | str, dict[str, Any]] = {
+_CONFLICT: Responses = {
     409: {
         "model": ErrorBody,
         "description": "WitnessDisabled (no witness configured), NotBehindWitness (nothing to "
@@ -85,7 +84,7 @@ async def check_witness(principal: AdminDep, database: DatabaseDep) -> service.W
 )
 def import_ledger_tail(
     dataset_id: str, body: TailIn, principal: AdminDep, uow: UowDep
-) -> dict[str, Any]:
+) -> JSONObject:
     """Append a frozen dataset's lost entries from an export taken before the loss: they must
     follow the database's head, end exactly at the witnessed head and replay (422 TailRefused
     otherwise; nothing changes). The dataset then serves writes again."""
@@ -100,7 +99,7 @@ def import_ledger_tail(
 )
 def acknowledge_ledger_loss(
     dataset_id: str, body: AcknowledgeIn, principal: AdminDep, uow: UowDep
-) -> dict[str, Any]:
+) -> JSONObject:
     """Give up a frozen dataset's lost entries: a ``loss_acknowledged`` entry is written (the
     state does not move; what the lost entries spent is not counted) and the witness moves to
     it. The dataset then serves writes again."""

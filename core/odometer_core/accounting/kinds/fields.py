@@ -2,9 +2,10 @@
 
 For each kind (:data:`TABLE`) the fields a payload carries, in order, with what each may be:
 an exact amount in a :class:`Domain` (its bounds, open or closed), a bounded integer, a
-boolean, one of a few words, a list of these, the ODP cells, or a nested mechanism; whether it
-may be omitted and what it then means; the forms (:class:`Form`) of a kind whose fields go
-together; and the words the HTTP API's document says of the kind.
+boolean, one of a few words, a list of these, the ODP cells (each a :data:`CELL`, whose fields
+are said here too), or a nested mechanism; whether it may be omitted and what it then means;
+the forms (:class:`Form`) of a kind whose fields go together; and the words the HTTP API's
+document says of the kind.
 
 Everything else is derived from it:
 
@@ -51,6 +52,7 @@ from odometer_core.accounting.kinds.base import (
 )
 
 __all__ = [
+    "CELL",
     "CELL_NAME_PATTERN",
     "NOISE",
     "NOISES",
@@ -115,7 +117,7 @@ ORDER: Final = Domain(ONE, MAX_ORDER, "2", "1 < α ≤ 10⁶", low_open=True)
 #: The mean number of runs E[K] of a ``repeat_and_select``: (1, 10⁶].
 RUNS_MEAN: Final = Domain(ONE, MAX_RUNS_MEAN, "10", "1 < E[K] ≤ 10⁶", low_open=True)
 
-Shape = Literal["amount", "integer", "boolean", "choice", "cells", "mechanism"]
+Shape = Literal["amount", "integer", "boolean", "choice", "text", "cells", "mechanism"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +125,9 @@ class Field:
     """One field of a payload.
 
     ``shape`` says what it holds: an ``amount`` in ``domain``, an ``integer`` in ``bounds``
-    (both inclusive), a ``boolean``, a ``choice`` of ``choices``, the ODP ``cells`` (each a
-    name matching :data:`CELL_NAME_PATTERN` and an ε in :data:`PRIVACY`), or a nested
-    ``mechanism`` (one of ``inner`` if given, else any kind but the ODP partitions). With
+    (both inclusive), a ``boolean``, a ``choice`` of ``choices``, ``text`` matching
+    ``pattern`` (an ODP cell's name), the ODP ``cells`` (each one ``cell``, :data:`CELL`), or
+    a nested ``mechanism`` (one of ``inner`` if given, else any kind but the ODP partitions). With
     ``entries`` it is a list of 1 … ``entries`` such values, each named ``item`` in an error.
     An optional field (``required=False``) reads as ``default`` when omitted; ``description``,
     when given, is what the document says of it (else its domain's words)."""
@@ -141,6 +143,8 @@ class Field:
     default: Decimal | int | bool | None = None
     description: str | None = None
     inner: tuple[str, ...] | None = None
+    pattern: str | None = None
+    cell: KindSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +279,16 @@ _TRUNCATED_SUBSAMPLED_GAUSSIAN = """
     refused by ``zcdp`` and ``gdp``."""
 
 # ---------------------------------------------------------------------------- the table
+#: One cell of an ODP partition (what a ``cells`` field holds, its ``cell``): its name and its ε,
+#: said as a kind's payload is (``kind`` names it in an error, ``title`` is its schema's name in
+#: the document). The kind's parser reads the name itself (it names the cells, no two alike).
+CELL: Final = KindSpec(
+    "cell",
+    "OdpCell",
+    "One cell of an output-dependent partition.",
+    (Field("name", "text", pattern=CELL_NAME_PATTERN), _amount("epsilon", PRIVACY)),
+)
+
 _KINDS: Final[tuple[KindSpec, ...]] = (
     KindSpec("pure_dp", "PureDP", "ε-DP.", (_amount("epsilon", PRIVACY),)),
     KindSpec(
@@ -370,7 +384,7 @@ _KINDS: Final[tuple[KindSpec, ...]] = (
         "ODP",
         _doc(_ODP),
         (
-            Field("cells", "cells", entries=MAX_CELLS),
+            Field("cells", "cells", entries=MAX_CELLS, cell=CELL),
             _amount("delta", PROBABILITY, required=False, default=ZERO),
         ),
     ),

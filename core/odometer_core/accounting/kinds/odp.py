@@ -23,7 +23,7 @@ from odometer_core.accounting.kinds.base import (
     entries,
     only,
 )
-from odometer_core.accounting.kinds.fields import PRIVACY, amount_in, read, read_kind, spec
+from odometer_core.accounting.kinds.fields import read, read_kind, spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,22 +49,28 @@ class ODP(Declaration, OdpCapable):
     def from_params(cls, params: Mapping[str, Any], nested: Nested) -> ODP:
         table = spec(cls.kind)
         only(params, [f.name for f in table.fields], cls.kind)
-        limit = table.field("cells").entries
-        assert limit is not None
+        field = table.field("cells")
+        cell, limit = field.cell, field.entries
+        assert cell is not None and limit is not None
         raw = entries(params, "cells", limit)
+        names = [f.name for f in cell.fields]
+        checked = [f for f in cell.fields if f.shape != "text"]  # the name: checked below
         cells: list[tuple[str, Decimal]] = []
         seen: set[str] = set()
         for item in raw:
             if not isinstance(item, Mapping):
-                raise DeclarationError("each cell must be an object {name, epsilon}", field="cells")
-            only(item, ["name", "epsilon"], "cell")
+                raise DeclarationError(
+                    f"each cell must be an object {{{', '.join(names)}}}", field="cells"
+                )
+            only(item, names, cell.kind)
             name = item.get("name")
             if not isinstance(name, str) or not CELL_NAME.match(name):
                 raise DeclarationError(f"cell names must match {CELL_NAME_RULE}", field="cells")
             if name in seen:
                 raise DeclarationError(f"duplicate cell name '{name}'", field="cells")
             seen.add(name)
-            cells.append((name, amount_in(item, "epsilon", PRIVACY)))
+            read_cell = {f.name: read(item, f) for f in checked}
+            cells.append((name, read_cell["epsilon"]))
         return cls(tuple(cells), read(params, table.field("delta")))
 
 
