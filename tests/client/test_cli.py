@@ -278,7 +278,7 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
         json=query,
         headers={"Authorization": f"Bearer {ADMIN_KEY}"},
     ).json()
-    assert expected["count"] == 353 - 3 and expected["reason"] == "rho budget exceeded"
+    assert expected["count"] == 352 - 3 and expected["reason"] == "rho budget exceeded"
     mechanism = json.dumps(GAUSSIAN)
     code, out, _ = _run(
         server, capsys, "orgs", "capacity", org, "--mechanism", mechanism, "--dataset", ds.id

@@ -75,7 +75,8 @@ def test_split_mixed(example_server: Server) -> None:
 
 def test_organisation_cap(example_server: Server, capsys: pytest.CaptureFixture[str]) -> None:
     _, result = _run(example_server, "organisation_cap")
-    assert result["capacity"] == 353  # one zcdp dataset of (10, 1e-5) admits as many
+    # one zcdp dataset of (10, 1e-5) admits as many (353 before accounting 1.7.0's ladder)
+    assert result["capacity"] == 352
     assert result["admitted"] == result["capacity"] and result["level"] == "organisation"
     assert "(the cap is used by" in result["refusal"]
     assert result["verified"] is True
