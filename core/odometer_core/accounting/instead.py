@@ -61,6 +61,7 @@ from odometer_core.accounting.declarations import (
     ApproxDP,
     Composed,
     Declaration,
+    Gaussian,
     Subsampled,
     parse_declaration,
 )
@@ -128,7 +129,7 @@ def suggest(
     suggestion: dict[str, Any] | None = None
     found: list[dict[str, Any]] = []
     phrases: list[str] = []
-    guide = _Guide() if isinstance(declaration, DPSGD) else None
+    guide = _Guide() if guided(declaration) else None
     with memo.charges():
         for position, knob in enumerate([first, *others]):
             if knob is None:
@@ -456,12 +457,37 @@ def proxy(declaration: Declaration) -> float:
     It grows with the steps and the sampling rate and falls as the noise grows, as every level's
     charge of the job does; it costs a millisecond where a PLD of the job (the rdp PLD branch's
     ε_i, ``basic``'s charge) costs 50–140 ms."""
-    assert isinstance(declaration, DPSGD)
-    step = _step_curve(
-        to_float_up(declaration.sample_rate), to_float_down(declaration.noise_multiplier)
-    )
-    curve = np.asarray(step, dtype=np.float64) * declaration.steps
+    params = _job(declaration)
+    assert params is not None
+    rate, noise, steps = params
+    step = _step_curve(to_float_up(rate), to_float_down(noise))
+    curve = np.asarray(step, dtype=np.float64) * steps
     return float(rdp_to_epsilon(PROXY_ORDERS, curve, PROXY_DELTA)[0])
+
+
+def guided(declaration: Declaration) -> bool:
+    """Whether a search for ``declaration`` places its candidates by :func:`proxy`: a DP-SGD
+    job, or one Poisson-subsampled Gaussian (a job of one step, whose every candidate is a PLD
+    of the rdp branch too)."""
+    return _job(declaration) is not None
+
+
+def _job(declaration: Declaration) -> tuple[Decimal, Decimal, int] | None:
+    """(rate, noise multiplier, steps) of a training job: a DP-SGD run, or one
+    Poisson-subsampled Gaussian (σ/Δ, 1 step); ``None`` for other kinds."""
+    if isinstance(declaration, DPSGD):
+        return declaration.sample_rate, declaration.noise_multiplier, declaration.steps
+    if (
+        isinstance(declaration, Subsampled)
+        and declaration.scheme == "poisson"
+        and declaration.rate is not None
+        and isinstance(declaration.mechanism, Gaussian)
+        and declaration.mechanism.sensitivity > 0
+        and declaration.mechanism.sigma > 0
+    ):
+        inner = declaration.mechanism
+        return declaration.rate, inner.sigma / inner.sensitivity, 1
+    return None
 
 
 @dataclass(slots=True)
