@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,11 @@ os.environ.setdefault("ODOMETER_CHARGE_WORKERS", "0")
 # Nor do they verify fragmented ledgers in the background (a thread re-running entries while a
 # test counts the re-runs): tests/api/test_verify_behind.py turns it on where it is tested.
 os.environ.setdefault("ODOMETER_VERIFY_BEHIND_SECONDS", "0")
+# The client keeps the receipts of the registrations it makes (odometer_client.receipts): the
+# suite's clients and `odometer register` runs keep them in a directory of the suite's own, never
+# the user's (removed when the session's process ends); tests that read them set their own.
+_CLIENT_DATA = tempfile.TemporaryDirectory(prefix="odometer-test-data-")
+os.environ.setdefault("ODOMETER_DATA_DIR", _CLIENT_DATA.name)
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

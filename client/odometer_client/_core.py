@@ -123,6 +123,9 @@ class Call(Generic[T]):
     params: list[tuple[str, str]] = field(default_factory=list)
     idempotency_key: str | None = None
     resend: Literal["always", "unsent"] = "always"
+    #: the answer carries the receipt of the ledger entry it wrote (a registration's, a
+    #: settle's, a cancel's): the client's receipt store keeps it
+    receipt: bool = False
 
     def headers(self) -> dict[str, str]:
         return {IDEMPOTENCY_HEADER: self.idempotency_key} if self.idempotency_key else {}
@@ -351,6 +354,7 @@ def register(
             mechanism, sub_budget, conversion_delta, blocks, contribution, neighbours
         ),
         idempotency_key=new_key(idempotency_key),
+        receipt=True,
     )
 
 
@@ -435,6 +439,7 @@ def settle(
         Settlement.from_json,
         body=_jsonable(body),
         idempotency_key=new_key(idempotency_key),
+        receipt=True,
     )
 
 
@@ -444,6 +449,7 @@ def cancel(ds: str, inv: str, idempotency_key: str | None) -> Call[Settlement]:
         f"/v1/datasets/{ds}/invocations/{inv}/cancel",
         Settlement.from_json,
         idempotency_key=new_key(idempotency_key),
+        receipt=True,
     )
 
 
@@ -707,12 +713,22 @@ def _error_code(response: httpx.Response) -> str | None:
     return body.get("error") if isinstance(body, dict) else None
 
 
-def decode(call: Call[T], response: httpx.Response, seen: SeenSeqs | None = None) -> T:
+def decode(
+    call: Call[T],
+    response: httpx.Response,
+    seen: SeenSeqs | None = None,
+    keep: Callable[[Mapping[str, Any]], object] | None = None,
+) -> T:
+    """``call``'s answer, decoded (an error raised as its typed error); what it showed noted in
+    ``seen``, and, for an answer that carries a receipt (:attr:`Call.receipt`), the answer
+    handed to ``keep`` (the client's receipt store)."""
     if response.status_code >= 400:
         raise to_error(response)
     obj = response.json()
     if seen is not None:
         seen.note(response, obj)
+    if keep is not None and call.receipt and isinstance(obj, Mapping):
+        keep(obj)
     return call.decode(obj)
 
 

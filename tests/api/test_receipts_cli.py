@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from app.db.uow import Database
 from app.main import create_app
 from app.settings import Settings
-from odometer_client._cli import receipts as kept
 from odometer_client.cli import main
+from odometer_client.receipts import ReceiptStore
 from odometer_core.ledger.checkpoints import generate_key_pem
 from odometer_core.ledger.merkle import TreeReader, entry_leaf_hash
 from odometer_core.ledger.receipts import LogSigner
@@ -68,7 +68,7 @@ def test_receipts_and_heads_catch_a_rewrite_offline(
             headers=AUTH,
         )
         assert r.status_code == 201, r.text
-        assert kept.keep(r.json(), "http://testserver")
+        assert ReceiptStore().keep(r.json(), "http://testserver")
     code, out = _run(capsys, "receipts", ds, "--json")
     assert code == 0
     lines = [json.loads(line) for line in out.splitlines()]

@@ -8,7 +8,9 @@ algorithms the module implements. Its roots are pinned to the RFC 6962 test data
 Certificate Transparency implementations (the eight leaves and the roots of sizes 1 to 8).
 Proofs of every leaf and every pair of sizes up to 300 (byte for byte up to 100) and of random
 pairs up to 10^4 must be the reference's and verify both ways; a one-bit change of any proof
-hash, or of the index, leaf or roots, fails.
+hash, or of the index, leaf or roots, fails. A maintained implementation checks them too:
+pymerkle's verifier, ``tests/ledger/test_merkle_pymerkle.py`` (which says which checks are
+whose).
 """
 
 from __future__ import annotations

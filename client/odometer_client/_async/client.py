@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
+from os import PathLike
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -37,6 +39,7 @@ from odometer_client.models import (
     PreviewResult,
     Settlement,
 )
+from odometer_client.receipts import ReceiptStore, store_of
 from odometer_client.results import (
     CapCapacity,
     Grant,
@@ -64,6 +67,12 @@ class AsyncOdometerClient:
     unless given) and are retried with the *same* key on connection errors, timeouts and 5xx
     (``retry``: bounded, exponential backoff); 4xx answers are never retried. Amounts are
     ``Decimal`` in and out.
+
+    ``receipts``: where the signed receipts of registrations, settlements and cancellations
+    are kept (:mod:`odometer_client.receipts`): ``True`` (the default) the default store
+    (``$ODOMETER_DATA_DIR/receipts.jsonl``, which ``odometer receipts`` lists), a path or a
+    :class:`~odometer_client.receipts.ReceiptStore` another, ``False`` none. The store is
+    :attr:`receipts` (``client.receipts.held(dataset)``).
     """
 
     def __init__(
@@ -75,12 +84,16 @@ class AsyncOdometerClient:
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         http: httpx.AsyncClient | None = None,
+        receipts: ReceiptStore | str | PathLike[str] | bool = True,
     ) -> None:
         url, key = _core.resolve(base_url, api_key)
         self.base_url = url
         self.retry = retry or RetryPolicy()
         #: the ledger seqs this client has been shown, sent with its reads (read replicas)
         self.seen = _core.SeenSeqs()
+        #: where the receipts of its registrations, settlements and cancellations are kept
+        self.receipts = store_of(receipts)
+        self._keep = None if self.receipts is None else partial(self.receipts.keep, server=url)
         self._http = http or httpx.AsyncClient(
             base_url=url,
             headers={"Authorization": f"Bearer {key}"},
@@ -120,7 +133,7 @@ class AsyncOdometerClient:
                     raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
             else:
                 if attempt >= self.retry.retries or not _core.retryable_response(response, call):
-                    return _core.decode(call, response, self.seen)
+                    return _core.decode(call, response, self.seen, self._keep)
             await _core.asleep(self.retry.delay(attempt, _core.retry_after(response)))
             attempt += 1
 

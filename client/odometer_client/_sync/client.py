@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
+from os import PathLike
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -39,6 +41,7 @@ from odometer_client.models import (
     PreviewResult,
     Settlement,
 )
+from odometer_client.receipts import ReceiptStore, store_of
 from odometer_client.results import (
     CapCapacity,
     Grant,
@@ -66,6 +69,12 @@ class OdometerClient:
     unless given) and are retried with the *same* key on connection errors, timeouts and 5xx
     (``retry``: bounded, exponential backoff); 4xx answers are never retried. Amounts are
     ``Decimal`` in and out.
+
+    ``receipts``: where the signed receipts of registrations, settlements and cancellations
+    are kept (:mod:`odometer_client.receipts`): ``True`` (the default) the default store
+    (``$ODOMETER_DATA_DIR/receipts.jsonl``, which ``odometer receipts`` lists), a path or a
+    :class:`~odometer_client.receipts.ReceiptStore` another, ``False`` none. The store is
+    :attr:`receipts` (``client.receipts.held(dataset)``).
     """
 
     def __init__(
@@ -77,12 +86,16 @@ class OdometerClient:
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         http: httpx.Client | None = None,
+        receipts: ReceiptStore | str | PathLike[str] | bool = True,
     ) -> None:
         url, key = _core.resolve(base_url, api_key)
         self.base_url = url
         self.retry = retry or RetryPolicy()
         #: the ledger seqs this client has been shown, sent with its reads (read replicas)
         self.seen = _core.SeenSeqs()
+        #: where the receipts of its registrations, settlements and cancellations are kept
+        self.receipts = store_of(receipts)
+        self._keep = None if self.receipts is None else partial(self.receipts.keep, server=url)
         self._http = http or httpx.Client(
             base_url=url,
             headers={"Authorization": f"Bearer {key}"},
@@ -122,7 +135,7 @@ class OdometerClient:
                     raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
             else:
                 if attempt >= self.retry.retries or not _core.retryable_response(response, call):
-                    return _core.decode(call, response, self.seen)
+                    return _core.decode(call, response, self.seen, self._keep)
             _core.sleep(self.retry.delay(attempt, _core.retry_after(response)))
             attempt += 1
 
