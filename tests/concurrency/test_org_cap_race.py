@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections import Counter
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -196,6 +196,11 @@ def test_a_zcdp_cap_admits_exactly_its_count_and_replays_under_concurrency(
     verdict = replay_organisation(ledgers)
     assert verdict.ok, verdict.problems
     assert verdict.decisions == total == view["cap_seq"]
-    # each ρ = 1/(2·30²) = 1/1800, rounded up at 60 digits: never below the exact sum
-    assert 0 <= Decimal(view["spent"]["rho"]) - admitted / Decimal(1800) < Decimal("1e-55")
+    # each ρ = 1/(2·30²) = 1/1800, rounded up at 60 digits: never below the exact sum (the sum
+    # computed at 80 digits: 53/1800, the count since accounting 1.7.0's ladder, is not exact at
+    # the default 28, where 1.6.0's 54/1800 = 0.03 was)
+    with localcontext() as exact:
+        exact.prec = 80
+        over = Decimal(view["spent"]["rho"]) - Decimal(admitted) / Decimal(1800)
+        assert 0 <= over < Decimal("1e-55")
     assert report["verified"] is True and sum(view["usage"].values()) == admitted
