@@ -109,6 +109,27 @@ def _reference_epsilon(mode: str, mechanisms: list[dict[str, Any]], delta: float
     return float(accountant.get_epsilon(delta))
 
 
+def _optimistic_pld_epsilon(mechanisms: list[dict[str, Any]], delta: float) -> float:
+    """A lower bound on any certified ε at ``delta``: dp_accounting's optimistic PLD (its
+    ``pessimistic_estimate=False`` discretisation rounds every loss down) of the mechanisms,
+    composed; below the exact ε of the composition (Koskela et al. 2020; Doroshenko et al. 2022),
+    hence below any sound reading, the PLD branch's included."""
+    pld = dp_accounting.pld.privacy_loss_distribution
+    composed: Any = None
+    for m in mechanisms:
+        kind = m["type"]
+        if kind == "gaussian":
+            one = pld.from_gaussian_mechanism(float(m["sigma"]), pessimistic_estimate=False)
+        elif kind == "dp_sgd":
+            one = pld.from_gaussian_mechanism(
+                1.0, sampling_prob=float(m["sample_rate"]), pessimistic_estimate=False
+            ).self_compose(int(m["steps"]))
+        else:  # pure and ODP worst cells: a Laplace of that ε, below any ε-DP mechanism
+            one = pld.from_laplace_mechanism(1 / float(m["epsilon"]), pessimistic_estimate=False)
+        composed = one if composed is None else composed.compose(one)
+    return 0.0 if composed is None else float(composed.get_epsilon_for_delta(delta))
+
+
 def _independent_spend(mode: str, mechanisms: list[dict[str, Any]]) -> dict[str, Decimal]:
     """The cap's counts in ``zcdp`` (Σρ, Σδ) and ``gdp`` (Σμ²), from the test's own model of
     what stayed charged: Gaussian ρ = 1/(2σ²) (Bun–Steinke 2016 Prop. 1.6), pure ε →
@@ -257,6 +278,10 @@ def test_a_cap_reading_stays_between_the_reference_and_the_cap(
         )
     else:
         reference = _reference_epsilon(mode, charged, float(reading["delta"]))
+        if mode in ("rdp", "zcdp") and float(reading["epsilon"]) < reference:
+            # since accounting 1.6.0 a curve cap's reading may be its PLD branch, which can be
+            # below the RDP conversion: then the bound is the optimistic PLD, below any sound ε
+            reference = _optimistic_pld_epsilon(charged, float(reading["delta"]))
         assert float(reading["epsilon"]) >= reference - 1e-9, (reading, reference)
     expected = _independent_spend(mode, charged)
     for name_, value in expected.items():
