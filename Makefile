@@ -101,7 +101,8 @@ test: dev adapters-env tumult-env
 ## requirements.lock's and the main venv never gets PipelineDP. About 2 s and 10 MB (3.4 MB of
 ## wheels); `make run` does not need it.
 ## Opacus and PyTorch's CPU wheel from requirements-opacus.txt (torch pinned to 2.13.0+cpu, a
-## version only the local wheel has: never the CUDA build): about 47 s and 870 MB (193 MB of wheels)
+## version only the local wheel has: never the CUDA build): about 47 s and 870 MB (193 MB of wheels);
+## with it PyTorch Lightning 2.6.6 (--no-deps, so no second torch): 5 s and 17 MB more
 ADAPTERS_VENV ?= .venv-adapters
 $(ADAPTERS_VENV)/.installed: requirements-adapters.txt requirements-opacus.txt $(VENV)/.installed-dev
 	rm -rf $(ADAPTERS_VENV)

@@ -1,8 +1,10 @@
 """The Tumult Analytics adapter against a served app, with the real library (tmlt.analytics
-0.21, Spark local mode): queries registered one by one before they are measured; a query the
-odometer refuses is not measured; a query the Session refuses is never registered; a protected
-change that the dataset's relation does not charge for is refused; ``RhoZCDPBudget`` is declared
-as ``zcdp``; a retried script is charged once. One Spark session for the module (its start is
+0.21, Spark local mode): queries registered one by one before they are measured (on a ``basic``
+dataset as reservations, settled once measured); a query the odometer refuses is not measured;
+a query the Session can be seen to refuse is never registered, and one it refuses after the
+registration has its reservation cancelled; a protected change that the dataset's relation does
+not charge for is refused; ``RhoZCDPBudget`` is declared as ``zcdp``; a retried script is
+charged once. One Spark session for the module (its start is
 most of the time). Skipped where ``tmlt.analytics`` is not importable (the project's venv):
 ``make test-tumult`` runs them in ``.venv-tumult``."""
 
@@ -90,9 +92,12 @@ class Measured:
 
 
 def _registrations(client: OdometerClient, ds: Any) -> list[Any]:
-    return [
-        e for e in client.ledger(ds) if e.kind in ("invocation_accepted", "invocation_rejected")
-    ]
+    """The dataset's ledger entries of registrations, settles and cancels."""
+    return [e for e in client.ledger(ds) if e.kind.startswith("invocation_")]
+
+
+#: what a query measured on a ``basic`` dataset leaves in its ledger
+MEASURED = ["invocation_reserved", "invocation_settled"]
 
 
 def _session(budget: Any, df: Any, change: Any = None) -> Any:
@@ -115,19 +120,25 @@ def test_queries_are_registered_one_by_one_before_they_are_measured(
     assert measured.count == 1
     assert total.columns == ["count"]
     first = _registrations(client, ds)
-    assert [e.kind for e in first] == ["invocation_accepted"]
+    assert [e.kind for e in first] == MEASURED
 
     regions = wrapped.evaluate(PER_REGION.sum("minutes", 0, 6), PureDPBudget(0.5))
     assert measured.count == 2
     assert sorted(r["region"] for r in regions.collect()) == ["r0", "r1", "r2"]
-    assert [e.kind for e in _registrations(client, ds)] == ["invocation_accepted"] * 2
+    assert [e.kind for e in _registrations(client, ds)] == MEASURED * 2
 
-    # declared exactly as the budgets the Session charged
+    # declared exactly as the budgets the Session charged, registered as reservations of them
     declared = [d.to_json() for d in wrapped.declarations]
     assert declared == [
         {"type": "pure_dp", "epsilon": "0.25"},
         {"type": "pure_dp", "epsilon": "0.5"},
     ]
+    assert [d.to_json()["cells"] for d in wrapped.registered] == [
+        [{"name": "measured", "epsilon": e}, {"name": "not_measured", "epsilon": e}]
+        for e in ("0.25", "0.5")
+    ]
+    charged = [e.charge["epsilon"] for e in _registrations(client, ds)]
+    assert charged == ["0.25", "0.25", "0.5", "0.5"]  # reserved, settled; reserved, settled
     assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.75")
     assert wrapped.remaining_privacy_budget == PureDPBudget(0.25)
 
@@ -153,7 +164,7 @@ def test_a_query_the_odometer_refuses_is_not_measured(
     assert measured.count == 1
     assert wrapped.remaining_privacy_budget == PureDPBudget(1.625)
     kinds = [e.kind for e in _registrations(client, ds)]
-    assert kinds == ["invocation_accepted", "invocation_rejected"]
+    assert kinds == [*MEASURED, "invocation_rejected"]
     assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.375")
 
 
@@ -178,11 +189,11 @@ def test_a_query_the_session_refuses_is_never_registered(
     assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.5")
 
 
-def test_a_session_spent_behind_the_wrapper_is_charged_but_not_measured(
+def test_a_query_the_session_refuses_after_the_registration_is_cancelled(
     tumult_client: OdometerClient, visits: Any
 ) -> None:
     """The Session refuses after the registration (its budget was spent between the check and
-    the measurement): the accepted charge cannot be cancelled, so it stands and says so."""
+    the measurement): the reservation is cancelled, nothing is charged or measured."""
     client = tumult_client
     ds = client.create_dataset("tumult-race", "1", "0.000001")
     session = _session(PureDPBudget(0.5), visits)
@@ -198,15 +209,26 @@ def test_a_session_spent_behind_the_wrapper_is_charged_but_not_measured(
             session.evaluate(COUNT, PureDPBudget(0.5))
             return invocation
 
+        def __getattr__(self, name: str) -> Any:  # get_invocation, settle, cancel
+            return getattr(client, name)
+
     wrapped = adapter.OdometerSession(Racing(), ds, session, run="race")
     measured = Measured(session)
-    with pytest.raises(adapter.ChargedNotMeasured) as refused:
+    with pytest.raises(adapter.RegistrationCancelled) as refused:
         wrapped.evaluate(COUNT, PureDPBudget(0.375))
-    assert "the charge stands and nothing was measured" in str(refused.value)
+    message = str(refused.value)
+    assert "was cancelled, nothing is charged and nothing was measured" in message
     assert measured.count == 1  # the other caller's query, not this one
-    assert refused.value.invocation.status == "accepted"
-    assert wrapped.invocations == []
-    assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.375")
+    # nothing is spent or reserved, the reading is 0; the ledger shows the reservation and its
+    # cancel
+    status = client.get_dataset(ds).status
+    assert status["odometer"]["epsilon"] == 0
+    assert status["spent"] == {"epsilon": 0, "delta": 0} and status["reserved"]["epsilon"] == 0
+    kinds = [e.kind for e in _registrations(client, ds)]
+    assert kinds == ["invocation_reserved", "invocation_cancelled"]
+    assert refused.value.settlement.status == "cancelled"
+    assert refused.value.settlement.refund == {"epsilon": Decimal("0.375"), "delta": 0}
+    assert wrapped.invocations == [] and wrapped.cancelled == [refused.value.invocation]
 
 
 def test_a_protected_change_the_relation_does_not_charge_for_is_refused(
@@ -286,7 +308,7 @@ def test_a_retried_script_is_charged_once(tumult_client: OdometerClient, visits:
     again = adapter.OdometerSession(client, ds, _session(PureDPBudget(1), visits), run="retry")
     again.evaluate(again_query, PureDPBudget(0.625))
     assert again.invocations[0].id == first.invocations[0].id
-    assert len(_registrations(client, ds)) == 1
+    assert [e.kind for e in _registrations(client, ds)] == MEASURED
     assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.625")
     # a new label is a new release: 0.625 more does not fit, and nothing is measured
     other = adapter.OdometerSession(client, ds, _session(PureDPBudget(1), visits), run="second")

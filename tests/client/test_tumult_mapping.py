@@ -19,7 +19,7 @@ import pytest
 
 from odometer_client import OdometerClient
 from odometer_client.adapters import tumult as adapter
-from odometer_client.declarations import pure_dp
+from odometer_client.declarations import approx_dp, pure_dp, zcdp
 
 
 class PureDPBudget:
@@ -191,6 +191,24 @@ def test_rows_on_add_remove_are_consistent_and_anything_else_is_refused() -> Non
         adapter.check_relation(IDS, "add_remove")
     with pytest.raises(adapter.RelationMismatch, match="twice the privacy loss"):
         adapter.check_relation(ROWS, "replace_one")
+    # blocks that protect persons: any or all of a person's records, twice what either states
+    for session in (ROWS, IDS):
+        with pytest.raises(adapter.RelationMismatch, match=r"unit 'person'.*distance 2"):
+            adapter.check_relation(session, "add_remove", "person")
+    adapter.check_relation(ROWS, "add_remove", "record")
+
+
+def test_only_pure_and_approximate_budgets_have_a_reservation() -> None:
+    assert adapter.reservation(pure_dp("0.5")) is not None
+    assert adapter.reservation(approx_dp("0.5", "1e-7")).to_json() == {  # type: ignore[union-attr]
+        "type": "odp",
+        "cells": [
+            {"name": "measured", "epsilon": "0.5"},
+            {"name": "not_measured", "epsilon": "0.5"},
+        ],
+        "delta": "1E-7",
+    }
+    assert adapter.reservation(zcdp("0.125")) is None
 
 
 # ------------------------------------------------------------------ the key
@@ -355,6 +373,16 @@ def test_evaluate_checks_the_session_then_registers_then_measures(client: Odomet
     assert wrapped.evaluate(Query("count"), PureDPBudget(Fraction(3, 4))) == "noisy count"
     assert session.measured == ["count"]
     assert [d.to_json() for d in wrapped.declarations] == [{"type": "pure_dp", "epsilon": "0.75"}]
+    # on a basic dataset the query is registered as a reservation of its ε, settled once measured
+    assert [d.to_json() for d in wrapped.registered] == [
+        {
+            "type": "odp",
+            "cells": [
+                {"name": "measured", "epsilon": "0.75"},
+                {"name": "not_measured", "epsilon": "0.75"},
+            ],
+        }
+    ]
     # the odometer refuses (0.75 + 0.5 > 1): nothing measured, the Session's budget untouched
     with pytest.raises(adapter.QueryRefused):
         wrapped.evaluate(Query("sum"), PureDPBudget(Fraction(1, 2)))
@@ -364,7 +392,7 @@ def test_evaluate_checks_the_session_then_registers_then_measures(client: Odomet
     with pytest.raises(adapter.SessionRefused, match="nothing was sent to the odometer"):
         wrapped.evaluate(Query("mean"), PureDPBudget(Fraction(3, 2)))
     kinds = [e.kind for e in client.ledger(ds) if e.kind.startswith("invocation_")]
-    assert kinds == ["invocation_accepted", "invocation_rejected"]
+    assert kinds == ["invocation_reserved", "invocation_settled", "invocation_rejected"]
     assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.75")
     # a stopped Session: refused before anything is sent
     session._accountant.state.name = "RETIRED"
@@ -374,28 +402,81 @@ def test_evaluate_checks_the_session_then_registers_then_measures(client: Odomet
         wrapped.partition_and_create("visits", PureDPBudget(1), "region", {})
 
 
-def test_a_session_that_refuses_after_the_registration_leaves_the_charge_standing(
+class Racing:
+    """A client whose registrations let another caller spend the Session meanwhile."""
+
+    def __init__(self, client: OdometerClient, session: FakeSession) -> None:
+        self.client = client
+        self.session = session
+        self.race = True
+
+    def register(self, *args: Any, **kwargs: Any) -> Any:
+        invocation = self.client.register(*args, **kwargs)
+        if self.race:
+            self.session._accountant._privacy_budget.epsilon = Fraction(0)  # spent meanwhile
+        return invocation
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_a_reservation_the_session_refused_is_cancelled_and_never_taken_again(
     client: OdometerClient,
 ) -> None:
     ds = client.create_dataset("tumult-fake-race", "1", "0.000001")
     session = FakeSession(Fraction(1))
-    wrapped = adapter.OdometerSession(client, ds, session, run="race")
-    real_register = client.register
+    racing = Racing(client, session)
+    wrapped = adapter.OdometerSession(racing, ds, session, run="race")
+    with pytest.raises(adapter.RegistrationCancelled, match="was cancelled") as cancelled:
+        wrapped.evaluate(Query("count"), PureDPBudget(Fraction(1, 4)))
+    assert isinstance(cancelled.value, adapter.SessionRefused)
+    assert cancelled.value.settlement.status == "cancelled"
+    assert session.measured == []
+    assert wrapped.invocations == [] and wrapped.cancelled == [cancelled.value.invocation]
+    status = client.get_dataset(ds).status
+    assert status["odometer"]["epsilon"] == 0 and status["reserved"]["epsilon"] == 0
+    kinds = [e.kind for e in client.ledger(ds) if e.kind.startswith("invocation_")]
+    assert kinds == ["invocation_reserved", "invocation_cancelled"]
+    assert status["spent"] == {"epsilon": 0, "delta": 0}
 
-    def register(*args: Any, **kwargs: Any) -> Any:
-        invocation = real_register(*args, **kwargs)
-        session._accountant._privacy_budget.epsilon = Fraction(0)  # spent meanwhile
-        return invocation
+    # the same query at the same place once the Session can answer it: the cancelled
+    # reservation's key is not taken for it (its stored answer says "reserved")
+    racing.race = False
+    session._accountant._privacy_budget.epsilon = Fraction(1)
+    assert wrapped.evaluate(Query("count"), PureDPBudget(Fraction(1, 4))) == "noisy count"
+    (admitted,) = wrapped.invocations
+    assert admitted.id != cancelled.value.invocation.id
+    # a restarted script: the cancelled attempt is skipped, the admitted one replayed (settled:
+    # measured again with fresh noise, not charged again)
+    again = adapter.OdometerSession(client, ds, FakeSession(Fraction(1)), run="race")
+    assert again.evaluate(Query("count"), PureDPBudget(Fraction(1, 4))) == "noisy count"
+    assert again.invocations[0].id == admitted.id
+    kinds = [e.kind for e in client.ledger(ds) if e.kind.startswith("invocation_")]
+    assert kinds == [
+        "invocation_reserved",
+        "invocation_cancelled",
+        "invocation_reserved",
+        "invocation_settled",
+    ]
+    assert client.get_dataset(ds).status["spent"] == {"epsilon": Decimal("0.25"), "delta": 0}
 
-    client.register = register  # type: ignore[method-assign]
-    try:
-        with pytest.raises(adapter.ChargedNotMeasured, match="the charge stands"):
-            wrapped.evaluate(Query("count"), PureDPBudget(Fraction(1, 4)))
-    finally:
-        del client.register
+
+def test_where_nothing_can_be_cancelled_a_late_refusal_leaves_the_charge_standing(
+    client: OdometerClient,
+) -> None:
+    """A zcdp dataset admits an ODP registration as accepted: the plain declaration is sent,
+    and the Session's refusal after it leaves the charge standing."""
+    ds = client.create_dataset("tumult-fake-zcdp", "10", "0.000001", accounting={"mode": "zcdp"})
+    session = FakeSession(Fraction(1))
+    wrapped = adapter.OdometerSession(Racing(client, session), ds, session, run="race")
+    assert not wrapped.reserves
+    with pytest.raises(adapter.ChargedNotMeasured, match="the charge stands"):
+        wrapped.evaluate(Query("count"), PureDPBudget(Fraction(1, 4)))
     assert session.measured == []
     assert wrapped.invocations == []
-    assert client.get_dataset(ds).status["spent"]["epsilon"] == Decimal("0.25")
+    kinds = [e.kind for e in client.ledger(ds) if e.kind.startswith("invocation_")]
+    assert kinds == ["invocation_accepted"]
+    assert client.get_dataset(ds).status["spent"]["rho"] > 0
 
 
 def test_the_session_is_imported_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
