@@ -33,6 +33,7 @@ from odometer_core.ledger.merkle import (
     completed_subtrees,
     entry_leaf,
     entry_leaf_hash,
+    entry_leaf_hashes,
     inclusion_root,
     leaf_hash,
     node_hash,
@@ -284,6 +285,23 @@ def test_the_leaf_of_an_entry_is_its_hash() -> None:
     for bad in (hashes[0].upper(), hashes[0][:-1], "g" * 64, 5):
         with pytest.raises(ValueError):
             entry_leaf(bad)  # type: ignore[arg-type]
+
+
+def test_entry_leaf_hashes_are_entry_leaf_hash_of_each_and_refuse_the_same() -> None:
+    """The service's form (checked together, :func:`entry_leaf_hashes`) is the one at a time."""
+    hashes = [h.hex() for h in LEAVES[:600]]
+    assert entry_leaf_hashes(hashes) == [entry_leaf_hash(h) for h in hashes] == LEAF_HASHES[:600]
+    assert entry_leaf_hashes([]) == []
+    # two wrong lengths whose concatenation is right, uppercase, not hex, not text, too short
+    for bad in (
+        [hashes[0][:-2], hashes[1] + "ab"],
+        [hashes[0], hashes[1].upper()],
+        [hashes[0][:-1] + "g"],
+        [5],
+        [hashes[0][:62]],
+    ):
+        with pytest.raises(ValueError):
+            entry_leaf_hashes(bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("keep_leaves", [True, False])
