@@ -8,8 +8,8 @@ refused). Its certified reading is at the top of its ladder, ε = 1, and the blo
 say it had spent 100 % (the reading's ε over ε_B) beside the status's 18.26 % of ρ left. It has
 spent 0.8225 of its ρ: 4 · 1/(2 · 9²) = 0.024691… of ρ_B = 0.030022… (Bun–Steinke 2016,
 Prop. 1.6; 0.8174 of ρ_B = 0.030208… before accounting 1.7.0, whose ladder held 0.9 of δ_c at
-level 1 instead of 0.85). The same holds of a whole dataset, an analyst's quota, an organisation cap and a
-refusal."""
+level 1 instead of 0.85). The same holds of a whole dataset, an analyst's quota, an organisation
+cap and a refusal."""
 
 from __future__ import annotations
 
