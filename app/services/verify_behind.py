@@ -22,9 +22,10 @@ shows the problem as it always did. Whole datasets, and partitioned ones whose p
 name few ranges, are left to the report: their replay is cheap, and re-running each entry once
 more would only add CPU to the write path's process.
 
-On PostgreSQL one verifier runs across every worker and instance (a session-level advisory
-lock, :data:`LOCK_KEY`, held by the one that got it; another takes over when its session
-ends). On SQLite each process runs its own. ``ODOMETER_VERIFY_BEHIND_SECONDS=0`` turns it off.
+On PostgreSQL one verifier runs across every worker and instance (a transaction-level
+advisory lock, :data:`LOCK_KEY`, in a transaction the one that got it keeps open; another
+takes over when that transaction ends, which also holds behind a transaction-mode pooler).
+On SQLite each process runs its own. ``ODOMETER_VERIFY_BEHIND_SECONDS=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ FRAGMENTED_RUNS: Final = 10_000
 #: … and so is one whose entries after its position name at least this many block ranges
 #: (about 0.1 s of re-runs on this machine; ``benchmarks/RESULTS.md``).
 PENDING_RANGES: Final = 5_000
-#: ``pg_try_advisory_lock``'s key: one verifier across the processes on one database.
+#: ``pg_try_advisory_xact_lock``'s key: one verifier across the processes on one database.
 LOCK_KEY: Final = 0x0D0_7E21F1
 
 
@@ -121,7 +122,7 @@ class BehindVerifier:
         lock, self._lock = self._lock, None
         if lock is not None:
             with contextlib.suppress(SQLAlchemyError):
-                lock.close()  # the session ends: the advisory lock goes with it
+                lock.close()  # the transaction ends: the advisory lock goes with it
         engine, self._lock_engine = self._lock_engine, None
         if engine is not None:
             engine.dispose()
@@ -199,8 +200,14 @@ class BehindVerifier:
                 url = engine.url.render_as_string(hide_password=False)
                 self._lock_engine = make_engine(url, null_pool=True)
             conn = self._lock_engine.connect()
-            got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": LOCK_KEY}).scalar()
-            conn.commit()
+            # a transaction-level lock in a transaction left open while this process leads:
+            # behind a pooler in transaction mode (PgBouncer) an open transaction keeps its
+            # server session to itself, where a session-level lock stayed on a shared session
+            # after the commit, and a process sharing it later took it again (advisory locks
+            # are re-entrant), so several verifiers led at once
+            got = conn.execute(
+                text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": LOCK_KEY}
+            ).scalar()
             if not got:
                 conn.close()
                 return False

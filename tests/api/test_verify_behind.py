@@ -38,6 +38,7 @@ from tests.api.test_report_resume import (
     counted_steps,
     zero_charge,
 )
+from tests.concurrency.pgbouncer import running_bouncer
 from tests.support import ADMIN_KEY, AUTH, Backend
 
 
@@ -221,3 +222,31 @@ def test_one_verifier_leads_on_postgresql(fresh_backend: Backend) -> None:
         first.close()
         second.close()
         database.dispose()
+
+
+@pytest.mark.postgres
+def test_one_verifier_leads_behind_pgbouncer(fresh_backend: Backend) -> None:
+    """Behind PgBouncer in transaction pooling a session-level advisory lock stayed on a shared
+    server session after its commit, and a second verifier handed that session took it again
+    (advisory locks are re-entrant): two leaders. The lock is now a transaction's, and the
+    leader's transaction keeps its server session to itself. Failed with the session-level lock
+    (``assert True is False`` on the second verifier)."""
+    if fresh_backend.name != "postgresql":
+        pytest.skip("the advisory lock is PostgreSQL's")
+    with running_bouncer(pool_size=2) as bouncer:
+        url = bouncer.url(fresh_backend.url)
+        first_db = Database.from_settings(Settings(database_url=url))
+        second_db = Database.from_settings(Settings(database_url=url))
+        first = verify_behind.BehindVerifier(first_db, 60)
+        second = verify_behind.BehindVerifier(second_db, 60)
+        try:
+            assert first._leading() is True
+            for _ in range(4):  # whichever of the two server sessions the bouncer hands out
+                assert second._leading() is False
+            first.close()
+            assert second._leading() is True
+        finally:
+            first.close()
+            second.close()
+            first_db.dispose()
+            second_db.dispose()
