@@ -849,6 +849,10 @@ QUERY_VALUES = [
 ]
 
 
+#: routes that sign what they answer: without a checkpoint key, 409 CheckpointsDisabled
+SIGNING_ROUTES = frozenset({"GET /v1/ledger-heads"})
+
+
 @pytest.mark.parametrize(
     ("route", "name", "schema"),
     integer_query_parameters(),
@@ -870,10 +874,13 @@ def test_hostile_numeric_query_parameters(
         valid = number is not None and schema.get("minimum", -(10**30)) <= number <= schema.get(
             "maximum", 10**30
         )
+        # a route that signs answers 409 CheckpointsDisabled once its query is valid, since
+        # the table's server has no checkpoint key: past validation, as a 200 is
+        accepted = {200, 409} if route in SIGNING_ROUTES else {200}
         if value == "-0.0":  # an integral float spelling: either reading is fine, never a 5xx
-            ok = r.status_code in {200, 422}
+            ok = r.status_code in accepted | {422}
         else:
-            ok = r.status_code == (200 if valid else 422)
+            ok = r.status_code in (accepted if valid else {422})
         if not ok:
             problems.append(f"{name}={value!r}: {r.status_code} {r.text[:120]}")
     assert dump(world) == before

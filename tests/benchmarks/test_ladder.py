@@ -1,5 +1,6 @@
 """The ladder benchmark's tables (its quick run): the rule before 1.4.0 lowers a reading, the
-anchored one keeps it, and a new filter holds 0.9 of the conversion δ."""
+anchored one keeps it, and a new filter holds part of the conversion δ at its first level (0.85 in
+zcdp, 0.6 in gdp since accounting 1.7.0's shaped ladders; 0.9 from 1.4.0 to 1.6.0)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def test_the_quick_run_shows_both_rules(capsys: pytest.CaptureFixture[str]) -> N
     assert "| zcdp | before 1.4.0 | 0.3241 | 0.2399 | 0.2399 |" in out
     assert "| gdp | before 1.4.0 | 0.3020 | 0.2207 | 0.2207 |" in out
     # the anchored rule: the lowest budget accepted is the reading, which stays
-    assert "| zcdp | now | 0.3476 | 0.3476 | 0.3476 |" in out
-    # capacity at (1, 1e-6): the filter's 0.9 share of δ_c costs gdp one Gaussian of 50
-    assert "| gdp | (1, 1e-6) | 50 | 49 | -2.0 % |" in out
+    assert "| zcdp | now | 0.3087 | 0.3087 | 0.3087 |" in out
+    # capacity at (1, 1e-6): the shaped ladder's 0.6 share of δ_c at its first level costs gdp
+    # two Gaussians of 50 (one under 1.4.0's 0.9 share)
+    assert "| gdp | (1, 1e-6) | 50 | 48 | -4.0 % |" in out
     assert out.startswith(ladder.BEGIN) and out.rstrip().endswith(ladder.END)
