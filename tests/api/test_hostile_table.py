@@ -881,6 +881,8 @@ def test_hostile_numeric_query_parameters(
             ok = r.status_code in accepted | {422}
         else:
             ok = r.status_code in (accepted if valid else {422})
+        if r.status_code == 409 and r.json().get("error") != "CheckpointsDisabled":
+            ok = False  # the one conflict a signing route may answer a valid query with
         if not ok:
             problems.append(f"{name}={value!r}: {r.status_code} {r.text[:120]}")
     assert dump(world) == before
