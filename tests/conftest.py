@@ -72,3 +72,45 @@ def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
         pytest.skip(PG_SKIP_REASON)
     with fresh_database(request.param, tmp_path) as b:
         yield b
+
+
+# `make test` hands whole files to its processes (pytest-xdist, `--dist loadfile`) in the order
+# they are collected. The slowest files are collected late (tests/reliability/), and with that
+# order the run ended on one of the two processes while the other sat idle. They go first,
+# slowest first, so the short files fill in around them; every other file keeps its place. Only
+# the order of files changes (a file's own tests keep theirs), the same on every process, so
+# xdist sees identical collections; with TEST_WORKERS=0 the slow files simply run first.
+# Seconds are the setup + call of a file's slowest tests on the 2-core CI machine.
+SLOW_FILES_FIRST = (
+    "tests/reliability/test_patroni.py",  # one Patroni cluster, four failovers (~90 s)
+    "tests/reliability/test_kill9.py",  # kill -9 of the server and of PostgreSQL (~120 s)
+    "tests/reliability/test_failover.py",
+    "tests/reliability/test_restore.py",
+    "tests/benchmarks/test_compare_bench.py",  # two builds' servers compared (~80 s)
+    "tests/accounting/test_capacity.py",  # loops of about 10⁶ admissions (~60 s)
+    "tests/api/test_cap_replacement.py",  # (~40 s)
+    "tests/db/test_pgbouncer.py",  # PgBouncer's must-fail runs (~40 s)
+    "tests/concurrency/test_pgbouncer_suites.py",
+    "tests/reliability/test_checkpoints.py",
+    "tests/reliability/test_export_end.py",
+    "tests/reliability/test_tampering.py",
+    "tests/reliability/test_cap_writes_frozen.py",
+    "tests/reliability/test_rdp_budget_change.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Moves SLOW_FILES_FIRST to the front (after pytest's own grouping by fixture parameter,
+    hence trylast; the sort is stable, so everything else keeps its order)."""
+    rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
+    root = config.rootpath
+
+    def key(item: pytest.Item) -> int:
+        try:
+            name = item.path.relative_to(root).as_posix()
+        except ValueError:
+            return len(rank)
+        return rank.get(name, len(rank))
+
+    items.sort(key=key)
