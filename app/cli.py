@@ -8,6 +8,9 @@ odometer create-key --principal ID --role ROLE [--organisation ORG [--create-org
                                   issue an API key (uses DATABASE_URL)
 odometer bootstrap-admin --name NAME [--force]
                                   create the first admin principal and print its key once
+odometer publish-heads DIR [--every SECONDS]
+                                  write every dataset's signed tree head under DIR, for
+                                  witnesses to poll (uses DATABASE_URL, the checkpoint key)
 
 ``python -m app.cli …`` runs the whole ``odometer`` command line.
 """
@@ -18,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -114,6 +118,65 @@ def _bootstrap_admin(args: argparse.Namespace) -> int:
     return 0
 
 
+def _publish_heads(args: argparse.Namespace) -> int:
+    """Publish every dataset's signed head under DIR (:mod:`app.services.publish_heads`),
+    once or every ``--every`` seconds until interrupted. 2 without a checkpoint key; 1 when a
+    dataset's head was refused (its published files left as they were)."""
+    from dataclasses import replace
+
+    from app.services.checkpoints import signer_from_settings
+    from app.services.errors import ServiceError
+    from app.services.publish_heads import publish
+    from app.services.witness import witness_from_settings
+    from app.settings import get_settings
+    from odometer_core.ledger.witness import DirectoryWitness
+
+    settings = get_settings()
+    signer = signer_from_settings(settings)
+    if signer is None:
+        print(
+            "odometer publish-heads: no checkpoint key (set ODOMETER_CHECKPOINT_KEY to the "
+            "server's key, odometer checkpoint-keygen): there is no signed head to publish",
+            file=sys.stderr,
+        )
+        return 2
+    guard = witness_from_settings(settings, signer)
+    store = None if guard is None else guard.store
+    cosigned = store.cosigned if isinstance(store, DirectoryWitness) else None
+    database = replace(_database(), signer=signer)
+    directory = Path(args.directory)
+    code = 0
+    try:
+        while True:
+            try:
+                outcomes = publish(database, directory, cosigned)
+            except ServiceError as exc:
+                print(f"odometer publish-heads: {exc.detail}", file=sys.stderr)
+                return 1
+            code = 0
+            for o in outcomes:
+                where = f"dataset {o.dataset_id}: size {o.size}, root {o.root[:16]}…"
+                if o.status == "refused":
+                    code = 1
+                    print(
+                        f"odometer publish-heads: REFUSED {where}: {o.message}; the published "
+                        "head is left as it was",
+                        file=sys.stderr,
+                    )
+                elif o.status == "forked":
+                    print(f"odometer publish-heads: FORKED {where}: {o.message}", file=sys.stderr)
+                elif o.status != "unchanged":
+                    print(f"{o.status} {where}" + (f" ({o.message})" if o.message else ""))
+            sys.stdout.flush()
+            if args.every is None:
+                return code
+            time.sleep(args.every)
+    except KeyboardInterrupt:
+        return code
+    finally:
+        database.dispose()
+
+
 def register(sub: Any) -> None:
     """Add the operator commands to the ``odometer`` command line."""
     keygen = sub.add_parser(
@@ -148,6 +211,20 @@ def register(sub: Any) -> None:
         "--force", action="store_true", help="create another admin even if one exists"
     )
     bootstrap.set_defaults(run=_bootstrap_admin)
+    publish = sub.add_parser(
+        "publish-heads",
+        help="write every dataset's signed tree head under a directory for witnesses to poll",
+    )
+    publish.add_argument(
+        "directory", metavar="DIR", help="directory a static web server serves (created)"
+    )
+    publish.add_argument(
+        "--every",
+        type=float,
+        metavar="SECONDS",
+        help="publish again every SECONDS until interrupted (default: once)",
+    )
+    publish.set_defaults(run=_publish_heads)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,8 @@ with the witness of ledger heads' cosignature, and the forks the operator acknow
   ``…/ledger/checkpoint`` gives it) and the last head the witness of ledger heads cosigned
   (``<witness dir>/cosigned``, :mod:`odometer_core.ledger.cosign`), if it cosigns. An outside
   witness polls this, asks ``…/ledger/consistency?from=<its last size>`` and cosigns.
+  :func:`head_view` makes one dataset's: ``odometer publish-heads DIR`` writes the same notes
+  to a directory a static web server serves (:mod:`app.services.publish_heads`).
 - :func:`forks`: a dataset's ``loss_acknowledged`` entries, each with its inclusion proof in
   the current signed head: what ``odometer verify-receipt --forks`` and ``odometer verify
   --since … --forks`` read to report a receipt or an earlier head as forked by an
@@ -31,8 +33,9 @@ from app.services.principals import Principal
 from app.services.receipts import log_signer
 from app.writepath import write_path
 from odometer_core.ledger import EntryKind
+from odometer_core.ledger.checkpoints import Signer
 from odometer_core.ledger.merkle import EMPTY_ROOT, Frontier
-from odometer_core.ledger.witness import DirectoryWitness
+from odometer_core.ledger.witness import CosignedHeads, DirectoryWitness
 
 
 class CosignedView(TypedDict):
@@ -71,11 +74,40 @@ class ForksDoc(TypedDict):
     forks: list[ForkView]
 
 
-def _disabled() -> CheckpointsDisabled:
+def disabled() -> CheckpointsDisabled:
     return CheckpointsDisabled(
         "checkpoint signing is not configured on this server (ODOMETER_CHECKPOINT_KEY): it "
         "publishes no signed heads"
     )
+
+
+def head_view(
+    signer: Signer,
+    cosigned: CosignedHeads | None,
+    dataset_id: str,
+    size: int,
+    doc: object,
+) -> PublishedHead:
+    """A dataset's head (its ``size`` and stored frontier ``doc``) signed now, with the last
+    head the witness of ledger heads cosigned of it, if any (``cosigned``: its store)."""
+    frontier = Frontier.from_json(doc) if isinstance(doc, dict) else None
+    root = frontier.root() if frontier is not None else EMPTY_ROOT
+    last = None if cosigned is None else cosigned.get(dataset_id)
+    return {
+        "dataset_id": dataset_id,
+        "size": size,
+        "root": root.hex(),
+        "note": log_signer(signer, dataset_id).head(size, root),
+        "cosigned": None
+        if last is None
+        else {
+            "epoch": last.epoch,
+            "size": last.size,
+            "root": last.root.hex(),
+            "cosigned_at": last.cosigned_at,
+            "note": last.note,
+        },
+    }
 
 
 def published_heads(uow: UnitOfWork, principal: Principal, *, limit: int, offset: int) -> HeadPage:
@@ -91,29 +123,8 @@ def published_heads(uow: UnitOfWork, principal: Principal, *, limit: int, offset
         )
         heads = [(ds.id, ds.last_seq, ds.merkle_json) for ds in rows[:limit]]
     if signer is None:
-        raise _disabled()
-    out: list[PublishedHead] = []
-    for dataset_id, size, doc in heads:
-        frontier = Frontier.from_json(doc) if isinstance(doc, dict) else None
-        root = frontier.root() if frontier is not None else EMPTY_ROOT
-        last = None if cosigned is None else cosigned.get(dataset_id)
-        out.append(
-            {
-                "dataset_id": dataset_id,
-                "size": size,
-                "root": root.hex(),
-                "note": log_signer(signer, dataset_id).head(size, root),
-                "cosigned": None
-                if last is None
-                else {
-                    "epoch": last.epoch,
-                    "size": last.size,
-                    "root": last.root.hex(),
-                    "cosigned_at": last.cosigned_at,
-                    "note": last.note,
-                },
-            }
-        )
+        raise disabled()
+    out = [head_view(signer, cosigned, dataset_id, size, doc) for dataset_id, size, doc in heads]
     return {
         "heads": out,
         "witness_vkey": None if cosigned is None else cosigned.verifier.vkey(),
@@ -127,7 +138,7 @@ def forks(uow: UnitOfWork, principal: Principal, dataset_id: str) -> ForksDoc:
     with uow.read_only():
         ds = visible_dataset(uow, principal, dataset_id, lock=False)
         if signer is None:
-            raise _disabled()
+            raise disabled()
         size = ds.last_seq
         doc = ds.merkle_json
         rows = (
