@@ -126,6 +126,7 @@ def _epsilon_at(eps: float) -> float:
 
 
 # ---------------------------------------------------------------------------- bounded grids
+@functools.lru_cache(maxsize=64)
 def _single_points(sigma: float, q: float, interval: float) -> int:
     """Points of the single-step PMF of the Poisson-subsampled Gaussian (both directions
     together, as dp_accounting builds them), from the connect-the-dots loss range alone."""
@@ -188,6 +189,7 @@ class PldPlan:
     single_points: int
     composed_points: int
     pld: Any
+    moments: tuple[_Moments | None, ...] = ()
 
 
 def _stays_sparse(size: int, steps: int) -> bool:
@@ -199,26 +201,110 @@ def _stays_sparse(size: int, steps: int) -> bool:
     return size <= 1 or (steps * math.log2(size) <= math.log2(limit) + 1 and size**steps <= limit)
 
 
-def _self_compose(pld: Any, steps: int) -> Any:
+def _self_compose(pld: Any, steps: int, moments: tuple[_Moments | None, ...] = ()) -> Any:
     """``pld.self_compose(steps)`` as dp_accounting computes it, except that a sparse PMF that
     would outgrow the sparse form is made dense here first — which is what dp_accounting does
-    too, after computing ``size**steps`` as an exact integer (seconds of CPU for 10^7 steps)."""
+    too, after computing ``size**steps`` as an exact integer (seconds of CPU for 10^7 steps) —
+    and that a dense PMF whose :class:`_Moments` are known is composed by
+    :func:`_dense_self_compose` (the same arithmetic, its truncation bounds not recomputed)."""
     from dp_accounting.pld import pld_pmf
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-    def compose(pmf: Any) -> Any:
+    def compose(pmf: Any, known: _Moments | None) -> Any:
         sparse = isinstance(pmf, pld_pmf.SparsePLDPmf)
         if sparse and steps > 1 and not _stays_sparse(pmf.size, steps):
             pmf = pmf.to_dense_pmf()
+        if known is not None and isinstance(pmf, pld_pmf.DensePLDPmf) and steps >= 1:
+            return _dense_self_compose(pmf, steps, known)
         return pmf.self_compose(steps, _TAIL_MASS_TRUNCATION)
 
-    remove = compose(pld._pmf_remove)
+    known = list(moments) + [None] * (2 - len(moments))
+    remove = compose(pld._pmf_remove, known[0])
     if pld._symmetric:
         return pld_lib.PrivacyLossDistribution(remove)
-    return pld_lib.PrivacyLossDistribution(remove, compose(pld._pmf_add))
+    return pld_lib.PrivacyLossDistribution(remove, compose(pld._pmf_add, known[1]))
 
 
-def _composed_points(pld: Any, steps: int) -> int:
+# ---------------------------------------------------------------------------- truncation bounds
+# The T-fold self-composition of a dense PMF (Koskela–Jälkö–Honkela 2020, one FFT raised to the
+# T-th power) is computed on the support dp_accounting's Chernoff bounds leave after truncating
+# tails of mass ≤ 10⁻¹⁵ (``common.compute_self_convolve_bounds``: for each of 40 orders t,
+# ``(T·log E[e^{tX}] + log(2/10⁻¹⁵))/t``, the least of them above and the greatest below). The
+# log moment generating functions do not depend on T: :class:`_Moments` keeps them with the
+# single-step PMF, so that a new T (an instead search over steps, the work estimate and the
+# composition of one plan) costs one FFT, not 40 log-sum-exps over the grid each time. The
+# arithmetic is dp_accounting 0.6's, operation for operation, so that every ε is the one its
+# accountant computes (tests/accounting/test_pld_reuse.py holds the two to bit equality).
+
+
+@dataclass(frozen=True, slots=True)
+class _Moments:
+    """The log moment generating function of one dense PMF's index at dp_accounting's Chernoff
+    orders (``orders``, numpy floats, and ``values``)."""
+
+    size: int
+    orders: tuple[Any, ...]
+    values: tuple[Any, ...]
+
+
+def _moments(pmf: Any) -> _Moments | None:
+    """The :class:`_Moments` of ``pmf`` (``None`` for a sparse one)."""
+    import numpy as np
+    from dp_accounting.pld import pld_pmf
+    from scipy import special
+
+    if not isinstance(pmf, pld_pmf.DensePLDPmf):
+        return None
+    probs = pmf._probs
+    n = len(probs)
+    orders = np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / n
+    values = [special.logsumexp(np.arange(n) * order, b=probs) for order in orders]
+    return _Moments(n, tuple(orders), tuple(values))
+
+
+def _truncation(moments: _Moments, steps: int) -> tuple[int, int]:
+    """The index range (lower, upper) of the ``steps``-fold self-convolution outside which at
+    most 10⁻¹⁵ of mass lies (Chernoff, at each of the orders of ``moments``)."""
+    upper = (moments.size - 1) * steps
+    lower = 0
+    log_tail = math.log(2 / _TAIL_MASS_TRUNCATION)
+    for order, value in zip(moments.orders, moments.values, strict=True):
+        bound = (steps * value + log_tail) / order
+        if not math.isfinite(bound):
+            continue
+        if order > 0:
+            upper = min(upper, math.ceil(bound))
+        if order < 0:
+            lower = max(lower, math.floor(bound))
+    return lower, upper
+
+
+def _dense_self_compose(pmf: Any, steps: int, moments: _Moments) -> Any:
+    """The ``steps``-fold self-composition of the dense ``pmf`` (``steps`` ≥ 1): its FFT at a
+    fast length covering the truncated support, raised to the ``steps``-th power and inverted,
+    the support cut out; the truncated tails and the composed mass at +∞ go to +∞ (pessimistic),
+    as dp_accounting's ``DensePLDPmf.self_compose``."""
+    import numpy as np
+    from dp_accounting.pld import pld_pmf
+    from scipy import fft
+
+    lower, upper = _truncation(moments, steps)
+    probs = pmf._probs
+    length = upper - lower + 1
+    size = fft.next_fast_len(max(length, len(probs)))
+    wrapped = np.real(fft.ifft(fft.fft(probs, size) ** steps))
+    composed = np.array(np.roll(wrapped, -lower)[:length])
+    infinity = _TAIL_MASS_TRUNCATION - math.expm1(steps * math.log1p(-pmf._infinity_mass))
+    return pld_pmf.DensePLDPmf(
+        pmf._discretization,
+        pmf._lower_loss * steps + lower,
+        composed,
+        infinity,
+        pmf._pessimistic_estimate,
+    )
+
+
+def _composed_points(pld: Any, steps: int, moments: tuple[_Moments | None, ...] = ()) -> int:
     """Length of the T-fold self-composition's grids, as dp_accounting will compute them: a
     small (sparse) PMF is composed directly while the result stays small and made dense
     otherwise; a dense one is composed by one FFT over the support its Chernoff bounds give
@@ -227,7 +313,8 @@ def _composed_points(pld: Any, steps: int) -> int:
 
     total = 0
     pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
-    for pmf in pmfs:
+    known = list(moments) + [None] * (len(pmfs) - len(moments))
+    for pmf, moment in zip(pmfs, known, strict=True):
         if steps == 0:  # no self-composition (a Gaussian's count is folded into its σ)
             total += pmf.size
             continue
@@ -239,20 +326,69 @@ def _composed_points(pld: Any, steps: int) -> int:
                 total += pmf.size**steps
                 continue
             pmf = pmf.to_dense_pmf()
-        lower, upper = common.compute_self_convolve_bounds(pmf._probs, steps, _TAIL_MASS_TRUNCATION)
+        if moment is not None:
+            lower, upper = _truncation(moment, steps)
+        else:
+            lower, upper = common.compute_self_convolve_bounds(
+                pmf._probs, steps, _TAIL_MASS_TRUNCATION
+            )
         total += upper - lower + 1
     return total
 
 
-@functools.lru_cache(maxsize=8)
-def plan_poisson_gaussian(
-    sigma: float,
-    q: float,
-    steps: int,
-    *,
-    interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-    share: int = 1,
-) -> PldPlan:
+@functools.lru_cache(maxsize=32)
+def _single_step(sigma: float, q: float, interval: float) -> Any:
+    """dp_accounting's pessimistic PLD of one Poisson-subsampled Gaussian step (noise multiplier
+    ``sigma``, rate ``q``, add/remove) on ``interval`` (memoised: the plans of several step
+    counts of one step share it, as an instead search over steps tries them)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    try:
+        return pld_lib.from_gaussian_mechanism(
+            standard_deviation=sigma,
+            value_discretization_interval=interval,
+            sampling_prob=q,
+        )
+    except (ArithmeticError, ValueError):
+        raise PldUnavailable("dp_accounting could not discretise this PLD") from None
+
+
+@functools.lru_cache(maxsize=32)
+def _step_moments(sigma: float, q: float, interval: float) -> tuple[_Moments | None, ...]:
+    """The :class:`_Moments` of :func:`_single_step`'s PMFs (remove, then add unless symmetric),
+    memoised with it."""
+    pld = _single_step(sigma, q, interval)
+    pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
+    return tuple(_moments(pmf) for pmf in pmfs)
+
+
+class _Planner:
+    """:func:`plan_poisson_gaussian`: its arguments made positional before the memo, so that a
+    call with the defaults spelt out (``basic``'s charge) finds the plan a call without them
+    (:func:`fits_default_grid`) built; ``cache_clear`` empties the memos of this module's
+    Poisson-subsampled Gaussian PLDs."""
+
+    def __call__(
+        self,
+        sigma: float,
+        q: float,
+        steps: int,
+        *,
+        interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+        share: int = 1,
+    ) -> PldPlan:
+        return _planned(sigma, q, steps, interval, share)
+
+    @staticmethod
+    def cache_clear() -> None:
+        _planned.cache_clear()
+        _single_step.cache_clear()
+        _step_moments.cache_clear()
+        _single_points.cache_clear()
+
+
+@functools.lru_cache(maxsize=32)
+def _planned(sigma: float, q: float, steps: int, interval: float, share: int) -> PldPlan:
     """The bounded grid for ``steps`` Poisson-subsampled Gaussian steps (σ > 0, 0 < q ≤ 1;
     ``steps = 0``: one Gaussian release, no self-composition, as dp_accounting builds a
     ``GaussianDpEvent``).
@@ -267,8 +403,6 @@ def plan_poisson_gaussian(
     computing ε build the PMF once. The plan is never mutated (dp_accounting's ``compose`` and
     ``self_compose`` return new objects).
     """
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
     wanted = interval
     limit = WORK_LIMIT_US / share
     single = _single_points(sigma, q, interval)
@@ -278,18 +412,13 @@ def plan_poisson_gaussian(
     for _ in range(_MAX_REBUILDS):
         if interval != wanted:
             single = _single_points(sigma, q, interval)
-        try:
-            pld = pld_lib.from_gaussian_mechanism(
-                standard_deviation=sigma,
-                value_discretization_interval=interval,
-                sampling_prob=q,
-            )
-        except (ArithmeticError, ValueError):
-            raise PldUnavailable("dp_accounting could not discretise this PLD") from None
-        composed = _composed_points(pld, steps)
+        pld = _single_step(sigma, q, interval)
+        moments = _step_moments(sigma, q, interval) if steps >= 1 else ()
+        composed = _composed_points(pld, steps, moments)
         work = _work(single, composed)
         if work <= limit:
-            return PldPlan(sigma, q, steps, interval, interval != wanted, single, composed, pld)
+            coarsened = interval != wanted
+            return PldPlan(sigma, q, steps, interval, coarsened, single, composed, pld, moments)
         if composed > previous / 2:
             # A coarser grid no longer shrinks the composition: its support grows with the
             # step count itself (a PMF of a few points composed 10^6 times), not with 1/interval.
@@ -297,6 +426,10 @@ def plan_poisson_gaussian(
         previous = composed
         interval = _coarser(interval, work, limit)
     raise PldUnavailable(f"the {steps}-fold composition needs more than a bounded grid")
+
+
+#: The bounded grid for ``steps`` Poisson-subsampled Gaussian steps (:func:`_planned`).
+plan_poisson_gaussian: Final = _Planner()
 
 
 def fits_default_grid(sigma: float, q: float, steps: int) -> bool:
@@ -318,7 +451,7 @@ def plan_epsilon(plan: PldPlan, delta: float) -> float:
     ``PLDAccountant``: identity ∘ (single step)^T, then the hockey stick at δ·(1 − 1e-6))."""
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-    composed = plan.pld if plan.steps == 0 else _self_compose(plan.pld, plan.steps)
+    composed = plan.pld if plan.steps == 0 else _self_compose(plan.pld, plan.steps, plan.moments)
     total = pld_lib.identity(plan.interval).compose(composed)
     return _epsilon_at(float(total.get_epsilon_for_delta(delta * (1.0 - _DELTA_SAFETY))))
 
