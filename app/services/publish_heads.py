@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ INDEX: Final = "heads.json"
 INDEX_TYPE: Final = "odometer.heads/v1"
 CHECKPOINT: Final = "checkpoint"
 COSIGNED: Final = "cosigned"
+#: a dataset id used as a path segment (ids are ``ds_<hex>``; any other is not published)
+_SAFE_ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 #: the operator, as the proofs' visibility rule asks (every dataset)
 _OPERATOR = Principal("publish-heads", Role.ADMIN, None)
 
@@ -200,6 +203,19 @@ def publish(database: Database, directory: Path, cosigned: CosignedHeads | None)
     return outcomes
 
 
+def _entry(dataset_id: str, size: int, root: str, folder: Path, forks: list[str]) -> dict[str, Any]:
+    """A dataset's entry in the index: what its files under ``folder`` hold."""
+    cosigned = (folder / COSIGNED).exists()
+    return {
+        "dataset_id": dataset_id,
+        "size": size,
+        "root": root,
+        "checkpoint": note_path(dataset_id),
+        "cosigned": f"{origin(dataset_id)}/{COSIGNED}" if cosigned else None,
+        "forks": forks,
+    }
+
+
 def _publish_one(
     uow: UnitOfWork,
     directory: Path,
@@ -209,6 +225,9 @@ def _publish_one(
 ) -> tuple[Outcome, dict[str, Any] | None]:
     """One dataset: its outcome, and its index entry (``None``: keep the one there is)."""
     dataset_id, size, root = view["dataset_id"], view["size"], view["root"]
+    if _SAFE_ID.fullmatch(dataset_id) is None or set(dataset_id) == {"."}:
+        why = "its id is not a safe path segment: not published"
+        return Outcome(dataset_id, "refused", size, root, why), None
     folder = directory / origin(dataset_id)
     status, message = "published", ""
     known = [] if indexed is None else list(indexed.get("forks") or [])
@@ -220,13 +239,8 @@ def _publish_one(
         try:
             old = open_head(held, public_key)
         except ReceiptError as error:
-            return Outcome(
-                dataset_id,
-                "refused",
-                size,
-                root,
-                f"the published head {folder / CHECKPOINT} is not this key's: {error}",
-            ), None
+            why = f"the published head {folder / CHECKPOINT} is not this key's: {error}"
+            return Outcome(dataset_id, "refused", size, root, why), None
         why = _extends(uow, dataset_id, (old.size, old.root), (size, bytes.fromhex(root)))
         if why:
             new = [
@@ -235,7 +249,11 @@ def _publish_one(
                 if f.kept < old.size and f.entry_hash not in known
             ]
             if not new:
-                return Outcome(dataset_id, "refused", size, root, why), None
+                # the index keeps describing the files left as they were
+                kept = _entry(dataset_id, old.size, old.root.hex(), folder, known)
+                return Outcome(dataset_id, "refused", size, root, why), (
+                    None if indexed is not None else kept
+                )
             status = "forked"
             message = f"{why}; published: {'; '.join(f.says() for f in new)}"
         elif old.size == size:
@@ -249,14 +267,5 @@ def _publish_one(
     if wrote and cosigned is not None and status == "unchanged":
         status = "cosigned"
         message = f"the witness of ledger heads cosigned size {cosigned['size']}"
-    entry = {
-        "dataset_id": dataset_id,
-        "size": size,
-        "root": root,
-        "checkpoint": note_path(dataset_id),
-        "cosigned": None
-        if not (folder / COSIGNED).exists()
-        else f"{origin(dataset_id)}/{COSIGNED}",
-        "forks": known,
-    }
+    entry = _entry(dataset_id, size, root, folder, known)
     return Outcome(dataset_id, status, size, root, message), entry

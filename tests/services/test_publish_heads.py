@@ -197,7 +197,8 @@ def test_published_heads_verify_offline_move_forward_and_refuse_a_rewrite(
     assert code == 0 and f"published dataset {ds}: size 5" in out, err
     assert _stamp(checkpoint)[0] != stamps[checkpoint][0]  # renamed over, not written in place
     assert _stamp(cosigned) == stamps[cosigned]  # the witness cosigned nothing newer
-    assert open_head(checkpoint.read_text("utf-8"), public_key).size == 5
+    head5 = open_head(checkpoint.read_text("utf-8"), public_key)
+    assert head5.size == 5
     proof = tmp_path / "consistency.json"
     proof.write_text(json.dumps(_get(client, f"{url}/ledger/consistency", **{"from": 3})))
     code, said = _verify(
@@ -237,6 +238,13 @@ def test_published_heads_verify_offline_move_forward_and_refuse_a_rewrite(
     assert "does not extend the published head of size 5" in err
     assert checkpoint.read_bytes() == published
     assert {p: _stamp(p) for p in stamps} == stamps
+    # the index lost: still refused, and the index rebuilt describes the file left as it was
+    index.unlink()
+    code, out, err = _run(capsys, "publish-heads", str(out_dir))
+    assert code == 1 and f"REFUSED dataset {ds}: size 6" in err, err
+    assert checkpoint.read_bytes() == published
+    [entry] = json.loads(index.read_text())["heads"]
+    assert (entry["size"], entry["root"]) == (5, head5.root.hex())
 
 
 def test_an_acknowledged_loss_is_published_and_named(
