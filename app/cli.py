@@ -153,6 +153,12 @@ def _publish_heads(args: argparse.Namespace) -> int:
             except ServiceError as exc:
                 print(f"odometer publish-heads: {exc.detail}", file=sys.stderr)
                 return 1
+            except OSError as exc:
+                where = exc.filename if exc.filename is not None else directory
+                print(
+                    f"odometer publish-heads: cannot write {where}: {exc.strerror}", file=sys.stderr
+                )
+                return 1
             code = 0
             for o in outcomes:
                 where = f"dataset {o.dataset_id}: size {o.size}, root {o.root[:16]}…"

@@ -309,6 +309,17 @@ def test_publish_heads_needs_the_checkpoint_key(
     assert not (tmp_path / "public").exists()
 
 
+def test_a_directory_that_cannot_be_written_is_one_line(
+    service: Service, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _setup(service, capsys)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    code, out, err = _run(capsys, "publish-heads", str(blocked / "public"))
+    assert (code, out) == (1, "")
+    assert err == f"odometer publish-heads: cannot write {blocked / 'public'}: Not a directory\n"
+
+
 def test_every_publishes_until_interrupted(
     service: Service,
     tmp_path: Path,
