@@ -21,7 +21,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from odometer_core.accounting import (
     ACCOUNTING_VERSION,
@@ -143,7 +143,7 @@ def build(
             **fields,
         )
         head = (made.seq, made.hash)
-        return made.to_export()
+        return cast(dict[str, Any], made.to_export())  # the entries' readers take plain dicts
 
     yield entry(
         kind=EntryKind.DATASET_CREATED,

@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from app.db.driver import loader, param, queued, run
+from odometer_core.json_types import StateJSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,7 @@ class BlockWindow:
 
     dataset_id: str
     gone: tuple[int, ...]
-    runs: tuple[tuple[int, int, dict[str, Any]], ...]
+    runs: tuple[tuple[int, int, StateJSON], ...]
 
 
 @lru_cache(maxsize=8)
@@ -68,7 +69,7 @@ def _spans_sql(dialect: str) -> str:
     )
 
 
-Rows = list[tuple[int, int, dict[str, Any]]]
+Rows = list[tuple[int, int, StateJSON]]
 #: Spans of block indices ``[a, b)``, sorted and disjoint (``window_of``'s).
 Spans = tuple[tuple[int, int], ...]
 
@@ -136,7 +137,7 @@ def _page_sql(dialect: str) -> str:
 
 def read_page(
     conn: Connection, dataset_id: str, lo: int, hi: int, limit: int
-) -> list[tuple[int, int, dict[str, Any]]]:
+) -> list[tuple[int, int, StateJSON]]:
     """At most ``limit`` runs of ``dataset_id`` overlapping ``[lo, hi)``, in order (a page of
     the per-block status)."""
     params = {"dataset": dataset_id, "lo": lo, "hi": hi, "limit": limit}
@@ -170,7 +171,7 @@ def _states_sql(dialect: str) -> str:
     )
 
 
-def read_states(conn: Connection, dataset_id: str) -> list[dict[str, Any]]:
+def read_states(conn: Connection, dataset_id: str) -> list[StateJSON]:
     """The distinct states of ``dataset_id``'s open runs (one statement; each state sent once,
     however many runs hold it), by one index seek per distinct state (:func:`_states_sql`): a
     status costs the dataset's distinct histories, not its runs."""

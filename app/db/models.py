@@ -9,6 +9,7 @@ exact text, and fixed width makes string order equal time order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -24,6 +25,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from odometer_core.json_types import (
+    AmountJSON,
+    ConfigJSON,
+    DeclarationJSON,
+    PartitionJSON,
+    StateJSON,
+)
 from odometer_core.ledger.chain import PAYLOAD_FIELDS
 
 NAMING_CONVENTION = {
@@ -59,8 +67,8 @@ class Dataset(Base):
     organisation: Mapped[str] = mapped_column(String(64), index=True)
     relation: Mapped[str] = mapped_column(String(16))
     mode: Mapped[str] = mapped_column(String(16))
-    config_json: Mapped[dict[str, Any]] = mapped_column(Json)
-    state_json: Mapped[dict[str, Any]] = mapped_column(Json)
+    config_json: Mapped[ConfigJSON] = mapped_column(Json)
+    state_json: Mapped[StateJSON] = mapped_column(Json)
     last_seq: Mapped[int] = mapped_column(Integer)
     head_hash: Mapped[str] = mapped_column(String(64))
     created_by: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
@@ -69,7 +77,7 @@ class Dataset(Base):
     #: A partitioned dataset's partition (revision 0007): its blocks are ``block_runs``, its
     #: ``config_json`` every block's filter and its ``state_json`` the aggregate
     #: (:class:`odometer_core.ledger.blocks.Partitioned`). Null on every other dataset.
-    partition_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
+    partition_json: Mapped[PartitionJSON | None] = mapped_column(Json, default=None)
     #: The frontier of the Merkle tree over the ledger (revision 0012,
     #: :meth:`odometer_core.ledger.merkle.Frontier.to_json`), moved with the head by every
     #: entry (:func:`app.services._aggregate.stage_entry`). Null only before the first entry.
@@ -96,7 +104,7 @@ class BlockRun(Base):
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
     lo: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     hi: Mapped[int] = mapped_column(BigInteger)
-    state_json: Mapped[dict[str, Any]] = mapped_column(Json)
+    state_json: Mapped[StateJSON] = mapped_column(Json)
 
 
 class LedgerEntry(Base):
@@ -116,15 +124,15 @@ class LedgerEntry(Base):
     actor: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
     at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     accounting_version: Mapped[str] = mapped_column(String(32))
-    declaration: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    declaration: Mapped[DeclarationJSON | None] = mapped_column(Json)
     request: Mapped[dict[str, Any] | None] = mapped_column(Json)
-    charge: Mapped[dict[str, Any] | None] = mapped_column(Json)
-    requested: Mapped[dict[str, Any] | None] = mapped_column(Json)
-    refund: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    charge: Mapped[AmountJSON | None] = mapped_column(Json)
+    requested: Mapped[AmountJSON | None] = mapped_column(Json)
+    refund: Mapped[AmountJSON | None] = mapped_column(Json)
     reservation: Mapped[dict[str, Any] | None] = mapped_column(Json)
     reason: Mapped[str | None] = mapped_column(Text)
-    config: Mapped[dict[str, Any] | None] = mapped_column(Json)
-    state: Mapped[dict[str, Any]] = mapped_column(Json)
+    config: Mapped[ConfigJSON | None] = mapped_column(Json)
+    state: Mapped[StateJSON] = mapped_column(Json)
     #: The organisation level's and the analyst quota's part of this step (revision 0002).
     org: Mapped[dict[str, Any] | None] = mapped_column(Json)
     quota: Mapped[dict[str, Any] | None] = mapped_column(Json)
@@ -132,12 +140,14 @@ class LedgerEntry(Base):
     hash: Mapped[str] = mapped_column(String(64))
 
     @classmethod
-    def from_export(cls, entry: dict[str, Any]) -> LedgerEntry:
+    def from_export(cls, entry: Mapping[str, Any]) -> LedgerEntry:
         """The row of an entry as hashed (:meth:`odometer_core.ledger.Entry.to_export`)."""
         return cls(**{f: entry[f] for f in (*PAYLOAD_FIELDS, "hash")})
 
     def to_export(self) -> dict[str, Any]:
-        """The entry as exported and hashed: every payload field plus ``hash``."""
+        """The entry as exported and hashed: every payload field plus ``hash`` (the shape of
+        :class:`odometer_core.json_types.ExportedEntry`, typed as a plain dict while the
+        routes that pass it on take one)."""
         out = {f: getattr(self, f) for f in PAYLOAD_FIELDS}
         out["hash"] = self.hash
         return out
@@ -154,11 +164,11 @@ class Invocation(Base):
     kind: Mapped[str] = mapped_column(String(32))
     #: the split sub-budget spent (the column kept its first name, ``ledger``)
     sub_budget: Mapped[str | None] = mapped_column("ledger", String(64))
-    declaration: Mapped[dict[str, Any]] = mapped_column(Json)
+    declaration: Mapped[DeclarationJSON] = mapped_column(Json)
     request: Mapped[dict[str, Any]] = mapped_column(Json)
-    charge: Mapped[dict[str, Any]] = mapped_column(Json)
-    requested: Mapped[dict[str, Any]] = mapped_column(Json)
-    refund: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    charge: Mapped[AmountJSON] = mapped_column(Json)
+    requested: Mapped[AmountJSON] = mapped_column(Json)
+    refund: Mapped[AmountJSON | None] = mapped_column(Json)
     reservation: Mapped[dict[str, Any] | None] = mapped_column(Json)
     cell: Mapped[str | None] = mapped_column(String(64))
     reason: Mapped[str | None] = mapped_column(Text)
@@ -208,8 +218,8 @@ class Organisation(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     cap_json: Mapped[dict[str, Any] | None] = mapped_column(Json)
-    cap_state_json: Mapped[dict[str, Any]] = mapped_column(Json)
-    cap_config_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
+    cap_state_json: Mapped[StateJSON] = mapped_column(Json)
+    cap_config_json: Mapped[ConfigJSON | None] = mapped_column(Json, default=None)
     cap_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     cap_config_seq: Mapped[int | None] = mapped_column(Integer, default=None)
     cap_usage_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
@@ -246,8 +256,8 @@ class Grant(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
     principal_id: Mapped[str] = mapped_column(ForeignKey("principals.id"), index=True)
-    quota_config_json: Mapped[dict[str, Any] | None] = mapped_column(Json)
-    quota_state_json: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    quota_config_json: Mapped[ConfigJSON | None] = mapped_column(Json)
+    quota_state_json: Mapped[StateJSON | None] = mapped_column(Json)
     created_by: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     granted_seq: Mapped[int] = mapped_column(Integer)

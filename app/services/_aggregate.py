@@ -27,6 +27,7 @@ from odometer_core.accounting import (
     initial_state,
     state_from_json,
 )
+from odometer_core.json_types import StateJSON
 from odometer_core.ledger import EntryContent, EntryKind, Signer, next_entry
 from odometer_core.ledger.admission import Admission
 from odometer_core.ledger.merkle import Frontier
@@ -63,7 +64,7 @@ def stage_entry(
     kind: EntryKind,
     actor: str,
     at: str,
-    state: JSONObject,
+    state: StateJSON,
     **content: Unpack[EntryContent],
 ) -> int:
     """Stage the next entry of ``ds``'s chain in ``writes``, and its signed checkpoint when the
@@ -95,9 +96,11 @@ def stage_entry(
         state=state,
         **content,
     )
-    writes.ledger.append(made.to_export())
+    # the write path's row types (app.db.writes, app.db.rows) hold plain dicts
+    writes.ledger.append(cast(JSONObject, made.to_export()))
     merkle = extend_frontier(ds, made.hash)
-    ds.last_seq, ds.head_hash, ds.state_json, ds.updated_at = made.seq, made.hash, state, at
+    ds.last_seq, ds.head_hash, ds.updated_at = made.seq, made.hash, at
+    ds.state_json = cast(JSONObject, state)
     ds.merkle_json = merkle
     uow.heads[ds.id] = Head(ds.id, made.seq, made.hash)
     signer = uow.signer
@@ -116,9 +119,10 @@ def stage_admission(uow: UnitOfWork, writes: Writes, ds: DatasetRow, decided: Ad
         behind = witness.behind(ds.id, ds.last_seq, ds.head_hash)
         if behind is not None:
             raise behind_witness(behind)
-    writes.ledger.append(decided.entry)
+    writes.ledger.append(cast(JSONObject, decided.entry))  # plain dicts, as stage_entry's
     head = decided.head
-    ds.last_seq, ds.head_hash, ds.state_json = head.seq, head.head_hash, decided.state_json
+    state = cast(JSONObject, decided.state_json)
+    ds.last_seq, ds.head_hash, ds.state_json = head.seq, head.head_hash, state
     ds.updated_at, ds.merkle_json = decided.entry["at"], decided.merkle_json
     uow.heads[ds.id] = head
     if decided.checkpoint is not None:
@@ -151,7 +155,7 @@ def append_entry(
     kind: EntryKind,
     actor: str,
     at: str,
-    state: JSONObject,
+    state: StateJSON,
     **content: Unpack[EntryContent],
 ) -> int:
     """:func:`stage_entry` in an ORM unit of work, written at once (:func:`write_now`); a

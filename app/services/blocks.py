@@ -36,6 +36,13 @@ from odometer_core.accounting import (
 )
 from odometer_core.accounting.blocks import BlockError, change_blocks, retire
 from odometer_core.accounting.summary import compose, reading_spent, shown_fraction, spent_fraction
+from odometer_core.json_types import (
+    BlockSpan,
+    EpsilonDelta,
+    OdometerReading,
+    PartitionJSON,
+    Summary,
+)
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.blocks import Partitioned, higher, shown_reading
 from odometer_core.partition import UNBOUNDED, Partition, new_partition
@@ -57,7 +64,7 @@ class PartitionBlocks(TypedDict):
     open: int
     runs: int
     #: the blocks ever opened, as key ranges (``Partition.keys``)
-    opened: list[JSONObject]
+    opened: list[BlockSpan]
     highest_fraction_spent: str
 
 
@@ -67,12 +74,12 @@ class PartitionStatus(TypedDict):
     blocks and its summary."""
 
     mode: str
-    budget: JSONObject
+    budget: EpsilonDelta
     unusable: NotRequired[Any]
-    odometer: JSONObject
+    odometer: OdometerReading
     per_block: bool
     blocks: PartitionBlocks
-    summary: JSONObject
+    summary: Summary
 
 
 class _Unusable(TypedDict, total=False):
@@ -92,7 +99,7 @@ class BlocksPage(TypedDict):
     """A page of a partitioned dataset's open blocks (:func:`blocks_page`)."""
 
     dataset_id: str
-    partition: JSONObject | None  # as stored
+    partition: PartitionJSON | None  # as stored
     open: int
     runs: list[BlockRun]
     next: str | None
@@ -103,12 +110,12 @@ class BlocksAction(TypedDict):
 
     dataset_id: str
     action: Literal["opened", "retired"]
-    range: JSONObject  # the blocks, as keys (the core's Partition.keys)
+    range: BlockSpan  # the blocks, as keys (the core's Partition.keys)
     open: int
     ledger: LedgerHead
 
 
-def check_partition(config: AccountingConfig, partition: Mapping[str, Any]) -> JSONObject:
+def check_partition(config: AccountingConfig, partition: Mapping[str, Any]) -> PartitionJSON:
     """The partition as stored, checked against the blocks' filter: leaf modes only, and
     ``replace_one`` only with a key the curator asserts immutable (a replacement then stays
     in its block; otherwise one replacement touches two blocks and a per-block budget B
@@ -199,7 +206,7 @@ def _most_spent(view: Mapping[str, Any]) -> tuple[Decimal, Decimal]:
 EVERY_BLOCK: Final = "every block ever opened, retired ones included"
 
 
-def _summary(worst: Mapping[str, Any], highest: Mapping[str, Any], *, opened: bool) -> JSONObject:
+def _summary(worst: Mapping[str, Any], highest: OdometerReading, *, opened: bool) -> Summary:
     """The summary of a partitioned dataset: the guarantee is the maintained reading (every
     block ever opened, retired ones included), what is left the most spent open block's."""
     summary = compose({**worst, "odometer": highest})

@@ -33,6 +33,7 @@ from odometer_core.accounting import (
     change_budget as accounting_change_budget,
 )
 from odometer_core.accounting.summary import compose, summarise
+from odometer_core.json_types import PartitionJSON, Summary
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.chain import GENESIS_HASH
 from odometer_core.partition import requirements
@@ -85,7 +86,7 @@ class DatasetView(TypedDict):
     #: partitioned dataset's: :func:`app.services.blocks.partition_status`)
     status: JSONObject
     ledger: LedgerHead
-    partition: JSONObject | None  # as stored (the core's Partition.to_json)
+    partition: PartitionJSON | None  # as stored (the core's Partition.to_json)
     requires: list[dict[str, str]]
     #: a new dataset's: the other datasets of its organisation with its name
     warnings: NotRequired[list[str]]
@@ -137,7 +138,7 @@ def summary_of(
     state: FilterState,
     view: Mapping[str, Any],
     last: LedgerEntry | None,
-) -> JSONObject:
+) -> Summary:
     """The status summary (:mod:`odometer_core.accounting.summary`), counting how many more of
     the last registration's declaration fit (a declaration this version no longer parses is
     not counted)."""

@@ -40,6 +40,7 @@ from odometer_core.accounting import (
 from odometer_core.accounting.filters import ConfigError, SplitConfig
 from odometer_core.accounting.modes import Unusable, UnusableBudget, unusable
 from odometer_core.accounting.summary import compose
+from odometer_core.json_types import StateJSON, Summary
 from odometer_core.ledger import EntryKind
 
 
@@ -72,8 +73,8 @@ class GrantView(TypedDict):
     dataset_id: str
     principal_id: str
     quota: QuotaJson | None
-    quota_state: JSONObject | None  # the quota filter's state, as stored
-    quota_summary: JSONObject | None  # :func:`~odometer_core.accounting.summary.compose`
+    quota_state: StateJSON | None  # the quota filter's state, as stored
+    quota_summary: Summary | None  # :func:`~odometer_core.accounting.summary.compose`
     created_by: str
     created_at: str
 
@@ -86,7 +87,7 @@ class QuotaReading(TypedDict):
     """A quota's budget and reading, as an analyst's home shows it (``QuotaOut``)."""
 
     budget: dict[str, str]
-    summary: JSONObject  # :func:`~odometer_core.accounting.summary.compose`
+    summary: Summary  # :func:`~odometer_core.accounting.summary.compose`
 
 
 class MyGrant(TypedDict):

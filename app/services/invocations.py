@@ -37,6 +37,7 @@ from app.services.responses import reservation_json
 from odometer_core.accounting import Capacity, capacity, memo
 from odometer_core.accounting.blocks import Selected, affordable, selection_capacity
 from odometer_core.accounting.levels import DATASET, Filter
+from odometer_core.json_types import BlockSpan
 from odometer_core.ledger.blocks import SHOWN_RANGES
 from odometer_core.partition import Partition
 
@@ -48,9 +49,9 @@ class BlocksPreview(TypedDict):
     :data:`~odometer_core.ledger.blocks.SHOWN_RANGES` of each), how many more fit in a row
     (:func:`how_many_fit` without its ``level``), and what a block protects."""
 
-    selected: list[JSONObject]
-    affordable: list[JSONObject]
-    refused: list[JSONObject]
+    selected: list[BlockSpan]
+    affordable: list[BlockSpan]
+    refused: list[BlockSpan]
     fit: JSONObject
     unit: Literal["record", "person"]
 

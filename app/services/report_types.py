@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 
 from app.services import blocks
 from app.services._types import JSONObject
+from odometer_core.json_types import Attribution, CurveJSON
 
 
 class TotalsJson(TypedDict):
@@ -17,8 +18,8 @@ class TotalsJson(TypedDict):
 
     charged: dict[str, str]
     refunded: dict[str, str]
-    attribution: JSONObject | None  # the core's attribution of the (ε, δ) to the kinds
-    curve: JSONObject | None  # the core's summed RDP curve
+    attribution: Attribution | None  # the core's attribution of the (ε, δ) to the kinds
+    curve: CurveJSON | None  # the core's summed RDP curve
     accepted: int
     reserved: int
     rejected: int

@@ -53,6 +53,7 @@ from odometer_core.accounting import cancel as accounting_cancel
 from odometer_core.accounting import settle as accounting_settle
 from odometer_core.accounting.blocks import Range, finish_reservation
 from odometer_core.accounting.levels import finish_uppers, quota_holds
+from odometer_core.json_types import StateJSON
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger import output_digest as sha256_of_output
 from odometer_core.ledger.blocks import ranges_from_json, ranges_json
@@ -320,7 +321,7 @@ def _finish_blocks(
     inv: InvocationRow,
     reservation: Reservation,
     cell: str | None,
-) -> tuple[Decision, JSONObject, tuple[Range, ...]]:
+) -> tuple[Decision, StateJSON, tuple[Range, ...]]:
     """Settle or cancel a reservation on every block it was made on that is still open (each
     distinct history once), whatever happened to the others: blocks retired since are gone
     with what they held, their reading (this reservation at its worst cell) kept in the

@@ -45,6 +45,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from odometer_core.accounting.blocks import BlockError, Range, normalise
 from odometer_core.accounting.declarations import Declaration, DeclarationError
+from odometer_core.json_types import BlockSpan, PartitionJSON
 
 KINDS: Final = ("bucket", "day", "week", "month", "named")
 UNITS: Final = ("record", "person")
@@ -217,7 +218,7 @@ class Partition:
             raise BlockError("'blocks' is an object or 'all'")
         return self.selection(selection)
 
-    def keys(self, ranges: Sequence[Range]) -> list[dict[str, Any]]:
+    def keys(self, ranges: Sequence[Range]) -> list[BlockSpan]:
         """Index ranges as a person reads them: inclusive keys and the number of blocks."""
         return [
             {"from": self.key(lo), "to": self.key(hi - 1), "blocks": hi - lo} for lo, hi in ranges
@@ -248,8 +249,8 @@ class Partition:
         return None
 
     # ------------------------------------------------------------------ codec
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "unit": self.unit}
+    def to_json(self) -> PartitionJSON:
+        out: PartitionJSON = {"kind": self.kind, "unit": self.unit}
         if self.timezone is not None:
             out["timezone"] = self.timezone
         if self.buckets is not None:

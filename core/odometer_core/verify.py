@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from odometer_core.ledger.chain import ChainProblem, ChainWalker
 from odometer_core.ledger.formats import (
@@ -463,7 +463,7 @@ def _verify_organisation(args: argparse.Namespace) -> int:
                 replayer.feed(entry)
             problems += [f"{name}: {p}" for p in replayer.verdict().problems]
             ledgers.append(entries)
-        verdict = replay_organisation(ledgers).to_json()  # then the cap, all read again
+        verdict = cast(dict[str, Any], replay_organisation(ledgers).to_json())  # then the cap
     except (OSError, UnicodeDecodeError, ValueError, KeyError, UnreadableLine) as exc:
         raise _cannot_read(name, exc) from None
     verdict["problems"] = problems + verdict["problems"]

@@ -27,6 +27,7 @@ from odometer_core.accounting.blocks import (
     finish_reservation,
     retire,
 )
+from odometer_core.json_types import OdometerReading
 from odometer_core.ledger.blocks import Held, Partitioned, higher, raised
 
 CONFIG = make_config("1", "0.000001", "add_remove", {"mode": "basic"})
@@ -124,8 +125,16 @@ def test_a_partly_retired_reservation_finishes_on_its_open_blocks_as_on_each_blo
 
 
 def test_higher_keeps_the_largest_epsilon_reading_with_the_largest_delta() -> None:
-    pure = {"epsilon": "0.9", "delta": "0", "source": "basic", "theorem": "t"}
-    approx = {"epsilon": "0.5", "delta": "0.000001", "source": "basic", "theorem": "t"}
+    pure = OdometerReading(
+        epsilon="0.9",
+        delta="0",
+        certified=True,
+        source="basic",
+        level=None,
+        ladder_epsilon=None,
+        theorem="t",
+    )
+    approx: OdometerReading = {**pure, "epsilon": "0.5", "delta": "0.000001"}
     assert higher(None, pure) == pure
     both = higher(pure, approx)
     assert both == {**pure, "delta": "0.000001"}  # one statement covers both blocks

@@ -85,6 +85,7 @@ def test_more_is_exactly_what_the_filter_admits_in_a_row(mode: str) -> None:
     config, state, declaration = _filter(mode)
     s = summarise(config, state, declaration)
     more = s["more"]
+    assert more is not None
     assert more["count"] == capacity(config, state, declaration).count > 0
     for _ in range(more["count"]):
         decision = admit(config, state, declaration)
@@ -163,6 +164,7 @@ def test_a_refusal_names_the_level_the_bound_and_what_fits() -> None:
     r = refusal(config, state, big, level="quota", reason=decision.reason)
     assert r["level"] == "quota" and r["bound"] == "rho budget exceeded"
     assert r["instead"] == instead(config, state, big)
+    assert r["instead"] is not None
     assert r["text"].startswith("refused by the quota budget: rho budget exceeded; left ρ ")
     assert f"gaussian with sigma ≥ {r['instead']['sigma']} would fit" in r["text"]
 

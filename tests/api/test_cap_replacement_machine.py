@@ -35,6 +35,7 @@ import io
 import json
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ DELTA = "0.001"
 REPLACED: Counter[str] = Counter()
 
 
-def _pair(amount: dict[str, Any]) -> tuple[Decimal, Decimal]:
+def _pair(amount: Mapping[str, Any]) -> tuple[Decimal, Decimal]:
     return Decimal(amount["epsilon"]), Decimal(amount["delta"])
 
 

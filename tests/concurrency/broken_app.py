@@ -20,7 +20,7 @@ failures (409 ConcurrentUpdate / 5xx), not an overspend.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI
 from sqlalchemy import Connection, Engine, select
@@ -48,7 +48,8 @@ def _stale_lock_levels(
         ).scalar_one_or_none()
     locked = _real_lock_levels(uow, viewer, dataset_id, **kwargs)  # the lock, afterwards
     if seen is not None and locked is not None:
-        locked.dataset.state_json = seen  # ... but charges on top of the check
+        # ... but charges on top of the check
+        locked.dataset.state_json = cast(dict[str, Any], seen)
     return locked
 
 

@@ -42,7 +42,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
-from typing import Any
+from typing import Any, cast
 
 from odometer_core.accounting import instead as held
 from odometer_core.accounting import memo
@@ -75,6 +75,17 @@ from odometer_core.accounting.filters import (
     state_from_json,
     state_to_json,
     status,
+)
+from odometer_core.json_types import (
+    Attribution,
+    CurveJSON,
+    DeclarationJSON,
+    EpsilonDelta,
+    Fractions,
+    LeftItem,
+    MoreOfLast,
+    RefusalSummary,
+    Summary,
 )
 
 #: Significant digits of every figure in a summary.
@@ -111,7 +122,7 @@ def shown(value: Decimal | str, *, up: bool, digits: int = DIGITS, plain_below: 
 
 
 # ---------------------------------------------------------------------------- left
-def left(config: AccountingConfig, state: FilterState) -> list[dict[str, Any]]:
+def left(config: AccountingConfig, state: FilterState) -> list[LeftItem]:
     """What is left, per unit of the mode (see the module docstring); each item has ``unit``,
     ``amount`` (rounded down), ``budget`` and ``fraction`` (what is left of that constraint:
     1 − its :func:`shown_fraction` spent), and ``order`` (rdp) or ``sub_budget`` (split) where
@@ -260,17 +271,17 @@ def shown_fraction(spent: Decimal) -> Decimal:
     return rounded(spent, up=True, places=FRACTION_PLACES)
 
 
-def fractions(view: Mapping[str, Any]) -> dict[str, str]:
+def fractions(view: Mapping[str, Any]) -> Fractions:
     """``fraction_spent`` (:func:`spent_fraction`, shown) and ``fraction_left``, exactly
     1 − ``fraction_spent``: the two always add up to 1."""
     spent = shown_fraction(spent_fraction(view))
     return {"fraction_spent": fmt(spent), "fraction_left": fmt(Decimal(1) - spent)}
 
 
-def left_of(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+def left_of(view: Mapping[str, Any]) -> list[LeftItem]:
     """:func:`left` from a :func:`~odometer_core.accounting.filters.status` view."""
     if view["mode"] == "split":
-        out: list[dict[str, Any]] = []
+        out: list[LeftItem] = []
         for name, sub in view["sub_budgets"].items():
             out.extend({**item, "sub_budget": name} for item in left_of(sub))
         return out
@@ -281,9 +292,9 @@ def left_of(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
-def _item(bound: Constraint) -> dict[str, Any]:
+def _item(bound: Constraint) -> LeftItem:
     left = Decimal(0) if bound.budget <= 0 else Decimal(1) - shown_fraction(bound.spent())
-    item = {
+    item: LeftItem = {
         "unit": bound.unit,
         "amount": fmt(round_down(bound.remaining)),
         "budget": fmt(round_up(bound.budget)),
@@ -301,7 +312,7 @@ def summarise(
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     view: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """The summary of a filter (module docstring); ``last`` (with its ``sub_budget`` and
     ``conversion_delta``) is the declaration ``more`` counts (none: no ``more``). A
     declaration the filter cannot account (another mode's, a missing sub-budget) gets no
@@ -313,11 +324,11 @@ def summarise(
     return compose(view, more)
 
 
-def compose(view: Mapping[str, Any], more: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def compose(view: Mapping[str, Any], more: Mapping[str, Any] | None = None) -> Summary:
     """A summary from a status view and an optional ``more`` (:func:`summarise` computes one;
     a partitioned dataset composes its own from its blocks')."""
     reading = view["odometer"]
-    guarantee = {
+    guarantee: EpsilonDelta = {
         "epsilon": fmt(round_up(Decimal(reading["epsilon"]))),
         "delta": fmt(round_up(Decimal(reading["delta"]))),
     }
@@ -327,7 +338,7 @@ def compose(view: Mapping[str, Any], more: Mapping[str, Any] | None = None) -> d
         "guarantee": guarantee,
         **fractions(view),
         "left": items,
-        "more": None if more is None else dict(more),
+        "more": None if more is None else cast(MoreOfLast, dict(more)),
     }
 
 
@@ -337,7 +348,7 @@ def _more(
     last: Declaration,
     sub_budget: str | None,
     conversion_delta: Decimal | None,
-) -> dict[str, Any] | None:
+) -> MoreOfLast | None:
     try:
         fit = capacity(
             config,
@@ -349,15 +360,13 @@ def _more(
         )
     except ValueError:  # DeclarationError, ConfigError, UnsupportedInMode: not countable here
         return None
-    out: dict[str, Any] = {"count": fit.count, "at_least": fit.at_least, "of": last.to_json()}
+    out: MoreOfLast = {"count": fit.count, "at_least": fit.at_least, "of": last.to_json()}
     if sub_budget is not None:
         out["sub_budget"] = sub_budget
     return out
 
 
-def _text(
-    guarantee: Mapping[str, str], items: list[dict[str, Any]], more: Mapping[str, Any] | None
-) -> str:
+def _text(guarantee: EpsilonDelta, items: list[LeftItem], more: Mapping[str, Any] | None) -> str:
     head = f"certified ε = {guarantee['epsilon']}, δ = {guarantee['delta']} so far"
     parts = []
     for item in items:
@@ -452,7 +461,7 @@ def instead(
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     admits: Admits | None = None,
-) -> dict[str, Any] | None:
+) -> DeclarationJSON | None:
     """What would be admitted now in place of ``declaration``: the same declaration with its
     privacy parameter (:data:`KNOBS`) moved to the edge of what fits, rounded to :data:`DIGITS`
     digits on the admitted side and checked (module docstring). ``admits`` is the whole
@@ -483,7 +492,7 @@ def alternatives(
     sub_budget: str | None = None,
     conversion_delta: Decimal | None = None,
     admits: Admits | None = None,
-) -> list[dict[str, Any]]:
+) -> list[DeclarationJSON]:
     """The other declarations of :data:`ALTERNATIVES` that would be admitted now in place of
     ``declaration``, each with one more parameter moved to the edge of what fits (the steps of
     a DP-SGD job, its sampling rate), found and checked as :func:`instead` finds its own (the
@@ -523,7 +532,7 @@ def _admission(
     return admitted
 
 
-def _count_edge(declaration: Declaration, field: str, admitted: Admits) -> dict[str, Any] | None:
+def _count_edge(declaration: Declaration, field: str, admitted: Admits) -> DeclarationJSON | None:
     """``declaration`` with the count ``field`` (≥ 1) at the largest value below its own that
     is admitted (admission shrinks as a count grows: a bisection on the integers), or ``None``
     when not even 1 fits."""
@@ -545,7 +554,7 @@ def _count_edge(declaration: Declaration, field: str, admitted: Admits) -> dict[
 
 def _edge(
     declaration: Declaration, field: str, grows: bool, admitted: Admits
-) -> dict[str, Any] | None:
+) -> DeclarationJSON | None:
     """``declaration`` with ``field`` at the edge of what ``admitted`` admits, rounded to
     :data:`DIGITS` digits on the admitted side and checked (:func:`instead`). A parameter that
     admission grows with is searched from 0 when the kind takes 0 there (ε, ρ, μ), else from
@@ -615,7 +624,7 @@ def refusal(
     conversion_delta: Decimal | None = None,
     admits: Admits | None = None,
     search: bool = True,
-) -> dict[str, Any]:
+) -> RefusalSummary:
     """A refusal summed up: which budget (``level``: dataset, organisation or quota) and which
     constraint of it bound (the filter's ``reason``), the refusing filter's reading and what it
     has left, and :func:`instead` (checked by ``admits``, the admission at every level), in one
@@ -625,8 +634,8 @@ def refusal(
     view = status(config, state)
     reading = compose(view)
     costly = isinstance(declaration, (*COSTLY, *held.KINDS))
-    suggestion: dict[str, Any] | None = None
-    others: list[dict[str, Any]] = []
+    suggestion: DeclarationJSON | None = None
+    others: list[DeclarationJSON] = []
     phrases: list[str] = []
     # a refusal decided on the charge's cheap lower bound (the charge itself would cost more
     # than an admission may spend): each candidate of the same shape would cost as much, so
@@ -693,7 +702,7 @@ def refusal(
     }
 
 
-def _found(declaration: Declaration, others: list[dict[str, Any]]) -> list[tuple[str, bool, bool]]:
+def _found(declaration: Declaration, others: list[DeclarationJSON]) -> list[tuple[str, bool, bool]]:
     """The :data:`ALTERNATIVES` knob of each of ``others`` (the one it changed), in order."""
     knobs = ALTERNATIVES.get(type(declaration), ())
     original = declaration.to_json()
@@ -745,14 +754,14 @@ class Spend:
                 for i, v in enumerate(values):
                     known[1][i] += sign * v
 
-    def curve_json(self) -> dict[str, Any] | None:
+    def curve_json(self) -> CurveJSON | None:
         """The whole dataset's curve (not a split's): orders and the summed RDP, or ``None``."""
         known = self.curves.get(None)
         if known is None:
             return None
         return {"orders": known[0], "rdp": [fmt(max(v, Decimal(0))) for v in known[1]]}
 
-    def attribution(self, config: AccountingConfig) -> dict[str, Any]:
+    def attribution(self, config: AccountingConfig) -> Attribution:
         """The (ε, δ) of these charges alone (:data:`ATTRIBUTION_BASIS`): each sub-budget's
         totals as a state of its filter, converted by that filter's own status
         (``spent_eps_delta``: ε from ρ by Canonne–Kamath–Steinke 2020 Cor. 13, from μ by

@@ -61,6 +61,7 @@ from odometer_core.accounting.levels import (
     stored_quota,
 )
 from odometer_core.accounting.summary import COSTLY, SearchStopped, refusal
+from odometer_core.json_types import ExportedEntry, RefusalSummary, StateJSON
 from odometer_core.ledger.blocks import Held
 from odometer_core.ledger.blocks import refusal as blocks_refusal
 from odometer_core.ledger.chain import canonical_bytes
@@ -287,10 +288,10 @@ class Admission:
     #: the decision's outcome for the metrics (``accepted``, ``reserved``, ``rejected``)
     outcome: str
     #: the ledger entry as exported and written
-    entry: dict[str, Any]
+    entry: ExportedEntry
     head: Head
     #: the dataset row's new state and Merkle frontier (``merkle_json``)
-    state_json: dict[str, Any]
+    state_json: StateJSON
     merkle_json: dict[str, Any]
     cap: CapMoved | None
     #: the grant's new quota state (``None``: unchanged)
@@ -305,7 +306,7 @@ class Admission:
     #: a partitioned dataset's runs as this decision left them (the next one decides on them),
     #: and what to write back of them (the starts of runs gone, the runs new or changed)
     held: Held | None = None
-    changes: tuple[tuple[int, ...], tuple[tuple[int, int, dict[str, Any]], ...]] | None = None
+    changes: tuple[tuple[int, ...], tuple[tuple[int, int, StateJSON], ...]] | None = None
 
 
 def _uppers(
@@ -463,6 +464,7 @@ def _staged(
     status = decision.outcome if admitted else "rejected"
     request = dict(prepared.extras)
     blocks = refused_blocks = None
+    state: StateJSON
     if held is not None and partition is not None and isinstance(level, Selected):
         staged = held.decided(levels, level, partition)
         request["blocks"] = staged.selection
@@ -679,7 +681,7 @@ def _summary(
     prepared: Prepared,
     org: StoredOrganisation | None,
     search_seconds: float,
-) -> dict[str, Any] | None:
+) -> RefusalSummary | None:
     """A refusal summed up for the 409 (:func:`odometer_core.accounting.summary.refusal`): the
     refusing level's filter, what bound and what would fit instead, admitted at every level
     (a suggestion sent as given is admitted, not only by the level that refused)."""

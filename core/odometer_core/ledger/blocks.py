@@ -28,7 +28,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from odometer_core.accounting import (
     AccountingConfig,
@@ -47,16 +47,24 @@ from odometer_core.accounting.blocks import (
 )
 from odometer_core.accounting.exact import fmt
 from odometer_core.accounting.levels import DATASET, LevelsDecision
+from odometer_core.json_types import (
+    BlockSpan,
+    OdometerReading,
+    PartitionedPart,
+    PartitionedState,
+    RefusedSpan,
+    StateJSON,
+)
 from odometer_core.ledger.chain import canonical_bytes
 from odometer_core.partition import Partition
 
 #: The key of the selection in an entry's ``request``.
-BLOCKS = "blocks"
+BLOCKS: Final = "blocks"
 
 
 def touched_digest(blocks: Blocks, ranges: Sequence[Range]) -> str:
     """The SHA-256 hex digest of the states of ``blocks`` within ``ranges``, clipped to them."""
-    written: dict[FilterState, dict[str, Any]] = {}  # each distinct state written once
+    written: dict[FilterState, StateJSON] = {}  # each distinct state written once
     pieces = []
     for run in blocks.walk(ranges):
         state = written.get(run.state)
@@ -77,7 +85,7 @@ def ranges_from_json(obj: object) -> tuple[Range, ...]:
 
 
 #: The key of the maintained reading in the aggregate.
-HIGHEST = "highest"
+HIGHEST: Final = "highest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +100,11 @@ class Partitioned:
     runs: int
     opened: tuple[Range, ...]
     digest: str | None
-    highest: dict[str, Any] | None = None
+    highest: OdometerReading | None = None
     legacy: bool = False
 
-    def to_json(self) -> dict[str, Any]:
-        part: dict[str, Any] = {
+    def to_json(self) -> PartitionedState:
+        part: PartitionedPart = {
             "open": self.open,
             "runs": self.runs,
             "opened": ranges_json(self.opened),
@@ -115,18 +123,18 @@ class Partitioned:
             int(part["runs"]),
             ranges_from_json(part["opened"]),
             part["digest"],
-            None if highest is None else dict(highest),
+            None if highest is None else cast(OdometerReading, dict(highest)),
             HIGHEST not in part,
         )
 
 
-def reading_of(config: AccountingConfig, state: FilterState) -> dict[str, Any]:
+def reading_of(config: AccountingConfig, state: FilterState) -> OdometerReading:
     """One block's certified reading, as its status shows it."""
-    reading: dict[str, Any] = status(config, state)["odometer"]
+    reading: OdometerReading = status(config, state)["odometer"]
     return reading
 
 
-def higher(highest: Mapping[str, Any] | None, reading: Mapping[str, Any]) -> dict[str, Any] | None:
+def higher(highest: OdometerReading | None, reading: OdometerReading) -> OdometerReading | None:
     """The maintained reading after a block read ``reading``: the reading of the block with
     the larger ε (blocks are compared by ε, as the status always compared them; a tie keeps
     the earlier), with δ the larger of the two, so that the one statement holds for the
@@ -134,27 +142,27 @@ def higher(highest: Mapping[str, Any] | None, reading: Mapping[str, Any]) -> dic
     block's (ε_b, δ_b), hence by (max ε_b, max δ_b)). ``None`` stays ``None`` until a block
     is read."""
     if highest is None:
-        return dict(reading)
+        return reading.copy()
     eps, delta = Decimal(highest["epsilon"]), Decimal(highest["delta"])
     new_eps, new_delta = Decimal(reading["epsilon"]), Decimal(reading["delta"])
     if new_eps <= eps and new_delta <= delta:
-        return dict(highest)
-    base = dict(reading) if new_eps > eps else dict(highest)
+        return highest.copy()
+    base = reading.copy() if new_eps > eps else highest.copy()
     base["delta"] = fmt(max(delta, new_delta))
     return base
 
 
 def raised(
-    highest: Mapping[str, Any] | None,
+    highest: OdometerReading | None,
     config: AccountingConfig,
     blocks: Blocks,
     ranges: Sequence[Range],
-    readings: dict[FilterState, dict[str, Any]] | None = None,
-) -> dict[str, Any] | None:
+    readings: dict[FilterState, OdometerReading] | None = None,
+) -> OdometerReading | None:
     """``highest`` raised to the readings of the runs of ``blocks`` within ``ranges`` (each
     distinct state read once; ``readings`` memoises them across calls)."""
     memo = {} if readings is None else readings
-    out = None if highest is None else dict(highest)
+    out = None if highest is None else highest.copy()
     seen: set[FilterState] = set()  # a state read again cannot raise it further
     for run in blocks.walk(ranges):
         if run.state in seen:
@@ -167,12 +175,12 @@ def raised(
     return out
 
 
-def shown_reading(config: AccountingConfig, highest: Mapping[str, Any] | None) -> dict[str, Any]:
+def shown_reading(config: AccountingConfig, highest: OdometerReading | None) -> OdometerReading:
     """The dataset's certified reading as shown: the maintained one, a fresh block's before any
     block was opened."""
     if highest is None:
         return reading_of(config, initial_state(config))
-    return dict(highest)
+    return highest.copy()
 
 
 def fresh_blocks(config: AccountingConfig, lo: int, hi: int, blocks: Blocks) -> Blocks:
@@ -211,7 +219,7 @@ class BlockHistory:
     aggregate: Partitioned
     blocks: Blocks
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PartitionedState:
         return self.aggregate.to_json()
 
 
@@ -230,9 +238,9 @@ class Staged:
     selection as keys (a 201), and the refusing blocks with what each has left (a 409)."""
 
     selection: list[list[int]]
-    state: dict[str, Any]
-    selected: list[dict[str, Any]]
-    refused: list[dict[str, Any]] | None
+    state: PartitionedState
+    selected: list[BlockSpan]
+    refused: list[RefusedSpan] | None
 
 
 #: How many refused ranges a 409 lists.
@@ -280,7 +288,7 @@ class Held:
         self.loaded = Blocks(runs, self.base.opened)
         self.blocks = self.loaded
         self.highest = self.base.highest
-        self._readings: dict[FilterState, dict[str, Any]] = {}
+        self._readings: dict[FilterState, OdometerReading] = {}
 
     def select(self, resolved: tuple[Range, ...] | None) -> Selected:
         """The dataset level of an invocation on ``resolved`` (``None``: every open block, as
@@ -351,11 +359,12 @@ class Held:
         if levels.admitted and levels.selection is not None:
             self.moved(levels.selection.blocks)
             self.touched(selected.ranges)
-        refused = None
+        refused: list[RefusedSpan] | None = None
         if levels.selection is not None and levels.refused_by == DATASET:
             refused = []
             for decision in levels.selection.refused:
-                for item in partition.keys(decision.ranges):
+                for span in partition.keys(decision.ranges):
+                    item = cast(RefusedSpan, span)
                     item["remaining"] = decision.decision.remaining.to_json()
                     item["reason"] = decision.decision.reason
                     refused.append(item)
@@ -367,7 +376,7 @@ class Held:
             None if refused is None else refused[:SHOWN_RANGES],
         )
 
-    def changes(self) -> tuple[tuple[int, ...], tuple[tuple[int, int, dict[str, Any]], ...]]:
+    def changes(self) -> tuple[tuple[int, ...], tuple[tuple[int, int, StateJSON], ...]]:
         """What to write back: the starts of the runs gone, and the runs new or changed
         (``(lo, hi, state_json)``); nothing when no decision changed the window."""
         if self.blocks is self.loaded:

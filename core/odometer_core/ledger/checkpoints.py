@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from odometer_core.json_types import CheckpointAuditSummary, EndPinJSON
 from odometer_core.ledger.chain import canonical_bytes
 
 STATEMENT_TYPE: Final = "odometer.ledger-checkpoint.v1"
@@ -254,7 +255,7 @@ class CheckpointAudit:
             )
         return self.problems
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> CheckpointAuditSummary:
         return {
             "key_id": self.key_id,
             "signed": self.signed,
@@ -284,7 +285,7 @@ class EndPin:
     reason: str | None
     problems: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EndPinJSON:
         return {"pinned": self.pinned, "by": self.by, "key_id": self.key_id, "reason": self.reason}
 
 

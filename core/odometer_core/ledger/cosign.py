@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from odometer_core.json_types import ForkJSON
 from odometer_core.ledger.chain import entry_hash
 from odometer_core.ledger.entry import EntryKind
 from odometer_core.ledger.merkle import entry_leaf_hash, verify_inclusion
@@ -94,7 +95,7 @@ class Fork:
     def lost_from(self) -> int:
         return self.kept + 1
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ForkJSON:
         signed = self.signed_head
         return {
             "seq": self.seq,

@@ -10,8 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import Any, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack, cast
 
+from odometer_core.json_types import (
+    AmountJSON,
+    ConfigJSON,
+    DeclarationJSON,
+    EntryPayload,
+    ExportedEntry,
+    StateJSON,
+)
 from odometer_core.ledger.chain import GENESIS_HASH, PAYLOAD_FIELDS, entry_hash
 
 
@@ -56,29 +64,29 @@ class Entry:
     actor: str
     at: str
     accounting_version: str
-    declaration: dict[str, Any] | None
+    declaration: DeclarationJSON | None
     request: dict[str, Any] | None
-    charge: dict[str, Any] | None
-    requested: dict[str, Any] | None
-    refund: dict[str, Any] | None
+    charge: AmountJSON | None
+    requested: AmountJSON | None
+    refund: AmountJSON | None
     reservation: dict[str, Any] | None
     reason: str | None
-    config: dict[str, Any] | None
-    state: dict[str, Any]
+    config: ConfigJSON | None
+    state: StateJSON
     org: dict[str, Any] | None
     quota: dict[str, Any] | None
     prev_hash: str
     hash: str
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> EntryPayload:
         """Every payload field (``kind`` as its plain string), without ``hash``."""
         out = {name: getattr(self, name) for name in PAYLOAD_FIELDS}
         out["kind"] = str(self.kind)
-        return out
+        return cast(EntryPayload, out)
 
-    def to_export(self) -> dict[str, Any]:
+    def to_export(self) -> ExportedEntry:
         """The entry as stored, exported and verified: the payload plus ``hash``."""
-        out = self.payload()
+        out = cast(ExportedEntry, self.payload())
         out["hash"] = self.hash
         return out
 
@@ -91,14 +99,14 @@ class EntryContent(TypedDict, total=False):
     the keyword arguments of :func:`next_entry` and of the service's ``append_entry``."""
 
     invocation_id: str | None
-    declaration: dict[str, Any] | None
+    declaration: DeclarationJSON | None
     request: dict[str, Any] | None
-    charge: dict[str, Any] | None
-    requested: dict[str, Any] | None
-    refund: dict[str, Any] | None
+    charge: AmountJSON | None
+    requested: AmountJSON | None
+    refund: AmountJSON | None
     reservation: dict[str, Any] | None
     reason: str | None
-    config: dict[str, Any] | None
+    config: ConfigJSON | None
     org: dict[str, Any] | None
     quota: dict[str, Any] | None
 
@@ -112,7 +120,7 @@ def next_entry(
     actor: str,
     at: str,
     accounting_version: str,
-    state: dict[str, Any],
+    state: StateJSON,
     **content: Unpack[EntryContent],
 ) -> Entry:
     """The entry that follows the head ``(head_seq, head_hash)`` of a dataset's chain (``0`` and

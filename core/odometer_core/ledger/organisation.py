@@ -61,6 +61,7 @@ from odometer_core.accounting.levels import (
 )
 from odometer_core.accounting.modes.common import ConfigError, InvalidTransition
 from odometer_core.accounting.modes.split import SplitConfig
+from odometer_core.json_types import DrawnJSON, OdometerReading, OrganisationVerdictJSON, StateJSON
 from odometer_core.ledger.entry import EntryKind
 
 _ADMISSIONS = frozenset(
@@ -75,13 +76,13 @@ class OrganisationVerdict:
 
     ok: bool
     decisions: int
-    state: dict[str, Any] | None
-    odometer: dict[str, Any] | None
+    state: StateJSON | None
+    odometer: OdometerReading | None
     problems: list[str] = field(default_factory=list)
     #: per dataset: its decisions at the cap, those admitted, and what it drew (charges less
     #: refunds, in the cap's currency; :class:`Drawn`), since the cap's filter was last made
     #: anew
-    datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    datasets: dict[str, DrawnJSON] = field(default_factory=dict)
     #: the caps replaced after they counted, each with its statement checked against the
     #: replayed reading when it was replaced (:class:`~odometer_core.accounting.levels.
     #: ClosedPhase`), oldest first
@@ -91,7 +92,7 @@ class OrganisationVerdict:
     #: levels.statement_sum`); ``None`` when nothing was replayed
     statement: dict[str, Any] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> OrganisationVerdictJSON:
         return {
             "ok": self.ok,
             "decisions": self.decisions,
@@ -131,7 +132,7 @@ class Drawn:
                     exact.prec = 200
                     self.scalars[name] = self.scalars.get(name, Decimal(0)) + sign * Decimal(value)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DrawnJSON:
         drawn: dict[str, Any] = {name: fmt(value) for name, value in self.scalars.items()}
         if self.curve is not None:
             drawn["orders"] = self.orders

@@ -72,6 +72,7 @@ from odometer_core.accounting.blocks import (
     summarise,
 )
 from odometer_core.accounting.levels import DROPPED, quota_holds
+from odometer_core.json_types import OdometerReading, StateJSON
 from odometer_core.ledger.blocks import (
     BLOCKS,
     HIGHEST,
@@ -105,11 +106,11 @@ class ReplayVerdict:
     ok: bool
     entries: int
     head_hash: str
-    state: dict[str, Any] | None
+    state: StateJSON | None
     problems: list[str] = field(default_factory=list)
     #: the certified reading of the replayed configuration and state, as the service's
     #: ``status.odometer`` shows it (``None`` for a ledger without a dataset)
-    odometer: dict[str, Any] | None = None
+    odometer: OdometerReading | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -269,7 +270,7 @@ class Replayer:
         twin.entries, twin.head_hash, twin.stopped = self.entries, self.head_hash, self.stopped
         return twin
 
-    def _odometer(self) -> dict[str, Any] | None:
+    def _odometer(self) -> OdometerReading | None:
         """The certified reading of the replayed dataset, as its status shows it: a
         partitioned dataset's is the maintained reading, the highest over every block ever
         opened, retired ones included (recomputed, whether or not its entries carry it)."""
@@ -277,7 +278,7 @@ class Replayer:
             return None
         if isinstance(self.state, BlockHistory):
             return shown_reading(self.config, self.state.aggregate.highest)
-        reading: dict[str, Any] = status(self.config, self.state)["odometer"]
+        reading: OdometerReading = status(self.config, self.state)["odometer"]
         return reading
 
     def verdict(self) -> ReplayVerdict:
@@ -319,7 +320,7 @@ _READ_AS_WRITTEN = (
 )
 
 
-def _state_json(state: FilterState | BlockHistory) -> dict[str, Any]:
+def _state_json(state: FilterState | BlockHistory) -> StateJSON:
     if isinstance(state, BlockHistory):
         return state.to_json()
     return state_to_json(state)

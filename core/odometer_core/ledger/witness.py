@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 from urllib.parse import quote
 
+from odometer_core.json_types import CosignedJSON, WitnessedJSON
 from odometer_core.ledger.checkpoints import Signer
 from odometer_core.ledger.merkle import verify_consistency
 from odometer_core.ledger.notes import (
@@ -79,7 +80,7 @@ class Witnessed:
     key_id: str | None = None
     signature: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> WitnessedJSON:
         return {
             "type": WITNESS_TYPE,
             "dataset_id": self.dataset_id,
@@ -249,7 +250,7 @@ class DirectoryWitness:
         _replace(self._heads, record.dataset_id, record.to_json(), fsync=self.fsync)
 
 
-def _replace(directory: Path, dataset_id: str, doc: dict[str, Any], *, fsync: bool) -> None:
+def _replace(directory: Path, dataset_id: str, doc: Mapping[str, Any], *, fsync: bool) -> None:
     """``<directory>/<quoted id>.json`` replaced by ``doc``, atomically: a temporary file
     written (and fsynced) and renamed over it, then the directory fsynced."""
     body = json.dumps(doc, sort_keys=True).encode("utf-8") + b"\n"
@@ -370,7 +371,7 @@ class Cosigned:
     cosigned_at: int
     note: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CosignedJSON:
         return {
             "type": COSIGNED_TYPE,
             "dataset_id": self.dataset_id,
