@@ -127,9 +127,9 @@ def _publish_heads(args: argparse.Namespace) -> int:
     from app.services.checkpoints import signer_from_settings
     from app.services.errors import ServiceError
     from app.services.publish_heads import publish
-    from app.services.witness import witness_from_settings
     from app.settings import get_settings
-    from odometer_core.ledger.witness import DirectoryWitness
+    from odometer_core.ledger.cosign import cosigner_key
+    from odometer_core.ledger.witness import CosignedHeads
 
     settings = get_settings()
     signer = signer_from_settings(settings)
@@ -140,9 +140,14 @@ def _publish_heads(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    guard = witness_from_settings(settings, signer)
-    store = None if guard is None else guard.store
-    cosigned = store.cosigned if isinstance(store, DirectoryWitness) else None
+    # the heads the witness of ledger heads cosigned, read where the server keeps them
+    # (ODOMETER_WITNESS_DIR/cosigned, with ODOMETER_WITNESS_KEY); never a witness created here
+    cosigned = None
+    witness_dir = (settings.witness_dir or "").strip()
+    witness_key = (settings.witness_key or "").strip()
+    store = Path(witness_dir) / "cosigned" if witness_dir else None
+    if store is not None and witness_key and store.is_dir():
+        cosigned = CosignedHeads(store, cosigner_key(Path(witness_key).read_text("utf-8")))
     database = replace(_database(), signer=signer)
     directory = Path(args.directory)
     code = 0

@@ -343,3 +343,23 @@ def test_every_publishes_until_interrupted(
     assert f"published dataset {ds}: size 1" in out and f"published dataset {ds}: size 2" in out
     note = (tmp_path / "public" / "odometer" / "ledger" / ds / "checkpoint").read_text("utf-8")
     assert note == _get(client, f"/v1/datasets/{ds}/ledger/checkpoint")["note"]
+
+
+def test_no_witness_directory_is_created_by_the_publisher(
+    service: Service,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """On a host without the witness directory the heads are published without a cosigned
+    file, and no empty witness directory is made there."""
+    _, ds, _ = _setup(service, capsys)
+    monkeypatch.setenv("ODOMETER_WITNESS_DIR", str(tmp_path / "elsewhere"))
+    get_settings.cache_clear()
+    code, out, err = _run(capsys, "publish-heads", str(tmp_path / "public"))
+    assert (code, err) == (0, "") and f"published dataset {ds}: size 1" in out
+    folder = tmp_path / "public" / "odometer" / "ledger" / ds
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint"]
+    assert not (tmp_path / "elsewhere").exists()
+    [entry] = json.loads((tmp_path / "public" / "heads.json").read_text())["heads"]
+    assert entry["cosigned"] is None
