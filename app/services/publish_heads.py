@@ -126,11 +126,15 @@ def _index(directory: Path) -> dict[str, dict[str, Any]]:
     """The published index's entries by dataset (none when there is no index yet)."""
     try:
         doc = json.loads((directory / INDEX).read_bytes())
+        if not isinstance(doc, dict) or doc.get("type") != INDEX_TYPE:
+            raise ValueError
+        return {str(h["dataset_id"]): dict(h) for h in doc.get("heads") or []}
     except FileNotFoundError:
         return {}
-    if not isinstance(doc, dict) or doc.get("type") != INDEX_TYPE:
-        raise ServiceError(f"{directory / INDEX}: not an {INDEX_TYPE} index")
-    return {str(h["dataset_id"]): h for h in doc.get("heads") or []}
+    except (ValueError, KeyError, TypeError):
+        raise ServiceError(
+            f"{directory / INDEX} is not an {INDEX_TYPE} index (move it away to rebuild it)"
+        ) from None
 
 
 def _forks(uow: UnitOfWork, dataset_id: str) -> list[Fork]:
@@ -164,9 +168,8 @@ def _extends(
     if made.new.root != new_root or not verify_consistency(m, n, old_root, new_root, made.path):
         return (
             f"the database's tree of size {n} does not extend the published head of size {m} "
-            "(the consistency proof fails against the published root): the ledger was "
-            "rewritten at or before entry "
-            f"{m}"
+            f"(the consistency proof fails against the published root): the ledger was "
+            f"rewritten at or before entry {m}"
         )
     return ""
 

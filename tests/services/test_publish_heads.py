@@ -245,6 +245,15 @@ def test_published_heads_verify_offline_move_forward_and_refuse_a_rewrite(
     assert checkpoint.read_bytes() == published
     [entry] = json.loads(index.read_text())["heads"]
     assert (entry["size"], entry["root"]) == (5, head5.root.hex())
+    # a damaged index: one line, nothing written
+    index.write_text("{not json")
+    code, out, err = _run(capsys, "publish-heads", str(out_dir))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"odometer publish-heads: {index} is not an odometer.heads/v1 index (move it away to "
+        "rebuild it)\n"
+    )
+    assert index.read_text() == "{not json" and checkpoint.read_bytes() == published
 
 
 def test_an_acknowledged_loss_is_published_and_named(
