@@ -19,14 +19,16 @@ from odometer_core.accounting.modes.zcdp import make as make_zcdp
 
 def ladder_only(config: RDPConfig) -> RDPConfig:
     """``config`` made again on its grid and weights with ``branch`` None (the same rule for
-    its weights and the same without-replacement bound)."""
+    its weights and the same without-replacement bound), and without the shaped ladder of
+    accounting 1.8.0 (its levels' own orders dropped: the per-order ladders of 1.4.0–1.7.0)."""
+    held = [i for i, w in enumerate(config.weights) if w > 0 or config.shape is None]
     alone = make_rdp(
         config.epsilon,
         config.delta,
         config.relation,
         config.final_conversion_delta,
-        config.orders,
-        config.weights,
+        tuple(config.orders[i] for i in held),
+        tuple(config.weights[i] for i in held),
     )
     return replace(
         alone,

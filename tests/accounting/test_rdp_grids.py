@@ -65,7 +65,8 @@ def _pld_epsilon(steps: int) -> float:
 
 def test_default_weights_admit_the_dp_sgd_chunk_case() -> None:
     config, chunks, steps = _fill({"mode": "rdp"}, fixed=True)
-    assert config.orders == rdp.DEFAULT_RDP_ORDERS
+    # (from accounting 1.8.0 the grid also holds the ladder's levels' own orders, weight 0)
+    assert config.orders == rdp.DEFAULT_RDP_ORDERS + rdp.LEVEL_ORDERS
     assert sum(Decimal(w) for w in rdp.DEFAULT_RDP_WEIGHTS) == 1
     # was 11 chunks (1,100 steps) with equal weights; 1,327 steps with thresholds at the whole
     # δ_c, before the filter shared it with its ladder (docs/accounting.md, *Budget changes*)

@@ -70,6 +70,16 @@ VERSION_1_6: Final = "1.6.0"
 nothing was released. A configuration without the field, as every 1.6.0 one, keeps the 1.4.0
 ladder and its readings, so a 1.6.0 ledger replays identically under 1.7.0."""
 
+VERSION_1_7: Final = "1.7.0"
+"""Same fields as 1.8.0, whose ``rdp`` configurations on the default grid without a workload
+record their ladder's shape (``"ladder"``: spacing 2^(1/6), level 1 at 0.9 of the pool as
+before, the levels below and above placed by the first declaration's curve, each at the order
+that converts it best, the grid extended by orders only the levels use; ``docs/accounting.md``,
+*Readings as the smallest of several statements*), and their states the first declaration's
+curve (``"design"``). A configuration without the field, as every 1.7.0 one, keeps its
+per-order ladders and its readings and writes its states as 1.7.0 did, so a 1.7.0 ledger
+replays identically under 1.8.0."""
+
 #: The versions before 1.4.0, replayed with the rules of their time: budget changes derived a
 #: filter's thresholds again from the new target (``change_budget(..., anchored=False)``), and
 #: settles and cancels finished a reservation at the analyst's quota in force.

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -47,9 +47,9 @@ from odometer_core.accounting.exact import (
     to_float_down,
 )
 from odometer_core.accounting.memo import memoised
+from odometer_core.accounting.modes import rdp_shaped as shaped
 from odometer_core.accounting.modes.common import (
     LEGACY_FIXED,
-    Anchor,
     ConfigError,
     Decision,
     InvalidTransition,
@@ -89,6 +89,11 @@ from odometer_core.accounting.modes.rdp_config import config_from_json as config
 from odometer_core.accounting.modes.rdp_config import config_to_json as config_to_json
 from odometer_core.accounting.modes.rdp_config import state_from_json as state_from_json
 from odometer_core.accounting.modes.rdp_config import state_to_json as state_to_json
+
+# the grids of new filters (a workload's, and :func:`make`), re-exported
+from odometer_core.accounting.modes.rdp_grid import CANDIDATE_ORDERS as CANDIDATE_ORDERS
+from odometer_core.accounting.modes.rdp_grid import choose_grid as choose_grid
+from odometer_core.accounting.modes.rdp_grid import make as make
 from odometer_core.accounting.modes.rdp_levels import THRESHOLD_MARGIN as THRESHOLD_MARGIN
 from odometer_core.accounting.modes.rdp_levels import (
     _AtOrder,
@@ -97,6 +102,10 @@ from odometer_core.accounting.modes.rdp_levels import (
     _rdp_thresholds,
     best_order,
 )
+from odometer_core.accounting.modes.rdp_shaped import (
+    DEFAULT_RDP_LADDER as DEFAULT_RDP_LADDER,
+)
+from odometer_core.accounting.modes.rdp_shaped import LEVEL_ORDERS as LEVEL_ORDERS
 from odometer_core.accounting.modes.statements import (
     DEFAULT_BRANCH,
     NO_BRANCH,
@@ -111,11 +120,9 @@ from odometer_core.accounting.modes.workload import MAX_WORKLOAD_COUNT as MAX_WO
 from odometer_core.accounting.modes.workload import MAX_WORKLOAD_ITEMS as MAX_WORKLOAD_ITEMS
 from odometer_core.accounting.modes.workload import (
     WORKLOAD_SHARE,
-    WorkloadChoice,
     parse_workload,
-    workload_curve,
 )
-from odometer_core.accounting.odometer import Reading
+from odometer_core.accounting.odometer import LadderShape, Reading
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -128,6 +135,7 @@ def parse(
     acc: Mapping[str, Any],
     anchored: bool = True,
     branch: PldBranch | None = DEFAULT_BRANCH,
+    shape: LadderShape | Literal["default"] | None = "default",
 ) -> RDPConfig:
     """``{"mode": "rdp", "final_conversion_delta"?, "orders"?, "weights"?, "workload"?}``: δ_c
     defaults to δ_B; the grid to :data:`DEFAULT_RDP_ORDERS` with :data:`DEFAULT_RDP_WEIGHTS`,
@@ -135,7 +143,9 @@ def parse(
     chosen for it (:func:`choose_grid`). ``anchored`` False makes it as versions before 1.4.0
     did (replay only); ``branch`` is the PLD branch's δ split (:mod:`.statements`; the
     default from accounting 1.6.0, ``None`` as configurations stored before; an anchored filter
-    only)."""
+    only); ``shape`` the ladder's shape of a default grid without a workload (from accounting
+    1.8.0, with :data:`~.rdp_shaped.LEVEL_ORDERS` added at weight 0; ``None`` as stored
+    before, and so with ``branch`` ``None``: :mod:`.rdp_shaped`)."""
     branch = branch if anchored else None
     only(acc, ("mode", "final_conversion_delta", "orders", "weights", "workload", "wor_bound"))
     dc = amount(acc, "final_conversion_delta", default=dlt)
@@ -154,80 +164,16 @@ def parse(
     if acc.get("orders") is None and acc.get("weights") is None:
         weights = tuple(to_float_down(Decimal(w)) for w in DEFAULT_RDP_WEIGHTS)
         rule = WEIGHTS_FIRST if anchored else WEIGHTS_FIXED
+        # a configuration made as stored before 1.6.0 (no branch) has no shape either
+        shape = shaped.DEFAULT_RDP_LADDER if shape == "default" else shape
+        shape = shape if anchored and branch is not None else None
+        if shape is not None:  # the levels' own orders, weight 0 at level 1 (1.8.0 on)
+            orders = orders + shaped.LEVEL_ORDERS
+            weights = weights + (0.0,) * len(shaped.LEVEL_ORDERS)
     else:
-        weights = _weights(acc.get("weights"), len(orders))
-    config = make(eps, dlt, rel, dc, orders, weights, anchored, branch)
+        weights, shape = _weights(acc.get("weights"), len(orders)), None
+    config = make(eps, dlt, rel, dc, orders, weights, anchored, branch, shape)
     return replace(config, wor_bound=wor, weights_rule=rule)
-
-
-# ---------------------------------------------------------------------------- workload grids
-#: Candidate orders of :func:`choose_grid`: α = 1 + 10^(k/80) for k = −80 … 192 (α from 1.1 to
-#: about 250, α − 1 about 3 % apart), rounded to three significant digits.
-CANDIDATE_ORDERS: Final[tuple[float, ...]] = tuple(
-    sorted({float(f"{1 + 10 ** (k / 80):.3g}") for k in range(-80, 193)})
-)
-
-
-def _scale(thresholds: FloatArray, curve: FloatArray, delta: Decimal, delta_a: Decimal) -> float:
-    """The largest t such that t × the workload fits: t·C(α) ≤ B(α) at some order (thresholds
-    −∞ never fit) and t·Σδ ≤ δ_A."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = np.where(thresholds > 0, thresholds / curve, 0.0)
-    ratio = np.nan_to_num(ratio, nan=0.0, posinf=math.inf)
-    t = float(ratio.max()) if ratio.size else 0.0
-    if delta > 0:
-        t = min(t, float(delta_a / delta))
-    return t
-
-
-def choose_grid(
-    eps: Decimal,
-    dlt: Decimal,
-    rel: Relation,
-    dc: Decimal,
-    items: tuple[tuple[Declaration, int], ...],
-    wor_bound: str = WOR_TIGHT,
-    anchored: bool = True,
-    branch: PldBranch | None = None,
-) -> RDPConfig:
-    """The grid of a dataset created for a declared workload (``branch``: the PLD branch's
-    split, :mod:`.statements`).
-
-    Every candidate order α of :data:`CANDIDATE_ORDERS` is scored by the multiple of the
-    workload it would admit holding :data:`WORKLOAD_SHARE` of δ_c, B_{0.9}(α)/C(α) with C the
-    workload's summed curve; the best one (the smallest on ties) gets that share, and the other
-    orders of :data:`DEFAULT_RDP_ORDERS` split the rest equally. Deterministic, and bounded:
-    one curve per declaration on the candidate orders, within one charge's work limit.
-
-    Sound under full adaptivity because the weights are fixed before the first invocation: the
-    filter of each order is Feldman–Zrnic 2021 (Thm 4.3), whose threshold may be any constant
-    chosen in advance, and the union bound over the orders needs only Σw_α ≤ 1
-    (``docs/accounting.md``, *rdp*).
-    """
-    cand = np.asarray(CANDIDATE_ORDERS, dtype=np.float64)
-    tight = wor_bound == WOR_TIGHT
-    curve, delta = workload_curve(items, rel, cand, tight)
-    share = to_float_down(WORKLOAD_SHARE)
-    b = np.asarray(
-        _rdp_thresholds(eps, dc, CANDIDATE_ORDERS, (share,) * len(CANDIDATE_ORDERS)),
-        dtype=np.float64,
-    )
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        score = np.nan_to_num(np.where(b > 0, b / curve, 0.0), nan=0.0, posinf=math.inf)
-    best = CANDIDATE_ORDERS[int(np.argmax(score))]
-    spread = [a for a in DEFAULT_RDP_ORDERS if a != best]
-    rest = to_float_down(DOWN.divide(ONE - WORKLOAD_SHARE, Decimal(len(spread))))
-    weight = dict.fromkeys(spread, rest)
-    weight[best] = share
-    orders = tuple(sorted(weight))
-    config = make(eps, dlt, rel, dc, orders, tuple(weight[a] for a in orders), anchored, branch)
-    config = replace(config, wor_bound=wor_bound)
-    final_curve, _ = workload_curve(items, rel, config.orders_array, tight)
-    t = _scale(
-        np.asarray(config.thresholds, dtype=np.float64), final_curve, delta, config.delta_approx
-    )
-    expected = tuple(n if t >= 1 else min(n, math.floor(t * n)) for _, n in items)
-    return replace(config, workload=WorkloadChoice(items, best, expected))
 
 
 def _orders(raw: object) -> tuple[float, ...]:
@@ -257,27 +203,6 @@ def _weights(raw: object, n: int) -> tuple[float, ...]:
     return tuple(to_float_down(w) for w in ws)
 
 
-def make(
-    eps: Decimal,
-    dlt: Decimal,
-    rel: Relation,
-    dc: Decimal,
-    orders: tuple[float, ...],
-    weights: tuple[float, ...],
-    anchored: bool = True,
-    branch: PldBranch | None = None,
-) -> RDPConfig:
-    """A new filter on the grid: anchored (thresholds at level 1's share of each order's
-    w_α·δ_c, so that the orders' ladders contain them; with the PLD ``branch``'s split stored,
-    the ladder on the whole of δ_c is in force until a first declaration keeps the branch,
-    :func:`in_force`), or as before 1.4.0 (replay only)."""
-    thresholds = _rdp_thresholds(eps, dc, orders, weights, anchored)
-    config = RDPConfig(eps, dlt, rel, dc, sub_down(dlt, dc), orders, weights, thresholds)
-    if not anchored:
-        return config
-    return replace(config, anchor=Anchor(eps, dlt), thresholds_top=thresholds, branch=branch)
-
-
 def order_ladder(config: RDPConfig, i: int) -> odo.AnchoredLadder | None:
     """The ladder of order i fixed at creation: top B(α), δ pool w_α·δ_c, CKS20 Prop. 12 at
     α; ``None`` for an order dropped from the grid."""
@@ -288,7 +213,9 @@ def order_ladder(config: RDPConfig, i: int) -> odo.AnchoredLadder | None:
     dc = to_float_down(config.ladder_delta)
     pool = _order_pool(config.weights[i], dc)
     others = None if config.others is None else _order_pool(config.others[i], dc)
-    return odo.AnchoredLadder(top, pool, config.anchor.epsilon, _AtOrder(config.orders[i]), others)
+    return odo.AnchoredLadder(
+        top, pool, config.anchor.epsilon, _AtOrder(config.orders[i]), others, config.shape
+    )
 
 
 def initial_state(config: RDPConfig) -> RDPState:
@@ -306,8 +233,17 @@ def first_choice(config: RDPConfig, curve: FloatArray) -> str:
     *Weights chosen from the first declaration*)."""
     assert config.anchor is not None
     eps, dc = config.anchor.epsilon, config.ladder_delta
-    best = best_order(curve, eps, dc, config.orders, to_float_down(WORKLOAD_SHARE))
+    held = _level_one(config)
+    orders = tuple(config.orders[i] for i in held)
+    best = best_order(curve[list(held)], eps, dc, orders, to_float_down(WORKLOAD_SHARE))
     return FIRST_DEFAULT if best is None else float_text(best)
+
+
+def _level_one(config: RDPConfig) -> tuple[int, ...]:
+    """The orders that hold a level 1 (stored weight > 0): all of them, but for the levels'
+    own orders of a shaped configuration (:data:`~.rdp_shaped.LEVEL_ORDERS`)."""
+    weights = config.weights if config.others is None else config.others
+    return tuple(i for i, w in enumerate(weights) if w > 0)
 
 
 def in_force(config: RDPConfig, state: RDPState) -> RDPConfig:
@@ -322,16 +258,19 @@ def in_force(config: RDPConfig, state: RDPState) -> RDPConfig:
     of the configuration and the recorded choices, so replay recomputes it."""
     if config.branch is not None and not config.branch_on and state.pld != NO_BRANCH:
         config = _ladder_only(config) if state.pld.off else _with_branch(config)
-    return _weights_in_force(config, state.first)
+    return _weights_in_force(config, state.first, state.design)
 
 
-def _weights_in_force(config: RDPConfig, first: str | None) -> RDPConfig:
-    """The weights part of :func:`in_force`, on a filter whose split is decided."""
+def _weights_in_force(
+    config: RDPConfig, first: str | None, design: tuple[float, ...] | None = None
+) -> RDPConfig:
+    """The weights part of :func:`in_force`, on a filter whose split is decided (and, for a
+    shaped configuration, the levels the first declaration's curve ``design`` places)."""
     if config.weights_rule != WEIGHTS_FIRST or first in (None, FIRST_DEFAULT):
         return config
     if config.others is not None:  # already the filter in force
         return config
-    return _chosen(config, first)
+    return _chosen(config, first, design if config.shape is not None else None)
 
 
 def _ladder_only(config: RDPConfig) -> RDPConfig:
@@ -348,7 +287,9 @@ def _with_branch(config: RDPConfig) -> RDPConfig:
     the budget in force."""
     assert config.anchor is not None
     on = replace(config, branch_on=True)
-    top = _rdp_thresholds(config.anchor.epsilon, on.ladder_delta, config.orders, config.weights)
+    top = _rdp_thresholds(
+        config.anchor.epsilon, on.ladder_delta, config.orders, config.weights, True, config.shape
+    )
     on = replace(on, thresholds=top, thresholds_top=top)
     if config.epsilon == config.anchor.epsilon:
         return on
@@ -356,18 +297,29 @@ def _with_branch(config: RDPConfig) -> RDPConfig:
 
 
 @functools.lru_cache(maxsize=256)
-def _chosen(config: RDPConfig, first: str) -> RDPConfig:
+def _chosen(config: RDPConfig, first: str, design: tuple[float, ...] | None = None) -> RDPConfig:
+    """The filter under the weights ``first`` chose (and, under a shape, the levels the first
+    declaration's curve ``design`` places: :mod:`.rdp_shaped`)."""
     assert config.anchor is not None
     best = config.orders.index(float(first))
-    rest = to_float_down(DOWN.divide(ONE - WORKLOAD_SHARE, Decimal(len(config.orders) - 1)))
+    held = _level_one(config)
+    rest = to_float_down(DOWN.divide(ONE - WORKLOAD_SHARE, Decimal(len(held) - 1)))
     weights = tuple(
-        to_float_down(WORKLOAD_SHARE) if i == best else rest for i in range(len(config.orders))
+        to_float_down(WORKLOAD_SHARE) if i == best else rest if i in held else 0.0
+        for i in range(len(config.orders))
     )
-    top = _rdp_thresholds(config.anchor.epsilon, config.ladder_delta, config.orders, weights)
+    top = _rdp_thresholds(
+        config.anchor.epsilon, config.ladder_delta, config.orders, weights, True, config.shape
+    )
     chosen = replace(
-        config, weights=weights, thresholds=top, thresholds_top=top, others=config.weights
+        config,
+        weights=weights,
+        thresholds=top,
+        thresholds_top=top,
+        others=config.weights,
+        design=design,
     )
-    if config.epsilon == config.anchor.epsilon:
+    if config.epsilon == config.anchor.epsilon and design is None:
         return chosen
     return replace(chosen, thresholds=_caps(chosen, config.epsilon))
 
@@ -440,8 +392,16 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
             base = _ladder_only(config) if pld.off else _with_branch(config)
         if weights:
             trial = replace(trial, first=first_choice(base, charged[0]))
-        chosen = _weights_in_force(base, trial.first)
-        trial = replace(initial_state(chosen), delta=state.delta, first=trial.first, pld=trial.pld)
+            if config.shape is not None and trial.first != FIRST_DEFAULT:
+                trial = replace(trial, design=tuple(charged[0].tolist()))
+        chosen = _weights_in_force(base, trial.first, trial.design)
+        trial = replace(
+            initial_state(chosen),
+            delta=state.delta,
+            first=trial.first,
+            pld=trial.pld,
+            design=trial.design,
+        )
         decision = _decide(chosen, trial, decl, charged)
         if decision.admitted:
             return decision
@@ -490,7 +450,9 @@ def _decide(
         remaining = _rdp_remaining(config, grid, old, dead, state.delta)
         return reject(state, requested, remaining, why, zero)
     new_dead = dead | (s > grid.thresholds)
-    new_state = RDPState(tuple(s.tolist()), tuple(new_dead.tolist()), new_delta, state.first, pld)
+    new_state = RDPState(
+        tuple(s.tolist()), tuple(new_dead.tolist()), new_delta, state.first, pld, state.design
+    )
     remaining = _rdp_remaining(config, grid, s, new_dead, new_delta)
     return Decision("accepted", new_state, requested, requested, remaining)
 
@@ -502,8 +464,10 @@ def _repeats(config: RDPConfig, curve: FloatArray) -> float:
     assert config.anchor is not None
     share = to_float_down(WORKLOAD_SHARE)
     eps, dc = config.anchor.epsilon, config.final_conversion_delta
-    tops = _rdp_thresholds(eps, dc, config.orders, (share,) * len(config.orders))
-    pairs = zip(tops, curve.tolist(), strict=True)
+    held = _level_one(config)
+    orders = tuple(config.orders[i] for i in held)
+    tops = _rdp_thresholds(eps, dc, orders, (share,) * len(orders))
+    pairs = zip(tops, curve[list(held)].tolist(), strict=True)
     ratios = [b / c if c > 1e-300 else math.inf for b, c in pairs if b > 0]
     return max(ratios, default=0.0)
 
@@ -631,7 +595,15 @@ def change_budget(
         config.final_conversion_delta, config.delta, dlt, final_conversion_delta
     )
     new = make(
-        eps, dlt, config.relation, dc, config.orders, config.weights, anchored, config.branch
+        eps,
+        dlt,
+        config.relation,
+        dc,
+        config.orders,
+        config.weights,
+        anchored,
+        config.branch,
+        config.shape,
     )
     # the record of the workload the grid was chosen for stays (its expected counts are those
     # of the budget at creation), and so do the without-replacement bound and the weights' rule
@@ -654,6 +626,9 @@ def _caps(config: RDPConfig, eps: Decimal) -> tuple[float, ...]:
     """Each order's threshold under the budget ε: the highest level of its ladder whose reading
     is at most ε (its top at level 1)."""
     assert config.anchor is not None and config.thresholds_top is not None
+    if config.design is not None and config.shape is not None:
+        found = _statements(config)
+        return shaped.caps(found, config.thresholds_top, eps, config.anchor.epsilon)
     caps: list[float] = []
     for i, top in enumerate(config.thresholds_top):
         order = order_ladder(config, i)
@@ -745,6 +720,16 @@ def odometer(config: RDPConfig, state: RDPState) -> Reading:
     )
 
 
+def _statements(config: RDPConfig) -> tuple[shaped.Statement, ...]:
+    """The levels k ≠ 1 of a shaped filter in force (:func:`.rdp_shaped.statements`)."""
+    assert config.shape is not None and config.design is not None
+    assert config.thresholds_top is not None
+    pool = to_float_down(config.ladder_delta)
+    return shaped.statements(
+        config.orders, config.thresholds_top, config.design, pool, config.shape
+    )
+
+
 def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
     """The smallest reading over the orders' ladders fixed at creation, at δ_c (all orders'
     ladders together, each filter at its level 1 included, spend at most δ_c); after an
@@ -756,11 +741,15 @@ def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
     if config.branch is not None and state.pld == NO_BRANCH and not any(state.rdp):
         return Reading(ZERO, ZERO, "ladder", odo.THEOREM_RDP, 0, ZERO)  # nothing released
     best: tuple[Decimal, int] | None = None if any(state.rdp) else (ZERO, 0)
-    for i, spent in enumerate(state.rdp):
-        order = order_ladder(config, i)
-        found = None if order is None else order.reading(spent)
-        if found is not None and (best is None or found[0] < best[0]):
-            best = found
+    if best is None and config.design is not None and config.thresholds_top is not None:
+        tops, eps = config.thresholds_top, config.anchor.epsilon
+        best = shaped.reading(_statements(config), tops, state.rdp, eps)
+    elif best is None:
+        for i, spent in enumerate(state.rdp):
+            order = order_ladder(config, i)
+            found = None if order is None else order.reading(spent)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
     pld = state.pld.epsilon if config.branch_on else INFINITY
     if pld < (INFINITY if best is None else best[0]):
         return Reading(pld, config.final_conversion_delta, "pld_branch", THEOREM_PLD_BRANCH)

@@ -6,6 +6,13 @@ From accounting 1.6.0 a configuration also carries its PLD branch (``branch``: t
 :class:`~odometer_core.accounting.modes.statements.PldBranch`), and a state the branch's running
 statement (``pld``: the count of declarations and Σε_i); both are absent on configurations
 stored before, whose states are written as before.
+
+From accounting 1.8.0 a configuration on the default grid without a workload also carries its
+ladder's shape (``ladder``, :class:`~odometer_core.accounting.odometer.LadderShape`) and the
+orders only its ladder's levels use (weight 0 at level 1), and a state the first declaration's
+curve (``design``), from which the levels' orders and thresholds follow
+(:mod:`odometer_core.accounting.modes.rdp_shaped`); both are absent on configurations stored
+before, whose states are written as before.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from odometer_core.accounting.exact import ZERO, fmt
 from odometer_core.accounting.modes.common import Anchor, ConfigError, float_text
 from odometer_core.accounting.modes.statements import NO_BRANCH, BranchState, PldBranch, ladder_pool
 from odometer_core.accounting.modes.workload import WorkloadChoice
+from odometer_core.accounting.modes.zcdp import ladder_shape
+from odometer_core.accounting.odometer import LadderShape
 
 #: Default order grid of ``rdp`` mode: 16 orders covering the optima of Gaussian and DP-SGD
 #: workloads at ε between ~0.5 and ~20 (the optimal α of dp_accounting's conversions for the
@@ -134,6 +143,11 @@ class RDPConfig:
     #: derived, never stored: the filter in force once the first declaration kept the branch
     #: (the ladder then holds :attr:`ladder_delta`, the branch the rest of δ_c)
     branch_on: bool = False
+    #: the ladder's shape fixed at creation (accounting ≥ 1.8.0; ``None``: the 1.4.0 ladder)
+    shape: LadderShape | None = None
+    #: derived, never stored: under a ``shape``, the first declaration's curve that places the
+    #: ladder's levels (:mod:`.rdp_shaped`), once the first admission recorded it
+    design: tuple[float, ...] | None = None
     mode: Literal["rdp"] = "rdp"
 
     @property
@@ -163,6 +177,9 @@ class RDPState:
     first: str | None = None
     #: the PLD branch's running statement (configurations with a ``branch`` only)
     pld: BranchState = NO_BRANCH
+    #: the first declaration's curve on the grid (configurations with a ``shape`` only, from
+    #: the first admission on): what places the ladder's levels (:mod:`.rdp_shaped`)
+    design: tuple[float, ...] | None = None
 
 
 # ---------------------------------------------------------------------------- codec
@@ -185,6 +202,8 @@ def config_to_json(config: RDPConfig) -> dict[str, Any]:
         out["order_weights"] = config.weights_rule
     if config.branch is not None:  # absent on configurations stored before 1.6.0
         out["branch"] = config.branch.to_json()
+    if config.shape is not None:  # absent on configurations stored before 1.8.0
+        out["ladder"] = config.shape.to_json()
     return out
 
 
@@ -214,6 +233,7 @@ def config_from_json(
         None if anchor is None else tuple(float(b) for b in anchor["top"]),
         rule,
         branch=_branch(obj.get("branch")),
+        shape=ladder_shape(obj.get("ladder")),
     )
 
 
@@ -236,15 +256,19 @@ def state_to_json(state: RDPState) -> dict[str, Any]:
         out["first"] = state.first
     if state.pld != NO_BRANCH:  # the PLD branch (configurations of 1.6.0 on)
         out["pld"] = state.pld.to_json()
+    if state.design is not None:  # the first declaration's curve (configurations of 1.8.0 on)
+        out["design"] = [float_text(c) for c in state.design]
     return out
 
 
 def state_from_json(obj: Mapping[str, Any]) -> RDPState:
     first = obj.get("first")
+    design = obj.get("design")
     return RDPState(
         tuple(float(s) for s in obj["rdp"]),
         tuple(bool(d) for d in obj["dead"]),
         Decimal(obj["delta"]),
         None if first is None else str(first),
         BranchState.from_json(obj.get("pld")),
+        None if design is None else tuple(float(c) for c in design),
     )

@@ -28,11 +28,12 @@ def _rdp_thresholds(
     orders: tuple[float, ...],
     weights: tuple[float, ...],
     anchored: bool = True,
+    shape: odo.LadderShape | None = None,
 ) -> tuple[float, ...]:
     """B(α) = ε_B + [log(δ_α) + log(α−1) − α·log(1−1/α)]/(α−1), rounded down; orders whose
     B(α) ≤ 0 are dropped (−∞). Inverting CKS20 Prop. 12 at the order's δ share δ_α: level 1's
-    share of w_α·δ_c in an anchored ladder (:func:`order_ladder`), the whole w_α·δ_c before
-    accounting 1.4.0 (docs/accounting.md, *rdp*)."""
+    share of w_α·δ_c in an anchored ladder (:func:`order_ladder`; the ``shape``'s from
+    accounting 1.8.0), the whole w_α·δ_c before accounting 1.4.0 (docs/accounting.md, *rdp*)."""
     eb = to_float_down(epsilon)
     dc = to_float_down(delta_c)
     out: list[float] = []
@@ -41,7 +42,7 @@ def _rdp_thresholds(
             out.append(-math.inf)
             continue
         log_share = (
-            math.log(odo.anchored_share(_order_pool(w, dc), 1))
+            math.log(odo.anchored_share(_order_pool(w, dc), 1, shape))
             if anchored
             else math.log(w) + math.log(dc)
         )

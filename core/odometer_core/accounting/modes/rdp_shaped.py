@@ -1,0 +1,169 @@
+"""Shaped ladders of ``rdp`` filters (accounting 1.8.0; ``docs/accounting.md``, *Readings as
+the smallest of several statements*).
+
+Before 1.8.0 every order α of an ``rdp`` grid had its own ladder below its threshold B(α), on
+the order's share w_α of the pool: a reading below the top was read at an order chosen for the
+budget (the first declaration's, holding 0.9 of the pool at level 1) or at an order holding a
+few per cent of it, and the grid stopped at α = 64, far below the orders that convert small
+totals well. A configuration created from 1.8.0 on (default grid, no workload) records a
+:class:`~odometer_core.accounting.odometer.LadderShape` (:data:`DEFAULT_RDP_LADDER`) and adds
+:data:`LEVEL_ORDERS` to its grid with weight 0 (they hold no level 1). Its statements are:
+
+- level 1, the filter: every order of weight w_α > 0 at B(α), on the share ``first``·w_α of
+  the ladder's pool (the thresholds of 1.7.0, on the shape's level-1 share);
+- every other level k (k = 2 … ``depth`` below, k = −1 … −:data:`ABOVE` above, for raises):
+  one RDP filter at one order α_k with threshold c_k = n_k·C(α_k), on the share
+  ``shape.weight(k)`` of the pool, where C is the first declaration's curve on the grid (the
+  state's ``design``), n_k = N·r^−(k−1) (N·r^|k| above) and N = max_α B(α)/C(α), the
+  multiple of the first declaration the filter admits; α_k is the order whose conversion of
+  n_k·C(α) at the level's share is the smallest (Canonne–Kamath–Steinke 2020, Prop. 12).
+
+The levels' orders and thresholds are a deterministic function of the configuration and the
+first declaration, chosen before any output (as the weights of :data:`WEIGHTS_FIRST
+<odometer_core.accounting.modes.rdp_config.WEIGHTS_FIRST>`): each (α_k, c_k) is then an RDP
+filter fixed in advance (Feldman–Zrnic 2021, Thm 4.3), and the shares sum to at most the pool
+(``first``·Σw_α + spread + tail + above ≤ 1, exact decimals: the shape and the weights are
+checked at creation), so the union bound over all statements certifies the smallest ε among
+those whose threshold holds the running curve, at every stopping time. A history of repeats of
+the first declaration meets its levels where they were placed; later work of a different kind
+is read at the same statements, only less closely.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Final
+
+import numpy as np
+
+from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import odometer as odo
+from odometer_core.accounting.exact import cost_from_float
+from odometer_core.accounting.modes.rdp_levels import _rdp_level_epsilon
+from odometer_core.accounting.odometer import LadderShape
+
+#: Orders new ``rdp`` configurations (default grid) track for their ladder's levels only
+#: (weight 0 at level 1): a total far below the budget converts best at a high order (for a
+#: Gaussian, α − 1 ≈ √(log(1/δ)/ρ)), which the 16 default orders (up to 64) do not reach.
+LEVEL_ORDERS: Final[tuple[float, ...]] = (
+    80.0,
+    96.0,
+    128.0,
+    160.0,
+    192.0,
+    256.0,
+    320.0,
+    384.0,
+    512.0,
+    768.0,
+    1024.0,
+)
+
+#: The ladder of ``rdp`` configurations created from accounting 1.8.0 on: r = 2^(1/6); level 1
+#: (the filter, every order at its weight) 0.9 of the pool, as the 1.4.0–1.7.0 filters hold, so
+#: that it admits what they admit; the 40 levels below (totals down to 1 % of the filter's, in
+#: multiples of the first declaration) 0.095 evenly; the tail 0.004; the levels above 0.001.
+#: Chosen from the family of ``python -m benchmarks quote`` (docs/accounting.md).
+DEFAULT_RDP_LADDER: Final = LadderShape(6, Decimal("0.9"), 40, Decimal("0.095"), Decimal("0.001"))
+
+#: Levels above the top (raises) that carry a statement: up to 2^(60/6) = 1024 times the top.
+ABOVE: Final = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One level k ≠ 1: the RDP filter "S(α) ≤ ``value``" at the grid's order ``index``,
+    read as ``epsilon`` (CKS20 Prop. 12 at α, at the level's share, rounded up)."""
+
+    level: int
+    index: int
+    value: float
+    epsilon: Decimal
+
+
+def multiple(tops: Sequence[float], design: Sequence[float]) -> float:
+    """N = max_α B(α)/C(α) over the orders with a level 1 (B(α) > 0) and C(α) > 0: how many
+    repeats of the first declaration level 1 holds (0 when none)."""
+    ratios = [b / c for b, c in zip(tops, design, strict=True) if b > 0 and c > 1e-300]
+    return max(ratios, default=0.0)
+
+
+@functools.lru_cache(maxsize=256)
+def statements(
+    orders: tuple[float, ...],
+    tops: tuple[float, ...],
+    design: tuple[float, ...],
+    pool: float,
+    shape: LadderShape,
+) -> tuple[Statement, ...]:
+    """The levels k ≠ 1 of a shaped ladder placed by the first declaration's curve ``design``
+    (module docstring), on the ladder's δ ``pool``; empty when the curve is 0 everywhere."""
+    n = multiple(tops, design)
+    if not 0 < n < math.inf:
+        return ()
+    alphas = np.asarray(orders, dtype=np.float64)
+    curve = np.asarray(design, dtype=np.float64)
+    usable = curve > 1e-300
+    out: list[Statement] = []
+    levels = [*range(2, shape.depth + 1), *range(-1, -ABOVE - 1, -1)]
+    for k in levels:
+        share = odo.anchored_share(pool, k, shape)
+        if not share > 0:
+            continue
+        values = np.where(usable, odo.anchored_value(n, k, shape) * curve, np.inf)
+        _, alpha = cv.rdp_to_epsilon(alphas, values, share)
+        i = orders.index(alpha)
+        value = float(values[i])
+        if not 0 < value < math.inf:
+            continue
+        eps = cost_from_float(_rdp_level_epsilon(alpha, value, share))
+        out.append(Statement(k, i, value, eps))
+    return tuple(out)
+
+
+def reading(
+    found: Sequence[Statement],
+    tops: Sequence[float],
+    spent: Sequence[float],
+    target: Decimal,
+) -> tuple[Decimal, int] | None:
+    """The smallest ε among the statements holding the running curve ``spent``: level 1
+    (``target``, the creation ε) where some order's S(α) ≤ B(α), any level k whose order's
+    S(α_k) ≤ c_k; ``None`` when none holds it."""
+    best: tuple[Decimal, int] | None = None
+    if any(b > 0 and s <= b for s, b in zip(spent, tops, strict=True)):
+        best = (target, 1)
+    for st in found:
+        if spent[st.index] <= st.value and (best is None or st.epsilon < best[0]):
+            best = (st.epsilon, st.level)
+    return best
+
+
+def caps(
+    found: Sequence[Statement], tops: Sequence[float], epsilon: Decimal, target: Decimal
+) -> tuple[float, ...]:
+    """Each order's threshold under the budget ``epsilon``: the largest value of a statement
+    at that order reading at most ``epsilon`` (level 1's B(α) when ``epsilon`` ≥ the creation
+    ``target``), −∞ where none does. "Some order holds its running value within its threshold"
+    is then "the reading is at most ``epsilon``"."""
+    out = [b if b > 0 and epsilon >= target else -math.inf for b in tops]
+    for st in found:
+        if st.epsilon <= epsilon and st.value > out[st.index]:
+            out[st.index] = st.value
+    return tuple(out)
+
+
+__all__ = [
+    "ABOVE",
+    "DEFAULT_RDP_LADDER",
+    "LEVEL_ORDERS",
+    "Statement",
+    "caps",
+    "multiple",
+    "reading",
+    "statements",
+]
