@@ -129,23 +129,42 @@ def suggest(
     suggestion: dict[str, Any] | None = None
     found: list[dict[str, Any]] = []
     phrases: list[str] = []
-    guide = _Guide() if guided(declaration) else None
     with memo.charges():
-        for position, knob in enumerate([first, *others]):
-            if knob is None:
-                continue
-            edge, value, stopped = _edge(declaration, knob, admitted, rules.stopped, guide)
-            if edge is not None:
-                relation = "≤" if knob.grows else "≥"
-                what = f"{knob.name} {relation} {fmt(value)}"
-                phrases.append(what if phrases else f"{declaration.kind} with {what}")
-                if position == 0:
-                    suggestion = edge.to_json()
-                else:
-                    found.append(edge.to_json())
-            if stopped:
-                break
+        if guided(declaration):
+            edges = _guided_edges(declaration, [first, *others], admitted, rules.stopped)
+        else:
+            edges = _edges(declaration, [first, *others], admitted, rules.stopped)
+    for position, (knob, edge) in enumerate(zip([first, *others], edges, strict=True)):
+        if knob is None or edge is None:
+            continue
+        relation = "≤" if knob.grows else "≥"
+        what = f"{knob.name} {relation} {fmt(edge[1])}"
+        phrases.append(what if phrases else f"{declaration.kind} with {what}")
+        if position == 0:
+            suggestion = edge[0].to_json()
+        else:
+            found.append(edge[0].to_json())
     return suggestion, found, phrases
+
+
+#: A knob's edge: the declaration there and the knob's value (``None``: none found).
+Edge = tuple[Declaration, Decimal] | None
+
+
+def _edges(
+    declaration: Declaration, knobs: list[Knob | None], admitted: Admits, stop: type[Exception]
+) -> list[Edge]:
+    """Each knob's edge, one knob after the other (the kinds whose candidates are not placed
+    by :func:`proxy`); once the search is stopped the knobs not yet searched have none."""
+    edges: list[Edge] = []
+    stopped = False
+    for knob in knobs:
+        if knob is None or stopped:
+            edges.append(None)
+            continue
+        edge, value, stopped = _edge(declaration, knob, admitted, stop)
+        edges.append(None if edge is None else (edge, value))
+    return edges
 
 
 # ---------------------------------------------------------------------------- knobs
@@ -330,7 +349,6 @@ def _edge(
     knob: Knob,
     admitted: Admits,
     stop: type[Exception],
-    guide: _Guide | None = None,
 ) -> tuple[Declaration | None, Decimal, bool]:
     """The declaration with ``knob`` at the edge of what ``admitted`` admits, the knob's value
     there, and whether the search was stopped (``stop`` raised; then the best admitted so far,
@@ -352,9 +370,7 @@ def _edge(
         return ok
 
     try:
-        if guide is not None:
-            _guided_search(declaration, knob, fits, guide)
-        elif knob.count:
+        if knob.count:
             _count_search(int(knob.get(declaration)), fits)
         elif knob.grows:
             _down_search(knob.get(declaration), knob.digits, fits)
@@ -432,14 +448,21 @@ PROXY_ORDERS: tuple[float, ...] = (
     20.0, 24.0, 32.0, 48.0, 64.0, 128.0, 256.0,
 )  # fmt: skip
 #: Where a training job's search first looks, knowing nothing yet: this much below the refused
-#: job's proxy (then twice as far each time that is refused too).
-FIRST_STEP = 0.1
+#: job's proxy (then twice as far each time that is refused too). A first guess that is
+#: admitted places every other knob's first candidate (:class:`_Guide`); a refused one costs a
+#: candidate more, which the 0.1 s a refusal may search cannot spare.
+FIRST_STEP = 0.19
 #: Where a later knob's search first looks: this much below the proxy the search has seen
 #: admitted (then 4× as far each time that is refused): the proxy's ratio to the charge that
-#: decides drifts by about 0.5 % between the three knobs' edges (the tutorial's job in rdp).
-MARGIN = 0.002
+#: decides drifts by about 0.5 % between the three knobs' edges (the tutorial's job in rdp:
+#: the edges' proxies 2.1011 for the steps, 2.0951 for the rate, 2.0915 for the noise).
+MARGIN = 0.005
 #: Iterations of :func:`_solve` (a bracketed root of a smooth monotone function in log-log).
 SOLVE_STEPS = 12
+#: :func:`_solve` stops when the proxy is within this relative distance of its target: a
+#: tenth of :data:`MARGIN`, finer than the proxy predicts the charge (each proxy of a new rate
+#: or noise costs about a millisecond, counted in the search's CPU).
+SOLVE_TOLERANCE = MARGIN / 10
 
 
 @memo.memoised
@@ -496,69 +519,161 @@ class _Guide:
     largest proxy of a candidate admitted (``lo``) and the smallest of one refused (``hi``).
     The levels admit a job roughly when its proxy is below one threshold, the same for every
     knob (the charge that decides is a smooth function of the proxy), so this bracket places
-    the next knob's first candidates near its edge."""
+    the next knob's first candidate near its edge."""
 
     lo: float = 0.0
     hi: float = math.inf
 
 
-def _guided_search(
-    declaration: Declaration, knob: Knob, fits: Callable[[Decimal], bool], guide: _Guide
-) -> None:
-    """The edge of ``knob`` for a training job, found as :func:`_count_search`,
-    :func:`_down_search` and :func:`_up_search` find it (every candidate decided by ``fits``,
-    the admission at every level; the last admitted is the edge, on the same grid of values),
-    but with each candidate placed by :func:`proxy` rather than halfway: first just below
-    what ``guide`` saw admitted (or a step below the refused job), then within the bracket of
-    admitted and refused proxies, this knob's and ``guide``'s. Each ``fits`` may cost a PLD,
-    a proxy about a millisecond: a bisection on the knob needs 12–40 candidates, this about a
-    third of them (``docs/accounting.md``, *What would fit instead*)."""
-    grid = _Grid(knob)
+@dataclass(slots=True)
+class _Walk:
+    """One knob's search for a training job: the admitted value nearest the edge so far
+    (``a``, its proxy ``pa``; ``None`` before one), the refused one nearest it (``b``, ``pb``;
+    first the refused job's own value), how many first tries were refused (``misses``) and
+    whether the grid has no value left between them (``done``)."""
 
-    def at(x: Decimal) -> float | None:
-        try:
-            return proxy(knob.put(declaration, x))
-        except ValueError:
-            return None
-
-    b = knob.get(declaration)  # refused
-    pb = at(b)
-    if pb is None or pb <= 0:
-        return
-    guide.hi = min(guide.hi, pb)
+    declaration: Declaration
+    knob: Knob
+    fits: Callable[[Decimal], bool]
+    grid: _Grid
+    b: Decimal
+    pb: float
     a: Decimal | None = None
-    pa = 0.0
-    known = guide.lo > 0  # an earlier knob's edge predicts this one's
-    misses = ups = 0
-    while True:
-        if a is None:  # below the prediction (or the refused job), further each time
-            if known:
-                target = min(guide.lo, pb) * (1 - MARGIN * 4**misses)
-            else:
-                target = pb * (1 - FIRST_STEP) ** (2**misses)
-        elif known and ups < 3 and max(guide.hi, pa) * (1 + MARGIN * 4**ups) < pb:
-            target = max(guide.hi, pa) * (1 + MARGIN * 4**ups)  # just above the prediction
-            ups += 1
-        else:  # halfway, on the proxy's scale
-            target = math.sqrt(pa * pb) if pa > 0 else pb / 2
-        x = grid.inside(_solve(at, grid, a, b, target), a, b)
-        if x is None:
-            return
-        p = at(x)
-        if p is None:
-            return
-        if fits(x):
-            a, pa = x, p
+    pa: float = 0.0
+    misses: int = 0
+    done: bool = False
+    seen: dict[Decimal, float | None] = dataclasses.field(default_factory=dict)
+
+    def at(self, x: Decimal) -> float | None:
+        """The proxy of the declaration with the knob at ``x`` (``None``: not a valid value),
+        kept for the walk (placing one candidate evaluates the bracket's ends again)."""
+        if x not in self.seen:
+            try:
+                self.seen[x] = proxy(self.knob.put(self.declaration, x))
+            except ValueError:
+                self.seen[x] = None
+        return self.seen[x]
+
+    @property
+    def reuses_step(self) -> bool:
+        """Whether the candidates keep the refused job's step (rate and noise): the step
+        count's, each a new count of one PLD step (:mod:`~odometer_core.accounting.pld`
+        keeps the step and its moments: an admission of about a fifth of one that moves the
+        step)."""
+        return self.knob.count
+
+    def tries(self, target: float, guide: _Guide) -> bool | None:
+        """Admission of the grid value nearest where the proxy is ``target`` between ``a``
+        and ``b`` (``None``, and ``done``, when there is none)."""
+        x = self.grid.inside(_solve(self.at, self.grid, self.a, self.b, target), self.a, self.b)
+        p = None if x is None else self.at(x)
+        if x is None or p is None:
+            self.done = True
+            return None
+        if self.fits(x):
+            self.a, self.pa = x, p
             guide.lo = max(guide.lo, p)
-        else:
-            b, pb = x, p
-            guide.hi = min(guide.hi, p)
-            if a is not None:
-                ups = 3  # the edge is bracketed: halve from here
+            return True
+        self.b, self.pb = x, p
+        guide.hi = min(guide.hi, p)
+        return False
+
+    def find(self, guide: _Guide) -> None:
+        """A first admitted value: just below what ``guide`` saw admitted (an earlier knob's
+        edge predicts this one's), or, knowing nothing yet, a step below the refused job;
+        each time refused, further."""
+        while self.a is None and not self.done:
+            if guide.lo > 0:
+                target = min(guide.lo, self.pb) * (1 - MARGIN * 4**self.misses)
             else:
-                misses += 1
-                if misses > 6:
-                    return
+                target = self.pb * (1 - FIRST_STEP) ** (2**self.misses)
+            if self.tries(target, guide) is False:
+                self.misses += 1
+                if self.misses > 6:
+                    self.done = True
+
+    def narrow(self, guide: _Guide) -> None:
+        """From the first admitted value to the edge (``a`` when the grid has no value left
+        between ``a`` and ``b``): first where ``guide`` predicts the edge, just above the
+        proxy admitted (a knob placed by an earlier one's edge starts within about
+        :data:`MARGIN` of its own), then halving the bracket on the proxy's scale."""
+        ups = 0
+        while self.a is not None and not self.done:
+            near = max(min(guide.hi, self.pb), self.pa) * (1 + MARGIN * 4**ups / 2)
+            if ups < 3 and near < self.pb:
+                target = near
+                ups += 1
+            else:
+                target = math.sqrt(self.pa * self.pb)
+            if self.tries(target, guide) is False:
+                ups = 3  # the edge is bracketed near the prediction: halve from here
+
+
+def _guided_edges(
+    declaration: Declaration, knobs: list[Knob | None], admitted: Admits, stop: type[Exception]
+) -> list[Edge]:
+    """Each knob's edge for a training job (:func:`guided`), every candidate decided by
+    ``admitted`` (the admission at every level: the last admitted is the edge, on the same
+    grid of values as :func:`_count_search`, :func:`_down_search` and :func:`_up_search`),
+    placed by :func:`proxy` rather than halfway.
+
+    In rdp each candidate may cost a PLD of the branch (45-55 ms of CPU for the MNIST
+    tutorial's job with a new rate or noise, 10 ms for a new step count of the same step), and
+    the service stops the search after 0.1 s of CPU. So the search is breadth first: first one
+    admitted value for every knob — the step count's first (its candidates are the cheap ones),
+    bracketed on the proxy's scale to :data:`FIND_RATIO`, which places every other knob's one
+    candidate just below what it admitted (:class:`_Guide`) — and only then each knob narrowed
+    to its edge, in the same order. Stopped, each knob keeps the admitted value nearest its
+    edge found so far: every suggestion is one the admission admitted (``docs/accounting.md``,
+    *What would fit instead*)."""
+    guide = _Guide()
+    walks: list[_Walk | None] = []
+    best: dict[int, list[tuple[Declaration, Decimal]]] = {}
+    for position, knob in enumerate(knobs):
+        walk = None if knob is None else _walk(declaration, knob, admitted, stop, best, position)
+        walks.append(walk)
+    order = sorted((w for w in walks if w is not None), key=lambda w: not w.reuses_step)
+    try:
+        for walk in order:
+            walk.find(guide)
+        for walk in order:
+            walk.narrow(guide)
+    except stop:
+        pass
+    return [best[i][0] if best.get(i) else None for i in range(len(knobs))]
+
+
+def _walk(
+    declaration: Declaration,
+    knob: Knob,
+    admitted: Admits,
+    stop: type[Exception],
+    best: dict[int, list[tuple[Declaration, Decimal]]],
+    position: int,
+) -> _Walk | None:
+    """The search of ``knob`` (:class:`_Walk`), whose admissions keep the last admitted
+    candidate in ``best[position]``; ``None`` when the refused job has no proxy."""
+    kept = best.setdefault(position, [])
+
+    def fits(value: Decimal) -> bool:
+        try:
+            candidate = knob.put(declaration, value)
+            ok = admitted(candidate)
+        except stop:
+            raise
+        except ValueError:
+            return False
+        if ok:
+            kept[:] = [(candidate, value)]
+        return ok
+
+    refused = knob.get(declaration)
+    walk = _Walk(declaration, knob, fits, _Grid(knob), refused, 0.0)
+    p = walk.at(refused)
+    if p is None or p <= 0:
+        return None
+    walk.pb = p
+    return walk
 
 
 @dataclass(frozen=True, slots=True)
@@ -642,7 +757,7 @@ def _solve(
         if p is None or p <= 0:
             break
         g = math.log(p) - math.log(target)
-        if abs(g) < 1e-6:
+        if abs(g) < SOLVE_TOLERANCE:
             break
         if (g < 0) == (g0 < 0):
             u0, g0 = u, g
