@@ -88,10 +88,12 @@ run: install
 ## the browser tests are skipped, saying why, when no Chromium is installed: `make browser-deps`).
 ## TEST_WORKERS processes share the files (pytest-xdist, a file's tests in one process): most
 ## tests wait on servers, databases and fsync, so a second process fills the idle core
-## (docs/development.md, *Tests*); TEST_WORKERS=0 runs everything in this process.
+## (docs/development.md, *Tests*); TEST_WORKERS=0 runs everything in this process. The slowest
+## files start first (tests/conftest.py, SLOW_FILES_FIRST); the run ends with its 25 slowest
+## tests, the figures that list is kept by.
 TEST_WORKERS ?= 2
 test: dev adapters-env tumult-env
-	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/python -m pytest --durations=25 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 	$(ADAPTERS_VENV)/bin/python -m pytest -q tests/adapters
 	$(TUMULT_TEST)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -31,22 +32,42 @@ _CLIENT_DATA = tempfile.TemporaryDirectory(prefix="odometer-test-data-")
 os.environ.setdefault("ODOMETER_DATA_DIR", _CLIENT_DATA.name)
 
 
+# The session's databases, made once per backend and process, and closed when the session ends.
+# pytest sets a parametrised session fixture up again whenever the parameter changes, and under
+# `--dist loadfile` it changes twice per file (a file's SQLite tests, then its PostgreSQL ones):
+# every file created, migrated and dropped its own two databases. Kept here, a process makes
+# each once, as a single process (TEST_WORKERS=0) always did.
+_SESSION_DATABASES: dict[str, tuple[Backend, Database]] = {}
+_CLOSE_AT_EXIT = contextlib.ExitStack()
+
+
+def _session_database(
+    kind: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Backend, Database]:
+    if kind not in _SESSION_DATABASES:
+        made = _CLOSE_AT_EXIT.enter_context(fresh_database(kind, tmp_path_factory.mktemp(kind)))
+        db = Database.from_settings(Settings(database_url=made.url))
+        _CLOSE_AT_EXIT.callback(db.dispose)  # before the database is dropped
+        _SESSION_DATABASES[kind] = (made, db)
+    return _SESSION_DATABASES[kind]
+
+
+def pytest_sessionfinish() -> None:
+    _SESSION_DATABASES.clear()
+    _CLOSE_AT_EXIT.close()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Backend]:
+def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Backend:
     """A migrated database per backend for the whole session (tests use their own datasets)."""
     if request.param == "postgresql" and postgres_url() is None:
         pytest.skip(PG_SKIP_REASON)
-    with fresh_database(request.param, tmp_path_factory.mktemp(request.param)) as b:
-        yield b
+    return _session_database(request.param, tmp_path_factory)[0]
 
 
 @pytest.fixture(scope="session")
-def database(backend: Backend) -> Iterator[Database]:
-    db = Database.from_settings(Settings(database_url=backend.url))
-    yield db
-    db.dispose()
+def database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Database:
+    return _session_database(backend.name, tmp_path_factory)[1]
 
 
 @pytest.fixture
@@ -88,7 +109,6 @@ SLOW_FILES_FIRST = (
     "tests/reliability/test_restore.py",
     "tests/benchmarks/test_compare_bench.py",  # two builds' servers compared (~80 s)
     "tests/accounting/test_capacity.py",  # loops of about 10⁶ admissions (~60 s)
-    "tests/api/test_cap_replacement.py",  # (~40 s)
     "tests/db/test_pgbouncer.py",  # PgBouncer's must-fail runs (~40 s)
     "tests/concurrency/test_pgbouncer_suites.py",
     "tests/reliability/test_checkpoints.py",
