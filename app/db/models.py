@@ -29,6 +29,8 @@ from odometer_core.json_types import (
     AmountJSON,
     ConfigJSON,
     DeclarationJSON,
+    GrantQuota,
+    LevelPart,
     PartitionJSON,
     StateJSON,
 )
@@ -134,8 +136,8 @@ class LedgerEntry(Base):
     config: Mapped[ConfigJSON | None] = mapped_column(Json)
     state: Mapped[StateJSON] = mapped_column(Json)
     #: The organisation level's and the analyst quota's part of this step (revision 0002).
-    org: Mapped[dict[str, Any] | None] = mapped_column(Json)
-    quota: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    org: Mapped[LevelPart | None] = mapped_column(Json)
+    quota: Mapped[LevelPart | GrantQuota | None] = mapped_column(Json)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
 

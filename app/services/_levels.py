@@ -39,6 +39,7 @@ from odometer_core.accounting.levels import (
     stored_cap,
 )
 from odometer_core.accounting.levels import level_record as core_level_record
+from odometer_core.json_types import CapOrder, LevelPart
 
 __all__ = [
     "ORGANISATION",
@@ -95,7 +96,7 @@ def cap_filter(org: Organisation | OrgRow, relation: str) -> tuple[AccountingCon
     return stored_cap(org.cap_config_json, org.cap_json, org.cap_state_json, relation)
 
 
-def sequence(org: OrgRow) -> dict[str, Any]:
+def sequence(org: OrgRow) -> CapOrder:
     """What a ledger entry that touches the cap records of its order across the
     organisation's datasets (:func:`odometer_core.accounting.levels.cap_order`), the cap's
     ``seq`` moved on its row."""
@@ -135,7 +136,7 @@ class Level:
         """The grant of a quota level (the ``seq`` of the entry that made it)."""
         return None if self.grant is None else self.grant.granted_seq
 
-    def sequenced(self) -> dict[str, Any]:
+    def sequenced(self) -> CapOrder:
         """The order of this decision at the level (the cap's ``seq``; nothing for a quota,
         which lives in the dataset's ledger)."""
         return {} if self.org is None else sequence(self.org)
@@ -212,10 +213,10 @@ class Uppers:
 
     def apply(
         self, outcomes: tuple[LevelOutcome, ...], *, applied: bool, budget: bool
-    ) -> dict[str, Any]:
+    ) -> dict[str, LevelPart]:
         """Store each level's new state (when ``applied``); return what the ledger entry
         records of each level (with the cap's budget when ``budget``: on registration)."""
-        records: dict[str, Any] = {}
+        records: dict[str, LevelPart] = {}
         for level, outcome in zip(self.present(), outcomes, strict=True):
             order = level.sequenced()
             if applied:
@@ -226,13 +227,14 @@ class Uppers:
                 applied=applied,
                 config=budget and level.name == ORGANISATION,
             )
-            records[level.name].update(order)
+            # a CapOrder's keys are a LevelPart's own (mypy wants an update to name every key)
+            records[level.name].update(order)  # type: ignore[typeddict-item]
         return records
 
 
 def level_record(
     level: Level, decision: Decision, *, applied: bool, config: bool = False
-) -> dict[str, Any]:
+) -> LevelPart:
     """What the ledger entry records of one level (part of the hashed payload):
     :func:`odometer_core.accounting.levels.level_record`."""
     return core_level_record(
@@ -245,12 +247,12 @@ def level_record(
     )
 
 
-def dropped_quota_record(owner: str, granted_seq: int | None) -> dict[str, Any]:
+def dropped_quota_record(owner: str, granted_seq: int | None) -> LevelPart:
     """What a settle or cancel entry records of the quota that reserved when its grant is gone
     (revoked, or replaced by a new grant): its share of the reservation is dropped, no quota
     changes (:func:`odometer_core.accounting.levels.quota_holds`). ``granted_seq``: the grant
     that reserved (``None``: unknown, reserved before grants were told apart)."""
-    out: dict[str, Any] = {
+    out: LevelPart = {
         "id": owner,
         "outcome": DROPPED,
         "applied": False,

@@ -53,7 +53,7 @@ from odometer_core.accounting import cancel as accounting_cancel
 from odometer_core.accounting import settle as accounting_settle
 from odometer_core.accounting.blocks import Range, finish_reservation
 from odometer_core.accounting.levels import finish_uppers, quota_holds
-from odometer_core.json_types import StateJSON
+from odometer_core.json_types import LevelPart, StateJSON
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger import output_digest as sha256_of_output
 from odometer_core.ledger.blocks import ranges_from_json, ranges_json
@@ -226,7 +226,7 @@ def _reserved_invocation(principal: Principal, locked: Locked, invocation_id: st
 
 def _holding_levels(
     uow: UnitOfWork, inv: InvocationRow, locked: Locked
-) -> tuple[GrantRow | None, Uppers, JSONObject | None]:
+) -> tuple[GrantRow | None, Uppers, LevelPart | None]:
     """The upper levels that reserved ``inv`` get the same settle / cancel, and the grant
     locked for it when it is not the caller's.
 
@@ -268,7 +268,7 @@ def _stage(
     uppers: Uppers,
     cell: str | None,
     output_digest: str | None = None,
-    dropped: JSONObject | None = None,
+    dropped: LevelPart | None = None,
 ) -> Finished:
     """Settle / cancel at the dataset and the levels above; stage the entry and the row
     (``dropped``: the quota share that no quota holds any more, recorded as it is)."""

@@ -25,6 +25,7 @@ __all__ = [
     "AmountJSON",
     "Attribution",
     "BlockSpan",
+    "CapOrder",
     "CheckpointAuditSummary",
     "ConfigJSON",
     "CosignedJSON",
@@ -37,7 +38,9 @@ __all__ = [
     "ExportedEntry",
     "ForkJSON",
     "Fractions",
+    "GrantQuota",
     "LeftItem",
+    "LevelPart",
     "MoreOfLast",
     "OdometerReading",
     "OrganisationVerdictJSON",
@@ -173,6 +176,41 @@ class CurveJSON(TypedDict):
 
 
 # ---------------------------------------------------------------------------- the ledger
+class CapOrder(TypedDict, total=False):
+    """What an entry that touches an organisation's cap records of its order across the
+    organisation's datasets (:func:`~odometer_core.accounting.levels.cap_order`): the cap's
+    ``seq`` always; the configuration in force and its state before the first time after
+    the cap was set or changed; the phase it replaced just before. Empty for a quota."""
+
+    seq: int
+    config: ConfigJSON
+    before: StateJSON
+    replaced: dict[str, Any]  # ClosedPhase.to_json (odometer_core.accounting.levels)
+
+
+class LevelPart(TypedDict):
+    """What an entry records of one level above the dataset (its ``org`` or ``quota``:
+    :func:`~odometer_core.accounting.levels.level_record`, with the cap's order,
+    :class:`CapOrder`, on an organisation's), or of a quota share dropped when its grant is
+    gone (``outcome`` ``dropped``, nothing charged, no state). ``budget``: the cap's ε and δ
+    on a registration; ``grant``: the quota's grant (its ``granted_seq``) when known."""
+
+    id: str
+    outcome: str
+    applied: bool
+    charge: AmountJSON | None
+    requested: AmountJSON | None
+    refund: AmountJSON | None
+    reservation: dict[str, Any] | None  # the reservation's fields, by its mode
+    state: StateJSON | None
+    budget: NotRequired[EpsilonDelta]
+    grant: NotRequired[int]
+    seq: NotRequired[int]
+    config: NotRequired[ConfigJSON]
+    before: NotRequired[StateJSON]
+    replaced: NotRequired[dict[str, Any]]
+
+
 class EntryPayload(TypedDict):
     """A ledger entry's hashed fields (:meth:`~odometer_core.ledger.entry.Entry.payload`), in
     :data:`~odometer_core.ledger.chain.PAYLOAD_FIELDS`' order."""
@@ -193,8 +231,8 @@ class EntryPayload(TypedDict):
     reason: str | None
     config: ConfigJSON | None
     state: StateJSON
-    org: dict[str, Any] | None  # the cap's part (odometer_core.ledger.admission)
-    quota: dict[str, Any] | None  # the quota's part (odometer_core.ledger.admission)
+    org: LevelPart | None
+    quota: LevelPart | GrantQuota | None
     prev_hash: str
 
 
@@ -203,6 +241,16 @@ class ExportedEntry(EntryPayload):
     (:meth:`~odometer_core.ledger.entry.Entry.to_export`): the payload and its ``hash``."""
 
     hash: str
+
+
+class GrantQuota(TypedDict):
+    """What a ``grant_changed`` entry records of the analyst's quota (its ``quota``): the
+    analyst, and the quota's configuration and initial state (both null: no quota, or the
+    grant revoked)."""
+
+    id: str
+    config: ConfigJSON | None
+    state: StateJSON | None
 
 
 # ---------------------------------------------------------------------------- partitions

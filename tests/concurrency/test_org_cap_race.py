@@ -150,7 +150,9 @@ def test_org_cap_is_never_exceeded_under_concurrency(
                 rows = uow.ledger.page(ds, after_seq=0, limit=10**6, up_to_seq=10**9)
                 for e in rows:
                     if e.org is not None and e.org["applied"]:
-                        org_charges += Decimal(e.org["charge"]["epsilon"])
+                        charge = e.org["charge"]
+                        assert charge is not None  # an applied part's charge
+                        org_charges += Decimal(charge["epsilon"])
                     accepted_entries += e.kind == "invocation_accepted"
         with uow.read_only():
             stored = uow.organisations.get(org)

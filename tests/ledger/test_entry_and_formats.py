@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from odometer_core.accounting import ACCOUNTING_VERSION
+from odometer_core.json_types import LevelPart
 from odometer_core.ledger import GENESIS_HASH, ChainWalker, Entry, EntryKind, entry_hash, next_entry
 from odometer_core.ledger.formats import (
     CHUNK_CHARS,
@@ -41,7 +43,7 @@ def _chain(n: int) -> list[Entry]:
             invocation_id=None if i == 0 else f"inv_{i}",
             declaration=None if i == 0 else {"type": "pure_dp", "epsilon": "0.1"},
             charge=None if i == 0 else {"epsilon": "0.1", "delta": "0"},
-            org={"id": "org_1"} if i == 3 else None,
+            org=cast(LevelPart, {"id": "org_1"}) if i == 3 else None,  # a part cut short
         )
         entries.append(entry)
         head = (entry.seq, entry.hash)

@@ -63,6 +63,7 @@ from odometer_core.accounting.modes.common import (
     InvalidTransition,
     UnsupportedInMode,
 )
+from odometer_core.json_types import CapOrder, LevelPart
 
 DATASET: Final = "dataset"
 ORGANISATION: Final = "organisation"
@@ -504,13 +505,13 @@ def cap_order(
     cap_json: Mapping[str, Any] | None,
     cap_state_json: Mapping[str, Any],
     cap_closed_json: Sequence[Mapping[str, Any]] | None,
-) -> dict[str, Any]:
+) -> CapOrder:
     """What a ledger entry that touches the cap records of its order across the organisation's
     datasets, ``seq`` being the cap's next: the ``seq`` and, the first time after the cap was
     set or changed (``cap_config_seq`` is ``None``), the configuration in force, its state
     before, and the phase it replaced just before (the replay carries them forward:
     :func:`odometer_core.ledger.organisation.replay_organisation`)."""
-    out: dict[str, Any] = {"seq": seq}
+    out: CapOrder = {"seq": seq}
     if cap_config_seq is None:
         config, state = stored_cap(cap_config_json, cap_json, cap_state_json, CAP_RELATION)
         out["config"] = config_to_json(config)
@@ -529,12 +530,12 @@ def level_record(
     applied: bool,
     budget: bool = False,
     granted_seq: int | None = None,
-) -> dict[str, Any]:
+) -> LevelPart:
     """What a ledger entry records of one upper level's decision (part of the hashed payload):
     its ``owner``, outcome, charge (when ``applied``) and state after; with ``budget`` the
     cap's ε and δ; a quota's grant (``granted_seq``)."""
     config, before = filter_
-    out: dict[str, Any] = {
+    out: LevelPart = {
         "id": owner,
         "outcome": decision.outcome,
         "applied": applied,

@@ -61,7 +61,7 @@ from odometer_core.accounting.levels import (
     stored_quota,
 )
 from odometer_core.accounting.summary import COSTLY, SearchStopped, refusal
-from odometer_core.json_types import ExportedEntry, RefusalSummary, StateJSON
+from odometer_core.json_types import CapOrder, ExportedEntry, LevelPart, RefusalSummary, StateJSON
 from odometer_core.ledger.blocks import Held
 from odometer_core.ledger.blocks import refusal as blocks_refusal
 from odometer_core.ledger.chain import canonical_bytes
@@ -603,12 +603,12 @@ def _records(
     cap: Filter | None,
     quota: Filter | None,
     dataset_id: str,
-) -> tuple[dict[str, dict[str, Any]], CapMoved | None, dict[str, Any] | None]:
+) -> tuple[dict[str, LevelPart], CapMoved | None, dict[str, Any] | None]:
     """What the ledger entry records of each upper level in force, what the decision changes
     on the organisation's row (the cap's order, state and usage) and the grant's new quota
     state. Every decision at the cap takes the cap's next ``seq``, refused or not."""
     admitted = levels.admitted
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, LevelPart] = {}
     moved = None
     quota_state = None
     present = [
@@ -620,7 +620,7 @@ def _records(
         if name == ORGANISATION:
             assert org is not None
             seq = org.cap_seq + 1
-            order = cap_order(
+            order: CapOrder = cap_order(
                 seq,
                 org.cap_config_seq,
                 org.cap_config_json,
@@ -653,7 +653,8 @@ def _records(
                 applied=admitted,
                 granted_seq=grant.granted_seq,
             )
-        records[name].update(order)
+        # a CapOrder's keys are a LevelPart's own (mypy wants an update to name every key)
+        records[name].update(order)  # type: ignore[typeddict-item]
     return records, moved, quota_state
 
 

@@ -18,6 +18,8 @@ from odometer_core.json_types import (
     DeclarationJSON,
     EntryPayload,
     ExportedEntry,
+    GrantQuota,
+    LevelPart,
     StateJSON,
 )
 from odometer_core.ledger.chain import GENESIS_HASH, PAYLOAD_FIELDS, entry_hash
@@ -73,8 +75,8 @@ class Entry:
     reason: str | None
     config: ConfigJSON | None
     state: StateJSON
-    org: dict[str, Any] | None
-    quota: dict[str, Any] | None
+    org: LevelPart | None
+    quota: LevelPart | GrantQuota | None
     prev_hash: str
     hash: str
 
@@ -107,8 +109,8 @@ class EntryContent(TypedDict, total=False):
     reservation: dict[str, Any] | None
     reason: str | None
     config: ConfigJSON | None
-    org: dict[str, Any] | None
-    quota: dict[str, Any] | None
+    org: LevelPart | None
+    quota: LevelPart | GrantQuota | None
 
 
 def next_entry(
