@@ -214,6 +214,18 @@ def test_published_heads_verify_offline_move_forward_and_refuse_a_rewrite(
     )
     assert code == 0 and "VERIFIED: the signed head in" in said, said
     assert json.loads(index.read_text())["heads"][0]["size"] == 5
+    # the witness cosigns the head of 5: only the cosigned file changes
+    before = _stamp(checkpoint)
+    _check(client)
+    code, out, err = _run(capsys, "publish-heads", str(out_dir))
+    assert (code, err) == (0, "")
+    assert out == (
+        f"cosigned dataset {ds}: size 5, root {head5.root.hex()[:16]}… (the witness of ledger "
+        "heads cosigned size 5)\n"
+    )
+    assert _stamp(checkpoint) == before
+    seen = open_head(cosigned.read_text("utf-8"), public_key, [NoteVerifier.from_vkey(vkey)])
+    assert (seen.size, seen.root, seen.seen_by) == (5, head5.root, ("witness.example/ledger",))
 
     # the operator rewrites entry 2 and the server signs the rewritten tree: refused
     published = checkpoint.read_bytes()
