@@ -101,15 +101,16 @@ def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
 # slowest first, so the short files fill in around them; every other file keeps its place. Only
 # the order of files changes (a file's own tests keep theirs), the same on every process, so
 # xdist sees identical collections; with TEST_WORKERS=0 the slow files simply run first.
-# Seconds are the setup + call of a file's slowest tests on the 2-core CI machine.
+# Seconds: a file's slowest tests in the last CI run before this list (2-core machine, two
+# processes), or the file's own docstring; `make test` prints the 25 slowest to keep it current.
 SLOW_FILES_FIRST = (
-    "tests/reliability/test_patroni.py",  # one Patroni cluster, four failovers (~90 s)
-    "tests/reliability/test_kill9.py",  # kill -9 of the server and of PostgreSQL (~120 s)
-    "tests/reliability/test_failover.py",
+    "tests/reliability/test_patroni.py",  # one Patroni cluster, four failovers: 86 s
+    "tests/reliability/test_kill9.py",  # kill -9 trials on SQLite and PostgreSQL: 69 + 52 s
+    "tests/reliability/test_failover.py",  # a replicated pair, three failovers: 45-55 s
     "tests/reliability/test_restore.py",
-    "tests/benchmarks/test_compare_bench.py",  # two builds' servers compared (~80 s)
-    "tests/accounting/test_capacity.py",  # loops of about 10⁶ admissions (~60 s)
-    "tests/db/test_pgbouncer.py",  # PgBouncer's must-fail runs (~40 s)
+    "tests/benchmarks/test_compare_bench.py",  # ten probe processes: about 40 s
+    "tests/accounting/test_capacity.py",  # loops of about 10⁶ admissions: 56 s for rdp's
+    "tests/db/test_pgbouncer.py",  # two runs of 2,000 registrations: 20 + 19 s
     "tests/concurrency/test_pgbouncer_suites.py",
     "tests/reliability/test_checkpoints.py",
     "tests/reliability/test_export_end.py",
