@@ -7,11 +7,13 @@ from typing import Any, TypeAlias
 
 __all__ = ["JSONObject"]
 
-#: A JSON object passed through as its writer made it: the accounting core's JSON (a
-#: configuration, a state, a status or its summary, a declaration, a stored partition, a
-#: ledger entry's parts, a receipt: ``to_json`` and the like, which the core types so), an
-#: error's own fields, what a route answers from a use case that says no more. Each use says
-#: whose shape it is. What the app builds and reads itself is a TypedDict or a model instead
-#: (such as ``app/services/_types.py``'s); a JSON schema being finished is pydantic's
+#: A JSON object whose shape is not the app's to say, passed through as its writer made it:
+#: a wire model's field (a pydantic annotation is the field's schema and its validator, so a
+#: field the OpenAPI document declares as a free ``object`` stays one), a route's answer from
+#: a use case that says no more, an error's own fields, the mode's own part of a status. The
+#: JSON the accounting core writes is typed where it is built, by the TypedDicts of
+#: ``odometer_core.json_types`` (a summary, a reading, a ledger entry and its parts, a stored
+#: partition …), and what the app builds and reads itself is a TypedDict or a model (such as
+#: ``app/services/_types.py``'s); a JSON schema being finished is pydantic's
 #: ``JsonSchemaValue``.
 JSONObject: TypeAlias = dict[str, Any]

@@ -33,7 +33,7 @@ from odometer_core.accounting import (
     change_budget as accounting_change_budget,
 )
 from odometer_core.accounting.summary import compose, summarise
-from odometer_core.json_types import PartitionJSON, Summary
+from odometer_core.json_types import ConfigJSON, PartitionJSON, Summary
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.chain import GENESIS_HASH
 from odometer_core.partition import requirements
@@ -81,7 +81,7 @@ class DatasetView(TypedDict):
     created_by: str
     created_at: str
     updated_at: str
-    config: JSONObject  # the configuration, as stored (the core's config_to_json)
+    config: ConfigJSON  # the configuration, as stored (the core's config_to_json)
     #: the status view (:func:`~odometer_core.accounting.status`, with its summary; a
     #: partitioned dataset's: :func:`app.services.blocks.partition_status`)
     status: JSONObject

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from app.services import blocks
-from app.services._types import JSONObject
-from odometer_core.json_types import Attribution, CurveJSON
+from odometer_core.json_types import Attribution, ConfigJSON, CurveJSON
 
 
 class TotalsJson(TypedDict):
@@ -65,7 +64,7 @@ class GuaranteeJson(TypedDict):
     mode: str
     relation: str
     budget: dict[str, str]
-    config: JSONObject  # the dataset's configuration, as stored
+    config: ConfigJSON  # the dataset's configuration, as stored
     certified: bool
 
 
