@@ -12,7 +12,7 @@ service spends at the cap.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, overload
+from typing import Final, overload
 
 from app.db.models import Organisation
 from app.db.rows import GrantRow, LevelOwners, OrgRow
@@ -39,7 +39,7 @@ from odometer_core.accounting.levels import (
     stored_cap,
 )
 from odometer_core.accounting.levels import level_record as core_level_record
-from odometer_core.json_types import CapOrder, LevelPart
+from odometer_core.json_types import AmountJSON, CapOrder, LevelPart
 
 __all__ = [
     "ORGANISATION",
@@ -63,10 +63,10 @@ QUOTA_GRANT: Final = "quota_grant"
 
 # ---------------------------------------------------------------------------- amounts
 @overload
-def wire(amount: Amount) -> dict[str, Any]: ...
+def wire(amount: Amount) -> AmountJSON: ...
 @overload
 def wire(amount: None) -> None: ...
-def wire(amount: Amount | None) -> dict[str, Any] | None:
+def wire(amount: Amount | None) -> AmountJSON | None:
     """A decision's amount (charge, requested, remaining, refund) as it is written to a
     response body, a ledger entry or a row: the one place amounts leave the core's types."""
     return None if amount is None else amount.to_json()
