@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import copy
 import os
 import secrets
+import sqlite3
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,23 +60,75 @@ def _libpq(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+# A migrated database per backend and process, copied by fresh_database instead of migrating
+# each new database again (about 100 tests take a fresh database; a migration took 0.3-0.8 s on
+# a loaded 2-core machine, a copy a few milliseconds for SQLite, a CREATE DATABASE ... TEMPLATE
+# for PostgreSQL). The copies are the migrated schema byte for byte; dropped at the process's
+# exit (the SQLite file with its temporary directory).
+_TEMPLATES: dict[tuple[str, str], str] = {}
+_TEMPLATE_DIR: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _sqlite_template() -> str:
+    key = ("sqlite", "")
+    if key not in _TEMPLATES:
+        if not _TEMPLATE_DIR:
+            _TEMPLATE_DIR.append(tempfile.TemporaryDirectory(prefix="odometer-template-"))
+        path = Path(_TEMPLATE_DIR[0].name) / "template.db"
+        migrate(f"sqlite:///{path}")
+        _TEMPLATES[key] = str(path)
+    return _TEMPLATES[key]
+
+
+def _postgres_template(base: str) -> str:
+    key = ("postgresql", base)
+    if key not in _TEMPLATES:
+        name = f"odometer_template_{secrets.token_hex(6)}"
+        with psycopg.connect(_libpq(base), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        atexit.register(_drop, base, name)
+        migrate(make_url(base).set(database=name).render_as_string(hide_password=False))
+        with psycopg.connect(_libpq(base), autocommit=True) as conn:
+            # nothing connects to it again (a connection to a template stops its copying)
+            conn.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (name,),
+            )
+        _TEMPLATES[key] = name
+    return _TEMPLATES[key]
+
+
+def _drop(base: str, name: str) -> None:
+    with (
+        contextlib.suppress(psycopg.Error),
+        psycopg.connect(_libpq(base), autocommit=True) as conn,
+    ):
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @contextmanager
 def fresh_database(kind: str, tmp_dir: Path) -> Iterator[Backend]:
-    """A new, migrated database of the given backend, dropped (or deleted) afterwards."""
+    """A new, migrated database of the given backend, dropped (or deleted) afterwards: a copy
+    of the process's migrated template."""
     if kind == "sqlite":
         path = tmp_dir / f"odometer_{secrets.token_hex(4)}.db"
         url = f"sqlite:///{path}"
-        migrate(url)
+        with (
+            contextlib.closing(sqlite3.connect(_sqlite_template())) as source,
+            contextlib.closing(sqlite3.connect(path)) as target,
+        ):
+            source.backup(target)
         yield Backend("sqlite", url)
         return
     base = postgres_url()
     assert base is not None
+    template = _postgres_template(base)
     name = f"odometer_test_{secrets.token_hex(6)}"
     with psycopg.connect(_libpq(base), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     url = make_url(base).set(database=name).render_as_string(hide_password=False)
     try:
-        migrate(url)
         yield Backend("postgresql", url)
     finally:
         with psycopg.connect(_libpq(base), autocommit=True) as conn:
