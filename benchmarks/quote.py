@@ -128,20 +128,33 @@ def _before_1_6(config: AccountingConfig) -> AccountingConfig:
     if not isinstance(config, RDPConfig):
         return config
     acc = {"mode": "rdp", "final_conversion_delta": str(config.final_conversion_delta)}
-    alone = rdp_mode.parse(config.epsilon, config.delta, config.relation, acc, True, None)
-    assert config_to_json(alone).keys() == config_to_json(config).keys() - {"branch"}
+    alone = rdp_mode.parse(config.epsilon, config.delta, config.relation, acc, True, None, None)
+    assert config_to_json(alone).keys() == config_to_json(config).keys() - {"branch", "ladder"}
     return alone
 
 
-def _before_1_7(config: AccountingConfig) -> AccountingConfig:
-    """The same configuration as made before accounting 1.7.0: ``zcdp`` and ``gdp`` with the
-    1.4.0 ladder (no shape); ``rdp`` as it is (1.7.0 changed nothing there)."""
+def _before_1_8(config: AccountingConfig) -> AccountingConfig:
+    """The same ``rdp`` configuration as made before accounting 1.8.0 (per-order ladders, no
+    shape, the 16 orders); other modes as they are."""
+    if not isinstance(config, RDPConfig):
+        return config
+    acc = {"mode": "rdp", "final_conversion_delta": str(config.final_conversion_delta)}
+    rel = config.relation
+    made = rdp_mode.parse(config.epsilon, config.delta, rel, acc, True, config.branch, None)
+    assert config_to_json(made).keys() == config_to_json(config).keys() - {"ladder"}
+    return made
+
+
+def _before_shape(config: AccountingConfig) -> AccountingConfig:
+    """The same configuration as made before its mode's shaped ladder: ``zcdp`` and ``gdp``
+    before accounting 1.7.0 (the 1.4.0 ladder, no shape), ``rdp`` before 1.8.0
+    (:func:`_before_1_8`)."""
     if isinstance(config, zcdp_mode.ZCDPConfig):
         dc = config.final_conversion_delta
         return zcdp_mode.make(config.epsilon, config.delta, config.relation, dc)
     if isinstance(config, gdp_mode.GDPConfig):
         return gdp_mode.make(config.epsilon, config.delta, config.relation)
-    return config
+    return _before_1_8(config)
 
 
 def _reading(config: AccountingConfig, state: FilterState) -> tuple[Decimal, Decimal]:
@@ -173,9 +186,10 @@ def _cell(value: Decimal | float | str | None) -> str:
 def jobs_table() -> list[str]:
     rows = [
         "| job | declared | dp_accounting PLD | RDP (16 service orders) | RDP (dp_accounting "
-        "orders) | basic | rdp | rdp before 1.6.0 | zcdp | gdp | rdp ÷ PLD | rdp ÷ RDP (16) "
+        "orders) | basic | rdp | rdp before 1.8.0 | rdp before 1.6.0 | zcdp | gdp | rdp ÷ PLD "
+        "| rdp ÷ RDP (16) "
         "| target (rdp) | met | best in family | within 2 % of it |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for job in (TUTORIAL, *OTHERS):
         pld_eps = job.pld_epsilon(job.epochs)
@@ -184,10 +198,12 @@ def jobs_table() -> list[str]:
         budget = Decimal(8) if job is TUTORIAL else Decimal(math.ceil(3 * pld_eps))
         for declared, parts in (("once", [job.epochs]), ("per epoch", [1] * job.epochs)):
             readings: dict[str, Decimal | str | None] = {}
-            for mode in (*MODES, "rdp before 1.6.0"):
+            for mode in (*MODES, "rdp before 1.8.0", "rdp before 1.6.0"):
                 name = mode.split()[0]
                 config = make_config(str(budget), job.delta, "add_remove", {"mode": name})
-                if mode != name:
+                if mode == "rdp before 1.8.0":
+                    config = _before_1_8(config)
+                elif mode != name:
                     config = _before_1_6(config)
                 state = _run(config, [job.declaration(e) for e in parts])
                 if state is None or isinstance(state, str):
@@ -203,7 +219,7 @@ def jobs_table() -> list[str]:
             best = _job_best(job, budget, parts, got)
             near = isinstance(got, Decimal) and float(got) <= 1.02 * best
             met = ratio is not None and ratio <= target
-            shown = ("basic", "rdp", "rdp before 1.6.0", "zcdp", "gdp")
+            shown = ("basic", "rdp", "rdp before 1.8.0", "rdp before 1.6.0", "zcdp", "gdp")
             by_pld = "–" if not isinstance(got, Decimal) else f"{float(got) / pld_eps:.3f}×"
             by_rdp = "–" if not isinstance(got, Decimal) else f"{float(got) / rdp16:.3f}×"
             rows.append(
@@ -221,8 +237,15 @@ def _job_best(job: Job, budget: Decimal, parts: list[int], got: object) -> float
     """The best final reading over the family (:mod:`benchmarks.quote_family`): the ladders at
     the first declaration's order, or the PLD branch at the default split (the reading itself
     where the branch gave it)."""
-    curve, _ = rdp_mode.charged_curve(job.declaration(parts[0]), "add_remove", DEFAULT_RDP_ORDERS)
+    first = job.declaration(parts[0])
+    curve, _ = rdp_mode.charged_curve(first, "add_remove", DEFAULT_RDP_ORDERS)
     ladder, _ = quote_family.curve_best(curve.tolist(), float(budget), float(job.delta), len(parts))
+    grid = quote_family.ORDERS + quote_family.LEVEL_ORDERS
+    wide, _ = rdp_mode.charged_curve(first, "add_remove", grid, True)
+    shaped = quote_family.shaped_curve_best(
+        wide.tolist(), float(budget), float(job.delta), len(parts)
+    )
+    ladder = min(ladder, shaped)
     return min(ladder, float(got)) if isinstance(got, Decimal) else ladder
 
 
@@ -329,8 +352,8 @@ def gaussian_table() -> list[str]:
         "| mode | budget | σ | Gaussians admitted | worst reading ÷ exact ε past 10 % of the "
         "budget | target | best in family (of those meeting the target at the last) | at the last "
         "admitted | target | best in family | "
-        "met | within 2 % of the family's best | before 1.7.0: admitted, worst past 10 %, last "
-        "| readings past 10 % above 1.6.0's |",
+        "met | within 2 % of the family's best | before the mode's shaped ladder (zcdp, gdp: "
+        "1.6.0; rdp: 1.7.0): admitted, worst past 10 %, last | readings past 10 % above those |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     targets = {"gdp": (1.35, 1.05), "zcdp": (1.45, 1.12), "rdp": (1.45, 1.12)}
@@ -342,13 +365,18 @@ def gaussian_table() -> list[str]:
                     {"type": "gaussian", "sigma": sigma, "sensitivity": 1}
                 )
                 count, worst, last, readings = _gaussian_history(config, declaration, eps)
-                legacy = _before_1_7(config)
+                legacy = _before_shape(config)
                 n0, w0, l0, old = _gaussian_history(legacy, declaration, eps)
                 before = f"{n0}, {w0:.3f}, {l0:.3f}"
                 above = str(sum(1 for k, r in readings.items() if k in old and r > old[k]))
                 best_w, best_l = quote_family.gaussian_best(
                     mode, float(eps), float(delta), float(sigma), targets[mode][1]
                 )
+                if mode == "rdp":  # and the shaped ladders of 1.8.0
+                    w, la = quote_family.shaped_gaussian_best(
+                        float(eps), float(delta), float(sigma)
+                    )
+                    best_w, best_l = min(best_w, w), min(best_l, la)
                 past, final = targets[mode]
                 # the target at the last admitted is for Gaussians that each cost ≤ 2 % of it
                 small = gdp_epsilon(1 / float(sigma), float(delta)) <= 0.02 * float(eps)
@@ -468,11 +496,52 @@ def shapes() -> str:
         f"{', '.join(quote_family.FIRSTS)}, the 1.4.0 ladder; in `rdp` the first declaration's "
         "order at 0.9 of δ_c; the PLD branch at the default split"
     )
+    rdp = rdp_mode.DEFAULT_RDP_LADDER
+    out.append(
+        f"`rdp` (accounting 1.8.0) levels 2^(1/{rdp.steps}) apart, level 1 (the filter, every "
+        f"order at its weight) {rdp.first} of the ladder's pool, the {rdp.span} levels below "
+        f"it {rdp.spread} evenly, the tail {rdp.tail} as 6/(π²j²), the levels above "
+        f"{rdp.above}; every level but 1 at the one order (of the 16 and "
+        f"{', '.join(f'{a:g}' for a in quote_family.LEVEL_ORDERS)}) that converts its "
+        "multiple of the first declaration best"
+    )
+    spans = ", ".join(f"{f:g}" for f in quote_family.RDP_SPANS)
+    family += (
+        f"; in `rdp` also the shaped ladders of 1.8.0 with steps "
+        f"{', '.join(map(str, quote_family.STEPS))} and the even shares down to 1/{spans} of "
+        "level 1's multiple (level 1 at 0.9 of the pool, the share that keeps the epochs "
+        "admitted)"
+    )
     return "; ".join(out) + f". Best in family: {family}."
+
+
+def closing(jobs: list[str], gaussians: list[str]) -> list[str]:
+    """The closing note: every row whose target is missed, and whether it is within 2 % of
+    the family's best (the last two cells of a DP-SGD row; cells 11–12 of a Gaussian row)."""
+    out = []
+    for row in jobs[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        if cells[-3] == "NO":
+            out.append(
+                f"- {cells[0]}, {cells[1]}: rdp reads {cells[6]} ({cells[11]} PLD, "
+                f"{cells[12]} RDP) against {cells[13]}; the family's best {cells[-2]}, "
+                f"{'within' if cells[-1] == 'yes' else 'NOT within'} 2 % of it"
+            )
+    for row in gaussians[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        if cells[10] == "NO":
+            out.append(
+                f"- {cells[0]} {cells[1]}, σ = {cells[2]}: worst past 10 % {cells[4]} "
+                f"({cells[5]}), at the last {cells[7]} ({cells[8]}); the family's best "
+                f"{cells[6]} / {cells[9]}, {'within' if cells[11] == 'yes' else 'NOT within'} "
+                "2 % of it"
+            )
+    return ["Closing note: the targets missed.", "", *out]
 
 
 def section() -> str:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    jobs, gaussians = jobs_table(), gaussian_table()
     return "\n".join(
         [
             BEGIN,
@@ -485,12 +554,13 @@ def section() -> str:
             "",
             f"Default configuration of new `rdp` datasets (accounting 1.6.0): {split()}",
             "",
-            f"Default ladders of new `zcdp` and `gdp` datasets (accounting 1.7.0): {shapes()}",
+            f"Default ladders of new `zcdp` and `gdp` (accounting 1.7.0) and `rdp` datasets: "
+            f"{shapes()}",
             "",
             "DP-SGD jobs (the tutorial first; the budget 8 for it, about 3× its PLD ε for "
             "the others):",
             "",
-            *jobs_table(),
+            *jobs,
             "",
             "Epochs of the tutorial's job admitted one at a time:",
             "",
@@ -502,13 +572,15 @@ def section() -> str:
             "",
             "Gaussian histories up to the budget (reading ÷ the exact ε at the reading's δ):",
             "",
-            *gaussian_table(),
+            *gaussians,
             "",
             "Which mode for my work: how many each mode admits in a row (the declarations "
             f"repeated until refused, at most {MAX_RUN:,}) and the certified ε it reads after "
             "the first, at half of them and at the end:",
             "",
             *modes_table(),
+            "",
+            *closing(jobs, gaussians),
             END,
         ]
     )

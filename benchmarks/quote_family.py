@@ -222,3 +222,101 @@ def curve_best(curve: Sequence[float], eps_b: float, delta: float, times: int) -
                 )
         best_read, best_count = min(best_read, reading), max(best_count, count)
     return best_read, best_count
+
+
+# ---------------------------------------------------------------------------- rdp, 1.8.0 on
+#: the orders only the levels of an ``rdp`` ladder of accounting 1.8.0 use (weight 0 at level 1)
+LEVEL_ORDERS = (80.0, 96.0, 128.0, 160.0, 192.0, 256.0, 320.0, 384.0, 512.0, 768.0, 1024.0)
+#: the span factors of the shaped ``rdp`` members: the levels evenly shared reach down to
+#: 1/factor of level 1's multiple of the first declaration
+RDP_SPANS = (100.0, 300.0)
+
+
+def rdp_shapes() -> list[LadderShape]:
+    """The shaped ``rdp`` members: steps in :data:`STEPS`, span factors :data:`RDP_SPANS`,
+    level 1 at 0.9 of the pool (the share that keeps the filter admitting what the 1.4.0–1.7.0
+    filters admit: the epochs' targets), 0.095 spread, 0.001 above, the tail the rest."""
+    out = []
+    for steps in STEPS:
+        for factor in RDP_SPANS:
+            span = math.ceil(math.log(factor) / math.log(2.0 ** (1.0 / steps)))
+            out.append(LadderShape(steps, Decimal("0.9"), span, Decimal("0.095"), Decimal("0.001")))
+    return out
+
+
+def _rdp_levels(
+    ladder: LadderShape, eps_b: float, delta: float, curve: Sequence[float]
+) -> tuple[float, list[tuple[int, float, float]]]:
+    """(N, levels) of a shaped ``rdp`` ladder placed by a first declaration of ``curve`` on
+    :data:`ORDERS` + :data:`LEVEL_ORDERS`, computed from its definition: level 1 every order of
+    :data:`ORDERS` at B(α) on 0.9·w_α (the first declaration's order w = 0.9, the others
+    0.1/15), N = max B(α)/C(α); level k ≠ 1 at the order minimising CKS20 Prop. 12 of
+    n_k·C(α) at δ·weight(k), n_k = N·r^−(k−1) (N·r^|k| above). Levels: (order index, value,
+    ε)."""
+    grid = ORDERS + LEVEL_ORDERS
+    w1 = float(ladder.first)
+    rest = (1 - ORDER_SHARE) / (len(ORDERS) - 1)
+    tops0 = [_top_at(eps_b, delta * ORDER_SHARE * w1, a) for a in ORDERS]
+    first = max(range(len(ORDERS)), key=lambda i: tops0[i] / curve[i])
+    tops = [
+        tops0[i] if i == first else _top_at(eps_b, delta * rest * w1, a)
+        for i, a in enumerate(ORDERS)
+    ]
+    n = max(b / curve[i] for i, b in enumerate(tops) if b > 0)
+    levels = []
+    for k in [*range(2, ladder.depth + 1)]:
+        nk = n * ladder.ratio ** (-(k - 1))
+        dk = delta * ladder.weight(k)
+        best = min((_rdp_convert(a, nk * curve[i], dk), i) for i, a in enumerate(grid))
+        levels.append((best[1], nk * curve[best[1]], best[0]))
+    return n, levels
+
+
+def _top_at(eps_b: float, share: float, alpha: float) -> float:
+    return eps_b + (math.log(share) + math.log(alpha - 1) - alpha * math.log1p(-1 / alpha)) / (
+        alpha - 1
+    )
+
+
+def _shaped_reading(
+    n: float,
+    levels: list[tuple[int, float, float]],
+    count: float,
+    curve: Sequence[float],
+    eps_b: float,
+) -> float:
+    if count > n * (1 + 1e-12):
+        return math.inf
+    best = eps_b
+    for i, value, eps in levels:
+        if count * curve[i] <= value:
+            best = min(best, eps)
+    return best
+
+
+def shaped_gaussian_best(eps_b: float, delta: float, sigma: float) -> tuple[float, float]:
+    """(worst ratio past 10 % of the budget, ratio at the last admitted) over the shaped
+    ``rdp`` members, for repeats of a Gaussian of noise σ (curve αρ)."""
+    rho = 1.0 / (2 * sigma**2)
+    curve = [a * rho for a in ORDERS + LEVEL_ORDERS]
+    worst, last = math.inf, math.inf
+    for ladder in rdp_shapes():
+        n, levels = _rdp_levels(ladder, eps_b, delta, curve)
+        count = int(n * (1 - 1e-12))
+        exact = _exact(sigma, delta, count)
+        ratios = [
+            _shaped_reading(n, levels, j, curve, eps_b) / exact[j - 1] for j in range(1, count + 1)
+        ]
+        past = [r for r, e in zip(ratios, exact, strict=True) if e >= 0.1 * eps_b]
+        worst, last = min(worst, max(past, default=0.0)), min(last, ratios[-1])
+    return worst, last
+
+
+def shaped_curve_best(curve: Sequence[float], eps_b: float, delta: float, times: int) -> float:
+    """The smallest reading after ``times`` repeats of a declaration of RDP ``curve`` on
+    :data:`ORDERS` + :data:`LEVEL_ORDERS` over the shaped ``rdp`` members."""
+    best = math.inf
+    for ladder in rdp_shapes():
+        n, levels = _rdp_levels(ladder, eps_b, delta, curve)
+        best = min(best, _shaped_reading(n, levels, times, curve, eps_b))
+    return best

@@ -236,7 +236,8 @@ def _leaf(config: Any, state: Any, charge: Amount, reserved: bool, after: Any) -
             same = st.first == chosen and st.pld == pld
             was = st.dead if same else tuple(b == -math.inf for b in thresholds)
             dead = tuple(d or x > b for d, x, b in zip(was, s, thresholds, strict=True))
-            return RDPState(s, dead, add_repeatedly(st.delta, delta, k), chosen, pld)
+            total = add_repeatedly(st.delta, delta, k)
+            return RDPState(s, dead, total, chosen, pld, after.design)  # design: 1.8.0 on
 
         return rdp
     return None

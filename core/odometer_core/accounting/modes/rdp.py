@@ -756,7 +756,8 @@ def _anchored_reading(config: RDPConfig, state: RDPState) -> Reading:
     if best is None:  # never: admission keeps some order within a level, or the branch
         return target
     eps, level = best
-    return Reading(eps, config.final_conversion_delta, "ladder", odo.THEOREM_RDP, level, eps)
+    theorem = odo.THEOREM_RDP if config.design is None else shaped.THEOREM
+    return Reading(eps, config.final_conversion_delta, "ladder", theorem, level, eps)
 
 
 def status(config: RDPConfig, state: RDPState) -> dict[str, Any]:

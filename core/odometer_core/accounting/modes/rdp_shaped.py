@@ -73,6 +73,13 @@ DEFAULT_RDP_LADDER: Final = LadderShape(6, Decimal("0.9"), 40, Decimal("0.095"),
 #: Levels above the top (raises) that carry a statement: up to 2^(60/6) = 1024 times the top.
 ABOVE: Final = 60
 
+THEOREM: Final = (
+    "shaped ladder of RDP filters (Feldman–Zrnic 2021, Thm 4.3), each level at the order that "
+    "converts its multiple of the first declaration best, converted by Canonne–Kamath–Steinke "
+    "2020, Prop. 12 at its share of a shape fixed at creation (union bound over the levels; "
+    "discretisation of Lécuyer 2021)"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Statement:
@@ -161,6 +168,7 @@ __all__ = [
     "ABOVE",
     "DEFAULT_RDP_LADDER",
     "LEVEL_ORDERS",
+    "THEOREM",
     "Statement",
     "caps",
     "multiple",
