@@ -54,11 +54,19 @@ LEVELS = ["dataset", "quota", "organisation"]
 MODES = ["basic", "rdp"]
 
 
-@pytest.fixture(autouse=True)
 def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The search's CPU bound raised (as in ``test_dp_sgd_instead.py``): what this file checks
-    is that each suggestion found is admitted; the bound itself is held by
-    :func:`test_the_search_keeps_what_it_found_by_its_cpu_bound`."""
+    """The search's CPU bound raised, for the two searches that cannot find their edges within
+    the service's 0.1 s (every other test here runs at the real bound):
+
+    - a Poisson-subsampled Gaussian of rate 0.5 in ``rdp``: each candidate is a PLD of the
+      branch with a new step, 125 ms of CPU at load 15 on 2 cores (a loss range of 10⁴ points
+      at the default grid), so not even one candidate ends within the bound;
+    - a list in ``basic`` (20 Gaussians, or a Gaussian, a Laplace and a pure ε): each
+      candidate is a joint PLD (30-100 ms under load), the first noise factor tried (2) is
+      refused and the second (4) sometimes starts after 0.1 s; the count is not reached.
+
+    What these check is that each suggestion found is admitted and at its edge; the bound itself
+    is held by :func:`test_the_search_keeps_what_it_found_by_its_cpu_bound`."""
     monkeypatch.setattr(registration, "SEARCH_SECONDS", 60.0)
 
 
@@ -120,8 +128,10 @@ def _next_up(value: str) -> str:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("level", LEVELS)
 def test_a_refused_subsampled_mechanism_is_told_the_noise_and_rate_that_fit(
-    client: TestClient, mode: str, level: str
+    client: TestClient, mode: str, level: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if mode == "rdp":
+        unhurried(monkeypatch)
     job = SUBSAMPLED[mode]
     inner = job["mechanism"]
     assert isinstance(inner, dict)
@@ -152,8 +162,10 @@ def test_a_refused_subsampled_mechanism_is_told_the_noise_and_rate_that_fit(
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("level", LEVELS)
 def test_a_refused_list_is_told_the_noise_factor_that_fits(
-    client: TestClient, mode: str, level: str
+    client: TestClient, mode: str, level: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if mode == "basic":
+        unhurried(monkeypatch)
     summary = _refused(client, mode, level, LIST)
     instead = summary["instead"]
     assert instead is not None, summary["text"]
@@ -169,8 +181,10 @@ def test_a_refused_list_is_told_the_noise_factor_that_fits(
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("level", LEVELS)
 def test_a_refused_repetition_is_told_how_many_fit(
-    client: TestClient, mode: str, level: str
+    client: TestClient, mode: str, level: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if mode == "basic":
+        unhurried(monkeypatch)
     summary = _refused(client, mode, level, REPEATED)
     instead = summary["instead"]
     assert instead is not None and instead["count"] == REPEATED["count"]

@@ -32,10 +32,12 @@ composition rule the modes apply; each level admits iff its own charge fits), so
 finds the edge of the conjunction. Every value tried is the rounded value that would be sent,
 and the suggestion is one that was admitted when tried: nothing is rounded after the check.
 
-The search is *anytime*: the service bounds it by CPU (each candidate of a ``composed`` list in
-``basic`` costs a joint PLD, about 50 ms), and when the bound stops it (:attr:`Rules.stopped`)
-the best admitted candidate found so far is kept — admitted, if not the closest to the edge —
-and the knobs not yet searched are left out. ``docs/accounting.md``, *What would fit instead*.
+The search is *anytime* and breadth first: the service bounds it by CPU (each candidate of a
+``composed`` list in ``basic`` costs a joint PLD, about 50 ms; of a training job in ``rdp``, a
+PLD of the branch), so every knob first gets one admitted value (its bracket) before any knob is
+bisected, and when the bound stops it (:attr:`Rules.stopped`) each knob keeps the best admitted
+candidate found so far — admitted, if not the closest to the edge — and the knobs not reached
+are left out. ``docs/accounting.md``, *What would fit instead*.
 
 The summary's tables (each kind's one parameter, the digits of its figures, the exception that
 stops a search) are handed in as :class:`Rules` by :func:`odometer_core.accounting.summary.
@@ -46,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -154,17 +156,25 @@ Edge = tuple[Declaration, Decimal] | None
 def _edges(
     declaration: Declaration, knobs: list[Knob | None], admitted: Admits, stop: type[Exception]
 ) -> list[Edge]:
-    """Each knob's edge, one knob after the other (the kinds whose candidates are not placed
-    by :func:`proxy`); once the search is stopped the knobs not yet searched have none."""
-    edges: list[Edge] = []
-    stopped = False
-    for knob in knobs:
-        if knob is None or stopped:
-            edges.append(None)
-            continue
-        edge, value, stopped = _edge(declaration, knob, admitted, stop)
-        edges.append(None if edge is None else (edge, value))
-    return edges
+    """Each knob's edge (the kinds whose candidates are not placed by :func:`proxy`), breadth
+    first as :func:`_guided_edges`: every knob's bracket (its first admitted value) before any
+    bisection, so that a search the bound stops has a suggestion for every knob it reached,
+    the nearest to its edge it found."""
+    best: dict[int, list[tuple[Declaration, Decimal]]] = {}
+    searches = [
+        _search(declaration, knob, admitted, stop, best.setdefault(i, []))
+        for i, knob in enumerate(knobs)
+        if knob is not None
+    ]
+    try:
+        for search in searches:
+            next(search, None)
+        for search in searches:
+            for _ in search:
+                pass
+    except stop:
+        pass
+    return [best[i][0] if best.get(i) else None for i in range(len(knobs))]
 
 
 # ---------------------------------------------------------------------------- knobs
@@ -344,18 +354,18 @@ def _delta_factor(rules: Rules) -> Knob:
 
 
 # ---------------------------------------------------------------------------- the search
-def _edge(
+def _search(
     declaration: Declaration,
     knob: Knob,
     admitted: Admits,
     stop: type[Exception],
-) -> tuple[Declaration | None, Decimal, bool]:
-    """The declaration with ``knob`` at the edge of what ``admitted`` admits, the knob's value
-    there, and whether the search was stopped (``stop`` raised; then the best admitted so far,
-    or ``None``). Every value tried is rounded
-    to the knob's digits on the side that costs less and tried as it would be sent; the
-    searches move toward the edge, so the last admitted is the closest."""
-    best: list[tuple[Declaration, Decimal]] = []
+    kept: list[tuple[Declaration, Decimal]],
+) -> Iterator[None]:
+    """The search of ``knob``'s edge, paused once after its bracket (its first admitted value):
+    ``kept`` holds the last admitted declaration and value. Every value tried is rounded to the
+    knob's digits on the side that costs less and tried as it would be sent; the searches move
+    toward the edge, so the last admitted is the closest. ``stop`` raised by ``admitted``
+    goes through."""
 
     def fits(value: Decimal) -> bool:
         try:
@@ -366,22 +376,14 @@ def _edge(
         except ValueError:
             return False
         if ok:
-            best[:] = [(candidate, value)]
+            kept[:] = [(candidate, value)]
         return ok
 
-    try:
-        if knob.count:
-            _count_search(int(knob.get(declaration)), fits)
-        elif knob.grows:
-            _down_search(knob.get(declaration), knob.digits, fits)
-        else:
-            _up_search(knob.get(declaration), knob.digits, fits)
-        stopped = False
-    except stop:
-        stopped = True
-    if not best:
-        return None, Decimal(0), stopped
-    return best[0][0], best[0][1], stopped
+    if knob.count:
+        return _count_search(int(knob.get(declaration)), fits)
+    if knob.grows:
+        return _down_search(knob.get(declaration), knob.digits, fits)
+    return _up_search(knob.get(declaration), knob.digits, fits)
 
 
 def _down(value: Decimal, digits: int) -> Decimal:
@@ -392,20 +394,21 @@ def _up(value: Decimal, digits: int) -> Decimal:
     return rounded(value, up=True, digits=digits)
 
 
-def _count_search(refused: int, fits: Callable[[Decimal], bool]) -> None:
+def _count_search(refused: int, fits: Callable[[Decimal], bool]) -> Iterator[None]:
     """The largest count in [1, ``refused``) that fits (bisection on the integers); the last
-    value ``fits`` admitted is it."""
+    value ``fits`` admitted is it. Pauses once 1 is admitted."""
     if refused <= 1 or not fits(Decimal(1)):
         return
+    yield
     lo, hi = 1, refused
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(Decimal(mid)) else (lo, mid)
 
 
-def _down_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool]) -> None:
+def _down_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool]) -> Iterator[None]:
     """The largest value below ``refused`` that fits, rounded down to ``digits`` digits: from
-    the first of its halvings that fits, then bisection on rounded values."""
+    the first of its halvings that fits (then a pause), then bisection on rounded values."""
     lo = _down(refused / 2, digits)
     for _ in range(BRACKET):
         if lo > 0 and fits(lo):
@@ -413,6 +416,7 @@ def _down_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool])
         lo = _down(lo / 2, digits)
     else:
         return
+    yield
     hi = refused
     while True:
         mid = _down((lo + hi) / 2, digits)
@@ -421,9 +425,9 @@ def _down_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool])
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
 
 
-def _up_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool]) -> None:
+def _up_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool]) -> Iterator[None]:
     """The smallest value above ``refused`` that fits, rounded up to ``digits`` digits: from
-    the first of its doublings that fits, then bisection on rounded values."""
+    the first of its doublings that fits (then a pause), then bisection on rounded values."""
     lo, hi = refused, _up(max(refused, Decimal(1)) * 2, digits)
     for _ in range(BRACKET):
         if fits(hi):
@@ -431,6 +435,7 @@ def _up_search(refused: Decimal, digits: int, fits: Callable[[Decimal], bool]) -
         lo, hi = hi, _up(hi * 2, digits)
     else:
         return
+    yield
     while True:
         mid = _up((lo + hi) / 2, digits)
         if mid <= lo or mid >= hi:
