@@ -25,8 +25,11 @@ the measured checkout's, typed here against this one's.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import os
 import resource
+import subprocess
 import sys
 from typing import Any
 
@@ -35,8 +38,30 @@ KEY = "k" * 32
 
 
 def _cpu() -> float:
+    """The process's CPU time; under ``valgrind --tool=callgrind --instr-atstart=no`` with
+    ``ODOMETER_PROBE_CALLGRIND=1`` (:mod:`benchmarks.write_path_count`), each call also switches
+    callgrind's instrumentation, on at the first (after the warm-up, the heap collected and
+    frozen) and off at the second, so that the count holds the measured loop only."""
+    if os.environ.get("ODOMETER_PROBE_CALLGRIND") == "1":
+        global _counting
+        _counting = not _counting
+        if _counting:
+            # Every build counted from the same collector state: what the warm-up and the
+            # imports left is collected, and the rest kept out of later collections, so that
+            # a full collection falling inside one build's loop and not another's (170,000
+            # instructions a registration over 300) does not decide the comparison.
+            gc.collect()
+            gc.freeze()
+        subprocess.run(
+            ["callgrind_control", "-i", "on" if _counting else "off", str(os.getpid())],
+            check=True,
+            capture_output=True,
+        )
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+_counting = False
 
 
 def _names() -> dict[str, Any]:
