@@ -228,10 +228,14 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int) -> None:
         finally:
             cursor.close()
 
+    from app.db.driver import run  # the driver's module imports this one's
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
+        # On the DBAPI cursor, raised as SQLAlchemy raises a driver error (app.db.driver.run):
+        # exec_driver_sql's execution context cost a registration more than the BEGIN itself.
         mode = conn.get_execution_options().get(SQLITE_BEGIN_OPTION, "IMMEDIATE")
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN DEFERRED")
+        run(conn, "BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN DEFERRED", [], rows=False)
 
 
 def read_only(engine: Engine) -> Engine:
