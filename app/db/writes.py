@@ -179,14 +179,19 @@ def _value(dialect: str, prefix: str, column: str, name: str) -> str:
     return param(dialect, name)
 
 
+#: A part of a write's shape: its prefix, its number of rows, and (a single row on SQLite) the
+#: columns whose value is ``None``, written ``NULL`` in the statement (:func:`write`).
+Shape = tuple[tuple[str, int, tuple[str, ...]], ...]
+
+
 @lru_cache(maxsize=1024)
-def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
-    """The statements of a write of ``shape`` (prefix, rows): the inserts, the invocations
-    finished, the organisation's and grants' new states, the dataset's new head. PostgreSQL:
-    one statement, every part but the last a data-modifying CTE of the last (each runs,
-    exactly once, whether or not the last refers to it)."""
+def _write_sql(dialect: str, shape: Shape) -> tuple[str, ...]:
+    """The statements of a write of ``shape`` (prefix, rows, NULL columns): the inserts, the
+    invocations finished, the organisation's and grants' new states, the dataset's new head.
+    PostgreSQL: one statement, every part but the last a data-modifying CTE of the last (each
+    runs, exactly once, whether or not the last refers to it)."""
     parts: list[str] = []
-    for prefix, n in shape:
+    for prefix, n, nulls in shape:
         if prefix in ("x", "b"):
             parts.extend(_block_parts(dialect, prefix, r) for r in range(n))
             continue
@@ -195,7 +200,10 @@ def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, .
             names = ", ".join(f'"{c}"' for c in columns)
             rows = ", ".join(
                 "("
-                + ", ".join(_value(dialect, prefix, c, f"{prefix}{r}_{c}") for c in columns)
+                + ", ".join(
+                    "NULL" if c in nulls else _value(dialect, prefix, c, f"{prefix}{r}_{c}")
+                    for c in columns
+                )
                 + ")"
                 for r in range(n)
             )
@@ -204,7 +212,9 @@ def _write_sql(dialect: str, shape: tuple[tuple[str, int], ...]) -> tuple[str, .
         table, columns, key = _UPDATES[prefix]
         for r in range(n):
             sets = ", ".join(
-                f'"{c}" = {_value(dialect, prefix, c, f"{prefix}{r}_{c}")}' for c in columns
+                f'"{c}" = '
+                + ("NULL" if c in nulls else _value(dialect, prefix, c, f"{prefix}{r}_{c}"))
+                for c in columns
             )
             parts.append(
                 f"UPDATE {table} SET {sets} WHERE {key} = {param(dialect, f'{prefix}{r}_key')}"
@@ -226,7 +236,14 @@ def write(
     caller's levels are ORM objects that its session flushes): one statement on PostgreSQL,
     its block windows included."""
     params: dict[str, Any] = {}
-    shape: list[tuple[str, int]] = []
+    shape: list[tuple[str, int, tuple[str, ...]]] = []
+    dialect = conn.dialect.name
+    # SQLite: a row's None values are written NULL in the statement's text rather than bound.
+    # The sqlite3 module adapts every bound None through its adapter protocol, which looks up
+    # ``__adapt__`` on its protocol type and fails with an AttributeError raised and cleared:
+    # a few thousand instructions per None, 11 a registration. One row per part only, so the
+    # statement texts stay few (a part's NULL columns follow the entry's kind).
+    literal_nulls = dialect == "sqlite"
     gone = [(w.dataset_id, list(w.gone)) for w in writes.blocks if w.gone]
     runs = [(w.dataset_id, [list(run) for run in w.runs]) for w in writes.blocks if w.runs]
     for prefix, windows in (("x", gone), ("b", runs)):
@@ -234,16 +251,25 @@ def write(
             params[f"{prefix}{r}_dataset"] = dataset_id
             params[f"{prefix}{r}_values"] = dump(values)
         if windows:
-            shape.append((prefix, len(windows)))
+            shape.append((prefix, len(windows), ()))
 
     def rows(prefix: str, items: Sequence[Mapping[str, object]]) -> None:
         if not items:
             return
         as_json = _JSON[prefix]
+        if literal_nulls and len(items) == 1:
+            nulls: list[str] = []
+            for column, value in items[0].items():
+                if value is None:
+                    nulls.append(column)
+                else:
+                    params[f"{prefix}0_{column}"] = dump(value) if column in as_json else value
+            shape.append((prefix, 1, tuple(nulls)))
+            return
         for r, item in enumerate(items):
             for column, value in item.items():
                 params[f"{prefix}{r}_{column}"] = dump(value) if column in as_json else value
-        shape.append((prefix, len(items)))
+        shape.append((prefix, len(items), ()))
 
     rows("l", writes.ledger)
     rows("i", writes.invocations)
@@ -294,6 +320,5 @@ def write(
     )
     if not shape:
         return
-    dialect = conn.dialect.name
     for sql in _write_sql(dialect, tuple(shape)):
         run(conn, sql, params, rows=False)
