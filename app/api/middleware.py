@@ -5,7 +5,8 @@ from __future__ import annotations
 import email.message
 import json
 import time
-from typing import Final
+from functools import lru_cache
+from typing import Any, Final
 
 from prometheus_client import (
     CollectorRegistry,
@@ -23,9 +24,12 @@ _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 OVERLAP_MEMORY: Final = 1.0
 
 
+@lru_cache(maxsize=64)
 def is_json(content_type: str | None) -> bool:
     """Whether FastAPI decodes a body of this content type as JSON (``application/json`` or
-    ``application/*+json``; none at all is not JSON)."""
+    ``application/*+json``; none at all is not JSON). Remembered for the last 64 header
+    values: the parse builds an ``email.message.Message``, and every request with a body asks
+    twice (:class:`BodySizeLimitMiddleware`, then the route)."""
     if not content_type:
         return False
     message = email.message.Message()
@@ -76,6 +80,12 @@ class Metrics:
             "Requests answered from a stored idempotent response",
             registry=self.registry,
         )
+        # Each series' child, as ``labels`` returns it, kept by its label values: ``labels``
+        # checks and joins them under a lock on every call, three calls a registration. The
+        # registry keeps a child per label values already, so these hold no more than it does.
+        self._decided: dict[str, Any] = {}
+        self._counted: dict[tuple[str, str, int], Any] = {}
+        self._timed: dict[tuple[str, str], Any] = {}
 
     def in_flight(self) -> int:
         return self.serving
@@ -100,12 +110,22 @@ class Metrics:
         if outcome is None:
             self.idempotent_replays.inc()
         else:
-            self.decisions.labels(outcome).inc()
+            child = self._decided.get(outcome)
+            if child is None:
+                child = self._decided[outcome] = self.decisions.labels(outcome)
+            child.inc()
 
     def record_request(self, method: str, template: str, status: int, seconds: float) -> None:
         """One answered request: its count by route template and status, and its latency."""
-        self.requests.labels(method, template, str(status)).inc()
-        self.latency.labels(method, template).observe(seconds)
+        counted = self._counted.get((method, template, status))
+        if counted is None:
+            counted = self.requests.labels(method, template, str(status))
+            self._counted[method, template, status] = counted
+        counted.inc()
+        timed = self._timed.get((method, template))
+        if timed is None:
+            timed = self._timed[method, template] = self.latency.labels(method, template)
+        timed.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
