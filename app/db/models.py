@@ -27,6 +27,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from odometer_core.json_types import (
     AmountJSON,
+    ClosedPhaseJSON,
     ConfigJSON,
     DeclarationJSON,
     GrantQuota,
@@ -226,7 +227,7 @@ class Organisation(Base):
     cap_config_seq: Mapped[int | None] = mapped_column(Integer, default=None)
     cap_usage_json: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
     #: the caps replaced after they counted, oldest first (``ClosedPhase.to_json``; null: none)
-    cap_closed_json: Mapped[list[dict[str, Any]] | None] = mapped_column(Json, default=None)
+    cap_closed_json: Mapped[list[ClosedPhaseJSON] | None] = mapped_column(Json, default=None)
     created_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
     updated_at: Mapped[str] = mapped_column(String(TIME_LENGTH))
 

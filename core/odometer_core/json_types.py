@@ -27,6 +27,7 @@ __all__ = [
     "BlockSpan",
     "CapOrder",
     "CheckpointAuditSummary",
+    "ClosedPhaseJSON",
     "ConfigJSON",
     "CosignedJSON",
     "CurveJSON",
@@ -51,6 +52,7 @@ __all__ = [
     "RefusedSpan",
     "SignedHead",
     "StateJSON",
+    "StatementJSON",
     "StatusView",
     "Summary",
     "WitnessedJSON",
@@ -175,6 +177,27 @@ class CurveJSON(TypedDict):
     rdp: list[str]
 
 
+# ---------------------------------------------------------------------------- organisations' caps
+class ClosedPhaseJSON(TypedDict):
+    """A cap replaced after it counted (:meth:`~odometer_core.accounting.levels.ClosedPhase.
+    to_json`): its mode, its certified reading when it was replaced, and the cap's ``seq``
+    after which it was."""
+
+    mode: str
+    epsilon: str
+    delta: str
+    after_seq: int
+
+
+class StatementJSON(TypedDict):
+    """An organisation's (ε, δ) across cap replacements
+    (:func:`~odometer_core.accounting.levels.statement_sum`) and how many phases it sums."""
+
+    epsilon: str
+    delta: str
+    phases: int
+
+
 # ---------------------------------------------------------------------------- the ledger
 class CapOrder(TypedDict, total=False):
     """What an entry that touches an organisation's cap records of its order across the
@@ -185,7 +208,7 @@ class CapOrder(TypedDict, total=False):
     seq: int
     config: ConfigJSON
     before: StateJSON
-    replaced: dict[str, Any]  # ClosedPhase.to_json (odometer_core.accounting.levels)
+    replaced: ClosedPhaseJSON
 
 
 class LevelPart(TypedDict):
@@ -208,7 +231,7 @@ class LevelPart(TypedDict):
     seq: NotRequired[int]
     config: NotRequired[ConfigJSON]
     before: NotRequired[StateJSON]
-    replaced: NotRequired[dict[str, Any]]
+    replaced: NotRequired[ClosedPhaseJSON]
 
 
 class EntryPayload(TypedDict):
@@ -317,8 +340,8 @@ class OrganisationVerdictJSON(TypedDict):
     odometer: OdometerReading | None
     problems: list[str]
     datasets: dict[str, DrawnJSON]
-    closed: list[dict[str, Any]]  # each ClosedPhase.to_json (odometer_core.accounting.levels)
-    statement: dict[str, Any] | None  # levels.statement_sum's
+    closed: list[ClosedPhaseJSON]
+    statement: StatementJSON | None
 
 
 # ---------------------------------------------------------------------------- heads

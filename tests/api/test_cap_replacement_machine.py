@@ -54,6 +54,7 @@ from odometer_core.accounting import (
 )
 from odometer_core.accounting.levels import cap_config, change_cap
 from odometer_core.accounting.modes import LEAF_MODES
+from odometer_core.json_types import StatementJSON
 from odometer_core.ledger.formats import write_export
 from odometer_core.ledger.organisation import OrganisationVerdict, replay_organisation
 from odometer_core.ledger.replay import replay
@@ -90,7 +91,7 @@ class ReplacingMachine(RetiringMachine):
         self.statement = (Decimal(0), Decimal(0))
         self.open_then = 0  # open reservations when the statement was last read
         #: exports taken just before a replacement, with the replay's statement then
-        self.old: list[tuple[list[dict[str, Any]], dict[str, Any] | None]] = []
+        self.old: list[tuple[list[dict[str, Any]], StatementJSON | None]] = []
 
     # ------------------------------------------------------------------ the model
     def _cap_cannot_account(self, mechanism: dict[str, Any]) -> str | None:

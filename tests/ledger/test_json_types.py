@@ -6,6 +6,7 @@ key fails here until its type says so."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, NotRequired, get_origin, get_type_hints
 
 import pytest
@@ -18,12 +19,13 @@ from odometer_core.accounting import (
     state_to_json,
     status,
 )
-from odometer_core.accounting.levels import cap_order, level_record
+from odometer_core.accounting.levels import ClosedPhase, cap_order, level_record, statement_sum
 from odometer_core.accounting.summary import Spend, refusal, summarise
 from odometer_core.json_types import (
     Attribution,
     BlockSpan,
     CapOrder,
+    ClosedPhaseJSON,
     CosignedJSON,
     CurveJSON,
     ExportedEntry,
@@ -36,6 +38,7 @@ from odometer_core.json_types import (
     PartitionedState,
     PartitionJSON,
     RefusalSummary,
+    StatementJSON,
     StatusView,
     Summary,
     WitnessedJSON,
@@ -193,3 +196,18 @@ def test_the_heads_are_what_their_types_say() -> None:
     fork = Fork("ds_1", 5, "cd" * 32, "at", "admin", "restored", 4, 7, "ef" * 32, None)
     assert fork.to_json()["lost"] == [5, 7]
     _fits(ForkJSON, fork.to_json())
+
+
+def test_a_closed_cap_and_the_organisation_statement_are_what_their_types_say() -> None:
+    config = make_config("1", "0.000001", "add_remove", {"mode": "basic"})
+    phase = ClosedPhase("basic", Decimal("0.4"), Decimal("0"), 7)
+    closed = phase.to_json()
+    assert closed == {"mode": "basic", "epsilon": "0.4", "delta": "0", "after_seq": 7}
+    _fits(ClosedPhaseJSON, closed)
+    state = admit(config, initial_state(config), PURE).state
+    statement = statement_sum([phase], config, state)
+    assert statement == {"epsilon": "0.7", "delta": "0", "phases": 2}  # 0.4 closed + 0.3 now
+    _fits(StatementJSON, statement)
+    order = cap_order(8, None, None, {"epsilon": "1", "delta": "0"}, state_to_json(state), [closed])
+    assert order.get("replaced") == closed  # replaced just before: carried forward
+    _fits(CapOrder, order)

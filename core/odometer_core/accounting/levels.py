@@ -29,7 +29,7 @@ import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, localcontext
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from odometer_core.accounting import memo
 from odometer_core.accounting.blocks import (
@@ -63,7 +63,7 @@ from odometer_core.accounting.modes.common import (
     InvalidTransition,
     UnsupportedInMode,
 )
-from odometer_core.json_types import CapOrder, LevelPart
+from odometer_core.json_types import CapOrder, ClosedPhaseJSON, LevelPart, StatementJSON
 
 DATASET: Final = "dataset"
 ORGANISATION: Final = "organisation"
@@ -215,7 +215,7 @@ class ClosedPhase:
     delta: Decimal
     after_seq: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ClosedPhaseJSON:
         return {
             "mode": self.mode,
             "epsilon": fmt(self.epsilon),
@@ -262,7 +262,7 @@ def replace_cap(
 
 def statement_sum(
     closed: Sequence[ClosedPhase], config: AccountingConfig, state: FilterState
-) -> dict[str, Any]:
+) -> StatementJSON:
     """The organisation's statement across cap replacements: the closed phases' (ε, δ) and
     the certified reading of the cap in force ``(config, state)`` summed (basic composition of
     the phases), and how many phases were summed. A cap in force that has counted nothing
@@ -518,7 +518,7 @@ def cap_order(
         out["before"] = state_to_json(state)
         closed = cap_closed_json or []
         if closed and closed[-1]["after_seq"] == seq - 1:  # replaced just before
-            out["replaced"] = dict(closed[-1])
+            out["replaced"] = cast(ClosedPhaseJSON, dict(closed[-1]))
     return out
 
 

@@ -61,7 +61,14 @@ from odometer_core.accounting.levels import (
 )
 from odometer_core.accounting.modes.common import ConfigError, InvalidTransition
 from odometer_core.accounting.modes.split import SplitConfig
-from odometer_core.json_types import DrawnJSON, OdometerReading, OrganisationVerdictJSON, StateJSON
+from odometer_core.json_types import (
+    ClosedPhaseJSON,
+    DrawnJSON,
+    OdometerReading,
+    OrganisationVerdictJSON,
+    StateJSON,
+    StatementJSON,
+)
 from odometer_core.ledger.entry import EntryKind
 
 _ADMISSIONS = frozenset(
@@ -86,11 +93,11 @@ class OrganisationVerdict:
     #: the caps replaced after they counted, each with its statement checked against the
     #: replayed reading when it was replaced (:class:`~odometer_core.accounting.levels.
     #: ClosedPhase`), oldest first
-    closed: list[dict[str, Any]] = field(default_factory=list)
+    closed: list[ClosedPhaseJSON] = field(default_factory=list)
     #: the organisation's statement: the closed phases' (ε, δ) plus the replayed reading of
     #: the cap in force (basic composition of the phases; :func:`~odometer_core.accounting.
     #: levels.statement_sum`); ``None`` when nothing was replayed
-    statement: dict[str, Any] | None = None
+    statement: StatementJSON | None = None
 
     def to_json(self) -> OrganisationVerdictJSON:
         return {
