@@ -106,7 +106,6 @@ def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
 SLOW_FILES_FIRST = (
     "tests/reliability/test_patroni.py",  # one Patroni cluster, four failovers: 86 s
     "tests/reliability/test_kill9.py",  # kill -9 trials on SQLite and PostgreSQL: 69 + 52 s
-    "tests/reliability/test_failover.py",  # a replicated pair, three failovers: 45-55 s
     "tests/reliability/test_restore.py",
     "tests/benchmarks/test_compare_bench.py",  # ten probe processes: about 40 s
     "tests/accounting/test_capacity.py",  # loops of about 10⁶ admissions: 56 s for rdp's

@@ -251,6 +251,7 @@ def start_replicated_pair(replication: Replication = "sync") -> ReplicatedPair:
             "--write-recovery-conf",
             "--wal-method=stream",
             "--checkpoint=fast",
+            "--no-sync",  # as initdb's (PrivateCluster.init): processes are killed, not the machine
         )
         standby.start()
         pair.wait_streaming()
