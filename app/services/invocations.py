@@ -9,8 +9,7 @@ own. Settle and cancel are :mod:`app.services.reservations`'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict, cast
 
 from app.db.models import Invocation
 from app.db.uow import UnitOfWork
@@ -18,7 +17,6 @@ from app.schemas.invocations import InvocationOut, Preview
 from app.services._aggregate import load_filter, visible_dataset
 from app.services._blocks import PartitionLevel
 from app.services._levels import Uppers, wire
-from app.services._types import JSONObject
 from app.services.batching import register_alone
 from app.services.charging import ChargeWorkers
 from app.services.errors import NotFound
@@ -37,9 +35,16 @@ from app.services.responses import reservation_json
 from odometer_core.accounting import Capacity, capacity, memo
 from odometer_core.accounting.blocks import Selected, affordable, selection_capacity
 from odometer_core.accounting.levels import DATASET, Filter
-from odometer_core.json_types import BlockSpan
+from odometer_core.json_types import BlockSpan, CapacityJSON
 from odometer_core.ledger.blocks import SHOWN_RANGES
 from odometer_core.partition import Partition
+
+
+class LevelFit(CapacityJSON):
+    """How many more fit in a row at every level (:func:`how_many_fit`): the fewest any level
+    admits, and the level that binds."""
+
+    level: str
 
 
 class BlocksPreview(TypedDict):
@@ -52,7 +57,7 @@ class BlocksPreview(TypedDict):
     selected: list[BlockSpan]
     affordable: list[BlockSpan]
     refused: list[BlockSpan]
-    fit: JSONObject
+    fit: CapacityJSON
     unit: Literal["record", "person"]
 
 
@@ -112,7 +117,7 @@ def preview_invocation(
 
 def how_many_fit(
     dataset: Filter | Selected, uppers: Uppers, request: InvocationRequest
-) -> JSONObject:
+) -> LevelFit:
     """How many more of the request this caller could register in a row, nothing else
     admitted meanwhile: the fewest any level admits (each level is its own filter, charged
     once per invocation, so the n-th registration is admitted iff every level admits its n-th:
@@ -140,7 +145,7 @@ def how_many_fit(
 
 
 def _blocks_preview(
-    partition: Partition, selected: Selected, request: InvocationRequest, fit: Mapping[str, Any]
+    partition: Partition, selected: Selected, request: InvocationRequest, fit: LevelFit
 ) -> BlocksPreview:
     """Which blocks of the selection can still afford the declaration, and how many more of
     it fit in a row (:func:`how_many_fit`)."""
@@ -150,7 +155,7 @@ def _blocks_preview(
         "selected": partition.keys(selected.ranges),
         "affordable": partition.keys(yes[:SHOWN_RANGES]),
         "refused": partition.keys(no[:SHOWN_RANGES]),
-        "fit": {k: v for k, v in fit.items() if k != "level"},
+        "fit": cast(CapacityJSON, {k: v for k, v in fit.items() if k != "level"}),
         "unit": partition.unit,
     }
 

@@ -23,6 +23,7 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 __all__ = [
     "AmountJSON",
+    "CapacityJSON",
     "Attribution",
     "BlockSpan",
     "CapOrder",
@@ -159,6 +160,16 @@ class RefusalSummary(TypedDict):
     left: list[LeftItem]
     instead: DeclarationJSON | None
     alternatives: list[DeclarationJSON]
+
+
+class CapacityJSON(TypedDict):
+    """How many more of a declaration a filter admits in a row
+    (:meth:`~odometer_core.accounting.filters.Capacity.to_json`): ``at_least`` when counting
+    stopped at its limit; ``reason`` why the next one is refused (or cannot be counted)."""
+
+    count: int
+    at_least: bool
+    reason: str | None
 
 
 class Attribution(TypedDict):

@@ -13,6 +13,7 @@ import pytest
 
 from odometer_core.accounting import (
     admit,
+    capacity,
     initial_state,
     make_config,
     parse_declaration,
@@ -24,6 +25,7 @@ from odometer_core.accounting.summary import Spend, refusal, summarise
 from odometer_core.json_types import (
     Attribution,
     BlockSpan,
+    CapacityJSON,
     CapOrder,
     ClosedPhaseJSON,
     CosignedJSON,
@@ -104,6 +106,9 @@ def test_a_status_summary_and_refusal_are_what_their_types_say(accounting: Any) 
     _fits(OdometerReading, view["odometer"])
     summary = summarise(config, state, declaration, sub_budget=sub)
     _fits(Summary, summary)
+    fit = capacity(config, state, declaration, sub_budget=sub).to_json()
+    assert summary["more"] is not None and fit["count"] == summary["more"]["count"]
+    _fits(CapacityJSON, fit)
     assert summary["left"]
     for item in summary["left"]:
         _fits(LeftItem, item)

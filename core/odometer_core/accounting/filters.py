@@ -57,6 +57,7 @@ from odometer_core.accounting.modes.gdp import GDPConfig, GDPState
 from odometer_core.accounting.modes.rdp import DEFAULT_RDP_ORDERS, RDPConfig, RDPState
 from odometer_core.accounting.modes.split import SplitConfig, SplitState
 from odometer_core.accounting.modes.zcdp import ZCDPConfig, ZCDPState
+from odometer_core.json_types import CapacityJSON
 
 AccountingConfig: TypeAlias = LeafConfig | SplitConfig
 FilterState: TypeAlias = LeafState | SplitState
@@ -196,7 +197,7 @@ class Capacity:
     #: why the next one would be refused (``None`` when counting stopped at the limit)
     reason: str | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CapacityJSON:
         return {"count": self.count, "at_least": self.at_least, "reason": self.reason}
 
 
