@@ -4,10 +4,12 @@ every candidate may cost a PLD of the branch (the job's ε_i at its δ slot).
 
 The search is bounded as the service bounds it (:func:`odometer_core.ledger.admission._bounded`:
 no candidate is started once :data:`~app.services.registration.SEARCH_SECONDS` of the thread's
-CPU are spent) at the service's own value, not raised. Within it the refusal names the three
-things that fit — a noise multiplier, a step count and a sampling rate — each admitted by the
-filter itself. Before the search was breadth first it bisected the noise multiplier first, with
-a PLD per candidate: within the same bound it found nothing (``instead`` null, no alternatives).
+CPU are spent) at the service's own value, not raised. The search needs three admissions for
+the three things that fit — a noise multiplier, a step count and a sampling rate — each
+admitted by the filter itself; whether the third starts within 0.1 s depends on what an
+admission costs on the machine. Before the search was breadth first it bisected the noise
+multiplier first, with a PLD per candidate: within the same bound it found nothing
+(``instead`` null, no alternatives).
 """
 
 from __future__ import annotations
@@ -71,10 +73,61 @@ def _next(value: str, up: bool) -> Decimal:
     return d + unit if up else d - unit
 
 
-def test_the_tutorial_jobs_search_finds_all_three_within_the_services_bound() -> None:
+def _counted(
+    config: AccountingConfig, state: FilterState, log: list[tuple[Declaration, bool, float]]
+) -> Callable[[Declaration], bool]:
+    """The filter's admission, unbounded, logging each candidate, its decision and the CPU
+    (thread) at which its admission ended."""
+
+    def admits(candidate: Declaration) -> bool:
+        ok = admit(config, state, candidate).admitted
+        log.append((candidate, ok, time.thread_time()))
+        return ok
+
+    return admits
+
+
+def test_three_admissions_find_all_three() -> None:
+    """What the search controls, independent of the machine's load: the first three
+    candidates it tries are one per knob (the steps first, then the noise multiplier, then the
+    rate) and all three are admitted, so three admissions — three PLDs of the branch — give all
+    three suggestions; and its own work beside the admissions (placing candidates by the
+    proxy) stays within 0.03 s of CPU, against 0.016-0.019 s measured at load 13 on 2 cores.
+    Before the search was breadth first, the first ten candidates all moved the noise
+    multiplier (four of them refused)."""
+    config, state, job, reason = _refused()
+    log: list[tuple[Declaration, bool, float]] = []
+    spent: list[float] = []
+    counted = _counted(config, state, log)
+
+    def admits(candidate: Declaration) -> bool:
+        start = time.thread_time()
+        ok = counted(candidate)
+        spent.append(log[-1][2] - start)
+        return ok
+
+    start = time.thread_time()
+    summary = refusal(config, state, job, level="dataset", reason=reason, admits=admits)
+    first = [candidate.to_json() for candidate, _, _ in log[:3]]
+    assert [ok for _, ok, _ in log[:3]] == [True, True, True], first
+    assert first[0]["steps"] < JOB["steps"] and first[0]["noise_multiplier"] == "1.12"
+    assert Decimal(first[1]["noise_multiplier"]) > Decimal("1.12") and first[1]["steps"] == 14100
+    assert Decimal(first[2]["sample_rate"]) < Decimal("0.0042666666666666667")
+    assert first[2]["noise_multiplier"] == "1.12" and first[2]["steps"] == 14100
+    own = (log[2][2] - start) - sum(spent[:3])  # up to the third's end, beside the admissions
+    assert own <= 0.03, (own, spent[:3])
+    assert summary["instead"] is not None and len(summary["alternatives"]) == 2
+
+
+def test_the_tutorial_jobs_search_within_the_services_bound() -> None:
+    """At the service's bound: the candidates started within it are the first of the three
+    above, each knob that got one has an admitted suggestion, and the first two (the steps'
+    candidate, 10-45 ms, then the noise multiplier's) always start within it. The rate's starts
+    after the other two admissions: at 67-94 ms at load 12-18 with accounting 1.7.0, at about
+    100 ms with 1.8.0's shaped ladders (each admission of a first declaration places its
+    ladder: 15-20 ms more), so under that load it is found about half the time."""
     config, state, job, reason = _refused()
     started: list[float] = []
-    cpu = time.thread_time()
     summary = refusal(
         config,
         state,
@@ -83,17 +136,15 @@ def test_the_tutorial_jobs_search_finds_all_three_within_the_services_bound() ->
         reason=reason,
         admits=_bounded(config, state, SEARCH_SECONDS, started),
     )
-    cpu = time.thread_time() - cpu
     instead = summary["instead"]
-    assert instead is not None, (summary["text"], started, cpu)
-    fewer, lower = summary["alternatives"]
+    assert instead is not None, (summary["text"], started)
+    assert len(started) >= 2 and started[1] <= SEARCH_SECONDS
+    fewer, *lower = summary["alternatives"]
+    assert len(lower) == (1 if len(started) >= 3 else 0), (started, summary["text"])
     assert Decimal(instead["noise_multiplier"]) > Decimal("1.12")
     assert fewer["steps"] < JOB["steps"]
-    assert Decimal(lower["sample_rate"]) < Decimal("0.0042666666666666667")
-    for suggestion in (instead, fewer, lower):
+    for suggestion in (instead, fewer, *lower):
         assert admit(config, state, parse_declaration(suggestion)).admitted, suggestion
-    # each found with its first candidate (one PLD each: the third started within the bound)
-    assert len(started) >= 3 and started[2] <= SEARCH_SECONDS, (started, cpu)
 
 
 def test_given_the_cpu_the_search_reaches_each_edge() -> None:

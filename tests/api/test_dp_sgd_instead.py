@@ -77,17 +77,24 @@ def test_what_a_refused_training_job_could_be_is_admitted(client: TestClient, le
         k: v for k, v in JOB.items() if k != "noise_multiplier"
     }
     assert Decimal(instead["noise_multiplier"]) > Decimal(JOB["noise_multiplier"])
-    fewer, lower = summary["alternatives"]
+    # the rate's candidate is the search's third PLD: under a heavily loaded machine it can
+    # start after the service's 0.1 s (tests/accounting/test_instead_cpu.py), and is then
+    # left out; each suggestion given is checked
+    fewer, *rated = summary["alternatives"]
     assert 0 < fewer["steps"] < JOB["steps"] and fewer["sample_rate"] == JOB["sample_rate"]
-    assert 0 < Decimal(lower["sample_rate"]) < Decimal(str(JOB["sample_rate"]))
-    assert lower["steps"] == JOB["steps"]
-    assert summary["text"].endswith(
+    text = (
         f"; dp_sgd with noise_multiplier ≥ {instead['noise_multiplier']}, or steps ≤ "
-        f"{fewer['steps']}, or sample_rate ≤ {lower['sample_rate']} would fit"
+        f"{fewer['steps']}"
     )
+    for lower in rated:
+        assert 0 < Decimal(lower["sample_rate"]) < Decimal(str(JOB["sample_rate"]))
+        assert lower["steps"] == JOB["steps"]
+        text += f", or sample_rate ≤ {lower['sample_rate']}"
+    assert summary["text"].endswith(text + " would fit")
+    found = (instead, fewer, *rated)
     tries: list[Callable[[], tuple[str, dict[str, str]]]] = [lambda: (ds, headers)]
-    tries += [lambda: _setup(client, level)] * 2
-    for suggestion, make in zip((instead, fewer, lower), tries, strict=True):
+    tries += [lambda: _setup(client, level)] * (len(found) - 1)
+    for suggestion, make in zip(found, tries, strict=True):
         where, who = make()
         admitted = _register(client, where, who, suggestion)
         assert admitted.status_code == 201, (suggestion, admitted.text)
@@ -98,7 +105,7 @@ def test_what_a_refused_training_job_could_be_is_admitted(client: TestClient, le
     # the CPU the search goes on to each edge (the same file)
     near = [
         {**fewer, "steps": fewer["steps"] * 11 // 10},
-        {**lower, "sample_rate": str(Decimal(lower["sample_rate"]) * Decimal("1.1"))},
+        *({**r, "sample_rate": str(Decimal(r["sample_rate"]) * Decimal("1.1"))} for r in rated),
         {**instead, "noise_multiplier": str(Decimal(instead["noise_multiplier"]) / Decimal("1.1"))},
     ]
     for past in near:
