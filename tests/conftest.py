@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -32,42 +31,27 @@ _CLIENT_DATA = tempfile.TemporaryDirectory(prefix="odometer-test-data-")
 os.environ.setdefault("ODOMETER_DATA_DIR", _CLIENT_DATA.name)
 
 
-# The session's databases, made once per backend and process, and closed when the session ends.
-# pytest sets a parametrised session fixture up again whenever the parameter changes, and under
-# `--dist loadfile` it changes twice per file (a file's SQLite tests, then its PostgreSQL ones):
-# every file created, migrated and dropped its own two databases. Kept here, a process makes
-# each once, as a single process (TEST_WORKERS=0) always did.
-_SESSION_DATABASES: dict[str, tuple[Backend, Database]] = {}
-_CLOSE_AT_EXIT = contextlib.ExitStack()
-
-
-def _session_database(
-    kind: str, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Backend, Database]:
-    if kind not in _SESSION_DATABASES:
-        made = _CLOSE_AT_EXIT.enter_context(fresh_database(kind, tmp_path_factory.mktemp(kind)))
-        db = Database.from_settings(Settings(database_url=made.url))
-        _CLOSE_AT_EXIT.callback(db.dispose)  # before the database is dropped
-        _SESSION_DATABASES[kind] = (made, db)
-    return _SESSION_DATABASES[kind]
-
-
-def pytest_sessionfinish() -> None:
-    _SESSION_DATABASES.clear()
-    _CLOSE_AT_EXIT.close()
-
-
 @pytest.fixture(scope="session", params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Backend:
-    """A migrated database per backend for the whole session (tests use their own datasets)."""
+def backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Backend]:
+    """A migrated database per backend for the whole session (tests use their own datasets).
+    pytest sets a parametrised session fixture up again whenever the parameter changes, and
+    under `--dist loadfile` that is twice per file (a file's SQLite tests, then its PostgreSQL
+    ones): each file has databases of its own, copies of a migrated template
+    (:func:`tests.support.fresh_database`), so that costs a file copy and a CREATE DATABASE ...
+    TEMPLATE, not a migration."""
     if request.param == "postgresql" and postgres_url() is None:
         pytest.skip(PG_SKIP_REASON)
-    return _session_database(request.param, tmp_path_factory)[0]
+    with fresh_database(request.param, tmp_path_factory.mktemp(request.param)) as b:
+        yield b
 
 
 @pytest.fixture(scope="session")
-def database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Database:
-    return _session_database(backend.name, tmp_path_factory)[1]
+def database(backend: Backend) -> Iterator[Database]:
+    db = Database.from_settings(Settings(database_url=backend.url))
+    yield db
+    db.dispose()
 
 
 @pytest.fixture
