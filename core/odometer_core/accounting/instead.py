@@ -20,10 +20,11 @@ is admitted:
 - ``dp_sgd``: ``instead`` is the noise multiplier up; ``alternatives`` hold the steps (an
   integer, down) and the sampling rate (down). Each candidate may cost a PLD at every level
   (the rdp PLD branch's ε_i, from accounting 1.6.0), so the candidates are placed by a cheap
-  proxy of the job's charge (:func:`proxy`, its RDP conversion) rather than halfway: first
-  near where the proxy puts the edge that an earlier knob found, then halving the bracket on
-  the proxy's scale (:func:`_guided_search`). Every candidate is still decided by the
-  admission itself, so the proxy only saves candidates, never decides one.
+  proxy of the job's charge (:func:`proxy`, its RDP conversion) rather than halfway: one
+  candidate per knob first, the steps' (whose candidates reuse the job's PLD step) placing the
+  others near where the proxy puts its edge, then halving each bracket on the proxy's scale
+  (:func:`_guided_edges`). Every candidate is still decided by the admission itself, so the
+  proxy only saves candidates, never decides one.
 - Either, holding an approximate item (``approx_dp``, or ``zcdp`` with a δ): ``alternatives``
   also divides every item's own δ by one **delta factor** — refused on δ, no noise helps.
 
