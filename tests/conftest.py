@@ -85,20 +85,21 @@ def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
 # slowest first, so the short files fill in around them; every other file keeps its place. Only
 # the order of files changes (a file's own tests keep theirs), the same on every process, so
 # xdist sees identical collections; with TEST_WORKERS=0 the slow files simply run first.
-# Seconds: a file's slowest tests in the last CI run before this list (2-core machine, two
-# processes), or the file's own docstring; `make test` prints the 25 slowest to keep it current.
+# Seconds: the last CI run's (2-core machine, two processes), or at a load average of 13 on such
+# a machine, one process (/4 for CI, roughly); `make test` prints the 25 slowest to keep it
+# current.
 SLOW_FILES_FIRST = (
-    "tests/reliability/test_patroni.py",  # one Patroni cluster, four failovers: 86 s
-    "tests/reliability/test_kill9.py",  # kill -9 trials on SQLite and PostgreSQL: 69 + 52 s
-    "tests/reliability/test_restore.py",
-    "tests/benchmarks/test_compare_bench.py",  # ten probe processes: about 40 s
-    "tests/accounting/test_capacity.py",  # loops of about 10⁶ admissions: 56 s for rdp's
-    "tests/db/test_pgbouncer.py",  # two runs of 2,000 registrations: 20 + 19 s
-    "tests/concurrency/test_pgbouncer_suites.py",
-    "tests/reliability/test_checkpoints.py",
-    "tests/reliability/test_export_end.py",
-    "tests/reliability/test_tampering.py",
+    "tests/reliability/test_patroni.py",  # one Patroni cluster, four failovers: 86 s in CI
+    "tests/reliability/test_kill9.py",  # kill -9 trials on SQLite and PostgreSQL: 69 + 52 s in CI
+    "tests/accounting/test_capacity.py",  # loops of about 10⁶ admissions: 56 s in CI for rdp's
+    "tests/benchmarks/test_compare_bench.py",  # ten probe processes: about 40 s in CI
+    "tests/db/test_pgbouncer.py",  # two runs of 2,000 registrations: 20 + 19 s in CI
+    "tests/reliability/test_tampering.py",  # a 10⁵-entry export made and replayed: 125 s at 13
+    "tests/reliability/test_restore.py",  # racing witness writers and restores: 100 s at 13
+    "tests/concurrency/test_pgbouncer_suites.py",  # 38 s at 9
+    "tests/reliability/test_export_end.py",  # 40 s at 13
     "tests/reliability/test_cap_writes_frozen.py",
+    "tests/reliability/test_checkpoints.py",
     "tests/reliability/test_rdp_budget_change.py",
 )
 
