@@ -228,14 +228,32 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int) -> None:
         finally:
             cursor.close()
 
-    from app.db.driver import run  # the driver's module imports this one's
-
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        # On the DBAPI cursor, raised as SQLAlchemy raises a driver error (app.db.driver.run):
-        # exec_driver_sql's execution context cost a registration more than the BEGIN itself.
+        # On the DBAPI cursor, a driver error raised as SQLAlchemy raises it (as
+        # app.db.driver.run does): exec_driver_sql's execution context cost a registration
+        # more than the BEGIN itself.
         mode = conn.get_execution_options().get(SQLITE_BEGIN_OPTION, "IMMEDIATE")
-        run(conn, "BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN DEFERRED", [], rows=False)
+        sql = "BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN DEFERRED"
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        cursor = raw.cursor()
+        try:
+            cursor.execute(sql)
+        except conn.dialect.loaded_dbapi.Error as exc:
+            disconnected = conn.dialect.is_disconnect(exc, raw, cursor)
+            if disconnected:
+                conn.invalidate(exc)
+            raise sa_exc.DBAPIError.instance(
+                sql,
+                (),
+                exc,
+                conn.dialect.loaded_dbapi.Error,
+                connection_invalidated=disconnected,
+                dialect=conn.dialect,
+            ) from exc
+        finally:
+            cursor.close()
 
 
 def read_only(engine: Engine) -> Engine:
