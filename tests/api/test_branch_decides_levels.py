@@ -102,7 +102,9 @@ def test_the_branch_admits_a_quota_first_job_and_refuses_past_what_it_says_is_le
     assert held["quota_state"]["pld"] == {"count": 1, "epsilon": fmt(eps_1)}
     assert held["quota_summary"]["guarantee"] == {"epsilon": "2.4081583", "delta": "0.00001"}
     left = _left(eps_1)
-    assert left == "0.041841726"
+    # 0.041841726 on one machine, 0.041841716 on another: the PLD's FFT differs in its last
+    # float digits between machines (see _first_epsilon), and ``left`` is taken from it
+    assert abs(Decimal(left) - Decimal("0.041841726")) <= Decimal("0.00000002")
     (item,) = held["quota_summary"]["left"]
     assert (item["unit"], item["amount"], item["budget"]) == ("epsilon", left, "2.45")
 
