@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -89,18 +89,26 @@ class LogSigner:
     """The checkpoint key signing one dataset's notes, its note key ID computed once (it costs
     a public-key derivation and a hash: more than the signature itself)."""
 
-    __slots__ = ("_key", "_prefix", "dataset_id", "signer")
+    __slots__ = ("_prefix", "_sign", "dataset_id", "signer")
 
-    def __init__(self, private_key: Ed25519PrivateKey, dataset_id: str) -> None:
+    def __init__(
+        self,
+        private_key: Ed25519PrivateKey,
+        dataset_id: str,
+        sign: Callable[[bytes], bytes] | None = None,
+    ) -> None:
+        """``sign``: the Ed25519 signature of a message with ``private_key`` by another
+        implementation (the service passes libsodium's: the same bytes, RFC 8032 signatures
+        being deterministic, in about half the instructions); ``private_key.sign`` if none."""
         self.dataset_id = dataset_id
         self.signer = NoteSigner(origin(dataset_id), private_key)
-        self._key = private_key
+        self._sign = sign or private_key.sign
         self._prefix = self.signer.key_id.to_bytes(4, "big")
 
     def _signed(self, text: str) -> str:
         """The note of ``text`` with this key's signature line (c2sp.org/signed-note:
         ``— <name> base64(key ID || Ed25519 signature)``)."""
-        blob = base64.b64encode(self._prefix + self._key.sign(text.encode("utf-8")))
+        blob = base64.b64encode(self._prefix + self._sign(text.encode("utf-8")))
         return f"{text}\n{SIGNATURE_PREFIX}{self.signer.name} {blob.decode('ascii')}\n"
 
     def head(self, size: int, root: bytes) -> str:
