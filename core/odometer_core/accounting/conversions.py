@@ -23,7 +23,7 @@ are the usual privacy parameters; sensitivities are ℓ₁ (Laplace) or ℓ₂ (
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -199,6 +199,61 @@ def rdp_to_epsilon(orders: npt.ArrayLike, rdp: npt.ArrayLike, delta: float) -> t
         return math.inf, float(a[i])
     up = _round_up(best, float(err[i]))
     return (up if up > 0.0 else 0.0), float(a[i])
+
+
+def rdp_to_epsilon_rows(
+    orders: npt.ArrayLike, rdp: npt.ArrayLike, deltas: Sequence[float]
+) -> list[tuple[float, float]]:
+    """:func:`rdp_to_epsilon` of each row of ``rdp`` (one curve per row, on ``orders``) at its
+    own δ ``deltas[j]``: the same formula (Canonne–Kamath–Steinke 2020, Prop. 12), the same
+    floating-point operations in the same order on each element, so every (ε, α*) is the
+    scalar function's to the last bit (``tests/accounting/test_shaped_placement.py`` compares
+    them). One pass of numpy over all rows instead of one call per row; a row at δ = 0 is
+    handed to the scalar function. The same inputs raise the same ``ValueError``."""
+    a = _check_orders(orders)
+    r = np.asarray(rdp, dtype=np.float64)
+    if r.ndim != 2 or r.shape[1] != a.shape[0]:
+        raise ValueError("rdp must have one row per curve, each as long as orders")
+    if a.size == 0:
+        raise ValueError("orders must not be empty")
+    if np.any(np.isnan(r)) or np.any(r < 0.0):
+        raise ValueError("RDP values must be >= 0 and not NaN")
+    ds = [_check_unit("delta", d) for d in deltas]
+    if len(ds) != r.shape[0]:
+        raise ValueError("one delta per row")
+    if not ds:
+        return []
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # per element exactly the scalar function's expressions (broadcast over the rows)
+        d = np.array(ds, dtype=np.float64)[:, None]
+        log_delta = np.array([math.log(x) if x > 0 else 0.0 for x in ds], dtype=np.float64)
+        kl_ok = d * d * (1.0 - 8 * _MACH_EPS) > -np.expm1(-r) * (1.0 + 8 * _MACH_EPS)
+        finite = np.isfinite(a) & np.isfinite(r) & (a > _ALPHA_MIN_CKS)
+        af = np.where(finite, a, 2.0)
+        l1 = _log1m_inv_array(af)
+        tail = (log_delta[:, None] + np.log(af)) / (af - 1.0)
+        cks = r + l1 - tail
+        eps = np.where(finite, cks, np.inf)
+        err = np.where(finite, 8 * _MACH_EPS * (np.abs(r) + np.abs(l1) + np.abs(tail) + 1.0), 0)
+        at_inf = np.isinf(a)
+        eps = np.where(at_inf, r, eps)
+        eps = np.where(kl_ok, 0.0, eps)
+        err = np.where(kl_ok | at_inf, 0.0, err)
+    best_at = np.argmin(eps, axis=1).tolist()
+    out: list[tuple[float, float]] = []
+    for j, i in enumerate(best_at):
+        if ds[j] == 0.0:
+            out.append(rdp_to_epsilon(a, r[j], 0.0))
+            continue
+        best = float(eps[j, i])
+        if best == 0.0 and bool(kl_ok[j, i]):
+            out.append((0.0, float(a[i])))
+        elif math.isinf(best):
+            out.append((math.inf, float(a[i])))
+        else:
+            up = _round_up(best, float(err[j, i]))
+            out.append(((up if up > 0.0 else 0.0), float(a[i])))
+    return out
 
 
 def rdp_to_delta(orders: npt.ArrayLike, rdp: npt.ArrayLike, epsilon: float) -> tuple[float, float]:

@@ -43,7 +43,6 @@ import numpy as np
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import odometer as odo
 from odometer_core.accounting.exact import cost_from_float
-from odometer_core.accounting.modes.rdp_levels import _rdp_level_epsilon
 from odometer_core.accounting.odometer import LadderShape
 
 #: Orders new ``rdp`` configurations (default grid) track for their ladder's levels only
@@ -112,24 +111,39 @@ def statements(
     n = multiple(tops, design)
     if not 0 < n < math.inf:
         return ()
-    alphas = np.asarray(orders, dtype=np.float64)
     curve = np.asarray(design, dtype=np.float64)
     usable = curve > 1e-300
+    levels, shares = _shares(pool, shape)
+    factors = [odo.anchored_value(n, k, shape) for k in levels]
+    # every level's n_k·C(α) at once (the products of the one-level computation, row by row),
+    # each row converted at its share in one pass: the same floats as one call per level
+    values = np.where(usable, np.array(factors, dtype=np.float64)[:, None] * curve, np.inf)
+    converted = cv.rdp_to_epsilon_rows(orders, values, shares)
     out: list[Statement] = []
-    levels = [*range(2, shape.depth + 1), *range(-1, -ABOVE - 1, -1)]
-    for k in levels:
-        share = odo.anchored_share(pool, k, shape)
-        if not share > 0:
-            continue
-        values = np.where(usable, odo.anchored_value(n, k, shape) * curve, np.inf)
-        _, alpha = cv.rdp_to_epsilon(alphas, values, share)
+    for row, (k, (epsilon, alpha)) in enumerate(zip(levels, converted, strict=True)):
         i = orders.index(alpha)
-        value = float(values[i])
+        value = float(values[row, i])
         if not 0 < value < math.inf:
             continue
-        eps = cost_from_float(_rdp_level_epsilon(alpha, value, share))
-        out.append(Statement(k, i, value, eps))
+        # the level reads its one order's conversion (CKS20 Prop. 12 at α_k): the minimum
+        # over the orders is attained there, so it is ``epsilon`` itself
+        out.append(Statement(k, i, value, cost_from_float(epsilon)))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _shares(pool: float, shape: LadderShape) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The levels k ≠ 1 that hold a share of ``pool`` (k = 2 … depth, then −1 … −ABOVE), and
+    their shares δ_k (:func:`~odometer_core.accounting.odometer.anchored_share`): the same for
+    every first declaration placed on the ladder."""
+    levels: list[int] = []
+    shares: list[float] = []
+    for k in (*range(2, shape.depth + 1), *range(-1, -ABOVE - 1, -1)):
+        share = odo.anchored_share(pool, k, shape)
+        if share > 0:
+            levels.append(k)
+            shares.append(share)
+    return tuple(levels), tuple(shares)
 
 
 def reading(
