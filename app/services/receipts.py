@@ -40,7 +40,7 @@ from odometer_core.ledger.receipts import LogSigner, origin
 
 @lru_cache(maxsize=16)
 def _sign(signer: Signer) -> Sign:
-    """How the checkpoint key signs a receipt: libsodium's Ed25519 when the system has it
+    """How the checkpoint key signs a receipt: libsodium's Ed25519 (PyNaCl)
     (:mod:`app.services.signing`: the same signature in about half the instructions)."""
     return signing_function(signer.private_key)
 

@@ -1,11 +1,12 @@
-"""Receipts signed by libsodium are the bytes ``cryptography`` signs (app.services.signing)."""
+"""Receipts signed by libsodium (PyNaCl) are the bytes ``cryptography`` signs
+(app.services.signing)."""
 
 from __future__ import annotations
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from app.services.signing import _sodium, signing_function
+from app.services.signing import signing_function
 from odometer_core.ledger.receipts import LogSigner, open_receipt
 
 #: RFC 8032, section 7.1, TEST 1, 2 and 3: secret key, message, signature (hex).
@@ -30,10 +31,7 @@ VECTORS = [
     ),
 ]
 
-needs_sodium = pytest.mark.skipif(_sodium() is None, reason="no libsodium on this system")
 
-
-@needs_sodium
 @pytest.mark.parametrize(("secret", "message", "signature"), VECTORS)
 def test_rfc8032_vectors(secret: str, message: str, signature: str) -> None:
     key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(secret))
@@ -43,7 +41,6 @@ def test_rfc8032_vectors(secret: str, message: str, signature: str) -> None:
     assert key.sign(bytes.fromhex(message)).hex() == signature
 
 
-@needs_sodium
 def test_receipts_are_the_same_bytes() -> None:
     key = Ed25519PrivateKey.generate()
     fast = LogSigner(key, "ds-1", signing_function(key))
