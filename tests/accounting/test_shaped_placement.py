@@ -125,7 +125,9 @@ def _config(epsilon: str, delta: str) -> AccountingConfig:
 
 @pytest.fixture
 def placed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, ...]]]:
-    """The arguments of every placement the admissions below make."""
+    """The arguments of every placement the admissions below make (the configurations chosen
+    by first declarations, their ladders placed, are memoised: emptied first)."""
+    rdp_mode._chosen.cache_clear()
     calls: list[tuple[Any, ...]] = []
     real = shaped.statements
 
