@@ -22,7 +22,9 @@ loss of the primary*); a connection discarded so is opened anew on whichever is 
 
 from __future__ import annotations
 
+import logging
 import select
+from collections.abc import Iterator
 from typing import Any, Final
 
 from psycopg import pq
@@ -72,6 +74,8 @@ def make_engine(
     engine = create_engine(url, isolation_level="READ COMMITTED", **kwargs)
     _install_liveness_check(engine)
     _install_session_end_check(engine)
+    if prepare is _DEFAULT:
+        _install_pooler_check(engine)
     return engine
 
 
@@ -104,6 +108,91 @@ def _prepare_threshold(url: str) -> tuple[str, object]:
     if not text.isdigit():
         raise ValueError(f"{PREPARE_THRESHOLD} is 'none' or a whole number, not {raw!r}")
     return rest, int(text)
+
+
+#: Client connections the transaction-pooler probe opens in turn (the first the pool's own).
+POOLER_PROBE_CONNECTIONS: Final = 4
+
+_log = logging.getLogger(__name__)
+
+
+def shared_server_session(connections: Iterator[Any]) -> int | None:
+    """The server process two of ``connections`` (psycopg connections, taken in turn and all
+    kept open) were both served by, one transaction each, or ``None``.
+
+    PostgreSQL gives every client connection a backend process of its own for as long as it is
+    open (PostgreSQL documentation, *The Statistics Collector*: ``pg_backend_pid``), so open
+    connections reporting the same process are not connections to PostgreSQL but to a pooler
+    that lends its server sessions by the transaction (PgBouncer's ``pool_mode =
+    transaction``): each transaction here ends before the next connection's begins, which
+    frees the session for it. A pooler lending sessions by the connection (session pooling)
+    keeps each open connection on its own session, and prepared statements are safe there."""
+    seen: set[int] = set()
+    for conn in connections:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid()")
+            (pid,) = cur.fetchone()
+        conn.commit()
+        if pid in seen:
+            return int(pid)
+        seen.add(pid)
+    return None
+
+
+def _install_pooler_check(engine: Engine) -> None:
+    """Prepared statements off behind a transaction pooler, found on the first connection.
+
+    psycopg prepares a statement once it has run five times on its connection. Behind a pooler
+    in transaction pooling (PgBouncer before 1.21, or without ``max_prepared_statements``) the
+    transactions of different client connections share server sessions, so a statement's name
+    can be missing there (a 503: :func:`prepared_statement_lost`), or be another connection's
+    name for *another* statement, which then runs with this one's parameters when their types
+    agree: an insert answered 201 that wrote nothing (``tests/db/test_pgbouncer.py`` saw 3 of
+    2,000 acknowledged registrations missing from the ledger). So when the URL does not set
+    ``prepare_threshold``, the pool's first connection probes with
+    :data:`POOLER_PROBE_CONNECTIONS` client connections (:func:`shared_server_session`) and,
+    if two share a server process, every connection of the engine is given
+    ``prepare_threshold = None`` (never prepare), with a warning. A URL that sets
+    ``prepare_threshold`` is the operator's choice and is not probed (``none``; or a number,
+    for PgBouncer ≥ 1.21 with ``max_prepared_statements``, which carries prepared statements
+    between sessions). ``docs/operations.md``, *PgBouncer*."""
+    pooled: list[int] = []
+
+    @event.listens_for(engine, "first_connect")
+    def _probe(dbapi_connection: Any, _record: Any) -> None:
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        opened: list[Any] = []
+
+        def connections() -> Iterator[Any]:
+            yield dbapi_connection
+            for _ in range(POOLER_PROBE_CONNECTIONS - 1):
+                opened.append(engine.dialect.connect(*cargs, **cparams))
+                yield opened[-1]
+
+        try:
+            pid = shared_server_session(connections())
+        except Exception as exc:  # a probe that cannot run changes nothing
+            _log.warning(
+                "the transaction-pooler probe did not run (%s): prepared statements stay on", exc
+            )
+            pid = None
+        finally:
+            for conn in opened:
+                conn.close()
+        if pid is not None:
+            pooled.append(pid)
+            _log.warning(
+                "the database URL reaches PostgreSQL through a pooler in transaction pooling "
+                "(two open connections were served by server process %d): prepared statements "
+                "are turned off (prepare_threshold=none); set prepare_threshold in the URL to "
+                "choose (docs/operations.md, PgBouncer)",
+                pid,
+            )
+
+    @event.listens_for(engine, "connect")
+    def _no_prepare(dbapi_connection: Any, _record: Any) -> None:
+        if pooled:
+            dbapi_connection.prepare_threshold = None
 
 
 def session_ended(exc: BaseException) -> bool:

@@ -49,11 +49,16 @@ class Bouncer:
     port: int
     home: Path
 
-    def url(self, direct: str, *, prepare: bool = False) -> str:
+    def url(self, direct: str, *, prepare: bool = False, threshold: int | None = None) -> str:
         """``direct``'s database through the bouncer; psycopg's prepared statements off
-        (``?prepare_threshold=none``) unless ``prepare``."""
+        (``?prepare_threshold=none``) unless ``prepare``: then the URL sets ``threshold``
+        (``?prepare_threshold=N``, the operator's choice, which the service does not probe), or
+        with ``None`` sets nothing (the service's default: it probes for a transaction pooler,
+        ``app.db.engine._install_pooler_check``)."""
         through = make_url(direct).set(port=self.port).render_as_string(hide_password=False)
-        return through if prepare else f"{through}?{NO_PREPARE}"
+        if not prepare:
+            return f"{through}?{NO_PREPARE}"
+        return through if threshold is None else f"{through}?prepare_threshold={threshold}"
 
     def log(self) -> str:
         path = self.home / "pgbouncer.log"
