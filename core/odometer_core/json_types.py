@@ -23,10 +23,10 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 __all__ = [
     "AmountJSON",
-    "CapacityJSON",
     "Attribution",
     "BlockSpan",
     "CapOrder",
+    "CapacityJSON",
     "CheckpointAuditSummary",
     "ClosedPhaseJSON",
     "ConfigJSON",

@@ -98,8 +98,9 @@ class LogSigner:
         sign: Callable[[bytes], bytes] | None = None,
     ) -> None:
         """``sign``: the Ed25519 signature of a message with ``private_key`` by another
-        implementation (the service passes libsodium's, through PyNaCl: the same bytes, RFC 8032 signatures
-        being deterministic, in about half the instructions); ``private_key.sign`` if none."""
+        implementation (the service passes libsodium's, through PyNaCl: the same bytes, RFC
+        8032 signatures being deterministic, in about half the instructions);
+        ``private_key.sign`` if none."""
         self.dataset_id = dataset_id
         self.signer = NoteSigner(origin(dataset_id), private_key)
         self._sign = sign or private_key.sign
