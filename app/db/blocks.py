@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from app.db.driver import loader, param, queued, run
-from odometer_core.json_types import StateJSON
+from odometer_core.accounting.json_types import StateJSON
 
 
 @dataclass(frozen=True, slots=True)

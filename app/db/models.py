@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from odometer_core.json_types import (
+from odometer_core.accounting.json_types import (
     AmountJSON,
     ClosedPhaseJSON,
     ConfigJSON,
@@ -149,7 +149,7 @@ class LedgerEntry(Base):
 
     def to_export(self) -> dict[str, Any]:
         """The entry as exported and hashed: every payload field plus ``hash`` (the shape of
-        :class:`odometer_core.json_types.ExportedEntry`, typed as a plain dict while the
+        :class:`odometer_core.accounting.json_types.ExportedEntry`, typed as a plain dict while the
         routes that pass it on take one)."""
         out = {f: getattr(self, f) for f in PAYLOAD_FIELDS}
         out["hash"] = self.hash

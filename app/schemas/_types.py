@@ -12,8 +12,8 @@ __all__ = ["JSONObject"]
 #: field the OpenAPI document declares as a free ``object`` stays one), a route's answer from
 #: a use case that says no more, an error's own fields, the mode's own part of a status. The
 #: JSON the accounting core writes is typed where it is built, by the TypedDicts of
-#: ``odometer_core.json_types`` (a summary, a reading, a ledger entry and its parts, a stored
-#: partition …), and what the app builds and reads itself is a TypedDict or a model (such as
-#: ``app/services/_types.py``'s); a JSON schema being finished is pydantic's
+#: ``odometer_core.accounting.json_types`` (a summary, a reading, a ledger entry and its
+#: parts, a stored partition …), and what the app builds and reads itself is a TypedDict or
+#: a model (such as ``app/services/_types.py``'s); a JSON schema being finished is pydantic's
 #: ``JsonSchemaValue``.
 JSONObject: TypeAlias = dict[str, Any]

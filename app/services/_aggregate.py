@@ -27,7 +27,7 @@ from odometer_core.accounting import (
     initial_state,
     state_from_json,
 )
-from odometer_core.json_types import StateJSON
+from odometer_core.accounting.json_types import StateJSON
 from odometer_core.ledger import EntryContent, EntryKind, Signer, next_entry
 from odometer_core.ledger.admission import Admission
 from odometer_core.ledger.merkle import Frontier

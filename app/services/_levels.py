@@ -28,6 +28,7 @@ from odometer_core.accounting import (
     state_to_json,
 )
 from odometer_core.accounting.amounts import Amount
+from odometer_core.accounting.json_types import AmountJSON, CapOrder, LevelPart
 from odometer_core.accounting.levels import (
     DROPPED,
     ORGANISATION,
@@ -39,7 +40,6 @@ from odometer_core.accounting.levels import (
     stored_cap,
 )
 from odometer_core.accounting.levels import level_record as core_level_record
-from odometer_core.json_types import AmountJSON, CapOrder, LevelPart
 
 __all__ = [
     "ORGANISATION",

@@ -35,14 +35,14 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.blocks import BlockError, change_blocks, retire
-from odometer_core.accounting.summary import compose, reading_spent, shown_fraction, spent_fraction
-from odometer_core.json_types import (
+from odometer_core.accounting.json_types import (
     BlockSpan,
     EpsilonDelta,
     OdometerReading,
     PartitionJSON,
     Summary,
 )
+from odometer_core.accounting.summary import compose, reading_spent, shown_fraction, spent_fraction
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.blocks import Partitioned, higher, shown_reading
 from odometer_core.partition import UNBOUNDED, Partition, new_partition

@@ -32,8 +32,8 @@ from odometer_core.accounting import (
 from odometer_core.accounting import (
     change_budget as accounting_change_budget,
 )
+from odometer_core.accounting.json_types import ConfigJSON, PartitionJSON, Summary
 from odometer_core.accounting.summary import compose, summarise
-from odometer_core.json_types import ConfigJSON, PartitionJSON, Summary
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger.chain import GENESIS_HASH
 from odometer_core.partition import requirements

@@ -38,9 +38,9 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.filters import ConfigError, SplitConfig
+from odometer_core.accounting.json_types import StateJSON, Summary
 from odometer_core.accounting.modes import Unusable, UnusableBudget, unusable
 from odometer_core.accounting.summary import compose
-from odometer_core.json_types import StateJSON, Summary
 from odometer_core.ledger import EntryKind
 
 

@@ -34,8 +34,8 @@ from app.services.registration import (
 from app.services.responses import reservation_json
 from odometer_core.accounting import Capacity, capacity, memo
 from odometer_core.accounting.blocks import Selected, affordable, selection_capacity
+from odometer_core.accounting.json_types import BlockSpan, CapacityJSON
 from odometer_core.accounting.levels import DATASET, Filter
-from odometer_core.json_types import BlockSpan, CapacityJSON
 from odometer_core.ledger.blocks import SHOWN_RANGES
 from odometer_core.partition import Partition
 

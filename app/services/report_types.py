@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from app.services import blocks
-from odometer_core.json_types import Attribution, ConfigJSON, CurveJSON
+from odometer_core.accounting.json_types import Attribution, ConfigJSON, CurveJSON
 
 
 class TotalsJson(TypedDict):

@@ -52,8 +52,8 @@ from odometer_core.accounting import (
 from odometer_core.accounting import cancel as accounting_cancel
 from odometer_core.accounting import settle as accounting_settle
 from odometer_core.accounting.blocks import Range, finish_reservation
+from odometer_core.accounting.json_types import LevelPart, StateJSON
 from odometer_core.accounting.levels import finish_uppers, quota_holds
-from odometer_core.json_types import LevelPart, StateJSON
 from odometer_core.ledger import EntryKind
 from odometer_core.ledger import output_digest as sha256_of_output
 from odometer_core.ledger.blocks import ranges_from_json, ranges_json

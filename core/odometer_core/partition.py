@@ -45,7 +45,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from odometer_core.accounting.blocks import BlockError, Range, normalise
 from odometer_core.accounting.declarations import Declaration, DeclarationError
-from odometer_core.json_types import BlockSpan, PartitionJSON
+from odometer_core.accounting.json_types import BlockSpan, PartitionJSON
 
 KINDS: Final = ("bucket", "day", "week", "month", "named")
 UNITS: Final = ("record", "person")

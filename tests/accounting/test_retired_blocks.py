@@ -27,7 +27,7 @@ from odometer_core.accounting.blocks import (
     finish_reservation,
     retire,
 )
-from odometer_core.json_types import OdometerReading
+from odometer_core.accounting.json_types import OdometerReading
 from odometer_core.ledger.blocks import Held, Partitioned, higher, raised
 
 CONFIG = make_config("1", "0.000001", "add_remove", {"mode": "basic"})

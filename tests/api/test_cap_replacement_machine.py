@@ -52,9 +52,9 @@ from odometer_core.accounting import (
     parse_declaration,
     state_from_json,
 )
+from odometer_core.accounting.json_types import StatementJSON
 from odometer_core.accounting.levels import cap_config, change_cap
 from odometer_core.accounting.modes import LEAF_MODES
-from odometer_core.json_types import StatementJSON
 from odometer_core.ledger.formats import write_export
 from odometer_core.ledger.organisation import OrganisationVerdict, replay_organisation
 from odometer_core.ledger.replay import replay

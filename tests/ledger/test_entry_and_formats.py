@@ -10,7 +10,7 @@ from typing import cast
 import pytest
 
 from odometer_core.accounting import ACCOUNTING_VERSION
-from odometer_core.json_types import LevelPart
+from odometer_core.accounting.json_types import LevelPart
 from odometer_core.ledger import GENESIS_HASH, ChainWalker, Entry, EntryKind, entry_hash, next_entry
 from odometer_core.ledger.formats import (
     CHUNK_CHARS,

@@ -1,7 +1,7 @@
-"""The TypedDicts of :mod:`odometer_core.json_types` say what their builders write: every key a
-builder writes is declared, and every key declared required is written (``NotRequired`` keys
-and the keys of a ``total=False`` TypedDict may be absent). A builder that gains or loses a
-key fails here until its type says so."""
+"""The TypedDicts of :mod:`odometer_core.accounting.json_types` say what their builders write:
+every key a builder writes is declared, and every key declared required is written
+(``NotRequired`` keys and the keys of a ``total=False`` TypedDict may be absent). A builder
+that gains or loses a key fails here until its type says so."""
 
 from __future__ import annotations
 
@@ -20,9 +20,7 @@ from odometer_core.accounting import (
     state_to_json,
     status,
 )
-from odometer_core.accounting.levels import ClosedPhase, cap_order, level_record, statement_sum
-from odometer_core.accounting.summary import Spend, refusal, summarise
-from odometer_core.json_types import (
+from odometer_core.accounting.json_types import (
     Attribution,
     BlockSpan,
     CapacityJSON,
@@ -45,6 +43,8 @@ from odometer_core.json_types import (
     Summary,
     WitnessedJSON,
 )
+from odometer_core.accounting.levels import ClosedPhase, cap_order, level_record, statement_sum
+from odometer_core.accounting.summary import Spend, refusal, summarise
 from odometer_core.ledger import EntryKind, next_entry
 from odometer_core.ledger.blocks import Partitioned, reading_of
 from odometer_core.ledger.cosign import Fork

@@ -26,6 +26,7 @@ from typing import Any, TypeAlias
 from odometer_core.accounting import fastforward, memo
 from odometer_core.accounting.declarations import RELATIONS, Declaration, DeclarationError, Relation
 from odometer_core.accounting.exact import fmt, rounded
+from odometer_core.accounting.json_types import CapacityJSON
 from odometer_core.accounting.modes import (
     MODES,
     LeafConfig,
@@ -57,7 +58,6 @@ from odometer_core.accounting.modes.gdp import GDPConfig, GDPState
 from odometer_core.accounting.modes.rdp import DEFAULT_RDP_ORDERS, RDPConfig, RDPState
 from odometer_core.accounting.modes.split import SplitConfig, SplitState
 from odometer_core.accounting.modes.zcdp import ZCDPConfig, ZCDPState
-from odometer_core.json_types import CapacityJSON
 
 AccountingConfig: TypeAlias = LeafConfig | SplitConfig
 FilterState: TypeAlias = LeafState | SplitState

@@ -57,13 +57,13 @@ from odometer_core.accounting.filters import (
     state_to_json,
     status,
 )
+from odometer_core.accounting.json_types import CapOrder, ClosedPhaseJSON, LevelPart, StatementJSON
 from odometer_core.accounting.modes import LEAF_MODES, budget
 from odometer_core.accounting.modes.common import (
     ConfigError,
     InvalidTransition,
     UnsupportedInMode,
 )
-from odometer_core.json_types import CapOrder, ClosedPhaseJSON, LevelPart, StatementJSON
 
 DATASET: Final = "dataset"
 ORGANISATION: Final = "organisation"

@@ -76,7 +76,7 @@ from odometer_core.accounting.filters import (
     state_to_json,
     status,
 )
-from odometer_core.json_types import (
+from odometer_core.accounting.json_types import (
     Attribution,
     CurveJSON,
     DeclarationJSON,

@@ -46,6 +46,13 @@ from odometer_core.accounting.filters import (
     state_from_json,
     state_to_json,
 )
+from odometer_core.accounting.json_types import (
+    CapOrder,
+    ExportedEntry,
+    LevelPart,
+    RefusalSummary,
+    StateJSON,
+)
 from odometer_core.accounting.levels import (
     DATASET,
     ORGANISATION,
@@ -61,7 +68,6 @@ from odometer_core.accounting.levels import (
     stored_quota,
 )
 from odometer_core.accounting.summary import COSTLY, SearchStopped, refusal
-from odometer_core.json_types import CapOrder, ExportedEntry, LevelPart, RefusalSummary, StateJSON
 from odometer_core.ledger.blocks import Held
 from odometer_core.ledger.blocks import refusal as blocks_refusal
 from odometer_core.ledger.chain import canonical_bytes

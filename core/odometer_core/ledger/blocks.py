@@ -46,8 +46,7 @@ from odometer_core.accounting.blocks import (
     Selected,
 )
 from odometer_core.accounting.exact import fmt
-from odometer_core.accounting.levels import DATASET, LevelsDecision
-from odometer_core.json_types import (
+from odometer_core.accounting.json_types import (
     BlockSpan,
     OdometerReading,
     PartitionedPart,
@@ -55,6 +54,7 @@ from odometer_core.json_types import (
     RefusedSpan,
     StateJSON,
 )
+from odometer_core.accounting.levels import DATASET, LevelsDecision
 from odometer_core.ledger.chain import canonical_bytes
 from odometer_core.partition import Partition
 

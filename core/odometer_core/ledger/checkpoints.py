@@ -45,7 +45,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from odometer_core.json_types import CheckpointAuditSummary, EndPinJSON
+from odometer_core.accounting.json_types import CheckpointAuditSummary, EndPinJSON
 from odometer_core.ledger.chain import canonical_bytes
 
 STATEMENT_TYPE: Final = "odometer.ledger-checkpoint.v1"

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odometer_core.json_types import ForkJSON
+from odometer_core.accounting.json_types import ForkJSON
 from odometer_core.ledger.chain import entry_hash
 from odometer_core.ledger.entry import EntryKind
 from odometer_core.ledger.merkle import entry_leaf_hash, verify_inclusion

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, TypedDict, Unpack, cast
 
-from odometer_core.json_types import (
+from odometer_core.accounting.json_types import (
     AmountJSON,
     ConfigJSON,
     DeclarationJSON,

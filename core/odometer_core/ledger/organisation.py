@@ -53,6 +53,14 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.amounts import amount_json
+from odometer_core.accounting.json_types import (
+    ClosedPhaseJSON,
+    DrawnJSON,
+    OdometerReading,
+    OrganisationVerdictJSON,
+    StateJSON,
+    StatementJSON,
+)
 from odometer_core.accounting.levels import (
     ClosedPhase,
     closed_statement,
@@ -61,14 +69,6 @@ from odometer_core.accounting.levels import (
 )
 from odometer_core.accounting.modes.common import ConfigError, InvalidTransition
 from odometer_core.accounting.modes.split import SplitConfig
-from odometer_core.json_types import (
-    ClosedPhaseJSON,
-    DrawnJSON,
-    OdometerReading,
-    OrganisationVerdictJSON,
-    StateJSON,
-    StatementJSON,
-)
 from odometer_core.ledger.entry import EntryKind
 
 _ADMISSIONS = frozenset(

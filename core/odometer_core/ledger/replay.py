@@ -71,8 +71,8 @@ from odometer_core.accounting.blocks import (
     retire,
     summarise,
 )
+from odometer_core.accounting.json_types import OdometerReading, StateJSON
 from odometer_core.accounting.levels import DROPPED, quota_holds
-from odometer_core.json_types import OdometerReading, StateJSON
 from odometer_core.ledger.blocks import (
     BLOCKS,
     HIGHEST,

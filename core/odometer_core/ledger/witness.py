@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 from urllib.parse import quote
 
-from odometer_core.json_types import CosignedJSON, WitnessedJSON
+from odometer_core.accounting.json_types import CosignedJSON, WitnessedJSON
 from odometer_core.ledger.checkpoints import Signer
 from odometer_core.ledger.merkle import verify_consistency
 from odometer_core.ledger.notes import (
