@@ -355,6 +355,32 @@ def _delta_factor(rules: Rules) -> Knob:
 
 
 # ---------------------------------------------------------------------------- the search
+def _fits(
+    declaration: Declaration,
+    knob: Knob,
+    admitted: Admits,
+    stop: type[Exception],
+    kept: list[tuple[Declaration, Decimal]],
+) -> Callable[[Decimal], bool]:
+    """Whether ``declaration`` with ``knob`` at a value is admitted (a value the knob cannot
+    take is not); the last admitted candidate and its value are kept in ``kept``, and ``stop``
+    raised by ``admitted`` goes through."""
+
+    def fits(value: Decimal) -> bool:
+        try:
+            candidate = knob.put(declaration, value)
+            ok = admitted(candidate)
+        except stop:
+            raise
+        except ValueError:
+            return False
+        if ok:
+            kept[:] = [(candidate, value)]
+        return ok
+
+    return fits
+
+
 def _search(
     declaration: Declaration,
     knob: Knob,
@@ -368,17 +394,7 @@ def _search(
     toward the edge, so the last admitted is the closest. ``stop`` raised by ``admitted``
     goes through."""
 
-    def fits(value: Decimal) -> bool:
-        try:
-            candidate = knob.put(declaration, value)
-            ok = admitted(candidate)
-        except stop:
-            raise
-        except ValueError:
-            return False
-        if ok:
-            kept[:] = [(candidate, value)]
-        return ok
+    fits = _fits(declaration, knob, admitted, stop, kept)
 
     if knob.count:
         return _count_search(int(knob.get(declaration)), fits)
@@ -661,17 +677,7 @@ def _walk(
     candidate in ``best[position]``; ``None`` when the refused job has no proxy."""
     kept = best.setdefault(position, [])
 
-    def fits(value: Decimal) -> bool:
-        try:
-            candidate = knob.put(declaration, value)
-            ok = admitted(candidate)
-        except stop:
-            raise
-        except ValueError:
-            return False
-        if ok:
-            kept[:] = [(candidate, value)]
-        return ok
+    fits = _fits(declaration, knob, admitted, stop, kept)
 
     refused = knob.get(declaration)
     walk = _Walk(declaration, knob, fits, _Grid(knob), refused, 0.0)
