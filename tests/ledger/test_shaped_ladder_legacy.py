@@ -21,35 +21,8 @@ from odometer_core.accounting.legacy import VERSION_1_6
 from odometer_core.accounting.modes import gdp as gdp_mode
 from odometer_core.accounting.modes import zcdp as zcdp_mode
 from odometer_core.ledger import replay
-from tests.support import AUTH, rehashed
-
-GAUSSIAN = {"type": "gaussian", "sigma": "20", "sensitivity": "1"}
-
-
-def _history(client: TestClient, mode: str) -> list[dict[str, Any]]:
-    body = {"name": f"shaped-{mode}", "budget": {"epsilon": 1, "delta": "1e-6"}}
-    body["accounting"] = {"mode": mode}
-    ds = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
-    for _ in range(3):
-        r = client.post(
-            f"/v1/datasets/{ds}/invocations", json={"mechanism": GAUSSIAN}, headers=AUTH
-        )
-        assert r.status_code == 201, r.text
-    lowered = {"epsilon": "0.9", "delta": "1e-6"}
-    assert client.patch(f"/v1/datasets/{ds}/budget", json=lowered, headers=AUTH).status_code == 200
-    r = client.post(f"/v1/datasets/{ds}/invocations", json={"mechanism": GAUSSIAN}, headers=AUTH)
-    assert r.status_code == 201, r.text
-    entries: list[dict[str, Any]] = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()[
-        "entries"
-    ]
-    return entries
-
-
-def _as_written_by_1_6(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    old = copy.deepcopy(entries)
-    for entry in old:
-        entry["accounting_version"] = VERSION_1_6
-    return rehashed(old)
+from tests.ledger.legacy_histories import as_written_by, history
+from tests.support import rehashed
 
 
 @pytest.mark.parametrize(("mode", "module"), [("zcdp", zcdp_mode), ("gdp", gdp_mode)])
@@ -59,9 +32,9 @@ def test_a_1_6_ledger_replays_with_the_1_4_ladder(
     """The service as 1.6.0 made these datasets (no shape): the entries, marked 1.6.0, replay
     to the same states and the same reading, which is the 1.4.0 ladder's."""
     monkeypatch.setattr(module, "DEFAULT_LADDER", None)
-    entries = _history(client, mode)
+    entries = history(client, mode)
     assert all("ladder" not in (e.get("config") or {}) for e in entries)
-    verdict = replay(_as_written_by_1_6(entries))
+    verdict = replay(as_written_by(entries, VERSION_1_6))
     assert verdict.ok, verdict.problems
     assert verdict.state == entries[-1]["state"]
     # the reading replayed is the one the stored configuration gives: the 1.4.0 ladder's
@@ -74,7 +47,7 @@ def test_a_1_6_ledger_replays_with_the_1_4_ladder(
 
 @pytest.mark.parametrize("mode", ["zcdp", "gdp"])
 def test_a_1_7_ledger_records_its_shape_and_replays(client: TestClient, mode: str) -> None:
-    entries = _history(client, mode)
+    entries = history(client, mode)
     assert {e["accounting_version"] for e in entries} == {ACCOUNTING_VERSION}
     assert entries[0]["config"]["ladder"]["steps"] == 6
     verdict = replay(entries)

@@ -6,7 +6,6 @@ declaration's curve (``design``) and replays them."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -21,35 +20,8 @@ from odometer_core.accounting import (
 from odometer_core.accounting.legacy import VERSION_1_7
 from odometer_core.accounting.modes import rdp_shaped
 from odometer_core.ledger import replay
-from tests.support import AUTH, rehashed
-
-GAUSSIAN = {"type": "gaussian", "sigma": "20", "sensitivity": "1"}
-
-
-def _history(client: TestClient) -> list[dict[str, Any]]:
-    body = {"name": "shaped-rdp", "budget": {"epsilon": 1, "delta": "1e-6"}}
-    body["accounting"] = {"mode": "rdp"}
-    ds = client.post("/v1/datasets", json=body, headers=AUTH).json()["id"]
-    for _ in range(3):
-        r = client.post(
-            f"/v1/datasets/{ds}/invocations", json={"mechanism": GAUSSIAN}, headers=AUTH
-        )
-        assert r.status_code == 201, r.text
-    lowered = {"epsilon": "0.9", "delta": "1e-6"}
-    assert client.patch(f"/v1/datasets/{ds}/budget", json=lowered, headers=AUTH).status_code == 200
-    r = client.post(f"/v1/datasets/{ds}/invocations", json={"mechanism": GAUSSIAN}, headers=AUTH)
-    assert r.status_code == 201, r.text
-    entries: list[dict[str, Any]] = client.get(f"/v1/datasets/{ds}/ledger", headers=AUTH).json()[
-        "entries"
-    ]
-    return entries
-
-
-def _as_written_by_1_7(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    old = copy.deepcopy(entries)
-    for entry in old:
-        entry["accounting_version"] = VERSION_1_7
-    return rehashed(old)
+from tests.ledger.legacy_histories import as_written_by, history
+from tests.support import rehashed
 
 
 def test_a_1_7_ledger_replays_with_its_per_order_ladders(
@@ -58,11 +30,11 @@ def test_a_1_7_ledger_replays_with_its_per_order_ladders(
     """The service as 1.7.0 made these datasets (no shape, 16 orders): the entries, marked
     1.7.0, replay to the same states and the same reading."""
     monkeypatch.setattr(rdp_shaped, "DEFAULT_RDP_LADDER", None)
-    entries = _history(client)
+    entries = history(client, "rdp")
     configs = [e["config"] for e in entries if e.get("config")]
     assert all("ladder" not in c and len(c["orders"]) == 16 for c in configs)
     assert all("design" not in (e.get("state") or {}) for e in entries)
-    verdict = replay(_as_written_by_1_7(entries))
+    verdict = replay(as_written_by(entries, VERSION_1_7))
     assert verdict.ok, verdict.problems
     assert verdict.state == entries[-1]["state"]
     config = config_from_json(configs[-1])
@@ -73,7 +45,7 @@ def test_a_1_7_ledger_replays_with_its_per_order_ladders(
 
 
 def test_a_1_8_ledger_records_its_shape_and_design_and_replays(client: TestClient) -> None:
-    entries = _history(client)
+    entries = history(client, "rdp")
     assert {e["accounting_version"] for e in entries} == {ACCOUNTING_VERSION} == {"1.8.0"}
     assert entries[0]["config"]["ladder"]["first"] == "0.9"
     assert len(entries[0]["config"]["orders"]) == 27
