@@ -10,7 +10,7 @@ KEY_FILE := .odometer-admin-key
 # public key beside it, for `odometer verify --public-key`)
 SIGNING_KEY_FILE := .odometer-checkpoint-key
 
-.PHONY: run test test-adapters adapters-env test-tumult tumult-env browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-proofs bench-ledger-verify bench-service bench-http-floor bench-write-path bench-witness bench-read-replica bench-compare
+.PHONY: run test test-adapters adapters-env test-tumult tumult-env browser-deps lint openapi client-generated install dev dist lock install-locked bench bench-accounting bench-blocks bench-capacity bench-caps bench-grids bench-ladder bench-quote bench-worst-case bench-proofs bench-ledger-verify bench-service bench-http-floor bench-write-path bench-write-path-count bench-witness bench-read-replica bench-prepare-threshold bench-compare
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -246,6 +246,10 @@ bench-http-floor: dev
 bench-write-path: dev
 	$(BIN)/python -m benchmarks write-path $(BENCH_ARGS)
 
+## bench-write-path-count: user-space instructions per registration under callgrind, by build (BENCH_ARGS='--build REF --build .'), printed (needs valgrind)
+bench-write-path-count: dev
+	$(BIN)/python -m benchmarks write-path-count $(BENCH_ARGS)
+
 ## bench-witness: the witness's cost on the write path, no witness beside lag 0 and 1 s → benchmarks/RESULTS.md
 bench-witness: dev
 	$(BIN)/python -m benchmarks witness $(BENCH_ARGS)
@@ -253,6 +257,10 @@ bench-witness: dev
 ## bench-read-replica: registrations/s beside heavy reads, none, on a streaming replica, on the primary → benchmarks/RESULTS.md
 bench-read-replica: dev
 	$(BIN)/python -m benchmarks read-replica $(BENCH_ARGS)
+
+## bench-prepare-threshold: what psycopg's prepared statements off (prepare_threshold=none) cost a registration on PostgreSQL, printed
+bench-prepare-threshold: dev
+	$(BIN)/python -m benchmarks prepare-threshold $(BENCH_ARGS)
 
 ## bench-compare: two builds side by side (BENCH_ARGS='A B': git refs or checkouts), printed
 bench-compare: dev

@@ -4,8 +4,8 @@
 gives a benchmark's options. Each is also a make target (``make bench-NAME BENCH_ARGS=…``) and
 has a smoke test in ``tests/benchmarks/``. Every benchmark writes its section of
 ``benchmarks/RESULTS.md`` unless told not to (``--no-results`` or ``--no-write``), except
-``compare``, which only prints. Every one is in the table of ``docs/development.md``
-(*Benchmarks*).
+``write-path-count``, ``prepare-threshold`` and ``compare``, which only print. Every one is in
+the table of ``docs/development.md`` (*Benchmarks*).
 
 The other modules of the package are the benchmarks' parts (the load generator, the server
 plumbing, the bare HTTP floor app, ledger generation, the subprocess probes), not benchmarks.
@@ -82,6 +82,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "write_path",
         "CPU per registration in process, by build (--compare) and group size; group commit",
     ),
+    "write-path-count": Benchmark(
+        "write_path_count",
+        "user-space instructions per registration under callgrind, by build, with and without "
+        "a checkpoint key",
+    ),
     "witness": Benchmark(
         "witness",
         "the witness's cost on the write path: none, lag 0 and lag 1 s (--before: another build)",
@@ -90,6 +95,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "read_replica",
         "registrations/s beside a 10^5-entry export and 20 dashboards: none, on a replica, on "
         "the primary",
+    ),
+    "prepare-threshold": Benchmark(
+        "prepare_threshold",
+        "what turning psycopg's prepared statements off costs a registration on PostgreSQL "
+        "(CPU, rate)",
     ),
     "compare": Benchmark(
         "compare",

@@ -1,4 +1,4 @@
-"""``python -m benchmarks.prepare_threshold``: what ``?prepare_threshold=none`` (psycopg's
+"""``python -m benchmarks prepare-threshold``: what ``?prepare_threshold=none`` (psycopg's
 server-side prepared statements off, needed behind PgBouncer before 1.21 in transaction
 pooling: ``docs/operations.md``, *PgBouncer*) costs a registration in CPU.
 
@@ -10,7 +10,11 @@ connection), one with ``?prepare_threshold=none``, each connection named by its
 on ``--datasets`` datasets. Measured per window: the server's CPU (its processes), its PostgreSQL
 backends' CPU (the backends with its ``application_name``), and registrations per second. The
 answer is the median over the rounds of each round's ratio ``none`` / default (1.0 =
-unchanged), so that the machine's other load falls on both alike.
+unchanged), so that the machine's other load falls on both alike. Before the rounds each
+server takes ``--warm`` registrations (its pool filled, psycopg's statements prepared).
+
+It prints a line per window and the table; it writes nothing to ``RESULTS.md``. (``python -m
+benchmarks.prepare_threshold`` runs it too.)
 """
 
 from __future__ import annotations
@@ -101,7 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
                 servers = {"default": a, "none": b}
                 datasets = [create_dataset(a.port, f"prep-{i}", "basic") for i in range(8)]
                 for server in servers.values():  # warm: pools, psycopg's prepares
-                    _register(server.port, datasets, 400, args.clients)
+                    _register(server.port, datasets, args.warm, args.clients)
                 for r in range(args.rounds):
                     order = CONDITIONS if r % 2 == 0 else tuple(reversed(CONDITIONS))
                     for condition in order:
@@ -114,6 +118,11 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
                         app = cpu_of(procs) - app0
                         backends_after = _backends(libpq, f"bench_prepare_{condition}")
                         pg = cpu_of(backends_after) - pg0
+                        if app <= 0 or pg <= 0:  # CPU is read in clock ticks (10 ms)
+                            raise SystemExit(
+                                f"prepare-threshold: {condition}'s window measured no CPU "
+                                f"(server {app} s, PostgreSQL {pg} s): raise --count"
+                            )
                         row = {
                             "rate": args.count / seconds,
                             "app_ms": 1000 * app / args.count,
@@ -185,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument(
+        "--warm", type=int, default=400, help="registrations per server before the rounds"
+    )
     args = parser.parse_args(argv)
     print(f"load {loadavg():.1f}, {os.cpu_count()} CPUs", flush=True)
     print(table(run(args)))

@@ -10,9 +10,14 @@ of each build, each on a SQLite database its own migrations made, with and witho
 checkpoint key (``ODOMETER_CHECKPOINT_KEY``: every 201 carries a signed receipt where the
 build gives one)::
 
-    git worktree add ../c800 c800ecf
-    .venv/bin/python -m benchmarks.write_path_count --build c800ecf=../c800 --build now=. \\
+    .venv/bin/python -m benchmarks write-path-count --build c800ecf --build now=. \\
         --probe service --probe edge --key no --key yes --count 300
+
+Each ``--build`` is ``[LABEL=]SPEC`` as ``compare`` takes it: a directory holding a checkout
+(``.``, uncommitted changes included) or a git ref of this repository, whose tree is ``git
+archive``d under ``--workdir``; without ``--build``, this checkout. It prints one JSON line per
+count and writes nothing to ``RESULTS.md``. (``python -m benchmarks.write_path_count`` runs it
+too.) Needs valgrind (Debian's ``valgrind``, which brings ``callgrind_control``).
 
 The kernel's share (the WAL commit's ``fsync``) is left out, the same in every build. Counts
 include the probe's loop and one ``callgrind_control`` call, the same in every build.
@@ -29,10 +34,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.compare import resolve
 from benchmarks.results import checkout_path
 from benchmarks.service_setup import migrate
 
 PROBE = Path(__file__).with_name("write_path_probe.py")
+ROOT = PROBE.parent.parent
 
 
 def count(checkout: Path, probe: str, keyed: bool, registrations: int, workdir: Path) -> int:
@@ -84,20 +91,41 @@ def count(checkout: Path, probe: str, keyed: bool, registrations: int, workdir: 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--build", action="append", required=True, help="LABEL=DIR")
+    parser.add_argument(
+        "--build",
+        action="append",
+        help="[LABEL=]DIR or [LABEL=]GIT-REF (repeatable; default: this checkout, as 'this')",
+    )
     parser.add_argument("--probe", action="append", choices=["service", "edge"])
     parser.add_argument("--key", action="append", choices=["no", "yes"])
     parser.add_argument("--count", type=int, default=300)
-    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where the databases, callgrind's files and git refs' trees stay (default: a "
+        "temporary directory, removed)",
+    )
     args = parser.parse_args(argv)
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="write-path-count-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    for spec in args.build:
-        label, _, directory = spec.partition("=")
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        return run(args, args.workdir)
+    with tempfile.TemporaryDirectory(prefix="write-path-count-") as workdir:
+        return run(args, Path(workdir))
+
+
+def run(args: argparse.Namespace, workdir: Path) -> int:
+    """Every build's counts, its databases, callgrind's files and git refs' trees in
+    ``workdir``."""
+    scratch = workdir / "builds"  # git refs' trees
+    scratch.mkdir(exist_ok=True)
+    builds = [resolve(spec, scratch) for spec in args.build or [f"this={ROOT}"]]
+    for build in builds:
         for probe in args.probe or ["service"]:
             for key in args.key or ["no"]:
-                n = count(Path(directory).resolve(), probe, key == "yes", args.count, workdir)
-                print(json.dumps({"build": label, "probe": probe, "key": key, "instructions": n}))
+                n = count(build.root, probe, key == "yes", args.count, workdir)
+                row = {"build": build.label, "probe": probe, "key": key, "instructions": n}
+                print(json.dumps(row))
                 sys.stdout.flush()
     return 0
 
