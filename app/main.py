@@ -16,6 +16,7 @@ from fastapi.routing import APIRoute
 from app.api import docs
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodySizeLimitMiddleware, Metrics, MetricsMiddleware
+from app.api.register import register_lane
 from app.api.routers import (
     checkpoints,
     datasets,
@@ -157,7 +158,14 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(heads.router)  # published heads, cosigned, and acknowledged forks
     app.include_router(witness.router)  # the witness of ledger heads (admin)
     app.include_router(docs.router)  # /docs and /redoc, no CDN
-    # Added last = outermost: metrics see every response, including 413s.
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Added last = outermost: metrics see every response, including 413s. The register route
+    # is served from the body limit's middleware, once the body is read (app/api/register.py,
+    # RegisterLane): the first route the router would try, past the layers that do nothing
+    # for it.
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        lane=register_lane(invocations.router.routes),
+    )
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.message
 import json
 import time
+from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any, Final
 
@@ -161,15 +162,23 @@ class MetricsMiddleware:
             self.metrics.record_request(method, template, status, time.perf_counter() - start)
 
 
+#: A route served from :class:`BodySizeLimitMiddleware` once the body is read (the register
+#: route's, :class:`app.api.register.RegisterLane`): called with the scope, the body, the
+#: request's ``receive`` and ``send``, it answers ``True`` when it has served the request.
+Lane = Callable[[Scope, bytes, Receive, Send], Awaitable[bool]]
+
+
 class BodySizeLimitMiddleware:
     """Refuse bodies above ``max_bytes`` with 413, whether announced by Content-Length or sent
     chunked: the body is read (at most ``max_bytes`` + one chunk) before the app runs. A
     body sent without a JSON content type (every body of the API is JSON) is refused with 415
-    and what to send, instead of a validation error about dictionaries."""
+    and what to send, instead of a validation error about dictionaries. A request ``lane``
+    serves (the register route's) is answered there; the others go on to the app."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, lane: Lane | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.lane = lane
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in _BODY_METHODS:
@@ -223,6 +232,8 @@ class BodySizeLimitMiddleware:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
+        if self.lane is not None and await self.lane(scope, body, replay, send):
+            return
         await self.app(scope, replay, send)
 
     async def _too_large(self, send: Send) -> None:

@@ -23,15 +23,19 @@ code*):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
+from starlette._exception_handler import wrap_app_handling_exceptions
 from starlette.exceptions import HTTPException
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match
+from starlette.types import Receive, Scope, Send
 
 from app.api.deps import IdempotencyKeyDep, bearer, principal_of
 from app.api.jsonbody import ExactJsonRoute, decode
@@ -75,11 +79,12 @@ class RegisterRoute(ExactJsonRoute):
     """An :class:`~fastapi.routing.APIRoute` whose request handler resolves the register
     route's own parameters (the module's docstring says how) and calls its endpoint."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+    def responder(self) -> Callable[[Request, bytes], Coroutine[Any, Any, Response]]:
+        """The route's answer to a request whose body (``raw``) was read already."""
         endpoint = self.endpoint
 
-        async def handle(request: Request) -> Response:
-            body = _decoded(await request.body(), request.headers.get("content-type"))
+        async def respond(request: Request, raw: bytes) -> Response:
+            body = _decoded(raw, request.headers.get("content-type"))
             state = request.app.state
             principal = await principal_of(await bearer(request), state.database, state.settings)
             principal.require(Role.ANALYST)
@@ -110,4 +115,102 @@ class RegisterRoute(ExactJsonRoute):
             )
             return response
 
+        return respond
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        respond = self.responder()
+
+        async def handle(request: Request) -> Response:
+            return await respond(request, await request.body())
+
         return handle
+
+
+class RegisterLane:
+    """The register route served straight from the app's innermost middleware
+    (:class:`app.api.middleware.BodySizeLimitMiddleware`, which has read the body already),
+    past the layers between it and the route that do nothing for this route: Starlette's
+    exception middleware (whose handlers are applied here, the same ones, looked up the same
+    way), FastAPI's exit stacks for dependencies with ``yield`` (the route has none), and the
+    router's walk over the app's routers (the route matched here by its own
+    :meth:`~starlette.routing.Route.matches`, the scope given what the router gives it:
+    ``route``, ``endpoint``, ``path_params``, ``router``). The route is the first the router
+    tries (:func:`app.main.create_app` includes the invocations router first), so a request it
+    matches is the request the router would have given it. Under FastAPI's own telemetry
+    (which the router tells the route it chose) the lane stands aside. Those layers were about
+    a third of a registration's instructions through the ASGI app (``benchmarks/RESULTS.md``,
+    *Write path CPU, this round*)."""
+
+    def __init__(self, route: RegisterRoute) -> None:
+        self.route = route
+        self.respond = route.responder()
+        self._handlers: tuple[dict[Any, Any], dict[int, Any]] | None = None
+        #: whether the app's router gives the route its requests (asked at the first)
+        self._routed: bool | None = None
+
+    def _first(self, app: Any, scope: Scope) -> bool:
+        """Whether the app's router, given a request the route matches, would pick the route:
+        it is the first route (or the first of the first router) to match the request in
+        full. An app given another route at the same path ahead of it is served by its
+        router, without the lane."""
+        probe = {k: scope[k] for k in ("type", "method", "path", "root_path") if k in scope}
+        for route in app.router.routes:
+            if route.matches(dict(probe))[0] is not Match.FULL:
+                continue
+            inner = getattr(getattr(route, "original_router", None), "routes", None)
+            if route is self.route or inner is None:
+                return route is self.route
+            first = next((r for r in inner if r.matches(dict(probe))[0] is Match.FULL), None)
+            return first is self.route
+        return False
+
+    async def __call__(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
+        """Answer the request when it is the route's (``True``); else leave it (``False``)."""
+        if "fastapi.telemetry" in scope:
+            return False
+        match, child = self.route.matches(scope)
+        if match is not Match.FULL:
+            return False
+        app = scope["app"]
+        if self._routed is None:
+            self._routed = self._first(app, scope)
+        if not self._routed:
+            return False
+        scope.update(child)
+        if "router" not in scope:
+            scope["router"] = app.router
+        request = Request(scope, receive)
+        try:
+            response = await self.respond(request, body)
+        except Exception as exc:
+            await self._handled(app, exc, request, receive, send)
+        else:
+            await response(scope, receive, send)
+        return True
+
+    async def _handled(
+        self, app: Any, exc: Exception, request: Request, receive: Receive, send: Send
+    ) -> None:
+        """``exc`` answered by the app's handler of it, as its exception middleware answers it;
+        one it has none for (the app's ``Exception`` handler is its server error middleware's)
+        goes on up."""
+        if self._handlers is None:
+            handlers = {
+                k: v for k, v in app.exception_handlers.items() if k not in (500, Exception)
+            }
+            middleware = ExceptionMiddleware(app, handlers=handlers)
+            self._handlers = (middleware._exception_handlers, middleware._status_handlers)
+        request.scope["starlette.exception_handlers"] = self._handlers
+
+        async def raising(scope: Scope, receive: Receive, send: Send) -> None:
+            raise exc
+
+        await wrap_app_handling_exceptions(raising, request)(request.scope, receive, send)
+
+
+def register_lane(routes: Sequence[BaseRoute]) -> RegisterLane:
+    """The lane of the register route among ``routes`` (its router's)."""
+    for route in routes:
+        if isinstance(route, RegisterRoute):
+            return RegisterLane(route)
+    raise LookupError("no register route")
