@@ -57,7 +57,12 @@ def start_server(
     factory: str = "app.main:create_app",
     port: int | None = None,
     env: dict[str, str] | None = None,
+    preload: bool = False,
 ) -> Server:
+    """The service on ``database_url`` in its own process group, ready (``/readyz`` 200).
+    ``preload``: through :mod:`tests.concurrency.preloaded_serve`, whose workers are forked from
+    a launcher that imported the app once (about 3 s of CPU less per worker), for tests that
+    start many servers; otherwise ``python -m app.serve``, the launcher ``make run`` uses."""
     port = port or free_port()
     env = {
         **os.environ,
@@ -69,7 +74,8 @@ def start_server(
     cmd = [
         sys.executable,
         "-m",
-        "app.serve",  # uvicorn with TCP_NODELAY on the listener (see app/serve.py)
+        # uvicorn with TCP_NODELAY on the listener (see app/serve.py)
+        "tests.concurrency.preloaded_serve" if preload else "app.serve",
         "--app",
         factory,
         "--host",

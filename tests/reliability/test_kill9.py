@@ -19,8 +19,12 @@ without killing it, and say so.
 Speed: a two-worker server takes seconds to start on a 2-core machine, so the next server is
 started while the load runs and takes over once the old one is killed (it is a fresh process
 either way; after a PostgreSQL kill the service is started only after the database has
-recovered). A trial takes about 3 s on a quiet machine and 5-6 s beside the rest of the suite,
-so the default run is 9 trials per backend (three of them killing PostgreSQL), which keeps the
+recovered). The servers are started through ``tests/concurrency/preloaded_serve.py``: the app
+is imported once by the launcher and the two workers are forked from it instead of each
+importing it again (a start cost 6.7-6.9 s of CPU and 22-23 s to be ready beside a load average
+of 11, and 4.5 s and 12 s so); what the workers run is the same app. A trial took about 3 s
+on a quiet machine and 5-6 s beside the rest of the suite with spawned workers, so the default
+run is 9 trials per backend (three of them killing PostgreSQL), which keeps the
 whole suite within its 15 minutes; each run draws new seeds, so runs add up to more kill instants.
 ``ODOMETER_KILL9_TRIALS`` changes the count; ``ODOMETER_LONG_TESTS=1`` runs 20 (53 s on
 SQLite, 59 s on PostgreSQL on a quiet machine). Each trial prints its seed
@@ -296,7 +300,7 @@ def test_kill_9_loses_no_acknowledged_write(target: Target, tmp_path: Path) -> N
         print(f"\n[{name}] {target.note}")
 
     def start() -> Server:
-        return start_server(url, log, workers=WORKERS, factory=factory)
+        return start_server(url, log, workers=WORKERS, factory=factory, preload=True)
 
     server = start()
     dataset_id = _create_dataset(server)
