@@ -32,6 +32,7 @@ def test_a_1_6_ledger_replays_with_the_1_4_ladder(
     """The service as 1.6.0 made these datasets (no shape): the entries, marked 1.6.0, replay
     to the same states and the same reading, which is the 1.4.0 ladder's."""
     monkeypatch.setattr(module, "DEFAULT_LADDER", None)
+    monkeypatch.setattr(module, "DEFAULT_RULE", None)  # nor a rule choosing one (1.9.0)
     entries = history(client, mode)
     assert all("ladder" not in (e.get("config") or {}) for e in entries)
     verdict = replay(as_written_by(entries, VERSION_1_6))
@@ -45,8 +46,14 @@ def test_a_1_6_ledger_replays_with_the_1_4_ladder(
     assert expected["level"] > 1 and expected["delta"] == "0.000001"
 
 
-@pytest.mark.parametrize("mode", ["zcdp", "gdp"])
-def test_a_1_7_ledger_records_its_shape_and_replays(client: TestClient, mode: str) -> None:
+@pytest.mark.parametrize(("mode", "module"), [("zcdp", zcdp_mode), ("gdp", gdp_mode)])
+def test_a_1_7_ledger_records_its_shape_and_replays(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, mode: str, module: Any
+) -> None:
+    """The constant shape of 1.7.0–1.8.0 (no 1.9.0 rule: its shape is the configuration's, so
+    the configuration without it does not replay; under the rule the first declaration's
+    choice is recorded in the state: ``test_first_shaped_ladder_legacy.py``)."""
+    monkeypatch.setattr(module, "DEFAULT_RULE", None)
     entries = history(client, mode)
     assert {e["accounting_version"] for e in entries} == {ACCOUNTING_VERSION}
     assert entries[0]["config"]["ladder"]["steps"] == 6

@@ -197,8 +197,13 @@ def _leaf(config: Any, state: Any, charge: Amount, reserved: bool, after: Any) -
         if not _non_negative(rho, delta, state.rho, state.delta):
             return None
 
+        # the first declaration's choice of ladder (1.9.0 on) as ``after`` recorded it
+        zfirst = after.first if isinstance(after, ZCDPState) else None
+        zshape = after.ladder if isinstance(after, ZCDPState) else None
+
         def zcdp(st: ZCDPState, k: int) -> ZCDPState:
-            return ZCDPState(add_repeatedly(st.rho, rho, k), add_repeatedly(st.delta, delta, k))
+            rho_k, delta_k = add_repeatedly(st.rho, rho, k), add_repeatedly(st.delta, delta, k)
+            return ZCDPState(rho_k, delta_k, zfirst, zshape)
 
         return zcdp
     if isinstance(state, GDPState) and isinstance(charge, MuSquared):
@@ -206,8 +211,11 @@ def _leaf(config: Any, state: Any, charge: Amount, reserved: bool, after: Any) -
         if not _non_negative(m2, state.mu_squared):
             return None
 
+        gfirst = after.first if isinstance(after, GDPState) else None
+        gshape = after.ladder if isinstance(after, GDPState) else None
+
         def gdp(st: GDPState, k: int) -> GDPState:
-            return GDPState(add_repeatedly(st.mu_squared, m2, k))
+            return GDPState(add_repeatedly(st.mu_squared, m2, k), gfirst, gshape)
 
         return gdp
     if isinstance(state, RDPState) and isinstance(charge, RdpCurve):

@@ -80,6 +80,17 @@ curve (``"design"``). A configuration without the field, as every 1.7.0 one, kee
 per-order ladders and its readings and writes its states as 1.7.0 did, so a 1.7.0 ledger
 replays identically under 1.8.0."""
 
+VERSION_1_8: Final = "1.8.0"
+"""Same fields as 1.9.0, whose ``zcdp`` and ``gdp`` configurations say ``"ladder_rule":
+"first_declaration"``: the ladder's shape (spacing, level 1's share, the shares below) is chosen
+at the first admission from that declaration's charge (ρ or μ²) and the creation target alone,
+among the shapes of ``python -m benchmarks quote``'s family, and recorded in the state with it
+(``"first"``: the charge and the shape), which a replay recomputes; the first declaration is
+admitted by the filter of that shape, and the shape is never chosen again
+(``docs/accounting.md``, *Ladders shaped by the first declaration*). A configuration without
+the field, as every 1.8.0 one, keeps the shape it records (1.7.0's constant) and its readings,
+and writes its states as 1.8.0 did, so a 1.8.0 ledger replays identically under 1.9.0."""
+
 #: The versions before 1.4.0, replayed with the rules of their time: budget changes derived a
 #: filter's thresholds again from the new target (``change_budget(..., anchored=False)``), and
 #: settles and cancels finished a reservation at the analyst's quota in force.

@@ -11,6 +11,12 @@ while nothing was released. Each level is a μ_k-GDP filter (Smith–Thakurta 20
 Dong–Roth–Su 2019, Cor. 2.13 at its share; the readings are certified at δ_B by the union bound
 over the levels (``docs/accounting.md``, *Readings as the smallest of several statements*).
 Configurations stored before keep the 1.4.0 ladder.
+
+From accounting 1.9.0 a new configuration says ``"ladder_rule": "first_declaration"``: the
+shape is chosen at the first admission from that declaration's μ² and the creation target alone
+(:mod:`odometer_core.accounting.modes.first_ladder`), recorded in the state (``"first"``) and
+kept from then on (:func:`in_force`), as in ``zcdp``. Configurations stored before keep
+:data:`DEFAULT_LADDER`.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from odometer_core.accounting.exact import (
     to_float_down,
     to_float_up,
 )
+from odometer_core.accounting.modes import first_ladder
 from odometer_core.accounting.modes.common import (
     LEGACY_FIXED,
     Anchor,
@@ -78,6 +85,10 @@ from odometer_core.accounting.odometer import LadderShape, Reading
 DEFAULT_LADDER: Final = LadderShape(6, Decimal("0.6"), 40, Decimal("0.3705"), Decimal("0.01"))
 
 
+#: The ladder rule of configurations created from accounting 1.9.0 on: the first admitted
+#: declaration chooses the shape (:mod:`~odometer_core.accounting.modes.first_ladder`).
+DEFAULT_RULE: Final[str | None] = first_ladder.FIRST_DECLARATION
+
 @dataclass(frozen=True, slots=True)
 class GDPConfig:
     """``gdp``: μ_top solves δ_GDP(ε_B; μ_top) = 0.9·δ_B (rounded down), the filter's threshold
@@ -92,22 +103,30 @@ class GDPConfig:
     mu_squared_budget: Decimal
     anchor: Anchor | None = None
     mu_squared_top: Decimal | None = None
-    #: the ladder's shape fixed at creation (accounting ≥ 1.7.0; ``None``: the 1.4.0 ladder)
+    #: the ladder's shape fixed at creation (accounting ≥ 1.7.0; ``None``: the 1.4.0 ladder); under
+    #: ``ladder_rule`` the shape until the first admission, which chooses the one in force
     shape: LadderShape | None = None
+    #: ``"first_declaration"`` (accounting ≥ 1.9.0): the first admitted declaration chooses the
+    #: ladder's shape (:mod:`~odometer_core.accounting.modes.first_ladder`); ``None``: ``shape``
+    ladder_rule: str | None = None
     mode: Literal["gdp"] = "gdp"
 
 
 @dataclass(frozen=True, slots=True)
 class GDPState:
-    """Σμ_i² of admitted invocations."""
+    """Σμ_i² of admitted invocations; under a ``ladder_rule`` (1.9.0 on), from the first
+    admission, that declaration's μ² (``first``) and the ladder shape it chose (``ladder``)."""
 
     mu_squared: Decimal = ZERO
+    first: Decimal | None = None
+    ladder: LadderShape | None = None
 
 
 def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> GDPConfig:
     """``{"mode": "gdp"}``: nothing to choose; μ_B follows from (ε_B, δ_B)."""
     only(acc, ("mode",))
-    return make(eps, dlt, rel, shape=DEFAULT_LADDER)
+    made = make(eps, dlt, rel, shape=DEFAULT_LADDER)
+    return replace(made, ladder_rule=DEFAULT_RULE)
 
 
 def make(
@@ -146,6 +165,49 @@ def ladder(config: GDPConfig) -> odo.AnchoredLadder:
 
 def initial_state(config: GDPConfig) -> GDPState:
     return GDPState()
+
+
+# ---------------------------------------------------------------------------- the shape in force
+#: The reading at the last repeat of the first declaration that a chosen level-1 share must
+#: keep within this factor of the exact ε of the Gaussian of the same μ² (``docs/accounting.md``,
+#: *Ladders shaped by the first declaration*).
+LAST_WITHIN: Final = 1.05
+
+
+def level_one(epsilon: Decimal, pool: Decimal, shape: LadderShape) -> Decimal:
+    """μ_top² of a filter of target ``epsilon`` and δ_B ``pool`` under ``shape`` (DRS19 Cor.
+    2.13 at level 1's share; μ rounded down, then squared down), as :func:`make` computes it."""
+    share = odo.anchored_share(to_float_down(pool), 1, shape)
+    b = budget_from_float(cv.gdp_mu_budget(to_float_down(epsilon), share))
+    return DOWN.multiply(b, b)
+
+
+def chosen_shape(config: GDPConfig, mu_squared: Decimal) -> LadderShape | None:
+    """The shape a first declaration of ``mu_squared`` chooses for ``config`` (a function of the
+    creation target and ``mu_squared`` alone; ``None``: the configuration's own)."""
+    if config.ladder_rule != first_ladder.FIRST_DECLARATION or config.anchor is None:
+        return None
+    if config.anchor.delta <= 0 or mu_squared.is_infinite():
+        return None
+    return first_ladder.choose(
+        level_one,
+        _gdp_level_epsilon,
+        config.anchor.epsilon,
+        config.anchor.delta,
+        mu_squared,
+        1.0,
+        LAST_WITHIN,
+    )
+
+
+def in_force(config: GDPConfig, state: GDPState) -> GDPConfig:
+    """The filter in force: ``config`` itself, or, once a first declaration chose a shape other
+    than the one ``config`` holds, the filter made at the creation target with that shape (as
+    :func:`odometer_core.accounting.modes.zcdp.in_force`)."""
+    if state.ladder is None or config.shape == state.ladder or config.anchor is None:
+        return config
+    made = make(config.anchor.epsilon, config.anchor.delta, config.relation, shape=state.ladder)
+    return replace(made, epsilon=config.epsilon, delta=config.delta, ladder_rule=config.ladder_rule)
 
 
 def unsupported(decl: Declaration) -> str | None:
@@ -248,14 +310,23 @@ def _admit_gdp(config: GDPConfig, state: GDPState, decl: Declaration) -> Decisio
             "mu budget exceeded",
             MuSquared(),
         )
-    new_state = GDPState(new)
+    new_state = replace(state, mu_squared=new)
     return Decision("accepted", new_state, requested, requested, _gdp_remaining(config, new_state))
 
 
 def admit(
     config: GDPConfig, state: GDPState, decl: Declaration, conversion_delta: Decimal | None
 ) -> Decision:
-    return _admit_gdp(config, state, decl)
+    """Under a ``ladder_rule``, the first admission is decided by the filter of the shape the
+    declaration chooses, and records the choice; later ones by the filter in force."""
+    if config.ladder_rule is None or state.first is not None:
+        return _admit_gdp(in_force(config, state), state, decl)
+    m2 = gdp_charge(decl)
+    shape = chosen_shape(config, m2) or config.shape
+    decision = _admit_gdp(in_force(config, replace(state, ladder=shape)), state, decl)
+    if not decision.admitted:
+        return decision
+    return replace(decision, state=replace(decision.state, first=m2, ladder=shape))
 
 
 def change_budget(
@@ -277,13 +348,16 @@ def change_budget(
         if config.anchor is None and anchored and not fresh:
             raise InvalidTransition("BudgetFixed", LEGACY_FIXED)
         anchored = anchored or config.anchor is not None
-        return make(eps, dlt, config.relation, anchored, config.shape)
+        made = make(eps, dlt, config.relation, anchored, config.shape)
+        return replace(made, ladder_rule=config.ladder_rule)
+    config = in_force(config, state)  # the shape the first declaration chose stays
     assert config.mu_squared_top is not None
     m2 = odo.cap_amount(ladder(config), eps, config.mu_squared_top)
     return replace(config, epsilon=eps, delta=dlt, mu_squared_budget=m2)
 
 
 def over_budget(config: GDPConfig, state: GDPState) -> str | None:
+    config = in_force(config, state)
     if state.mu_squared > config.mu_squared_budget:
         tail = ""
         if config.anchor is not None:
@@ -302,6 +376,7 @@ def odometer(config: GDPConfig, state: GDPState) -> Reading:
     level μ_k = √c_k converted by Dong–Roth–Su 2019, Cor. 2.13; capped at the filter's target.
     Each level is a μ_k-GDP filter (Smith–Thakurta 2022). The reading's δ is δ_B, fixed in
     advance (the ladder spends at most δ_B)."""
+    config = in_force(config, state)
     if config.anchor is not None:
         # the whole ladder, the filter at level 1 included, spends at most the creation δ_B
         assert config.mu_squared_top is not None
@@ -333,6 +408,7 @@ def status(config: GDPConfig, state: GDPState) -> dict[str, Any]:
     """Budget and spend in μ²; ``odometer`` is the certified reading at any stopping time;
     ``spent_eps_delta`` converts the running μ as if the history had been fixed in advance (an
     estimate, ``certified: false``)."""
+    config = in_force(config, state)
     mu = math.sqrt(float(state.mu_squared))
     return {
         "mu_squared_budget": fmt(config.mu_squared_budget),
@@ -356,6 +432,8 @@ def config_to_json(config: GDPConfig) -> dict[str, Any]:
         out["anchor"] = {**config.anchor.to_json(), "top": fmt(config.mu_squared_top)}
     if config.shape is not None:  # absent before 1.7.0
         out["ladder"] = config.shape.to_json()
+    if config.ladder_rule is not None:  # absent before 1.9.0
+        out["ladder_rule"] = config.ladder_rule
     return out
 
 
@@ -371,6 +449,7 @@ def config_from_json(
         Anchor.from_json(anchor),
         None if anchor is None else Decimal(anchor["top"]),
         _shape(obj.get("ladder")),
+        first_ladder.rule_from_json(obj.get("ladder_rule")),
     )
 
 
@@ -384,11 +463,15 @@ def _shape(raw: object) -> LadderShape | None:
 
 
 def state_to_json(state: GDPState) -> dict[str, Any]:
-    return {"mu_squared": fmt(state.mu_squared)}
+    out: dict[str, Any] = {"mu_squared": fmt(state.mu_squared)}
+    if state.first is not None:  # a ladder rule's first admission (1.9.0 on)
+        out["first"] = first_ladder.first_to_json("mu_squared", state.first, state.ladder)
+    return out
 
 
 def state_from_json(obj: Mapping[str, Any]) -> GDPState:
-    return GDPState(Decimal(obj["mu_squared"]))
+    charge, shape = first_ladder.first_from_json("mu_squared", obj.get("first"))
+    return GDPState(Decimal(obj["mu_squared"]), charge, shape)
 
 
 MODE = Mode(

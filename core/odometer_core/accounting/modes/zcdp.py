@@ -13,6 +13,12 @@ creation, and reads (0, 0) while nothing was released. The readings are the unio
 the ladder's levels, each a ρ_k-zCDP filter (Whitehouse–Ramdas–Rogers–Wu 2023, Thm 1) converted
 by Canonne–Kamath–Steinke 2020, Cor. 13 at its share (``docs/accounting.md``, *Readings as the
 smallest of several statements*). Configurations stored before keep the 1.4.0 ladder.
+
+From accounting 1.9.0 a new configuration says ``"ladder_rule": "first_declaration"``: the
+shape is chosen at the first admission from that declaration's ρ and the creation target alone
+(:mod:`odometer_core.accounting.modes.first_ladder`), recorded in the state (``"first"``) and
+kept from then on; the first declaration is admitted by the filter of the shape it chose
+(:func:`in_force`). Configurations stored before keep :data:`DEFAULT_LADDER`.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ from odometer_core.accounting.exact import (
     to_float_down,
     to_float_up,
 )
+from odometer_core.accounting.modes import first_ladder
 from odometer_core.accounting.modes.common import (
     LEGACY_FIXED,
     Anchor,
@@ -91,6 +98,10 @@ from odometer_core.accounting.odometer import LadderShape, Reading
 DEFAULT_LADDER: Final = LadderShape(6, Decimal("0.85"), 40, Decimal("0.133"), Decimal("0.01"))
 
 
+#: The ladder rule of configurations created from accounting 1.9.0 on: the first admitted
+#: declaration chooses the shape (:mod:`~odometer_core.accounting.modes.first_ladder`).
+DEFAULT_RULE: Final[str | None] = first_ladder.FIRST_DECLARATION
+
 @dataclass(frozen=True, slots=True)
 class ZCDPConfig:
     """``zcdp``: δ_B = δ_A + δ_c; ρ_top = max{ρ : CKS δ(ρ, ε_B) ≤ 0.9·δ_c}, rounded down, the
@@ -107,17 +118,24 @@ class ZCDPConfig:
     rho_budget: Decimal
     anchor: Anchor | None = None
     rho_top: Decimal | None = None
-    #: the ladder's shape fixed at creation (accounting ≥ 1.7.0; ``None``: the 1.4.0 ladder)
+    #: the ladder's shape fixed at creation (accounting ≥ 1.7.0; ``None``: the 1.4.0 ladder); under
+    #: ``ladder_rule`` the shape until the first admission, which chooses the one in force
     shape: LadderShape | None = None
+    #: ``"first_declaration"`` (accounting ≥ 1.9.0): the first admitted declaration chooses the
+    #: ladder's shape (:mod:`~odometer_core.accounting.modes.first_ladder`); ``None``: ``shape``
+    ladder_rule: str | None = None
     mode: Literal["zcdp"] = "zcdp"
 
 
 @dataclass(frozen=True, slots=True)
 class ZCDPState:
-    """Σρ and Σδ of admitted invocations."""
+    """Σρ and Σδ of admitted invocations; under a ``ladder_rule`` (1.9.0 on), from the first
+    admission, that declaration's ρ (``first``) and the ladder shape it chose (``ladder``)."""
 
     rho: Decimal = ZERO
     delta: Decimal = ZERO
+    first: Decimal | None = None
+    ladder: LadderShape | None = None
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -127,7 +145,8 @@ def parse(eps: Decimal, dlt: Decimal, rel: Relation, acc: Mapping[str, Any]) -> 
     dc = amount(acc, "final_conversion_delta", default=dlt)
     if dc > dlt:
         raise ConfigError("final_conversion_delta must be ≤ the budget delta")
-    return make(eps, dlt, rel, dc, shape=DEFAULT_LADDER)
+    made = make(eps, dlt, rel, dc, shape=DEFAULT_LADDER)
+    return replace(made, ladder_rule=DEFAULT_RULE)
 
 
 def make(
@@ -165,6 +184,55 @@ def ladder(config: ZCDPConfig) -> odo.AnchoredLadder:
 
 def initial_state(config: ZCDPConfig) -> ZCDPState:
     return ZCDPState()
+
+
+# ---------------------------------------------------------------------------- the shape in force
+#: The reading at the last repeat of the first declaration that a chosen level-1 share must
+#: keep within this factor of the exact ε of the Gaussian of the same ρ (the issue's bound at
+#: the last admitted: ``docs/accounting.md``, *Ladders shaped by the first declaration*).
+LAST_WITHIN: Final = 1.12
+
+
+def level_one(epsilon: Decimal, pool: Decimal, shape: LadderShape) -> Decimal:
+    """ρ_top of a filter of target ``epsilon`` and δ_c ``pool`` under ``shape``: the largest ρ
+    whose conversion at level 1's share is at most ``epsilon`` (CKS20 Cor. 13), rounded down."""
+    share = odo.anchored_share(to_float_down(pool), 1, shape)
+    return budget_from_float(cv.zcdp_rho_budget(to_float_down(epsilon), share))
+
+
+def chosen_shape(config: ZCDPConfig, rho: Decimal) -> LadderShape | None:
+    """The shape a first declaration of ``rho`` chooses for ``config`` (a function of the
+    creation target, δ_c and ``rho`` alone; ``None``: the configuration's own)."""
+    if config.ladder_rule != first_ladder.FIRST_DECLARATION or config.anchor is None:
+        return None
+    if config.final_conversion_delta <= 0:
+        return None
+    return first_ladder.choose(
+        level_one,
+        cv.zcdp_epsilon,
+        config.anchor.epsilon,
+        config.final_conversion_delta,
+        rho,
+        2.0,
+        LAST_WITHIN,
+    )
+
+
+def in_force(config: ZCDPConfig, state: ZCDPState) -> ZCDPConfig:
+    """The filter in force: ``config`` itself, or, once a first declaration chose a shape other
+    than the one ``config`` holds, the filter made at the creation target with that shape (a
+    budget change after the first admission writes that filter back, with its cap:
+    :func:`change_budget`)."""
+    if state.ladder is None or config.shape == state.ladder or config.anchor is None:
+        return config
+    made = make(
+        config.anchor.epsilon,
+        config.anchor.delta,
+        config.relation,
+        config.final_conversion_delta,
+        shape=state.ladder,
+    )
+    return replace(made, epsilon=config.epsilon, delta=config.delta, ladder_rule=config.ladder_rule)
 
 
 # ---------------------------------------------------------------------------- charge
@@ -320,14 +388,23 @@ def _admit_zcdp(config: ZCDPConfig, state: ZCDPState, decl: Declaration) -> Deci
             why = "approximate declarations are admitted only within the creation filter"
     if why is not None:
         return reject(state, requested, _zcdp_remaining(config, state), why, RhoDelta())
-    new_state = ZCDPState(new_rho, new_delta)
+    new_state = replace(state, rho=new_rho, delta=new_delta)
     return Decision("accepted", new_state, requested, requested, _zcdp_remaining(config, new_state))
 
 
 def admit(
     config: ZCDPConfig, state: ZCDPState, decl: Declaration, conversion_delta: Decimal | None
 ) -> Decision:
-    return _admit_zcdp(config, state, decl)
+    """Under a ``ladder_rule``, the first admission is decided by the filter of the shape the
+    declaration chooses, and records the choice; later ones by the filter in force."""
+    if config.ladder_rule is None or state.first is not None:
+        return _admit_zcdp(in_force(config, state), state, decl)
+    rho, _ = zcdp_charge(decl)
+    shape = chosen_shape(config, rho) or config.shape
+    decision = _admit_zcdp(in_force(config, replace(state, ladder=shape)), state, decl)
+    if not decision.admitted:
+        return decision
+    return replace(decision, state=replace(decision.state, first=rho, ladder=shape))
 
 
 # ---------------------------------------------------------------------------- held reservations
@@ -342,9 +419,8 @@ def settle_held(
         ApproxDP(reservation.partition.worst_epsilon, reservation.partition.delta)
     )
     held = RhoDelta(rho, delta)
-    return Decision(
-        "accepted", state, RhoDelta(), held, _zcdp_remaining(config, state), refund=RhoDelta()
-    )
+    left = _zcdp_remaining(in_force(config, state), state)
+    return Decision("accepted", state, RhoDelta(), held, left, refund=RhoDelta())
 
 
 def cancel_held(config: ZCDPConfig, state: ZCDPState, reservation: Reservation) -> Decision:
@@ -354,14 +430,16 @@ def cancel_held(config: ZCDPConfig, state: ZCDPState, reservation: Reservation) 
     rho, delta = zcdp_charge(
         ApproxDP(reservation.partition.worst_epsilon, reservation.partition.delta)
     )
-    new_state = ZCDPState(max(sub_up(state.rho, rho), ZERO), max(sub_up(state.delta, delta), ZERO))
+    new_state = replace(
+        state, rho=max(sub_up(state.rho, rho), ZERO), delta=max(sub_up(state.delta, delta), ZERO)
+    )
     held = RhoDelta(rho, delta)
     return Decision(
         "accepted",
         new_state,
         RhoDelta(),
         held,
-        _zcdp_remaining(config, new_state),
+        _zcdp_remaining(in_force(config, new_state), new_state),
         refund=held,
     )
 
@@ -395,14 +473,17 @@ def change_budget(
             config.final_conversion_delta, config.delta, dlt, final_conversion_delta
         )
         anchored = anchored or config.anchor is not None
-        return make(eps, dlt, config.relation, dc, anchored, config.shape)
+        made = make(eps, dlt, config.relation, dc, anchored, config.shape)
+        return replace(made, ladder_rule=config.ladder_rule)
     keep_conversion_delta(config.final_conversion_delta, final_conversion_delta)
+    config = in_force(config, state)  # the shape the first declaration chose stays
     assert config.rho_top is not None
     rho_cap = odo.cap_amount(ladder(config), eps, config.rho_top)
     return replace(config, epsilon=eps, delta=dlt, rho_budget=rho_cap)
 
 
 def over_budget(config: ZCDPConfig, state: ZCDPState) -> str | None:
+    config = in_force(config, state)
     if state.rho > config.rho_budget or state.delta > config.delta_approx:
         certified = fmt(odometer(config, state).epsilon) if config.anchor is not None else None
         tail = f" (its certified reading is epsilon={certified})" if certified else ""
@@ -430,7 +511,7 @@ def odometer(config: ZCDPConfig, state: ZCDPState) -> Reading:
     (conservative: the union bound over levels would count δ_A once per level). The reading's
     δ is δ_B, fixed in advance (the ladder itself spends at most δ_c ≤ δ_B)."""
     if config.anchor is not None:
-        return _anchored_reading(config, state)
+        return _anchored_reading(in_force(config, state), state)
     found = None
     if state.delta == 0:
         found = odo.ladder_epsilon(
@@ -471,6 +552,7 @@ def status(config: ZCDPConfig, state: ZCDPState) -> dict[str, Any]:
     """Budget and spend in ρ; ``odometer`` is the certified reading at any stopping time;
     ``spent_eps_delta`` converts the running total as if the history had been fixed in advance
     (an estimate, ``certified: false``)."""
+    config = in_force(config, state)
     est = _estimate_zcdp(state.rho, config.final_conversion_delta)
     return {
         "rho_budget": fmt(config.rho_budget),
@@ -507,6 +589,8 @@ def config_to_json(config: ZCDPConfig) -> dict[str, Any]:
         out["anchor"] = {**config.anchor.to_json(), "top": fmt(config.rho_top)}
     if config.shape is not None:  # absent before 1.7.0
         out["ladder"] = config.shape.to_json()
+    if config.ladder_rule is not None:  # absent before 1.9.0
+        out["ladder_rule"] = config.ladder_rule
     return out
 
 
@@ -524,6 +608,7 @@ def config_from_json(
         Anchor.from_json(anchor),
         None if anchor is None else Decimal(anchor["top"]),
         ladder_shape(obj.get("ladder")),
+        first_ladder.rule_from_json(obj.get("ladder_rule")),
     )
 
 
@@ -539,11 +624,15 @@ def ladder_shape(raw: object) -> LadderShape | None:
 
 
 def state_to_json(state: ZCDPState) -> dict[str, Any]:
-    return {"rho": fmt(state.rho), "delta": fmt(state.delta)}
+    out: dict[str, Any] = {"rho": fmt(state.rho), "delta": fmt(state.delta)}
+    if state.first is not None:  # a ladder rule's first admission (1.9.0 on)
+        out["first"] = first_ladder.first_to_json("rho", state.first, state.ladder)
+    return out
 
 
 def state_from_json(obj: Mapping[str, Any]) -> ZCDPState:
-    return ZCDPState(Decimal(obj["rho"]), Decimal(obj["delta"]))
+    charge, shape = first_ladder.first_from_json("rho", obj.get("first"))
+    return ZCDPState(Decimal(obj["rho"]), Decimal(obj["delta"]), charge, shape)
 
 
 MODE = Mode(
