@@ -6,7 +6,8 @@ its own Patroni, with ``synchronous_mode: true``, ``primary_start_timeout: 0``, 
 ``loop_wait`` 1 s, ``retry_timeout`` 2 s and ``use_pg_rewind``; HAProxy in TCP mode sending
 connections to the node whose Patroni answers ``GET /primary`` with 200 (checked every 500 ms,
 down after 2 failures, up after 1) and cutting the sessions of a node it marks down
-(``on-marked-down shutdown-sessions``). The service (two workers) reaches PostgreSQL through
+(``on-marked-down shutdown-sessions``). The service (two workers, forked from a launcher that
+imported the app once: ``tests/concurrency/preloaded_serve.py``) reaches PostgreSQL through
 HAProxy only. 32 clients of the Python client, which resends a write with its
 ``Idempotency-Key`` until it is answered (``tests/reliability/keyed_load.py``), register
 without pause on one dataset while the test, on whichever node leads at the time:
@@ -248,7 +249,7 @@ def _scenario(run: Run, name: str) -> Figures:
 
 def _serve(url: str, log_path: Path, started: dict[str, Server | BaseException]) -> None:
     try:
-        started[url] = start_server(url, log_path, workers=WORKERS)
+        started[url] = start_server(url, log_path, workers=WORKERS, preload=True)
     except BaseException as exc:
         started[url] = exc
 
