@@ -11,7 +11,22 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
+
+from odometer_client.shapes import (
+    Amount,
+    BlocksStatus,
+    Config,
+    Declaration,
+    Estimate,
+    Fit,
+    JSONObject,
+    Partition,
+    Reading,
+    Reservation,
+    Status,
+    Summary,
+)
 
 _DECIMAL = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|Infinity)$")
 #: Keys whose string values are names, never amounts (block keys such as bucket ``"17"`` too).
@@ -51,7 +66,9 @@ def decimals(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def _amounts(obj: Mapping[str, Any], name: str) -> dict[str, Any]:
+def _amounts(obj: Mapping[str, Any], name: str) -> Any:
+    """A part of the document with its amounts as ``Decimal`` (empty: absent); typed by the
+    field it fills (:mod:`odometer_client.shapes`)."""
     value = obj.get(name)
     return decimals(value) if isinstance(value, Mapping) else {}
 
@@ -78,13 +95,13 @@ class Dataset:
     organisation: str
     relation: str
     mode: str
-    config: dict[str, Any]
-    status: dict[str, Any]
+    config: Config
+    status: Status[Decimal]
     last_seq: int
     head_hash: str
-    raw: dict[str, Any]
+    raw: JSONObject
     #: A partitioned dataset's partition (``kind``, ``unit``, …); ``None`` for a whole dataset.
-    partition: dict[str, Any] | None = None
+    partition: Partition | None = None
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Dataset:
@@ -101,7 +118,7 @@ class Dataset:
             last_seq=int(head.get("last_seq", 0)),
             head_hash=str(head.get("head_hash", "")),
             raw=dict(obj),
-            partition=dict(partition) if isinstance(partition, Mapping) else None,
+            partition=cast(Partition, dict(partition)) if isinstance(partition, Mapping) else None,
         )
 
     @property
@@ -112,22 +129,23 @@ class Dataset:
         return self.partition is not None
 
     @property
-    def blocks(self) -> dict[str, Any]:
+    def blocks(self) -> BlocksStatus[Decimal]:
         """A partitioned dataset's blocks: ``unit``, ``protects``, ``open``, ``runs``,
         ``opened`` (ranges) and ``highest_fraction_spent``; empty for a whole dataset."""
-        return dict(self.status.get("blocks") or {})
+        found: BlocksStatus[Decimal] = self.status.get("blocks") or {}
+        return found.copy()
 
     @property
     def budget(self) -> dict[str, Decimal]:
         """The target (ε_B, δ_B)."""
-        return dict(self.status.get("budget", {}))
+        return dict(cast(Mapping[str, Decimal], self.status.get("budget", {})))
 
     @property
-    def spent(self) -> dict[str, Any]:
+    def spent(self) -> Estimate[Decimal]:
         """Spent (ε, δ): exact on ``basic`` scalar budgets, the mode's conversion otherwise
         (``spent_eps_delta``; on ``split`` datasets the sum over the sub-budgets)."""
         if "spent_eps_delta" in self.status:
-            return dict(self.status["spent_eps_delta"])
+            return self.status["spent_eps_delta"].copy()
         sub_budgets = self.status.get("sub_budgets", {})
         total_eps, total_delta = Decimal(0), Decimal(0)
         for sub in sub_budgets.values():
@@ -137,15 +155,16 @@ class Dataset:
         return {"epsilon": total_eps, "delta": total_delta}
 
     @property
-    def odometer(self) -> dict[str, Any]:
+    def odometer(self) -> Reading[Decimal]:
         """The certified reading of what has been released so far: an (ε, δ) that holds at
         whatever point the analysts chose to stop (``status.odometer``: ``epsilon``, ``delta``,
         ``source``, ``theorem``; docs/accounting.md, *Certified odometer readings*). Empty from
         a server without it."""
-        return dict(self.status.get("odometer") or {})
+        found = self.status.get("odometer")
+        return found.copy() if found else {}
 
     @property
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> Summary[str] | None:
         """One reading to quote (``status.summary``, docs/accounting.md): ``text``, the
         ``guarantee`` (the certified reading rounded up to 8 significant digits), what is
         ``left`` in the mode's unit (rounded down) and how many ``more`` of the last declaration
@@ -153,7 +172,7 @@ class Dataset:
         without it."""
         status = self.raw.get("status")
         summary = status.get("summary") if isinstance(status, Mapping) else None
-        return dict(summary) if isinstance(summary, Mapping) else None
+        return cast(Summary[str], dict(summary)) if isinstance(summary, Mapping) else None
 
     @property
     def remaining_epsilon(self) -> Decimal | None:
@@ -166,9 +185,9 @@ class Dataset:
         value = self.status.get("reserved", {}).get("epsilon", Decimal(0))
         return value if isinstance(value, Decimal) else Decimal(0)
 
-    def sub_budget_status(self, name: str) -> dict[str, Any]:
+    def sub_budget_status(self, name: str) -> Status[Decimal]:
         """The status of one sub-budget of a ``split`` dataset."""
-        return dict(self.status["sub_budgets"][name])
+        return self.status["sub_budgets"][name].copy()
 
 
 @dataclass(frozen=True)
@@ -181,16 +200,16 @@ class Invocation:
     id: str
     dataset_id: str
     status: str
-    mechanism: dict[str, Any]
+    mechanism: Declaration
     sub_budget: str | None
-    charge: dict[str, Any]
-    requested: dict[str, Any]
-    remaining: dict[str, Any]
-    refund: dict[str, Any] | None
-    reservation: dict[str, Any] | None
+    charge: Amount[Decimal]
+    requested: Amount[Decimal]
+    remaining: Amount[Decimal]
+    refund: Amount[Decimal] | None
+    reservation: Reservation[Decimal] | None
     cell: str | None
     ledger_seq: int | None
-    raw: dict[str, Any]
+    raw: JSONObject
     #: Partitioned datasets: the selected blocks as resolved by the server (``None`` otherwise;
     #: not in an invocation read back).
     blocks: list[BlockRange] | None = None
@@ -234,13 +253,13 @@ class Settlement:
     dataset_id: str
     status: str
     cell: str | None
-    charge: dict[str, Any]
-    refund: dict[str, Any]
-    remaining: dict[str, Any]
+    charge: Amount[Decimal]
+    refund: Amount[Decimal]
+    remaining: Amount[Decimal]
     ledger_seq: int
     #: SHA-256 (hex) of the released output as recorded in the ledger (settled from an output)
     output_digest: str | None
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Settlement:
@@ -266,12 +285,12 @@ class PreviewResult:
     SCHEMAS: ClassVar[tuple[str, ...]] = ("Preview",)
 
     status: str
-    charge: dict[str, Any]
-    requested: dict[str, Any]
-    remaining: dict[str, Any]
+    charge: Amount[Decimal]
+    requested: Amount[Decimal]
+    remaining: Amount[Decimal]
     reason: str | None
-    reservation: dict[str, Any] | None
-    raw: dict[str, Any]
+    reservation: Reservation[Decimal] | None
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> PreviewResult:
@@ -291,12 +310,12 @@ class PreviewResult:
         return self.status in ("accepted", "reserved")
 
     @property
-    def fit(self) -> dict[str, Any] | None:
+    def fit(self) -> Fit | None:
         """How many more of the declaration the caller could register in a row now
         (``count``, ``at_least``, ``reason``, ``level``: the level that admits the fewest);
         ``None`` from a server without it."""
         fit = self.raw.get("fit")
-        return dict(fit) if isinstance(fit, Mapping) else None
+        return cast(Fit, dict(fit)) if isinstance(fit, Mapping) else None
 
     @property
     def blocks(self) -> BlocksPreview | None:
@@ -346,8 +365,8 @@ class BlockRun:
     #: The certified reading's ε over the block budget's ε, in [0, 1].
     fraction_spent: Decimal
     #: The mode's status of each block of the run (as a whole dataset's ``status``).
-    status: dict[str, Any]
-    raw: dict[str, Any]
+    status: Status[Decimal]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BlockRun:
@@ -373,20 +392,20 @@ class BlocksPage:
     SCHEMAS: ClassVar[tuple[str, ...]] = ("BlocksPage",)
 
     dataset_id: str
-    partition: dict[str, Any]
+    partition: Partition
     #: How many blocks of the dataset are open (all of them, not only this page's).
     open: int
     runs: list[BlockRun]
     #: The key to pass as ``first`` for the next page; ``None`` on the last page.
     next: str | None
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BlocksPage:
         after = obj["next"]
         return cls(
             dataset_id=obj["dataset_id"],
-            partition=dict(obj["partition"]),
+            partition=cast(Partition, dict(obj["partition"])),
             open=int(obj["open"]),
             runs=[BlockRun.from_json(r) for r in obj["runs"]],
             next=None if after is None else str(after),
@@ -409,7 +428,7 @@ class BlocksChanged:
     open: int
     last_seq: int
     head_hash: str
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BlocksChanged:
@@ -435,10 +454,10 @@ class BlocksPreview:
     affordable: list[BlockRange]
     refused: list[BlockRange]
     #: ``count``, ``at_least`` and ``reason`` (what the next one would be refused for).
-    fit: dict[str, Any]
+    fit: Fit
     #: What one block's budget protects: ``record`` or ``person``.
     unit: str
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BlocksPreview:
@@ -446,7 +465,7 @@ class BlocksPreview:
             selected=_ranges(obj.get("selected")),
             affordable=_ranges(obj.get("affordable")),
             refused=_ranges(obj.get("refused")),
-            fit=dict(obj.get("fit") or {}),
+            fit=cast(Fit, dict(obj.get("fit") or {})),
             unit=str(obj.get("unit", "")),
             raw=dict(obj),
         )

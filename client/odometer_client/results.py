@@ -11,21 +11,57 @@ from __future__ import annotations
 import warnings
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from decimal import Decimal
+from typing import Any, ClassVar, Self, cast
 
 from odometer_client.models import _amounts, decimals
+from odometer_client.shapes import (
+    Amount,
+    AnalystTotals,
+    BlocksPageText,
+    Cap,
+    ChainHead,
+    ClosedCap,
+    Declaration,
+    EntryRequest,
+    EpsilonDelta,
+    Guarantee,
+    JSONObject,
+    LedgerSummary,
+    Lost,
+    MechanismTotals,
+    MyGrant,
+    Quota,
+    Reading,
+    Refunds,
+    Rejections,
+    ReportDataset,
+    Reserved,
+    SpendSeries,
+    Statement,
+    Status,
+    Summary,
+    Verification,
+)
 
 
-def _optional(obj: Mapping[str, Any], name: str) -> dict[str, Any] | None:
-    """An optional object of the document with its amounts as ``Decimal`` (``None``: absent)."""
+def _optional(obj: Mapping[str, Any], name: str) -> Any:
+    """An optional object of the document with its amounts as ``Decimal`` (``None``: absent);
+    typed by the field it fills (:mod:`odometer_client.shapes`)."""
     value = obj.get(name)
     return decimals(value) if isinstance(value, Mapping) else None
 
 
-def _objects(obj: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
-    """An optional array of objects of the document, amounts as ``Decimal``."""
+def _objects(obj: Mapping[str, Any], name: str) -> Any:
+    """An optional array of objects of the document, amounts as ``Decimal`` (typed by the
+    field it fills)."""
     value = obj.get(name)
     return [decimals(v) for v in value] if isinstance(value, list) else []
+
+
+def _written_summary(value: Any) -> Summary[str] | None:
+    """A summary as written (a shallow copy; ``None``: absent)."""
+    return cast(Summary[str], dict(value)) if isinstance(value, Mapping) else None
 
 
 class MappingAccess:
@@ -39,7 +75,7 @@ class MappingAccess:
 
     __slots__ = ()
 
-    raw: dict[str, Any]
+    raw: JSONObject
     #: ``True``: the call returned the JSON as received (no ``Decimal``), so does the mapping.
     _MAPPING_AS_RECEIVED: ClassVar[bool] = False
 
@@ -94,14 +130,15 @@ class Grant(MappingAccess):
     dataset_id: str
     principal_id: str
     #: The quota (ε, δ) inside the dataset; ``None``: no quota.
-    quota: dict[str, Any] | None
-    #: What the quota has spent (``spent``, …); ``None`` without a quota.
-    quota_state: dict[str, Any] | None
+    quota: Quota[Decimal] | None
+    #: What the quota has spent (``spent``, …: a status in the quota's mode); ``None`` without
+    #: a quota.
+    quota_state: Status[Decimal] | None
     #: The quota's reading to quote (``text``, ``guarantee``, ``left``, ``more``), as written.
-    quota_summary: dict[str, Any] | None
+    quota_summary: Summary[str] | None
     created_by: str
     created_at: str
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Self:
@@ -111,7 +148,7 @@ class Grant(MappingAccess):
             principal_id=obj["principal_id"],
             quota=_optional(obj, "quota"),
             quota_state=_optional(obj, "quota_state"),
-            quota_summary=dict(summary) if isinstance(summary, Mapping) else None,
+            quota_summary=_written_summary(summary),
             created_by=str(obj.get("created_by", "")),
             created_at=str(obj.get("created_at", "")),
             raw=dict(obj),
@@ -136,25 +173,28 @@ class Organisation(MappingAccess):
     id: str
     name: str
     #: The cap in force (``epsilon``, ``delta``, ``mode``); ``None``: no cap.
-    cap: dict[str, Any] | None
-    spent: dict[str, Any]
-    reserved: dict[str, Any] | None
-    remaining: dict[str, Any] | None
+    cap: Cap[Decimal] | None
+    #: What the cap's filter has spent, in its mode's units.
+    spent: Amount[Decimal]
+    #: What open reservations hold (a ``basic`` cap's; ``None`` in other modes).
+    reserved: Reserved[Decimal] | None
+    remaining: Amount[Decimal] | None
     #: The cap's filter: ``mode``, ``odometer`` (the certified reading), …
-    status: dict[str, Any]
-    guarantee: dict[str, Any] | None
+    status: Status[Decimal]
+    guarantee: EpsilonDelta[Decimal] | None
     #: One reading to quote (``text``, ``guarantee``, ``left``, ``more``), as written.
-    summary: dict[str, Any] | None
+    summary: Summary[str] | None
     #: Caps replaced after they counted, each with its reading (``mode``, ``epsilon``,
     #: ``delta``, ``after_seq``).
-    closed: list[dict[str, Any]]
+    closed: list[ClosedCap[Decimal]]
     #: The closed caps' readings plus the cap in force's: what to quote once a cap was replaced.
-    statement: dict[str, Any] | None
+    statement: Statement[Decimal] | None
     cap_seq: int
-    usage: dict[str, Any]
+    #: How many registrations the cap counted, by which datasets' relation and mode.
+    usage: dict[str, int]
     created_at: str
     updated_at: str
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Organisation:
@@ -168,7 +208,7 @@ class Organisation(MappingAccess):
             remaining=_optional(obj, "remaining"),
             status=_amounts(obj, "status"),
             guarantee=_optional(obj, "guarantee"),
-            summary=dict(summary) if isinstance(summary, Mapping) else None,
+            summary=_written_summary(summary),
             closed=_objects(obj, "closed"),
             statement=_optional(obj, "statement"),
             cap_seq=int(obj.get("cap_seq", 0)),
@@ -195,7 +235,7 @@ class CapCapacity(MappingAccess):
     #: What the next one would be refused for.
     reason: str | None
     limit: int
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> CapCapacity:
@@ -223,8 +263,9 @@ class DatasetDraw:
     relation: str
     decisions: int
     admitted: int
-    drawn: dict[str, Any]
-    raw: dict[str, Any]
+    #: What it drew, in the cap's units.
+    drawn: Amount[Decimal]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> DatasetDraw:
@@ -251,11 +292,11 @@ class OrganisationReport(MappingAccess):
     problems: list[str]
     decisions: int
     #: The certified reading replayed (``None`` before the cap counted anything).
-    odometer: dict[str, Any] | None
-    closed: list[dict[str, Any]]
-    statement: dict[str, Any] | None
+    odometer: Reading[Decimal] | None
+    closed: list[ClosedCap[Decimal]]
+    statement: Statement[Decimal] | None
     datasets: list[DatasetDraw]
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> OrganisationReport:
@@ -284,7 +325,7 @@ class Principal(MappingAccess):
     role: str
     organisation_id: str | None
     created_at: str
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Principal:
@@ -309,8 +350,8 @@ class Me(MappingAccess):
     name: str
     role: str
     organisation: str | None
-    grants: list[dict[str, Any]]
-    raw: dict[str, Any]
+    grants: list[MyGrant]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Me:
@@ -334,7 +375,7 @@ class IssuedKey(MappingAccess):
     key: str
     principal_id: str
     expires_at: str | None
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> IssuedKey:
@@ -360,7 +401,7 @@ class RevokedKey(MappingAccess):
     principal_id: str
     revoked_at: str
     expires_at: str | None
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> RevokedKey:
@@ -384,7 +425,7 @@ class FrozenDataset:
     witnessed_seq: int
     witnessed_hash: str
     database_seq: int
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> FrozenDataset:
@@ -408,7 +449,7 @@ class WitnessState(MappingAccess):
     location: str | None
     signed: bool
     frozen: list[FrozenDataset]
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> WitnessState:
@@ -434,8 +475,8 @@ class LedgerRecovered(MappingAccess):
     imported: int | None = None
     #: The entries given up (``witnessed_seq``, ``witnessed_hash``, ``database_seq``;
     #: ``None`` for an import).
-    lost: dict[str, Any] | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    lost: Lost | None = None
+    raw: JSONObject = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> LedgerRecovered:
@@ -445,21 +486,23 @@ class LedgerRecovered(MappingAccess):
             seq=int(obj["seq"]),
             head_hash=str(obj.get("head_hash", "")),
             imported=None if imported is None else int(imported),
-            lost=dict(lost) if isinstance(lost, Mapping) else None,
+            lost=cast(Lost, dict(lost)) if isinstance(lost, Mapping) else None,
             raw=dict(obj),
         )
 
 
-def _as_written(obj: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+def _as_written(obj: Mapping[str, Any], name: str) -> Any:
+    """An optional object of the document as written, a shallow copy (``None``: absent);
+    typed by the field it fills (:mod:`odometer_client.shapes`)."""
     value = obj.get(name)
     return dict(value) if isinstance(value, Mapping) else None
 
 
-def _written(obj: Mapping[str, Any], name: str) -> dict[str, Any]:
+def _written(obj: Mapping[str, Any], name: str) -> Any:
     return _as_written(obj, name) or {}
 
 
-def _written_list(obj: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+def _written_list(obj: Mapping[str, Any], name: str) -> Any:
     value = obj.get(name)
     return [dict(v) for v in value] if isinstance(value, list) else []
 
@@ -479,14 +522,15 @@ class LedgerEntry(MappingAccess):
     invocation_id: str | None
     actor: str | None
     at: str
-    declaration: dict[str, Any] | None
-    request: dict[str, Any] | None
-    charge: dict[str, Any] | None
-    refund: dict[str, Any] | None
+    declaration: Declaration | None
+    request: EntryRequest | None
+    #: What it charged, in the mode's units, as written (decimal text).
+    charge: Amount[str] | None
+    refund: Amount[str] | None
     reason: str | None
     prev_hash: str
     hash: str
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> LedgerEntry:
@@ -518,20 +562,20 @@ class Report(MappingAccess):
     SCHEMAS: ClassVar[tuple[str, ...]] = ("ReportOut",)
     _MAPPING_AS_RECEIVED: ClassVar[bool] = True
 
-    dataset: dict[str, Any]
-    guarantee: dict[str, Any]
-    status: dict[str, Any] | None
-    series: dict[str, Any]
-    analysts: list[dict[str, Any]]
-    mechanisms: list[dict[str, Any]]
-    refunds: dict[str, Any]
-    rejections: dict[str, Any]
-    ledger: dict[str, Any]
-    chain_head: dict[str, Any]
-    verification: dict[str, Any]
-    #: A partitioned dataset's blocks; ``None`` for a whole dataset.
-    blocks: dict[str, Any] | None
-    raw: dict[str, Any]
+    dataset: ReportDataset
+    guarantee: Guarantee
+    status: Status[str] | None
+    series: SpendSeries
+    analysts: list[AnalystTotals]
+    mechanisms: list[MechanismTotals]
+    refunds: Refunds
+    rejections: Rejections
+    ledger: LedgerSummary
+    chain_head: ChainHead
+    verification: Verification
+    #: A partitioned dataset's blocks (a page of its runs); ``None`` for a whole dataset.
+    blocks: BlocksPageText | None
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Report:
