@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import cast
 
 from odometer_client.models import decimals
+from odometer_client.shapes import Amount, JSONObject, RefusalSummary, RefusedSpan
 
 
 class OdometerError(Exception):
@@ -16,7 +17,7 @@ class OdometerError(Exception):
 class ApiError(OdometerError):
     """The server answered with an error status (after any retries)."""
 
-    def __init__(self, status_code: int, body: dict[str, Any]) -> None:
+    def __init__(self, status_code: int, body: JSONObject) -> None:
         self.status_code = status_code
         self.body = body
         self.error: str = str(body.get("error", "Error"))
@@ -55,19 +56,21 @@ class BudgetExceeded(Conflict):
     each still has and why: ``{"from", "to", "blocks", "remaining", "reason"}`` (at most 20;
     empty on a whole dataset)."""
 
-    def __init__(self, status_code: int, body: dict[str, Any]) -> None:
+    def __init__(self, status_code: int, body: JSONObject) -> None:
         super().__init__(status_code, body)
         self.invocation_id: str | None = body.get("id")
-        self.requested: dict[str, Any] = decimals(body.get("requested") or {})
-        self.remaining: dict[str, Any] = decimals(body.get("remaining") or {})
+        self.requested: Amount[Decimal] = decimals(body.get("requested") or {})
+        self.remaining: Amount[Decimal] = decimals(body.get("remaining") or {})
         self.ledger_seq: int | None = body.get("ledger_seq")
         refusing = body.get("blocks")
-        self.blocks: list[dict[str, Any]] = decimals(refusing) if isinstance(refusing, list) else []
+        self.blocks: list[RefusedSpan] = decimals(refusing) if isinstance(refusing, list) else []
         summary = body.get("summary")
         #: the refusal in one line (``summary["text"]``): which budget and constraint bound,
         #: what is left, and ``summary["instead"]``, a declaration that fits now (``None``
         #: from a server before the summary, or on a partitioned dataset)
-        self.summary: dict[str, Any] | None = summary if isinstance(summary, dict) else None
+        self.summary: RefusalSummary[str] | None = (
+            cast(RefusalSummary[str], summary) if isinstance(summary, dict) else None
+        )
 
     @property
     def requested_epsilon(self) -> Decimal | None:
@@ -117,7 +120,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-def error_for(status_code: int, body: dict[str, Any]) -> ApiError:
+def error_for(status_code: int, body: JSONObject) -> ApiError:
     """The typed exception for an error response."""
     if status_code == 409 and body.get("error") == "BudgetExceeded":
         return BudgetExceeded(status_code, body)

@@ -11,14 +11,23 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from odometer_client.errors import OdometerError
 from odometer_client.exports import fmt
+from odometer_client.shapes import Reading, Status
 
-__all__ = ["VerifierMissing", "summarize", "verify_entries"]
+__all__ = [
+    "ActorTotals",
+    "ClientReport",
+    "LedgerCounts",
+    "Verdict",
+    "VerifierMissing",
+    "summarize",
+    "verify_entries",
+]
 
 # Entry kinds of the ledger format (a stored kind never changes meaning).
 _ACCEPTED, _RESERVED, _REJECTED = (
@@ -27,6 +36,68 @@ _ACCEPTED, _RESERVED, _REJECTED = (
     "invocation_rejected",
 )
 _SETTLED, _CANCELLED = "invocation_settled", "invocation_cancelled"
+
+
+class Verdict(TypedDict):
+    """The offline verifier's replay of a ledger (the accounting core's ``Verdict.to_json``):
+    whether every entry checked out, how many there were, the chain's head, the state and
+    the certified reading replayed (amounts as decimal text), and what was wrong."""
+
+    ok: bool
+    entries: int
+    head_hash: str | None
+    #: The dataset's state replayed, as its mode's filter writes it (by mode: free-form).
+    state: dict[str, Any] | None
+    odometer: Reading[str] | None
+    problems: list[str]
+
+
+class Verification(TypedDict):
+    """What :func:`summarize` keeps of a :class:`Verdict`."""
+
+    ok: bool
+    entries: int
+    head_hash: str | None
+    problems: list[str]
+
+
+class LedgerCounts(TypedDict):
+    """How many entries the ledger holds, its head, and its entries by kind."""
+
+    entries: int
+    last_seq: int
+    head_hash: str | None
+    kinds: dict[str, int]
+
+
+class ActorTotals(TypedDict):
+    """One actor's decisions and, on scalar budgets, the net ε and δ charged and the ε
+    refunded (decimal text)."""
+
+    invocations: int
+    rejected: int
+    settled: int
+    cancelled: int
+    epsilon: str
+    delta: str
+    refunded_epsilon: str
+
+
+class ClientReport(TypedDict):
+    """A report summed up by the client (:func:`summarize`): the dataset's identity and status
+    as the server wrote them, the ledger's counts, the ε refunded, how many charges were RDP
+    curves (no scalar ε), each actor's totals and, when asked, the replay's verdict."""
+
+    #: ``id``, ``name``, ``mode``, ``relation``, ``organisation`` (``None``: not sent).
+    dataset: dict[str, str | None]
+    status: Status[str]
+    ledger: LedgerCounts
+    refunded_epsilon: str
+    curve_charges: int
+    actors: dict[str, ActorTotals]
+    verification: NotRequired[Verification]
+    #: Where the report was made, when its reader says (the CLI's ``"client"``).
+    source: NotRequired[str]
 
 
 class VerifierMissing(OdometerError):
@@ -39,14 +110,13 @@ class VerifierMissing(OdometerError):
         )
 
 
-def verify_entries(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def verify_entries(entries: Iterable[Mapping[str, Any]]) -> Verdict:
     """Chain check and full replay through the accounting core (the offline verifier's)."""
     try:
         from odometer_core.ledger.replay import replay
     except ImportError:
         raise VerifierMissing() from None
-    verdict: dict[str, Any] = replay(entries).to_json()
-    return verdict
+    return cast(Verdict, replay(entries).to_json())
 
 
 def _dec(obj: Mapping[str, Any] | None, key: str) -> Decimal | None:
@@ -56,15 +126,16 @@ def _dec(obj: Mapping[str, Any] | None, key: str) -> Decimal | None:
 
 
 def summarize(
-    dataset: Mapping[str, Any], entries: list[dict[str, Any]], *, verify: bool = True
-) -> dict[str, Any]:
-    """A report from the dataset document and its whole ledger.
+    dataset: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], *, verify: bool = True
+) -> ClientReport:
+    """A report from the dataset document (``Dataset.raw``) and its whole ledger (each entry as
+    exported, ``LedgerEntry.raw``: the verifier reads every field of every kind).
 
     Per actor: invocations, rejections, settlements, cancellations and — on scalar budgets —
     the net ε and δ charged (charges of acceptances and reservations minus refunds).
     """
     kinds = Counter(e["kind"] for e in entries)
-    per_actor: dict[str, dict[str, Any]] = defaultdict(
+    per_actor: dict[str, dict[str, int | Decimal]] = defaultdict(
         lambda: {
             "invocations": 0,
             "rejected": 0,
@@ -99,7 +170,7 @@ def summarize(
             row["refunded_epsilon"] += eps
             refunded += eps
     status = dataset.get("status", {})
-    report: dict[str, Any] = {
+    report: ClientReport = {
         "dataset": {k: dataset.get(k) for k in ("id", "name", "mode", "relation", "organisation")},
         "status": status,
         "ledger": {
@@ -111,7 +182,9 @@ def summarize(
         "refunded_epsilon": fmt(refunded),
         "curve_charges": curve_charges,
         "actors": {
-            actor: {k: fmt(v) if isinstance(v, Decimal) else v for k, v in row.items()}
+            actor: cast(
+                ActorTotals, {k: fmt(v) if isinstance(v, Decimal) else v for k, v in row.items()}
+            )
             for actor, row in sorted(per_actor.items())
         },
     }

@@ -79,7 +79,7 @@ class MappingAccess:
     #: ``True``: the call returned the JSON as received (no ``Decimal``), so does the mapping.
     _MAPPING_AS_RECEIVED: ClassVar[bool] = False
 
-    def _mapping(self, use: str) -> dict[str, Any]:
+    def _mapping(self, use: str) -> JSONObject:
         name = type(self).__name__
         warnings.warn(
             f"{use}: mapping access to the client's results is deprecated and will be removed "
@@ -90,7 +90,7 @@ class MappingAccess:
         )
         if self._MAPPING_AS_RECEIVED:
             return self.raw
-        legacy: dict[str, Any] = decimals(self.raw)
+        legacy: JSONObject = decimals(self.raw)
         return legacy
 
     def __getitem__(self, key: str) -> Any:

@@ -147,9 +147,10 @@ class Summary(TypedDict, Generic[N], total=False):
     more: MoreOfLast | None
 
 
-class RefusalSummary(TypedDict, Generic[N]):
+class RefusalSummary(TypedDict, Generic[N], total=False):
     """A refusal summed up (``RefusalSummary``): which ``level`` and ``bound`` refused, what
-    is left, and ``instead``, a declaration that fits now."""
+    is left, and ``instead``, a declaration that fits now (``total=False``: read as
+    ``summary or {}`` where a server sent none)."""
 
     text: str
     level: Literal["dataset", "organisation", "quota"]
@@ -159,7 +160,7 @@ class RefusalSummary(TypedDict, Generic[N]):
     fraction_left: N
     left: list[Left[N]]
     instead: Declaration | None
-    alternatives: NotRequired[list[Declaration]]
+    alternatives: list[Declaration]
 
 
 class Frozen(TypedDict):
