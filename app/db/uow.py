@@ -11,7 +11,7 @@ import fcntl
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
@@ -252,8 +252,7 @@ class UnitOfWork:
     ) -> None:
         self._finish()
 
-    @contextmanager
-    def core(self, *, read: bool = False) -> Iterator[UnitOfWork]:
+    def core(self, *, read: bool = False) -> AbstractContextManager[UnitOfWork]:
         """A write transaction on a pooled Core connection, without an ORM ``Session``: the
         write path of register, settle and cancel, whose statements are
         :mod:`app.writepath.admission`'s and which only needs :meth:`connection`, :meth:`commit` and
@@ -269,24 +268,7 @@ class UnitOfWork:
         ``read=True``: a read transaction on the same statements instead (``BEGIN DEFERRED``
         on SQLite, not behind the write gate: it never takes the write lock), which the write
         path decides in before it writes (:mod:`app.services.batching`, on SQLite)."""
-        engine = self._database.engine
-        self._core = self._behind_gate(
-            (read_only(engine) if read else engine).connect, write=not read
-        )
-        try:
-            # begun by the first connection() (BEGIN IMMEDIATE on SQLite, by the begin hook; a
-            # pipelined BEGIN on PostgreSQL), as a Session begins lazily
-            yield self
-        finally:
-            current, self._core = self._core, None
-            pipelined, self._pipelined = self._pipelined, None
-            try:
-                if pipelined is not None:
-                    pipelined.rollback()  # what was not committed
-                if current is not None:
-                    current.close()  # rolls back what was not committed, returns the connection
-            finally:
-                self._release()
+        return _Core(self, read)
 
     @contextmanager
     def read_only(self) -> Iterator[UnitOfWork]:
@@ -324,3 +306,37 @@ class UnitOfWork:
             self._core.rollback()
         else:
             self.session.rollback()
+
+
+class _Core:
+    """:meth:`UnitOfWork.core`'s block: a class rather than a generator's context manager, on
+    every registration's path (a generator's frames and its context manager's bookkeeping
+    cost more than the block's own work)."""
+
+    __slots__ = ("_read", "_uow")
+
+    def __init__(self, uow: UnitOfWork, read: bool) -> None:
+        self._uow = uow
+        self._read = read
+
+    def __enter__(self) -> UnitOfWork:
+        uow = self._uow
+        engine = uow._database.engine
+        uow._core = uow._behind_gate(
+            (read_only(engine) if self._read else engine).connect, write=not self._read
+        )
+        # begun by the first connection() (BEGIN IMMEDIATE on SQLite, by the begin hook; a
+        # pipelined BEGIN on PostgreSQL), as a Session begins lazily
+        return uow
+
+    def __exit__(self, *exc: object) -> None:
+        uow = self._uow
+        current, uow._core = uow._core, None
+        pipelined, uow._pipelined = uow._pipelined, None
+        try:
+            if pipelined is not None:
+                pipelined.rollback()  # what was not committed
+            if current is not None:
+                current.close()  # rolls back what was not committed, returns the connection
+        finally:
+            uow._release()

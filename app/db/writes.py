@@ -253,6 +253,18 @@ def write(
         if windows:
             shape.append((prefix, len(windows), ()))
 
+    # A JSON value written in two rows (an entry's declaration, request, charge and state are
+    # its invocation's and its dataset's too, the same objects) is encoded once.
+    dumped: dict[int, tuple[object, str | None]] = {}
+
+    def text(value: object) -> str | None:
+        known = dumped.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        out = dump(value)
+        dumped[id(value)] = (value, out)  # the value kept: its id is not reused meanwhile
+        return out
+
     def rows(prefix: str, items: Sequence[Mapping[str, object]]) -> None:
         if not items:
             return
@@ -263,12 +275,12 @@ def write(
                 if value is None:
                     nulls.append(column)
                 else:
-                    params[f"{prefix}0_{column}"] = dump(value) if column in as_json else value
+                    params[f"{prefix}0_{column}"] = text(value) if column in as_json else value
             shape.append((prefix, 1, tuple(nulls)))
             return
         for r, item in enumerate(items):
             for column, value in item.items():
-                params[f"{prefix}{r}_{column}"] = dump(value) if column in as_json else value
+                params[f"{prefix}{r}_{column}"] = text(value) if column in as_json else value
         shape.append((prefix, len(items), ()))
 
     rows("l", writes.ledger)

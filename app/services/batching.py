@@ -137,6 +137,17 @@ def _register_together(uow: UnitOfWork, items: Sequence[Registration]) -> list[O
     by_dataset = _by_dataset(items)
     datasets = sorted(by_dataset)
     path = write_path(uow.database)
+    if len(datasets) == 1:  # the common case, without an exit stack's bookkeeping
+        (dataset_id,) = datasets
+        with path.turn(dataset_id):
+            if _decided_apart(uow, dataset_id, items):
+                done = _decided_before_writing(uow, items, dataset_id)
+                if done is not None:
+                    return done
+            with uow.core():
+                found, outcomes, writes, _ = _decide(uow, items, by_dataset)
+                _write(uow, found, writes)
+        return outcomes
     with ExitStack() as held:
         for dataset_id in datasets:  # this process's turns, in the order of the row locks
             held.enter_context(path.turn(dataset_id))
