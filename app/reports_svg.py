@@ -97,9 +97,11 @@ def tick_labels(ticks: Sequence[Decimal]) -> list[str]:
     return [shown(t, up=False) for t in ticks]
 
 
-def _svg(width: int, height: int, title: str, desc: str, body: Sequence[str]) -> str:
+def _svg(width: int, height: int, title: str, desc: str, body: Sequence[str], cls: str = "") -> str:
+    root_class = f' class="{text(cls)}"' if cls else ""
     return (
-        _HEADER + f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        _HEADER + f'<svg xmlns="http://www.w3.org/2000/svg"{root_class} width="{width}" '
+        f'height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-labelledby="t d" '
         f'font-family="sans-serif" font-size="12">\n'
         f'<title id="t">{text(title)}</title>\n<desc id="d">{text(desc)}</desc>\n'
@@ -276,11 +278,19 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
     drawn after it in a lighter colour; the largest :data:`MAX_BARS` spenders. Each bar is
     labelled with both parts by name, so the net charge does not read as the bar's total.
 
-    Where the series is not certified (rdp, split: charges are curves, or currencies that do
-    not add), a bar is the analyst's ε attribution instead (``attribution``: its charges
-    alone, converted; ``docs/accounting.md``, *Attribution*), labelled not certified."""
+    Outside ``basic`` mode, where the report has attributions, a bar is the analyst's ε
+    attribution instead (``attribution``: its charges alone, converted; ``docs/accounting.md``,
+    *Attribution*), labelled not certified, and the chart's root has the class
+    ``attribution-chart``: the statement the service certifies is an (ε, δ), so every mode
+    that charges in another unit (ρ, μ², an RDP curve, a split's sub-budgets) draws the same ε
+    the report's tables and the command line give per analyst; the net charge in the mode's
+    unit stays in the report's tables. This is the one per-analyst chart: the dashboard inlines
+    it rather than drawing its own."""
     unit = str(report["series"]["unit"])
-    attributed = not report["guarantee"]["certified"]
+    attributed = report["dataset"]["mode"] != "basic" and (
+        not report["guarantee"]["certified"]
+        or any(row.get("attribution") for row in report["analysts"])
+    )
     symbol = "ε attribution" if attributed else UNIT_SYMBOL.get(unit, unit)
 
     def spent(row: Mapping[str, Any]) -> Decimal:
@@ -293,8 +303,12 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
 
     rows = sorted(report["analysts"], key=lambda r: (-spent(r), str(r["actor"])))
     shown_rows, hidden = rows[:MAX_BARS], len(rows) - MAX_BARS
-    what = "ε attribution, not certified" if attributed else unit
-    title = f"Spend per analyst ({what}) of dataset {report['dataset']['name']}"
+    name = report["dataset"]["name"]
+    title = (
+        f"Attribution per analyst (ε, not certified) of dataset {name}"
+        if attributed
+        else f"Spend per analyst ({unit}) of dataset {name}"
+    )
     height = TOP + max(len(shown_rows), 1) * (BAR_HEIGHT + BAR_GAP) + BOTTOM
     charged = [spent(r) for r in shown_rows]
     refunded = [back(r) for r in shown_rows]
@@ -374,4 +388,4 @@ def analysts_chart(report: Mapping[str, Any]) -> str:
         if attributed
         else f"net charge and refunds in {unit}."
     )
-    return _svg(WIDTH, height, title, desc, body)
+    return _svg(WIDTH, height, title, desc, body, "attribution-chart" if attributed else "")

@@ -2,7 +2,7 @@
 
 import { amountNode, shown, UNIT } from "./amounts.js";
 import { $, api, cell, labelCells, nameOf, state } from "./common.js";
-import { attributionChart, showChart } from "./charts.js";
+import { showChart } from "./charts.js";
 import { estimateAbove } from "./gauges.js";
 
 export function verdictText(v) {
@@ -130,24 +130,17 @@ function showMechanisms(report) {
   }
 }
 
-// The per-analyst chart: the server's (net charge and refunds in the mode's unit) in basic
-// mode; outside it the page's own chart of each analyst's attribution, where the report has
-// one (the server's chart would show curve charges as 0).
+// The per-analyst chart: the server's (app/reports_svg.py analysts_chart), in basic mode each
+// analyst's net charge and refunds, outside it each analyst's ε attribution.
 export async function showAnalystsChart(base, report) {
   const note = $("analysts-note");
   note.hidden = true;
+  await showChart("analysts-chart", `${base}/analysts.svg`);
   if (attributed(report, report.analysts)) {
-    const rows = report.analysts.filter((a) => a.attribution);
-    $("analysts-chart").replaceChildren(attributionChart(rows,
-      report.guarantee && report.guarantee.budget ? report.guarantee.budget.epsilon : "1",
-      report.dataset.name));
     note.textContent = "Attribution (not certified): the (ε, δ) of each analyst's own charges"
       + " alone. The shares do not add up to the dataset's certified reading, the one to quote.";
     note.hidden = false;
-    return;
-  }
-  await showChart("analysts-chart", `${base}/analysts.svg`);
-  if (report.dataset.mode !== "basic") {
+  } else if (report.dataset.mode !== "basic") {
     note.textContent = "This server's report has no attribution: charges without a scalar"
       + " amount (curves) count as 0 in this chart.";
     note.hidden = false;

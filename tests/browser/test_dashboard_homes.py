@@ -410,7 +410,7 @@ def test_attribution_outside_basic_mode_and_without_it(
     "Attribution (not certified)" column with the report's attribution (rounded up to 8
     digits) and the per-analyst chart draws it (no "net 0" any more); the ledger says RDP
     curve, not δ 0. A basic dataset has no such column. From a report without attribution
-    (an older server) the page falls back to the server's chart and says why. A reload keeps
+    (an older server) the page says why. The chart is the server's in every mode. A reload keeps
     the open dataset (its address)."""
     page, errors = _open(browser, homes, "curator")
     key = homes.keys["curator"]
@@ -470,7 +470,7 @@ def test_attribution_outside_basic_mode_and_without_it(
     page.locator(f'#datasets tr[data-id="{rdp}"] button.show').click()
     page.wait_for_selector(f'body[data-loaded="{rdp}"]', timeout=20_000)
     assert "Attribution" not in page.locator("#analysts thead").inner_text()
-    assert page.locator("#analysts-chart svg.attribution-chart").count() == 0
+    assert page.locator("#analysts-chart svg").count() == 1  # the server's chart
     assert (
         page.locator("#analysts-note")
         .inner_text()
