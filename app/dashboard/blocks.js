@@ -1,9 +1,9 @@
 // A partitioned dataset's blocks panel: its header and legend, the strip's pages, a run's
 // drill-down and the runs table.
 
-import { amountNode, shown } from "./amounts.js";
+import { amountNode, UNIT } from "./amounts.js";
 import { $, api, cell, explain, say } from "./common.js";
-import { gaugeFor, measure } from "./gauges.js";
+import { gaugeFor } from "./gauges.js";
 import { fractionText, partitionText, SHADES, swatch } from "./partition.js";
 import { drawStrip } from "./strip.js";
 import { rangeTotals } from "./report.js";
@@ -102,7 +102,8 @@ function runDetail(run) {
   value.title = `${run.fraction_spent} (exact)`;
   f.append(value, " of each block's budget");
   box.appendChild(f);
-  box.appendChild(gaugeFor(run.status, "each block of the run:", run.fraction_spent));
+  box.appendChild(gaugeFor({ ...run.status, shown: run.shown }, "each block of the run:",
+    run.fraction_spent));
   return box;
 }
 
@@ -144,7 +145,7 @@ function showCell(c, runs, button) {
     const link = document.createElement("button");
     link.type = "button";
     link.className = "linkish";
-    link.textContent = `${runRange(runs[r])} (${shown(runs[r].fraction_spent, true)})`;
+    link.textContent = `${runRange(runs[r])} (${runs[r].fraction_spent})`; // the API's text
     link.addEventListener("click", () => {
       selectCells([r], button);
       detail.replaceChildren(intro, list, runDetail(runs[r]));
@@ -167,11 +168,15 @@ function runsTable(runs) {
     cell(tr, run.to);
     cell(tr, run.blocks, "num");
     const f = cell(tr, "", "num");
-    f.append(swatch(run.fraction_spent), shown(run.fraction_spent, true));
+    f.append(swatch(run.fraction_spent), run.fraction_spent); // as the API writes it
     f.title = `${run.fraction_spent} (exact)`;
-    const [unit, , , remaining] = run.status && run.status.mode ? measure(run.status) : [];
-    if (unit) tr.appendChild(amountNode("td", { [unit]: remaining }, false));
-    else cell(tr, "");
+    // what remains, in the unit the filter counts, rounded down by the API
+    const counted = run.shown && run.shown.counted;
+    if (counted) {
+      cell(tr, `${UNIT[counted.unit]} ${counted.remaining}`).title = "rounded down by the API";
+    } else {
+      cell(tr, "");
+    }
     const open = () => showRun(runs, r, $("blocks-strip").querySelector(
       `.blk[data-runs~="${r}"]`));
     tr.addEventListener("click", open);

@@ -1,19 +1,19 @@
 // One reading to quote and the gauges: a budget's certified reading, what is left, how many
 // more fit, and the bar and numbers of what its filter counts.
 
-import { formatDec, minus, parseDec, READING_DIGITS, shown, UNIT } from "./amounts.js";
+import { READING_DIGITS, shown, UNIT } from "./amounts.js";
 
 const LEFT_UNIT = { epsilon: "ε", delta: "δ", rho: "ρ", mu_squared: "μ²", rdp: "RDP" };
 
 // ------------------------------------------------------------------ one reading to quote
 // The certified reading as shown: the summary's guarantee (the odometer reading rounded up
-// to READING_DIGITS significant digits: a larger ε or δ is still a guarantee) or, where a
-// status has no summary (a sub-budget, a run of blocks), its odometer rounded up the same
-// way. The exact reading is on hover.
-export function readingNode(odometer, guarantee, cls) {
+// to READING_DIGITS significant digits by the API: a larger ε or δ is still a guarantee) or,
+// where a status has no summary (a sub-budget, a run of blocks), its shown.reading, rounded
+// up the same way by the API. The exact reading is on hover.
+export function readingNode(odometer, guarantee, cls, given) {
   const el = document.createElement("span");
   el.className = `reading-value ${cls || "g-odometer"}`;
-  const g = guarantee || (odometer && {
+  const g = guarantee || given || (odometer && {
     epsilon: shown(odometer.epsilon, true, READING_DIGITS),
     delta: shown(odometer.delta, true, READING_DIGITS),
   });
@@ -23,15 +23,8 @@ export function readingNode(odometer, guarantee, cls) {
   return el;
 }
 
-// fraction (0 … 1, a decimal string) as a percentage: "48.48 %"
-export function percentText(fraction) {
-  const d = parseDec(fraction);
-  if (d === null) return "";
-  return `${d.digits === "0" ? "0" : shown(formatDec({ ...d, exp: d.exp + 2 }), false)} %`;
-}
-
 // What is left, from summary.left: in the mode's own unit, rounded down by the API.
-function leftNode(items) {
+function leftNode(items, percents) {
   const p = document.createElement("p");
   p.className = "left";
   const label = document.createElement("span");
@@ -47,7 +40,7 @@ function leftNode(items) {
     const sub = item.sub_budget ? `${item.sub_budget}: ` : "";
     const where = item.order ? ` at order ${item.order}` : "";
     span.textContent = `${sub}${LEFT_UNIT[item.unit] || item.unit} ${item.amount}${where}`
-      + ` of ${item.budget} (${percentText(item.fraction)})`;
+      + ` of ${item.budget} (${percents[i] || item.fraction})`;
     span.title = "what is left, rounded down to 8 significant digits"
       + (item.unit === "rdp" ? " (an RDP budget is a curve: the order with the largest"
         + " share of its threshold left)" : "");
@@ -62,30 +55,18 @@ function leftNode(items) {
 function fractionsNode(summary, of) {
   const p = document.createElement("p");
   p.className = "fractions";
-  const part = (cls, word, value) => {
+  const part = (cls, word, value, text) => {
     const span = document.createElement("span");
     span.className = cls;
     span.dataset.exact = value;
     span.title = `${word} ${value} ${of} (exact)`;
-    span.textContent = `${word} ${percentText(value)}`;
+    span.textContent = `${word} ${text}`;
     return span;
   };
-  p.append(part("fraction-spent", "spent", summary.fraction_spent), " · ",
-    part("fraction-left", "left", summary.fraction_left), ` ${of}`);
+  const given = summary.shown || {}; // the API's percentages (Summary.shown)
+  p.append(part("fraction-spent", "spent", summary.fraction_spent, given.fraction_spent), " · ",
+    part("fraction-left", "left", summary.fraction_left, given.fraction_left), ` ${of}`);
   return p;
-}
-
-// The share of a budget spent that a bar draws: the API's one fraction (a summary's
-// fraction_spent, a run of blocks' fraction_spent) or, for a split's sub-budget, 1 − the
-// least left of its bounds (summary.left[].fraction: each is 1 − that bound's spent; a bound
-// of no budget counts for nothing, no live RDP order for all).
-export function spentShare(fraction, leftItems) {
-  if (fraction != null) return String(fraction);
-  const items = leftItems || [];
-  const live = items.filter((i) => Number(i.budget) > 0);
-  if (!live.length) return items.length ? "1" : null;
-  const least = live.reduce((a, i) => (Number(i.fraction) < Number(a) ? i.fraction : a), "1");
-  return minus("1", least);
 }
 
 // "N more like the last": how many more of the last declaration the budget admits.
@@ -117,13 +98,14 @@ export function readingBlock(summary, odometer, options) {
   const label = document.createElement("span");
   label.className = "reading-label";
   label.textContent = opts.label || "Certified reading to quote";
-  reading.append(label, " ", readingNode(odometer, summary && summary.guarantee, opts.cls));
+  reading.append(label, " ", readingNode(odometer, summary && summary.guarantee, opts.cls,
+    opts.reading));
   box.appendChild(reading);
   if (summary && summary.fraction_spent != null && summary.fraction_left != null) {
     box.appendChild(fractionsNode(summary, opts.of || "of the budget"));
   }
   if (summary && Array.isArray(summary.left) && summary.left.length) {
-    box.appendChild(leftNode(summary.left));
+    box.appendChild(leftNode(summary.left, (summary.shown || {}).left || []));
   }
   if (summary && summary.more) box.appendChild(moreNode(summary.more));
   return box;
@@ -145,8 +127,8 @@ export function measure(status) {
     return ["mu_squared", status.spent.mu_squared, "0", status.remaining.mu_squared,
       status.mu_squared_budget];
   }
-  const spent = status.spent_eps_delta.epsilon;
-  return ["epsilon", spent, "0", minus(status.budget.epsilon, spent), status.budget.epsilon];
+  // what remains of the estimate is the API's (status.shown.counted), never subtracted here
+  return ["epsilon", status.spent_eps_delta.epsilon, "0", null, status.budget.epsilon];
 }
 
 // What the secondary line of numbers is, per mode.
@@ -155,12 +137,9 @@ const COUNTED = { basic: "Counted in ε:", zcdp: "Counted in ρ (zCDP):", gdp: "
 
 // Whether an rdp status's (ε, δ) estimate (spent_eps_delta: the running curve's RDP
 // conversion) is above its certified reading, as it is when the reading comes from the PLD
-// branch (accounting 1.6.0; the MNIST tutorial's job reads ε 2.4081583 where the conversion
-// says 2.525): compared exactly, on the decimal strings.
+// branch (accounting 1.6.0): compared exactly by the API (status.shown.estimate_above).
 export function estimateAbove(status) {
-  if (status.mode !== "rdp" || !status.odometer || !status.spent_eps_delta) return false;
-  const over = minus(status.spent_eps_delta.epsilon, status.odometer.epsilon);
-  return over !== null && over !== "0";
+  return Boolean(status && status.shown && status.shown.estimate_above);
 }
 
 // In place of an estimate above the certified reading: no number, what it is and why it is
@@ -191,46 +170,53 @@ export function barNode(total, parts) {
 }
 
 // The bar and the secondary numbers of one leaf status (a whole dataset, a sub-budget, a
-// run of blocks). The bar is the one fraction spent (spentShare: in the unit the mode's
+// run of blocks). The bar is the one fraction spent (the API's: in the unit the mode's
 // filter counts; an rdp budget is a curve, its bar the order with the most left), a basic
 // budget's reserved ε drawn as its own part of it; the numbers are what the filter counts.
 function barAndNumbers(status, leftItems, fraction) {
   const nodes = [];
-  const [unit, spent, reserved, remaining, budget] = measure(status);
-  const sym = UNIT[unit];
-  const share = spentShare(fraction, leftItems);
-  if (share !== null) {
+  const [, spent, reserved, , budget] = measure(status);
+  const given = status.shown || {};
+  const counted = given.counted;
+  const share = fraction != null ? String(fraction) : given.fraction_spent_exact;
+  if (share != null) {
     const held = status.mode === "basic" ? Math.min(Number(reserved) / Number(budget) || 0,
       Number(share)) : 0;
     const bar = barNode(1, [["spent", Number(share) - held], ["reserved", held]]);
     const rdpLeft = status.mode === "rdp" && (leftItems || []).find((i) => i.unit === "rdp");
-    bar.title = `${percentText(share)} of the budget spent`
+    bar.title = `${given.fraction_spent} of the budget spent`
       + (rdpLeft && rdpLeft.order ? ` (RDP at order ${rdpLeft.order})` : "");
     bar.dataset.fraction = share;
     nodes.push(bar);
   } else {
     nodes.push(barNode(budget, [["spent", spent], ["reserved", reserved]]));
   }
-  if (estimateAbove(status)) {
+  if (estimateAbove({ shown: given })) {
     nodes.push(estimateAboveNote(status));
     return nodes;
   }
+  if (!counted) return nodes;
+  const sym = UNIT[counted.unit];
   const numbers = document.createElement("p");
   numbers.className = "numbers";
   const label = document.createElement("span");
   label.className = "numbers-label";
   label.textContent = COUNTED[status.mode] || "Counted:";
   numbers.appendChild(label);
+  const [, , , remaining] = measure(status);
   const parts = [
-    ["spent", "spent", spent, true], ["reserved", "reserved", reserved, true],
-    ["remaining", "remaining", remaining, false], ["budget", "of", budget, false],
+    ["spent", "spent", spent], ["reserved", "reserved", reserved],
+    ["remaining", "remaining", remaining], ["budget", "of", budget],
   ];
-  for (const [cls, word, value, up] of parts) {
+  for (const [cls, word, value] of parts) {
     const span = document.createElement("span");
     span.className = `g-${cls}`;
-    span.dataset.exact = value;
-    span.title = `${word} ${sym} ${value} (exact)`;
-    span.textContent = `${word} ${sym} ${shown(value, up)}`;
+    if (value != null) {
+      span.dataset.exact = value;
+      span.title = `${word} ${sym} ${value} (exact)`;
+    }
+    // rounded by the API (status.shown.counted): spent and reserved up, the rest down
+    span.textContent = `${word} ${sym} ${counted[cls]}`;
     numbers.appendChild(span);
   }
   nodes.push(numbers);
@@ -254,7 +240,8 @@ export function gaugeFor(status, label, fraction) {
     box.appendChild(head);
   }
   const summary = status.summary || null;
-  box.appendChild(readingBlock(summary, status.odometer));
+  const given = status.shown || {};
+  box.appendChild(readingBlock(summary, status.odometer, { reading: given.reading }));
   if (status.mode !== "split") {
     box.append(...barAndNumbers(status, summary && summary.left,
       summary ? summary.fraction_spent : fraction));
@@ -267,11 +254,15 @@ export function gaugeFor(status, label, fraction) {
     const head = document.createElement("div");
     head.className = "gauge-label";
     head.append(`sub-budget ${name} (${sub.mode}): its part of the reading `);
-    if (sub.odometer) head.appendChild(readingNode(sub.odometer, null, "g-sub-odometer"));
+    const subShown = given.sub_budgets && given.sub_budgets[name];
+    if (sub.odometer) {
+      head.appendChild(readingNode(sub.odometer, null, "g-sub-odometer",
+        subShown && subShown.reading));
+    }
     part.appendChild(head);
     const items = summary && summary.left ? summary.left.filter((i) => i.sub_budget === name)
       : [];
-    part.append(...barAndNumbers(sub, items));
+    part.append(...barAndNumbers({ ...sub, shown: subShown }, items));
     box.appendChild(part);
   }
   return box;

@@ -3,7 +3,7 @@
 
 import { amountNode, minus, READING_DIGITS, shown } from "./amounts.js";
 import { $, api, cell, explain, HttpError, nameOf, state } from "./common.js";
-import { barNode, measure, percentText, readingNode, spentShare } from "./gauges.js";
+import { barNode, measure, readingNode } from "./gauges.js";
 
 const MAX_GRANT_READS = 50; // the organisation view reads the grants of this many datasets
 
@@ -211,12 +211,12 @@ function readingGauge(org) {
   // the bar: the cap's one fraction spent (summary.fraction_spent, in the unit its filter
   // counts; not the reading's ε over the cap's, a ladder level), a basic cap's reserved ε
   // drawn as its own part of it
-  const share = spentShare(summary && summary.fraction_spent, summary && summary.left);
+  const share = summary ? summary.fraction_spent : null;
   if (share !== null) {
     const held = org.status.mode === "basic"
       ? Math.min(Number(reserved) / Number(org.cap.epsilon) || 0, Number(share)) : 0;
     const bar = barNode(1, [["spent", Number(share) - held], ["reserved", held]]);
-    bar.title = `${percentText(share)} of the cap spent`;
+    bar.title = `${(summary.shown || {}).fraction_spent || share} of the cap spent`;
     bar.dataset.fraction = share;
     box.appendChild(bar);
   } else {

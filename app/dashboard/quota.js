@@ -2,7 +2,7 @@
 
 import { amountNode } from "./amounts.js";
 import { $, state } from "./common.js";
-import { barNode, percentText, readingBlock, spentShare } from "./gauges.js";
+import { barNode, readingBlock } from "./gauges.js";
 
 // A grant's quota: its certified reading (the analyst's own spend under it), what is left;
 // or no quota (the dataset's budget alone bounds the analyst).
@@ -24,10 +24,10 @@ export function quotaNodes(grant) {
     { label: "Your spend: certified reading of your quota", cls: "q-odometer",
       of: "of your quota" });
   // the bar: the quota's one fraction spent (summary.fraction_spent; floats size bars only)
-  const used = spentShare(summary.fraction_spent, summary.left);
-  if (used !== null) {
+  const used = summary.fraction_spent;
+  if (used != null) {
     const bar = barNode(1, [["spent", Number(used)]]);
-    bar.title = `${percentText(used)} of the quota spent`;
+    bar.title = `${summary.shown.fraction_spent} of the quota spent`;
     bar.dataset.fraction = used;
     block.appendChild(bar);
   }

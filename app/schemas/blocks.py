@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    computed_field,
+)
 from pydantic.json_schema import JsonSchemaValue
 
 from app.schemas._types import JSONObject
@@ -17,6 +24,7 @@ from app.schemas.common import (
     one_form_of,
     optional,
 )
+from app.schemas.shown import StatusShown, status_shown
 from odometer_core.partition import MAX_BLOCKS
 
 
@@ -188,6 +196,14 @@ class BlockRun(BaseModel):
         "docs/accounting.md, One fraction per budget); what is left is 1 − it"
     )
     status: JSONObject
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the run's status as the dashboard prints it (app/schemas/shown.py; its "
+        "fraction_spent is this run's)"
+    )
+    @property
+    def shown(self) -> StatusShown:
+        return status_shown(self.status, self.fraction_spent)
 
 
 class BlocksPage(BaseModel):

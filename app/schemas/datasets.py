@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 from pydantic.json_schema import JsonSchemaValue
 
 from app.schemas._types import JSONObject
@@ -23,6 +23,7 @@ from app.schemas.common import (
     optional,
 )
 from app.schemas.mechanisms import Mechanism
+from app.schemas.shown import StatusShown, status_shown
 from app.schemas.summaries import Summary
 from odometer_core.accounting.modes.rdp import (
     MAX_RDP_ORDERS,
@@ -308,6 +309,16 @@ class DatasetStatus(BaseModel):
         description="set while the dataset (or its capped organisation) is frozen behind its "
         "witness: the reading above may be rolled back; null otherwise",
     )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the figures above as the dashboard prints them, rounded by the core's one "
+        "rule for display (app/schemas/shown.py): the reading up to 8 digits, what the filter "
+        "counts to 6 (spent up, remaining and budget down), the fraction spent as a percentage"
+    )
+    @property
+    def shown(self) -> StatusShown:
+        view = {**(self.model_extra or {}), "mode": self.mode, "budget": self.budget}
+        return status_shown({**view, "odometer": self.odometer.model_dump()})
 
 
 class Requirement(BaseModel):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from app.schemas._types import JSONObject
+from app.schemas.shown import status_shown
 
 #: Scalar amounts by unit (``epsilon``, ``delta``, ``rho``, ``mu_squared``), decimal strings.
 Amounts = dict[str, str]
@@ -164,7 +165,8 @@ class ReportOut(BaseModel):
     dataset: ReportDataset
     guarantee: Guarantee
     status: JSONObject | None = Field(
-        description="budget status the dataset row claims (null if the row cannot be read)"
+        description="budget status the dataset row claims (null if the row cannot be read), "
+        "with 'shown': its figures as the dashboard prints them (a dataset status's shown)"
     )
     series: SpendSeries
     analysts: list[AnalystTotalsOut]
@@ -182,3 +184,10 @@ class ReportOut(BaseModel):
         "parameters), its runs as GET …/blocks pages them (at most 1000); the totals above "
         "count the invocations whose selection meets the range",
     )
+
+    @field_validator("status")
+    @classmethod
+    def _shown(cls, status: JSONObject | None) -> JSONObject | None:
+        if status is None or "mode" not in status:
+            return status
+        return {**status, "shown": status_shown(status).model_dump(mode="json")}

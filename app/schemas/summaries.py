@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from app.schemas._types import JSONObject
+from app.schemas.shown import percent
 
 
 class SummaryGuarantee(BaseModel):
@@ -58,6 +59,14 @@ class MoreOfLast(BaseModel):
     sub_budget: str | None = None
 
 
+class SummaryShown(BaseModel):
+    """A summary's fractions as percentages rounded down (``48.48 %``)."""
+
+    fraction_spent: str | None
+    fraction_left: str | None
+    left: list[str | None] = Field(description="each left item's fraction, in left's order")
+
+
 class Summary(BaseModel):
     """One reading to quote (docs/accounting.md, *One reading to quote*)."""
 
@@ -72,6 +81,19 @@ class Summary(BaseModel):
     fraction_left: str = Field(description=FRACTION_LEFT)
     left: list[LeftAmount]
     more: MoreOfLast | None = None
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the fractions above as percentages rounded down, as the dashboard "
+        "prints them (app/schemas/shown.py): fraction_spent, fraction_left and each left "
+        "item's fraction, in left's order ('48.48 %')"
+    )
+    @property
+    def shown(self) -> SummaryShown:
+        return SummaryShown(
+            fraction_spent=percent(self.fraction_spent),
+            fraction_left=percent(self.fraction_left),
+            left=[percent(item.fraction) for item in self.left],
+        )
 
 
 class RefusalSummary(BaseModel):

@@ -1,0 +1,164 @@
+"""Amounts as people read them, sent by the API so that no page rounds or subtracts for itself
+(issue 48: one rounding for display, the core's
+:func:`odometer_core.accounting.summary.shown`).
+
+Each status the dashboard draws a gauge of (a dataset's, a sub-budget's, a run of blocks')
+carries ``shown``: its certified reading rounded up to :data:`READING_DIGITS` significant
+digits, and what its filter counts in the mode's own unit (spent and reserved rounded up,
+what remains and the budget rounded down, to :data:`DIGITS` digits: the direction that never
+flatters); a fraction is shown as a percentage rounded down. The exact figures stay where they
+were; ``docs/dashboard.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from odometer_core.accounting import summary
+
+#: Significant digits of an amount the dashboard prints (the charts' too).
+DIGITS = 6
+#: Significant digits of a certified reading (the summary's).
+READING_DIGITS = summary.DIGITS
+#: Plain notation below 10**PLAIN_BELOW, scientific above (as the charts print).
+PLAIN_BELOW = 15
+
+
+def text(value: Any, *, up: bool, digits: int = DIGITS) -> str | None:
+    """An exact decimal (text) rounded for display by the core's rule; ``None`` for none."""
+    if value is None:
+        return None
+    try:
+        return summary.shown(Decimal(str(value)), up=up, digits=digits, plain_below=PLAIN_BELOW)
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def percent(fraction: Any) -> str | None:
+    """A fraction in [0, 1] as a percentage rounded down (``0.4848`` → ``48.48 %``)."""
+    if fraction is None:
+        return None
+    try:
+        value = Decimal(str(fraction)) * 100
+    except InvalidOperation:
+        return None
+    return f"{text(value, up=False)} %"
+
+
+class Reading(BaseModel):
+    """A certified reading rounded up to 8 significant digits (still a guarantee)."""
+
+    epsilon: str
+    delta: str
+
+
+class Counted(BaseModel):
+    """What a status's filter counts, in one unit, rounded for display (6 significant
+    digits): spent and reserved up, what remains and the budget down."""
+
+    unit: Literal["epsilon", "rho", "mu_squared"] = Field(
+        description="basic: ε; zcdp: ρ; gdp: μ²; rdp: ε of the running curve's (ε, δ) "
+        "conversion, an estimate that is not certified"
+    )
+    spent: str
+    reserved: str = Field(description="open reservations (basic); 0 elsewhere")
+    remaining: str = Field(description="rdp: the budget's ε less the estimate, never below 0")
+    budget: str
+
+
+class StatusShown(BaseModel):
+    """A status's figures as the dashboard prints them (``app/schemas/shown.py``)."""
+
+    reading: Reading | None = Field(
+        default=None, description="the certified odometer reading, rounded up to 8 digits"
+    )
+    counted: Counted | None = Field(
+        default=None, description="what the filter counts; null for split (see sub_budgets)"
+    )
+    estimate_above: bool = Field(
+        default=False,
+        description="rdp: the (ε, δ) estimate is above the certified reading (compared "
+        "exactly), so the dashboard shows no estimate",
+    )
+    fraction_spent: str | None = Field(
+        default=None,
+        description="the one fraction of the budget spent (the core's, rounded up to 4 "
+        "decimals) as a percentage rounded down, e.g. '48.48 %'",
+    )
+    fraction_spent_exact: str | None = Field(
+        default=None, description="that fraction as a decimal, for drawing a bar"
+    )
+    sub_budgets: dict[str, StatusShown] | None = Field(
+        default=None, description="split: each sub-budget's"
+    )
+
+
+def _counted(view: Mapping[str, Any]) -> tuple[Counted | None, bool]:
+    mode = view.get("mode")
+    spent, remaining = view.get("spent") or {}, view.get("remaining") or {}
+    budget = view.get("budget") or {}
+    above = False
+    if mode == "basic":
+        figures = ("epsilon", spent.get("epsilon"), (view.get("reserved") or {}).get("epsilon"))
+        rest, whole = remaining.get("epsilon"), budget.get("epsilon")
+    elif mode == "zcdp":
+        figures = ("rho", spent.get("rho"), "0")
+        rest, whole = remaining.get("rho"), view.get("rho_budget")
+    elif mode == "gdp":
+        figures = ("mu_squared", spent.get("mu_squared"), "0")
+        rest, whole = remaining.get("mu_squared"), view.get("mu_squared_budget")
+    elif mode == "rdp" and view.get("spent_eps_delta"):
+        estimate = Decimal(view["spent_eps_delta"]["epsilon"])
+        figures = ("epsilon", str(estimate), "0")
+        whole = budget.get("epsilon")
+        rest = None if whole is None else str(max(Decimal(whole) - estimate, Decimal(0)))
+        reading = (view.get("odometer") or {}).get("epsilon")
+        above = reading is not None and estimate > Decimal(reading)
+    else:
+        return None, False
+    unit, spent_text, reserved = figures
+    parts = (
+        text(spent_text, up=True),
+        text(reserved, up=True),
+        text(rest, up=False),
+        text(whole, up=False),
+    )
+    if any(p is None for p in parts):
+        return None, above
+    s, r, left, b = (str(p) for p in parts)
+    return Counted(unit=unit, spent=s, reserved=r, remaining=left, budget=b), above
+
+
+def status_shown(view: Mapping[str, Any], fraction: Any = None) -> StatusShown:
+    """``shown`` of a status view (a filter's status, a sub-budget's, a run's); ``fraction``
+    is its one fraction spent where known (a run of blocks'), else the core's."""
+    odometer = view.get("odometer")
+    reading = None
+    if isinstance(odometer, Mapping) and "epsilon" in odometer and "delta" in odometer:
+        reading = Reading(
+            epsilon=str(text(odometer["epsilon"], up=True, digits=READING_DIGITS)),
+            delta=str(text(odometer["delta"], up=True, digits=READING_DIGITS)),
+        )
+    counted, above = _counted(view)
+    if fraction is None:
+        try:
+            fraction = summary.fractions(view)["fraction_spent"]
+        except (KeyError, TypeError, ValueError, InvalidOperation):
+            fraction = None
+    subs = view.get("sub_budgets")
+    return StatusShown(
+        reading=reading,
+        counted=counted,
+        estimate_above=above,
+        fraction_spent=percent(fraction),
+        fraction_spent_exact=None if fraction is None else str(fraction),
+        sub_budgets=(
+            {name: status_shown(sub) for name, sub in subs.items()}
+            if isinstance(subs, Mapping)
+            else None
+        ),
+    )
