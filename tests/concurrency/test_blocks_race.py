@@ -65,7 +65,9 @@ def _analysts(c: httpx.Client, org: str, ds: str) -> list[dict[str, str]]:
 def test_concurrent_selections_never_overspend_a_block(
     fresh_backend: Backend, tmp_path: Path
 ) -> None:
-    with running_server(fresh_backend.url, tmp_path / "server.log", workers=WORKERS) as server:
+    with running_server(
+        fresh_backend.url, tmp_path / "server.log", workers=WORKERS, preload=True
+    ) as server:
         with httpx.Client(base_url=server.base_url, headers=AUTH, timeout=60) as c:
             org = c.post("/v1/organisations", json={"name": "blocks-race"}).json()["id"]
             r = c.post(

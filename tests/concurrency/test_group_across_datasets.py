@@ -95,7 +95,9 @@ def _drive(base: str, datasets: list[str]) -> tuple[Counter[str], Counter[str], 
 def test_one_caller_on_many_datasets_spends_every_budget_exactly(
     fresh_backend: Backend, tmp_path: Path
 ) -> None:
-    with running_server(fresh_backend.url, tmp_path / "server.log", workers=WORKERS) as server:
+    with running_server(
+        fresh_backend.url, tmp_path / "server.log", workers=WORKERS, preload=True
+    ) as server:
         datasets = _setup(server.base_url)
         statuses, admitted, odd = _drive(server.base_url, list(datasets))
         log = server.log()

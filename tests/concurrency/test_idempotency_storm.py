@@ -203,7 +203,7 @@ def test_http_idempotency_storm(fresh_backend: Backend, tmp_path: Path) -> None:
     """
     factory = server_factory()
     with running_server(
-        fresh_backend.url, tmp_path / "server.log", workers=2, factory=factory
+        fresh_backend.url, tmp_path / "server.log", workers=2, factory=factory, preload=True
     ) as server:
         run_storm(server.base_url, fresh_backend.url, f"{fresh_backend.name} {factory}")
 

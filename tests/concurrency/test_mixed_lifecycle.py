@@ -50,7 +50,7 @@ def test_mixed_lifecycle_stays_within_budget_and_replays(
     seed = int(os.environ.get("ODOMETER_LIFECYCLE_SEED", random.randrange(2**32)))
     factory = server_factory()
     with running_server(
-        fresh_backend.url, tmp_path / "server.log", workers=WORKERS, factory=factory
+        fresh_backend.url, tmp_path / "server.log", workers=WORKERS, factory=factory, preload=True
     ) as server:
         result = run_lifecycle(server.base_url, clients=CLIENTS, per_client=PER_CLIENT, seed=seed)
     print(f"\n[{fresh_backend.name} {factory}] {result.summary()}")

@@ -117,7 +117,9 @@ def _drive(
 def test_org_cap_is_never_exceeded_under_concurrency(
     fresh_backend: Backend, tmp_path: Path
 ) -> None:
-    with running_server(fresh_backend.url, tmp_path / "server.log", workers=WORKERS) as server:
+    with running_server(
+        fresh_backend.url, tmp_path / "server.log", workers=WORKERS, preload=True
+    ) as server:
         org, datasets, headers = _setup(server.base_url)
         began = time.monotonic()
         result = _drive(server.base_url, datasets, headers)
@@ -177,7 +179,9 @@ def test_a_zcdp_cap_admits_exactly_its_count_and_replays_under_concurrency(
     admitted = capacity(config, initial_state(config), parse_declaration(gaussian)).count
     total = ANALYSTS * PER_ANALYST
     assert 0 < admitted < total
-    with running_server(fresh_backend.url, tmp_path / "server.log", workers=WORKERS) as server:
+    with running_server(
+        fresh_backend.url, tmp_path / "server.log", workers=WORKERS, preload=True
+    ) as server:
         zcdp = {"budget": {"epsilon": 100, "delta": "0.001"}, "accounting": {"mode": "zcdp"}}
         org, datasets, headers = _setup(server.base_url, cap, zcdp)
         result = _drive(server.base_url, datasets, headers, gaussian)

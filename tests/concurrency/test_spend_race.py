@@ -29,7 +29,7 @@ BUDGET, EPSILON = "2.5", "0.01"  # admits exactly 250 requests
 
 def _race(backend: Backend, tmp_path: Path, factory: str, per_client: int) -> RaceResult:
     with running_server(
-        backend.url, tmp_path / "server.log", workers=WORKERS, factory=factory
+        backend.url, tmp_path / "server.log", workers=WORKERS, factory=factory, preload=True
     ) as server:
         result = run_race(
             server.base_url,
