@@ -1,6 +1,7 @@
 """Placing a shaped ``rdp`` ladder (``rdp_shaped.statements``) in one numpy pass over its
 levels (``conversions.rdp_to_epsilon_rows``) gives the very floats the one-call-per-level
-placement of accounting 1.8.0 gave: every level's order, threshold and ε, and so every reading,
+placement of accounting 1.8.0 gave (and, for the levels at whole repeats of 1.9.0, the
+reference's own rounding and sharing): every level's order, threshold and ε, and so every reading,
 cap and admission, compared here for exact equality (float bits, decimal digits) over Gaussians,
 subsampled Gaussians, DP-SGD jobs, pure and mixed curves, at several budgets and δ.
 
@@ -32,7 +33,7 @@ from odometer_core.accounting import (
 )
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import odometer as odo
-from odometer_core.accounting.exact import cost_from_float
+from odometer_core.accounting.exact import cost_from_float, to_float_down
 from odometer_core.accounting.modes import UnusableBudget
 from odometer_core.accounting.modes import rdp as rdp_mode
 from odometer_core.accounting.modes import rdp_shaped as shaped
@@ -51,9 +52,12 @@ def _one_call_per_level(
     design: tuple[float, ...],
     pool: float,
     shape: LadderShape,
+    whole: bool = False,
 ) -> tuple[shaped.Statement, ...]:
     """The placement as accounting 1.8.0 computed it (commit e933b2c), kept as the reference:
-    per level, the conversion over all orders, then the chosen order's own conversion."""
+    per level, the conversion over all orders, then the chosen order's own conversion. With
+    ``whole`` (1.9.0's levels at whole repeats): each multiple ≥ 1 taken as ⌊n_k⌋·(1 + 10⁻⁸),
+    one span level per whole number (the first), the span's share divided evenly among them."""
     n = shaped.multiple(tops, design)
     if not 0 < n < math.inf:
         return ()
@@ -62,11 +66,24 @@ def _one_call_per_level(
     usable = curve > 1e-300
     out: list[shaped.Statement] = []
     levels = [*range(2, shape.depth + 1), *range(-1, -shaped.ABOVE - 1, -1)]
+    placed: list[tuple[int, float, float]] = []  # (k, multiple, share; -1: the span's)
     for k in levels:
         share = odo.anchored_share(pool, k, shape)
         if not share > 0:
             continue
-        values = np.where(usable, odo.anchored_value(n, k, shape) * curve, np.inf)
+        mult = odo.anchored_value(n, k, shape)
+        span = 2 <= k <= shape.span + 1
+        if whole and mult >= 1:
+            mult = math.floor(mult) * (1.0 + 1e-8)
+            if span and any(m == mult for j, m, _ in placed if 2 <= j <= shape.span + 1):
+                continue
+        placed.append((k, mult, -1.0 if whole and span else share))
+    kept = sum(1 for _, _, d in placed if d < 0)
+    for k, mult, share in placed:
+        if share < 0:
+            each = pool * (to_float_down(shape.spread) / kept * (1.0 - 1e-12))
+            share = math.nextafter(each * (1.0 - 1e-12), 0.0)
+        values = np.where(usable, mult * curve, np.inf)
         _, alpha = cv.rdp_to_epsilon(alphas, values, share)
         i = orders.index(alpha)
         value = float(values[i])

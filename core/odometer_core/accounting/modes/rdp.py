@@ -145,7 +145,10 @@ def parse(
     default from accounting 1.6.0, ``None`` as configurations stored before; an anchored filter
     only); ``shape`` the ladder's shape of a default grid without a workload (from accounting
     1.8.0, with :data:`~.rdp_shaped.LEVEL_ORDERS` added at weight 0; ``None`` as stored
-    before, and so with ``branch`` ``None``: :mod:`.rdp_shaped`)."""
+    before, and so with ``branch`` ``None``: :mod:`.rdp_shaped`): ``"default"`` is
+    :data:`~.rdp_shaped.DEFAULT_RDP_LADDER` with its levels at whole repeats
+    (:data:`~.rdp_shaped.WHOLE_REPEATS`, accounting 1.9.0), a shape given is placed as 1.8.0
+    placed it (:data:`~.rdp_shaped.LADDER_1_8` makes a 1.8.0 configuration)."""
     branch = branch if anchored else None
     only(acc, ("mode", "final_conversion_delta", "orders", "weights", "workload", "wor_bound"))
     dc = amount(acc, "final_conversion_delta", default=dlt)
@@ -160,12 +163,15 @@ def parse(
         items = parse_workload(acc["workload"], rel)
         return choose_grid(eps, dlt, rel, dc, items, wor, anchored, branch)
     orders = _orders(acc.get("orders"))
-    rule = WEIGHTS_FIXED
+    rule, levels = WEIGHTS_FIXED, shaped.LEVELS_1_8
     if acc.get("orders") is None and acc.get("weights") is None:
         weights = tuple(to_float_down(Decimal(w)) for w in DEFAULT_RDP_WEIGHTS)
         rule = WEIGHTS_FIRST if anchored else WEIGHTS_FIXED
         # a configuration made as stored before 1.6.0 (no branch) has no shape either
-        shape = shaped.DEFAULT_RDP_LADDER if shape == "default" else shape
+        # new configurations place their levels at whole repeats (accounting 1.9.0); a shape
+        # given is made as stored before (1.8.0: ``shaped.LADDER_1_8``, multiples)
+        if shape == "default":
+            shape, levels = shaped.DEFAULT_RDP_LADDER, shaped.DEFAULT_LEVELS
         shape = shape if anchored and branch is not None else None
         if shape is not None:  # the levels' own orders, weight 0 at level 1 (1.8.0 on)
             orders = orders + shaped.LEVEL_ORDERS
@@ -173,7 +179,8 @@ def parse(
     else:
         weights, shape = _weights(acc.get("weights"), len(orders)), None
     config = make(eps, dlt, rel, dc, orders, weights, anchored, branch, shape)
-    return replace(config, wor_bound=wor, weights_rule=rule)
+    levels = levels if shape is not None else shaped.LEVELS_1_8
+    return replace(config, wor_bound=wor, weights_rule=rule, levels=levels)
 
 
 def _orders(raw: object) -> tuple[float, ...]:
@@ -608,7 +615,11 @@ def change_budget(
     # the record of the workload the grid was chosen for stays (its expected counts are those
     # of the budget at creation), and so do the without-replacement bound and the weights' rule
     return replace(
-        new, workload=config.workload, wor_bound=config.wor_bound, weights_rule=config.weights_rule
+        new,
+        workload=config.workload,
+        wor_bound=config.wor_bound,
+        weights_rule=config.weights_rule,
+        levels=config.levels,
     )
 
 
@@ -725,8 +736,9 @@ def _statements(config: RDPConfig) -> tuple[shaped.Statement, ...]:
     assert config.shape is not None and config.design is not None
     assert config.thresholds_top is not None
     pool = to_float_down(config.ladder_delta)
+    whole = config.levels == shaped.WHOLE_REPEATS
     return shaped.statements(
-        config.orders, config.thresholds_top, config.design, pool, config.shape
+        config.orders, config.thresholds_top, config.design, pool, config.shape, whole
     )
 
 

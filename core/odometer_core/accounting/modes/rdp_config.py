@@ -27,6 +27,7 @@ import numpy as np
 from odometer_core.accounting.declarations import Relation
 from odometer_core.accounting.exact import ZERO, fmt
 from odometer_core.accounting.modes.common import Anchor, ConfigError, float_text
+from odometer_core.accounting.modes.rdp_shaped import LEVELS_1_8, WHOLE_REPEATS
 from odometer_core.accounting.modes.statements import NO_BRANCH, BranchState, PldBranch, ladder_pool
 from odometer_core.accounting.modes.workload import WorkloadChoice
 from odometer_core.accounting.modes.zcdp import ladder_shape
@@ -145,6 +146,9 @@ class RDPConfig:
     branch_on: bool = False
     #: the ladder's shape fixed at creation (accounting ≥ 1.8.0; ``None``: the 1.4.0 ladder)
     shape: LadderShape | None = None
+    #: how a ``shape``'s levels k ≠ 1 are placed (:mod:`.rdp_shaped`): :data:`.LEVELS_1_8`
+    #: (absent, accounting 1.8.0) or :data:`.WHOLE_REPEATS` (accounting ≥ 1.9.0)
+    levels: str = LEVELS_1_8
     #: derived, never stored: under a ``shape``, the first declaration's curve that places the
     #: ladder's levels (:mod:`.rdp_shaped`), once the first admission recorded it
     design: tuple[float, ...] | None = None
@@ -204,6 +208,8 @@ def config_to_json(config: RDPConfig) -> dict[str, Any]:
         out["branch"] = config.branch.to_json()
     if config.shape is not None:  # absent on configurations stored before 1.8.0
         out["ladder"] = config.shape.to_json()
+    if config.levels != LEVELS_1_8:  # absent on configurations stored before 1.9.0
+        out["levels"] = config.levels
     return out
 
 
@@ -218,6 +224,11 @@ def config_from_json(
     rule = str(obj.get("order_weights", WEIGHTS_FIXED))
     if rule not in (WEIGHTS_FIRST, WEIGHTS_FIXED):
         raise ConfigError(f"unknown order_weights rule {rule!r}")
+    levels = obj.get("levels", LEVELS_1_8)
+    if levels not in (LEVELS_1_8, WHOLE_REPEATS) or (
+        levels == WHOLE_REPEATS and obj.get("ladder") is None
+    ):
+        raise ConfigError(f"unknown levels placement {levels!r} (or no ladder to place)")
     return RDPConfig(
         eps,
         dlt,
@@ -234,6 +245,7 @@ def config_from_json(
         rule,
         branch=_branch(obj.get("branch")),
         shape=ladder_shape(obj.get("ladder")),
+        levels=str(levels),
     )
 
 

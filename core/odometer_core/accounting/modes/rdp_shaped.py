@@ -27,6 +27,13 @@ checked at creation), so the union bound over all statements certifies the small
 those whose threshold holds the running curve, at every stopping time. A history of repeats of
 the first declaration meets its levels where they were placed; later work of a different kind
 is read at the same statements, only less closely.
+
+From accounting 1.9.0 a new configuration records ``"levels": "whole_repeats"``
+(:data:`WHOLE_REPEATS`) and the shape :data:`DEFAULT_RDP_LADDER` (34 levels below level 1,
+totals down to 2 % of the filter's): every level's multiple of the first declaration is a whole
+number of repeats, one span level per number, the span's share divided evenly among them.
+Configurations stored before keep the placement and the shape they record (1.8.0:
+:data:`LADDER_1_8`, multiples) and their readings.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ import numpy as np
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import odometer as odo
-from odometer_core.accounting.exact import cost_from_float
+from odometer_core.accounting.exact import cost_from_float, to_float_down
 from odometer_core.accounting.odometer import LadderShape
 
 #: Orders new ``rdp`` configurations (default grid) track for their ladder's levels only
@@ -62,12 +69,41 @@ LEVEL_ORDERS: Final[tuple[float, ...]] = (
     1024.0,
 )
 
-#: The ladder of ``rdp`` configurations created from accounting 1.8.0 on: r = 2^(1/6); level 1
-#: (the filter, every order at its weight) 0.9 of the pool, as the 1.4.0–1.7.0 filters hold, so
-#: that it admits what they admit; the 40 levels below (totals down to 1 % of the filter's, in
+#: The ladder of ``rdp`` configurations created by accounting 1.8.0: r = 2^(1/6); level 1 (the
+#: filter, every order at its weight) 0.9 of the pool, as the 1.4.0–1.7.0 filters hold, so that
+#: it admits what they admit; the 40 levels below (totals down to 1 % of the filter's, in
 #: multiples of the first declaration) 0.095 evenly; the tail 0.004; the levels above 0.001.
-#: Chosen from the family of ``python -m benchmarks quote`` (docs/accounting.md).
-DEFAULT_RDP_LADDER: Final = LadderShape(6, Decimal("0.9"), 40, Decimal("0.095"), Decimal("0.001"))
+LADDER_1_8: Final = LadderShape(6, Decimal("0.9"), 40, Decimal("0.095"), Decimal("0.001"))
+
+#: The ladder of ``rdp`` configurations created from accounting 1.9.0 on (with
+#: :data:`WHOLE_REPEATS`): as :data:`LADDER_1_8`, but the 0.095 spread over the 34 levels that
+#: reach totals down to 2 % of the filter's (2^(−34/6) ≈ 1/50), whole numbers of repeats of the
+#: first declaration. Chosen from the family of ``python -m benchmarks quote``
+#: (docs/accounting.md): over that family's Gaussian histories and DP-SGD jobs it is the member
+#: whose largest ratio to each row's best is the smallest.
+DEFAULT_RDP_LADDER: Final = LadderShape(6, Decimal("0.9"), 34, Decimal("0.095"), Decimal("0.001"))
+
+#: The placement of the levels k ≠ 1 recorded by configurations created from accounting 1.9.0
+#: on (stored ``"levels": "whole_repeats"``; absent: :data:`LEVELS_1_8`). Every level's multiple
+#: n_k of the first declaration that is at least 1 is rounded down to a whole number ⌊n_k⌋ (and
+#: placed at ⌊n_k⌋·:data:`WHOLE_MARGIN`); of the levels of the span (k = 2 … span + 1) that
+#: round to the same number only the first (the smallest k) is kept, and the span's share
+#: ``spread`` is divided evenly among the kept ones. A history of j repeats of the first
+#: declaration is held by a level exactly when ⌊n_k⌋ ≥ j, as by n_k ≥ j, but the level's
+#: threshold is lower, so its ε is smaller, and no share is spent twice on one threshold. The
+#: levels and their shares remain a deterministic function of the configuration and the first
+#: declaration, fixed before any output; the kept span levels' shares sum to at most
+#: ``spread``, so the union bound is unchanged. Later work of another kind meets thresholds a
+#: little lower than 1.8.0's, and is read a level higher where it falls between the two.
+WHOLE_REPEATS: Final = "whole_repeats"
+#: A whole number of repeats j is placed at j·(1 + 10⁻⁸) of the first declaration: the state's
+#: running sums are rounded up at every admission (a relative excess below 10⁻¹⁰ after 10⁶
+#: of them), and the level must hold exactly j repeats; its ε is converted at that value.
+WHOLE_MARGIN: Final = 1.0 + 1e-8
+#: Every level at n_k·C(α), each span level at spread/span (accounting 1.8.0).
+LEVELS_1_8: Final = "multiples"
+#: The placement new configurations record (with :data:`DEFAULT_RDP_LADDER`).
+DEFAULT_LEVELS: Final = WHOLE_REPEATS
 
 #: Levels above the top (raises) that carry a statement: up to 2^(60/6) = 1024 times the top.
 ABOVE: Final = 60
@@ -105,9 +141,11 @@ def statements(
     design: tuple[float, ...],
     pool: float,
     shape: LadderShape,
+    whole: bool = False,
 ) -> tuple[Statement, ...]:
     """The levels k ≠ 1 of a shaped ladder placed by the first declaration's curve ``design``
-    (module docstring), on the ladder's δ ``pool``; empty when the curve is 0 everywhere."""
+    (module docstring), on the ladder's δ ``pool``; empty when the curve is 0 everywhere.
+    ``whole``: the levels at whole numbers of repeats (:data:`WHOLE_REPEATS`)."""
     n = multiple(tops, design)
     if not 0 < n < math.inf:
         return ()
@@ -115,6 +153,8 @@ def statements(
     usable = curve > 1e-300
     levels, shares = _shares(pool, shape)
     factors = [odo.anchored_value(n, k, shape) for k in levels]
+    if whole:
+        levels, shares, factors = _whole(levels, shares, factors, pool, shape)
     # every level's n_k·C(α) at once (the products of the one-level computation, row by row),
     # each row converted at its share in one pass: the same floats as one call per level
     values = np.where(usable, np.array(factors, dtype=np.float64)[:, None] * curve, np.inf)
@@ -144,6 +184,39 @@ def _shares(pool: float, shape: LadderShape) -> tuple[tuple[int, ...], tuple[flo
             levels.append(k)
             shares.append(share)
     return tuple(levels), tuple(shares)
+
+
+def _whole(
+    levels: tuple[int, ...],
+    shares: tuple[float, ...],
+    factors: list[float],
+    pool: float,
+    shape: LadderShape,
+) -> tuple[tuple[int, ...], tuple[float, ...], list[float]]:
+    """The levels of :data:`WHOLE_REPEATS`: each multiple ≥ 1 rounded down to a whole number;
+    of the span's levels one per whole number (the first), the span's share divided evenly
+    among them (rounded down as :func:`~odometer_core.accounting.odometer.anchored_share`
+    rounds); the tail's and the levels above keep their shares."""
+    rounded = [math.floor(f) * WHOLE_MARGIN if f >= 1.0 else f for f in factors]
+    last = shape.span + 1
+    seen: set[float] = set()
+    kept = []
+    for row, k in enumerate(levels):
+        if 2 <= k <= last:
+            if rounded[row] in seen:
+                continue
+            seen.add(rounded[row])
+        kept.append(row)
+    # as LadderShape.weight and anchored_share round a span level's share (the same floats
+    # when no level is dropped)
+    even = to_float_down(shape.spread) / float(len(seen)) * (1.0 - 1e-12) if seen else 0.0
+    each = pool * even
+    span_share = math.nextafter(each * (1.0 - 1e-12), 0.0) if each > 0 else 0.0
+    return (
+        tuple(levels[r] for r in kept),
+        tuple(span_share if 2 <= levels[r] <= last else shares[r] for r in kept),
+        [rounded[r] for r in kept],
+    )
 
 
 def reading(
@@ -180,9 +253,13 @@ def caps(
 
 __all__ = [
     "ABOVE",
+    "DEFAULT_LEVELS",
     "DEFAULT_RDP_LADDER",
+    "LADDER_1_8",
+    "LEVELS_1_8",
     "LEVEL_ORDERS",
     "THEOREM",
+    "WHOLE_REPEATS",
     "Statement",
     "caps",
     "multiple",
