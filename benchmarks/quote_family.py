@@ -127,12 +127,17 @@ def _history(
 
 
 def gaussian_best(
-    mode: str, eps_b: float, delta: float, sigma: float, last_target: float = math.inf
+    mode: str,
+    eps_b: float,
+    delta: float,
+    sigma: float,
+    last_target: float = math.inf,
+    at_least: int = 0,
 ) -> tuple[float, float]:
     """For repeats of a Gaussian of noise σ (Δ = 1) on (ε_B, δ) in ``mode`` (δ_c = δ): (the
     smallest worst ratio past 10 % of the budget over the members whose ratio at the last
     admitted is within ``last_target``, or over all when none is; the smallest ratio at the
-    last admitted) over the family."""
+    last admitted) over the family's members that admit at least ``at_least`` of them."""
     worst, last, free = math.inf, math.inf, math.inf
     for ladder in family():
         read: Callable[[list[float]], list[float]]
@@ -146,7 +151,9 @@ def gaussian_best(
         else:  # rdp: every order's ladder, the first declaration's order at 0.9 of δ_c
             top, unit = 1.0, 1.0
             read = functools.partial(_rdp_readings, ladder, eps_b, delta, 1.0 / (2 * sigma**2))
-        _, w, la = _history(unit, top, eps_b, sigma, delta, read)
+        n, w, la = _history(unit, top, eps_b, sigma, delta, read)
+        if n < max(at_least, 1):
+            continue
         free, last = min(free, w), min(last, la)
         if la <= last_target:
             worst = min(worst, w)
@@ -197,11 +204,14 @@ def _first_order(ladder: LadderShape | None, eps_b: float, pool: float, rho: flo
     return max(ORDERS, key=lambda a: _rdp_top(ladder, eps_b, pool, a) / (a * rho))
 
 
-def curve_best(curve: Sequence[float], eps_b: float, delta: float, times: int) -> tuple[float, int]:
+def curve_best(
+    curve: Sequence[float], eps_b: float, delta: float, times: int, at_least: int = 0
+) -> tuple[float, int]:
     """For a declaration of RDP ``curve`` on :data:`ORDERS` (the charged curve) repeated:
-    (the smallest reading after ``times`` repeats, the most repeats admitted) over the family,
-    the first declaration's order holding 0.9 of δ_c and every other order an equal part of
-    the rest (its ladder read at that share)."""
+    (the smallest reading after ``times`` repeats over the members that admit at least
+    ``at_least`` repeats, the most repeats admitted) over the family, the first declaration's
+    order holding 0.9 of δ_c and every other order an equal part of the rest (its ladder read
+    at that share)."""
     best_read, best_count = math.inf, 0
     rest = (1 - ORDER_SHARE) / (len(ORDERS) - 1)
     for ladder in family():
@@ -220,41 +230,82 @@ def curve_best(curve: Sequence[float], eps_b: float, delta: float, times: int) -
                 reading = min(
                     reading, _readings(ladder, top, pool, eps_b, convert, [times * curve[i]])[0]
                 )
-        best_read, best_count = min(best_read, reading), max(best_count, count)
+        if count >= at_least:
+            best_read = min(best_read, reading)
+        best_count = max(best_count, count)
     return best_read, best_count
 
 
 # ---------------------------------------------------------------------------- rdp, 1.8.0 on
-#: the orders only the levels of an ``rdp`` ladder of accounting 1.8.0 use (weight 0 at level 1)
+#: the orders only the levels of a shaped ``rdp`` ladder use (weight 0 at level 1)
 LEVEL_ORDERS = (80.0, 96.0, 128.0, 160.0, 192.0, 256.0, 320.0, 384.0, 512.0, 768.0, 1024.0)
+#: the spacings of the shaped ``rdp`` members: r = 2^(1/steps)
+RDP_STEPS = (4, 5, 6, 7, 8)
 #: the span factors of the shaped ``rdp`` members: the levels evenly shared reach down to
 #: 1/factor of level 1's multiple of the first declaration
-RDP_SPANS = (100.0, 300.0)
+RDP_SPANS = (30.0, 50.0, 100.0, 300.0)
+#: the placements of a shaped member's levels: at N·r^−(k−1) (accounting 1.8.0), or at whole
+#: numbers of repeats, one span level per number (1.9.0, ``rdp_shaped.WHOLE_REPEATS``)
+PLACEMENTS = (False, True)
+#: ``rdp_shaped.WHOLE_MARGIN``: a whole number j of repeats is placed at j·(1 + 10⁻⁸)
+WHOLE_MARGIN = 1.0 + 1e-8
 
 
-def rdp_shapes() -> list[LadderShape]:
-    """The shaped ``rdp`` members: steps in :data:`STEPS`, span factors :data:`RDP_SPANS`,
-    level 1 at 0.9 of the pool (the share that keeps the filter admitting what the 1.4.0–1.7.0
-    filters admit: the epochs' targets), 0.095 spread, 0.001 above, the tail the rest."""
-    out = []
-    for steps in STEPS:
+def rdp_shapes() -> list[tuple[LadderShape, bool]]:
+    """The shaped ``rdp`` members (shape, whole repeats): steps in :data:`RDP_STEPS`, span
+    factors :data:`RDP_SPANS`, level 1 at 0.9 of the pool (the share of the 1.4.0–1.7.0
+    filters), 0.095 spread, 0.001 above, the tail the rest, each placement of
+    :data:`PLACEMENTS`."""
+    out: list[tuple[LadderShape, bool]] = []
+    for steps in RDP_STEPS:
         for factor in RDP_SPANS:
             span = math.ceil(math.log(factor) / math.log(2.0 ** (1.0 / steps)))
-            out.append(LadderShape(steps, Decimal("0.9"), span, Decimal("0.095"), Decimal("0.001")))
+            shape_ = LadderShape(steps, Decimal("0.9"), span, Decimal("0.095"), Decimal("0.001"))
+            out.extend((shape_, whole) for whole in PLACEMENTS)
     return out
 
 
 def _rdp_levels(
-    ladder: LadderShape, eps_b: float, delta: float, curve: Sequence[float]
+    ladder: LadderShape, eps_b: float, delta: float, curve: Sequence[float], whole: bool
+) -> tuple[float, list[tuple[int, float, float]]]:
+    """:func:`_placed`, memoised (the curve as a tuple)."""
+    return _placed(ladder, eps_b, delta, tuple(curve), whole)
+
+
+@functools.lru_cache(maxsize=4096)
+def _placed(
+    ladder: LadderShape, eps_b: float, delta: float, curve: tuple[float, ...], whole: bool
 ) -> tuple[float, list[tuple[int, float, float]]]:
     """(N, levels) of a shaped ``rdp`` ladder placed by a first declaration of ``curve`` on
     :data:`ORDERS` + :data:`LEVEL_ORDERS`, computed from its definition: level 1 every order of
     :data:`ORDERS` at B(α) on 0.9·w_α (the first declaration's order w = 0.9, the others
     0.1/15), N = max B(α)/C(α); level k ≠ 1 at the order minimising CKS20 Prop. 12 of
-    n_k·C(α) at δ·weight(k), n_k = N·r^−(k−1) (N·r^|k| above). Levels: (order index, value,
-    ε)."""
+    n_k·C(α) at δ·weight(k), n_k = N·r^−(k−1) (the tail included; the levels above, for
+    raises, left out). ``whole``: n_k ≥ 1 taken as ⌊n_k⌋·(1 + 10⁻⁸), one span level per whole
+    number, the spread divided evenly among them. Levels: (order index, value, ε)."""
     grid = ORDERS + LEVEL_ORDERS
-    w1 = float(ladder.first)
+    n = _multiple(float(ladder.first), eps_b, delta, curve)
+    placed: list[tuple[float, float]] = []  # (multiple, share of δ; -1: the span's, evenly)
+    for k in range(2, ladder.depth + 1):
+        nk = n * ladder.ratio ** (-(k - 1))
+        span = k <= ladder.span + 1
+        if whole and nk >= 1:
+            nk = math.floor(nk) * WHOLE_MARGIN
+            if span and any(m == nk for m, _ in placed):
+                continue
+        placed.append((nk, -1.0 if whole and span else delta * ladder.weight(k)))
+    kept = sum(1 for _, d in placed if d < 0)
+    levels = []
+    for nk, dk in placed:
+        dk = delta * float(ladder.spread) / kept if dk < 0 else dk
+        best = min((_rdp_convert(a, nk * curve[i], dk), i) for i, a in enumerate(grid))
+        levels.append((best[1], nk * curve[best[1]], best[0]))
+    return n, levels
+
+
+def _multiple(w1: float, eps_b: float, delta: float, curve: Sequence[float]) -> float:
+    """N = max B(α)/C(α): level 1 every order of :data:`ORDERS` at B(α) on w1·w_α (the first
+    declaration's order w = 0.9, the others 0.1/15)."""
     rest = (1 - ORDER_SHARE) / (len(ORDERS) - 1)
     tops0 = [_top_at(eps_b, delta * ORDER_SHARE * w1, a) for a in ORDERS]
     first = max(range(len(ORDERS)), key=lambda i: tops0[i] / curve[i])
@@ -262,14 +313,7 @@ def _rdp_levels(
         tops0[i] if i == first else _top_at(eps_b, delta * rest * w1, a)
         for i, a in enumerate(ORDERS)
     ]
-    n = max(b / curve[i] for i, b in enumerate(tops) if b > 0)
-    levels = []
-    for k in [*range(2, ladder.depth + 1)]:
-        nk = n * ladder.ratio ** (-(k - 1))
-        dk = delta * ladder.weight(k)
-        best = min((_rdp_convert(a, nk * curve[i], dk), i) for i, a in enumerate(grid))
-        levels.append((best[1], nk * curve[best[1]], best[0]))
-    return n, levels
+    return max(b / curve[i] for i, b in enumerate(tops) if b > 0)
 
 
 def _top_at(eps_b: float, share: float, alpha: float) -> float:
@@ -294,15 +338,20 @@ def _shaped_reading(
     return best
 
 
-def shaped_gaussian_best(eps_b: float, delta: float, sigma: float) -> tuple[float, float]:
+def shaped_gaussian_best(
+    eps_b: float, delta: float, sigma: float, at_least: int = 0
+) -> tuple[float, float]:
     """(worst ratio past 10 % of the budget, ratio at the last admitted) over the shaped
-    ``rdp`` members, for repeats of a Gaussian of noise σ (curve αρ)."""
+    ``rdp`` members that admit at least ``at_least`` repeats, for repeats of a Gaussian of
+    noise σ (curve αρ)."""
     rho = 1.0 / (2 * sigma**2)
     curve = [a * rho for a in ORDERS + LEVEL_ORDERS]
     worst, last = math.inf, math.inf
-    for ladder in rdp_shapes():
-        n, levels = _rdp_levels(ladder, eps_b, delta, curve)
+    for ladder, whole in rdp_shapes():
+        n, levels = _rdp_levels(ladder, eps_b, delta, curve, whole)
         count = int(n * (1 - 1e-12))
+        if count < max(at_least, 1):
+            continue
         exact = _exact(sigma, delta, count)
         ratios = [
             _shaped_reading(n, levels, j, curve, eps_b) / exact[j - 1] for j in range(1, count + 1)
@@ -312,11 +361,21 @@ def shaped_gaussian_best(eps_b: float, delta: float, sigma: float) -> tuple[floa
     return worst, last
 
 
-def shaped_curve_best(curve: Sequence[float], eps_b: float, delta: float, times: int) -> float:
+def shaped_curve_best(
+    curve: Sequence[float], eps_b: float, delta: float, times: int, at_least: int = 0
+) -> float:
     """The smallest reading after ``times`` repeats of a declaration of RDP ``curve`` on
-    :data:`ORDERS` + :data:`LEVEL_ORDERS` over the shaped ``rdp`` members."""
+    :data:`ORDERS` + :data:`LEVEL_ORDERS` over the shaped ``rdp`` members that admit at least
+    ``at_least`` repeats of it."""
     best = math.inf
-    for ladder in rdp_shapes():
-        n, levels = _rdp_levels(ladder, eps_b, delta, curve)
-        best = min(best, _shaped_reading(n, levels, times, curve, eps_b))
+    for ladder, whole in rdp_shapes():
+        n, levels = _rdp_levels(ladder, eps_b, delta, curve, whole)
+        if int(n * (1 - 1e-12)) >= at_least:
+            best = min(best, _shaped_reading(n, levels, times, curve, eps_b))
     return best
+
+
+def shaped_repeats(curve: Sequence[float], eps_b: float, delta: float) -> int:
+    """How many repeats of a declaration of ``curve`` a shaped ``rdp`` filter admits (level 1
+    at 0.9 of the pool, whatever the levels below): what the default admits."""
+    return int(_multiple(0.9, eps_b, delta, curve) * (1 - 1e-12))
