@@ -203,7 +203,7 @@ function barAndNumbers(status, leftItems, fraction) {
   label.className = "numbers-label";
   label.textContent = COUNTED[status.mode] || "Counted:";
   numbers.appendChild(label);
-  const [, , , remaining] = measure(status);
+  const remaining = counted.remaining_exact; // rdp: worked out by the API, not here
   const parts = [
     ["spent", "spent", spent], ["reserved", "reserved", reserved],
     ["remaining", "remaining", remaining], ["budget", "of", budget],

@@ -1,7 +1,7 @@
 // The organisation cards: cap, certified reading, statement, replay, usage, the cap's "how many
 // more?" and the analysts' quotas.
 
-import { amountNode, minus, READING_DIGITS, shown } from "./amounts.js";
+import { amountNode } from "./amounts.js";
 import { $, api, cell, explain, HttpError, nameOf, state } from "./common.js";
 import { barNode, measure, readingNode } from "./gauges.js";
 
@@ -135,7 +135,8 @@ function statementNode(org) {
   const label = document.createElement("span");
   label.className = "reading-label";
   label.textContent = "Organisation statement to quote";
-  line.append(label, " ", readingNode(statement, null, "g-odometer org-statement-value"));
+  line.append(label, " ", readingNode(statement, null, "g-odometer org-statement-value",
+    org.shown && org.shown.statement));
   if (statement) line.append(` (${statement.phases} phase${statement.phases === 1 ? "" : "s"})`);
   box.appendChild(line);
   if (statement && statement.note) {
@@ -157,14 +158,14 @@ function statementNode(org) {
     head.appendChild(th);
   }
   const body = table.createTBody();
-  for (const phase of org.closed) {
+  org.closed.forEach((phase, i) => {
     const row = body.insertRow();
     cell(row, `${phase.mode}, until #${phase.after_seq}`, "phase-mode");
-    // rounded up as every certified reading is, exact on hover
+    // rounded up by the API as every certified reading is (org.shown), exact on hover
     for (const part of ["epsilon", "delta"]) {
-      cell(row, shown(phase[part], true, READING_DIGITS), `num phase-${part}`).title = phase[part];
+      cell(row, org.shown.closed[i][part], `num phase-${part}`).title = phase[part];
     }
-  }
+  });
   const scroller = document.createElement("div");
   scroller.className = "table-box";
   scroller.appendChild(table);
@@ -184,7 +185,7 @@ function readingGauge(org) {
     return box;
   }
   const reserved = org.reserved && org.reserved.epsilon != null ? org.reserved.epsilon : "0";
-  const settled = minus(reading.epsilon, reserved) || reading.epsilon;
+  const given = org.status.shown || {}; // the cap's figures as the API rounds them
   const line = document.createElement("p");
   line.className = "reading";
   const label = document.createElement("span");
@@ -206,21 +207,21 @@ function readingGauge(org) {
   of.append("of the cap's ",
     amountNode("span", { epsilon: org.cap.epsilon }, false, "org-cap-epsilon"));
   line.append(label, " ", readingNode(reading, summary && summary.guarantee,
-    "g-odometer org-odometer"), " ", of);
+    "g-odometer org-odometer", given.reading), " ", of);
   box.appendChild(line);
   // the bar: the cap's one fraction spent (summary.fraction_spent, in the unit its filter
   // counts; not the reading's ε over the cap's, a ladder level), a basic cap's reserved ε
   // drawn as its own part of it
-  const share = summary ? summary.fraction_spent : null;
-  if (share !== null) {
+  const share = summary ? summary.fraction_spent : given.fraction_spent_exact;
+  if (share != null) {
     const held = org.status.mode === "basic"
       ? Math.min(Number(reserved) / Number(org.cap.epsilon) || 0, Number(share)) : 0;
     const bar = barNode(1, [["spent", Number(share) - held], ["reserved", held]]);
-    bar.title = `${(summary.shown || {}).fraction_spent || share} of the cap spent`;
+    bar.title = `${((summary || {}).shown || given).fraction_spent} of the cap spent`;
     bar.dataset.fraction = share;
     box.appendChild(bar);
   } else {
-    box.appendChild(barNode(org.cap.epsilon, [["spent", settled], ["reserved", reserved]]));
+    box.appendChild(barNode(1, [])); // no fraction from the API: nothing to draw
   }
   return box;
 }

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from odometer_core.accounting import summary
+from odometer_core.accounting import fmt, summary
 
 #: Significant digits of an amount the dashboard prints (the charts' too).
 DIGITS = 6
@@ -68,6 +68,10 @@ class Counted(BaseModel):
     reserved: str = Field(description="open reservations (basic); 0 elsewhere")
     remaining: str = Field(description="rdp: the budget's ε less the estimate, never below 0")
     budget: str
+    remaining_exact: str = Field(
+        description="what remains, exact (rdp: the budget's ε less the estimate, worked out "
+        "by the server; elsewhere the status's remaining)"
+    )
 
 
 class StatusShown(BaseModel):
@@ -115,7 +119,7 @@ def _counted(view: Mapping[str, Any]) -> tuple[Counted | None, bool]:
         estimate = Decimal(view["spent_eps_delta"]["epsilon"])
         figures = ("epsilon", str(estimate), "0")
         whole = budget.get("epsilon")
-        rest = None if whole is None else str(max(Decimal(whole) - estimate, Decimal(0)))
+        rest = None if whole is None else fmt(max(Decimal(whole) - estimate, Decimal(0)))
         reading = (view.get("odometer") or {}).get("epsilon")
         above = reading is not None and estimate > Decimal(reading)
     else:
@@ -130,19 +134,27 @@ def _counted(view: Mapping[str, Any]) -> tuple[Counted | None, bool]:
     if any(p is None for p in parts):
         return None, above
     s, r, left, b = (str(p) for p in parts)
-    return Counted(unit=unit, spent=s, reserved=r, remaining=left, budget=b), above
+    counted = Counted(
+        unit=unit, spent=s, reserved=r, remaining=left, budget=b, remaining_exact=str(rest)
+    )
+    return counted, above
+
+
+def reading(epsilon: Any, delta: Any) -> Reading:
+    """A certified (ε, δ) rounded up to :data:`READING_DIGITS` significant digits."""
+    return Reading(
+        epsilon=str(text(epsilon, up=True, digits=READING_DIGITS)),
+        delta=str(text(delta, up=True, digits=READING_DIGITS)),
+    )
 
 
 def status_shown(view: Mapping[str, Any], fraction: Any = None) -> StatusShown:
     """``shown`` of a status view (a filter's status, a sub-budget's, a run's); ``fraction``
     is its one fraction spent where known (a run of blocks'), else the core's."""
     odometer = view.get("odometer")
-    reading = None
+    certified = None
     if isinstance(odometer, Mapping) and "epsilon" in odometer and "delta" in odometer:
-        reading = Reading(
-            epsilon=str(text(odometer["epsilon"], up=True, digits=READING_DIGITS)),
-            delta=str(text(odometer["delta"], up=True, digits=READING_DIGITS)),
-        )
+        certified = reading(odometer["epsilon"], odometer["delta"])
     counted, above = _counted(view)
     if fraction is None:
         try:
@@ -151,7 +163,7 @@ def status_shown(view: Mapping[str, Any], fraction: Any = None) -> StatusShown:
             fraction = None
     subs = view.get("sub_budgets")
     return StatusShown(
-        reading=reading,
+        reading=certified,
         counted=counted,
         estimate_above=above,
         fraction_spent=percent(fraction),

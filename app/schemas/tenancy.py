@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field, field_validator
 
 from app.schemas._types import JSONObject
 from app.schemas.common import BudgetDelta, BudgetEpsilon, Delta, StrictModel, optional
 from app.schemas.datasets import NAME_PATTERN, LeafAccounting
 from app.schemas.mechanisms import Mechanism, to_declaration
+from app.schemas.shown import Reading, reading, status_shown
 from app.schemas.summaries import Summary
 from odometer_core.accounting import Declaration
 
@@ -74,6 +75,13 @@ class OrganisationStatement(BaseModel):
     note: str
 
 
+class OrganisationShown(BaseModel):
+    """An organisation's readings as the dashboard prints them."""
+
+    statement: Reading | None = Field(description="the organisation's statement, rounded up")
+    closed: list[Reading] = Field(description="each closed cap's reading, rounded up, in order")
+
+
 class OrganisationOut(BaseModel):
     id: str
     name: str
@@ -85,7 +93,8 @@ class OrganisationOut(BaseModel):
     reserved: JSONObject | None = Field(description="open ODP reservations (basic caps)")
     remaining: JSONObject | None
     status: JSONObject = Field(
-        description="the cap filter's status as a dataset's, with its certified odometer reading"
+        description="the cap filter's status as a dataset's, with its certified odometer "
+        "reading and 'shown', its figures as the dashboard prints them (a dataset status's)"
     )
     guarantee: JSONObject | None = Field(
         description="the (ε, δ) the cap promises across the organisation's datasets, or null"
@@ -111,6 +120,25 @@ class OrganisationOut(BaseModel):
     )
     created_at: str
     updated_at: str
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the statement's and the closed caps' readings as the dashboard prints "
+        "them: rounded up to 8 significant digits (still guarantees)"
+    )
+    @property
+    def shown(self) -> OrganisationShown:
+        statement = self.statement
+        return OrganisationShown(
+            statement=None if statement is None else reading(statement.epsilon, statement.delta),
+            closed=[reading(phase.epsilon, phase.delta) for phase in self.closed],
+        )
+
+    @field_validator("status")
+    @classmethod
+    def _shown(cls, status: JSONObject) -> JSONObject:
+        if "mode" not in status:
+            return status
+        return {**status, "shown": status_shown(status).model_dump(mode="json")}
 
 
 class CapacityQuery(StrictModel):

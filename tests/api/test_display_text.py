@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.api.caps import cap_dataset, organisation, register, set_cap
 from tests.api.test_readings import SPLIT, _dataset, _register
 from tests.support import AUTH, grant, new_organisation, new_principal
 
@@ -77,6 +78,7 @@ def test_a_status_carries_its_figures_as_the_dashboard_prints_them(client: TestC
             "reserved": "0",
             "remaining": "1.87654",
             "budget": "2",
+            "remaining_exact": "1.8765432109",
         },
         "estimate_above": False,
         "fraction_spent": "6.18 %",
@@ -109,8 +111,32 @@ def test_a_split_status_shows_each_sub_budget(client: TestClient) -> None:
         "reserved": "0",
         "remaining": "0.666666",
         "budget": "1",
+        "remaining_exact": "0.6666666667",
     }
     assert stats["reading"] == {"epsilon": "0.33333334", "delta": "0"}
     assert stats["fraction_spent"] == "33.34 %"
     assert train["counted"]["unit"] == "epsilon" and train["counted"]["spent"] == "0"
     assert train["fraction_spent"] == "0 %"
+
+
+def test_an_organisation_shows_its_cap_and_statement_rounded_up(client: TestClient) -> None:
+    """A basic cap's status, its closed phase and the organisation's statement carry their
+    readings rounded up to 8 digits (``shown``), as the dashboard prints them. Failed before
+    (KeyError 'shown')."""
+    org = new_organisation(client)
+    ds = cap_dataset(client, org, "basic")
+    assert set_cap(client, org, {"epsilon": "10", "delta": "0.00001"}).status_code == 200
+    body = {"type": "pure_dp", "epsilon": "0.1234567891"}
+    assert register(client, ds, body).status_code == 201, "registered"
+    view = organisation(client, org)
+    assert view["status"]["shown"]["reading"] == {"epsilon": "0.12345679", "delta": "0"}
+    assert view["status"]["shown"]["counted"]["spent"] == "0.123457"
+    assert view["status"]["shown"]["counted"]["remaining"] == "9.87654"
+    replaced = {"epsilon": "5", "delta": "0.00001", "accounting": {"mode": "rdp"}}
+    assert set_cap(client, org, {**replaced, "replace": True}).status_code == 200
+    view = organisation(client, org)
+    assert view["closed"][0]["epsilon"] == "0.1234567891"
+    assert view["shown"] == {
+        "statement": {"epsilon": "0.12345679", "delta": "0"},
+        "closed": [{"epsilon": "0.12345679", "delta": "0"}],
+    }
