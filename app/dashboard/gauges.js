@@ -1,7 +1,7 @@
 // One reading to quote and the gauges: a budget's certified reading, what is left, how many
 // more fit, and the bar and numbers of what its filter counts.
 
-import { READING_DIGITS, shown, UNIT } from "./amounts.js";
+import { READING_DIGITS, UNIT } from "./amounts.js";
 
 const LEFT_UNIT = { epsilon: "ε", delta: "δ", rho: "ρ", mu_squared: "μ²", rdp: "RDP" };
 
@@ -13,10 +13,7 @@ const LEFT_UNIT = { epsilon: "ε", delta: "δ", rho: "ρ", mu_squared: "μ²", r
 export function readingNode(odometer, guarantee, cls, given) {
   const el = document.createElement("span");
   el.className = `reading-value ${cls || "g-odometer"}`;
-  const g = guarantee || given || (odometer && {
-    epsilon: shown(odometer.epsilon, true, READING_DIGITS),
-    delta: shown(odometer.delta, true, READING_DIGITS),
-  });
+  const g = guarantee || given;
   el.textContent = g ? `ε ${g.epsilon}, δ ${g.delta}` : "no certified reading";
   el.title = odometer ? `ε ${odometer.epsilon}, δ ${odometer.delta}`
     : `rounded up to ${READING_DIGITS} significant digits`;

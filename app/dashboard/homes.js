@@ -159,7 +159,8 @@ function renderGrants(datasets) {
       whole.className = "grant-dataset";
       whole.append("The dataset's reading (everyone's charges): ");
       whole.appendChild(readingNode(ds.status.odometer,
-        ds.status.summary && ds.status.summary.guarantee, "ds-odometer"));
+        ds.status.summary && ds.status.summary.guarantee, "ds-odometer",
+        ds.status.shown && ds.status.shown.reading));
       card.appendChild(whole);
     }
     box.appendChild(card);
@@ -180,7 +181,7 @@ async function renderReports(datasets, token) {
     if (ds.status && (ds.status.odometer || ds.status.summary)) {
       const summary = ds.status.summary;
       const value = readingNode(ds.status.odometer, summary && summary.guarantee,
-        "r-odometer");
+        "r-odometer", ds.status.shown && ds.status.shown.reading);
       if (summary && summary.text) {
         const text = document.createElement("span");
         text.className = "summary-text";

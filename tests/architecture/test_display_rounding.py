@@ -1,8 +1,10 @@
 """One rounding for display. The server rounds with the core's rule
-(:func:`odometer_core.accounting.exact.rounded`: its summaries, and the report's charts
-through :func:`app.reports_svg.shown`); the command line, which never imports the core (the
-client depends on httpx alone), keeps a copy of the rule for the amounts the server sends exact
-(:func:`odometer_client._cli.output.significant`). Held here to the same results."""
+(:func:`odometer_core.accounting.exact.rounded`: its summaries, the report's charts
+through :func:`app.reports_svg.shown`, and the figures it sends the dashboard as text through
+:func:`app.schemas.shown.text`, so that the page rounds none itself); the command line, which
+never imports the core (the client depends on httpx alone), keeps a copy of the rule for the
+amounts the server sends exact (:func:`odometer_client._cli.output.significant`).
+Held here to the same results."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from decimal import Decimal
 import pytest
 
 from app import reports_svg
+from app.schemas import shown as api_shown
 from odometer_client._cli import output
 from odometer_client.exports import fmt as client_fmt
 from odometer_core.accounting import summary
@@ -57,3 +60,13 @@ def test_the_command_line_rounds_as_the_core_does() -> None:
 def test_what_the_charts_print(value: str, up: bool, text: str) -> None:
     """The charts' six digits and notation, through the core's function."""
     assert reports_svg.shown(value, up=up) == text
+
+
+def test_the_dashboard_s_text_is_the_charts_rounding() -> None:
+    """What the API sends the dashboard to print (``status.shown``) is rounded as the charts
+    print, by the core's function: six digits, the same notation."""
+    for value in _values(2000):
+        for up in (True, False):
+            assert api_shown.text(value, up=up) == reports_svg.shown(value, up=up), (value, up)
+    assert api_shown.percent("0.4848") == "48.48 %"
+    assert api_shown.percent("0.12345678") == "12.3456 %"  # rounded down
