@@ -49,14 +49,14 @@ def percent(fraction: Any) -> str | None:
     return f"{text(value, up=False)} %"
 
 
-class Reading(BaseModel):
+class ShownReading(BaseModel):
     """A certified reading rounded up to 8 significant digits (still a guarantee)."""
 
     epsilon: str
     delta: str
 
 
-class Counted(BaseModel):
+class ShownCounted(BaseModel):
     """What a status's filter counts, in one unit, rounded for display (6 significant
     digits): spent and reserved up, what remains and the budget down."""
 
@@ -77,10 +77,10 @@ class Counted(BaseModel):
 class StatusShown(BaseModel):
     """A status's figures as the dashboard prints them (``app/schemas/shown.py``)."""
 
-    reading: Reading | None = Field(
+    reading: ShownReading | None = Field(
         default=None, description="the certified odometer reading, rounded up to 8 digits"
     )
-    counted: Counted | None = Field(
+    counted: ShownCounted | None = Field(
         default=None, description="what the filter counts; null for split (see sub_budgets)"
     )
     estimate_above: bool = Field(
@@ -101,7 +101,7 @@ class StatusShown(BaseModel):
     )
 
 
-def _counted(view: Mapping[str, Any]) -> tuple[Counted | None, bool]:
+def _counted(view: Mapping[str, Any]) -> tuple[ShownCounted | None, bool]:
     mode = view.get("mode")
     spent, remaining = view.get("spent") or {}, view.get("remaining") or {}
     budget = view.get("budget") or {}
@@ -134,15 +134,15 @@ def _counted(view: Mapping[str, Any]) -> tuple[Counted | None, bool]:
     if any(p is None for p in parts):
         return None, above
     s, r, left, b = (str(p) for p in parts)
-    counted = Counted(
+    counted = ShownCounted(
         unit=unit, spent=s, reserved=r, remaining=left, budget=b, remaining_exact=str(rest)
     )
     return counted, above
 
 
-def reading(epsilon: Any, delta: Any) -> Reading:
+def reading(epsilon: Any, delta: Any) -> ShownReading:
     """A certified (ε, δ) rounded up to :data:`READING_DIGITS` significant digits."""
-    return Reading(
+    return ShownReading(
         epsilon=str(text(epsilon, up=True, digits=READING_DIGITS)),
         delta=str(text(delta, up=True, digits=READING_DIGITS)),
     )

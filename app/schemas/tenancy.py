@@ -11,7 +11,7 @@ from app.schemas._types import JSONObject
 from app.schemas.common import BudgetDelta, BudgetEpsilon, Delta, StrictModel, optional
 from app.schemas.datasets import NAME_PATTERN, LeafAccounting
 from app.schemas.mechanisms import Mechanism, to_declaration
-from app.schemas.shown import Reading, reading, status_shown
+from app.schemas.shown import ShownReading, reading, status_shown
 from app.schemas.summaries import Summary
 from odometer_core.accounting import Declaration
 
@@ -78,8 +78,10 @@ class OrganisationStatement(BaseModel):
 class OrganisationShown(BaseModel):
     """An organisation's readings as the dashboard prints them."""
 
-    statement: Reading | None = Field(description="the organisation's statement, rounded up")
-    closed: list[Reading] = Field(description="each closed cap's reading, rounded up, in order")
+    statement: ShownReading | None = Field(description="the organisation's statement, rounded up")
+    closed: list[ShownReading] = Field(
+        description="each closed cap's reading, rounded up, in order"
+    )
 
 
 class OrganisationOut(BaseModel):
