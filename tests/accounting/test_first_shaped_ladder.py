@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odometer_core.accounting import (
+    InvalidTransition,
     admit,
     config_from_json,
     config_to_json,
@@ -167,8 +168,12 @@ def test_the_shape_depends_only_on_the_first_declaration(
         cfg, state = config, decision.state
         for i, sigma in enumerate(rest):
             if i == 3 and changed is not None:
-                cfg, state = change_budget(cfg, state, *changed)
-                assert cfg.shape == expected
+                try:
+                    cfg, state = change_budget(cfg, state, *changed)
+                except InvalidTransition:  # below what is certified: refused, nothing moves
+                    pass
+                else:
+                    assert cfg.shape == expected
             step = admit(cfg, state, _gaussian(sigma))
             state = step.state if step.admitted else state
         assert state.ladder == expected and state.first == charge

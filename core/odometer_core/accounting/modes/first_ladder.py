@@ -38,6 +38,9 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, Final
 
+import numpy as np
+from scipy.special import ndtr
+
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import odometer as odo
 from odometer_core.accounting.exact import fmt, to_float_down
@@ -73,7 +76,34 @@ def candidate(steps: int, first: str) -> LadderShape:
 def gaussian_epsilon(mu_squared: float, delta: float) -> float:
     """The exact ε at δ of the Gaussian mechanism of μ² = ``mu_squared`` (Dong–Roth–Su 2019,
     Cor. 2.13): the reference a candidate's readings are judged against."""
-    return cv.gdp_epsilon(math.sqrt(mu_squared), delta)
+    return float(gaussian_epsilons(np.array([mu_squared]), delta)[0])
+
+
+def gaussian_epsilons(mu_squared: np.ndarray, delta: float) -> np.ndarray:
+    """:func:`gaussian_epsilon` of every element, by one vectorised bisection on
+    δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Dong–Roth–Su 2019, Cor. 2.13), decreasing in ε, to
+    the float's resolution (a reference for choosing a shape, not a charge: never rounded)."""
+    mu = np.sqrt(np.maximum(mu_squared, 0.0))
+    safe = np.where(mu > 0, mu, 1.0)
+
+    def excess(e: np.ndarray) -> np.ndarray:
+        out: np.ndarray = ndtr(-e / safe + safe / 2) - np.exp(e) * ndtr(-e / safe - safe / 2)
+        return out - delta
+
+    lo = np.zeros_like(mu)
+    hi = mu * mu / 2 + mu * math.sqrt(2 * math.log(1 / delta)) + 1.0
+    for _ in range(64):  # δ(hi) ≤ δ, doubling where it is not yet
+        over = excess(hi) > 0
+        if not over.any():
+            break
+        hi = np.where(over, hi * 2, hi)
+    for _ in range(64):
+        mid = (lo + hi) / 2
+        above = excess(mid) > 0
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    nothing = (mu == 0) | (excess(lo * 0) <= 0)
+    result: np.ndarray = np.where(nothing, 0.0, hi)
+    return result
 
 
 #: ``top(ε_B, pool, shape)``: the filter's exact threshold at level 1 under ``shape``, as the mode
@@ -102,7 +132,7 @@ def choose(
         return None
     delta = to_float_down(pool)
     unit = float(charge)
-    reference = functools.partial(_reference, mu_squared_per_unit, delta)
+    reference = functools.partial(_references, mu_squared_per_unit, delta)
     first = _first_share(top, convert, epsilon, pool, charge, reference, last_within)
     if first is None:
         return None
@@ -112,15 +142,20 @@ def choose(
         shape = candidate(steps, share)
         level1 = top(epsilon, pool, shape)
         ladder = odo.AnchoredLadder(to_float_down(level1), delta, epsilon, convert, shape=shape)
-        score = _worst(ladder, int(level1 // charge), unit, float(epsilon), reference)
+        count = int(level1 // charge)
+        score = _worst(ladder, count, unit, float(epsilon), reference, mu_squared_per_unit, delta)
         if best is None or score < best[0] * (1 - TIE):
             best = (score, shape)
     assert best is not None
     return best[1]
 
 
-def _reference(per_unit: float, delta: float, total: float) -> float:
-    return gaussian_epsilon(per_unit * total, delta)
+def _references(per_unit: float, delta: float, totals: np.ndarray) -> np.ndarray:
+    return gaussian_epsilons(per_unit * totals, delta)
+
+
+#: ``reference(totals)``: the reference ε of each running total (an array)
+Reference = Callable[[np.ndarray], np.ndarray]
 
 
 def _first_share(
@@ -129,7 +164,7 @@ def _first_share(
     epsilon: Decimal,
     pool: Decimal,
     charge: Decimal,
-    reference: Callable[[float], float],
+    reference: Reference,
     last_within: float,
 ) -> str | None:
     """The smallest level-1 share of :data:`FIRSTS` whose reading after the last repeat of
@@ -149,7 +184,7 @@ def _first_share(
         )
         total = float(n * charge)
         found = ladder.reading(min(total, ladder.top))
-        if found is not None and float(found[0]) <= last_within * reference(total):
+        if found is not None and float(found[0]) <= last_within * reference(np.array([total]))[0]:
             return first
     return fallback
 
@@ -159,7 +194,9 @@ def _worst(
     count: int,
     unit: float,
     epsilon: float,
-    reference: Callable[[float], float],
+    reference: Reference,
+    per_unit: float,
+    delta: float,
 ) -> float:
     """The largest reading ÷ reference over j = 1 … ``count`` repeats of ``unit`` whose
     reference is at least :data:`JUDGED_FROM` of the budget: the readings are a step function
@@ -167,24 +204,27 @@ def _worst(
     j of each step, and only those (and the first judged j) are read."""
     if count < 1:
         return math.inf
-    lo, hi = 1, count
-    if reference(count * unit) < JUDGED_FROM * epsilon:
+    # the first judged repeat: near the total whose Gaussian reads JUDGED_FROM of the budget
+    mu = cv.gdp_mu_budget(JUDGED_FROM * epsilon, delta)
+    guess = max(1, min(count, math.floor(mu * mu / per_unit / unit)))
+    near = np.arange(max(1, guess - 2), min(count, guess + 2) + 1, dtype=float)
+    judged = near[reference(near * unit) >= JUDGED_FROM * epsilon]
+    if judged.size == 0 and near[-1] >= count:
         return 0.0
-    while lo < hi:  # the first judged repeat
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if reference(mid * unit) >= JUDGED_FROM * epsilon else (mid + 1, hi)
-    points = {lo, count}
+    first = int(judged[0]) if judged.size else int(near[-1]) + 1
+    points = {first, count}
     for k in range(2, ladder.depth + 1):
         j = math.floor(ladder.value(k) / unit) + 1
-        if lo <= j <= count:
+        if first <= j <= count:
             points.add(j)
+    js = np.array(sorted(points), dtype=float)
+    refs = reference(js * unit)
     worst = 0.0
-    for j in sorted(points):
-        total = min(j * unit, ladder.top)
-        found = ladder.reading(total)
+    for j, ref in zip(js, refs, strict=True):
+        found = ladder.reading(min(j * unit, ladder.top))
         if found is None:
             return math.inf
-        worst = max(worst, float(found[0]) / reference(j * unit))
+        worst = max(worst, float(found[0]) / float(ref))
     return worst
 
 
@@ -230,5 +270,6 @@ __all__ = [
     "first_from_json",
     "first_to_json",
     "gaussian_epsilon",
+    "gaussian_epsilons",
     "rule_from_json",
 ]
