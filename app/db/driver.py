@@ -87,7 +87,7 @@ def run(
         cursor.execute(sql, params)
         if then is not None:
             then()
-        if _pipelined(conn, raw):
+        if pg and raw.pgconn.pipeline_status != PipelineStatus.OFF:  # _pipelined, inline
             if not rows:
                 queued = True  # its cursor gets the outcome at the sync: not closed before
                 return []

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -155,6 +155,9 @@ class UnitOfWork:
 
     def __init__(self, database: Database) -> None:
         self._database = database
+        #: the database this unit of work opens its transactions on (an attribute, not a
+        #: property: the write path reads it several times a registration)
+        self.database: Final = database
         self._open = False
         self._gate: WriteGate | None = None
         #: the transaction's connection in a Core unit of work (:meth:`core`), else ``None``
@@ -200,10 +203,6 @@ class UnitOfWork:
         self.grants = GrantRepository(self.session)
         self.checkpoints = CheckpointRepository(self.session)
         return self
-
-    @property
-    def database(self) -> Database:
-        return self._database
 
     def connection(self) -> Connection:
         """The connection of this unit of work's transaction (begun if it was not yet), for

@@ -72,7 +72,7 @@ from odometer_core.ledger.blocks import Held
 from odometer_core.ledger.blocks import refusal as blocks_refusal
 from odometer_core.ledger.chain import canonical_bytes
 from odometer_core.ledger.checkpoints import Signer
-from odometer_core.ledger.entry import EntryKind, next_entry
+from odometer_core.ledger.entry import EntryKind, next_exported
 from odometer_core.ledger.merkle import Frontier
 from odometer_core.ledger.witness import Head
 from odometer_core.partition import Partition, check_assertions, window_of
@@ -482,7 +482,7 @@ def _staged(
     charge = decision.charge.to_json() if levels.refused_by in (None, DATASET) else None
     requested = decision.requested.to_json()
     reservation = decision.reservation.to_json() if admitted and decision.reservation else None
-    made = next_entry(
+    made = next_exported(
         dataset_id=dataset.id,
         head_seq=dataset.last_seq,
         head_hash=dataset.head_hash,
@@ -527,14 +527,14 @@ def _staged(
         "levels": owners,
     }
     checkpoint = None
-    if signer is not None and signer.due(made.seq):
+    if signer is not None and signer.due(made["seq"]):
         checkpoint = {
             "dataset_id": dataset.id,
-            "seq": made.seq,
-            "head_hash": made.hash,
+            "seq": made["seq"],
+            "head_hash": made["hash"],
             "signed_at": at,
             "key_id": signer.key_id,
-            "signature": signer.sign(dataset.id, made.seq, made.hash, at),
+            "signature": signer.sign(dataset.id, made["seq"], made["hash"], at),
         }
     doc = dataset.merkle_json
     if doc is None and dataset.last_seq:
@@ -558,7 +558,7 @@ def _staged(
             "level": levels.refused_by,
             "requested": refused.requested.to_json(),
             "remaining": refused.remaining.to_json(),
-            "ledger_seq": made.seq,
+            "ledger_seq": made["seq"],
             "blocks": refused_blocks,
             "summary": summary,
         }
@@ -581,17 +581,17 @@ def _staged(
                 for o in levels.uppers
             }
             or None,
-            "ledger_seq": made.seq,
+            "ledger_seq": made["seq"],
             "created_at": at,
             "blocks": blocks,
         }
     return Admission(
         admitted,
         status,
-        made.to_export(),
-        Head(dataset.id, made.seq, made.hash),
+        made,
+        Head(dataset.id, made["seq"], made["hash"]),
         state,
-        Frontier.append_json(doc, made.hash),
+        Frontier.append_json(doc, made["hash"]),
         moved,
         quota_state,
         invocation,

@@ -127,6 +127,36 @@ def next_entry(
 ) -> Entry:
     """The entry that follows the head ``(head_seq, head_hash)`` of a dataset's chain (``0`` and
     ``None`` or the genesis hash for the first entry), hashed."""
+    exported = next_exported(
+        dataset_id=dataset_id,
+        head_seq=head_seq,
+        head_hash=head_hash,
+        kind=kind,
+        actor=actor,
+        at=at,
+        accounting_version=accounting_version,
+        state=state,
+        **content,
+    )
+    return Entry(**{**exported, "kind": kind})  # type: ignore[arg-type]
+
+
+def next_exported(
+    *,
+    dataset_id: str,
+    head_seq: int,
+    head_hash: str | None,
+    kind: EntryKind,
+    actor: str,
+    at: str,
+    accounting_version: str,
+    state: StateJSON,
+    **content: Unpack[EntryContent],
+) -> ExportedEntry:
+    """:func:`next_entry`'s entry as :meth:`Entry.to_export` gives it (the payload in
+    :data:`~odometer_core.ledger.chain.PAYLOAD_FIELDS` order, ``kind`` as its string, then
+    ``hash``), without building the :class:`Entry`: the write path's form, made on every
+    admission."""
     payload: dict[str, Any] = {
         "dataset_id": dataset_id,
         "seq": head_seq + 1,
@@ -148,5 +178,5 @@ def next_entry(
         "quota": content.get("quota"),
         "prev_hash": head_hash or GENESIS_HASH,
     }
-    digest = entry_hash(payload)
-    return Entry(**{**payload, "kind": kind}, hash=digest)
+    payload["hash"] = entry_hash(payload)  # over every field but ``hash``
+    return cast(ExportedEntry, payload)
