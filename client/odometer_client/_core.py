@@ -19,7 +19,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
@@ -27,6 +27,17 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 import httpx
 
+from odometer_client._bodies import (
+    BudgetChangeBody,
+    CapacityBody,
+    CapBody,
+    DatasetBody,
+    GrantBody,
+    InvocationBody,
+    JSONNumber,
+    PrincipalBody,
+    SettleBody,
+)
 from odometer_client.declarations import Mechanism
 from odometer_client.errors import ApiError, InvalidRequest, OdometerError, error_for
 from odometer_client.exports import EXPORT_FORMATS, ExportFormat
@@ -54,6 +65,7 @@ from odometer_client.results import (
     RevokedKey,
     WitnessState,
 )
+from odometer_client.shapes import Declaration
 
 T = TypeVar("T")
 
@@ -119,7 +131,8 @@ class Call(Generic[T]):
     method: str
     path: str
     decode: Callable[[Any], T]
-    body: dict[str, Any] | None = None
+    #: The request's JSON body (one of :mod:`odometer_client._bodies`' shapes).
+    body: Mapping[str, object] | None = None
     params: list[tuple[str, str]] = field(default_factory=list)
     idempotency_key: str | None = None
     resend: Literal["always", "unsent"] = "always"
@@ -238,12 +251,12 @@ def _blocks_problems(blocks: BlocksLike) -> list[str]:
     ]
 
 
-def _amount_text(value: Number) -> Number:
+def _amount_text(value: Number) -> JSONNumber:
     """Decimals travel as decimal strings (floats and ints pass as JSON numbers)."""
     return str(value) if isinstance(value, Decimal) else value
 
 
-def mechanism_json(mechanism: MechanismLike) -> dict[str, Any]:
+def mechanism_json(mechanism: MechanismLike) -> Declaration:
     if isinstance(mechanism, Mechanism):
         return mechanism.to_json()
     return dict(mechanism)
@@ -259,7 +272,7 @@ def create_dataset(
     idempotency_key: str | None,
     partition: Mapping[str, Any] | None = None,
 ) -> Call[Dataset]:
-    data: dict[str, Any] = {
+    data: DatasetBody = {
         "name": name,
         "budget": {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)},
         "relation": relation,
@@ -299,7 +312,7 @@ def change_budget(
     final_conversion_delta: Number | None,
     idempotency_key: str | None,
 ) -> Call[Dataset]:
-    data: dict[str, Any] = {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)}
+    data: BudgetChangeBody = {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)}
     if sub_budget is not None:
         data["sub_budget"] = sub_budget
     if final_conversion_delta is not None:
@@ -321,8 +334,8 @@ def _invocation_body(
     blocks: BlocksLike | None = None,
     contribution: str | None = None,
     neighbours: str | None = None,
-) -> dict[str, Any]:
-    data: dict[str, Any] = {"mechanism": mechanism_json(mechanism)}
+) -> InvocationBody:
+    data: InvocationBody = {"mechanism": mechanism_json(mechanism)}
     if sub_budget is not None:
         data["sub_budget"] = sub_budget
     if conversion_delta is not None:
@@ -419,7 +432,7 @@ NO_OUTPUT: Final = _NoOutput.NO_OUTPUT
 def settle(
     ds: str, inv: str, cell: str | None, output: Any, idempotency_key: str | None
 ) -> Call[Settlement]:
-    body: dict[str, Any] = {}
+    body: SettleBody = {}
     if cell is not None:
         body["cell"] = cell
     if output is not NO_OUTPUT:
@@ -460,7 +473,7 @@ def get_invocation(ds: str, inv: str) -> Call[Invocation]:
 def grant(
     ds: str, principal_id: str, quota: Mapping[str, Number] | None, idempotency_key: str | None
 ) -> Call[GrantCreated]:
-    body: dict[str, Any] = {"principal_id": principal_id}
+    body: GrantBody = {"principal_id": principal_id}
     if quota is not None:
         body["quota"] = {k: _amount_text(v) for k, v in quota.items()}
     return Call(
@@ -510,9 +523,9 @@ def set_organisation_cap(
     cap has counted nothing)."""
     if (epsilon is None) != (delta is None):
         raise ValueError("give both epsilon and delta of the cap, or neither to remove it")
-    body = None
+    body: CapBody | None = None
     if epsilon is not None and delta is not None:
-        data: dict[str, Any] = {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)}
+        data: CapBody = {"epsilon": _amount_text(epsilon), "delta": _amount_text(delta)}
         if accounting is not None:
             data["accounting"] = accounting
         if replace:
@@ -535,7 +548,7 @@ def organisation_cap_capacity(
 ) -> Call[CapCapacity]:
     """How many more of ``mechanism`` the cap admits (a question: nothing is written, so a
     resend is safe), under dataset ``ds``'s relation."""
-    data: dict[str, Any] = {"mechanism": mechanism_json(mechanism)}
+    data: CapacityBody = {"mechanism": mechanism_json(mechanism)}
     if ds is not None:
         data["dataset_id"] = ds
     if conversion_delta is not None:
@@ -562,9 +575,13 @@ def check_witness() -> Call[WitnessState]:
     return Call("POST", "/v1/witness/check", WitnessState.from_json, body={})
 
 
-def import_ledger_tail(dataset_id: str, entries: list[dict[str, Any]]) -> Call[LedgerRecovered]:
+def import_ledger_tail(
+    dataset_id: str, entries: Sequence[Mapping[str, Any]]
+) -> Call[LedgerRecovered]:
+    """``entries``: ledger entries as exported (``LedgerEntry.raw``, an export's lines), sent as
+    they are: the server checks that they chain."""
     path = f"/v1/datasets/{dataset_id}/witness/import"
-    return Call("POST", path, LedgerRecovered.from_json, body={"entries": entries})
+    return Call("POST", path, LedgerRecovered.from_json, body={"entries": list(entries)})
 
 
 def acknowledge_ledger_loss(dataset_id: str, reason: str) -> Call[LedgerRecovered]:
@@ -578,7 +595,7 @@ def list_principals() -> Call[list[Principal]]:
 
 
 def create_principal(name: str, role: str, organisation_id: str | None) -> Call[Principal]:
-    data: dict[str, Any] = {"name": name, "role": role}
+    data: PrincipalBody = {"name": name, "role": role}
     if organisation_id is not None:
         data["organisation_id"] = organisation_id
     return Call(
@@ -668,10 +685,14 @@ def get_report(ds: str) -> Call[Report]:
     return Call("GET", f"/v1/datasets/{ds}/report", Report.from_json)
 
 
-def _checked(problems: list[str], data: Mapping[str, Any]) -> dict[str, Any]:
-    """A request body as JSON, unless ``problems`` refuse it before it is sent."""
+_Body = TypeVar("_Body", bound=Mapping[str, object])
+
+
+def _checked(problems: list[str], data: _Body) -> _Body:
+    """A request body as JSON (its decimals as text), unless ``problems`` refuse it before it
+    is sent."""
     _refuse(problems)
-    body: dict[str, Any] = _jsonable(data)
+    body: _Body = _jsonable(data)
     return body
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from odometer_client.shapes import Declaration
+
 Number = Decimal | int | float | str
 
 
@@ -48,7 +50,7 @@ class Mechanism:
     def type(self) -> str:
         return str(self._fields["type"])
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> Declaration:
         """The declaration as the server reads it (amounts as decimal strings)."""
         return {k: _json(v) for k, v in self._fields.items()}
 

@@ -17,7 +17,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from odometer_client.errors import OdometerError
 from odometer_client.exports import fmt
-from odometer_client.shapes import Reading, Status
+from odometer_client.shapes import Reading, State, Status
 
 __all__ = [
     "ActorTotals",
@@ -46,8 +46,8 @@ class Verdict(TypedDict):
     ok: bool
     entries: int
     head_hash: str | None
-    #: The dataset's state replayed, as its mode's filter writes it (by mode: free-form).
-    state: dict[str, Any] | None
+    #: The dataset's state replayed, as its mode's filter writes it.
+    state: State | None
     odometer: Reading[str] | None
     problems: list[str]
 

@@ -28,7 +28,9 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+from odometer_client.shapes import JSONObject
 
 #: The store's file name, under :func:`data_dir`.
 STORE_FILE = "receipts.jsonl"
@@ -49,6 +51,14 @@ def data_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "odometer"
 
 
+class KeptLine(TypedDict):
+    """A store's line: the server that answered and its receipt as answered (kept whole: its
+    signed ``note`` is verified as written)."""
+
+    server: str
+    receipt: JSONObject
+
+
 @dataclass(frozen=True, slots=True)
 class KeptReceipt:
     """A receipt as the client keeps it: the ``server`` that answered, the receipt's fields,
@@ -61,7 +71,7 @@ class KeptReceipt:
     entry_hash: str
     at: str
     note: str
-    raw: dict[str, Any]
+    raw: JSONObject
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> KeptReceipt:
@@ -81,7 +91,7 @@ class KeptReceipt:
         dataset_id, entry_hash, at, note = texts
         return cls(server, dataset_id, seq, entry_hash, at, note, dict(receipt))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> KeptLine:
         """The store's line for this receipt."""
         return {"server": self.server, "receipt": self.raw}
 

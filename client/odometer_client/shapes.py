@@ -18,10 +18,9 @@ dataset, an older server's missing ``odometer``) is ``total=False``, as is a par
 take as ``part or {}`` when it is ``None`` (a reading, a statement, what is reserved or lost),
 so that the fallback is read as the part.
 
-Three values are free-form and named as such (:data:`Declaration`, :data:`Config`,
-:data:`EntryRequest`): their keys are another document's to say, by kind or by mode."""
-
-from __future__ import annotations
+Four values are free-form and named as such (:data:`Declaration`, :data:`Config`,
+:data:`EntryRequest`, :data:`State`): their keys are another document's to say, by kind or by
+mode; and :data:`JSONObject` is a document as received, before the client read it."""
 
 from decimal import Decimal
 from typing import Any, Generic, Literal, NotRequired, TypeAlias, TypedDict, TypeVar
@@ -42,6 +41,9 @@ Config: TypeAlias = dict[str, Any]
 #: entry kind's own fields (a registration's blocks and idempotency, a budget change's
 #: target, …), hashed as written; :mod:`odometer_client.ledger` replays them.
 EntryRequest: TypeAlias = dict[str, Any]
+#: A budget's running totals as its mode's filter writes them (the verifier's replayed
+#: ``state``): each mode's own, by accounting version; the client passes them on.
+State: TypeAlias = dict[str, Any]
 #: A JSON object as received (a result's ``raw``, an error's ``body``): the server's document
 #: before the client read it, kept whole so that nothing it sends is lost.
 JSONObject: TypeAlias = dict[str, Any]
@@ -246,7 +248,7 @@ class Status(TypedDict, Generic[N], total=False):
     delta_approx: N
     rho_budget: N
     mu_squared_budget: N
-    sub_budgets: dict[str, Status[N]]
+    sub_budgets: dict[str, "Status[N]"]
     per_block: bool
     blocks: BlocksStatus[N]
 
@@ -280,12 +282,20 @@ class Statement(TypedDict, Generic[N], total=False):
     note: NotRequired[str]
 
 
+class Unusable(TypedDict, Generic[N]):
+    """Why a quota can never admit anything, the fix, and a budget (ε, δ) that would."""
+
+    reason: str
+    fix: str
+    budget: EpsilonDelta[N]
+
+
 class Quota(TypedDict, Generic[N]):
     """A grant's quota as set: its (ε, δ) and, when it can never admit anything, why."""
 
     epsilon: N
     delta: N
-    unusable: NotRequired[dict[str, Any]]
+    unusable: NotRequired[Unusable[N]]
 
 
 class MyQuota(TypedDict, Generic[N]):

@@ -10,8 +10,9 @@ committed file is stale). Edit the asynchronous source only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
 from functools import partial
 from os import PathLike
 from pathlib import Path
@@ -354,7 +355,7 @@ class OdometerClient:
         return self._send(_core.check_witness())
 
     def import_ledger_tail(
-        self, dataset: str | Dataset, entries: list[dict[str, Any]]
+        self, dataset: str | Dataset, entries: Sequence[Mapping[str, Any]]
     ) -> LedgerRecovered:
         """Bring back a dataset whose ledger is behind the witness from the lost entries of an
         export taken before: they must chain from the database's head to the witnessed one."""
@@ -632,7 +633,7 @@ class Reservation:
         return self.result.status if self.result else self.invocation.status
 
     @property
-    def cells(self) -> dict[str, Any]:
+    def cells(self) -> dict[str, Decimal]:
         """The reserved cells and their ε (``Decimal``)."""
         return self.invocation.cells
 
