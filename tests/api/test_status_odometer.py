@@ -18,7 +18,8 @@ def _invoke(client: TestClient, ds: str, mechanism: dict[str, Any], **extra: Any
 
 def test_status_shows_the_certified_odometer_reading(client: TestClient) -> None:
     # zcdp, (1, 1e-6), Σρ = 0.015: the reference vector of tests/accounting/test_odometer.py on
-    # the shaped ladder of accounting 1.7.0 (0.98900974780520745089 at level 3 on the 1.4.0 one)
+    # the ladder the first ρ = 0.005 shapes (accounting 1.9.0; 0.96898496492232122357 at level 5
+    # on 1.7.0's constant shape, 0.98900974780520745089 at level 3 on the 1.4.0 ladder)
     zcdp = basic_dataset(client, accounting={"mode": "zcdp"})["id"]
     before = status(client, zcdp)["odometer"]
     assert (before["epsilon"], before["source"], before["level"]) == ("0", "ladder", 0)
@@ -26,12 +27,12 @@ def test_status_shows_the_certified_odometer_reading(client: TestClient) -> None
         _invoke(client, zcdp, {"type": "zcdp", "rho": "0.005"})
     view = status(client, zcdp)
     assert view["odometer"] == {
-        "epsilon": "0.96898496492232122357",
+        "epsilon": "0.96447666360218109461",
         "delta": "0.000001",
         "certified": True,
         "source": "ladder",
-        "level": 5,
-        "ladder_epsilon": "0.96898496492232122357",
+        "level": 4,
+        "ladder_epsilon": "0.96447666360218109461",
         "theorem": view["odometer"]["theorem"],
     }
     assert "Whitehouse–Ramdas–Rogers–Wu 2023, Thm 1" in view["odometer"]["theorem"]
@@ -73,10 +74,10 @@ def test_status_shows_the_certified_odometer_reading(client: TestClient) -> None
         _invoke(client, split, {"type": "zcdp", "rho": "0.005"}, sub_budget="z")
     view = status(client, split)
     assert (view["odometer"]["epsilon"], view["odometer"]["source"]) == (
-        "1.26898496492232122357",
+        "1.26447666360218109461",
         "split",
     )
-    assert view["sub_budgets"]["z"]["odometer"]["epsilon"] == "0.96898496492232122357"
+    assert view["sub_budgets"]["z"]["odometer"]["epsilon"] == "0.96447666360218109461"
 
     schema = client.get("/openapi.json").json()["components"]["schemas"]
     assert schema["DatasetOut"]["properties"]["status"] == {
