@@ -7,6 +7,8 @@ filter built as the service builds the level's (counts over HTTP, up to 1000, ar
 
 from __future__ import annotations
 
+import functools
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -29,8 +31,15 @@ PURE = {"type": "pure_dp", "epsilon": "0.0001"}
 
 
 def _loop(config: AccountingConfig, mechanism: dict[str, Any]) -> tuple[int, str | None]:
-    """The loop of the core's admission from a new filter: the count and the refusal."""
-    declaration, state, count = parse_declaration(mechanism), initial_state(config), 0
+    """The loop of the core's admission from a new filter: the count and the refusal (the same
+    for either database: computed once per process, the cap's 45,836 admissions were 35 s of
+    CPU at load 15, and the SQLite and the PostgreSQL test compare with the same loop)."""
+    return _admissions(config, json.dumps(mechanism, sort_keys=True))
+
+
+@functools.cache
+def _admissions(config: AccountingConfig, mechanism: str) -> tuple[int, str | None]:
+    declaration, state, count = parse_declaration(json.loads(mechanism)), initial_state(config), 0
     with memo.charges():
         while True:
             decision = admit(config, state, declaration)
