@@ -35,6 +35,8 @@ from odometer_core.accounting.filters import (
     status,
 )
 from odometer_core.accounting.modes import LeafConfig
+from odometer_core.accounting.modes import gdp as gdp_mode
+from odometer_core.accounting.modes import zcdp as zcdp_mode
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -91,6 +93,8 @@ def _landing(config: AccountingConfig, state: FilterState, sub: str | None) -> d
     (when the unit allows it exactly; else a small one)."""
     leaf = _leaf(config, sub)
     leaf_state: Any = state.get(sub) if isinstance(state, SplitState) and sub else state
+    if isinstance(leaf, ZCDPConfig | GDPConfig):  # the filter the first declaration shaped (1.9.0)
+        leaf = (zcdp_mode if isinstance(leaf, ZCDPConfig) else gdp_mode).in_force(leaf, leaf_state)
     if isinstance(leaf, ZCDPConfig):
         left = leaf.rho_budget - leaf_state.rho
         if left > 0:
