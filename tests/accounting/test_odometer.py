@@ -504,20 +504,25 @@ def test_reference_vector_split_and_the_cap() -> None:
             config, state, parse_declaration({"type": "zcdp", "rho": "0.005"}), sub_budget="z"
         ).state
     r = reading(config, state)
-    # the zcdp sub-budget's shaped ladder of accounting 1.7.0 (1.28900974780520745089 on the
-    # 1.4.0 ladder, 0.3 + the zcdp vector above)
+    # the zcdp sub-budget's ladder shaped by its first ρ = 0.005 (accounting 1.9.0: level 1 at
+    # 0.5 of δ_c, 2^(1/6) apart; 1.26898496492232122357 on 1.7.0's constant shape,
+    # 1.28900974780520745089 on the 1.4.0 ladder, 0.3 + the zcdp vector above)
     assert (r["epsilon"], r["delta"], r["source"]) == (
-        "1.26898496492232122357",
+        "1.26447666360218109461",
         "0.000001",
         "split",
     )
-    state = admit(
-        config, state, parse_declaration({"type": "zcdp", "rho": "0.009"}), sub_budget="z"
-    ).state
+    sub = status(config, state)["sub_budgets"]["z"]  # up to the threshold in force (1.9.0)
+    left = Decimal(sub["rho_budget"]) - Decimal(sub["spent"]["rho"])
+    decision = admit(
+        config, state, parse_declaration({"type": "zcdp", "rho": str(left)}), sub_budget="z"
+    )
+    assert decision.admitted
+    state = decision.state
     z = status(config, state)["sub_budgets"]["z"]["odometer"]
     assert (z["epsilon"], z["delta"], z["source"], z["level"]) == ("1", "0.000001", "ladder", 1)
     top = float(status(config, state)["sub_budgets"]["z"]["rho_budget"])
-    # level 1 of the 1.7.0 zcdp ladder holds 0.85 of δ_c
-    assert cks_zcdp_epsilon(top, 0.85e-6) == pytest.approx(1.0, abs=1e-9)
+    # level 1 of the ladder the first ρ = 0.005 shaped holds 0.5 of δ_c (0.85 in 1.7.0–1.8.0)
+    assert cks_zcdp_epsilon(top, 0.5e-6) == pytest.approx(1.0, abs=1e-9)
     assert z["ladder_epsilon"] == "1"
     assert reading(config, state)["epsilon"] == "1.3"
