@@ -34,6 +34,7 @@ from app.db.models import (
     Organisation,
 )
 from app.db.rows import DatasetRow, GrantRow, InvocationRow, LevelOwners, OrgRow
+from odometer_core.accounting.json_types import ExportedEntry
 
 _DATASETS = cast(Table, Dataset.__table__)
 _ORGS = cast(Table, Organisation.__table__)
@@ -97,7 +98,7 @@ class Writes:
     """Everything one write transaction changes, written by :func:`write` at once."""
 
     #: ledger entries as the core exports them (``Entry.to_export``), by column name
-    ledger: list[dict[str, Any]] = field(default_factory=list)
+    ledger: list[ExportedEntry] = field(default_factory=list)
     invocations: list[InvocationInsert] = field(default_factory=list)
     idempotency: list[IdempotencyInsert] = field(default_factory=list)
     checkpoints: list[CheckpointInsert] = field(default_factory=list)

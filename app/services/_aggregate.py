@@ -96,8 +96,7 @@ def stage_entry(
         state=state,
         **content,
     )
-    # the write path's row types (app.db.writes, app.db.rows) hold plain dicts
-    writes.ledger.append(cast(JSONObject, made.to_export()))
+    writes.ledger.append(made.to_export())
     merkle = extend_frontier(ds, made.hash)
     ds.last_seq, ds.head_hash, ds.updated_at = made.seq, made.hash, at
     ds.state_json = cast(JSONObject, state)
@@ -119,7 +118,7 @@ def stage_admission(uow: UnitOfWork, writes: Writes, ds: DatasetRow, decided: Ad
         behind = witness.behind(ds.id, ds.last_seq, ds.head_hash)
         if behind is not None:
             raise behind_witness(behind)
-    writes.ledger.append(cast(JSONObject, decided.entry))  # plain dicts, as stage_entry's
+    writes.ledger.append(decided.entry)
     head = decided.head
     state = cast(JSONObject, decided.state_json)
     ds.last_seq, ds.head_hash, ds.state_json = head.seq, head.head_hash, state

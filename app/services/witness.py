@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from anyio import to_thread
 from sqlalchemy import select, tuple_
@@ -44,6 +44,7 @@ from app.services.receipts import log_signer
 from app.settings import Settings
 from app.writepath import write_path
 from app.writepath.witness import Behind, WitnessGuard
+from odometer_core.accounting.json_types import ExportedEntry
 from odometer_core.ledger import EntryKind, replay
 from odometer_core.ledger.checkpoints import Signer
 from odometer_core.ledger.cosign import CosignedHeads, CosignRefused, cosigner_key
@@ -369,7 +370,8 @@ def import_tail(
         if not verdict.ok or verdict.head_hash != record.head_hash:
             problem = verdict.problems[0] if verdict.problems else "another head"
             raise TailRefused(f"the database's ledger with this tail does not replay: {problem}")
-        writes = Writes(ledger=tail)
+        # entries of the export's form, as the replay above has just verified them
+        writes = Writes(ledger=cast(list[ExportedEntry], tail))
         _invocation_rows(uow, ds.id, tail)
         for entry in tail:  # the Merkle frontier moves with the head, as stage_entry moves it
             ds.merkle_json = extend_frontier(ds, entry["hash"])
