@@ -39,7 +39,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 import numpy as np
-from scipy.special import ndtr
+from scipy.special import log_ndtr, ndtr
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import odometer as odo
@@ -87,7 +87,8 @@ def gaussian_epsilons(mu_squared: np.ndarray, delta: float) -> np.ndarray:
     safe = np.where(mu > 0, mu, 1.0)
 
     def excess(e: np.ndarray) -> np.ndarray:
-        out: np.ndarray = ndtr(-e / safe + safe / 2) - np.exp(e) * ndtr(-e / safe - safe / 2)
+        # e^ε Φ(·) as exp(ε + log Φ(·)): at most Φ(μ/2 − ε/μ) ≤ 1, so it never overflows
+        out: np.ndarray = ndtr(-e / safe + safe / 2) - np.exp(e + log_ndtr(-e / safe - safe / 2))
         return out - delta
 
     lo = np.zeros_like(mu)
@@ -128,10 +129,12 @@ def choose(
     chooses for a filter of target ``epsilon`` and δ pool ``pool``; ``None`` when no candidate
     admits it even once (the mode keeps its constant shape, which refuses it too). A function
     of its arguments alone (memoised: a search of what fits tries many first declarations)."""
-    if not charge > 0 or not pool > 0:
+    if not charge > 0 or not pool > 0 or not charge.is_finite():
         return None
     delta = to_float_down(pool)
     unit = float(charge)
+    if not 0 < unit < math.inf:  # below the floats (or above them): the constant shape
+        return None
     reference = functools.partial(_references, mu_squared_per_unit, delta)
     first = _first_share(top, convert, epsilon, pool, charge, reference, last_within)
     if first is None:
@@ -142,12 +145,24 @@ def choose(
         shape = candidate(steps, share)
         level1 = top(epsilon, pool, shape)
         ladder = odo.AnchoredLadder(to_float_down(level1), delta, epsilon, convert, shape=shape)
-        count = int(level1 // charge)
+        count = _repeats(level1, charge)
         score = _worst(ladder, count, unit, float(epsilon), reference, mu_squared_per_unit, delta)
         if best is None or score < best[0] * (1 - TIE):
             best = (score, shape)
     assert best is not None
     return best[1]
+
+
+#: Repeats beyond which a count is held at this value (the judgement reads levels, not repeats).
+MAX_REPEATS: Final = 10**15
+
+
+def _repeats(level1: Decimal, charge: Decimal) -> int:
+    """⌊level1 / charge⌋, at most :data:`MAX_REPEATS` (a tiny charge's quotient has more digits
+    than the decimal context holds)."""
+    if level1 >= charge * MAX_REPEATS:
+        return MAX_REPEATS
+    return int(level1 // charge)
 
 
 def _references(per_unit: float, delta: float, totals: np.ndarray) -> np.ndarray:
@@ -175,7 +190,7 @@ def _first_share(
     for first in FIRSTS:
         shape = candidate(STEPS[0], first)  # level 1's threshold depends on the share alone
         level1 = top(epsilon, pool, shape)
-        n = int(level1 // charge)
+        n = _repeats(level1, charge)
         if n < 1:
             continue
         fallback = ""
@@ -206,7 +221,8 @@ def _worst(
         return math.inf
     # the first judged repeat: near the total whose Gaussian reads JUDGED_FROM of the budget
     mu = cv.gdp_mu_budget(JUDGED_FROM * epsilon, delta)
-    guess = max(1, min(count, math.floor(mu * mu / per_unit / unit)))
+    where = mu * mu / per_unit / unit
+    guess = max(1, min(count, math.floor(where))) if where < math.inf else count
     near = np.arange(max(1, guess - 2), min(count, guess + 2) + 1, dtype=float)
     judged = near[reference(near * unit) >= JUDGED_FROM * epsilon]
     if judged.size == 0 and near[-1] >= count:
