@@ -36,10 +36,13 @@ from odometer_core.accounting.filters import (
     AccountingConfig,
     FilterState,
     GDPConfig,
+    GDPState,
     InvalidTransition,
     RDPConfig,
     SplitConfig,
+    SplitState,
     ZCDPConfig,
+    ZCDPState,
     admit,
     change_budget,
     initial_state,
@@ -193,10 +196,15 @@ def _shaped(creation: Any, config: AccountingConfig, state: FilterState) -> Any:
     """The creation filter with the shape its first declaration chose (accounting 1.9.0: the
     ladder in force is the one the first admission recorded in the state, made at the creation
     target; before it, and for configurations without the rule, the creation filter itself)."""
-    leaf = state.get("z") if isinstance(config, SplitConfig) else state
+    leaf = state
+    if isinstance(config, SplitConfig):
+        assert isinstance(state, SplitState)  # a split configuration's state is a split state
+        leaf = state.get("z")
     if isinstance(creation, ZCDPConfig) and getattr(leaf, "ladder", None) is not None:
+        assert isinstance(leaf, ZCDPState)  # only zcdp and gdp states record a ladder
         return zcdp_mode.in_force(creation, leaf)
     if isinstance(creation, GDPConfig) and getattr(leaf, "ladder", None) is not None:
+        assert isinstance(leaf, GDPState)
         return gdp_mode.in_force(creation, leaf)
     return creation
 

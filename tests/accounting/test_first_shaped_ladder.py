@@ -18,6 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odometer_core.accounting import (
+    AccountingConfig,
+    FilterState,
     InvalidTransition,
     admit,
     config_from_json,
@@ -48,6 +50,25 @@ def _gaussian(sigma: str) -> Any:
 def _reading(config: Any, state: Any) -> dict[str, Any]:
     reading: dict[str, Any] = status(config, state)["odometer"]
     return reading
+
+
+def _shaped(config: AccountingConfig) -> zcdp_mode.ZCDPConfig | gdp_mode.GDPConfig:
+    """``config``, of one of the modes whose ladder the first declaration shapes."""
+    assert isinstance(config, (zcdp_mode.ZCDPConfig, gdp_mode.GDPConfig))
+    return config
+
+
+def _shaped_state(state: FilterState) -> zcdp_mode.ZCDPState | gdp_mode.GDPState:
+    """``state``, of one of the modes whose ladder the first declaration shapes."""
+    assert isinstance(state, (zcdp_mode.ZCDPState, gdp_mode.GDPState))
+    return state
+
+
+def _ladder(state: FilterState) -> LadderShape:
+    """The ladder shape a ``zcdp`` / ``gdp`` state's first admitted declaration chose."""
+    ladder = _shaped_state(state).ladder
+    assert ladder is not None
+    return ladder
 
 
 def _shape(state: Any) -> dict[str, Any] | None:
@@ -81,7 +102,7 @@ def test_every_candidate_shares_at_most_the_pool(shape: LadderShape) -> None:
 
 def test_new_configurations_record_the_rule_and_stored_ones_do_not() -> None:
     for mode in MODES:
-        config = make_config("1", "0.00001", "add_remove", {"mode": mode})
+        config = _shaped(make_config("1", "0.00001", "add_remove", {"mode": mode}))
         assert config_to_json(config)["ladder_rule"] == "first_declaration"
         assert config_from_json(config_to_json(config)) == config
         before = replace(config, ladder_rule=None)  # as accounting 1.8.0 made it
@@ -110,7 +131,7 @@ def test_reference_choices(
     """The first Gaussian chooses the shape of the table, which the state records with its ρ
     (μ²); repeats of it fill the budget to ``count`` (the 1.8.0 shape: ``before``), each read
     at least the exact ε and the last one at most ε_B."""
-    config = make_config(*budget, "add_remove", {"mode": mode})
+    config = _shaped(make_config(*budget, "add_remove", {"mode": mode}))
     old = replace(config, ladder_rule=None)
     state, n = initial_state(config), 0
     while (decision := admit(config, state, _gaussian(sigma))).admitted:
@@ -156,12 +177,12 @@ def test_the_shape_depends_only_on_the_first_declaration(
     config = make_config(*budget, "add_remove", {"mode": mode})
     module = MODULES[mode]
     fresh, fresh_state = change_budget(config, initial_state(config), "2", budget[1])
-    assert _shape(fresh_state) is None and fresh.shape == config.shape
+    assert _shape(fresh_state) is None and _shaped(fresh).shape == _shaped(config).shape
     decision = admit(config, initial_state(config), _gaussian(first))
     if not decision.admitted:
         return
     charge = decision.state.first
-    expected = module.chosen_shape(config, charge) or config.shape
+    expected = module.chosen_shape(config, charge) or _shaped(config).shape
     assert decision.state.ladder == expected
     ends = []
     for rest, changed in ((one, change), (two, None)):
@@ -173,7 +194,7 @@ def test_the_shape_depends_only_on_the_first_declaration(
                 except InvalidTransition:  # below what is certified: refused, nothing moves
                     pass
                 else:
-                    assert cfg.shape == expected
+                    assert _shaped(cfg).shape == expected
             step = admit(cfg, state, _gaussian(sigma))
             state = step.state if step.admitted else state
         assert state.ladder == expected and state.first == charge
@@ -200,9 +221,9 @@ def test_replay_recomputes_the_shape(mode: str) -> None:
     assert state_to_json(replayed) == recorded
     assert state_from_json(again, recorded) == replayed
     assert _reading(again, replayed) == _reading(config, state)
-    other = first_ladder.candidate(4, "0.9") if replayed.ladder.steps != 4 else None
+    other = first_ladder.candidate(4, "0.9") if _ladder(replayed).steps != 4 else None
     other = other or first_ladder.candidate(12, "0.9")
-    assert state_to_json(replace(replayed, ladder=other)) != recorded
+    assert state_to_json(replace(_shaped_state(replayed), ladder=other)) != recorded
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -236,9 +257,9 @@ def test_readings_are_at_least_the_exact_epsilon_and_admission_is_the_reading(
     """Every reading is ≥ the exact ε of the Gaussians released at the reading's δ
     (Dong–Roth–Su 2019, Cor. 3.3 and 2.13); an admitted Gaussian reads ≤ ε_B, and a refused
     one's total lies above the top of the filter in force (the shape the first chose)."""
-    config = make_config(*budget, "add_remove", {"mode": mode})
+    config = _shaped(make_config(*budget, "add_remove", {"mode": mode}))
     module = MODULES[mode]
-    state, mu_squared = initial_state(config), 0.0
+    state, mu_squared = _shaped_state(initial_state(config)), 0.0
     for sigma in sigmas:
         declaration = _gaussian(sigma)
         decision = admit(config, state, declaration)
@@ -252,8 +273,10 @@ def test_readings_are_at_least_the_exact_epsilon_and_admission_is_the_reading(
                 shape = module.chosen_shape(config, charge) or config.shape
             in_force = module.in_force(config, replace(state, ladder=shape))
             if mode == "gdp":
+                assert isinstance(state, gdp_mode.GDPState)
                 assert state.mu_squared + charge > in_force.mu_squared_top
             else:
+                assert isinstance(state, zcdp_mode.ZCDPState)
                 assert state.rho + charge > in_force.rho_top
             continue
         state = decision.state
@@ -270,16 +293,16 @@ def test_caps_are_shaped_by_their_first_counted_declaration(mode: str) -> None:
     """An organisation cap made in ``zcdp`` / ``gdp`` carries the rule, and so does a cap that
     replaces another after it counted (a new filter from then on); each is shaped by its own
     first counted declaration, and a shaped cap replaced keeps nothing of its shape."""
-    cap = cap_config("2", "0.00001", {"mode": mode})
+    cap = _shaped(cap_config("2", "0.00001", {"mode": mode}))
     assert cap.ladder_rule == "first_declaration"
     state = admit(cap, initial_state(cap), _gaussian("20")).state
     assert state.ladder is not None and state.first is not None
     basic = cap_config("2", "0.00001", {"mode": "basic"})
     counted = admit(basic, initial_state(basic), _gaussian("20")).state
     replaced, fresh, closed = replace_cap(basic, counted, "2", "0.00001", {"mode": mode}, 1)
-    assert closed is not None and replaced.ladder_rule == "first_declaration"
-    assert fresh.first is None
+    assert closed is not None and _shaped(replaced).ladder_rule == "first_declaration"
+    assert _shaped_state(fresh).first is None
     again, fresh_again, _ = replace_cap(cap, state, "2", "0.00001", {"mode": mode}, 2)
-    assert again.shape == cap.shape and fresh_again.ladder is None
+    assert _shaped(again).shape == cap.shape and _shaped_state(fresh_again).ladder is None
     later = admit(again, fresh_again, _gaussian("60")).state
     assert later.ladder == MODULES[mode].chosen_shape(again, later.first)

@@ -51,7 +51,10 @@ def _constant(mode: str, eps: str, delta: str) -> Any:
     """A configuration with the constant shape of 1.7.0–1.8.0, as 1.8.0 made it (no 1.9.0
     ``ladder_rule``: its first declaration chooses nothing; the rule's own tests are in
     ``test_first_shaped_ladder.py``)."""
-    return replace(make_config(eps, delta, "add_remove", {"mode": mode}), ladder_rule=None)
+    config = make_config(eps, delta, "add_remove", {"mode": mode})
+    # the modes whose ladders have a rule
+    assert isinstance(config, (zcdp_mode.ZCDPConfig, gdp_mode.GDPConfig))
+    return replace(config, ladder_rule=None)
 
 
 def _before_1_7(mode: str, eps: str, delta: str) -> Any:

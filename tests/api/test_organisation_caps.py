@@ -64,6 +64,7 @@ def test_a_zcdp_cap_admits_what_one_zcdp_dataset_admits(client: TestClient) -> N
     verdict = replay_organisation([ledger(client, d) for d in datasets])
     assert verdict.ok, verdict.problems
     assert verdict.decisions == admitted + 1
+    assert verdict.state is not None
     state = dict(verdict.state)
     first = state.pop("first")  # the cap's first counted declaration chose its ladder (1.9.0)
     assert first["rho"] == "0.005" and first["ladder"] is not None
