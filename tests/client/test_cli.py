@@ -278,7 +278,9 @@ def test_orgs_zcdp_cap_list_capacity_and_report(
         json=query,
         headers={"Authorization": f"Bearer {ADMIN_KEY}"},
     ).json()
-    assert expected["count"] == 352 - 3 and expected["reason"] == "rho budget exceeded"
+    # 340 under accounting 1.9.0 (the first declaration shapes the ladder), 352 under 1.7.0-1.8.0,
+    # 353 before
+    assert expected["count"] == 340 - 3 and expected["reason"] == "rho budget exceeded"
     mechanism = json.dumps(GAUSSIAN)
     code, out, _ = _run(
         server, capsys, "orgs", "capacity", org, "--mechanism", mechanism, "--dataset", ds.id

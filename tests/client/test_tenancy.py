@@ -164,8 +164,9 @@ def test_client_sets_a_zcdp_cap_asks_its_capacity_and_reads_its_report(
         with pytest.raises(Forbidden):
             ana.organisation_report(org)
         report = cur.organisation_report(org)
-    # 353 before accounting 1.7.0's zcdp ladder (level 1 at 0.85 of δ_c, 0.9 before)
-    assert first.count == _one_zcdp_dataset_admits(GAUSSIAN) == 352
+    # 340 under accounting 1.9.0 (the first Gaussian shapes level 1 at 0.5 of δ_c), 352 under
+    # 1.7.0-1.8.0 (level 1 at 0.85 of δ_c), 353 before (0.9)
+    assert first.count == _one_zcdp_dataset_admits(GAUSSIAN) == 340
     assert (first.mode, first.relation, first.at_least) == ("zcdp", "add_remove", False)
     assert left.count == first.count - 3 and left.reason == "rho budget exceeded"
     (view,) = [o for o in client.organisations() if o.id == org]
