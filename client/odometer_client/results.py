@@ -38,6 +38,7 @@ from odometer_client.shapes import (
     ReportDataset,
     Reserved,
     SpendSeries,
+    State,
     Statement,
     Status,
     Summary,
@@ -131,9 +132,10 @@ class Grant(MappingAccess):
     principal_id: str
     #: The quota (ε, δ) inside the dataset; ``None``: no quota.
     quota: Quota[Decimal] | None
-    #: What the quota has spent (``spent``, …: a status in the quota's mode); ``None`` without
-    #: a quota.
-    quota_state: Status[Decimal] | None
+    #: The quota filter's running totals as stored (its mode's state, e.g. a ``basic`` quota's
+    #: ``spent_epsilon``, ``spent_delta``, …; not a status), amounts as ``Decimal``; ``None``
+    #: without a quota.
+    quota_state: State | None
     #: The quota's reading to quote (``text``, ``guarantee``, ``left``, ``more``), as written.
     quota_summary: Summary[str] | None
     created_by: str

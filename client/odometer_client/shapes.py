@@ -135,6 +135,16 @@ class MoreOfLast(TypedDict):
     sub_budget: NotRequired[str | None]
 
 
+class SummaryShown(TypedDict):
+    """A summary's fractions as the dashboard prints them (``SummaryShown``): percentages
+    rounded down (``"48.48 %"``), text in either kind of result; ``left``: each left item's,
+    in ``left``'s order."""
+
+    fraction_spent: str | None
+    fraction_left: str | None
+    left: list[str | None]
+
+
 class Summary(TypedDict, Generic[N], total=False):
     """One reading to quote (``Summary``): ``text``, the ``guarantee`` (the certified reading
     rounded up), the fractions spent and left, what is ``left`` of each bound (rounded down)
@@ -147,6 +157,7 @@ class Summary(TypedDict, Generic[N], total=False):
     fraction_left: N
     left: list[Left[N]]
     more: MoreOfLast | None
+    shown: SummaryShown
 
 
 class RefusalSummary(TypedDict, Generic[N], total=False):
@@ -226,13 +237,47 @@ class Fit(TypedDict):
 
 
 # ---------------------------------------------------------------------------- statuses
+class ShownReading(TypedDict, Generic[N]):
+    """A certified reading rounded up to 8 significant digits (``ShownReading``)."""
+
+    epsilon: N
+    delta: N
+
+
+class ShownCounted(TypedDict, Generic[N]):
+    """What a status's filter counts, in one ``unit``, rounded for display (``ShownCounted``):
+    spent and reserved up, what remains and the budget down; ``remaining_exact`` unrounded."""
+
+    unit: Literal["epsilon", "rho", "mu_squared"]
+    spent: N
+    reserved: N
+    remaining: N
+    budget: N
+    remaining_exact: N
+
+
+class StatusShown(TypedDict, Generic[N], total=False):
+    """A status's figures as the dashboard prints them (``StatusShown``): the reading, what the
+    filter counts (``None`` for ``split``: see ``sub_budgets``), the fraction spent as a
+    percentage (text, ``"48.48 %"``) and as a decimal (``fraction_spent_exact``)."""
+
+    reading: ShownReading[N] | None
+    counted: ShownCounted[N] | None
+    estimate_above: bool
+    fraction_spent: str | None
+    fraction_spent_exact: N | None
+    sub_budgets: dict[str, "StatusShown[N]"] | None
+
+
 class Status(TypedDict, Generic[N], total=False):
     """A budget's status (``DatasetStatus``, an organisation's cap, a block run's): the mode,
     its ``budget``, the certified ``odometer`` reading and a ``summary`` in every mode; the
     mode's own figures beside them — ``spent``, ``reserved`` and ``remaining`` in its units,
     ``spent_eps_delta``, a ``split`` dataset's ``sub_budgets`` (each a status), a partitioned
-    dataset's ``blocks``; ``frozen`` when its ledger is behind the witness. Which keys a status
-    has depends on its mode, hence ``total=False``."""
+    dataset's ``blocks``, an ``rdp`` status's ``orders`` and ``thresholds`` (the budget per
+    order) and, where the first declaration chose them, its ``weights``; ``shown``, its figures
+    as the dashboard prints them; ``frozen`` when its ledger is behind the witness. Which keys
+    a status has depends on its mode, hence ``total=False``."""
 
     mode: str
     budget: EpsilonDelta[N]
@@ -248,9 +293,13 @@ class Status(TypedDict, Generic[N], total=False):
     delta_approx: N
     rho_budget: N
     mu_squared_budget: N
+    orders: list[N]
+    thresholds: list[N]
+    weights: list[N]
     sub_budgets: dict[str, "Status[N]"]
     per_block: bool
     blocks: BlocksStatus[N]
+    shown: StatusShown[N]
 
 
 # ---------------------------------------------------------------------------- tenancy
@@ -463,7 +512,14 @@ class Verification(TypedDict, total=False):
 #: A run of open blocks as the server wrote it (``BlockRun``).
 RunText = TypedDict(
     "RunText",
-    {"from": str, "to": str, "blocks": int, "fraction_spent": str, "status": Status[str]},
+    {
+        "from": str,
+        "to": str,
+        "blocks": int,
+        "fraction_spent": str,
+        "status": Status[str],
+        "shown": NotRequired[StatusShown[str]],
+    },
 )
 
 

@@ -18,6 +18,7 @@ import pytest
 from odometer_client import OdometerClient
 from odometer_client.declarations import pure_dp, zcdp
 from odometer_client.errors import BudgetExceeded
+from odometer_client.shapes import EpsilonDelta
 from tests.support import ROOT
 
 pytest.importorskip("pipeline_dp")
@@ -49,9 +50,8 @@ def _four(value: Any) -> str:
     return f"{float(value):.4f}"
 
 
-def _quote(client: OdometerClient, ds: Any) -> dict[str, Any]:
-    guarantee: dict[str, Any] = client.get_dataset(ds).status["summary"]["guarantee"]
-    return guarantee
+def _quote(client: OdometerClient, ds: Any) -> EpsilonDelta[Decimal]:
+    return client.get_dataset(ds).status["summary"]["guarantee"]
 
 
 def _example(name: str) -> ModuleType:

@@ -53,11 +53,9 @@ def test_register_preview_and_reserve_state_a_persons_contribution(api: Odometer
     entries = list(api.ledger(ds))
     accepted = [e for e in entries if e.kind in ("invocation_accepted", "invocation_reserved")]
     assert [(e.request or {})["contribution"] for e in accepted] == ["person", "person"]
-    assert (
-        api.get_dataset(ds)
-        .blocks["requires"]
-        .startswith('declarations marked "contribution": "person"')
-    )
+    requires = api.get_dataset(ds).blocks["requires"]
+    assert requires is not None
+    assert requires.startswith('declarations marked "contribution": "person"')
 
 
 def test_the_async_client_states_both_assertions(live: Server, api: OdometerClient) -> None:
