@@ -89,6 +89,7 @@ DEFAULT_LADDER: Final = LadderShape(6, Decimal("0.6"), 40, Decimal("0.3705"), De
 #: declaration chooses the shape (:mod:`~odometer_core.accounting.modes.first_ladder`).
 DEFAULT_RULE: Final[str | None] = first_ladder.FIRST_DECLARATION
 
+
 @dataclass(frozen=True, slots=True)
 class GDPConfig:
     """``gdp``: μ_top solves δ_GDP(ε_B; μ_top) = 0.9·δ_B (rounded down), the filter's threshold

@@ -102,6 +102,7 @@ DEFAULT_LADDER: Final = LadderShape(6, Decimal("0.85"), 40, Decimal("0.133"), De
 #: declaration chooses the shape (:mod:`~odometer_core.accounting.modes.first_ladder`).
 DEFAULT_RULE: Final[str | None] = first_ladder.FIRST_DECLARATION
 
+
 @dataclass(frozen=True, slots=True)
 class ZCDPConfig:
     """``zcdp``: δ_B = δ_A + δ_c; ρ_top = max{ρ : CKS δ(ρ, ε_B) ≤ 0.9·δ_c}, rounded down, the
