@@ -60,9 +60,9 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.conversions import gdp_epsilon
+from odometer_core.accounting.modes import first_ladder, rdp_shaped, statements
 from odometer_core.accounting.modes import gdp as gdp_mode
 from odometer_core.accounting.modes import rdp as rdp_mode
-from odometer_core.accounting.modes import rdp_shaped, statements
 from odometer_core.accounting.modes import zcdp as zcdp_mode
 from odometer_core.accounting.modes.common import UnsupportedInMode
 from odometer_core.accounting.modes.rdp import DEFAULT_RDP_ORDERS, RDPConfig
@@ -550,10 +550,17 @@ def shapes() -> str:
     own newest "From accounting" paragraph, the constant shapes, and the family."""
     out = []
     for name, module in (("zcdp", zcdp_mode), ("gdp", gdp_mode)):
+        last = f"{module.LAST_WITHIN:g}"
         version, text = _newest(module.__doc__)
         shape = module.DEFAULT_LADDER
         out.append(
-            f"`{name}` (accounting {version}, as `modes/{name}.py` says: {text}); its "
+            f"`{name}` (accounting {version}, as `modes/{name}.py` says: {text}); the "
+            f"rule: level 1's share the smallest of {', '.join(first_ladder.FIRSTS)} whose "
+            f"reading at the last repeat of the first declaration is within {last}× of the "
+            "exact Gaussian ε of the same total, then the spacing 2^(1/steps), steps "
+            f"{', '.join(map(str, first_ladder.STEPS))}, with the smallest worst reading ÷ "
+            "exact ε past 10 % of the budget; before the "
+            f"first admission, and for configurations stored before 1.9.0, its "
             f"`DEFAULT_LADDER`: levels 2^(1/{shape.steps}) apart, level 1 (the filter) "
             f"{shape.first} of the pool, the {shape.span} levels below it {shape.spread} evenly, "
             f"the tail {shape.tail} as 6/(π²j²), the levels above {shape.above}"
