@@ -141,3 +141,21 @@ def test_amounts_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
             "error: 422 ValidationError: refused before sending: $.budget.epsilon: must be > 0, "
             f'got "{value}"\n'
         )
+
+
+def test_grants_list_shows_the_quota_reading(
+    server: Server, client: OdometerClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The "quota spent" column read a key no stored quota state has ("spent"), so it printed
+    # "-" for every quota, spent or not (failed before the change: ``'-' in row``).
+    ds = client.create_dataset("words-quota-list", "1", "0")
+    analyst = _principal(server, "words-quota-analyst", "default")
+    client.grant(ds, analyst, quota={"epsilon": "0.5", "delta": "0"})
+    key = httpx.post(f"{server.base_url}/v1/principals/{analyst}/keys", headers=ADMIN).json()["key"]
+    with OdometerClient(server.base_url, api_key=key) as analyst_client:
+        analyst_client.register(ds, d.pure_dp("0.125"))
+    code, out, err = _cli(server, capsys, "grants", "list", ds.id)
+    assert (code, err) == (0, "")
+    header, _rule, row = [line for line in out.splitlines() if line.strip()][:3]
+    assert "quota reading" in header
+    assert "epsilon=0.5, delta=0  epsilon=0.125, delta=0" in row

@@ -64,14 +64,16 @@ def _grants_list(args: argparse.Namespace, client: OdometerClient, out: Output) 
     if not grants:
         out.line(f"no grants on {args.dataset}")
         return 0
-    rows: list[Sequence[str]] = [("principal", "quota", "quota spent", "granted by", "at")]
+    rows: list[Sequence[str]] = [("principal", "quota", "quota reading", "granted by", "at")]
     for g in grants:
-        spent = (g.quota_state or {}).get("spent")
+        # the quota's certified reading (its summary's guarantee, the same in every mode); the
+        # stored state holds a mode's own running totals (spent_epsilon, rho, …), no "spent"
+        reading = (g.quota_summary or {}).get("guarantee")
         rows.append(
             (
                 g.principal_id,
                 out.amounts(g.quota),
-                out.amounts(spent),
+                out.amounts(reading),
                 g.created_by,
                 g.created_at,
             )
