@@ -60,7 +60,9 @@ from hypothesis.stateful import (
 )
 
 from app.services import reservations as invocation_service
+from odometer_core.accounting import make_config
 from odometer_core.accounting.exact import ZERO
+from odometer_core.accounting.modes import zcdp as zcdp_mode
 from odometer_core.ledger.replay import Replayer
 from tests.support import AUTH, Backend
 
@@ -109,6 +111,33 @@ class Model:
     #: reserved invocation id → (cells, δ)
     reservations: dict[str, tuple[dict[str, Fraction], Fraction]] = field(default_factory=dict)
 
+    def fresh(self) -> bool:
+        return self.rho == 0 and self.zdelta == 0
+
+    def rho_top(self, c: Fraction) -> Fraction:
+        """The ρ threshold a zcdp declaration of ρ ``c`` meets: from accounting 1.9.0 a fresh
+        filter's first declaration shapes its ladder, and is admitted by the level 1 of that
+        shape (``zcdp.chosen_shape``, ``zcdp.level_one``: a function of the target ε, δ_c and
+        ``c`` alone); after it, the threshold the first admission fixed."""
+        if not self.fresh() or c <= 0:
+            return self.rho_budget
+
+        def dec(x: Fraction) -> Decimal:
+            return Decimal(x.numerator) / Decimal(x.denominator)
+
+        config = make_config(
+            dec(self.epsilon),
+            dec(self.delta),
+            "add_remove",
+            {"mode": "zcdp", "final_conversion_delta": str(dec(self.final_conversion_delta))},
+        )
+        assert isinstance(config, zcdp_mode.ZCDPConfig)
+        shape = zcdp_mode.chosen_shape(config, dec(c))
+        if shape is None:
+            return self.rho_budget
+        top = zcdp_mode.level_one(dec(self.epsilon), config.final_conversion_delta, shape)
+        return Fraction(str(top))
+
     def admits(self, cost: tuple[Fraction, Fraction]) -> bool:
         c, d = cost
         if self.mode == "basic":
@@ -119,7 +148,7 @@ class Model:
         # approximate declarations need the creation budget in force (the creation filter)
         approximate_ok = self.zdelta + d == 0 or self.delta >= self.creation_delta
         return (
-            self.rho + c <= self.rho_budget
+            self.rho + c <= self.rho_top(c)
             and self.zdelta + d <= self.delta_approx
             and approximate_ok
         )
@@ -177,6 +206,7 @@ class ApiMachine(RuleBasedStateMachine):
     def apply(self, m: Model, mechanism: dict[str, Any], inv: str) -> None:
         c, d = self.cost(m, mechanism)
         if m.mode == "zcdp":
+            m.rho_budget = m.rho_top(c)  # fixed by the first admission (accounting 1.9.0)
             m.rho += c
             m.zdelta += d
         elif mechanism["type"] == "odp" and len(mechanism["cells"]) > 1:

@@ -15,9 +15,11 @@ def test_the_quick_run_shows_both_rules(capsys: pytest.CaptureFixture[str]) -> N
     # the audit's history: the old rule let the budget, and with it the reading, fall
     assert "| zcdp | before 1.4.0 | 0.3241 | 0.2399 | 0.2399 |" in out
     assert "| gdp | before 1.4.0 | 0.3020 | 0.2207 | 0.2207 |" in out
-    # the anchored rule: the lowest budget accepted is the reading, which stays
-    assert "| zcdp | now | 0.3087 | 0.3087 | 0.3087 |" in out
-    # capacity at (1, 1e-6): the shaped ladder's 0.6 share of δ_c at its first level costs gdp
-    # two Gaussians of 50 (one under 1.4.0's 0.9 share)
-    assert "| gdp | (1, 1e-6) | 50 | 48 | -4.0 % |" in out
+    # the anchored rule: the lowest budget accepted is the reading (rounded up to 4 digits),
+    # which stays (accounting 1.9.0, the ladder the first Gaussian shapes; 0.3087 before)
+    assert "| zcdp | now | 0.3060 | 0.3061 | 0.3060 |" in out
+    # capacity at (1, 1e-6): the level-1 share the first Gaussian chooses (accounting 1.9.0)
+    # costs gdp three Gaussians of 50 (two under 1.7.0's constant 0.6 share, one under 1.4.0's
+    # 0.9 share)
+    assert "| gdp | (1, 1e-6) | 50 | 47 | -6.0 % |" in out
     assert out.startswith(ladder.BEGIN) and out.rstrip().endswith(ladder.END)

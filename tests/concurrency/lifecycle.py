@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.schemas.shown import status_shown
 from odometer_core.accounting.filters import status as filter_status
 from odometer_core.accounting.summary import compose
 from odometer_core.ledger.blocks import BlockHistory
@@ -501,6 +502,14 @@ class Auditor:
         # say, not the ledger's: no witness is kept here, so it must be null
         if observed.pop("frozen", None) is not None:
             self.problems.append(f"{dataset_id} seq {seq}: served as frozen")
+        # the display text the API adds to a status (``shown``, the core's rounding of the
+        # same figures) is the replayed status's too
+        shown = observed.pop("shown", None)
+        if shown is not None and shown != status_shown(recomputed).model_dump(mode="json"):
+            self.problems.append(
+                f"{dataset_id} seq {seq}: served display text {shown} != replayed "
+                f"{status_shown(recomputed).model_dump(mode='json')}"
+            )
         summary, expected = observed.pop("summary", None), compose(recomputed)
         # the wire writes an item's absent order and sub-budget as null
         left = [
