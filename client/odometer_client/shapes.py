@@ -435,36 +435,34 @@ class Attribution(TypedDict):
     certified: bool
 
 
-class MechanismTotals(TypedDict):
+class DecisionTotals(TypedDict):
+    """What a group of invocations charged and was refunded, and their decisions: the part a
+    report's rows by mechanism and by analyst share (:class:`MechanismTotals`,
+    :class:`AnalystTotals`)."""
+
+    charged: dict[str, str]
+    refunded: dict[str, str]
+    attribution: NotRequired[Attribution | None]
+    curve: NotRequired[Curve | None]
+    accepted: int
+    reserved: int
+    rejected: int
+    settled: int
+    cancelled: int
+
+
+class MechanismTotals(DecisionTotals):
     """What one kind of mechanism charged and was refunded, and its decisions
     (``MechanismTotalsOut``)."""
 
     kind: str
-    charged: dict[str, str]
-    refunded: dict[str, str]
-    attribution: NotRequired[Attribution | None]
-    curve: NotRequired[Curve | None]
-    accepted: int
-    reserved: int
-    rejected: int
-    settled: int
-    cancelled: int
 
 
-class AnalystTotals(TypedDict):
+class AnalystTotals(DecisionTotals):
     """What one analyst charged and was refunded, and their decisions (``AnalystTotalsOut``)."""
 
     actor: str
     name: str | None
-    charged: dict[str, str]
-    refunded: dict[str, str]
-    attribution: NotRequired[Attribution | None]
-    curve: NotRequired[Curve | None]
-    accepted: int
-    reserved: int
-    rejected: int
-    settled: int
-    cancelled: int
     curve_charges: int
 
 
