@@ -46,9 +46,9 @@ from odometer_core.accounting.outputs import cell_from_output
 
 #: Recorded in every ledger row: a replay must use the same accounting rules (entries of 1.0.0,
 #: whose only difference is a field name, are read through :mod:`odometer_core.accounting.legacy`;
-#: 1.1.0 to 1.8.0 entries are read as written — see ``legacy.VERSION_1_1`` to
-#: ``legacy.VERSION_1_8`` for how each later version differs).
-ACCOUNTING_VERSION = "1.9.0"
+#: 1.1.0 to 1.9.0 entries are read as written — see ``legacy.VERSION_1_1`` to
+#: ``legacy.VERSION_1_9`` for how each later version differs).
+ACCOUNTING_VERSION = "1.10.0"
 
 __all__ = [
     "ACCOUNTING_VERSION",

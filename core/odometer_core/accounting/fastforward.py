@@ -245,7 +245,8 @@ def _leaf(config: Any, state: Any, charge: Amount, reserved: bool, after: Any) -
             was = st.dead if same else tuple(b == -math.inf for b in thresholds)
             dead = tuple(d or x > b for d, x, b in zip(was, s, thresholds, strict=True))
             total = add_repeatedly(st.delta, delta, k)
-            return RDPState(s, dead, total, chosen, pld, after.design)  # design: 1.8.0 on
+            # design: 1.8.0 on; the ladder its first declaration chose: 1.10.0 on
+            return RDPState(s, dead, total, chosen, pld, after.design, after.ladder)
 
         return rdp
     return None

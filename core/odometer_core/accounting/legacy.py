@@ -91,6 +91,17 @@ admitted by the filter of that shape, and the shape is never chosen again
 the field, as every 1.8.0 one, keeps the shape it records (1.7.0's constant) and its readings,
 and writes its states as 1.8.0 did, so a 1.8.0 ledger replays identically under 1.9.0."""
 
+VERSION_1_9: Final = "1.9.0"
+"""Same fields as 1.10.0, whose ``rdp`` configurations on the default grid without a workload
+say ``"ladder_rule": "first_declaration"``: the shaped ladder's spacing and span are chosen at
+the first admission from that declaration's curve and the creation target alone, among the
+shaped members of ``python -m benchmarks quote``'s family, and recorded in the state
+(``"ladder"``), which a replay recomputes; level 1 (0.9 of the pool) is the same in every
+candidate, and the shape is never chosen again (``docs/accounting.md``, *rdp: the ladder shaped
+by the first declaration*). A configuration without the field, as every 1.9.0 one, keeps the
+shape it records (34 levels 2^(1/6) apart at whole repeats) and its readings, and writes its
+states as 1.9.0 did, so a 1.9.0 ledger replays identically under 1.10.0."""
+
 #: The versions before 1.4.0, replayed with the rules of their time: budget changes derived a
 #: filter's thresholds again from the new target (``change_budget(..., anchored=False)``), and
 #: settles and cancels finished a reservation at the analyst's quota in force.

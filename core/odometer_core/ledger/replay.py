@@ -311,6 +311,7 @@ def _current(entry: Mapping[str, Any]) -> Mapping[str, Any]:
 #: Earlier accounting versions whose entries replay as written (their rules are recorded in
 #: the configurations: :mod:`odometer_core.accounting.legacy`).
 _READ_AS_WRITTEN = (
+    legacy.VERSION_1_9,
     legacy.VERSION_1_8,
     legacy.VERSION_1_7,
     legacy.VERSION_1_6,

@@ -47,6 +47,7 @@ from odometer_core.accounting.exact import (
     to_float_down,
 )
 from odometer_core.accounting.memo import memoised
+from odometer_core.accounting.modes import rdp_choice
 from odometer_core.accounting.modes import rdp_shaped as shaped
 from odometer_core.accounting.modes.common import (
     LEGACY_FIXED,
@@ -148,7 +149,9 @@ def parse(
     before, and so with ``branch`` ``None``: :mod:`.rdp_shaped`): ``"default"`` is
     :data:`~.rdp_shaped.DEFAULT_RDP_LADDER` with its levels at whole repeats
     (:data:`~.rdp_shaped.WHOLE_REPEATS`, accounting 1.9.0), a shape given is placed as 1.8.0
-    placed it (:data:`~.rdp_shaped.LADDER_1_8` makes a 1.8.0 configuration)."""
+    placed it (:data:`~.rdp_shaped.LADDER_1_8` makes a 1.8.0 configuration). From accounting
+    1.10.0 ``"default"`` also records :data:`~.rdp_choice.DEFAULT_LADDER_RULE`: the first
+    admission chooses the ladder's spacing and span (:mod:`.rdp_choice`)."""
     branch = branch if anchored else None
     only(acc, ("mode", "final_conversion_delta", "orders", "weights", "workload", "wor_bound"))
     dc = amount(acc, "final_conversion_delta", default=dlt)
@@ -163,7 +166,7 @@ def parse(
         items = parse_workload(acc["workload"], rel)
         return choose_grid(eps, dlt, rel, dc, items, wor, anchored, branch)
     orders = _orders(acc.get("orders"))
-    rule, levels = WEIGHTS_FIXED, shaped.LEVELS_1_8
+    rule, levels, ladder_rule = WEIGHTS_FIXED, shaped.LEVELS_1_8, None
     if acc.get("orders") is None and acc.get("weights") is None:
         weights = tuple(to_float_down(Decimal(w)) for w in DEFAULT_RDP_WEIGHTS)
         rule = WEIGHTS_FIRST if anchored else WEIGHTS_FIXED
@@ -172,6 +175,7 @@ def parse(
         # given is made as stored before (1.8.0: ``shaped.LADDER_1_8``, multiples)
         if shape == "default":
             shape, levels = shaped.DEFAULT_RDP_LADDER, shaped.DEFAULT_LEVELS
+            ladder_rule = rdp_choice.DEFAULT_LADDER_RULE  # accounting 1.10.0
         shape = shape if anchored and branch is not None else None
         if shape is not None:  # the levels' own orders, weight 0 at level 1 (1.8.0 on)
             orders = orders + shaped.LEVEL_ORDERS
@@ -180,7 +184,8 @@ def parse(
         weights, shape = _weights(acc.get("weights"), len(orders)), None
     config = make(eps, dlt, rel, dc, orders, weights, anchored, branch, shape)
     levels = levels if shape is not None else shaped.LEVELS_1_8
-    return replace(config, wor_bound=wor, weights_rule=rule, levels=levels)
+    ladder_rule = ladder_rule if levels == shaped.WHOLE_REPEATS else None
+    return replace(config, wor_bound=wor, weights_rule=rule, levels=levels, ladder_rule=ladder_rule)
 
 
 def _orders(raw: object) -> tuple[float, ...]:
@@ -265,18 +270,24 @@ def in_force(config: RDPConfig, state: RDPState) -> RDPConfig:
     of the configuration and the recorded choices, so replay recomputes it."""
     if config.branch is not None and not config.branch_on and state.pld != NO_BRANCH:
         config = _ladder_only(config) if state.pld.off else _with_branch(config)
-    return _weights_in_force(config, state.first, state.design)
+    return _weights_in_force(config, state.first, state.design, state.ladder)
 
 
 def _weights_in_force(
-    config: RDPConfig, first: str | None, design: tuple[float, ...] | None = None
+    config: RDPConfig,
+    first: str | None,
+    design: tuple[float, ...] | None = None,
+    ladder: LadderShape | None = None,
 ) -> RDPConfig:
     """The weights part of :func:`in_force`, on a filter whose split is decided (and, for a
-    shaped configuration, the levels the first declaration's curve ``design`` places)."""
+    shaped configuration, the levels the first declaration's curve ``design`` places, on the
+    shape ``ladder`` it chose under a ``ladder_rule``: :mod:`.rdp_choice`)."""
     if config.weights_rule != WEIGHTS_FIRST or first in (None, FIRST_DEFAULT):
         return config
     if config.others is not None:  # already the filter in force
         return config
+    if config.ladder_rule is not None and ladder is not None:
+        config = replace(config, shape=ladder)
     return _chosen(config, first, design if config.shape is not None else None)
 
 
@@ -308,16 +319,7 @@ def _chosen(config: RDPConfig, first: str, design: tuple[float, ...] | None = No
     """The filter under the weights ``first`` chose (and, under a shape, the levels the first
     declaration's curve ``design`` places: :mod:`.rdp_shaped`)."""
     assert config.anchor is not None
-    best = config.orders.index(float(first))
-    held = _level_one(config)
-    rest = to_float_down(DOWN.divide(ONE - WORKLOAD_SHARE, Decimal(len(held) - 1)))
-    weights = tuple(
-        to_float_down(WORKLOAD_SHARE) if i == best else rest if i in held else 0.0
-        for i in range(len(config.orders))
-    )
-    top = _rdp_thresholds(
-        config.anchor.epsilon, config.ladder_delta, config.orders, weights, True, config.shape
-    )
+    weights, top = _level_one_tops(config, first)
     chosen = replace(
         config,
         weights=weights,
@@ -329,6 +331,23 @@ def _chosen(config: RDPConfig, first: str, design: tuple[float, ...] | None = No
     if config.epsilon == config.anchor.epsilon and design is None:
         return chosen
     return replace(chosen, thresholds=_caps(chosen, config.epsilon))
+
+
+def _level_one_tops(config: RDPConfig, first: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The weights ``first`` chose and level 1's thresholds B(α) under them (at the creation
+    target, on the ladder's pool at the shape's level-1 share)."""
+    assert config.anchor is not None
+    best = config.orders.index(float(first))
+    held = _level_one(config)
+    rest = to_float_down(DOWN.divide(ONE - WORKLOAD_SHARE, Decimal(len(held) - 1)))
+    weights = tuple(
+        to_float_down(WORKLOAD_SHARE) if i == best else rest if i in held else 0.0
+        for i in range(len(config.orders))
+    )
+    top = _rdp_thresholds(
+        config.anchor.epsilon, config.ladder_delta, config.orders, weights, True, config.shape
+    )
+    return weights, top
 
 
 # ---------------------------------------------------------------------------- admission
@@ -401,13 +420,16 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
             trial = replace(trial, first=first_choice(base, charged[0]))
             if config.shape is not None and trial.first != FIRST_DEFAULT:
                 trial = replace(trial, design=tuple(charged[0].tolist()))
-        chosen = _weights_in_force(base, trial.first, trial.design)
+            if config.ladder_rule is not None and trial.design is not None:
+                trial = replace(trial, ladder=_ladder_choice(base, trial.first, trial.design))
+        chosen = _weights_in_force(base, trial.first, trial.design, trial.ladder)
         trial = replace(
             initial_state(chosen),
             delta=state.delta,
             first=trial.first,
             pld=trial.pld,
             design=trial.design,
+            ladder=trial.ladder,
         )
         decision = _decide(chosen, trial, decl, charged)
         if decision.admitted:
@@ -417,6 +439,17 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
         remaining = _rdp_remaining(config, grid, rdp, dead, state.delta)
         return replace(decision, state=state, remaining=remaining)
     return _decide(in_force(config, state), state, decl)
+
+
+def _ladder_choice(config: RDPConfig, first: str | None, design: tuple[float, ...]) -> LadderShape:
+    """The shape the first declaration (its order ``first``, its curve ``design``) chooses
+    under a ``ladder_rule`` (:func:`.rdp_choice.choose`): from level 1's thresholds under the
+    weights it chose (the same in every candidate: level 1 holds 0.9 of the pool in each), the
+    ladder's pool and the creation target alone, before any output."""
+    assert config.anchor is not None and first is not None
+    _, tops = _level_one_tops(config, first)
+    pool = to_float_down(config.ladder_delta)
+    return rdp_choice.choose(config.orders, tops, design, pool, config.anchor.epsilon)
 
 
 def _decide(
@@ -458,7 +491,13 @@ def _decide(
         return reject(state, requested, remaining, why, zero)
     new_dead = dead | (s > grid.thresholds)
     new_state = RDPState(
-        tuple(s.tolist()), tuple(new_dead.tolist()), new_delta, state.first, pld, state.design
+        tuple(s.tolist()),
+        tuple(new_dead.tolist()),
+        new_delta,
+        state.first,
+        pld,
+        state.design,
+        state.ladder,
     )
     remaining = _rdp_remaining(config, grid, s, new_dead, new_delta)
     return Decision("accepted", new_state, requested, requested, remaining)
@@ -620,6 +659,7 @@ def change_budget(
         wor_bound=config.wor_bound,
         weights_rule=config.weights_rule,
         levels=config.levels,
+        ladder_rule=config.ladder_rule,
     )
 
 

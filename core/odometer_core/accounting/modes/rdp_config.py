@@ -13,6 +13,11 @@ orders only its ladder's levels use (weight 0 at level 1), and a state the first
 curve (``design``), from which the levels' orders and thresholds follow
 (:mod:`odometer_core.accounting.modes.rdp_shaped`); both are absent on configurations stored
 before, whose states are written as before.
+
+From accounting 1.10.0 such a configuration also says ``"ladder_rule": "first_declaration"``
+and its state records the ladder's shape the first declaration chose (``ladder``,
+:mod:`odometer_core.accounting.modes.rdp_choice`); both are absent on configurations stored
+before, which keep the shape they record.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import numpy as np
 from odometer_core.accounting.declarations import Relation
 from odometer_core.accounting.exact import ZERO, fmt
 from odometer_core.accounting.modes.common import Anchor, ConfigError, float_text
+from odometer_core.accounting.modes.rdp_choice import FIRST_DECLARATION
 from odometer_core.accounting.modes.rdp_shaped import LEVELS_1_8, WHOLE_REPEATS
 from odometer_core.accounting.modes.statements import NO_BRANCH, BranchState, PldBranch, ladder_pool
 from odometer_core.accounting.modes.workload import WorkloadChoice
@@ -152,6 +158,10 @@ class RDPConfig:
     #: derived, never stored: under a ``shape``, the first declaration's curve that places the
     #: ladder's levels (:mod:`.rdp_shaped`), once the first admission recorded it
     design: tuple[float, ...] | None = None
+    #: :data:`.rdp_choice.FIRST_DECLARATION` (accounting ≥ 1.10.0): the first admission
+    #: chooses the ladder's shape (:func:`.rdp_choice.choose`) and the state records it;
+    #: ``None``: ``shape`` is the ladder in force (configurations stored before)
+    ladder_rule: str | None = None
     mode: Literal["rdp"] = "rdp"
 
     @property
@@ -184,6 +194,9 @@ class RDPState:
     #: the first declaration's curve on the grid (configurations with a ``shape`` only, from
     #: the first admission on): what places the ladder's levels (:mod:`.rdp_shaped`)
     design: tuple[float, ...] | None = None
+    #: the shape the first declaration chose (configurations with a ``ladder_rule`` only, from
+    #: the first admission on; ``None`` before it and for a curve that places no level)
+    ladder: LadderShape | None = None
 
 
 # ---------------------------------------------------------------------------- codec
@@ -210,6 +223,8 @@ def config_to_json(config: RDPConfig) -> dict[str, Any]:
         out["ladder"] = config.shape.to_json()
     if config.levels != LEVELS_1_8:  # absent on configurations stored before 1.9.0
         out["levels"] = config.levels
+    if config.ladder_rule is not None:  # absent on configurations stored before 1.10.0
+        out["ladder_rule"] = config.ladder_rule
     return out
 
 
@@ -221,14 +236,19 @@ def config_from_json(
     why the grid was chosen)."""
     workload = obj.get("workload")
     anchor = obj.get("anchor")
-    rule = str(obj.get("order_weights", WEIGHTS_FIXED))
-    if rule not in (WEIGHTS_FIRST, WEIGHTS_FIXED):
-        raise ConfigError(f"unknown order_weights rule {rule!r}")
+    weights_rule = str(obj.get("order_weights", WEIGHTS_FIXED))
+    if weights_rule not in (WEIGHTS_FIRST, WEIGHTS_FIXED):
+        raise ConfigError(f"unknown order_weights rule {weights_rule!r}")
     levels = obj.get("levels", LEVELS_1_8)
     if levels not in (LEVELS_1_8, WHOLE_REPEATS) or (
         levels == WHOLE_REPEATS and obj.get("ladder") is None
     ):
         raise ConfigError(f"unknown levels placement {levels!r} (or no ladder to place)")
+    rule = obj.get("ladder_rule")
+    if rule is not None and (rule != FIRST_DECLARATION or levels != WHOLE_REPEATS):
+        raise ConfigError(
+            f"ladder_rule must be '{FIRST_DECLARATION}', on a ladder at whole repeats"
+        )
     return RDPConfig(
         eps,
         dlt,
@@ -242,10 +262,11 @@ def config_from_json(
         str(obj.get("wor_bound", WOR_WBK19)),
         Anchor.from_json(anchor),
         None if anchor is None else tuple(float(b) for b in anchor["top"]),
-        rule,
+        weights_rule,
         branch=_branch(obj.get("branch")),
         shape=ladder_shape(obj.get("ladder")),
         levels=str(levels),
+        ladder_rule=None if rule is None else FIRST_DECLARATION,
     )
 
 
@@ -270,6 +291,8 @@ def state_to_json(state: RDPState) -> dict[str, Any]:
         out["pld"] = state.pld.to_json()
     if state.design is not None:  # the first declaration's curve (configurations of 1.8.0 on)
         out["design"] = [float_text(c) for c in state.design]
+    if state.ladder is not None:  # the shape the first declaration chose (1.10.0 on)
+        out["ladder"] = state.ladder.to_json()
     return out
 
 
@@ -283,4 +306,5 @@ def state_from_json(obj: Mapping[str, Any]) -> RDPState:
         None if first is None else str(first),
         BranchState.from_json(obj.get("pld")),
         None if design is None else tuple(float(c) for c in design),
+        ladder_shape(obj.get("ladder")),
     )

@@ -151,10 +151,10 @@ def statements(
         return ()
     curve = np.asarray(design, dtype=np.float64)
     usable = curve > 1e-300
-    levels, shares = _shares(pool, shape)
+    levels, shares = level_shares(pool, shape)
     factors = [odo.anchored_value(n, k, shape) for k in levels]
     if whole:
-        levels, shares, factors = _whole(levels, shares, factors, pool, shape)
+        levels, shares, factors = whole_levels(levels, shares, factors, pool, shape)
     # every level's n_k·C(α) at once (the products of the one-level computation, row by row),
     # each row converted at its share in one pass: the same floats as one call per level
     values = np.where(usable, np.array(factors, dtype=np.float64)[:, None] * curve, np.inf)
@@ -172,7 +172,7 @@ def statements(
 
 
 @functools.lru_cache(maxsize=64)
-def _shares(pool: float, shape: LadderShape) -> tuple[tuple[int, ...], tuple[float, ...]]:
+def level_shares(pool: float, shape: LadderShape) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """The levels k ≠ 1 that hold a share of ``pool`` (k = 2 … depth, then −1 … −ABOVE), and
     their shares δ_k (:func:`~odometer_core.accounting.odometer.anchored_share`): the same for
     every first declaration placed on the ladder."""
@@ -186,7 +186,7 @@ def _shares(pool: float, shape: LadderShape) -> tuple[tuple[int, ...], tuple[flo
     return tuple(levels), tuple(shares)
 
 
-def _whole(
+def whole_levels(
     levels: tuple[int, ...],
     shares: tuple[float, ...],
     factors: list[float],
@@ -262,7 +262,9 @@ __all__ = [
     "WHOLE_REPEATS",
     "Statement",
     "caps",
+    "level_shares",
     "multiple",
     "reading",
     "statements",
+    "whole_levels",
 ]

@@ -1,0 +1,198 @@
+"""The ``rdp`` ladder shaped by the first declaration (accounting 1.10.0).
+
+An ``rdp`` configuration created from accounting 1.10.0 on says ``"ladder_rule":
+"first_declaration"``: the spacing and span of its shaped ladder (:mod:`.rdp_shaped`) are not
+the constant :data:`~.rdp_shaped.DEFAULT_RDP_LADDER` of 1.9.0 but are chosen, at the first
+admission, by :func:`choose` from that first declaration's curve C (the state's ``design``)
+and the creation target alone, recorded in the state (``"ladder"``) and kept from then on:
+budget changes never choose again, and a replay recomputes the choice from the recorded curve.
+A block chooses at its own first declaration, a quota and an organisation cap at the first
+declaration they count, as the order weights of :data:`~.rdp_config.WEIGHTS_FIRST` do (the
+same admission makes both choices).
+
+Why this is sound: the first declaration is chosen before any output, so the shape it selects
+is fixed before the first output too. Every candidate (:func:`candidates`) is a
+:class:`~odometer_core.accounting.odometer.LadderShape` whose shares sum to at most 1 (checked
+in exact decimals when it is built), placed at whole repeats (the span's share divided evenly
+among the kept levels, each rounded down), and level 1 holds the same share 0.9 of the pool in
+every candidate, so the filter's thresholds B(α) and what it admits do not depend on the
+choice. Conditionally on the first declaration the ladder is a set of RDP filters fixed in
+advance (Feldman–Zrnic 2021, Thm 4.3), each converted at its share by Canonne–Kamath–Steinke
+2020, Prop. 12, and the union bound over its levels certifies the smallest ε among those that
+hold the running curve, at every stopping time (``docs/accounting.md``, *rdp: the ladder shaped
+by the first declaration*).
+
+How the shape is chosen: the history judged is "the first declaration repeated until the
+filter refuses" (j = 1 … N repeats, N the multiple level 1 holds); each candidate's reading
+after j repeats is the smallest ε of its levels holding j·C. Only counts whose best reading over
+the candidates is at least :data:`JUDGED_FROM` of the target are judged (the issue's "past
+10 % of the budget"). A candidate's regret is the largest ratio of its reading to the best
+reading over the candidates at the same count; among the candidates whose regret is within
+:data:`REGRET_TOLERANCE` of the smallest, the one whose readings have the smallest sum of
+logarithms over the judged counts is chosen (ties: the earlier of :func:`candidates`). No
+reference conversion is needed: the readings are step functions of j, so the judgement reads
+them only at the counts where some candidate's reading changes. Later work of another kind is
+read by a ladder shaped for this one: served worse than by one shaped for it, never unsoundly.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from decimal import Decimal
+from typing import Final
+
+import numpy as np
+
+from odometer_core.accounting import conversions as cv
+from odometer_core.accounting import odometer as odo
+from odometer_core.accounting.modes import rdp_shaped as shaped
+from odometer_core.accounting.odometer import LadderShape
+
+#: ``"ladder_rule"`` of an ``rdp`` configuration whose shape the first declaration chooses.
+FIRST_DECLARATION: Final = "first_declaration"
+#: The rule new ``rdp`` configurations record (``None``: 1.9.0's constant shape).
+DEFAULT_LADDER_RULE: Final[str | None] = FIRST_DECLARATION
+
+#: The candidates' spacings 2^(1/steps) and span factors (the even shares reach down to
+#: 1/factor of level 1's multiple of the first declaration): the shaped members of
+#: ``python -m benchmarks quote``'s family.
+STEPS: Final = (4, 5, 6, 7, 8)
+SPAN_FACTORS: Final = (30.0, 50.0, 100.0, 300.0)
+#: Level 1's share (that of every ``rdp`` filter since 1.4.0: the epochs admitted stay), the
+#: span's, and the levels above; the tail takes the rest (0.004).
+FIRST: Final = Decimal("0.9")
+SPREAD: Final = Decimal("0.095")
+ABOVE: Final = Decimal("0.001")
+#: Counts whose best reading is below this fraction of the target are not judged.
+JUDGED_FROM: Final = 0.1
+#: Candidates whose regret is within this factor of the smallest are compared by their sum of
+#: log readings.
+REGRET_TOLERANCE: Final = 0.01
+#: Relative tolerance under which two scores tie (the earlier candidate wins), far above the
+#: float noise of the conversions, so that a replay on another machine chooses the same.
+TIE: Final = 1e-9
+
+
+@functools.cache
+def candidates() -> tuple[LadderShape, ...]:
+    """The shapes :func:`choose` picks from, in the order ties are broken."""
+    out = []
+    for steps in STEPS:
+        for factor in SPAN_FACTORS:
+            span = math.ceil(math.log(factor) / math.log(2.0 ** (1.0 / steps)))
+            out.append(LadderShape(steps, FIRST, span, SPREAD, ABOVE))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def choose(
+    orders: tuple[float, ...],
+    tops: tuple[float, ...],
+    design: tuple[float, ...],
+    pool: float,
+    target: Decimal,
+) -> LadderShape:
+    """The shape a first declaration of RDP curve ``design`` (on ``orders``) chooses for a
+    filter whose level 1 has the thresholds ``tops`` and whose ladder holds the δ ``pool``, of
+    creation target ``target`` (module docstring). A deterministic function of its arguments,
+    all fixed before any output; :data:`~.rdp_shaped.DEFAULT_RDP_LADDER` when the first
+    declaration places no level (a curve 0 everywhere, or no repeat held)."""
+    n = shaped.multiple(tops, design)
+    count = math.floor(n) if 0 < n < 2**53 else 0
+    if count < 1 or not pool > 0:
+        return shaped.DEFAULT_RDP_LADDER
+    eps = float(target)
+    held, suffixes = _levels(orders, design, pool, n)
+    start = _first_judged(orders, design, pool, eps * JUDGED_FROM, count)
+    points = {1, start}
+    for m in held:
+        points.update(math.floor(x) + 1 for x in m.tolist() if x < count)
+    js = np.array(sorted(p for p in points if p <= count), dtype=np.float64)
+    readings = np.empty((len(held), js.size))
+    for row, (m, suffix) in enumerate(zip(held, suffixes, strict=True)):
+        # the reading after j repeats: the smallest ε over the levels holding j (m_k ≥ j)
+        at = np.searchsorted(m, js, side="left")
+        readings[row] = np.minimum(np.append(suffix, eps)[at], eps)
+    judged = js >= start
+    lengths = np.diff(np.append(js, count + 1))[judged]
+    best = readings[:, judged].min(axis=0)
+    regret = (readings[:, judged] / best).max(axis=1)
+    logs = (np.log(readings[:, judged]) * lengths).sum(axis=1)
+    limit = regret.min() * (1 + REGRET_TOLERANCE) * (1 + TIE)
+    chosen, score = 0, math.inf
+    for row in range(len(held)):
+        if regret[row] <= limit and (score == math.inf or logs[row] < score - TIE * abs(score)):
+            chosen, score = row, float(logs[row])
+    return candidates()[chosen]
+
+
+def _levels(
+    orders: tuple[float, ...], design: tuple[float, ...], pool: float, n: float
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per candidate, the repeats m_k each level k ≥ 2 holds (ascending) and the smallest ε of
+    the levels holding at least as many (a suffix minimum): the levels of
+    :func:`.rdp_shaped.statements` at whole repeats, all candidates converted in one pass
+    (CKS20 Prop. 12 at each level's share, the best order of the grid)."""
+    curve = np.asarray(design, dtype=np.float64)
+    usable = curve > 1e-300
+    owners: list[int] = []
+    shares: list[float] = []
+    factors: list[float] = []
+    for row, shape in enumerate(candidates()):
+        levels, parts = shaped.level_shares(pool, shape)
+        values = [odo.anchored_value(n, k, shape) for k in levels]
+        levels, parts, values = shaped.whole_levels(levels, parts, values, pool, shape)
+        for k, share, value in zip(levels, parts, values, strict=True):
+            if k > 1 and value >= 1.0:  # a level below one repeat holds no history judged
+                owners.append(row)
+                shares.append(share)
+                factors.append(value)
+    rows = np.where(usable, np.array(factors, dtype=np.float64)[:, None] * curve, np.inf)
+    converted = cv.rdp_to_epsilon_rows(orders, rows, shares)
+    held: list[list[tuple[float, float]]] = [[] for _ in candidates()]
+    for owner, factor, (epsilon, _) in zip(owners, factors, converted, strict=True):
+        held[owner].append((factor, epsilon))
+    ms, suffixes = [], []
+    for placed in held:
+        placed.sort()
+        m = np.array([f for f, _ in placed], dtype=np.float64)
+        e = np.array([x for _, x in placed], dtype=np.float64)
+        ms.append(m)
+        suffixes.append(np.minimum.accumulate(e[::-1])[::-1] if e.size else e)
+    return ms, suffixes
+
+
+def _first_judged(
+    orders: tuple[float, ...], design: tuple[float, ...], pool: float, floor: float, count: int
+) -> int:
+    """The fewest repeats whose RDP conversion at the whole pool (the non-adaptive reading of
+    the same history) is at least ``floor`` (``count`` when none below it is): the first count
+    judged."""
+    curve = np.asarray(design, dtype=np.float64)
+
+    def reads(j: int) -> float:
+        return cv.rdp_to_epsilon(np.asarray(orders), j * curve, pool)[0]
+
+    lo, hi = 0, count  # reads(lo) < floor (lo = 0 reads 0), the answer in (lo, hi]
+    if reads(hi) < floor:
+        return count
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if reads(mid) < floor else (lo, mid)
+    return hi
+
+
+__all__ = [
+    "ABOVE",
+    "DEFAULT_LADDER_RULE",
+    "FIRST",
+    "FIRST_DECLARATION",
+    "JUDGED_FROM",
+    "REGRET_TOLERANCE",
+    "SPAN_FACTORS",
+    "SPREAD",
+    "STEPS",
+    "candidates",
+    "choose",
+]
