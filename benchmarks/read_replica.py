@@ -22,11 +22,21 @@ Each window of ``--seconds``: ``--clients`` clients register pure-DP charges on 
 The primary, the writer and the registering clients are pinned to one half of the CPUs, the
 standby, both readers and the reading clients to the other (``--no-pin``: every process on
 every CPU), so that what the reads cost the primary is told apart from what they cost the
-machine. The conditions are interleaved, round after round (``--rounds``), so that the
+machine. The reading clients run in a session of their own, as the servers and the clusters do
+(the kernel's autogroup scheduler weighs a session's processes together: the reading clients
+sharing the registering clients' session took that session's weight on the write side's CPUs
+away from them). ``--priority N`` runs the write side at nice ``N`` (its sessions' autogroups,
+or its processes where autogroup is off): pinning keeps the write side off the read side's
+CPUs but does not keep other work off the write side's, and on a machine shared with other work
+that work moves to the write side's CPUs whenever the read side fills its own; a negative
+``N`` gives the write side its CPUs as if they were its own (the reads' own cost, not the
+machine's). The conditions are interleaved, round after round (``--rounds``), so that the
 machine's other load falls on each alike. Measured per window: registrations per second,
-and the CPU seconds the primary's PostgreSQL processes used (the postmaster, its live backends
-and its exited children); the answer is each condition's median over the rounds, and the
-median of its rate beside the same round's ``none``.
+the CPU seconds the primary's PostgreSQL processes used (the postmaster, its live backends
+and its exited children), those the whole write side used (the primary, the writer server, the
+registering clients) and those everything else used on the write side's CPUs (``/proc/stat``'s
+busy time of those CPUs less the write side's); the answer is each condition's median over the
+rounds, and the median of its rate beside the same round's ``none``.
 """
 
 from __future__ import annotations
@@ -97,6 +107,39 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds ``pid`` and the processes below it used so far (with their exited children)."""
+    total = 0
+    for each in descendants(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            total += sum(_ticks(each))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def busy(cpus: set[int]) -> float:
+    """CPU seconds ``cpus`` spent running anything so far (``/proc/stat``: all but idle, iowait
+    and steal)."""
+    total = 0
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *ticks = line.split()
+        if name[3:].isdigit() and int(name[3:]) in cpus:
+            values = [int(t) for t in ticks[:8]]
+            total += sum(values) - values[3] - values[4] - values[7]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def prioritise(pid: int, nice: int) -> None:
+    """Run ``pid``'s session (its autogroup) at ``nice``; where the kernel has no autogroups,
+    ``pid`` and its processes (those they start later inherit it)."""
+    group = Path(f"/proc/{pid}/autogroup")
+    if group.exists():
+        group.write_text(str(nice))
+        return
+    for each in descendants(pid):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, each, nice)
+
+
 def pin(pid: int, cpus: set[int]) -> None:
     """Keep ``pid`` and its processes (and those they start later) on ``cpus``."""
     for each in descendants(pid):
@@ -117,9 +160,13 @@ def sides(pinned: bool) -> tuple[set[int], set[int]]:
 
 # ---------------------------------------------------------------------------- loads
 def _writes(
-    port: int, datasets: list[str], seconds: float, index: int, out: Any, cpus: set[int]
-) -> None:
+    port: int, datasets: list[str], seconds: float, index: int, out: Any, cpus: set[int],
+    nice: int = 0,
+) -> None:  # fmt: skip
     os.sched_setaffinity(0, cpus)
+    if nice:  # a session of its own, so that its priority is not the benchmark's session's
+        os.setsid()
+        prioritise(os.getpid(), nice)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {**AUTH, "Content-Type": "application/json"}
     done = failed = 0
@@ -176,6 +223,7 @@ def _dashboard(port: int, poll: float, offset: float, stop: threading.Event, cou
 def _reads(
     port: int, dashboards: int, poll: float, seconds: float, out: Any, cpus: set[int]
 ) -> None:
+    os.setsid()  # not weighed with the registering clients (the benchmark's session)
     os.sched_setaffinity(0, cpus)
     stop = threading.Event()
     counts: dict[str, int] = {
@@ -203,6 +251,10 @@ class Window:
     seconds: float
     primary_cpu: float
     reads: dict[str, int] = field(default_factory=dict)
+    #: CPU seconds of the whole write side (primary, writer server, registering clients), and
+    #: of everything else on the write side's CPUs
+    write_cpu: float = 0.0
+    other_cpu: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -211,8 +263,11 @@ class Window:
 
 def window(
     condition: str, ports: dict[str, int], datasets: list[str], args: argparse.Namespace,
-    postmaster: int, cpus: tuple[set[int], set[int]],
+    write_side: tuple[int, int], cpus: tuple[set[int], set[int]],
 ) -> Window:  # fmt: skip
+    """One window of ``condition``; ``write_side``: the primary's postmaster and the writer
+    server's process."""
+    postmaster, writer = write_side
     ctx = multiprocessing.get_context("fork")
     queue: Any = ctx.Queue()
     readers = []
@@ -228,23 +283,37 @@ def window(
         time.sleep(1.0)  # the export under way before the window opens
     writers = [
         ctx.Process(
-            target=_writes, args=(ports["writer"], datasets, args.seconds, i, queue, cpus[0])
+            target=_writes,
+            args=(ports["writer"], datasets, args.seconds, i, queue, cpus[0], args.priority),
         )
         for i in range(args.clients)
     ]
-    cpu0, began = cluster_cpu(postmaster), time.monotonic()
+    cpu0, serving0, busy0, clients0 = (
+        cluster_cpu(postmaster),
+        tree_cpu(writer),
+        busy(cpus[0]),
+        _reaped(),
+    )
+    began = time.monotonic()
     for p in writers:
         p.start()
     for p in writers:
-        p.join()
+        p.join()  # reaped: their CPU is in this process's children's times (the readers' not yet)
     seconds, cpu = time.monotonic() - began, cluster_cpu(postmaster) - cpu0
+    write_cpu = cpu + tree_cpu(writer) - serving0 + _reaped() - clients0
+    other_cpu = busy(cpus[0]) - busy0 - write_cpu
     results = [queue.get() for _ in range(len(writers) + len(readers))]
     for p in readers:
         p.join()
     done = sum(r[0] for r in results if isinstance(r, tuple))
     failed = sum(r[1] for r in results if isinstance(r, tuple))
     reads = next((r for r in results if isinstance(r, dict)), {})
-    return Window(condition, done, failed, seconds, cpu, reads)
+    return Window(condition, done, failed, seconds, cpu, reads, write_cpu, other_cpu)
+
+
+def _reaped() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 # ---------------------------------------------------------------------------- the run
@@ -323,15 +392,21 @@ def run(args: argparse.Namespace) -> list[Window]:
                 (via_replica.process.pid, 1), (via_primary.process.pid, 1),
             ):  # fmt: skip
                 pin(pid, cpus[side])
-            window("none", ports, datasets, args, postmaster, cpus)  # warm-up, not counted
+            if args.priority:
+                for pid in (postmaster, writer.process.pid):
+                    prioritise(pid, args.priority)
+            write_side = (postmaster, writer.process.pid)
+            window("none", ports, datasets, args, write_side, cpus)  # warm-up, not counted
             for r in range(args.rounds):
                 order = CONDITIONS if r % 2 == 0 else tuple(reversed(CONDITIONS))
                 for condition in order:
-                    w = window(condition, ports, datasets, args, postmaster, cpus)
+                    w = window(condition, ports, datasets, args, write_side, cpus)
                     windows.append(w)
                     print(
                         f"round {r + 1} {condition:>7}: {w.rate:7.1f} reg/s, primary CPU "
-                        f"{w.primary_cpu / w.seconds:5.2f} s/s, failed {w.failed}, reads "
+                        f"{w.primary_cpu / w.seconds:5.2f} s/s, write side "
+                        f"{w.write_cpu / w.seconds:4.2f} s/s, others on its CPUs "
+                        f"{w.other_cpu / w.seconds:4.2f} s/s, failed {w.failed}, reads "
                         f"{w.reads}",
                         flush=True,
                     )
@@ -356,6 +431,11 @@ def summary(windows: list[Window]) -> dict[str, dict[str, float]]:
             "export_mb": sum(w.reads.get("export_bytes", 0) for w in mine) / 1e6,
             "polls": sum(w.reads.get("polls", 0) for w in mine),
             "failed": sum(w.failed for w in mine),
+            "write_cpu": statistics.median(w.write_cpu / w.seconds for w in mine),
+            "other_cpu": statistics.median(w.other_cpu / w.seconds for w in mine),
+            "write_ms": statistics.median(
+                1000 * w.write_cpu / max(1, w.registrations) for w in mine
+            ),
         }
     # each round's rate and primary CPU per registration beside the same round's ``none`` (the
     # machine's drift falls on both): the medians of the per-round ratios
@@ -363,7 +443,10 @@ def summary(windows: list[Window]) -> dict[str, dict[str, float]]:
     for i, w in enumerate(windows):
         by_round.setdefault(i // len(CONDITIONS), {})[w.condition] = w
     for condition, values in out.items():
-        for key, measure in (("vs", _rate), ("cpu_vs", _cpu_per_registration)):
+        for key, measure in (
+            ("vs", _rate), ("cpu_vs", _cpu_per_registration), ("share_vs", _write_share),
+            ("write_vs", _write_per_registration),
+        ):  # fmt: skip
             ratios = [
                 measure(r[condition]) / measure(r["none"])
                 for r in by_round.values()
@@ -381,6 +464,32 @@ def _rate(w: Window) -> float:
 
 def _cpu_per_registration(w: Window) -> float:
     return w.primary_cpu / max(1, w.registrations)
+
+
+def _write_share(w: Window) -> float:
+    return w.write_cpu / w.seconds
+
+
+def _write_per_registration(w: Window) -> float:
+    return w.write_cpu / max(1, w.registrations)
+
+
+def sides_table(rows: dict[str, dict[str, float]]) -> str:
+    """Where the write side's CPUs went: the write side's own CPU (its share of them) and its CPU
+    per registration, each beside no reads, and what other work took of those CPUs."""
+    lines = [
+        "| reads | write side's CPU (s per s) | … beside no reads, same round (median, range) | "
+        "other work on its CPUs (s per s) | write side's CPU per registration (ms) | … beside "
+        "no reads, same round (median, range) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    names = {"none": "none", "replica": "on the replica", "primary": "on the primary"}
+    for condition, v in rows.items():
+        lines.append(
+            f"| {names[condition]} | {v['write_cpu']:.2f} | {_change(v, 'share_vs')} | "
+            f"{v['other_cpu']:.2f} | {v['write_ms']:.2f} | {_change(v, 'write_vs')} |"
+        )
+    return "\n".join(lines)
 
 
 def table(rows: dict[str, dict[str, float]]) -> str:
@@ -427,6 +536,13 @@ def section(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> str:
                 if args.pin
                 else "every process on every CPU (`--no-pin`); "
             )
+            + (
+                f"the write side at nice {args.priority} (its sessions' autogroups: other work "
+                "on the machine does not take its CPUs' time); "
+                if args.priority
+                else "the write side at the default priority (other work on the machine shares "
+                "its CPUs); "
+            )
             + "PostgreSQL primary and asynchronous streaming standby with "
             "`hot_standby_feedback`. Registrations through a 2-worker server on the primary; "
             f"reads (the {args.entries:,}-entry ledger's export back to back, "
@@ -439,6 +555,8 @@ def section(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> str:
             "end.",
             "",
             table(rows),
+            "",
+            sides_table(rows),
             END,
         ]
     )
@@ -471,10 +589,19 @@ def main(argv: list[str] | None = None) -> int:
         "registering clients on one half of the CPUs, the standby, the readers and the reading "
         "clients on the other)",
     )
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        help="run the write side (the primary, the writer server, the registering clients) at "
+        "this nice value (negative needs CAP_SYS_NICE): other work on a shared machine then "
+        "cannot take its CPUs",
+    )
     parser.add_argument("--no-results", action="store_true", help="do not write RESULTS.md")
     args = parser.parse_args(argv)
     rows = summary(run(args))
     print(table(rows))
+    print(sides_table(rows))
     if not args.no_results:
         write_section(section(args, rows))
     return 0

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from benchmarks.read_replica import Window, cluster_cpu, summary, table
+from benchmarks.read_replica import Window, busy, cluster_cpu, sides_table, summary, table
 
 MB5 = 5_000_000
 
@@ -53,3 +53,39 @@ def test_the_cpu_of_a_process_tree_grows_with_its_work() -> None:
     while time.process_time() < end:
         pass
     assert cluster_cpu(os.getpid()) - before >= 0.15
+
+
+def test_the_write_sides_share_of_its_cpus_is_set_beside_no_reads() -> None:
+    # the write side's own CPU falls while other work takes its CPUs: the registrations follow
+    # the share, not the CPU per registration (issue 51's cause on a shared machine)
+    windows = [  # round 1, then round 2: none, replica, primary each
+        Window("none", 1000, 0, 10.0, 2.0, {}, 8.0, 2.0),
+        Window("replica", 800, 0, 10.0, 1.6, {}, 6.4, 3.6),
+        Window("primary", 900, 0, 10.0, 2.7, {}, 9.0, 1.0),
+        Window("none", 1200, 0, 10.0, 2.4, {}, 9.6, 0.4),
+        Window("replica", 1200, 0, 10.0, 2.4, {}, 10.2, 0.0),
+        Window("primary", 1000, 0, 10.0, 3.0, {}, 10.0, 0.0),
+    ]
+    rows = summary(windows)
+    assert rows["replica"]["write_cpu"] == pytest.approx((0.64 + 1.02) / 2)
+    assert rows["replica"]["other_cpu"] == pytest.approx(0.18)
+    assert rows["replica"]["share_vs_none"] == pytest.approx((0.8 + 1.0625) / 2)
+    assert rows["replica"]["write_vs_none"] == pytest.approx((1.0 + 1.0625) / 2)
+    lines = sides_table(rows).splitlines()
+    assert (
+        lines[2]
+        == "| none | 0.88 | +0.0 % (+0.0 … +0.0 %) | 0.12 | 8.00 | +0.0 % (+0.0 … +0.0 %) |"
+    )
+    assert lines[3] == (
+        "| on the replica | 0.83 | -6.9 % (-20.0 … +6.2 %) | 0.18 | 8.25 | +3.1 % (+0.0 … +6.2 %) |"
+    )
+
+
+def test_busy_counts_the_time_a_cpu_ran_anything() -> None:
+    mine = os.sched_getaffinity(0)
+    before, began = busy(mine), time.monotonic()
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    assert busy(mine) - before >= 0.25
+    assert busy(mine) - before <= (time.monotonic() - began) * len(mine) + 0.05
