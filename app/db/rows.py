@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
+from odometer_core.accounting.json_types import LevelOwners as LevelOwners
+from odometer_core.accounting.json_types import StateJSON
+
 
 @dataclass(slots=True)
 class DatasetRow:
@@ -18,7 +21,7 @@ class DatasetRow:
     id: str
     relation: str
     config_json: dict[str, Any]
-    state_json: dict[str, Any]
+    state_json: StateJSON  # read, never changed in place: replaced by a decision's
     last_seq: int
     head_hash: str
     #: a partitioned dataset's partition (null otherwise): its blocks are ``block_runs``
@@ -64,17 +67,6 @@ class GrantRow:
     quota_state_json: dict[str, Any] | None
     granted_seq: int
     dirty: bool = False
-
-
-class LevelOwners(TypedDict, total=False):
-    """An invocation's ``levels`` (:attr:`app.db.models.Invocation.levels`): who holds its
-    charge or reservation above the dataset. A registration writes ``organisation`` and
-    ``quota`` (each null when that level holds nothing) and ``quota_grant`` only when a
-    quota holds it; rows written before 0002 hold null instead, so readers use ``get``."""
-
-    organisation: str | None
-    quota: str | None
-    quota_grant: int
 
 
 @dataclass(slots=True)

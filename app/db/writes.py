@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Any, Final, TypedDict, cast
+from typing import Any, Final, TypeAlias, TypedDict, cast
 
 from sqlalchemy import Connection, Table
 
@@ -33,8 +33,8 @@ from app.db.models import (
     LedgerEntry,
     Organisation,
 )
-from app.db.rows import DatasetRow, GrantRow, InvocationRow, LevelOwners, OrgRow
-from odometer_core.accounting.json_types import ExportedEntry
+from app.db.rows import DatasetRow, GrantRow, InvocationRow, OrgRow
+from odometer_core.accounting.json_types import CheckpointRecord, ExportedEntry, InvocationRecord
 
 _DATASETS = cast(Table, Dataset.__table__)
 _ORGS = cast(Table, Organisation.__table__)
@@ -45,27 +45,10 @@ _IDEMPOTENCY = cast(Table, IdempotencyRecord.__table__)
 _CHECKPOINTS = cast(Table, LedgerCheckpoint.__table__)
 
 
-class InvocationInsert(TypedDict):
-    """An ``invocations`` row as a registration stages it, by column name
-    (:class:`app.db.models.Invocation`); the JSON columns hold what the core wrote."""
-
-    id: str
-    dataset_id: str
-    status: str
-    kind: str
-    ledger: str | None  # the sub-budget spent (the column kept its first name)
-    declaration: dict[str, Any]
-    request: dict[str, Any]
-    charge: dict[str, Any]
-    requested: dict[str, Any]
-    refund: None  # null until a settle or cancel
-    reservation: dict[str, Any] | None
-    cell: None  # null until a settle
-    reason: str | None
-    actor: str
-    created_at: str
-    updated_at: str
-    levels: LevelOwners
+#: An ``invocations`` row as a registration stages it, by column name
+#: (:class:`app.db.models.Invocation`): as the core records it
+#: (:func:`odometer_core.ledger.admission.admit`).
+InvocationInsert: TypeAlias = InvocationRecord
 
 
 class IdempotencyInsert(TypedDict):
@@ -81,16 +64,10 @@ class IdempotencyInsert(TypedDict):
     created_at: str
 
 
-class CheckpointInsert(TypedDict):
-    """A ``ledger_checkpoints`` row: a signed statement of a chain head
-    (:class:`app.db.models.LedgerCheckpoint`)."""
-
-    dataset_id: str
-    seq: int
-    head_hash: str
-    signed_at: str
-    key_id: str
-    signature: str
+#: A ``ledger_checkpoints`` row: a signed statement of a chain head
+#: (:class:`app.db.models.LedgerCheckpoint`), as the core signs it
+#: (:meth:`odometer_core.ledger.checkpoints.Signer.checkpoint`).
+CheckpointInsert: TypeAlias = CheckpointRecord
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ whichever unit of work asks.
 
 from __future__ import annotations
 
-from typing import Unpack, cast
+from typing import Unpack
 
 from app.db.models import Dataset
 from app.db.rows import DatasetRow
@@ -99,7 +99,7 @@ def stage_entry(
     writes.ledger.append(made.to_export())
     merkle = extend_frontier(ds, made.hash)
     ds.last_seq, ds.head_hash, ds.updated_at = made.seq, made.hash, at
-    ds.state_json = cast(JSONObject, state)
+    ds.state_json = state
     ds.merkle_json = merkle
     uow.heads[ds.id] = Head(ds.id, made.seq, made.hash)
     signer = uow.signer
@@ -120,12 +120,11 @@ def stage_admission(uow: UnitOfWork, writes: Writes, ds: DatasetRow, decided: Ad
             raise behind_witness(behind)
     writes.ledger.append(decided.entry)
     head = decided.head
-    state = cast(JSONObject, decided.state_json)
-    ds.last_seq, ds.head_hash, ds.state_json = head.seq, head.head_hash, state
+    ds.last_seq, ds.head_hash, ds.state_json = head.seq, head.head_hash, decided.state_json
     ds.updated_at, ds.merkle_json = decided.entry["at"], decided.merkle_json
     uow.heads[ds.id] = head
     if decided.checkpoint is not None:
-        writes.checkpoints.append(cast(CheckpointInsert, decided.checkpoint))
+        writes.checkpoints.append(decided.checkpoint)
 
 
 def extend_frontier(ds: Dataset | DatasetRow, entry_hash: str) -> JSONObject:
@@ -172,15 +171,9 @@ def append_entry(
 def checkpoint_row(
     signer: Signer, dataset_id: str, seq: int, head_hash: str, at: str
 ) -> CheckpointInsert:
-    """The checkpoint of ``(dataset, seq, head hash)`` signed at ``at``, as it is stored."""
-    return {
-        "dataset_id": dataset_id,
-        "seq": seq,
-        "head_hash": head_hash,
-        "signed_at": at,
-        "key_id": signer.key_id,
-        "signature": signer.sign(dataset_id, seq, head_hash, at),
-    }
+    """The checkpoint of ``(dataset, seq, head hash)`` signed at ``at``, as it is stored
+    (:meth:`~odometer_core.ledger.checkpoints.Signer.checkpoint`)."""
+    return signer.checkpoint(dataset_id, seq, head_hash, at)
 
 
 def write_now(uow: UnitOfWork, writes: Writes) -> None:

@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any
 
 from app.db.blocks import BlockWindow, read_window
 from app.db.rows import DatasetRow
 from app.db.uow import Database, UnitOfWork
-from app.db.writes import InvocationInsert, Writes
+from app.db.writes import Writes
 from app.services import _aggregate, idempotency
 from app.services._aggregate import load_filter, stage_admission
 from app.services._blocks import Resolution, not_open, partition_of, resolve
@@ -294,7 +294,7 @@ def decide_in_order(
             runs, changes = decided.held, decided.changes
         stage_admission(uow, writes, ds, decided)
         staged_levels(locked, decided)
-        writes.invocations.append(cast(InvocationInsert, decided.invocation))
+        writes.invocations.append(decided.invocation)
         receipt = receipt_of(uow.signer, ds) if decided.admitted else None
         response = render_registration(decided, receipt)
         idempotency.record_response(uow, writes, owner, item.key, item.digest, ds.id, response)

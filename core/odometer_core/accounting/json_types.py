@@ -28,6 +28,7 @@ __all__ = [
     "CapOrder",
     "CapacityJSON",
     "CheckpointAuditSummary",
+    "CheckpointRecord",
     "ClosedPhaseJSON",
     "ConfigJSON",
     "CosignedJSON",
@@ -41,7 +42,9 @@ __all__ = [
     "ForkJSON",
     "Fractions",
     "GrantQuota",
+    "InvocationRecord",
     "LeftItem",
+    "LevelOwners",
     "LevelPart",
     "MoreOfLast",
     "OdometerReading",
@@ -275,6 +278,53 @@ class ExportedEntry(EntryPayload):
     (:meth:`~odometer_core.ledger.entry.Entry.to_export`): the payload and its ``hash``."""
 
     hash: str
+
+
+class LevelOwners(TypedDict, total=False):
+    """An invocation's ``levels`` (:class:`InvocationRecord`): who holds its charge or
+    reservation above the dataset. A registration writes ``organisation`` and ``quota`` (each
+    null when that level holds nothing) and ``quota_grant`` only when a quota holds it; rows
+    written before the levels were recorded hold null instead, so readers use ``get``."""
+
+    organisation: str | None
+    quota: str | None
+    quota_grant: int
+
+
+class InvocationRecord(TypedDict):
+    """An invocation as a registration records it, by the ``invocations`` row's column names
+    (:func:`odometer_core.ledger.admission.admit`): the declaration, request, charge and
+    reservation are the ledger entry's own (:class:`EntryPayload`)."""
+
+    id: str
+    dataset_id: str
+    status: str
+    kind: str
+    ledger: str | None  # the sub-budget spent (the column kept its first name)
+    declaration: DeclarationJSON
+    request: dict[str, Any]
+    charge: AmountJSON  # ``{}`` when no level charged it
+    requested: AmountJSON
+    refund: None  # null until a settle or cancel
+    reservation: dict[str, Any] | None
+    cell: None  # null until a settle
+    reason: str | None
+    actor: str
+    created_at: str
+    updated_at: str
+    levels: LevelOwners
+
+
+class CheckpointRecord(TypedDict):
+    """A signed statement of a chain head as stored and served
+    (:meth:`odometer_core.ledger.checkpoints.Signer.checkpoint`)."""
+
+    dataset_id: str
+    seq: int
+    head_hash: str
+    signed_at: str
+    key_id: str
+    signature: str
 
 
 class GrantQuota(TypedDict):

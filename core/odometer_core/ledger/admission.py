@@ -48,7 +48,10 @@ from odometer_core.accounting.filters import (
 )
 from odometer_core.accounting.json_types import (
     CapOrder,
+    CheckpointRecord,
     ExportedEntry,
+    InvocationRecord,
+    LevelOwners,
     LevelPart,
     RefusalSummary,
     StateJSON,
@@ -303,9 +306,9 @@ class Admission:
     #: the grant's new quota state (``None``: unchanged)
     quota_state_json: dict[str, Any] | None
     #: the ``invocations`` row, by column name
-    invocation: dict[str, Any]
+    invocation: InvocationRecord
     #: a signed checkpoint of the new head, when the signer asks for one (by column name)
-    checkpoint: dict[str, Any] | None
+    checkpoint: CheckpointRecord | None
     #: the response's fields: :class:`app.schemas.invocations.InvocationCreated`'s when
     #: admitted, :class:`app.schemas.common.BudgetExceededBody`'s (but ``error``) when refused
     response: dict[str, Any]
@@ -501,13 +504,13 @@ def _staged(
         org=records.get(ORGANISATION),
         quota=records.get(QUOTA),
     )
-    owners: dict[str, Any] = {
+    owners: LevelOwners = {
         ORGANISATION: org.id if admitted and cap is not None and org is not None else None,
         QUOTA: grant.principal_id if admitted and quota is not None and grant is not None else None,
     }
     if admitted and quota is not None and grant is not None and grant.granted_seq is not None:
         owners["quota_grant"] = grant.granted_seq
-    invocation = {
+    invocation: InvocationRecord = {
         "id": invocation_id,
         "dataset_id": dataset.id,
         "status": status,
@@ -528,14 +531,7 @@ def _staged(
     }
     checkpoint = None
     if signer is not None and signer.due(made["seq"]):
-        checkpoint = {
-            "dataset_id": dataset.id,
-            "seq": made["seq"],
-            "head_hash": made["hash"],
-            "signed_at": at,
-            "key_id": signer.key_id,
-            "signature": signer.sign(dataset.id, made["seq"], made["hash"], at),
-        }
+        checkpoint = signer.checkpoint(dataset.id, made["seq"], made["hash"], at)
     doc = dataset.merkle_json
     if doc is None and dataset.last_seq:
         raise RuntimeError(

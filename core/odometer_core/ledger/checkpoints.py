@@ -45,7 +45,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from odometer_core.accounting.json_types import CheckpointAuditSummary, EndPinJSON
+from odometer_core.accounting.json_types import (
+    CheckpointAuditSummary,
+    CheckpointRecord,
+    EndPinJSON,
+)
 from odometer_core.ledger.chain import canonical_bytes
 
 STATEMENT_TYPE: Final = "odometer.ledger-checkpoint.v1"
@@ -127,6 +131,20 @@ class Signer:
     def sign(self, dataset_id: str, seq: int, head_hash: str, signed_at: str) -> str:
         """The base64 signature over the statement of ``(dataset, seq, head hash)``."""
         return sign(self, dataset_id, seq, head_hash, signed_at)
+
+    def checkpoint(
+        self, dataset_id: str, seq: int, head_hash: str, signed_at: str
+    ) -> CheckpointRecord:
+        """The checkpoint of ``(dataset, seq, head hash)`` signed at ``signed_at``, as stored
+        and served: the statement's fields and the signature."""
+        return {
+            "dataset_id": dataset_id,
+            "seq": seq,
+            "head_hash": head_hash,
+            "signed_at": signed_at,
+            "key_id": self.key_id,
+            "signature": sign(self, dataset_id, seq, head_hash, signed_at),
+        }
 
 
 @lru_cache(maxsize=8)
