@@ -15,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     PlainSerializer,
     TypeAdapter,
@@ -22,11 +23,12 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from app.schemas._types import JSONObject
 from app.schemas.summaries import RefusalSummary
-from odometer_core.accounting import AmountError, fmt, parse_amount
-from odometer_core.accounting.exact import MAX_INPUT_DIGITS, MIN_EXPONENT, ONE, ZERO
+from odometer_core.accounting import fmt
+from odometer_core.accounting.exact import MAX_INPUT_DIGITS, MIN_EXPONENT, ONE, ZERO, read_amount
 from odometer_core.accounting.kinds.fields import (
     ORDER,
     PRIVACY,
@@ -78,20 +80,31 @@ def _negative(text: str) -> bool:
     return any(c in "123456789" for c in re.split("[eE]", text, maxsplit=1)[0])
 
 
-def _amount(value: object) -> Decimal:
+def _literal(value: object) -> object:
+    """``value`` as the core's reader of amounts takes it (:class:`_Read`): a JSON number's
+    literal, or text of the documented grammar; anything else is refused here, saying so."""
     if isinstance(value, JsonNumber):
-        value = value.text  # the literal, exactly (the JSON grammar: the decoder checked it)
-    elif isinstance(value, float) and not math.isfinite(value):
+        return value.text  # the literal, exactly (the JSON grammar: the decoder checked it)
+    if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("must be a finite number (NaN and ±Infinity are not numbers here)")
-    elif isinstance(value, str):
+    if isinstance(value, str):
         if len(value) > _MAX_TEXT:
             raise ValueError(f"must be {DECIMAL_FORM}, of at most {_MAX_TEXT} characters")
         if _DECIMAL_TEXT.fullmatch(value) is None and not _negative(value):
             raise ValueError(f"must be {DECIMAL_FORM}, got {value!r}")
-    try:
-        return parse_amount(value, "value")
-    except AmountError as exc:
-        raise ValueError(str(exc).removeprefix("value ")) from None
+    return value
+
+
+class _Read:
+    """How an amount is read: :func:`_literal`, then the core's
+    :func:`~odometer_core.accounting.exact.read_amount`, which the validator calls itself (the
+    schema hands the core the literal; nothing of the app runs on what the core answers)."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        read = core_schema.no_info_before_validator_function(read_amount, handler(source))
+        return core_schema.no_info_before_validator_function(_literal, read)
 
 
 def _within(
@@ -250,7 +263,7 @@ def amount_in(domain: Domain) -> Any:
 #: as before the schema said it; ``Delta`` and a budget's ε and δ (datasets, sub-budgets, caps,
 #: quotas) check theirs here, saying what the value must be (a budget of ε = -1 "must be > 0":
 #: the core's configuration check would only say "≥ 0").
-_READ = BeforeValidator(_amount)
+_READ = _Read()
 _WRITE = PlainSerializer(fmt, return_type=str, when_used="always")
 
 #: The amounts of a declaration are typed from the core's field table (:func:`amount_in`); these

@@ -10,17 +10,25 @@ from ``app`` into the core, and whatever the core does inside itself, are not co
 The app calls the core once before the lock (the request prepared: the declaration parsed, its
 fingerprint, its selection resolved, :func:`odometer_core.ledger.admission.prepare`) and once
 under it (the decision, the ledger entry, the new states and the response's fields:
-:func:`odometer_core.ledger.admission.admit`); the third passage is the request schema's reading
-of the declaration's amount (``parse_amount``, called by the schema's validator). Traced: a
-whole dataset, and a partitioned one (by day, a year open) with a seven-day selection, each
-after one registration that taught the process the dataset (the caches of the write path
-filled, as in a running service).
+:func:`odometer_core.ledger.admission.admit`). The third passage is taken by a declaration whose
+charge may be expensive (DP-SGD, a subsampled or a composed mechanism:
+:attr:`~odometer_core.ledger.admission.Prepared.expensive`): its charges computed before the
+lock (:func:`odometer_core.ledger.admission.charges`), here in the request's thread (the tests
+run no charge worker processes). The request schema's amounts are read by the core's reader,
+which the validator calls itself (:func:`odometer_core.accounting.exact.read_amount`): no
+passage. Traced: a whole dataset, and a partitioned one (by day, a year open) with a seven-day
+selection, each after one registration that taught the process the dataset (the caches of the
+write path filled, as in a running service); then each other kind of declaration the same two
+ways (:data:`KINDS`).
 
 Shown able to fail: on the tree before the one-call decision (the app calling the core for each
 step: the declaration parsed by the request model, the fingerprint's ``to_json``, the upper
 levels' filters loaded by ``config_from_json`` and ``state_from_json``, ``decide_levels``,
 ``state_to_json`` and ``to_json`` for every amount, ``next_entry``, …) the whole dataset passed
-back into the app 31 times and the partitioned one 40 (the failure lists each passage).
+back into the app 31 times and the partitioned one 40 (the failure lists each passage). The
+other kinds, on the tree where the schema's validator called the core once per amount: a DP-SGD
+job and a subsampled Gaussian 5 times (two amounts, the charges), a composition of three and an
+approx_dp 4, whole or on a selection.
 """
 
 from __future__ import annotations
@@ -45,6 +53,19 @@ LIMIT = 3
 DAILY = {"kind": "day", "unit": "record", "timezone": "UTC"}
 WEEK = {"from": "2026-06-01", "to": "2026-06-07"}
 CHARGE = {"type": "pure_dp", "epsilon": "0.001"}
+#: Declarations of the other shapes: charges computed before the lock (a training job, a
+#: subsampled and a composed mechanism) and a closed form of two amounts.
+KINDS: dict[str, dict[str, Any]] = {
+    "dp_sgd": {"type": "dp_sgd", "noise_multiplier": "1.1", "sample_rate": "0.01", "steps": 100},
+    "subsampled": {
+        "type": "subsampled",
+        "scheme": "poisson",
+        "rate": "0.01",
+        "mechanism": {"type": "gaussian", "sigma": "1.1"},
+    },
+    "composed": {"type": "composed", "mechanism": CHARGE, "count": 3},
+    "approx_dp": {"type": "approx_dp", "epsilon": "0.001", "delta": "1e-9"},
+}
 
 
 def _package(frame: FrameType | None) -> str | None:
@@ -111,6 +132,15 @@ def _dataset(client: TestClient, name: str, **extra: Any) -> str:
     return str(r.json()["id"])
 
 
+def _partitioned(client: TestClient, name: str) -> str:
+    """A dataset partitioned by day (``basic``), its blocks of 2026 open."""
+    ds = _dataset(client, name, accounting={"mode": "basic"}, partition=DAILY)
+    opened = {"open": {"from": "2026-01-01", "to": "2026-12-31"}}
+    r = client.post(f"/v1/datasets/{ds}/blocks", json=opened, headers=AUTH)
+    assert r.status_code == 200, r.text
+    return ds
+
+
 def _register(client: TestClient, dataset_id: str, body: dict[str, Any], key: str) -> None:
     r = client.post(
         f"/v1/datasets/{dataset_id}/invocations",
@@ -153,9 +183,27 @@ def test_a_seven_day_selection_passes_back_into_the_app_at_most_three_times(
     traced: tuple[TestClient, Passages],
 ) -> None:
     client, passages = traced
-    ds = _dataset(client, "traced week", accounting={"mode": "basic"}, partition=DAILY)
-    opened = {"open": {"from": "2026-01-01", "to": "2026-12-31"}}
-    r = client.post(f"/v1/datasets/{ds}/blocks", json=opened, headers=AUTH)
-    assert r.status_code == 200, r.text
+    ds = _partitioned(client, "traced week")
     seen = _traced(client, passages, ds, {"mechanism": CHARGE, "blocks": WEEK}, "week")
+    assert len(seen) <= LIMIT, _report(seen)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_on_a_whole_dataset_passes_back_into_the_app_at_most_three_times(
+    traced: tuple[TestClient, Passages], kind: str
+) -> None:
+    client, passages = traced
+    ds = _dataset(client, f"traced whole {kind}")
+    seen = _traced(client, passages, ds, {"mechanism": KINDS[kind]}, f"whole-{kind}")
+    assert len(seen) <= LIMIT, _report(seen)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_on_a_seven_day_selection_passes_back_into_the_app_at_most_three_times(
+    traced: tuple[TestClient, Passages], kind: str
+) -> None:
+    client, passages = traced
+    ds = _partitioned(client, f"traced week {kind}")
+    body = {"mechanism": KINDS[kind], "blocks": WEEK}
+    seen = _traced(client, passages, ds, body, f"week-{kind}")
     assert len(seen) <= LIMIT, _report(seen)

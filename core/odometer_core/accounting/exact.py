@@ -94,6 +94,16 @@ def parse_amount(value: object, name: str = "value") -> Decimal:
     return d
 
 
+def read_amount(value: object) -> Decimal:
+    """:func:`parse_amount` for a reader that names the value itself (a request's field, whose
+    validation error says where): the error says what is wrong, without a name ("has more than
+    30 significant digits")."""
+    try:
+        return parse_amount(value)
+    except AmountError as exc:
+        raise AmountError(str(exc).removeprefix("value ")) from None
+
+
 def cost_from_float(x: float) -> Decimal:
     """A float cost rounded **up** to :data:`SIGNIFICANT_DIGITS` significant digits.
 
