@@ -132,15 +132,6 @@ def _dataset(client: TestClient, name: str, **extra: Any) -> str:
     return str(r.json()["id"])
 
 
-def _partitioned(client: TestClient, name: str) -> str:
-    """A dataset partitioned by day (``basic``), its blocks of 2026 open."""
-    ds = _dataset(client, name, accounting={"mode": "basic"}, partition=DAILY)
-    opened = {"open": {"from": "2026-01-01", "to": "2026-12-31"}}
-    r = client.post(f"/v1/datasets/{ds}/blocks", json=opened, headers=AUTH)
-    assert r.status_code == 200, r.text
-    return ds
-
-
 def _register(client: TestClient, dataset_id: str, body: dict[str, Any], key: str) -> None:
     r = client.post(
         f"/v1/datasets/{dataset_id}/invocations",
@@ -163,6 +154,23 @@ def _traced(
     return list(passages.seen)
 
 
+def _registration(
+    traced: tuple[TestClient, Passages], mechanism: dict[str, Any], *, week: bool, name: str
+) -> list[str]:
+    """The passages of registering ``mechanism`` on a whole dataset or (``week``) with a
+    seven-day selection on a dataset partitioned by day (``basic``, its blocks of 2026 open)."""
+    client, passages = traced
+    if not week:
+        ds = _dataset(client, f"traced whole {name}")
+        return _traced(client, passages, ds, {"mechanism": mechanism}, f"whole-{name}")
+    ds = _dataset(client, f"traced week {name}", accounting={"mode": "basic"}, partition=DAILY)
+    opened = {"open": {"from": "2026-01-01", "to": "2026-12-31"}}
+    r = client.post(f"/v1/datasets/{ds}/blocks", json=opened, headers=AUTH)
+    assert r.status_code == 200, r.text
+    body = {"mechanism": mechanism, "blocks": WEEK}
+    return _traced(client, passages, ds, body, f"week-{name}")
+
+
 def _report(seen: list[str]) -> str:
     counted = Counter(seen)
     return f"{len(seen)} passages back into the app:\n" + "\n".join(
@@ -173,37 +181,21 @@ def _report(seen: list[str]) -> str:
 def test_a_whole_dataset_registration_passes_back_into_the_app_at_most_three_times(
     traced: tuple[TestClient, Passages],
 ) -> None:
-    client, passages = traced
-    ds = _dataset(client, "traced whole")
-    seen = _traced(client, passages, ds, {"mechanism": CHARGE}, "whole")
+    seen = _registration(traced, CHARGE, week=False, name="pure_dp")
     assert len(seen) <= LIMIT, _report(seen)
 
 
 def test_a_seven_day_selection_passes_back_into_the_app_at_most_three_times(
     traced: tuple[TestClient, Passages],
 ) -> None:
-    client, passages = traced
-    ds = _partitioned(client, "traced week")
-    seen = _traced(client, passages, ds, {"mechanism": CHARGE, "blocks": WEEK}, "week")
+    seen = _registration(traced, CHARGE, week=True, name="pure_dp")
     assert len(seen) <= LIMIT, _report(seen)
 
 
+@pytest.mark.parametrize("week", [False, True], ids=["whole", "week"])
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_each_kind_on_a_whole_dataset_passes_back_into_the_app_at_most_three_times(
-    traced: tuple[TestClient, Passages], kind: str
+def test_each_kind_passes_back_into_the_app_at_most_three_times(
+    traced: tuple[TestClient, Passages], kind: str, week: bool
 ) -> None:
-    client, passages = traced
-    ds = _dataset(client, f"traced whole {kind}")
-    seen = _traced(client, passages, ds, {"mechanism": KINDS[kind]}, f"whole-{kind}")
-    assert len(seen) <= LIMIT, _report(seen)
-
-
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_each_kind_on_a_seven_day_selection_passes_back_into_the_app_at_most_three_times(
-    traced: tuple[TestClient, Passages], kind: str
-) -> None:
-    client, passages = traced
-    ds = _partitioned(client, f"traced week {kind}")
-    body = {"mechanism": KINDS[kind], "blocks": WEEK}
-    seen = _traced(client, passages, ds, body, f"week-{kind}")
+    seen = _registration(traced, KINDS[kind], week=week, name=kind)
     assert len(seen) <= LIMIT, _report(seen)
