@@ -60,7 +60,7 @@ from odometer_core.accounting import (
     status,
 )
 from odometer_core.accounting.conversions import gdp_epsilon
-from odometer_core.accounting.modes import first_ladder, rdp_shaped, statements
+from odometer_core.accounting.modes import first_ladder, rdp_choice, rdp_shaped, statements
 from odometer_core.accounting.modes import gdp as gdp_mode
 from odometer_core.accounting.modes import rdp as rdp_mode
 from odometer_core.accounting.modes import zcdp as zcdp_mode
@@ -132,7 +132,7 @@ def _before_1_6(config: AccountingConfig) -> AccountingConfig:
         return config
     acc = {"mode": "rdp", "final_conversion_delta": str(config.final_conversion_delta)}
     alone = rdp_mode.parse(config.epsilon, config.delta, config.relation, acc, True, None, None)
-    made = config_to_json(config).keys() - {"branch", "ladder", "levels"}
+    made = config_to_json(config).keys() - {"branch", "ladder", "levels", "ladder_rule"}
     assert config_to_json(alone).keys() == made
     return alone
 
@@ -145,7 +145,8 @@ def _before_1_8(config: AccountingConfig) -> AccountingConfig:
     acc = {"mode": "rdp", "final_conversion_delta": str(config.final_conversion_delta)}
     rel = config.relation
     made = rdp_mode.parse(config.epsilon, config.delta, rel, acc, True, config.branch, None)
-    assert config_to_json(made).keys() == config_to_json(config).keys() - {"ladder", "levels"}
+    dropped = {"ladder", "levels", "ladder_rule"}
+    assert config_to_json(made).keys() == config_to_json(config).keys() - dropped
     return made
 
 
@@ -157,8 +158,18 @@ def _made_by_1_8(config: AccountingConfig) -> AccountingConfig:
     acc = {"mode": "rdp", "final_conversion_delta": str(config.final_conversion_delta)}
     rel, shape = config.relation, rdp_shaped.LADDER_1_8
     made = rdp_mode.parse(config.epsilon, config.delta, rel, acc, True, config.branch, shape)
-    assert config_to_json(made).keys() == config_to_json(config).keys() - {"levels"}
+    assert config_to_json(made).keys() == config_to_json(config).keys() - {"levels", "ladder_rule"}
     return made
+
+
+def _made_by_1_9(config: AccountingConfig) -> AccountingConfig:
+    """The same ``rdp`` configuration as accounting 1.9.0 made it (the 34-level shape at whole
+    repeats, fixed at creation: no ``ladder_rule``); other modes as they are."""
+    if not isinstance(config, RDPConfig):
+        return config
+    stored = config_to_json(config)
+    stored.pop("ladder_rule", None)
+    return config_from_json(stored)
 
 
 def _before_shape(config: AccountingConfig) -> AccountingConfig:
@@ -202,7 +213,7 @@ def _cell(value: Decimal | float | str | None) -> str:
 def jobs_table() -> list[str]:
     rows = [
         "| job | declared | dp_accounting PLD | RDP (16 service orders) | RDP (dp_accounting "
-        "orders) | basic | rdp | rdp 1.8.0 | rdp before 1.8.0 | rdp before 1.6.0 | zcdp | gdp "
+        "orders) | basic | rdp | rdp 1.9.0 | rdp before 1.8.0 | rdp before 1.6.0 | zcdp | gdp "
         "| rdp ÷ PLD "
         "| rdp ÷ RDP (16) "
         "| target (rdp) | met | best in family admitting ≥ the default's repeats (those "
@@ -216,11 +227,11 @@ def jobs_table() -> list[str]:
         budget = Decimal(8) if job is TUTORIAL else Decimal(math.ceil(3 * pld_eps))
         for declared, parts in (("once", [job.epochs]), ("per epoch", [1] * job.epochs)):
             readings: dict[str, Decimal | str | None] = {}
-            for mode in (*MODES, "rdp 1.8.0", "rdp before 1.8.0", "rdp before 1.6.0"):
+            for mode in (*MODES, "rdp 1.9.0", "rdp before 1.8.0", "rdp before 1.6.0"):
                 name = mode.split()[0]
                 config = make_config(str(budget), job.delta, "add_remove", {"mode": name})
-                if mode == "rdp 1.8.0":
-                    config = _made_by_1_8(config)
+                if mode == "rdp 1.9.0":
+                    config = _made_by_1_9(config)
                 elif mode == "rdp before 1.8.0":
                     config = _before_1_8(config)
                 elif mode != name:
@@ -242,7 +253,7 @@ def jobs_table() -> list[str]:
             shown = (
                 "basic",
                 "rdp",
-                "rdp 1.8.0",
+                "rdp 1.9.0",
                 "rdp before 1.8.0",
                 "rdp before 1.6.0",
                 "zcdp",
@@ -571,10 +582,23 @@ def shapes() -> str:
         "order at 0.9 of δ_c; the PLD branch at the default split"
     )
     rdp = rdp_mode.DEFAULT_RDP_LADDER
-    version, _ = _newest(rdp_shaped.__doc__)
     old = rdp_shaped.LADDER_1_8
+    steps = ", ".join(map(str, rdp_choice.STEPS))
+    spans = ", ".join(f"1/{f:g}" for f in rdp_choice.SPAN_FACTORS)
     out.append(
-        f"`rdp` (accounting {version}) levels 2^(1/{rdp.steps}) apart, level 1 (the filter, "
+        f"`rdp` (accounting {ACCOUNTING_VERSION}, `modes/rdp_choice.py`: "
+        '`"ladder_rule": "first_declaration"`): the spacing and span are chosen at the first '
+        "admission from that declaration's curve and the creation target alone, recorded in "
+        'the state (`"ladder"`) and kept from then on; the candidates: spacing 2^(1/steps), '
+        f"steps {steps}, the span's even shares down to {spans} of level 1's multiple of the "
+        f"first declaration, level 1 {rdp_choice.FIRST}, the span {rdp_choice.SPREAD}, the "
+        f"levels above {rdp_choice.ABOVE}, at whole repeats; the rule, on the history of the "
+        "first declaration repeated until refused, judged where the non-adaptive RDP "
+        f"conversion reads at least {rdp_choice.JUDGED_FROM:g} of the budget: the candidates "
+        "whose largest reading ÷ the best candidate's reading at the same count is within "
+        f"{rdp_choice.REGRET_TOLERANCE:g} of the smallest, then the smallest sum of log "
+        "readings; before the first admission, and for configurations stored before 1.10.0, "
+        f"the shape of 1.9.0: levels 2^(1/{rdp.steps}) apart, level 1 (the filter, "
         f"every order at its weight) {rdp.first} of the ladder's pool, the {rdp.span} levels "
         f"below it {rdp.spread} evenly, the tail {rdp.tail} as 6/(π²j²), the levels above "
         f"{rdp.above}; every level but 1 at the one order (of the 16 and "
@@ -609,7 +633,7 @@ def closing(jobs: list[str], gaussians: list[str]) -> list[str]:
         if cells[15] == "NO":
             out.append(
                 f"- {cells[0]}, {cells[1]}: rdp reads {cells[6]} ({cells[12]} PLD, "
-                f"{cells[13]} RDP; 1.8.0 read {cells[7]}) against {cells[14]}; the family's "
+                f"{cells[13]} RDP; 1.9.0 read {cells[7]}) against {cells[14]}; the family's "
                 f"best admitting at least as many repeats {cells[16]}, "
                 f"{'within' if cells[17] == 'yes' else 'NOT within'} 2 % of it (the best over "
                 f"every member, some admitting fewer: {cells[18]})"
