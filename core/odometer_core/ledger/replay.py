@@ -30,8 +30,12 @@ its charges are recorded (``org``) and their sum over the organisation's dataset
 organisation's counted state.
 
 After each step the recomputed state (``state_to_json``) must equal the stored ``state``
-exactly, and the recomputed outcome, charge, refund, reservation and configuration must equal
-what was recorded. No database access: the offline verifier uses this module as is.
+exactly (a ``zcdp`` / ``gdp`` first admission is decided with the ladder shape the entry
+records where the rule could have chosen it with its floats off by
+:data:`~odometer_core.accounting.modes.first_ladder.FLOAT_TOLERANCE`:
+:func:`~odometer_core.accounting.modes.first_ladder.chosen`), and the recomputed outcome,
+charge, refund, reservation and configuration must equal what was recorded. No database
+access: the offline verifier uses this module as is.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ from odometer_core.accounting.blocks import (
 )
 from odometer_core.accounting.json_types import OdometerReading, StateJSON
 from odometer_core.accounting.levels import DROPPED, quota_holds
+from odometer_core.accounting.modes import first_ladder
 from odometer_core.ledger.blocks import (
     BLOCKS,
     HIGHEST,
@@ -215,26 +220,8 @@ class Replayer:
             return
         try:
             entry = _current(entry)
-            if isinstance(self.state, BlockHistory):
-                assert self.config is not None
-                self.config, self.state = _block_step(
-                    entry,
-                    self.config,
-                    self.state,
-                    self.reservations,
-                    self.selections,
-                    self.declarations,
-                )
-            else:
-                self.config, self.state = _step(
-                    entry,
-                    position,
-                    self.config,
-                    self.state,
-                    self.reservations,
-                    self.declarations,
-                )
-            _quota_step(entry, self.quotas, self.quota_holds, self.declarations)
+            with first_ladder.recorded(entry):  # a shape chosen within float noise: as recorded
+                self._step(entry, position)
         except _Mismatch as exc:
             self.replay_problems.append(f"entry {position} ({entry.get('kind')}): {exc}")
             self.stopped = True
@@ -243,6 +230,28 @@ class Replayer:
                 f"entry {position} ({entry.get('kind')}): cannot replay: {exc!r}"
             )
             self.stopped = True
+
+    def _step(self, entry: Mapping[str, Any], position: int) -> None:
+        if isinstance(self.state, BlockHistory):
+            assert self.config is not None
+            self.config, self.state = _block_step(
+                entry,
+                self.config,
+                self.state,
+                self.reservations,
+                self.selections,
+                self.declarations,
+            )
+        else:
+            self.config, self.state = _step(
+                entry,
+                position,
+                self.config,
+                self.state,
+                self.reservations,
+                self.declarations,
+            )
+        _quota_step(entry, self.quotas, self.quota_holds, self.declarations)
 
     def add_chain_problems(self, problems: Iterable[ChainProblem]) -> None:
         """Record hash-chain defects (from :attr:`chain` or a walker run elsewhere)."""

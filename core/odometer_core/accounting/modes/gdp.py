@@ -21,6 +21,7 @@ kept from then on (:func:`in_force`), as in ``zcdp``. Configurations stored befo
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -190,7 +191,7 @@ def chosen_shape(config: GDPConfig, mu_squared: Decimal) -> LadderShape | None:
         return None
     if config.anchor.delta <= 0 or mu_squared.is_infinite():
         return None
-    return first_ladder.choose(
+    return first_ladder.chosen(
         level_one,
         _gdp_level_epsilon,
         config.anchor.epsilon,
@@ -207,8 +208,17 @@ def in_force(config: GDPConfig, state: GDPState) -> GDPConfig:
     :func:`odometer_core.accounting.modes.zcdp.in_force`)."""
     if state.ladder is None or config.shape == state.ladder or config.anchor is None:
         return config
-    made = make(config.anchor.epsilon, config.anchor.delta, config.relation, shape=state.ladder)
+    anchor = config.anchor
+    made = _made(str(anchor.epsilon), str(anchor.delta), config.relation, state.ladder)
     return replace(made, epsilon=config.epsilon, delta=config.delta, ladder_rule=config.ladder_rule)
+
+
+@functools.lru_cache(maxsize=1024)
+def _made(eps: str, dlt: str, rel: Relation, shape: LadderShape) -> GDPConfig:
+    """:func:`make` with ``shape``, once per filter (keyed by the amounts' text, so that the
+    configuration keeps their digits): every admission after the first reads the filter in
+    force, and making it solves for μ_top, a root finding, each time."""
+    return make(Decimal(eps), Decimal(dlt), rel, shape=shape)
 
 
 def unsupported(decl: Declaration) -> str | None:

@@ -23,6 +23,7 @@ kept from then on; the first declaration is admitted by the filter of the shape 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -208,7 +209,7 @@ def chosen_shape(config: ZCDPConfig, rho: Decimal) -> LadderShape | None:
         return None
     if config.final_conversion_delta <= 0:
         return None
-    return first_ladder.choose(
+    return first_ladder.chosen(
         level_one,
         cv.zcdp_epsilon,
         config.anchor.epsilon,
@@ -226,14 +227,18 @@ def in_force(config: ZCDPConfig, state: ZCDPState) -> ZCDPConfig:
     :func:`change_budget`)."""
     if state.ladder is None or config.shape == state.ladder or config.anchor is None:
         return config
-    made = make(
-        config.anchor.epsilon,
-        config.anchor.delta,
-        config.relation,
-        config.final_conversion_delta,
-        shape=state.ladder,
-    )
+    anchor = config.anchor
+    dc = config.final_conversion_delta
+    made = _made(str(anchor.epsilon), str(anchor.delta), config.relation, str(dc), state.ladder)
     return replace(made, epsilon=config.epsilon, delta=config.delta, ladder_rule=config.ladder_rule)
+
+
+@functools.lru_cache(maxsize=1024)
+def _made(eps: str, dlt: str, rel: Relation, dc: str, shape: LadderShape) -> ZCDPConfig:
+    """:func:`make` with ``shape``, once per filter (keyed by the amounts' text, so that the
+    configuration keeps their digits): every admission after the first reads the filter in
+    force, and making it solves for ρ_top, a root finding, each time."""
+    return make(Decimal(eps), Decimal(dlt), rel, Decimal(dc), shape=shape)
 
 
 # ---------------------------------------------------------------------------- charge
