@@ -139,14 +139,15 @@ def test_reference_choices(
 
 
 def test_the_choice_costs_less_than_20_ms() -> None:
-    """From a cold memo, the best of five choices for the tutorial's epoch."""
+    """From a cold memo, the best of five choices for the tutorial's epoch, in CPU time (the
+    machine may be shared)."""
     config = _rdp("8", "0.00001")
     best = math.inf
     for _ in range(5):
         rdp_choice.choose.cache_clear()
-        start = time.perf_counter()
+        start = time.process_time()
         _expected(config, TUTORIAL)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     assert best < 0.02
 
 
