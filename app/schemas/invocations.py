@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, computed_field, model_validator
 
 from app.schemas._types import JSONObject
 from app.schemas.blocks import BlockSelection
@@ -21,6 +21,7 @@ from app.schemas.common import (
     optional,
 )
 from app.schemas.mechanisms import CELL_PATTERN, Mechanism, to_declaration
+from app.schemas.shown import SHOWN_AMOUNTS, AmountText, amounts_shown
 from odometer_core.accounting import Declaration
 
 
@@ -241,6 +242,11 @@ class Preview(BaseModel):
         "above, nothing else admitted meanwhile)",
     )
 
+    @computed_field(description=SHOWN_AMOUNTS)  # type: ignore[prop-decorator]
+    @property
+    def shown(self) -> dict[str, AmountText]:
+        return amounts_shown(charge=self.charge, requested=self.requested, remaining=self.remaining)
+
 
 class InvocationEvent(BaseModel):
     seq: int
@@ -279,3 +285,8 @@ class InvocationOut(BaseModel):
     created_at: str
     updated_at: str
     events: list[InvocationEvent]
+
+    @computed_field(description=SHOWN_AMOUNTS)  # type: ignore[prop-decorator]
+    @property
+    def shown(self) -> dict[str, AmountText]:
+        return amounts_shown(charge=self.charge, requested=self.requested, refund=self.refund)

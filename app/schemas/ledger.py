@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import JsonSchemaValue
 
 from app.schemas._types import JSONObject
+from app.schemas.shown import AmountText
 from odometer_core.ledger import EntryKind as StoredKind
 
 EntryKind = Literal[
@@ -72,6 +73,13 @@ class LedgerPageOut(BaseModel):
     next_after_seq: int | None = Field(
         description="a page's: the after_seq of the next page, null on the last (not in an "
         "export file)"
+    )
+    shown: dict[str, dict[str, AmountText]] | None = Field(
+        default=None,
+        description="a page's: its entries' charge and refund as pages print them, by seq "
+        "(an entry is hashed as it is, so its text sits here): each scalar unit rounded by "
+        "the core's one rule for display to 6 significant digits, the charge up and the "
+        "refund down; an entry with neither is left out (not in an export file)",
     )
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, computed_field, field_validator
 
 from app.schemas._types import JSONObject
-from app.schemas.shown import status_shown
+from app.schemas.shown import AmountText, amounts_shown, status_shown
 
 #: Scalar amounts by unit (``epsilon``, ``delta``, ``rho``, ``mu_squared``), decimal strings.
 Amounts = dict[str, str]
@@ -158,6 +158,20 @@ class Verification(BaseModel):
     problems: list[str] = Field(description="the first 20 problems")
 
 
+class ReportShown(BaseModel):
+    """A report's amounts as pages print them, beside the rows they belong to (the rows stay
+    as the ledger adds them up): by field name, each scalar unit rounded by the core's one rule
+    for display to 6 significant digits, charges up, refunds down (app/schemas/shown.py)."""
+
+    analysts: dict[str, dict[str, AmountText]] = Field(
+        description="each analyst's (by actor) charged and refunded"
+    )
+    mechanisms: dict[str, dict[str, AmountText]] = Field(
+        description="each declaration kind's charged and refunded"
+    )
+    refunds: dict[str, AmountText] = Field(description="refunds' total and odp_savings")
+
+
 class ReportOut(BaseModel):
     """Guarantee, status, spend over time, per-analyst totals, refunds, rejections, chain
     head and replay verdict of one dataset."""
@@ -184,6 +198,24 @@ class ReportOut(BaseModel):
         "parameters), its runs as GET …/blocks pages them (at most 1000); the totals above "
         "count the invocations whose selection meets the range",
     )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the per-analyst, per-kind and refund amounts as pages print them "
+        "(6 significant digits: charges up, refunds down)"
+    )
+    @property
+    def shown(self) -> ReportShown:
+        return ReportShown(
+            analysts={
+                a.actor: amounts_shown(charged=a.charged, refunded=a.refunded)
+                for a in self.analysts
+            },
+            mechanisms={
+                m.kind: amounts_shown(charged=m.charged, refunded=m.refunded)
+                for m in self.mechanisms
+            },
+            refunds=amounts_shown(total=self.refunds.total, odp_savings=self.refunds.odp_savings),
+        )
 
     @field_validator("status")
     @classmethod

@@ -8,6 +8,14 @@ digits, and what its filter counts in the mode's own unit (spent and reserved ro
 what remains and the budget rounded down, to :data:`DIGITS` digits: the direction that never
 flatters); a fraction is shown as a percentage rounded down. The exact figures stay where they
 were; ``docs/dashboard.md``.
+
+Every other amount a table prints (a charge, a refund, a quota, a cap, what an organisation
+spent, reserved or has left, what a dataset drew from its cap) has its text beside it in one
+shape: where an object carries an amount ``X`` (``{"epsilon": "0.2151001", "delta": "0"}``),
+its ``shown.X`` is that amount's :data:`AmountText`, unit by unit
+(``{"epsilon": "0.2151", "delta": "0"}``), built by :func:`amount_text` to :data:`DIGITS`
+digits in the direction of :data:`UP` (what was spent) or down (what is given, kept or left).
+A ledger entry is hashed as it is, so a ledger page carries its entries' texts by ``seq``.
 """
 
 from __future__ import annotations
@@ -36,6 +44,48 @@ def text(value: Any, *, up: bool, digits: int = DIGITS) -> str | None:
         return summary.shown(Decimal(str(value)), up=up, digits=digits, plain_below=PLAIN_BELOW)
     except (InvalidOperation, ValueError):
         return None
+
+
+#: An amount's text by unit: the scalar units it carries (``epsilon``, ``delta``, ``rho``,
+#: ``mu_squared``), each rounded to :data:`DIGITS` significant digits; an rdp curve has none.
+AmountText = dict[str, str]
+#: The units an amount's text has, in the order pages print them.
+UNITS = ("epsilon", "rho", "mu_squared", "delta")
+#: Amounts rounded up (what was spent or is held: never understated); every other amount
+#: (a budget, a quota, a cap, what remains, a refund) is rounded down (never overstated).
+UP = frozenset({"charge", "charged", "spent", "reserved", "drawn", "requested"})
+
+#: The description of every ``shown`` of amounts in the API document.
+SHOWN_AMOUNTS = (
+    "the amounts above as pages print them (app/schemas/shown.py): by field name, each "
+    "scalar unit rounded by the core's one rule for display to 6 significant digits, up for "
+    "what was spent (charge, charged, spent, reserved, drawn, requested), down for the rest "
+    "(budget, quota, cap, remaining, refunds); an rdp curve has none"
+)
+
+
+def amount_text(amount: Any, *, up: bool) -> AmountText | None:
+    """``amount``'s scalar units as text rounded by the core's rule (:func:`text`), in
+    :data:`UNITS` order; ``None`` when it is no amount or has no scalar unit (a curve)."""
+    if isinstance(amount, BaseModel):
+        amount = amount.model_dump(mode="json")
+    if not isinstance(amount, Mapping):
+        return None
+    shown: AmountText = {}
+    for unit in UNITS:
+        value = amount.get(unit)
+        if isinstance(value, str | int | Decimal) and not isinstance(value, bool):
+            figure = text(value, up=up)
+            if figure is not None:
+                shown[unit] = figure
+    return shown or None
+
+
+def amounts_shown(**amounts: Any) -> dict[str, AmountText]:
+    """``shown`` of an object's amounts, by field name: each rounded up when its name is in
+    :data:`UP`, down otherwise; a field with no scalar amount is left out."""
+    found = {name: amount_text(value, up=name in UP) for name, value in amounts.items()}
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def percent(fraction: Any) -> str | None:
@@ -98,6 +148,22 @@ class StatusShown(BaseModel):
     )
     sub_budgets: dict[str, StatusShown] | None = Field(
         default=None, description="split: each sub-budget's"
+    )
+    budget: AmountText | None = Field(
+        default=None, description="the status's budget, unit by unit, rounded down (6 digits)"
+    )
+    spent: AmountText | None = Field(
+        default=None, description="its spent, unit by unit, rounded up (6 digits)"
+    )
+    spent_eps_delta: AmountText | None = Field(
+        default=None, description="its spent (ε, δ), rounded up (6 digits)"
+    )
+    reserved: AmountText | None = Field(
+        default=None, description="its reserved ε (basic), rounded up (6 digits)"
+    )
+    remaining: AmountText | None = Field(
+        default=None,
+        description="its remaining, unit by unit, rounded down (6 digits; none for a curve)",
     )
 
 
@@ -173,4 +239,9 @@ def status_shown(view: Mapping[str, Any], fraction: Any = None) -> StatusShown:
             if isinstance(subs, Mapping)
             else None
         ),
+        budget=amount_text(view.get("budget"), up=False),
+        spent=amount_text(view.get("spent"), up=True),
+        spent_eps_delta=amount_text(view.get("spent_eps_delta"), up=True),
+        reserved=amount_text(view.get("reserved"), up=True),
+        remaining=amount_text(view.get("remaining"), up=False),
     )

@@ -11,7 +11,15 @@ from app.schemas._types import JSONObject
 from app.schemas.common import BudgetDelta, BudgetEpsilon, Delta, StrictModel, optional
 from app.schemas.datasets import NAME_PATTERN, LeafAccounting
 from app.schemas.mechanisms import Mechanism, to_declaration
-from app.schemas.shown import ShownReading, reading, status_shown
+from app.schemas.shown import (
+    SHOWN_AMOUNTS,
+    AmountText,
+    ShownReading,
+    amount_text,
+    amounts_shown,
+    reading,
+    status_shown,
+)
 from app.schemas.summaries import Summary
 from odometer_core.accounting import Declaration
 
@@ -82,6 +90,16 @@ class OrganisationShown(BaseModel):
     closed: list[ShownReading] = Field(
         description="each closed cap's reading, rounded up, in order"
     )
+    cap: AmountText | None = Field(
+        default=None, description="the cap's (ε, δ), rounded down to 6 digits (null: no cap)"
+    )
+    spent: AmountText | None = Field(default=None, description="spent, rounded up to 6 digits")
+    reserved: AmountText | None = Field(
+        default=None, description="reserved, rounded up to 6 digits (null: none)"
+    )
+    remaining: AmountText | None = Field(
+        default=None, description="remaining, rounded down to 6 digits (null: none)"
+    )
 
 
 class OrganisationOut(BaseModel):
@@ -125,7 +143,8 @@ class OrganisationOut(BaseModel):
 
     @computed_field(  # type: ignore[prop-decorator]
         description="the statement's and the closed caps' readings as the dashboard prints "
-        "them: rounded up to 8 significant digits (still guarantees)"
+        "them: rounded up to 8 significant digits (still guarantees); the cap, spent, reserved "
+        "and remaining amounts unit by unit, to 6 (spent and reserved up, the rest down)"
     )
     @property
     def shown(self) -> OrganisationShown:
@@ -133,6 +152,10 @@ class OrganisationOut(BaseModel):
         return OrganisationShown(
             statement=None if statement is None else reading(statement.epsilon, statement.delta),
             closed=[reading(phase.epsilon, phase.delta) for phase in self.closed],
+            cap=amount_text(self.cap, up=False),
+            spent=amount_text(self.spent, up=True),
+            reserved=amount_text(self.reserved, up=True),
+            remaining=amount_text(self.remaining, up=False),
         )
 
     @field_validator("status")
@@ -181,6 +204,11 @@ class OrganisationReportDataset(BaseModel):
         description="what the dataset drew from the cap, in its currency: charges less refunds"
     )
 
+    @computed_field(description=SHOWN_AMOUNTS)  # type: ignore[prop-decorator]
+    @property
+    def shown(self) -> dict[str, AmountText]:
+        return amounts_shown(drawn=self.drawn)
+
 
 class OrganisationReport(BaseModel):
     """The cap's decisions replayed from every dataset's ledger in their organisation order."""
@@ -199,6 +227,18 @@ class OrganisationReport(BaseModel):
         "plus the replayed reading of the cap in force once it counted",
     )
     datasets: list[OrganisationReportDataset]
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the replayed reading (odometer) and statement as pages print them: "
+        "epsilon and delta rounded up to 8 significant digits (still guarantees)"
+    )
+    @property
+    def shown(self) -> dict[str, AmountText]:
+        found: dict[str, AmountText] = {}
+        for name, value in (("odometer", self.odometer), ("statement", self.statement)):
+            if value is not None and "epsilon" in value and "delta" in value:
+                found[name] = reading(value["epsilon"], value["delta"]).model_dump()
+        return found
 
 
 class OrganisationList(BaseModel):
@@ -224,6 +264,11 @@ class PrincipalOut(BaseModel):
 class QuotaOut(BaseModel):
     budget: dict[str, str] = Field(description="the quota's (ε, δ)")
     summary: Summary = Field(description="the quota's reading, what is left of it")
+
+    @computed_field(description=SHOWN_AMOUNTS)  # type: ignore[prop-decorator]
+    @property
+    def shown(self) -> dict[str, AmountText]:
+        return amounts_shown(budget=self.budget)
 
 
 class MyGrant(BaseModel):
@@ -281,6 +326,11 @@ class GrantOut(BaseModel):
     )
     created_by: str
     created_at: str
+
+    @computed_field(description=SHOWN_AMOUNTS)  # type: ignore[prop-decorator]
+    @property
+    def shown(self) -> dict[str, AmountText]:
+        return amounts_shown(quota=self.quota)
 
 
 class GrantList(BaseModel):

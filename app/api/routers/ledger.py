@@ -5,6 +5,7 @@ it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -17,6 +18,7 @@ from app.api.errors import responses
 from app.api.jsonbody import ExactJsonRoute
 from app.api.reads import Reader, ReadsDep
 from app.db.repositories import LedgerFilter
+from app.schemas._types import JSONObject
 from app.schemas.ledger import (
     ConsistencyProofOut,
     EntryKind,
@@ -25,9 +27,10 @@ from app.schemas.ledger import (
     TreeHeadOut,
     ledger_time,
 )
+from app.schemas.shown import AmountText, amounts_shown
 from app.services import ledger as service
 from app.services import proofs
-from odometer_core.ledger.formats import export_chunks, json_page_chunks
+from odometer_core.ledger.formats import compact, export_chunks, json_page_chunks
 
 router = APIRouter(
     prefix="/v1/datasets/{dataset_id}/ledger", tags=["ledger"], route_class=ExactJsonRoute
@@ -119,7 +122,7 @@ def read_ledger(
     )
     if format == "json" and not export:
         return StreamingResponse(
-            json_page_chunks(page.dataset_id, page.head_seq, page, lambda: page.next_after_seq),
+            _page_chunks(page),
             media_type=MEDIA_TYPES[format],
             headers=read.headers(),
         )
@@ -135,6 +138,29 @@ def read_ledger(
         media_type=MEDIA_TYPES[format],
         headers=headers,
     )
+
+
+def _page_chunks(page: service.LedgerPage) -> Iterator[str]:
+    """A page's JSON document, streamed, closed by ``shown``: each entry's charge and refund
+    as pages print them, by seq (app/schemas/shown.py; an entry is hashed as it is)."""
+    texts: dict[str, dict[str, AmountText]] = {}
+
+    def entries() -> Iterator[JSONObject]:
+        for entry in page:
+            found = amounts_shown(charge=entry.get("charge"), refund=entry.get("refund"))
+            if found:
+                texts[str(entry["seq"])] = found
+            yield entry
+
+    last: str | None = None
+    for chunk in json_page_chunks(
+        page.dataset_id, page.head_seq, entries(), lambda: page.next_after_seq
+    ):
+        if last is not None:
+            yield last
+        last = chunk
+    if last is not None:  # the document's closing brace, then shown
+        yield f'{last[:-1]},"shown":{compact(texts)}}}'
 
 
 def _head(head: proofs.TreeHead) -> TreeHeadOut:
