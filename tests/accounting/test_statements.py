@@ -167,23 +167,29 @@ def test_a_fresh_dataset_reads_zero_and_zero() -> None:
 def test_a_small_first_declaration_leaves_the_whole_delta_to_the_ladder() -> None:
     """An epoch (ε ≈ 0.32 < 0.1·8) turns the branch off: the ladder is then the 1.5.0 one, and
     the epochs admitted are 1.5.0's 457 (and 457 with the job declared as the workload)."""
-    config = _rdp()
-    legacy = _before_1_6(config)
-    count, state, legacy_state, above = 0, initial_state(config), initial_state(legacy), 0
-    while count < 1000 and (decision := admit(config, state, EPOCH)).admitted:
-        old = admit(legacy, legacy_state, EPOCH)
-        # (the grid of 1.8.0 also holds the ladder's levels' own orders, after the 16)
-        assert old.admitted and old.state.rdp == decision.state.rdp[: len(old.state.rdp)]
-        # the shaped ladder of 1.8.0 reads this history at most 2.4 % above the per-order
-        # ladders of 1.5.0, and mostly well below (from 0.69×; its readings are
-        # tests/accounting/test_shaped_rdp_ladder.py's)
-        new, before = _reading(config, decision.state), _reading(legacy, old.state)
-        ratio = Decimal(new["epsilon"]) / Decimal(before["epsilon"])
-        assert ratio <= Decimal("1.024") and new["delta"] == before["delta"]
-        above += ratio > 1
-        state, legacy_state, count = decision.state, old.state, count + 1
-    assert count == 457 and not admit(legacy, legacy_state, EPOCH).admitted
-    assert above == 33
+    default = _rdp()
+    stored = config_to_json(default)
+    assert stored.pop("ladder_rule") == "first_declaration"  # accounting 1.10.0
+    made_by_1_9 = config_from_json(stored)
+    legacy = _before_1_6(default)
+    # the shaped ladder of 1.9.0 reads this history at most 2.4 % above the per-order ladders
+    # of 1.5.0 (33 readings), and mostly well below (from 0.69×; its readings are
+    # tests/accounting/test_shaped_rdp_ladder.py's); the ladder the first epoch shapes
+    # (1.10.0: steps 7, span to 1/30 of N) at most 6.1 % above (34 readings, epochs 279–281
+    # the highest), to read the 60th epoch within 1.2 % of the family's best
+    for config, bound, expected in ((made_by_1_9, "1.024", 33), (default, "1.061", 34)):
+        count, state, legacy_state, above = 0, initial_state(config), initial_state(legacy), 0
+        while count < 1000 and (decision := admit(config, state, EPOCH)).admitted:
+            old = admit(legacy, legacy_state, EPOCH)
+            # (the grid of 1.8.0 also holds the ladder's levels' own orders, after the 16)
+            assert old.admitted and old.state.rdp == decision.state.rdp[: len(old.state.rdp)]
+            new, before = _reading(config, decision.state), _reading(legacy, old.state)
+            ratio = Decimal(new["epsilon"]) / Decimal(before["epsilon"])
+            assert ratio <= Decimal(bound) and new["delta"] == before["delta"]
+            above += ratio > 1
+            state, legacy_state, count = decision.state, old.state, count + 1
+        assert count == 457 and not admit(legacy, legacy_state, EPOCH).admitted
+        assert above == expected
     assert isinstance(state, RDPState) and state.pld == stm.OFF
     assert state_to_json(state)["pld"] == {"off": True}
     workload = [{"mechanism": TUTORIAL.to_json(), "count": 1}]
