@@ -20,23 +20,24 @@ Each window of ``--seconds``: ``--clients`` clients register pure-DP charges on 
 - ``primary``: the same reads through the primary reader.
 
 The primary, the writer and the registering clients are pinned to one half of the CPUs, the
-standby, both readers and the reading clients to the other (``--no-pin``: every process on
-every CPU), so that what the reads cost the primary is told apart from what they cost the
-machine. The reading clients run in a session of their own, as the servers and the clusters do
-(the kernel's autogroup scheduler weighs a session's processes together: the reading clients
-sharing the registering clients' session took that session's weight on the write side's CPUs
-away from them). ``--priority N`` runs the write side at nice ``N`` (its sessions' autogroups,
-or its processes where autogroup is off): pinning keeps the write side off the read side's
-CPUs but does not keep other work off the write side's, and on a machine shared with other work
-that work moves to the write side's CPUs whenever the read side fills its own; a negative
-``N`` gives the write side its CPUs as if they were its own (the reads' own cost, not the
-machine's). The conditions are interleaved, round after round (``--rounds``), so that the
-machine's other load falls on each alike. Measured per window: registrations per second,
-the CPU seconds the primary's PostgreSQL processes used (the postmaster, its live backends
-and its exited children), those the whole write side used (the primary, the writer server, the
-registering clients) and those everything else used on the write side's CPUs (``/proc/stat``'s
-busy time of those CPUs less the write side's); the answer is each condition's median over the
-rounds, and the median of its rate beside the same round's ``none``.
+standby, both readers and the reading clients to the other (``--no-pin``: every process on every
+CPU), so that what the reads cost the primary is told apart from what they cost the machine. The
+reading clients run in a session of their own, as the servers and the clusters do (the kernel's
+autogroup scheduler weighs a session's processes together, so that otherwise the reading clients
+would share the registering clients' weight; in 4 interleaved rounds this moved the reads' cost
+by about a point, −23 % in the session, −22 % in one of their own). ``--priority N`` runs the
+write side at nice ``N`` (its sessions' autogroups, or its processes where autogroup is off):
+pinning keeps the write side off the read side's CPUs but does not keep other work off the write
+side's, and on a machine shared with other work that work moves to the write side's CPUs
+whenever the read side fills its own; a negative ``N`` keeps that work from taking them while
+the write side can run (it still fills the write side's waits, a commit's fsync among them),
+which tells the reads' own cost from the machine's. The conditions are interleaved, round after
+round (``--rounds``), so that the machine's other load falls on each alike. Measured per window:
+registrations per second, the CPU seconds the primary's PostgreSQL processes used (the
+postmaster, its live backends and its exited children), those the whole write side used (the
+primary, the writer server, the registering clients) and those everything else used on the write
+side's CPUs (``/proc/stat``'s busy time of those CPUs less the write side's); the answer is each
+condition's median over the rounds, and the median of its rate beside the same round's ``none``.
 """
 
 from __future__ import annotations
