@@ -106,6 +106,16 @@ SLOW_FILES_FIRST = (
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist hands out files (``--dist loadfile``) sorted by their number of tests, most
+    first, unless told ``--no-loadscope-reorder``: that undid SLOW_FILES_FIRST, whose files have
+    few tests each (2 in the Patroni and kill -9 files), so they started last and the run ended
+    on one process while the other idled (in a run of the whole suite the capacity file, third
+    in the list, started 20 minutes in). The order below is the order files are handed out."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Moves SLOW_FILES_FIRST to the front (after pytest's own grouping by fixture parameter,
