@@ -1,14 +1,15 @@
-"""One rounding for display. The server rounds with the core's rule
-(:func:`odometer_core.accounting.exact.rounded`: its summaries, the report's charts
-through :func:`app.reports_svg.shown`, and the figures it sends the dashboard as text through
-:func:`app.schemas.shown.text`, so that the page rounds none itself); the command line, which
-never imports the core (the client depends on httpx alone), keeps a copy of the rule for the
-amounts the server sends exact (:func:`odometer_client._cli.output.significant`).
-Held here to the same results."""
+"""One rounding for display (issue 48). The server rounds with the core's rule
+(:func:`odometer_core.accounting.exact.rounded`): its summaries, the report's charts through
+:func:`app.reports_svg.shown`, and the text it sends beside every amount pages print through
+:func:`app.schemas.shown.text`. The dashboard and the command line print that text and round
+nothing themselves (the command line, which never imports the core, used to keep a copy of the
+rule: it is gone; ``tests/client/test_cli_display_text.py`` shows it printing the server's
+text where its copy printed another figure)."""
 
 from __future__ import annotations
 
 import random
+import re
 from decimal import Decimal
 
 import pytest
@@ -16,9 +17,7 @@ import pytest
 from app import reports_svg
 from app.schemas import shown as api_shown
 from odometer_client._cli import output
-from odometer_client.exports import fmt as client_fmt
-from odometer_core.accounting import summary
-from odometer_core.accounting.exact import fmt as core_fmt
+from tests.support import ROOT
 
 EDGES = [
     "0", "-0", "Infinity", "-Infinity", "1", "0.1", "1e-7", "9.99999999e-8", "123456789",
@@ -37,12 +36,26 @@ def _values(count: int = 20000) -> list[Decimal]:
     return values
 
 
-def test_the_command_line_rounds_as_the_core_does() -> None:
-    assert output.DIGITS == summary.DIGITS
-    for value in _values():
-        for up in (True, False):
-            core = core_fmt(summary.rounded(value, up=up))
-            assert client_fmt(output.significant(value, down=not up)) == core, (value, up)
+#: What a rounding is written with, in Python (Decimal's rounding modes, quantize) and in the
+#: page's JavaScript (a rounding function, a digit carried, toFixed / toPrecision).
+PY_ROUNDING = re.compile(r"ROUND_[A-Z_]+|\.quantize\(|def significant|\bround\(")
+JS_ROUNDING = re.compile(r"function shown\b|kept \+= 1n|toFixed|toPrecision|function minus\b")
+
+
+def test_the_command_line_and_the_page_round_nothing() -> None:
+    """The copy of the core's rule the command line kept, and the page's own rounding and
+    subtraction, are gone: neither has a rounding to drift from the core's."""
+    cli = sorted((ROOT / "client" / "odometer_client" / "_cli").glob("*.py"))
+    page = sorted((ROOT / "app" / "dashboard").glob("*.js"))
+    assert cli and page
+    found = [
+        (path.name, hit)
+        for paths, pattern in ((cli, PY_ROUNDING), (page, JS_ROUNDING))
+        for path in paths
+        for hit in pattern.findall(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+    assert not hasattr(output, "significant") and not hasattr(output, "DIGITS")
 
 
 @pytest.mark.parametrize(

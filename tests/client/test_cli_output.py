@@ -1,65 +1,64 @@
-"""The command line's amounts for people: at most 8 significant digits, rounded up for a
-reading or a spend and down for what is left, in plain notation; in full under ``--exact``."""
+"""The command line's amounts for people: the server's text for each (``shown``: rounded by
+the core's one rule for display on the server, the side that never flatters), exact where the
+server sends none (an older server) and in full under ``--exact``; the command line rounds
+nothing itself (issue 48: one rounding for display)."""
 
 from __future__ import annotations
 
 import io
 from decimal import Decimal
 
-import pytest
-
-from odometer_client._cli.output import Output, significant
-from tests.client.figures import down8, up8
+from odometer_client._cli import output
+from odometer_client._cli.output import Output, text_of
 
 
 def _out(exact: bool = False) -> Output:
     return Output(io.StringIO(), exact=exact)
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        "0.44707842418651294603",
-        "1.0625003641272687816",
-        "0.0454609347457067753001584031820751576484",
-        "123456789.5",
-        "0.000000123456789",
-        "0.4",
-        "0.000001",
-        "1000000",
-        "0",
-    ],
-)
-def test_eight_significant_digits_up_for_spend_down_for_what_is_left(value: str) -> None:
-    out = _out()
-    assert out.figure(value) == up8(value)
-    assert out.figure(value, left=True) == down8(value)
-    assert out.figure(Decimal(value)) == up8(value)
-    assert len(Decimal(out.figure(value)).normalize().as_tuple().digits) <= 8
-    assert Decimal(out.figure(value)) >= Decimal(value) >= Decimal(out.figure(value, left=True))
-    exact = _out(exact=True)
-    assert Decimal(exact.figure(value)) == Decimal(value)  # --exact: as the server wrote it
+def test_an_amount_is_the_server_s_text_or_exact() -> None:
+    out, exact = _out(), _out(exact=True)
+    value = "0.44707842418651294603"
+    # the server's text as it comes, whichever way it was rounded
+    assert out.figure(value, shown="0.447079") == "0.447079"
+    assert out.figure(value, shown="0.447078") == "0.447078"
+    assert out.figure(Decimal(value), shown="4.47078e-1") == "4.47078e-1"
+    # no text (an older server's answer): exact, never rounded here
+    assert out.figure(value) == value
+    assert out.figure(Decimal("1E+2")) == "100"
+    # --exact: as the server wrote it, whatever its text
+    assert exact.figure(value, shown="0.447079") == value
+    assert not hasattr(output, "significant") and not hasattr(output, "DIGITS")
 
 
 def test_what_is_not_an_amount_is_shown_as_it_is() -> None:
     out = _out()
     shown = [out.figure(v) for v in (None, "ladder", True, "-inf")]
     assert shown == ["-", "ladder", "True", "-Infinity"]  # an infinity as the server writes it
-    assert significant(Decimal("Infinity")) == Decimal("Infinity")
 
 
 def test_amounts_in_both_styles_and_curves() -> None:
     out = _out()
     spent = {"delta": "0", "rho": "0.00055555555555555556", "certified": False}
-    assert out.amounts(spent) == "rho=0.00055555556, delta=0"
-    assert out.amounts(spent, symbols=True) == "ρ=0.00055555556 δ=0"
-    assert out.amounts({"epsilon": "0.99999999999"}, left=True) == "epsilon=0.99999999"
+    texts = {"rho": "0.000555556", "delta": "0"}
+    assert out.amounts(spent, shown=texts) == "rho=0.000555556, delta=0"
+    assert out.amounts(spent, shown=texts, symbols=True) == "ρ=0.000555556 δ=0"
+    assert out.amounts(spent) == "rho=0.00055555555555555556, delta=0"  # no text: exact
+    assert _out(exact=True).amounts(spent, shown=texts) == "rho=0.00055555555555555556, delta=0"
     curve = {"orders": ["2.0"], "rdp": ["0.1"], "delta": "0"}
     assert out.amounts(curve) == "curve"
     assert (
         out.amounts(curve, curve="RDP curve (--exact prints it)") == "RDP curve (--exact prints it)"
     )
     assert out.amounts(None) == "-" and out.amounts({}) == "-"
+
+
+def test_the_server_s_text_of_a_field() -> None:
+    document = {"charge": {"epsilon": "0.1234567891"}, "shown": {"charge": {"epsilon": "0.123457"}}}
+    assert text_of(document, "charge") == {"epsilon": "0.123457"}
+    assert text_of(document, "refund") is None
+    assert text_of({"charge": {}}, "charge") is None  # an older server: no shown
+    assert text_of(None, "charge") is None
 
 
 def test_what_is_left_in_the_modes_units() -> None:

@@ -23,6 +23,7 @@ from odometer_client import BudgetExceeded, OdometerClient
 from odometer_client import declarations as d
 from odometer_client._cli import run
 from odometer_client.cli import main
+from odometer_client.exports import fmt
 from tests.client.conftest import FAST_RETRY
 from tests.client.figures import down8, up8
 from tests.client.live import ADMIN_KEY, Server
@@ -138,8 +139,8 @@ def test_register_and_preview_say_the_reading_after_the_decision(
     assert (code, err) == (0, "")
     decision, now = out.splitlines()
     assert decision.startswith("accepted inv_")
-    # ρ = 1/(2·30²) = 0.000555…: rounded up to 8 significant digits
-    assert decision.endswith(f" on {ds.id}: charge ρ={up8(Decimal(1) / 1800)} δ=0")
+    # ρ = 1/(2·30²) = 0.000555…: the server's text, rounded up to 6 significant digits
+    assert decision.endswith(f" on {ds.id}: charge ρ=0.000555556 δ=0")
     assert now == "now: " + _raw(server, f"/v1/datasets/{ds.id}")["status"]["summary"]["text"]
     assert now.endswith("more gaussian like the last fit")
     code, out, _ = _run(server, capsys, "preview", ds.id, "--mechanism", thirty)
@@ -148,7 +149,7 @@ def test_register_and_preview_say_the_reading_after_the_decision(
         server, f"/v1/datasets/{ds.id}/invocations/preview", {"mechanism": json.loads(thirty)}
     )
     assert out.splitlines() == [
-        f"would be accepted: charge ρ={up8(Decimal(1) / 1800)} δ=0",
+        f"would be accepted: charge ρ={preview['shown']['charge']['rho']} δ=0",
         f"fit: {preview['fit']['count']} more in a row (the dataset admits the fewest) "
         "(next refused: rho budget exceeded)",
         "now: " + _raw(server, f"/v1/datasets/{ds.id}")["status"]["summary"]["text"],
@@ -254,17 +255,23 @@ def test_report_in_basic_shows_the_charged_epsilon_and_delta(
     assert "per analyst (epsilon):" in out
     charged = admin["charged"]
     assert len(Decimal(charged["epsilon"]).as_tuple().digits) > 8
-    assert _row(out, "admin")[-3:] == [up8(charged["epsilon"]), up8(charged["delta"]), "0"]
-    remaining = report.status["remaining"]
-    assert f"remaining:              epsilon={down8(remaining['epsilon'])}, delta=" in out
+    # the server's text: charges up to 6 significant digits, what remains down
+    assert report.raw["shown"]["analysts"]["admin"]["charged"] == {
+        "epsilon": "0.447079",
+        "delta": "0.0000001",
+    }
+    assert _row(out, "admin")[-3:] == ["0.447079", "0.0000001", "0"]
+    remaining = report.raw["status"]["shown"]["remaining"]
+    assert remaining["epsilon"] == "1.55292"  # 2 - 0.447078424… = 1.552921575…, down
+    assert f"remaining:              epsilon={remaining['epsilon']}, delta=" in out
 
 
 # ---------------------------------------------------------------------------- older servers
 class _OlderServer(httpx.BaseTransport):
-    """The live server as one from before summaries and attributions: those fields (and the
-    report's per-analyst ``curve``) dropped."""
+    """The live server as one from before summaries, attributions and display text: those
+    fields (and the report's per-analyst ``curve``) dropped."""
 
-    DROPPED = frozenset({"summary", "attribution", "curve"})
+    DROPPED = frozenset({"summary", "attribution", "curve", "shown"})
 
     def __init__(self, *, report_route: bool = True) -> None:
         self._inner = httpx.HTTPTransport()
@@ -314,10 +321,11 @@ def test_a_server_without_summaries(
     assert (code, err) == (0, "")
     reading = client.get_dataset(basic).odometer
     remaining = client.get_dataset(basic).status["remaining"]
-    left = f"ε={down8(remaining['epsilon'])} δ={down8(remaining['delta'])}"
-    assert _row(out, basic.id)[4:] == [up8(reading["epsilon"]), "0.0000001", left]
+    # no text from the server: every amount exact (the command line rounds nothing)
+    left = f"ε={fmt(remaining['epsilon'])} δ={fmt(remaining['delta'])}"
+    assert _row(out, basic.id)[4:] == [fmt(reading["epsilon"]), "0.0000001", left]
     assert _row(out, rdp.id)[4:] == [
-        up8(client.get_dataset(rdp).odometer["epsilon"]),
+        fmt(client.get_dataset(rdp).odometer["epsilon"]),
         "0.000001",
         "-",
     ]
@@ -332,7 +340,7 @@ def test_a_server_without_summaries(
     if not older_server:  # summed up and replayed here: the dataset's figures, per actor
         charged = client.get_dataset(basic).spent
         assert out.startswith("dataset ")
-        assert _row(out, "admin")[-3:] == [up8(charged["epsilon"]), "0.0000001", "0"]
+        assert _row(out, "admin")[-3:] == [fmt(charged["epsilon"]), "0.0000001", "0"]
         assert "\nreplay verification: OK (2 entries, head " in out
     code, out, _ = _run(
         server, capsys, "register", basic.id, "--mechanism", json.dumps(GAUSSIAN.to_json())

@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from odometer_client._cli.options import accounting, accounting_options
-from odometer_client._cli.output import Output, percent, text
+from odometer_client._cli.output import Output, percent, text, text_of
 from odometer_client._cli.run import Runner, command
 from odometer_client._sync.client import OdometerClient
 from odometer_client.models import BlockRange, BlockRun, Dataset
@@ -34,6 +34,17 @@ def _partition_text(partition: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _status(ds: Dataset) -> Mapping[str, Any]:
+    """The dataset's status as the server sent it (its ``shown`` texts as text)."""
+    status = ds.raw.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def _reading(ds: Dataset) -> Mapping[str, str] | None:
+    """The certified reading as the server's text (``status.shown.reading``: rounded up)."""
+    return text_of(_status(ds), "reading")
+
+
 def _partitioned_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
     """A partitioned dataset: the budget is every block's, the reading the highest over every
     block ever opened, retired ones included (``odometer blocks list`` shows each run of open
@@ -45,7 +56,7 @@ def _partitioned_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
         ("dataset", f"{ds.id}  {ds.name!r}"),
         ("mode / relation", f"{ds.mode} / {ds.relation}"),
         ("partition", _partition_text(ds.partition)),
-        ("budget (each block)", out.amounts(ds.budget)),
+        ("budget (each block)", out.amounts(ds.budget, shown=text_of(_status(ds), "budget"))),
         ("protects", text(blocks.get("protects"))),
         *([("requires", text(blocks["requires"]))] if blocks.get("requires") else []),
         ("open blocks", f"{text(blocks.get('open'))} in {text(blocks.get('runs'))} runs"),
@@ -55,7 +66,7 @@ def _partitioned_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
     ]
     if ds.odometer:
         every = "(the highest over every block ever opened, retired ones included)"
-        rows.append(("guarantee so far", f"{out.amounts(ds.odometer)} {every}"))
+        rows.append(("guarantee so far", f"{out.amounts(ds.odometer, shown=_reading(ds))} {every}"))
     return rows
 
 
@@ -69,36 +80,48 @@ def _fractions(ds: Dataset, whose: str = "") -> list[tuple[str, str]]:
     return [("fraction spent", f"{whose}{percent(spent)}, left {percent(left)}")]
 
 
-def _remaining(obj: Mapping[str, Any] | None, out: Output) -> str:
-    return out.amounts(obj, left=True, curve="curve (see --json)")
+def _remaining(obj: Mapping[str, Any] | None, sent: Any, out: Output) -> str:
+    """What remains, as the server's text (``sent``: the status, or a sub-budget, carrying
+    its ``shown``)."""
+    return out.amounts(obj, shown=text_of(sent, "remaining"), curve="curve (see --json)")
 
 
 def _whole_rows(ds: Dataset, out: Output) -> list[tuple[str, str]]:
-    st = ds.status
+    st, sent = ds.status, _status(ds)
     estimate = ds.spent.get("estimate") is True  # the mode's conversion, not certified
+    # a split dataset's spent (ε, δ) is summed by the client: no server text, exact
+    spent = out.amounts(ds.spent, shown=text_of(sent, "spent_eps_delta"))
     rows = [
         ("dataset", f"{ds.id}  {ds.name!r}"),
         ("mode / relation", f"{ds.mode} / {ds.relation}"),
-        ("budget", out.amounts(st.get("budget"))),
-        ("spent (ε, δ)", out.amounts(ds.spent) + (" (estimate)" if estimate else "")),
+        ("budget", out.amounts(st.get("budget"), shown=text_of(sent, "budget"))),
+        ("spent (ε, δ)", spent + (" (estimate)" if estimate else "")),
     ]
     if ds.odometer:
         # the guarantee of what was released, valid at any stopping time (certified)
-        rows.append(("guarantee so far", f"{out.amounts(ds.odometer)} ({ds.odometer['source']})"))
+        reading = out.amounts(ds.odometer, shown=_reading(ds))
+        rows.append(("guarantee so far", f"{reading} ({ds.odometer['source']})"))
     rows.extend(_fractions(ds))
     if "reserved" in st:
         reserved = st["reserved"]
-        reserved_text = f"{out.figure(reserved.get('epsilon'))} ({reserved.get('open', 0)} open)"
+        held = (text_of(sent, "reserved") or {}).get("epsilon")
+        reserved_text = (
+            f"{out.figure(reserved.get('epsilon'), shown=held)} ({reserved.get('open', 0)} open)"
+        )
         rows.append(("reserved ε", reserved_text))
     if st.get("remaining"):
-        rows.append(("remaining", _remaining(st["remaining"], out)))
+        rows.append(("remaining", _remaining(st["remaining"], sent, out)))
+    subs = (sent.get("shown") or {}).get("sub_budgets") or {}
     for name, sub in st.get("sub_budgets", {}).items():
+        # each sub-budget's texts: its shown, as a status's (sub_budgets[name] in shown)
+        texts = {"shown": subs.get(name) or {}}
+        budget = out.amounts(sub.get("budget"), shown=text_of(texts, "budget"))
+        spent_sub = out.amounts(sub.get("spent_eps_delta"), shown=text_of(texts, "spent_eps_delta"))
         rows.append(
             (
                 f"  sub-budget {name}",
-                f"{sub.get('mode')}: budget {out.amounts(sub.get('budget'))}; "
-                f"spent {out.amounts(sub.get('spent_eps_delta'))}; "
-                f"remaining {_remaining(sub.get('remaining'), out)}",
+                f"{sub.get('mode')}: budget {budget}; spent {spent_sub}; "
+                f"remaining {_remaining(sub.get('remaining'), texts, out)}",
             )
         )
     return rows
@@ -152,7 +175,8 @@ def _left(ds: Dataset, out: Output) -> str:
     if summary is not None and isinstance(summary.get("left"), list):
         shown = out.left(summary["left"])
     else:
-        shown = out.amounts(ds.status.get("remaining"), left=True, symbols=True, curve="-")
+        remaining = text_of(_status(ds), "remaining")
+        shown = out.amounts(ds.status.get("remaining"), shown=remaining, symbols=True, curve="-")
     return f"{shown} (most spent block)" if ds.partitioned and shown != "-" else shown
 
 
@@ -189,7 +213,8 @@ def _datasets_list(args: argparse.Namespace, client: OdometerClient, out: Output
     rows: list[Sequence[str]] = [("id", "name", "mode", "budget", "certified ε", "δ", "remaining")]
     frozen: list[str] = []
     for d in datasets:
-        budget = out.amounts(d.budget, symbols=True) + (" each block" if d.partitioned else "")
+        budget = out.amounts(d.budget, shown=text_of(_status(d), "budget"), symbols=True)
+        budget += " each block" if d.partitioned else ""
         left = _left(d, out)
         why = _frozen(d)
         if why is not None:

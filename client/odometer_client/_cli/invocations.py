@@ -13,10 +13,11 @@ from typing import Any
 from odometer_client._cli import receipts
 from odometer_client._cli.datasets import block_count, ranges_text
 from odometer_client._cli.options import BLOCKS_FORMS
-from odometer_client._cli.output import Output
+from odometer_client._cli.output import Output, text_of
 from odometer_client._cli.run import command
 from odometer_client._sync.client import OdometerClient
 from odometer_client.errors import ApiError
+from odometer_client.models import Invocation
 
 
 def _declared(args: argparse.Namespace) -> dict[str, Any]:
@@ -43,13 +44,27 @@ def _reading_now(client: OdometerClient, dataset: str, out: Output) -> None:
         out.line(f"now: {summary['text']}")
 
 
+def _charge_text(client: OdometerClient, inv: Invocation, out: Output) -> Mapping[str, str] | None:
+    """The server's text of a registration's charge: a registration's answer carries none (it
+    is rendered on the write path, where every microsecond counts), the invocation's does
+    (``GET …/invocations/{id}``: the same charge); none (exact) with ``--exact``, from an older
+    server, or when the key cannot read it."""
+    found = text_of(inv.raw, "charge")
+    if found is not None or out.exact:
+        return found
+    try:
+        return text_of(client.get_invocation(inv.dataset_id, inv.id).raw, "charge")
+    except ApiError:
+        return None
+
+
 def _register(args: argparse.Namespace, client: OdometerClient, out: Output) -> int:
     with receipts.warnings_said():  # the client keeps the answer's receipt
         inv = client.register(args.dataset, args.mechanism, **_declared(args))
     if args.json:
         out.json(inv.raw)
         return 0
-    charge = out.amounts(inv.charge, symbols=True)
+    charge = out.amounts(inv.charge, shown=_charge_text(client, inv, out), symbols=True)
     out.line(f"{inv.status} {inv.id} on {inv.dataset_id}: charge {charge}")
     if inv.blocks is not None:
         count = sum(r.blocks for r in inv.blocks)
@@ -76,11 +91,13 @@ def _refused(preview: Mapping[str, Any], out: Output) -> None:
     by = f" by {REFUSED_BY.get(str(level), f'the {level}')}" if level else ""
     why = f": {preview['reason']}" if preview.get("reason") else ""
     out.line(f"would be refused{by}{why}; registering it would charge nothing and run nothing")
-    requested = out.amounts(preview.get("requested"), symbols=True)
+    requested = out.amounts(
+        preview.get("requested"), shown=text_of(preview, "requested"), symbols=True
+    )
     remaining = preview.get("remaining")
     if remaining:
         where = f" at {REFUSED_BY.get(str(level), str(level))}" if level else ""
-        left = out.amounts(remaining, symbols=True)
+        left = out.amounts(remaining, shown=text_of(preview, "remaining"), symbols=True)
         out.line(f"it asks {requested}; left{where}: {left}")
     else:
         out.line(f"it asks {requested}")
@@ -93,7 +110,7 @@ def _preview(args: argparse.Namespace, client: OdometerClient, out: Output) -> i
         return 0
     if found.admitted:
         reason = f" ({found.reason})" if found.reason else ""
-        charge = out.amounts(found.charge, symbols=True)
+        charge = out.amounts(found.charge, shown=text_of(found.raw, "charge"), symbols=True)
         out.line(f"would be {found.status}{reason}: charge {charge}")
     else:
         _refused(found.raw, out)

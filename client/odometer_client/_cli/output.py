@@ -1,9 +1,13 @@
 """How the command line writes for people: tables, key-value lines, JSON, and amounts.
 
-Amounts are shown with at most :data:`DIGITS` significant digits, rounded on the side that
-never flatters the budget: a reading, a spend or a budget up, what is left (and a refund) down
-(the server's summaries round the same way, ``odometer_core.accounting.summary``). ``--exact``
-prints them as the server wrote them, and ``--json`` prints the server's documents.
+Amounts are printed as the server's text for them: where a document carries an amount ``X``,
+its ``shown.X`` is that amount's text unit by unit, rounded by the core's one rule for display
+on the side that never flatters (spent, reserved and charges up, budgets, quotas, what is left
+and refunds down; 6 significant digits, a certified reading 8); the command line rounds
+nothing itself (it depends on httpx alone and never imports the core). An amount the server
+sends no text for (an older server's, or one the client sums up itself) is printed exact.
+``--exact`` prints every amount as the server wrote it, and ``--json`` prints the server's
+documents.
 """
 
 from __future__ import annotations
@@ -11,13 +15,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 from typing import Any, TextIO
 
 from odometer_client.exports import fmt
-
-#: Significant digits of an amount shown to people (the server's summaries use as many).
-DIGITS = 8
 
 #: The units of an amount in the order they are shown, with their symbols.
 UNITS = (("epsilon", "ε"), ("rho", "ρ"), ("mu_squared", "μ²"), ("delta", "δ"))
@@ -25,23 +26,15 @@ UNITS = (("epsilon", "ε"), ("rho", "ρ"), ("mu_squared", "μ²"), ("delta", "δ
 SYMBOLS = {**dict(UNITS), "rdp": "RDP"}
 
 
-def significant(value: Decimal, *, down: bool = False) -> Decimal:
-    """``value`` rounded to :data:`DIGITS` significant digits, up (or ``down``).
-
-    The command line's own rounding, for the amounts the server sends exact (budgets, spends,
-    charges, a report's rows); what it sends rounded for display is printed as it is (a
-    summary's ``text``; the figures of its ``left``, which this rounding leaves unchanged).
-    Why a copy of the core's rule (``odometer_core.accounting.exact.rounded``) rather than
-    the rule itself: the client depends on httpx alone and never imports the core (an auditor
-    installs the core beside the client, never the other way round);
-    ``tests/architecture/test_display_rounding.py`` holds the two to the same results."""
-    if not value.is_finite() or value.is_zero():
-        return value
-    exponent = value.adjusted() - DIGITS + 1
-    if exponent <= int(value.as_tuple().exponent):
-        return value  # no more digits than that already
-    rounding = ROUND_FLOOR if down else ROUND_CEILING
-    return value.quantize(Decimal(1).scaleb(exponent), rounding=rounding)
+def text_of(document: Any, field: str) -> Mapping[str, str] | None:
+    """The server's text of ``document``'s amount ``field`` (``document["shown"][field]``: its
+    units' text, rounded for display by the server), from the document as the server sent it
+    (not its ``Decimal`` copy); ``None`` when the server sent none."""
+    shown = document.get("shown") if isinstance(document, Mapping) else None
+    found = shown.get(field) if isinstance(shown, Mapping) else None
+    if not isinstance(found, Mapping):
+        return None
+    return {str(k): v for k, v in found.items() if isinstance(v, str)}
 
 
 def decimal(value: Any) -> Decimal | None:
@@ -57,11 +50,12 @@ def decimal(value: Any) -> Decimal | None:
 
 
 def percent(fraction: Any) -> str:
-    """A fraction (``"0.7927"``) as a percentage rounded down (``79.27 %``)."""
+    """A fraction as the server wrote it (``"0.7927"``, the core's, already rounded to 4
+    places) as a percentage, its decimal point moved and every digit kept (``79.27 %``)."""
     share = decimal(fraction)
     if share is None:
         return "-"
-    return f"{fmt((share * 100).quantize(Decimal('0.01'), rounding=ROUND_FLOOR))} %"
+    return f"{fmt(share.scaleb(2))} %"
 
 
 def text(value: Any) -> str:
@@ -81,8 +75,8 @@ def one_line(value: Any) -> str:
 
 
 class Output:
-    """Where a command writes (stdout while it runs) and how it shows amounts: rounded to
-    :data:`DIGITS` significant digits, or as the server wrote them when ``exact``."""
+    """Where a command writes (stdout while it runs) and how it shows amounts: as the
+    server's text for them, or as the server wrote them when ``exact`` (or without text)."""
 
     def __init__(self, stream: TextIO, *, exact: bool = False) -> None:
         self.stream = stream
@@ -117,32 +111,34 @@ class Output:
             self.line(f"{key.ljust(width)}  {value}")
 
     # ------------------------------------------------------------------------ amounts
-    def figure(self, value: Any, *, left: bool = False) -> str:
-        """One amount: :data:`DIGITS` significant digits, rounded up (``left``: down), or
-        exact with ``--exact``; ``-`` for none; anything that is not an amount as it is."""
+    def figure(self, value: Any, *, shown: str | None = None) -> str:
+        """One amount: the server's text for it (``shown``), or exact with ``--exact`` or
+        without text; ``-`` for none; anything that is not an amount as it is."""
         if value is None:
             return "-"
+        if shown is not None and not self.exact:
+            return shown
         number = decimal(value)
-        if number is None:
-            return str(value)
-        return fmt(number if self.exact else significant(number, down=left))
+        return str(value) if number is None else fmt(number)
 
     def amounts(
         self,
         obj: Mapping[str, Any] | None,
         *,
-        left: bool = False,
+        shown: Mapping[str, str] | None = None,
         symbols: bool = False,
         curve: str = "curve",
     ) -> str:
-        """The scalar amounts of ``obj`` in :data:`UNITS` order: ``epsilon=1, delta=0``, or
+        """The scalar amounts of ``obj`` in :data:`UNITS` order, each as the server's text of
+        it (``shown``: unit → text, from :func:`text_of`): ``epsilon=1, delta=0``, or
         ``ε=1 δ=0`` with ``symbols``; an RDP curve (``rdp``) is ``curve``; none is ``-``."""
         if not obj:
             return "-"
         if "rdp" in obj:
             return curve
+        texts = shown or {}
         parts = [
-            f"{symbol if symbols else unit}={self.figure(obj[unit], left=left)}"
+            f"{symbol if symbols else unit}={self.figure(obj[unit], shown=texts.get(unit))}"
             for unit, symbol in UNITS
             if unit in obj
         ]
@@ -158,8 +154,8 @@ class Output:
                 continue
             order = decimal(item.get("order"))
             where = "" if order is None else f" at α={fmt(order)}"
-            # rounded down for display by the server already: the rounding leaves it as it is
-            amount = self.figure(item.get("amount"), left=True)
+            # rounded down for display by the server already: printed as it is
+            amount = self.figure(item.get("amount"))
             symbol = SYMBOLS.get(str(item.get("unit")), str(item.get("unit")))
             text = f"{symbol} {amount}{where} ({percent(item.get('fraction'))})"
             sub = item.get("sub_budget")

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from odometer_client._cli.datasets import dataset_lines
-from odometer_client._cli.output import Output
+from odometer_client._cli.output import Output, text_of
 from odometer_client._cli.run import command
 from odometer_client._sync.client import OdometerClient
 from odometer_client.errors import OdometerError
@@ -62,7 +62,8 @@ def _report(args: argparse.Namespace, client: OdometerClient, out: Output) -> in
         return 0
     dataset_lines(ds, out)
     _ledger_lines(report["ledger"], out)
-    refunded = out.figure(report["refunded_epsilon"], left=True)
+    # summed up here from the ledger: no server text, every amount exact
+    refunded = out.figure(report["refunded_epsilon"])
     out.line(f"refunded ε (settlements and cancellations): {refunded}")
     if report["curve_charges"]:
         out.line(f"curve-based charges (no scalar ε per entry): {report['curve_charges']}")
@@ -83,7 +84,7 @@ def _report(args: argparse.Namespace, client: OdometerClient, out: Output) -> in
                     *counts,
                     out.figure(row["epsilon"]),
                     out.figure(row["delta"]),
-                    out.figure(row["refunded_epsilon"], left=True),
+                    out.figure(row["refunded_epsilon"]),
                 )
             )
         out.table(rows)
@@ -100,18 +101,31 @@ def _report(args: argparse.Namespace, client: OdometerClient, out: Output) -> in
     return 0 if verification["ok"] else 1
 
 
+def _with_texts(rows: Sequence[Mapping[str, Any]], key: str, texts: Any) -> list[Mapping[str, Any]]:
+    """The report's rows, each with its texts (the report's ``shown`` by actor or kind) as its
+    own ``shown``, for :func:`text_of`; the rows unchanged where the server sent none."""
+    found = texts if isinstance(texts, Mapping) else {}
+    return [{**row, "shown": found[row[key]]} if row.get(key) in found else row for row in rows]
+
+
 def _ledger_lines(ledger: Mapping[str, Any], out: Output) -> None:
     out.line(f"\nledger: {ledger['entries']} entries; by kind:")
     for kind, n in ledger["kinds"].items():
         out.line(f"  {kind:<22} {n}")
 
 
-def _status_amounts(obj: Mapping[str, Any] | None, out: Output, *, left: bool = False) -> str:
-    """A report's amounts: scalars rounded, an RDP curve named; under ``--exact`` every field
-    as the server wrote it (curves, and which orders are dead, included)."""
+def _status_amounts(
+    owner: Mapping[str, Any], field: str, out: Output, texts: Mapping[str, Any] | None = None
+) -> str:
+    """A report's amount ``owner[field]``: scalars as the server's text of them (``owner``'s
+    ``shown``, or ``texts``: the report's for the rows it keeps as they are), an RDP curve
+    named; under ``--exact`` every field as the server wrote it (curves, and which orders are
+    dead, included)."""
+    obj = owner.get(field)
     if out.exact:
         return ", ".join(f"{k}={v}" for k, v in (obj or {}).items()) or "-"
-    return out.amounts(obj, left=left, curve="RDP curve (--exact prints it)")
+    shown = text_of(owner if texts is None else {"shown": texts}, field)
+    return out.amounts(obj, shown=shown, curve="RDP curve (--exact prints it)")
 
 
 #: The outcome counts of a per-analyst row, in their columns' order.
@@ -127,19 +141,25 @@ def _server_report_lines(report: Mapping[str, Any], out: Output) -> None:
     if isinstance(summary, Mapping) and summary.get("text"):
         out.line(str(summary["text"]))
     refunds, rejections = report["refunds"], report["rejections"]
+    # the rows' texts sit beside them in the report's shown (by actor, by kind, refunds)
+    sent = report.get("shown")
+    texts: Mapping[str, Any] = sent if isinstance(sent, Mapping) else {}
     levels = ", ".join(f"{k}: {n}" for k, n in rejections["by_level"].items())
     rows = [
         ("dataset", f"{ds['id']}  {ds['name']!r}"),
         ("mode / relation", f"{ds['mode']} / {ds['relation']}"),
-        ("budget", _status_amounts(st.get("budget"), out)),
+        ("budget", _status_amounts(st, "budget", out)),
     ]
     if "spent" in st:  # a split dataset's are its sub-budgets' (the reading above; --json)
-        rows.append(("spent", _status_amounts(st["spent"], out)))
+        rows.append(("spent", _status_amounts(st, "spent", out)))
     if "remaining" in st:
-        rows.append(("remaining", _status_amounts(st["remaining"], out, left=True)))
+        rows.append(("remaining", _status_amounts(st, "remaining", out)))
     rows += [
-        ("refunds (ODP savings)", _status_amounts(refunds["odp_savings"], out, left=True)),
-        ("refunds (all)", _status_amounts(refunds["total"], out, left=True)),
+        (
+            "refunds (ODP savings)",
+            _status_amounts(refunds, "odp_savings", out, texts.get("refunds")),
+        ),
+        ("refunds (all)", _status_amounts(refunds, "total", out, texts.get("refunds"))),
         ("rejections", f"{rejections['total']}" + (f" ({levels})" if levels else "")),
     ]
     out.pairs(rows, colon=True)
@@ -148,8 +168,8 @@ def _server_report_lines(report: Mapping[str, Any], out: Output) -> None:
     _ledger_lines(report["ledger"], out)
     unit = report["series"]["unit"]
     spenders: tuple[tuple[str, Sequence[Mapping[str, Any]]], ...] = (
-        ("analyst", report["analysts"]),
-        ("kind", report.get("mechanisms") or []),
+        ("analyst", _with_texts(report["analysts"], "actor", texts.get("analysts"))),
+        ("kind", _with_texts(report.get("mechanisms") or [], "kind", texts.get("mechanisms"))),
     )
     for who, totals in spenders:
         if not totals:
@@ -181,13 +201,14 @@ def _basic_rows(who: str, rows: Sequence[Mapping[str, Any]], unit: str, out: Out
     out.line(f"\nper {'analyst' if who == 'analyst' else 'declaration kind'} ({unit}):")
     table: list[Sequence[str]] = [(*_heading(who), *COUNTS, "charged", "charged δ", "refunded")]
     for a in rows:
+        charged, refunded = text_of(a, "charged") or {}, text_of(a, "refunded") or {}
         table.append(
             (
                 *_keys(who, a),
                 *(str(a[k]) for k in COUNTS),
-                out.figure(a["charged"].get(unit, "0")),
-                out.figure(a["charged"].get("delta", "0")),
-                out.figure(a["refunded"].get(unit, "0"), left=True),
+                out.figure(a["charged"].get(unit, "0"), shown=charged.get(unit)),
+                out.figure(a["charged"].get("delta", "0"), shown=charged.get("delta")),
+                out.figure(a["refunded"].get(unit, "0"), shown=refunded.get(unit)),
             )
         )
     out.table(table)
@@ -198,7 +219,9 @@ def _charged(row: Mapping[str, Any], mode: str, out: Output) -> str:
     one currency per sub-budget, in ``--json``)."""
     if mode == "split":
         return "see --json"
-    return "RDP curve" if row.get("curve") else out.amounts(row.get("charged"), symbols=True)
+    if row.get("curve"):
+        return "RDP curve"
+    return out.amounts(row.get("charged"), shown=text_of(row, "charged"), symbols=True)
 
 
 def _attributed_rows(who: str, rows: Sequence[Mapping[str, Any]], mode: str, out: Output) -> None:

@@ -30,7 +30,7 @@ def common_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--exact",
         action="store_true",
-        help="amounts in full, as the server wrote them (default: 8 significant digits)",
+        help="amounts in full, as the server wrote them (default: the server's text for each)",
     )
     return common
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from odometer_client._cli.options import accounting, accounting_options
-from odometer_client._cli.output import Output, text
+from odometer_client._cli.output import Output, text, text_of
 from odometer_client._cli.run import command, organisation_id, principal_id
 from odometer_client._sync.client import OdometerClient
 from odometer_client.errors import OdometerError
@@ -35,7 +35,8 @@ def _grant(args: argparse.Namespace, client: OdometerClient, out: Output) -> int
     if args.json:
         out.json(result.raw)
     else:
-        suffix = f" with quota {out.amounts(quota)}" if quota else ""
+        shown = text_of(result.raw, "quota")  # the server's text of the quota it granted
+        suffix = f" with quota {out.amounts(quota, shown=shown)}" if quota else ""
         out.line(f"granted {_named(args.principal, principal)} on {args.dataset}{suffix}")
     return 0
 
@@ -68,11 +69,12 @@ def _grants_list(args: argparse.Namespace, client: OdometerClient, out: Output) 
     for g in grants:
         # the quota's certified reading (its summary's guarantee, the same in every mode); the
         # stored state holds a mode's own running totals (spent_epsilon, rho, …), no "spent"
+        # (rounded up by the server already: printed as it is)
         reading = (g.quota_summary or {}).get("guarantee")
         rows.append(
             (
                 g.principal_id,
-                out.amounts(g.quota),
+                out.amounts(g.quota, shown=text_of(g.raw, "quota")),
                 out.amounts(reading),
                 g.created_by,
                 g.created_at,
@@ -93,27 +95,34 @@ def _grants_revoke(args: argparse.Namespace, client: OdometerClient, out: Output
 
 
 # ---------------------------------------------------------------------------- organisations
-def _cap_text(cap: Mapping[str, Any] | None, out: Output) -> str:
+def _cap_text(org: Organisation, out: Output) -> str:
     """The cap in force: its target and mode (``ε=10 δ=0.00001 zcdp``)."""
-    return f"{out.amounts(cap, symbols=True)} {cap['mode']}" if cap else "-"
+    cap = org.cap
+    if not cap:
+        return "-"
+    return f"{out.amounts(cap, shown=text_of(org.raw, 'cap'), symbols=True)} {cap['mode']}"
 
 
 def _org_rows(orgs: Sequence[Organisation], out: Output) -> None:
     rows: list[Sequence[str]] = [("id", "name", "cap", "mode", "spent", "certified ε", "decisions")]
     for o in orgs:
         status = o.status
-        spent = out.amounts(o.spent, symbols=True)
+        spent = out.amounts(o.spent, shown=text_of(o.raw, "spent"), symbols=True)
         reserved = (o.reserved or {}).get("epsilon")
         if reserved:  # open ODP reservations (basic caps)
-            spent += f" (reserved ε={out.figure(reserved)})"
+            held = (text_of(o.raw, "reserved") or {}).get("epsilon")
+            spent += f" (reserved ε={out.figure(reserved, shown=held)})"
         rows.append(
             (
                 o.id,
                 o.name,
-                _cap_text(o.cap, out),
+                _cap_text(o, out),
                 text(status.get("mode")),
                 spent,
-                out.figure((status.get("odometer") or {}).get("epsilon")),
+                out.figure(
+                    (status.get("odometer") or {}).get("epsilon"),
+                    shown=(text_of(o.raw.get("status"), "reading") or {}).get("epsilon"),
+                ),
                 text(o.cap_seq),
             )
         )
@@ -131,13 +140,20 @@ def _statement_lines(org: Organisation, out: Output) -> None:
     if not closed or not statement:
         return
     phases = statement.get("phases")
+    # the readings as the server's text (shown.statement, shown.closed: rounded up)
+    found = org.raw.get("shown")
+    shown: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    said = out.amounts(statement, shown=text_of(org.raw, "statement"), symbols=True)
     out.line(
-        f"statement {out.amounts(statement, symbols=True)} of {org.name!r} "
+        f"statement {said} of {org.name!r} "
         f"({phases} phase{'' if phases == 1 else 's'}): {statement.get('note')}"
     )
-    for phase in closed:
+    listed = shown.get("closed")
+    texts: list[Any] = listed if isinstance(listed, list) else []
+    for n, phase in enumerate(closed):
+        text_n = texts[n] if n < len(texts) and isinstance(texts[n], Mapping) else None
         out.line(
-            f"  closed {phase.get('mode')} cap: {out.amounts(phase, symbols=True)} "
+            f"  closed {phase.get('mode')} cap: {out.amounts(phase, shown=text_n, symbols=True)} "
             f"(until cap decision {phase.get('after_seq')})"
         )
 
@@ -218,18 +234,20 @@ def _org_report_lines(report: OrganisationReport, out: Output) -> None:
     org, reading = report.organisation, report.odometer
     certified = "-"
     if reading:
-        certified = f"{out.amounts(reading, symbols=True)} ({text(reading.get('source'))})"
+        replayed = out.amounts(reading, shown=text_of(report.raw, "odometer"), symbols=True)
+        certified = f"{replayed} ({text(reading.get('source'))})"
+    statement = out.amounts(report.statement, shown=text_of(report.raw, "statement"), symbols=True)
     out.pairs(
         [
             ("organisation", f"{org.id}  {org.name!r}"),
-            ("cap", _cap_text(org.cap, out)),
-            ("spent", out.amounts(org.spent, symbols=True)),
+            ("cap", _cap_text(org, out)),
+            ("spent", out.amounts(org.spent, shown=text_of(org.raw, "spent"), symbols=True)),
             ("certified reading", certified),
             *(
                 [
                     (
                         "statement",
-                        f"{out.amounts(report.statement, symbols=True)} (replayed: the "
+                        f"{statement} (replayed: the "
                         f"sum of {(report.statement or {}).get('phases')} cap phases)",
                     )
                 ]
@@ -244,7 +262,7 @@ def _org_report_lines(report: OrganisationReport, out: Output) -> None:
         out.line(f"  problem: {problem}")
     table: list[Sequence[str]] = [("dataset", "name", "mode", "decisions", "admitted", "drawn")]
     for d in report.datasets:
-        drawn = out.amounts(d.drawn, symbols=True)
+        drawn = out.amounts(d.drawn, shown=text_of(d.raw, "drawn"), symbols=True)
         table.append((d.id, d.name, d.mode, str(d.decisions), str(d.admitted), drawn))
     out.line()
     if len(table) == 1:
