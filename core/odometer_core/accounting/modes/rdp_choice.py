@@ -103,9 +103,9 @@ def choose(
     if count < 1 or not pool > 0:
         return shaped.DEFAULT_RDP_LADDER
     eps = float(target)
-    held, suffixes = _levels(orders, design, pool, n)
     start = _first_judged(orders, design, pool, eps * JUDGED_FROM, count)
-    points = {1, start}
+    held, suffixes = _levels(orders, design, pool, n, start)
+    points = {start}
     for m in held:
         points.update(math.floor(x) + 1 for x in m.tolist() if x < count)
     js = np.array(sorted(p for p in points if p <= count), dtype=np.float64)
@@ -128,12 +128,13 @@ def choose(
 
 
 def _levels(
-    orders: tuple[float, ...], design: tuple[float, ...], pool: float, n: float
+    orders: tuple[float, ...], design: tuple[float, ...], pool: float, n: float, start: int
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per candidate, the repeats m_k each level k ≥ 2 holds (ascending) and the smallest ε of
-    the levels holding at least as many (a suffix minimum): the levels of
+    """Per candidate, the repeats m_k ≥ ``start`` each level k ≥ 2 holds (ascending) and the
+    smallest ε of the levels holding at least as many (a suffix minimum): the levels of
     :func:`.rdp_shaped.statements` at whole repeats, all candidates converted in one pass
-    (CKS20 Prop. 12 at each level's share, the best order of the grid)."""
+    (CKS20 Prop. 12 at each level's share, the best order of the grid). A level holding fewer
+    than ``start`` repeats reads no judged count, so it is not converted."""
     curve = np.asarray(design, dtype=np.float64)
     usable = curve > 1e-300
     owners: list[int] = []
@@ -144,7 +145,7 @@ def _levels(
         values = [odo.anchored_value(n, k, shape) for k in levels]
         levels, parts, values = shaped.whole_levels(levels, parts, values, pool, shape)
         for k, share, value in zip(levels, parts, values, strict=True):
-            if k > 1 and value >= 1.0:  # a level below one repeat holds no history judged
+            if k > 1 and value >= start:  # below: it holds no judged count
                 owners.append(row)
                 shares.append(share)
                 factors.append(value)
