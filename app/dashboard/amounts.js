@@ -1,12 +1,14 @@
-// Amounts: exact decimal strings from the API, rounded for display in the direction that never
-// flatters (spent and reserved up, budgets and what remains down), with the exact string in the
-// element's title; no amount is ever added up in floating point.
+// Amounts: exact decimal strings from the API, printed as the API's text for them (`shown`:
+// rounded on the server by the core's one rule for display, in the direction that never
+// flatters: spent, reserved and charges up, budgets, quotas, what remains and refunds down),
+// with the exact string in the element's title. The page never rounds, adds up or subtracts
+// an amount; from an older server without the text it prints the exact string.
 
-const DIGITS = 6;
 export const READING_DIGITS = 8; // the summary's: a reading rounded up, what is left rounded down
 
 export const UNIT = { epsilon: "ε", rho: "ρ", mu_squared: "μ²", delta: "δ" }; // the order shown
 
+// A decimal string as {neg, digits, exp} (no trailing zeros), or null: read, never rounded.
 export function parseDec(text) {
   const m = /^(-?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/.exec(String(text).trim());
   if (!m || (m[2] === "" && !m[3])) return null;
@@ -18,6 +20,7 @@ export function parseDec(text) {
   return { neg: m[1] === "-", digits, exp };
 }
 
+// Every digit of a parsed decimal, in the notation the API's text uses.
 export function formatDec(d) {
   if (d.digits === "0") return "0";
   const sign = d.neg ? "-" : "";
@@ -32,51 +35,38 @@ export function formatDec(d) {
   return `${sign}${d.digits[0]}${rest ? "." + rest : ""}e${adjusted >= 0 ? "+" : ""}${adjusted}`;
 }
 
-// At most `digits` (DIGITS) significant digits, towards +∞ (up) or −∞ (down): never
-// flattering.
-export function shown(text, up, significant) {
-  const keep = significant || DIGITS;
-  const d = parseDec(text);
-  if (d === null) return String(text);
-  if (d.digits.length <= keep) return formatDec(d);
-  const dropped = d.digits.slice(keep);
-  let kept = BigInt(d.digits.slice(0, keep));
-  if (/[1-9]/.test(dropped) && up !== d.neg) kept += 1n;
-  let digits = kept.toString();
-  let exp = d.exp + dropped.length;
-  while (digits.endsWith("0")) { digits = digits.slice(0, -1); exp += 1; }
-  return formatDec({ neg: d.neg, digits, exp });
-}
-
-// a − b exactly (the rdp mode's ε estimate of what remains; a basic cap's reading less its
-// reservations), never below zero.
-export function minus(a, b) {
+// Whether a > b, exactly (decimal strings; false when either is not one).
+export function greater(a, b) {
   const x = parseDec(a), y = parseDec(b);
-  if (x === null || y === null) return null;
+  if (x === null || y === null) return false;
   const e = Math.min(x.exp, y.exp);
   const big = (d) => (d.neg ? -1n : 1n) * BigInt(d.digits) * 10n ** BigInt(d.exp - e);
-  let diff = big(x) - big(y);
-  if (diff < 0n) diff = 0n;
-  return diff === 0n ? "0" : formatDec(parseDec(`${diff}e${e}`));
+  return big(x) > big(y);
 }
 
-function amountText(obj, up) {
-  if (!obj || typeof obj !== "object") return "";
-  return Object.keys(UNIT).filter((k) => typeof obj[k] === "string" || typeof obj[k] === "number")
-    .map((k) => `${UNIT[k]} ${shown(obj[k], up)}`).join(", ");
+// The API's text of an object's amount `field` (its shown[field]: text by unit), or null.
+export function textOf(obj, field) {
+  const shown = obj && obj.shown;
+  return (shown && shown[field]) || null;
 }
 
-function exactText(obj) {
-  if (!obj || typeof obj !== "object") return "";
-  return Object.keys(UNIT).filter((k) => obj[k] != null && typeof obj[k] !== "object")
-    .map((k) => `${UNIT[k]} ${obj[k]}`).join(", ");
+function scalarUnits(obj) {
+  if (!obj || typeof obj !== "object") return [];
+  return Object.keys(UNIT).filter((k) => typeof obj[k] === "string" || typeof obj[k] === "number");
 }
 
-// An element showing an amount rounded, with the exact value on hover.
-export function amountNode(tag, obj, up, cls) {
+// One unit of an amount as the API's text gives it; exact without the text.
+export function unitText(obj, text, unit) {
+  return text && typeof text[unit] === "string" ? text[unit] : String(obj[unit]);
+}
+
+// An element showing an amount as the API's text (`text`: its shown[field]), the exact value
+// on hover.
+export function amountNode(tag, obj, text, cls) {
   const el = document.createElement(tag);
-  el.textContent = amountText(obj, up);
-  el.title = exactText(obj);
+  const units = scalarUnits(obj);
+  el.textContent = units.map((k) => `${UNIT[k]} ${unitText(obj, text, k)}`).join(", ");
+  el.title = units.map((k) => `${UNIT[k]} ${obj[k]}`).join(", ");
   if (cls) el.className = cls;
   return el;
 }

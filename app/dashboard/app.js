@@ -4,10 +4,10 @@
 // chart is built node by node).
 // Every budget leads with ONE reading to quote: the status summary's text and its certified
 // guarantee (status.summary: the odometer reading rounded up to 8 significant digits, what is
-// left rounded down), shown as the API gives them. Other amounts are exact decimal strings
-// from the API, shown rounded to DIGITS significant digits in the direction that never
-// flatters (spent and reserved up, budgets and what remains down), with the exact string in
-// the element's title; no amount is ever added up in floating point (floats only size bars).
+// left rounded down), shown as the API gives them. Every other amount is printed as the API's
+// text for it (its object's shown[field], rounded on the server by the core's one rule in the
+// direction that never flatters), with the exact string in the element's title; the page
+// rounds, adds up and subtracts no amount (floats only size bars).
 //
 // This module starts the page; the views are native ES modules beside it (no build step):
 // amounts, common (state, HTTP), gauges, partition, strip and blocks (partitioned datasets),
@@ -16,7 +16,6 @@
 // a dataset, whose refresh redraws its row): they only call one another once the page has
 // started, never while the modules load, so the cycles are harmless.
 
-import { shown } from "./amounts.js";
 import { $, explain, KEY, say, state } from "./common.js";
 import { startBlocks } from "./blocks.js";
 import { loadAll } from "./homes.js";
@@ -80,6 +79,4 @@ function start() {
   if (sessionStorage.getItem(KEY)) reload();
 }
 
-// The rounding rule, readable by tests (it must agree with the charts' app.reports_svg.shown).
-window.odometerDashboard = Object.freeze({ shown });
 document.addEventListener("DOMContentLoaded", start);

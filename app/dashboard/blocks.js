@@ -1,7 +1,7 @@
 // A partitioned dataset's blocks panel: its header and legend, the strip's pages, a run's
 // drill-down and the runs table.
 
-import { amountNode, UNIT } from "./amounts.js";
+import { amountNode, textOf, UNIT } from "./amounts.js";
 import { $, api, cell, explain, say } from "./common.js";
 import { gaugeFor } from "./gauges.js";
 import { fractionText, partitionText, SHADES, swatch } from "./partition.js";
@@ -45,7 +45,7 @@ function showBlocksHeader(ds) {
   line.replaceChildren(`Partition: ${partitionText(partition)}. `,
     `${blocks.open || 0} blocks open in ${blocks.runs || 0} runs; every block has its own `
     + "budget ");
-  line.appendChild(amountNode("span", status.budget, false, "b-budget"));
+  line.appendChild(amountNode("span", status.budget, textOf(status, "budget"), "b-budget"));
   line.append(` (mode ${status.mode}).`);
   $("blocks-protects").textContent = blocks.protects
     ? `${blocks.protects.charAt(0).toUpperCase()}${blocks.protects.slice(1)}.` : "";

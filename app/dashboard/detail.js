@@ -83,7 +83,8 @@ export async function selectDataset(ds, fromRoute) {
   state.reportKey = live.seen;
   if (partitioned) rangeNote("", "");
   $("report-parts").hidden = false;
-  $("refunds").replaceChildren(amountNode("span", report.refunds.odp_savings, false));
+  $("refunds").replaceChildren(amountNode("span", report.refunds.odp_savings,
+    ((report.shown || {}).refunds || {}).odp_savings)); // the API's text, by field
   if (!$("refunds").textContent) $("refunds").textContent = "none";
   $("chain-head").textContent = `seq ${report.chain_head.seq}, ${report.chain_head.hash}`;
   const verdict = $("verdict");

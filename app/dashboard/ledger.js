@@ -46,6 +46,9 @@ async function showPage(after) {
   for (const e of body.entries.slice().reverse()) {
     const tr = document.createElement("tr");
     tr.dataset.seq = e.seq;
+    // the entry's charge and refund as the API's text (an entry is hashed as it is: the page
+    // carries them by seq); none from an older server: exact
+    const text = (body.shown || {})[e.seq] || {};
     cell(tr, e.seq, "num");
     cell(tr, e.at.replace("T", " ").replace(/\.\d+Z$/, "Z")).title = e.at;
     cell(tr, e.kind.replace("invocation_", ""), "kind").title = e.kind;
@@ -53,9 +56,9 @@ async function showPage(after) {
     if (e.kind === "invocation_rejected") {
       cell(tr, `— refused at ${refusedAt(e)} level`, "charge refused");
     } else {
-      tr.appendChild(chargeNode("td", e.charge, true, "num charge"));
+      tr.appendChild(chargeNode("td", e.charge, text.charge, "num charge"));
     }
-    tr.appendChild(amountNode("td", e.refund, false, "num"));
+    tr.appendChild(amountNode("td", e.refund, text.refund, "num"));
     const keys = e.request && Array.isArray(e.request.keys) ? e.request.keys : null;
     if (e.kind.startsWith("blocks_") && keys) {
       cell(tr, `${e.kind === "blocks_opened" ? "opened" : "retired"} ${keys[0]} … ${keys[1]}`,

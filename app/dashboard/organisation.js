@@ -1,7 +1,7 @@
 // The organisation cards: cap, certified reading, statement, replay, usage, the cap's "how many
 // more?" and the analysts' quotas.
 
-import { amountNode } from "./amounts.js";
+import { amountNode, textOf } from "./amounts.js";
 import { $, api, cell, explain, HttpError, nameOf, state } from "./common.js";
 import { barNode, measure, readingNode } from "./gauges.js";
 
@@ -75,7 +75,7 @@ function capNodes(org, datasets, report) {
   const cap = document.createElement("p");
   cap.className = "org-cap";
   cap.append("Cap ");
-  cap.appendChild(amountNode("span", org.cap, false, "org-cap-amount"));
+  cap.appendChild(amountNode("span", org.cap, textOf(org, "cap"), "org-cap-amount"));
   const tag = document.createElement("span");
   tag.className = "org-mode";
   tag.textContent = `mode ${mode}`;
@@ -90,21 +90,25 @@ function capNodes(org, datasets, report) {
       + " amount (the certified reading above is what it guarantees).";
   } else {
     counted.append(`Counted in ${CURRENCY[mode] || mode}: spent `);
-    counted.appendChild(amountNode("span", org.spent, true, "org-spent"));
+    counted.appendChild(amountNode("span", org.spent, textOf(org, "spent"), "org-spent"));
     if (org.reserved) {
       counted.append("; reserved ");
-      counted.appendChild(amountNode("span", org.reserved, true, "org-reserved"));
+      counted.appendChild(amountNode("span", org.reserved, textOf(org, "reserved"),
+        "org-reserved"));
       if (org.reserved.open) counted.append(` (${org.reserved.open} open)`);
     }
     if (org.remaining) {
       counted.append("; remaining ");
-      counted.appendChild(amountNode("span", org.remaining, false, "org-remaining"));
+      counted.appendChild(amountNode("span", org.remaining, textOf(org, "remaining"),
+        "org-remaining"));
     }
     if (mode !== "basic" && status.mode === mode) {
       // the cap's (ε, δ) as the filter's own budget in its currency
       const [unit, , , , budget] = measure(status);
+      const shown = (status.shown || {}).counted;
       counted.append(" of the cap's ");
-      counted.appendChild(amountNode("span", { [unit]: budget }, false, "org-budget"));
+      counted.appendChild(amountNode("span", { [unit]: budget },
+        shown ? { [unit]: shown.budget } : null, "org-budget"));
     }
   }
   nodes.push(counted);
@@ -205,7 +209,7 @@ function readingGauge(org) {
   const of = document.createElement("span");
   of.className = "reading-of";
   of.append("of the cap's ",
-    amountNode("span", { epsilon: org.cap.epsilon }, false, "org-cap-epsilon"));
+    amountNode("span", { epsilon: org.cap.epsilon }, textOf(org, "cap"), "org-cap-epsilon"));
   line.append(label, " ", readingNode(reading, summary && summary.guarantee,
     "g-odometer org-odometer", given.reading), " ", of);
   box.appendChild(line);
@@ -245,9 +249,9 @@ function replayNode(report) {
 }
 
 // What one dataset drew from the cap: an amount, or (rdp) a curve, exact on hover.
-function drawnCell(row, drawn) {
+function drawnCell(row, drawn, text) {
   if (!drawn || !Array.isArray(drawn.rdp)) {
-    return row.appendChild(amountNode("td", drawn, true, "num drawn"));
+    return row.appendChild(amountNode("td", drawn, text, "num drawn"));
   }
   const td = cell(row, `RDP curve (${drawn.rdp.length} orders)`, "num drawn");
   const orders = drawn.orders || [];
@@ -260,8 +264,10 @@ function usageTable(usage, datasets, report) {
   const names = {};
   for (const ds of datasets) names[ds.id] = ds.name;
   const drawn = {};
+  const drawnText = {};
   for (const d of report ? report.datasets : []) {
     drawn[d.id] = d.drawn;
+    drawnText[d.id] = textOf(d, "drawn");
     if (!names[d.id]) names[d.id] = d.name;
   }
   const label = (id) => names[id] || id;
@@ -284,7 +290,7 @@ function usageTable(usage, datasets, report) {
     tr.dataset.id = id;
     cell(tr, label(id), "name").title = id;
     cell(tr, count, "num count");
-    if (report) drawnCell(tr, drawn[id]);
+    if (report) drawnCell(tr, drawn[id], drawnText[id]);
   }
   return table;
 }
@@ -372,7 +378,7 @@ function quotaTable(grants) {
     const tr = body.insertRow();
     cell(tr, nameOf(g.principal_id), "name").title = g.principal_id;
     cell(tr, g.dataset.name).title = g.dataset.id;
-    if (g.quota) tr.appendChild(amountNode("td", g.quota, false, "quota"));
+    if (g.quota) tr.appendChild(amountNode("td", g.quota, textOf(g, "quota"), "quota"));
     else cell(tr, "no quota", "quota");
   }
   return table;

@@ -1,7 +1,7 @@
 // Partitioned datasets: block keys and their numbering, the shade of a fraction spent, and the
 // summary a partitioned dataset shows instead of a whole-dataset gauge.
 
-import { amountNode, formatDec, minus, parseDec, shown } from "./amounts.js";
+import { amountNode, formatDec, greater, parseDec, textOf } from "./amounts.js";
 import { pad2 } from "./common.js";
 import { readingBlock } from "./gauges.js";
 
@@ -65,7 +65,7 @@ export function blockKey(partition, index) {
   return `${1970 + Math.floor(index / 12)}-${pad2((index % 12) + 1)}`;
 }
 
-export const exceeds = (a, b) => minus(a, b) !== "0"; // a > b, exactly
+export const exceeds = greater; // a > b, exactly
 
 export function shadeOf(fraction) {
   const d = parseDec(fraction);
@@ -77,12 +77,14 @@ export function shadeOf(fraction) {
   return 4;
 }
 
-// A fraction as text: rounded up (it is spent), and as a percentage.
+// A block's fraction spent as the API gives it (the core's, already rounded up to 4 places:
+// runs[].fraction_spent, blocks.highest_fraction_spent), and the same as a percentage: its
+// decimal point moved, every digit kept (the page rounds nothing).
 export function fractionText(fraction) {
   const d = parseDec(fraction);
   if (d === null) return String(fraction);
-  const percent = d.digits === "0" ? "0" : shown(formatDec({ ...d, exp: d.exp + 2 }), true);
-  return `${shown(fraction, true)} (${percent}%)`;
+  const percent = d.digits === "0" ? "0" : formatDec({ ...d, exp: d.exp + 2 });
+  return `${fraction} (${percent}%)`;
 }
 
 export function partitionText(partition) {
@@ -132,7 +134,7 @@ export function blocksSummary(ds) {
   const budget = document.createElement("span");
   budget.className = "bs-budget";
   budget.append("each block's budget ");
-  budget.appendChild(amountNode("span", status.budget, false));
+  budget.appendChild(amountNode("span", status.budget, textOf(status, "budget")));
   if (status.mode) budget.append(` (${status.mode})`);
   numbers.appendChild(budget);
   box.appendChild(numbers);

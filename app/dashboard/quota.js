@@ -1,6 +1,6 @@
 // An analyst's quota: its certified reading (the analyst's own spend) and what is left of it.
 
-import { amountNode } from "./amounts.js";
+import { amountNode, textOf } from "./amounts.js";
 import { $, state } from "./common.js";
 import { barNode, readingBlock } from "./gauges.js";
 
@@ -17,7 +17,8 @@ export function quotaNodes(grant) {
     return nodes;
   }
   quota.append("Your quota ");
-  quota.appendChild(amountNode("span", grant.quota.budget, false, "quota-budget"));
+  quota.appendChild(amountNode("span", grant.quota.budget, textOf(grant.quota, "budget"),
+    "quota-budget"));
   nodes.push(quota);
   const summary = grant.quota.summary;
   const block = readingBlock(summary, null,

@@ -1,6 +1,6 @@
 // A dataset's report: verdict, counts, the per-analyst and per-kind tables and the notes.
 
-import { amountNode, shown, UNIT } from "./amounts.js";
+import { amountNode, textOf, UNIT, unitText } from "./amounts.js";
 import { $, api, cell, labelCells, nameOf, state } from "./common.js";
 import { showChart } from "./charts.js";
 import { estimateAbove } from "./gauges.js";
@@ -43,13 +43,13 @@ function setHead(table, columns) {
 
 // A charge as text: scalar amounts, or (rdp) a curve, which has no single amount (its
 // values by order on hover).
-export function chargeNode(tag, obj, up, cls, curve) {
+export function chargeNode(tag, obj, text, cls, curve) {
   const rdp = curve || (obj && Array.isArray(obj.rdp) ? obj : null);
-  if (!rdp) return amountNode(tag, obj, up, cls);
+  if (!rdp) return amountNode(tag, obj, text, cls);
   const el = document.createElement(tag);
   if (cls) el.className = cls;
   const delta = obj && typeof obj.delta === "string" && obj.delta !== "0"
-    ? `, δ ${shown(obj.delta, up)}` : "";
+    ? `, δ ${unitText(obj, text, "delta")}` : "";
   el.textContent = `RDP curve${delta}`;
   const orders = rdp.orders || [];
   el.title = `an RDP curve over ${rdp.rdp.length} orders (no single amount): ` + rdp.rdp.map((v, k) => `α ${orders[k] != null ? orders[k] : k}: ${v}`).join(", ");
@@ -80,7 +80,7 @@ async function showAnalysts(ds, report) {
   const grants = await api(`/v1/datasets/${encodeURIComponent(ds.id)}/grants`)
     .catch(() => ({ grants: [] }));
   const quotas = {};
-  for (const g of grants.grants) quotas[g.principal_id] = g.quota;
+  for (const g of grants.grants) quotas[g.principal_id] = [g.quota, textOf(g, "quota")];
   const table = $("analysts");
   const withAttribution = attributed(report, report.analysts);
   setHead(table, [["Analyst"], ["Quota"], ...COUNTS.map(([t]) => [t, "num"]),
@@ -97,12 +97,13 @@ async function showAnalysts(ds, report) {
   for (const a of report.analysts) {
     const tr = document.createElement("tr");
     cell(tr, nameOf(a.actor), "name").title = a.actor;
-    const quota = quotas[a.actor];
+    const [quota, quotaText] = quotas[a.actor] || [];
     const q = cell(tr, "");
-    if (quota) q.appendChild(amountNode("span", quota, false)); else q.textContent = "—";
+    if (quota) q.appendChild(amountNode("span", quota, quotaText)); else q.textContent = "—";
     for (const [, k] of COUNTS) cell(tr, a[k], "num n");
-    tr.appendChild(chargeNode("td", a.charged, true, "num", a.curve));
-    tr.appendChild(amountNode("td", a.refunded, false, "num"));
+    const text = ((report.shown || {}).analysts || {})[a.actor] || {}; // the API's, by actor
+    tr.appendChild(chargeNode("td", a.charged, text.charged, "num", a.curve));
+    tr.appendChild(amountNode("td", a.refunded, text.refunded, "num"));
     if (withAttribution) attributionCell(tr, a);
     labelCells(table, tr);
     tbody.appendChild(tr);
@@ -122,8 +123,9 @@ function showMechanisms(report) {
     tr.dataset.kind = m.kind;
     cell(tr, m.kind, "name");
     for (const [, k] of COUNTS) cell(tr, m[k], "num n");
-    tr.appendChild(chargeNode("td", m.charged, true, "num", m.curve));
-    tr.appendChild(amountNode("td", m.refunded, false, "num"));
+    const text = ((report.shown || {}).mechanisms || {})[m.kind] || {}; // the API's, by kind
+    tr.appendChild(chargeNode("td", m.charged, text.charged, "num", m.curve));
+    tr.appendChild(amountNode("td", m.refunded, text.refunded, "num"));
     if (withAttribution) attributionCell(tr, m);
     labelCells(table, tr);
     tbody.appendChild(tr);
