@@ -89,20 +89,32 @@ def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
 # a machine, one process (/4 for CI, roughly); `make test` prints the 25 slowest to keep it
 # current.
 SLOW_FILES_FIRST = (
+    # loops of about 10⁶ admissions (56 s in CI for rdp's) and of 10⁴ block selections: the
+    # file took half of both processes' samples over 20 minutes of a whole-suite run at a load
+    # of 10-16, and ran alone for its last 30 minutes of it, so it starts first
+    "tests/accounting/test_capacity.py",
     "tests/reliability/test_patroni.py",  # one Patroni cluster, four failovers: 86 s in CI
     # kill -9 trials on SQLite and PostgreSQL: 69 + 52 s in CI with spawned server workers;
     # with preloaded ones 114 + 116 s at a load of 9-21 (180 + 257 s at 10 spawned)
     "tests/reliability/test_kill9.py",
-    "tests/accounting/test_capacity.py",  # loops of about 10⁶ admissions: 56 s in CI for rdp's
     "tests/benchmarks/test_compare_bench.py",  # ten probe processes: about 40 s in CI
     "tests/db/test_pgbouncer.py",  # two runs of 2,000 registrations: 20 + 19 s in CI
     "tests/reliability/test_tampering.py",  # a 10⁵-entry export made and replayed: 125 s at 13
     "tests/reliability/test_restore.py",  # racing witness writers and restores: 100 s at 13
     "tests/concurrency/test_pgbouncer_suites.py",  # 38 s at 9
+    # the whole-suite run at a load of 10-16 (wall time): 48 runs of the odometer command,
+    # 9.6 min; schema fuzzing, 4.7 min; the without-replacement chunks and the shaped
+    # placement's histories, about 2 min each
+    "tests/client/test_cli_errors.py",
+    "tests/api/test_schemathesis.py",
     "tests/reliability/test_export_end.py",  # 40 s at 13
+    "tests/api/test_rdp_workload.py",
+    "tests/accounting/test_shaped_placement.py",
+    "tests/install/test_documented_installs.py",
     "tests/reliability/test_cap_writes_frozen.py",
     "tests/reliability/test_checkpoints.py",
     "tests/reliability/test_rdp_budget_change.py",
+    "tests/ledger/test_merkle.py",  # proofs of every leaf and pair up to 300: 11 s of CPU
 )
 
 
