@@ -60,6 +60,7 @@ from app.db.uow import Database
 from app.main import create_app
 from app.schemas import common
 from app.settings import Settings
+from odometer_core.accounting import exact
 from tests.conftest import BACKENDS
 from tests.support import (
     ADMIN_KEY,
@@ -896,7 +897,7 @@ def test_the_table_catches_a_validator_that_lets_nan_through(
     The table must report the NaN rows as accepted with an effect."""
     if world.ids["backend"] != "sqlite":
         pytest.skip("the proof that the table can fail needs one backend only")
-    strict = common.parse_amount  # type: ignore[attr-defined]
+    strict = exact.parse_amount  # what the schema's amount reader calls (exact.read_amount)
 
     def lenient(value: object, name: str = "value") -> Decimal:
         if isinstance(value, float) and math.isnan(value):
@@ -908,7 +909,7 @@ def test_the_table_catches_a_validator_that_lets_nan_through(
         def isfinite(_: float) -> bool:
             return True
 
-    monkeypatch.setattr(common, "parse_amount", lenient)
+    monkeypatch.setattr(exact, "parse_amount", lenient)
     monkeypatch.setattr(common, "math", NoFiniteCheck)
     variant = next(v for v in VARIANTS if v.route.endswith("/invocations") and v.name == "pure_dp")
     problems = run_variant(world, variant)
