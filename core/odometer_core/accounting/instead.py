@@ -144,10 +144,23 @@ def suggest(
         what = f"{knob.name} {relation} {fmt(edge[1])}"
         phrases.append(what if phrases else f"{declaration.kind} with {what}")
         if position == 0:
-            suggestion = edge[0].to_json()
+            suggestion = _as_sent(knob, edge[0])
         else:
-            found.append(edge[0].to_json())
+            found.append(_as_sent(knob, edge[0]))
     return suggestion, found, phrases
+
+
+def _as_sent(knob: Knob, declaration: Declaration) -> dict[str, Any]:
+    """``declaration`` as a suggestion: a repeated mechanism's fewer repetitions keep the
+    refused form ``{"mechanism": …, "count": k}`` even at k = 1, which
+    :meth:`~odometer_core.accounting.declarations.Composed.to_json` writes as a list of one
+    item (the same declaration, but not the shape the text's "count ≤ 1" names, and without
+    the ``mechanism`` a caller of the repeated form reads: a search its bound cut after the
+    count's first candidate returned it)."""
+    if knob.count and knob.name == "count" and isinstance(declaration, Composed):
+        ((item, count),) = declaration.items
+        return {"type": declaration.kind, "mechanism": item.to_json(), "count": count}
+    return declaration.to_json()
 
 
 #: A knob's edge: the declaration there and the knob's value (``None``: none found).
@@ -163,14 +176,18 @@ def _edges(
     the nearest to its edge it found."""
     best: dict[int, list[tuple[Declaration, Decimal]]] = {}
     searches = [
-        _search(declaration, knob, admitted, stop, best.setdefault(i, []))
+        (knob, _search(declaration, knob, admitted, stop, best.setdefault(i, [])))
         for i, knob in enumerate(knobs)
         if knob is not None
     ]
+    # narrowed integers first: a count's bisection ends in log2(count) candidates, where a
+    # value's runs to SEARCH_DIGITS digits (about 14); cut by the bound after the noise
+    # factor's, a count kept its bracket (1) instead of its edge
+    narrowing = sorted(searches, key=lambda pair: not pair[0].count)
     try:
-        for search in searches:
+        for _, search in searches:
             next(search, None)
-        for search in searches:
+        for _, search in narrowing:
             for _ in search:
                 pass
     except stop:
