@@ -45,7 +45,7 @@ from typing import Final
 import numpy as np
 
 from odometer_core.accounting import conversions as cv
-from odometer_core.accounting import odometer as odo
+from odometer_core.accounting.exact import to_float_down
 from odometer_core.accounting.modes import rdp_shaped as shaped
 from odometer_core.accounting.odometer import LadderShape
 
@@ -141,14 +141,11 @@ def _levels(
     shares: list[float] = []
     factors: list[float] = []
     for row, shape in enumerate(candidates()):
-        levels, parts = shaped.level_shares(pool, shape)
-        values = [odo.anchored_value(n, k, shape) for k in levels]
-        levels, parts, values = shaped.whole_levels(levels, parts, values, pool, shape)
-        for k, share, value in zip(levels, parts, values, strict=True):
-            if k > 1 and value >= start:  # below: it holds no judged count
-                owners.append(row)
-                shares.append(share)
-                factors.append(value)
+        values, parts = _placed(n, pool, shape)
+        judged = values >= start  # below: it holds no judged count
+        owners.extend([row] * int(judged.sum()))
+        shares.extend(parts[judged].tolist())
+        factors.extend(values[judged].tolist())
     rows = np.where(usable, np.array(factors, dtype=np.float64)[:, None] * curve, np.inf)
     converted = cv.rdp_to_epsilon_rows(orders, rows, shares)
     held: list[list[tuple[float, float]]] = [[] for _ in candidates()]
@@ -162,6 +159,47 @@ def _levels(
         ms.append(m)
         suffixes.append(np.minimum.accumulate(e[::-1])[::-1] if e.size else e)
     return ms, suffixes
+
+
+@functools.lru_cache(maxsize=64)
+def _ladder(pool: float, shape: LadderShape) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The levels k ≥ 2 of ``shape`` on ``pool`` (:func:`.rdp_shaped.level_shares`): each
+    one's r^−(k−1) (the power :func:`~odometer_core.accounting.odometer.anchored_value`
+    multiplies the top by, computed as it computes it), its share, whether it is a span level
+    (2 ≤ k ≤ span + 1), and whether every level k ≥ 2 is one (then the tail keeps none)."""
+    levels, parts = shaped.level_shares(pool, shape)
+    ratio = shape.ratio
+    below = [(k, share) for k, share in zip(levels, parts, strict=True) if k > 1]
+    powers = np.array([ratio ** (-(k - 1)) for k, _ in below], dtype=np.float64)
+    shares = np.array([share for _, share in below], dtype=np.float64)
+    span = np.array([k <= shape.span + 1 for k, _ in below], dtype=np.bool_)
+    for array in (powers, shares, span):
+        array.setflags(write=False)
+    return powers, shares, span, bool(span.all())
+
+
+def _placed(n: float, pool: float, shape: LadderShape) -> tuple[np.ndarray, np.ndarray]:
+    """The levels k ≥ 2 of :func:`.rdp_shaped.whole_levels` for a first declaration that level 1
+    holds ``n`` times: each kept level's whole number of repeats and its share, in the order of
+    the levels (the same floats, computed for all levels at once: the search for what would fit
+    chooses once per candidate and level, :mod:`odometer_core.accounting.instead`). Each
+    multiple n·r^−(k−1) ≥ 1 is rounded down to a whole number (× WHOLE_MARGIN); of the span's
+    levels the first of each whole number is kept, the span's share divided evenly among them;
+    the tail's keep their own shares."""
+    powers, shares, span, _ = _ladder(pool, shape)
+    factors = n * powers
+    rounded = np.where(factors >= 1.0, np.floor(factors) * shaped.WHOLE_MARGIN, factors)
+    spans = np.flatnonzero(span)
+    _, first = np.unique(rounded[spans], return_index=True)
+    keep = ~span
+    keep[spans[first]] = True
+    distinct = len(first)
+    # as shaped.whole_levels rounds a span level's share (the levels above, k ≤ −1, are not
+    # judged and not returned; their count does not enter the span's share)
+    even = to_float_down(shape.spread) / float(distinct) * (1.0 - 1e-12) if distinct else 0.0
+    each = pool * even
+    span_share = math.nextafter(each * (1.0 - 1e-12), 0.0) if each > 0 else 0.0
+    return rounded[keep], np.where(span, span_share, shares)[keep]
 
 
 def _first_judged(
