@@ -80,6 +80,21 @@ def test_the_summary_rounds_the_reading_up_and_what_is_left_down(mode: str) -> N
     assert s["text"].startswith(f"certified ε = {s['guarantee']['epsilon']}")
 
 
+def test_a_budget_of_more_digits_than_shown_is_rounded_down_not_up() -> None:
+    """A budget of 9.9999999999 is shown 9.9999999, not 10: what is left is rounded down, and
+    the budget it is read against must not flatter either (it was rounded up, so a summary read
+    "of 10" for a cap below 10)."""
+    config = make_config("9.9999999999", "0.000001", "add_remove", {"mode": "basic"})
+    state = admit(config, initial_state(config), PURE).state
+    epsilon, delta = summarise(config, state, PURE)["left"]
+    assert (epsilon["unit"], epsilon["budget"], epsilon["amount"]) == (
+        "epsilon",
+        "9.9999999",
+        "9.6999999",
+    )
+    assert (delta["unit"], delta["budget"], delta["amount"]) == ("delta", "0.000001", "0.000001")
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_more_is_exactly_what_the_filter_admits_in_a_row(mode: str) -> None:
     config, state, declaration = _filter(mode)

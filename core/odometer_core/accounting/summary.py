@@ -124,9 +124,9 @@ def shown(value: Decimal | str, *, up: bool, digits: int = DIGITS, plain_below: 
 # ---------------------------------------------------------------------------- left
 def left(config: AccountingConfig, state: FilterState) -> list[LeftItem]:
     """What is left, per unit of the mode (see the module docstring); each item has ``unit``,
-    ``amount`` (rounded down), ``budget`` and ``fraction`` (what is left of that constraint:
-    1 − its :func:`shown_fraction` spent), and ``order`` (rdp) or ``sub_budget`` (split) where
-    they apply."""
+    ``amount`` and ``budget`` (each rounded down: neither flatters), ``fraction`` (what is left
+    of that constraint: 1 − its :func:`shown_fraction` spent), and ``order`` (rdp) or
+    ``sub_budget`` (split) where they apply."""
     return left_of(status(config, state))
 
 
@@ -297,7 +297,7 @@ def _item(bound: Constraint) -> LeftItem:
     item: LeftItem = {
         "unit": bound.unit,
         "amount": fmt(round_down(bound.remaining)),
-        "budget": fmt(round_up(bound.budget)),
+        "budget": fmt(round_down(bound.budget)),
         "fraction": fmt(left),
     }
     return item if bound.unit != "rdp" else {**item, "order": bound.order}
