@@ -14,9 +14,10 @@ odometer verify-organisation EXPORT [EXPORT …]
     replay every dataset's export of one organisation, then the organisation cap's decisions
     across them in their organisation order (``odometer_core.ledger.organisation``)
 
-The command is a plug-in of the client's ``odometer`` command line (entry point group
-``odometer.commands``): installing this distribution alone gives an auditor ``odometer verify``
-without the server.
+The commands are a plug-in of the client's ``odometer`` command line (entry point group
+``odometer.commands``, :mod:`odometer_core.verify_cli`, which holds their arguments and imports
+this module only when one of them runs): installing this distribution alone gives an auditor
+``odometer verify`` without the server.
 """
 
 from __future__ import annotations
@@ -237,7 +238,7 @@ def _say_line(verdict: dict[str, Any]) -> int:
     return 1
 
 
-def _verify(args: argparse.Namespace) -> int:
+def run_verify(args: argparse.Namespace) -> int:
     """``odometer verify``; an unreadable export, or a file that is not one, is one line on
     stderr, never a traceback."""
     if args.export is None:
@@ -447,7 +448,7 @@ def _cannot_read(name: str, exc: BaseException) -> SystemExit:
     return SystemExit(f"odometer verify-organisation: cannot read {name}: {reason}")
 
 
-def _verify_organisation(args: argparse.Namespace) -> int:
+def run_verify_organisation(args: argparse.Namespace) -> int:
     """``odometer verify-organisation``: each export replayed (its chain and decisions), then
     the cap across all of them; the verdict as JSON on stdout, one line on stderr."""
     from odometer_core.ledger.organisation import replay_organisation
@@ -482,72 +483,3 @@ def _verify_organisation(args: argparse.Namespace) -> int:
         return 3
     print(f"FAILED: {verdict['problems'][0]}", file=sys.stderr)
     return 1
-
-
-def register(sub: Any) -> None:
-    """Add ``verify`` and ``verify-organisation`` to the ``odometer`` command line (an
-    ``odometer.commands`` plug-in)."""
-    organisation = sub.add_parser(
-        "verify-organisation",
-        help="replay every dataset's export of one organisation and its cap across them",
-    )
-    organisation.add_argument(
-        "exports",
-        nargs="+",
-        metavar="EXPORT",
-        help="JSON, JSON-lines or CSV export of each dataset's whole ledger (every dataset "
-        "of the organisation: a missing one is reported)",
-    )
-    organisation.set_defaults(run=_verify_organisation)
-    verify = sub.add_parser("verify", help="replay a ledger export and check its hash chain")
-    verify.add_argument(
-        "export",
-        nargs="?",
-        help="JSON or CSV export of one dataset's whole ledger ('-' = stdin)",
-    )
-    verify.add_argument(
-        "--checkpoints",
-        metavar="FILE",
-        help="signed checkpoints (JSON lines or the JSON of GET …/checkpoints) to check the "
-        "export against: signatures, (seq, hash) on the chain, no truncation",
-    )
-    verify.add_argument(
-        "--public-key",
-        metavar="PEM",
-        help="the operator's checkpoint public key (PEM, obtained out of band): the export's "
-        "signed closing head, the checkpoints and the witness's signed records are checked "
-        "against it",
-    )
-    verify.add_argument(
-        "--unpinned",
-        action="store_true",
-        help="accept an export whose end no signed head pins (an older export, a service "
-        "that signs no heads, no --public-key at hand), with a warning: entries cut off its "
-        "end would go unnoticed",
-    )
-    verify.add_argument(
-        "--witness",
-        metavar="DIR",
-        help="a copy of the service's witness directory: the export must reach the "
-        "dataset's witnessed head with the same hash there (docs/witness.md)",
-    )
-    verify.add_argument(
-        "--jobs",
-        type=int,
-        choices=[0, 1, 2],
-        default=0,
-        help="processes for a JSON-lines export: 2 walks the chain beside the replay, "
-        "0 (default) picks 2 for large files on a multi-core machine",
-    )
-    verify.add_argument(
-        "--output",
-        action="append",
-        metavar="INV=FILE",
-        help="a published output of invocation INV (JSON, numbers as integers or decimal "
-        "strings): its settlement must record its SHA-256 and charge its cell (repeatable)",
-    )
-    from odometer_core import verify_receipts
-
-    verify_receipts.add_since_options(verify)
-    verify.set_defaults(run=_verify)
-    verify_receipts.register(sub)

@@ -318,49 +318,6 @@ def since(
     return out
 
 
-def add_fork_options(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument(
-        "--cosigner",
-        action="append",
-        metavar="VKEY",
-        help="a witness's verifier key (name+ID+base64, or a file holding it): report "
-        "whether it cosigned each head (repeatable); a cosignature that does not verify is "
-        "reported and never counted",
-    )
-    cmd.add_argument(
-        "--quorum",
-        type=int,
-        default=0,
-        metavar="N",
-        help="fail unless at least N of the --cosigner witnesses cosigned each head checked "
-        "(default 0: report only)",
-    )
-    cmd.add_argument(
-        "--forks",
-        metavar="FILE",
-        help="the JSON of GET …/ledger/forks: the operator's acknowledged losses, proven in a "
-        "signed head; a receipt or earlier head they explain is reported FORKED (exit 3)",
-    )
-
-
-def add_since_options(verify: argparse.ArgumentParser) -> None:
-    verify.add_argument(
-        "--since",
-        metavar="HEAD",
-        help="a signed tree head held earlier (note, or the JSON of …/ledger/checkpoint): the "
-        "export's tree, or the --head's by the --consistency proof, must extend it",
-    )
-    verify.add_argument(
-        "--head", metavar="FILE", help="with --since and no export: the newer signed head"
-    )
-    verify.add_argument(
-        "--consistency",
-        metavar="FILE",
-        help="with --since and no export: the JSON of …/ledger/consistency?from=OLD&to=NEW",
-    )
-    add_fork_options(verify)
-
-
 def say_since(found: Since) -> None:
     for path, head in found.heads.items():
         say_witnesses(head, path)
@@ -406,31 +363,3 @@ def witness_keygen(args: argparse.Namespace) -> int:
         raise SystemExit(f"odometer witness-keygen: cannot write {out}: {exc}") from None
     print(signer.verifier.vkey())
     return 0
-
-
-def register(sub: Any) -> None:
-    """``verify-receipt`` and ``witness-keygen`` (added to the ``odometer`` command line with
-    ``verify``)."""
-    keygen = sub.add_parser(
-        "witness-keygen",
-        help="a new key for the witness of ledger heads to cosign with (ODOMETER_WITNESS_KEY)",
-    )
-    keygen.add_argument("name", help="the witness's key name (no spaces, no '+')")
-    keygen.add_argument("--out", "-o", required=True, help="file for the secret key (created)")
-    keygen.set_defaults(run=witness_keygen)
-    cmd = sub.add_parser(
-        "verify-receipt",
-        help="check receipts against a later signed head and its inclusion proof (offline)",
-    )
-    cmd.add_argument(
-        "receipts", help="a receipt's JSON, or JSON lines (`odometer receipts --json`); '-' = stdin"
-    )
-    cmd.add_argument(
-        "--head",
-        required=True,
-        metavar="FILE",
-        help="the JSON of GET …/ledger/checkpoint?seq=N: a signed head and entry N's proof",
-    )
-    cmd.add_argument("--public-key", metavar="PEM", help="the operator's checkpoint public key")
-    add_fork_options(cmd)
-    cmd.set_defaults(run=verify_receipt)
