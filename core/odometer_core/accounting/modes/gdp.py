@@ -205,12 +205,23 @@ def chosen_shape(config: GDPConfig, mu_squared: Decimal) -> LadderShape | None:
 def in_force(config: GDPConfig, state: GDPState) -> GDPConfig:
     """The filter in force: ``config`` itself, or, once a first declaration chose a shape other
     than the one ``config`` holds, the filter made at the creation target with that shape (as
-    :func:`odometer_core.accounting.modes.zcdp.in_force`)."""
+    :func:`odometer_core.accounting.modes.zcdp.in_force`, the last answer kept likewise)."""
+    global _IN_FORCE_LAST
     if state.ladder is None or config.shape == state.ladder or config.anchor is None:
         return config
+    last = _IN_FORCE_LAST
+    if last is not None and last[0] is config and last[1] is state.ladder:
+        return last[2]
     anchor = config.anchor
     made = _made(str(anchor.epsilon), str(anchor.delta), config.relation, state.ladder)
-    return replace(made, epsilon=config.epsilon, delta=config.delta, ladder_rule=config.ladder_rule)
+    found = replace(
+        made, epsilon=config.epsilon, delta=config.delta, ladder_rule=config.ladder_rule
+    )
+    _IN_FORCE_LAST = (config, state.ladder, found)  # one tuple, replaced whole
+    return found
+
+
+_IN_FORCE_LAST: tuple[GDPConfig, LadderShape, GDPConfig] | None = None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -321,7 +332,7 @@ def _admit_gdp(config: GDPConfig, state: GDPState, decl: Declaration) -> Decisio
             "mu budget exceeded",
             MuSquared(),
         )
-    new_state = replace(state, mu_squared=new)
+    new_state = GDPState(new, state.first, state.ladder)  # replace(), faster
     return Decision("accepted", new_state, requested, requested, _gdp_remaining(config, new_state))
 
 

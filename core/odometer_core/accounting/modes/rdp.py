@@ -267,10 +267,25 @@ def in_force(config: RDPConfig, state: RDPState) -> RDPConfig:
     in force puts on them (:func:`change_budget`). From accounting 1.6.0, first the split the
     first declaration chose (``state.pld``): the branch kept, the ladders' tops on the ladder's
     pool (:func:`_with_branch`), or off, the stored ladder on the whole of δ_c. A pure function
-    of the configuration and the recorded choices, so replay recomputes it."""
-    if config.branch is not None and not config.branch_on and state.pld != NO_BRANCH:
-        config = _ladder_only(config) if state.pld.off else _with_branch(config)
-    return _weights_in_force(config, state.first, state.design, state.ladder)
+    of the configuration and the recorded choices, so replay recomputes it; the last answer is
+    kept with the very objects it came from (by identity: a loop of admissions on one filter
+    carries them from state to state; rebuilding was most of an admission's CPU)."""
+    global _IN_FORCE_LAST
+    last, kept = _IN_FORCE_LAST, (config, state.first, state.design, state.ladder)
+    same = last is not None and all(a is b for a, b in zip(last[0], kept, strict=True))
+    if same and last is not None and last[1] is state.pld:
+        return last[3]
+    split = config.branch is not None and not config.branch_on and state.pld != NO_BRANCH
+    off = split and state.pld.off
+    if same and last is not None and last[2] == (split, off):
+        return last[3]
+    found = (_ladder_only(config) if off else _with_branch(config)) if split else config
+    found = _weights_in_force(found, state.first, state.design, state.ladder)
+    _IN_FORCE_LAST = (kept, state.pld, (split, off), found)  # one tuple, replaced whole
+    return found
+
+
+_IN_FORCE_LAST: tuple[tuple[object, ...], object, tuple[bool, bool], RDPConfig] | None = None
 
 
 def _weights_in_force(
@@ -469,14 +484,15 @@ def _decide(
     with np.errstate(over="ignore"):
         s = np.nextafter(old + curve, np.inf)
     fits = (~dead) & (s <= grid.thresholds)
+    fit = bool(fits.any())
     pld, by_branch = state.pld, False
-    if fits.any() or _branch_may_fit(config, state, decl):
+    if fit or _branch_may_fit(config, state, decl):
         pld = _branch_after(config, state, decl, delta)
         by_branch = _branch_admits(config, pld)
     why = None
     if new_delta > config.delta_approx:
         why = "delta budget exceeded"
-    elif not fits.any() and not by_branch:
+    elif not fit and not by_branch:
         why = "RDP budget exceeded at every live order"
     elif new_delta > 0 and config.anchor is not None:
         # approximate declarations stay within the creation filter (its thresholds, its target)

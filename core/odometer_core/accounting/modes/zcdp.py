@@ -224,13 +224,26 @@ def in_force(config: ZCDPConfig, state: ZCDPState) -> ZCDPConfig:
     """The filter in force: ``config`` itself, or, once a first declaration chose a shape other
     than the one ``config`` holds, the filter made at the creation target with that shape (a
     budget change after the first admission writes that filter back, with its cap:
-    :func:`change_budget`)."""
+    :func:`change_budget`). The last answer is kept with the very configuration and shape it
+    came from (by identity: a loop of admissions on one filter carries them from state to state,
+    and the copy and the amounts' text were a large part of an admission's CPU)."""
+    global _IN_FORCE_LAST
     if state.ladder is None or config.shape == state.ladder or config.anchor is None:
         return config
+    last = _IN_FORCE_LAST
+    if last is not None and last[0] is config and last[1] is state.ladder:
+        return last[2]
     anchor = config.anchor
     dc = config.final_conversion_delta
     made = _made(str(anchor.epsilon), str(anchor.delta), config.relation, str(dc), state.ladder)
-    return replace(made, epsilon=config.epsilon, delta=config.delta, ladder_rule=config.ladder_rule)
+    found = replace(
+        made, epsilon=config.epsilon, delta=config.delta, ladder_rule=config.ladder_rule
+    )
+    _IN_FORCE_LAST = (config, state.ladder, found)  # one tuple, replaced whole
+    return found
+
+
+_IN_FORCE_LAST: tuple[ZCDPConfig, LadderShape, ZCDPConfig] | None = None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -394,7 +407,7 @@ def _admit_zcdp(config: ZCDPConfig, state: ZCDPState, decl: Declaration) -> Deci
             why = "approximate declarations are admitted only within the creation filter"
     if why is not None:
         return reject(state, requested, _zcdp_remaining(config, state), why, RhoDelta())
-    new_state = replace(state, rho=new_rho, delta=new_delta)
+    new_state = ZCDPState(new_rho, new_delta, state.first, state.ladder)  # replace(), faster
     return Decision("accepted", new_state, requested, requested, _zcdp_remaining(config, new_state))
 
 
