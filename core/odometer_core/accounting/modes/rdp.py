@@ -394,10 +394,10 @@ def _rdp_remaining(
     dead: np.ndarray[Any, np.dtype[np.bool_]],
     delta: Decimal,
 ) -> RdpCurve:
-    with np.errstate(invalid="ignore"):
-        rem = np.where(dead, 0.0, np.maximum(grid.thresholds - rdp, 0.0))
-    rem = np.where(rem > 0, np.nextafter(rem, -np.inf), 0.0)  # remaining rounds down
-    return RdpCurve(config.orders, tuple(rem.tolist()), sub_down(config.delta_approx, delta))
+    # B(α) − S(α) rounded down where positive and live, else 0 (binary64 as numpy's, 4x faster)
+    p = zip(grid.thresholds.tolist(), rdp.tolist(), dead.tolist(), strict=True)
+    rem = tuple(0.0 if d or not b - x > 0 else math.nextafter(b - x, -math.inf) for b, x, d in p)
+    return RdpCurve(config.orders, rem, sub_down(config.delta_approx, delta))
 
 
 @memoised
