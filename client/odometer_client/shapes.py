@@ -256,6 +256,13 @@ class ShownCounted(TypedDict, Generic[N]):
     remaining_exact: N
 
 
+#: An amount's display text, unit by unit (``{"epsilon": "0.215101", "delta": "0"}``): each
+#: scalar unit rounded by the server to 6 significant digits, up for what was spent, down for
+#: the rest (an rdp curve has none). Where a document carries an amount ``X``, its
+#: ``shown[X]`` is this.
+AmountText = dict[str, str]
+
+
 class StatusShown(TypedDict, Generic[N], total=False):
     """A status's figures as the dashboard prints them (``StatusShown``): the reading, what the
     filter counts (``None`` for ``split``: see ``sub_budgets``), the fraction spent as a
@@ -267,6 +274,11 @@ class StatusShown(TypedDict, Generic[N], total=False):
     fraction_spent: str | None
     fraction_spent_exact: N | None
     sub_budgets: dict[str, "StatusShown[N]"] | None
+    budget: AmountText | None
+    spent: AmountText | None
+    spent_eps_delta: AmountText | None
+    reserved: AmountText | None
+    remaining: AmountText | None
 
 
 class Status(TypedDict, Generic[N], total=False):
@@ -352,6 +364,7 @@ class MyQuota(TypedDict, Generic[N]):
 
     budget: EpsilonDelta[N]
     summary: Summary[N]
+    shown: NotRequired[dict[str, AmountText]]
 
 
 class MyGrant(TypedDict):
