@@ -142,15 +142,6 @@ class GroupCommit(Generic[P, R]):
         An idle line is started: on the event loop when ``inline`` (the caller knows nothing
         else is in flight), else in a thread. A cancelled caller's request stays in its group:
         what its transaction does is done, only the answer is dropped."""
-        if inline:
-            with self._lock:
-                idle = key not in self._lines
-                if idle:
-                    # the line is held (empty) while the group of one runs, as :meth:`_drain`
-                    # holds it; only this event loop adds to lines, and it is busy meanwhile
-                    self._lines[key] = deque()
-            if idle:
-                return self._alone(key, payload, run)
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         me = _Waiter(payload, future, run)
         with self._lock:
@@ -165,26 +156,6 @@ class GroupCommit(Generic[P, R]):
             else:
                 self._start(key, line)
         return await future
-
-    def _alone(self, key: Hashable, payload: P, run: Run[P, R]) -> R:
-        """An idle line's group of one, run here on the event loop: its outcome returned (or
-        raised) without a future to settle through the loop's self-pipe, which an answer
-        handed from a line's thread needs and an answer computed on the loop does not."""
-        try:
-            outcomes = run([payload])
-        finally:
-            with self._lock:
-                line = self._lines.pop(key)
-                if line:  # nobody should have joined; if anyone did, their line is run
-                    self._lines[key] = line
-            if line:
-                self._start(key, line)
-        if len(outcomes) != 1:
-            raise RuntimeError("a group's run returned the wrong number of outcomes")
-        outcome = outcomes[0]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
 
     def _start(self, key: Hashable, line: deque[_Waiter[P, R]]) -> None:
         runner = asyncio.get_running_loop().create_task(to_thread.run_sync(self._drain, key, line))
