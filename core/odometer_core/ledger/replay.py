@@ -30,10 +30,11 @@ its charges are recorded (``org``) and their sum over the organisation's dataset
 organisation's counted state.
 
 After each step the recomputed state (``state_to_json``) must equal the stored ``state``
-exactly (a ``zcdp`` / ``gdp`` first admission is decided with the ladder shape the entry
-records where the rule could have chosen it with its floats off by
+exactly (a ``zcdp`` / ``gdp`` / ``rdp`` first admission is decided with the ladder shape the
+entry records where the mode's rule could have chosen it with its floats off by
 :data:`~odometer_core.accounting.modes.first_ladder.FLOAT_TOLERANCE`:
-:func:`~odometer_core.accounting.modes.first_ladder.chosen`), and the recomputed outcome,
+:func:`~odometer_core.accounting.modes.first_ladder.chosen`,
+:func:`~odometer_core.accounting.modes.rdp_choice.chosen`), and the recomputed outcome,
 charge, refund, reservation and configuration must equal what was recorded. No database
 access: the offline verifier uses this module as is.
 """
@@ -220,7 +221,8 @@ class Replayer:
             return
         try:
             entry = _current(entry)
-            with first_ladder.recorded(entry):  # a shape chosen within float noise: as recorded
+            # a ladder shape chosen within float noise (zcdp, gdp, rdp): as recorded
+            with first_ladder.recorded(entry):
                 self._step(entry, position)
         except _Mismatch as exc:
             self.replay_problems.append(f"entry {position} ({entry.get('kind')}): {exc}")

@@ -435,19 +435,30 @@ def recorded(entry: object) -> Iterator[None]:
         _RECORDED.reset(token)
 
 
-def recorded_in(entry: object) -> list[LadderShape]:
+def replayed() -> object | None:
+    """The ledger entry being replayed (within :func:`recorded`), ``None`` outside a replay:
+    what another mode's choice (``rdp``: :func:`.rdp_choice.chosen`) reads its recorded
+    shapes from."""
+    return _RECORDED.get()
+
+
+def recorded_in(
+    entry: object, where: Callable[[Mapping[str, Any]], object] | None = None
+) -> list[LadderShape]:
     """Every ladder shape a first admission recorded anywhere in a ledger entry (its state, a
     sub-budget's, a block's, a quota's, a cap's: each ``"first": {..., "ladder": shape}``), for
-    :func:`recorded`; malformed ones are left to the replay's exact comparison."""
+    :func:`recorded`; malformed ones are left to the replay's exact comparison. ``where``
+    finds the stored shape in an object of the entry another way (``rdp``'s states record it
+    beside their first curve: :func:`.rdp_choice.recorded_in`)."""
     found: list[LadderShape] = []
     stack = [entry]
     while stack:
         item = stack.pop()
         if isinstance(item, Mapping):
-            first = item.get("first")
-            if isinstance(first, Mapping) and isinstance(first.get("ladder"), Mapping):
+            raw = (where or _first_ladder)(item)
+            if isinstance(raw, Mapping):
                 try:
-                    shape = LadderShape.from_json(first["ladder"])
+                    shape = LadderShape.from_json(raw)
                 except (ValueError, KeyError, TypeError, ArithmeticError):
                     shape = None
                 if shape is not None and shape not in found:
@@ -456,6 +467,12 @@ def recorded_in(entry: object) -> list[LadderShape]:
         elif isinstance(item, list):
             stack.extend(item)
     return found
+
+
+def _first_ladder(item: Mapping[str, Any]) -> object:
+    """The shape a ``zcdp`` / ``gdp`` state records with its first admission, if any."""
+    first = item.get("first")
+    return first.get("ladder") if isinstance(first, Mapping) else None
 
 
 def chosen(
@@ -594,5 +611,6 @@ __all__ = [
     "gaussian_epsilons",
     "recorded",
     "recorded_in",
+    "replayed",
     "rule_from_json",
 ]

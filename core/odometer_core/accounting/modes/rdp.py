@@ -464,7 +464,7 @@ def _ladder_choice(config: RDPConfig, first: str | None, design: tuple[float, ..
     assert config.anchor is not None and first is not None
     _, tops = _level_one_tops(config, first)
     pool = to_float_down(config.ladder_delta)
-    return rdp_choice.choose(config.orders, tops, design, pool, config.anchor.epsilon)
+    return rdp_choice.chosen(config.orders, tops, design, pool, config.anchor.epsilon)
 
 
 def _decide(

@@ -33,19 +33,30 @@ logarithms over the judged counts is chosen (ties: the earlier of :func:`candida
 reference conversion is needed: the readings are step functions of j, so the judgement reads
 them only at the counts where some candidate's reading changes. Later work of another kind is
 read by a ladder shaped for this one: served worse than by one shaped for it, never unsoundly.
+
+Replay (``docs/accounting.md``, *What replay checks*): the readings are floats, and a first
+declaration can sit on the edge of a criterion (a regret on the limit, two sums of logs apart by
+the tie), where another machine's float library may choose the other way. Soundness needs only
+that the shape is a candidate fixed before the first output, so, as for ``zcdp`` and ``gdp``
+(:mod:`.first_ladder`), a replay (:func:`chosen`, within :func:`.first_ladder.recorded`)
+accepts a recorded shape other than the recomputed one iff the rule could choose it with its
+floats off by :data:`~.first_ladder.FLOAT_TOLERANCE` (:func:`could_choose`), and decides the
+entry again with it; anything else is a mismatch.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting.exact import to_float_down
+from odometer_core.accounting.modes import first_ladder
 from odometer_core.accounting.modes import rdp_shaped as shaped
 from odometer_core.accounting.odometer import LadderShape
 
@@ -98,12 +109,51 @@ def choose(
     creation target ``target`` (module docstring). A deterministic function of its arguments,
     all fixed before any output; :data:`~.rdp_shaped.DEFAULT_RDP_LADDER` when the first
     declaration places no level (a curve 0 everywhere, or no repeat held)."""
+    judged = _judgement(orders, tops, design, pool, target)
+    if judged is None:
+        return shaped.DEFAULT_RDP_LADDER
+    regret, logs, limit = _scores(*judged)
+    chosen, score = 0, math.inf
+    for row in range(len(regret)):
+        if regret[row] <= limit and (score == math.inf or logs[row] < score - TIE * abs(score)):
+            chosen, score = row, float(logs[row])
+    return candidates()[chosen]
+
+
+def _scores(readings: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per candidate its regret (the largest ratio of its reading to the best at a judged
+    count) and its sum of log readings over the judged counts; and the largest regret kept."""
+    regret = (readings / readings.min(axis=0)).max(axis=1)
+    logs = (np.log(readings) * lengths).sum(axis=1)
+    return regret, logs, float(regret.min() * (1 + REGRET_TOLERANCE) * (1 + TIE))
+
+
+def _count(tops: tuple[float, ...], design: tuple[float, ...], pool: float) -> tuple[float, int]:
+    """The multiple N of the first declaration level 1 holds, and the whole repeats judged
+    (0: none, the constant shape stays)."""
     n = shaped.multiple(tops, design)
     count = math.floor(n) if 0 < n < 2**53 else 0
-    if count < 1 or not pool > 0:
-        return shaped.DEFAULT_RDP_LADDER
+    return n, count if pool > 0 else 0
+
+
+def _judgement(
+    orders: tuple[float, ...],
+    tops: tuple[float, ...],
+    design: tuple[float, ...],
+    pool: float,
+    target: Decimal,
+    start: int | None = None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """What :func:`choose` judges by: per candidate (rows) its reading at each judged count
+    where some candidate's reading changes (columns, from the first judged count, ``start``
+    when given), and how many counts each column stands for; ``None`` when no repeat is
+    judged."""
+    n, count = _count(tops, design, pool)
+    if count < 1:
+        return None
     eps = float(target)
-    start = _first_judged(orders, design, pool, eps * JUDGED_FROM, count)
+    if start is None:
+        start = _first_judged(orders, design, pool, eps * JUDGED_FROM, count)
     held, suffixes = _levels(orders, design, pool, n, start)
     points = {start}
     for m in held:
@@ -116,15 +166,7 @@ def choose(
         readings[row] = np.minimum(np.append(suffix, eps)[at], eps)
     judged = js >= start
     lengths = np.diff(np.append(js, count + 1))[judged]
-    best = readings[:, judged].min(axis=0)
-    regret = (readings[:, judged] / best).max(axis=1)
-    logs = (np.log(readings[:, judged]) * lengths).sum(axis=1)
-    limit = regret.min() * (1 + REGRET_TOLERANCE) * (1 + TIE)
-    chosen, score = 0, math.inf
-    for row in range(len(held)):
-        if regret[row] <= limit and (score == math.inf or logs[row] < score - TIE * abs(score)):
-            chosen, score = row, float(logs[row])
-    return candidates()[chosen]
+    return readings[:, judged], lengths
 
 
 def _levels(
@@ -222,6 +264,104 @@ def _first_judged(
     return hi
 
 
+# ---------------------------------------------------------------------------- replay
+def chosen(
+    orders: tuple[float, ...],
+    tops: tuple[float, ...],
+    design: tuple[float, ...],
+    pool: float,
+    target: Decimal,
+) -> LadderShape:
+    """:func:`choose`, except in a replay (:func:`.first_ladder.recorded`): where the entry
+    records an ``rdp`` shape other than the recomputed one that the rule could choose with its
+    floats off by :data:`~.first_ladder.FLOAT_TOLERANCE` (:func:`could_choose`), that shape,
+    so that the entry is decided again with it and everything after is checked exactly;
+    otherwise the recomputed one (and a shape the rule could not choose is a mismatch)."""
+    args = (orders, tops, design, pool, target)
+    fresh = choose(*args)
+    entry = first_ladder.replayed()
+    if entry is None:
+        return fresh
+    shapes = recorded_in(entry)
+    if not shapes or fresh in shapes:
+        return fresh
+    tolerance = first_ladder.FLOAT_TOLERANCE
+    return next((s for s in shapes if could_choose(s, *args, tolerance=tolerance)), fresh)
+
+
+def recorded_in(entry: object) -> list[LadderShape]:
+    """Every shape an ``rdp`` first admission recorded in a ledger entry (a state, a
+    sub-budget's, a quota's, a cap's: each ``{..., "design": C, "ladder": shape}``), found as
+    :func:`.first_ladder.recorded_in` finds ``zcdp`` and ``gdp`` ones."""
+    return first_ladder.recorded_in(entry, _rdp_ladder)
+
+
+def _rdp_ladder(item: Mapping[str, Any]) -> object:
+    """The shape an ``rdp`` state records beside its first declaration's curve, if any."""
+    return item.get("ladder") if isinstance(item.get("design"), list) else None
+
+
+def could_choose(
+    shape: LadderShape,
+    orders: tuple[float, ...],
+    tops: tuple[float, ...],
+    design: tuple[float, ...],
+    pool: float,
+    target: Decimal,
+    tolerance: float = first_ladder.FLOAT_TOLERANCE,
+) -> bool:
+    """Whether :func:`choose` could return ``shape`` if each conversion it judges by (every
+    reading, and those that fix the first judged count) were off by a relative ``tolerance``:
+    each ratio, and so each regret, then off by a factor k = (1 + tolerance)/(1 − tolerance),
+    each sum of logs by D = −L·log(1 − tolerance) over its L judged counts. Every comparison
+    the rule makes is taken both ways where such noise could tip it (:func:`_possible`): a
+    first judged count its search could stop at, a candidate's regret within the limit or not,
+    a sum of logs below the best so far by the tie or not. The counts of repeats and the
+    levels' places take no tolerance (the filter's own statements stand on them). With a
+    tolerance of 0 only the rule's own choice could."""
+    args = (orders, tops, design, pool, target)
+    if shape == choose(*args):
+        return True
+    if shape not in candidates() or not 0 <= tolerance < 1:
+        return False
+    _, count = _count(tops, design, pool)
+    if count < 1:
+        return False  # the constant shape, which the rule returned
+    floor = float(target) * JUDGED_FROM
+    low = _first_judged(orders, design, pool, floor / (1 + tolerance), count)
+    high = _first_judged(orders, design, pool, floor / (1 - tolerance), count)
+    row = candidates().index(shape)
+    for start in range(low, high + 1):
+        judged = _judgement(*args, start=start)
+        assert judged is not None
+        if row in _possible(*judged, tolerance):
+            return True
+    return False
+
+
+def _possible(readings: np.ndarray, lengths: np.ndarray, tolerance: float) -> set[int]:
+    """The candidates :func:`choose`'s pass over the candidates could end at, judging these
+    readings with each comparison taken both ways where the noise of :func:`could_choose`
+    could tip it (exactly the rule's comparisons at a tolerance of 0)."""
+    regret, logs, limit = _scores(readings, lengths)
+    k = (1 + tolerance) / (1 - tolerance)
+    noise = -math.log1p(-tolerance) * float(lengths.sum())
+    ends: set[tuple[int, float]] = {(0, math.inf)}  # (the choice so far, its score)
+    for row in range(len(regret)):
+        held = bool(regret[row] <= k * k * limit), not regret[row] * (k * k) <= limit
+        low, high = float(logs[row]) - noise, float(logs[row]) + noise
+        after: set[tuple[int, float]] = set()
+        for chosen, score in ends:
+            best = score + noise - TIE * (abs(score) - noise)
+            worst = score - noise - TIE * (abs(score) + noise)
+            if held[0] and (score == math.inf or low < best):
+                after.add((row, float(logs[row])))
+            if held[1] or (score != math.inf and not high < worst):
+                after.add((chosen, score))
+        ends = after
+    return {chosen for chosen, _ in ends}
+
+
 __all__ = [
     "ABOVE",
     "DEFAULT_LADDER_RULE",
@@ -234,4 +374,7 @@ __all__ = [
     "STEPS",
     "candidates",
     "choose",
+    "chosen",
+    "could_choose",
+    "recorded_in",
 ]
