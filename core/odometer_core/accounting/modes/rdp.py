@@ -15,6 +15,9 @@ The weights only have to be fixed before the first charge, so they may depend on
 declares up front: a declared workload gets the grid :func:`choose_grid` picks for it (recorded in
 the configuration), and from accounting 1.5.0 on the default grid without one has its weights
 chosen by the first declaration admitted, chosen before any output (:data:`WEIGHTS_FIRST`).
+The parts of the filter in force once that declaration chose (its weights, branch split, levels
+and ladder shape, and the caps a budget change puts on them) are
+:mod:`odometer_core.accounting.modes.rdp_force`; :func:`in_force` puts them together.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from odometer_core.accounting import odometer as odo
 from odometer_core.accounting.amounts import RdpCurve
 from odometer_core.accounting.declarations import ApproxDP, Declaration, Relation
 from odometer_core.accounting.exact import (
-    DOWN,
     INFINITY,
     ONE,
     ZERO,
@@ -59,7 +61,6 @@ from odometer_core.accounting.modes.common import (
     amount,
     anchored_delta_problem,
     conversion_delta_for,
-    float_text,
     keep_conversion_delta,
     only,
     reject,
@@ -91,17 +92,27 @@ from odometer_core.accounting.modes.rdp_config import config_to_json as config_t
 from odometer_core.accounting.modes.rdp_config import state_from_json as state_from_json
 from odometer_core.accounting.modes.rdp_config import state_to_json as state_to_json
 
+# the filter in force once the first declaration chose (its parts), re-exported
+from odometer_core.accounting.modes.rdp_force import (
+    _caps,
+    _ladder_choice,
+    _ladder_only,
+    _repeats,
+    _weights_in_force,
+    _with_branch,
+)
+from odometer_core.accounting.modes.rdp_force import _chosen as _chosen
+from odometer_core.accounting.modes.rdp_force import _statements as _statements
+from odometer_core.accounting.modes.rdp_force import first_choice as first_choice
+from odometer_core.accounting.modes.rdp_force import order_ladder as order_ladder
+
 # the grids of new filters (a workload's, and :func:`make`), re-exported
 from odometer_core.accounting.modes.rdp_grid import CANDIDATE_ORDERS as CANDIDATE_ORDERS
 from odometer_core.accounting.modes.rdp_grid import choose_grid as choose_grid
 from odometer_core.accounting.modes.rdp_grid import make as make
 from odometer_core.accounting.modes.rdp_levels import THRESHOLD_MARGIN as THRESHOLD_MARGIN
 from odometer_core.accounting.modes.rdp_levels import (
-    _AtOrder,
-    _order_pool,
     _rdp_level_epsilon,
-    _rdp_thresholds,
-    best_order,
 )
 from odometer_core.accounting.modes.rdp_shaped import (
     DEFAULT_RDP_LADDER as DEFAULT_RDP_LADDER,
@@ -120,7 +131,6 @@ from odometer_core.accounting.modes.statements import (
 from odometer_core.accounting.modes.workload import MAX_WORKLOAD_COUNT as MAX_WORKLOAD_COUNT
 from odometer_core.accounting.modes.workload import MAX_WORKLOAD_ITEMS as MAX_WORKLOAD_ITEMS
 from odometer_core.accounting.modes.workload import (
-    WORKLOAD_SHARE,
     parse_workload,
 )
 from odometer_core.accounting.odometer import LadderShape, Reading
@@ -215,49 +225,12 @@ def _weights(raw: object, n: int) -> tuple[float, ...]:
     return tuple(to_float_down(w) for w in ws)
 
 
-def order_ladder(config: RDPConfig, i: int) -> odo.AnchoredLadder | None:
-    """The ladder of order i fixed at creation: top B(α), δ pool w_α·δ_c, CKS20 Prop. 12 at
-    α; ``None`` for an order dropped from the grid."""
-    assert config.anchor is not None and config.thresholds_top is not None
-    top = config.thresholds_top[i]
-    if not top > 0:
-        return None
-    dc = to_float_down(config.ladder_delta)
-    pool = _order_pool(config.weights[i], dc)
-    others = None if config.others is None else _order_pool(config.others[i], dc)
-    return odo.AnchoredLadder(
-        top, pool, config.anchor.epsilon, _AtOrder(config.orders[i]), others, config.shape
-    )
-
-
 def initial_state(config: RDPConfig) -> RDPState:
     dead = tuple(b == -math.inf for b in config.thresholds)
     return RDPState(tuple([0.0] * len(config.orders)), dead)
 
 
 # ---------------------------------------------------------------------------- weights of the first
-def first_choice(config: RDPConfig, curve: FloatArray) -> str:
-    """The choice :data:`WEIGHTS_FIRST` makes at the first admission, of a declaration of RDP
-    ``curve``: the order of the grid where repeats of it fit the most times holding
-    :data:`WORKLOAD_SHARE` of δ_c (:func:`choose_grid`'s rule on the dataset's own grid), or
-    :data:`FIRST_DEFAULT` for a curve that is 0 at every order. A deterministic function of the
-    configuration and the declaration, both fixed before any output (``docs/accounting.md``,
-    *Weights chosen from the first declaration*)."""
-    assert config.anchor is not None
-    eps, dc = config.anchor.epsilon, config.ladder_delta
-    held = _level_one(config)
-    orders = tuple(config.orders[i] for i in held)
-    best = best_order(curve[list(held)], eps, dc, orders, to_float_down(WORKLOAD_SHARE))
-    return FIRST_DEFAULT if best is None else float_text(best)
-
-
-def _level_one(config: RDPConfig) -> tuple[int, ...]:
-    """The orders that hold a level 1 (stored weight > 0): all of them, but for the levels'
-    own orders of a shaped configuration (:data:`~.rdp_shaped.LEVEL_ORDERS`)."""
-    weights = config.weights if config.others is None else config.others
-    return tuple(i for i, w in enumerate(weights) if w > 0)
-
-
 def in_force(config: RDPConfig, state: RDPState) -> RDPConfig:
     """The filter ``state`` is decided by: ``config`` itself, or under :data:`WEIGHTS_FIRST`
     once the first admission chose, the same filter with the chosen weights at level 1 of each
@@ -286,83 +259,6 @@ def in_force(config: RDPConfig, state: RDPState) -> RDPConfig:
 
 
 _IN_FORCE_LAST: tuple[tuple[object, ...], object, tuple[bool, bool], RDPConfig] | None = None
-
-
-def _weights_in_force(
-    config: RDPConfig,
-    first: str | None,
-    design: tuple[float, ...] | None = None,
-    ladder: LadderShape | None = None,
-) -> RDPConfig:
-    """The weights part of :func:`in_force`, on a filter whose split is decided (and, for a
-    shaped configuration, the levels the first declaration's curve ``design`` places, on the
-    shape ``ladder`` it chose under a ``ladder_rule``: :mod:`.rdp_choice`)."""
-    if config.weights_rule != WEIGHTS_FIRST or first in (None, FIRST_DEFAULT):
-        return config
-    if config.others is not None:  # already the filter in force
-        return config
-    if config.ladder_rule is not None and ladder is not None:
-        config = replace(config, shape=ladder)
-    return _chosen(config, first, design if config.shape is not None else None)
-
-
-def _ladder_only(config: RDPConfig) -> RDPConfig:
-    """The filter whose first declaration turned the PLD branch off
-    (:func:`.statements.opening`): the stored one, whose ladder holds the whole of δ_c,
-    without the branch."""
-    return replace(config, branch=None)
-
-
-@functools.lru_cache(maxsize=256)
-def _with_branch(config: RDPConfig) -> RDPConfig:
-    """The filter whose first declaration kept the PLD branch: the ladders' tops at the
-    creation target on the ladder's pool δ_c − P (:attr:`RDPConfig.ladder_delta`), capped by
-    the budget in force."""
-    assert config.anchor is not None
-    on = replace(config, branch_on=True)
-    top = _rdp_thresholds(
-        config.anchor.epsilon, on.ladder_delta, config.orders, config.weights, True, config.shape
-    )
-    on = replace(on, thresholds=top, thresholds_top=top)
-    if config.epsilon == config.anchor.epsilon:
-        return on
-    return replace(on, thresholds=_caps(on, config.epsilon))
-
-
-@functools.lru_cache(maxsize=256)
-def _chosen(config: RDPConfig, first: str, design: tuple[float, ...] | None = None) -> RDPConfig:
-    """The filter under the weights ``first`` chose (and, under a shape, the levels the first
-    declaration's curve ``design`` places: :mod:`.rdp_shaped`)."""
-    assert config.anchor is not None
-    weights, top = _level_one_tops(config, first)
-    chosen = replace(
-        config,
-        weights=weights,
-        thresholds=top,
-        thresholds_top=top,
-        others=config.weights,
-        design=design,
-    )
-    if config.epsilon == config.anchor.epsilon and design is None:
-        return chosen
-    return replace(chosen, thresholds=_caps(chosen, config.epsilon))
-
-
-def _level_one_tops(config: RDPConfig, first: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The weights ``first`` chose and level 1's thresholds B(α) under them (at the creation
-    target, on the ladder's pool at the shape's level-1 share)."""
-    assert config.anchor is not None
-    best = config.orders.index(float(first))
-    held = _level_one(config)
-    rest = to_float_down(DOWN.divide(ONE - WORKLOAD_SHARE, Decimal(len(held) - 1)))
-    weights = tuple(
-        to_float_down(WORKLOAD_SHARE) if i == best else rest if i in held else 0.0
-        for i in range(len(config.orders))
-    )
-    top = _rdp_thresholds(
-        config.anchor.epsilon, config.ladder_delta, config.orders, weights, True, config.shape
-    )
-    return weights, top
 
 
 # ---------------------------------------------------------------------------- admission
@@ -456,17 +352,6 @@ def _admit_rdp(config: RDPConfig, state: RDPState, decl: Declaration) -> Decisio
     return _decide(in_force(config, state), state, decl)
 
 
-def _ladder_choice(config: RDPConfig, first: str | None, design: tuple[float, ...]) -> LadderShape:
-    """The shape the first declaration (its order ``first``, its curve ``design``) chooses
-    under a ``ladder_rule`` (:func:`.rdp_choice.choose`): from level 1's thresholds under the
-    weights it chose (the same in every candidate: level 1 holds 0.9 of the pool in each), the
-    ladder's pool and the creation target alone, before any output."""
-    assert config.anchor is not None and first is not None
-    _, tops = _level_one_tops(config, first)
-    pool = to_float_down(config.ladder_delta)
-    return rdp_choice.chosen(config.orders, tops, design, pool, config.anchor.epsilon)
-
-
 def _decide(
     config: RDPConfig,
     state: RDPState,
@@ -517,21 +402,6 @@ def _decide(
     )
     remaining = _rdp_remaining(config, grid, s, new_dead, new_delta)
     return Decision("accepted", new_state, requested, requested, remaining)
-
-
-def _repeats(config: RDPConfig, curve: FloatArray) -> float:
-    """How many repeats of a declaration of RDP ``curve`` the ladder on the whole of δ_c admits
-    at its best order holding :data:`WORKLOAD_SHARE` of δ_c (:func:`first_choice`'s measure;
-    ∞ for a curve that is 0 at every order)."""
-    assert config.anchor is not None
-    share = to_float_down(WORKLOAD_SHARE)
-    eps, dc = config.anchor.epsilon, config.final_conversion_delta
-    held = _level_one(config)
-    orders = tuple(config.orders[i] for i in held)
-    tops = _rdp_thresholds(eps, dc, orders, (share,) * len(orders))
-    pairs = zip(tops, curve[list(held)].tolist(), strict=True)
-    ratios = [b / c if c > 1e-300 else math.inf for b, c in pairs if b > 0]
-    return max(ratios, default=0.0)
 
 
 def _branch_after(
@@ -689,21 +559,6 @@ def _capped_change(
     return replace(config, epsilon=eps, delta=dlt, thresholds=_caps(config, eps))
 
 
-def _caps(config: RDPConfig, eps: Decimal) -> tuple[float, ...]:
-    """Each order's threshold under the budget ε: the highest level of its ladder whose reading
-    is at most ε (its top at level 1)."""
-    assert config.anchor is not None and config.thresholds_top is not None
-    if config.design is not None and config.shape is not None:
-        found = _statements(config)
-        return shaped.caps(found, config.thresholds_top, eps, config.anchor.epsilon)
-    caps: list[float] = []
-    for i, top in enumerate(config.thresholds_top):
-        order = order_ladder(config, i)
-        cap = None if order is None else order.cap(eps)
-        caps.append(-math.inf if cap is None else top if cap[0] == 1 else cap[1])
-    return tuple(caps)
-
-
 def over_budget(config: RDPConfig, state: RDPState) -> str | None:
     config = in_force(config, state)
     if state.delta > config.delta_approx:
@@ -784,17 +639,6 @@ def odometer(config: RDPConfig, state: RDPState) -> Reading:
         config.final_conversion_delta,
         odo.THEOREM_RDP,
         odo.FILTER_RDP,
-    )
-
-
-def _statements(config: RDPConfig) -> tuple[shaped.Statement, ...]:
-    """The levels k ≠ 1 of a shaped filter in force (:func:`.rdp_shaped.statements`)."""
-    assert config.shape is not None and config.design is not None
-    assert config.thresholds_top is not None
-    pool = to_float_down(config.ladder_delta)
-    whole = config.levels == shaped.WHOLE_REPEATS
-    return shaped.statements(
-        config.orders, config.thresholds_top, config.design, pool, config.shape, whole
     )
 
 
