@@ -36,7 +36,7 @@ import threading
 import time
 from typing import Final
 
-from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.db.engine import make_engine
@@ -204,10 +204,14 @@ class BehindVerifier:
             # behind a pooler in transaction mode (PgBouncer) an open transaction keeps its
             # server session to itself, where a session-level lock stayed on a shared session
             # after the commit, and a process sharing it later took it again (advisory locks
-            # are re-entrant), so several verifiers led at once
-            got = conn.execute(
-                text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": LOCK_KEY}
-            ).scalar()
+            # are re-entrant), so several verifiers led at once. The key is written in the
+            # statement, not bound: without parameters psycopg sends it by the simple query
+            # protocol, whose snapshot ends with the statement. A bound statement's portal
+            # kept its snapshot for as long as the transaction stayed open, which held back
+            # the horizon of VACUUM and HOT pruning while this process led, and the block runs
+            # that partitioned registrations rewrite piled up dead rows (0.6x the
+            # registrations per second on a 7-day selection; benchmarks/RESULTS.md)
+            got = conn.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({LOCK_KEY:d})").scalar()
             if not got:
                 conn.close()
                 return False

@@ -250,3 +250,33 @@ def test_one_verifier_leads_behind_pgbouncer(fresh_backend: Backend) -> None:
             second.close()
             first_db.dispose()
             second_db.dispose()
+
+
+@pytest.mark.postgres
+def test_the_leaders_open_transaction_holds_no_snapshot(fresh_backend: Backend) -> None:
+    """The leader keeps a transaction open for as long as it leads (its advisory lock is the
+    transaction's). That transaction must hold no snapshot: a backend with an xmin holds back
+    the horizon below which VACUUM and HOT pruning may remove dead rows, for as long as the
+    process leads, and a partitioned dataset's block runs, rewritten by every registration,
+    piled up dead rows (a 7-day selection on PostgreSQL at one client: 0.6x the registrations
+    per second; ``benchmarks/RESULTS.md``). Failed with the lock taken by a statement with a
+    bound parameter, whose unnamed portal kept its snapshot (``backend_xmin`` was set)."""
+    if fresh_backend.name != "postgresql":
+        pytest.skip("the advisory lock is PostgreSQL's")
+    database = Database.from_settings(Settings(database_url=fresh_backend.url))
+    leader = verify_behind.BehindVerifier(database, 60)
+    try:
+        assert leader._leading() is True
+        assert leader._lock is not None
+        # the server process's id as libpq knows it: no statement on the leader's connection
+        pid = leader._lock.connection.dbapi_connection.info.backend_pid  # type: ignore[union-attr]
+        with database.engine.connect() as conn:
+            state, xmin = conn.exec_driver_sql(
+                "SELECT state, backend_xmin FROM pg_stat_activity WHERE pid = %(pid)s",
+                {"pid": pid},
+            ).one()
+        assert state == "idle in transaction"  # the lock's transaction is open …
+        assert xmin is None  # … and holds no snapshot back
+    finally:
+        leader.close()
+        database.dispose()
