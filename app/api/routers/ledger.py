@@ -30,7 +30,7 @@ from app.schemas.ledger import (
 from app.schemas.shown import AmountText, amounts_shown
 from app.services import ledger as service
 from app.services import proofs
-from odometer_core.ledger.formats import compact, export_chunks, json_page_chunks
+from odometer_core.ledger.formats import export_chunks, json_page_chunks
 
 router = APIRouter(
     prefix="/v1/datasets/{dataset_id}/ledger", tags=["ledger"], route_class=ExactJsonRoute
@@ -152,15 +152,13 @@ def _page_chunks(page: service.LedgerPage) -> Iterator[str]:
                 texts[str(entry["seq"])] = found
             yield entry
 
-    last: str | None = None
-    for chunk in json_page_chunks(
-        page.dataset_id, page.head_seq, entries(), lambda: page.next_after_seq
-    ):
-        if last is not None:
-            yield last
-        last = chunk
-    if last is not None:  # the document's closing brace, then shown
-        yield f'{last[:-1]},"shown":{compact(texts)}}}'
+    return json_page_chunks(
+        page.dataset_id,
+        page.head_seq,
+        entries(),
+        lambda: page.next_after_seq,
+        trailing=lambda: {"shown": texts},
+    )
 
 
 def _head(head: proofs.TreeHead) -> TreeHeadOut:

@@ -149,9 +149,12 @@ def json_page_chunks(
     head_seq: int,
     entries: Iterable[Mapping[str, Any]],
     next_after_seq: Callable[[], int | None],
+    trailing: Callable[[], Mapping[str, Any]] | None = None,
 ) -> Iterator[str]:
-    """``{"dataset_id", "head_seq", "entries": [...], "next_after_seq"}``, streamed (the
-    server's page document; ``next_after_seq`` is asked for once the entries are consumed)."""
+    """``{"dataset_id", "head_seq", "entries": [...], "next_after_seq", …}``, streamed (the
+    server's page document). ``next_after_seq`` and ``trailing`` are asked for once the entries
+    are consumed; ``trailing``'s members close the document, in their order (the server's
+    ``shown``, which it collects while the entries stream)."""
     parts = [f'{{"dataset_id":{compact(dataset_id)},"head_seq":{head_seq},"entries":[']
     size, separator = 0, ""
     for entry in entries:
@@ -162,7 +165,10 @@ def json_page_chunks(
         if size > CHUNK_CHARS:
             yield "".join(parts)
             parts, size = [], 0
-    parts.append(f'],"next_after_seq":{compact(next_after_seq())}}}')
+    parts.append(f'],"next_after_seq":{compact(next_after_seq())}')
+    for key, value in (trailing() if trailing is not None else {}).items():
+        parts.append(f",{compact(key)}:{compact(value)}")
+    parts.append("}")
     yield "".join(parts)
 
 
