@@ -30,7 +30,9 @@ Run from the repository root:
     .venv/bin/python -m benchmarks quote
 
 Writes the section between the ``quote`` markers of ``benchmarks/RESULTS.md`` and prints it
-(``--no-results``: print only).
+(``--no-results``: print only). ``--no-regression``: instead, the ladder choice constrained
+never to read above the version before the mode's shaped ladder past 10 %, beside the
+family's best (:mod:`benchmarks.quote_regression`, its own section).
 """
 
 from __future__ import annotations
@@ -721,8 +723,19 @@ def section() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks quote", description=__doc__)
     parser.add_argument("--no-results", action="store_true", help="print only")
+    parser.add_argument(
+        "--no-regression",
+        action="store_true",
+        help="instead: the ladder choice constrained never to read above the version before "
+        "the mode's shaped ladder past 10 %%, beside the family's best (its own section)",
+    )
     args = parser.parse_args(argv)
-    block = section()
+    if args.no_regression:
+        from benchmarks import quote_regression
+
+        block = quote_regression.section()
+    else:
+        block = section()
     print(block)
     if not args.no_results:
         write_section(block)
