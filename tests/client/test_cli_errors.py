@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from odometer_client import OdometerClient
+from tests.client.forked_cli import ForkedCli
 from tests.client.live import ADMIN_KEY, Server
 
 ODOMETER = Path(sys.executable).parent / "odometer"
@@ -25,6 +27,16 @@ LIVE = ["--url", "{url}", "--key", "{key}"]
 DS = "ds_" + "0" * 32
 #: What the command line may read of its environment: neither a URL nor a key.
 ENV = {k: v for k, v in os.environ.items() if k not in ("ODOMETER_URL", "ODOMETER_API_KEY")}
+
+
+@pytest.fixture(scope="module")
+def cli() -> Iterator[ForkedCli]:
+    """The command line imported once, forked per run (some fifty fresh interpreters cost
+    0.3-1 s of CPU each, the verifier's imports the most); the SIGPIPE test below still
+    starts the console script."""
+    runner = ForkedCli(ENV, preload=["odometer_core.verify", "odometer_core.verify_receipts"])
+    yield runner
+    runner.close()
 
 
 @pytest.fixture(scope="module")
@@ -253,24 +265,18 @@ CASES: list[tuple[Any, ...]] = [
 ]
 
 
-def _odometer(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(ODOMETER), *argv], capture_output=True, text=True, timeout=60, env=ENV
-    )
-
-
 @pytest.mark.parametrize(
     "case", CASES, ids=[" ".join(c[0][:2]) + f"-{i}" for i, c in enumerate(CASES)]
 )
 def test_bad_invocation_is_one_line_and_a_failure(
-    files: Path, request: pytest.FixtureRequest, case: tuple[object, ...]
+    cli: ForkedCli, files: Path, request: pytest.FixtureRequest, case: tuple[object, ...]
 ) -> None:
     argv, first = cast(list[str], case[0]), cast(str, case[1])
     where = {"root": files, "url": "", "key": ADMIN_KEY}
     if "{url}" in argv:  # the rows that need a server's answer
         where["url"] = request.getfixturevalue("server").base_url
     args = [a.format(**where) for a in argv]
-    proc = _odometer(args)
+    proc = cli.run(args)
     assert proc.returncode != 0
     if len(case) > 2:
         assert proc.returncode == case[2], proc.stderr
@@ -280,28 +286,26 @@ def test_bad_invocation_is_one_line_and_a_failure(
     assert proc.stdout == ""
 
 
-def test_a_dataset_by_name(server: Server, client: OdometerClient) -> None:
+def test_a_dataset_by_name(cli: ForkedCli, server: Server, client: OdometerClient) -> None:
     """Every command taking a DATASET takes its id or its exact name (looked up in the
     datasets the key sees); a name several datasets have is an error listing their ids."""
     one = client.create_dataset("cli-errors-unique", "1", "0.000001")
     twins = [client.create_dataset("cli-errors-twin", "1", "0.000001") for _ in range(2)]
     live = ["--url", server.base_url, "--key", ADMIN_KEY]
-    proc = _odometer(["datasets", "show", "cli-errors-unique", *live])
+    proc = cli.run(["datasets", "show", "cli-errors-unique", *live])
     assert (proc.returncode, proc.stderr) == (0, "") and one.id in proc.stdout
-    proc = _odometer(
-        ["budget", "set", "cli-errors-unique", "--epsilon", "2", "--delta", "0", *live]
-    )
+    proc = cli.run(["budget", "set", "cli-errors-unique", "--epsilon", "2", "--delta", "0", *live])
     assert (proc.returncode, proc.stderr) == (
         0,
         "",
     ) and f"budget of {one.id} changed" in proc.stdout
-    proc = _odometer(["report", "cli-errors-twin", *live])
+    proc = cli.run(["report", "cli-errors-twin", *live])
     assert (proc.returncode, proc.stdout) == (1, "")
     assert proc.stderr == (
         "error: 2 datasets are named 'cli-errors-twin': give one of their ids: "
         f"{twins[0].id}, {twins[1].id}\n"
     )
-    proc = _odometer(["datasets", "show", twins[1].id, *live])  # an id is never ambiguous
+    proc = cli.run(["datasets", "show", twins[1].id, *live])  # an id is never ambiguous
     assert proc.returncode == 0 and twins[1].id in proc.stdout
 
 
