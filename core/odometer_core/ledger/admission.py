@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Protocol
 
 from odometer_core.accounting import fmt, instead, memo
@@ -175,9 +176,58 @@ def prepare(
         fingerprint(OPERATION, dataset_id=dataset_id, declaration=as_json, **meaning)
         if keyed
         else "",
-        may_be_expensive(declaration),
+        _may_be_expensive(declaration),
     )
     return prepared if partition is None else _resolved_on(prepared, partition)
+
+
+#: What a declaration's tree answers, asked once per distinct declaration (by value: a frozen
+#: dataclass hashes and compares by its fields) rather than walked on every registration: the
+#: tree is walked by generators over ``dataclasses.fields`` (:func:`may_be_expensive`; the kinds
+#: :func:`~odometer_core.partition.check_assertions` looks for), about 1 % of a registration's
+#: instructions for a declaration that is a leaf. Both are functions of the declaration's
+#: kinds alone; a declaration that does not hash is walked as before.
+_TREE_CACHE = 512
+
+
+@lru_cache(maxsize=_TREE_CACHE)
+def _may_be_expensive_of(declaration: Declaration) -> bool:
+    return may_be_expensive(declaration)
+
+
+def _may_be_expensive(declaration: Declaration) -> bool:
+    try:
+        return _may_be_expensive_of(declaration)
+    except TypeError:  # a field that does not hash
+        return may_be_expensive(declaration)
+
+
+@lru_cache(maxsize=_TREE_CACHE)
+def _assertions_hold(
+    unit: str | None,
+    relation: str,
+    declaration: Declaration,
+    contribution: str | None,
+    neighbours: str | None,
+) -> bool:
+    """:func:`check_assertions` passed for these (a refusal raises, and is not remembered)."""
+    check_assertions(unit, relation, declaration, contribution=contribution, neighbours=neighbours)
+    return True
+
+
+def _check_assertions(
+    unit: str | None,
+    relation: str,
+    declaration: Declaration,
+    contribution: str | None,
+    neighbours: str | None,
+) -> None:
+    try:
+        _assertions_hold(unit, relation, declaration, contribution, neighbours)
+    except TypeError:  # a field that does not hash
+        check_assertions(
+            unit, relation, declaration, contribution=contribution, neighbours=neighbours
+        )
 
 
 def resolve_selection(partition: Partition | None, selection: object) -> Resolved:
@@ -378,12 +428,12 @@ def admit(
     answered 409). Raises, before anything is decided, what the request itself is refused for
     (422/409: its assertions, its selection, a declaration a level cannot account, a limit on
     runs); nothing of it is then staged."""
-    check_assertions(
+    _check_assertions(
         None if dataset.partition_json is None else dataset.partition_json.get("unit"),
         dataset.relation,
         prepared.declaration,
-        contribution=prepared.contribution,
-        neighbours=prepared.neighbours,
+        prepared.contribution,
+        prepared.neighbours,
     )
     cap, quota = _uppers(dataset, org, grant)
     level: Filter | Selected
