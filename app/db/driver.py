@@ -15,7 +15,7 @@ The statements themselves are :mod:`app.writepath.admission`'s (the lock stateme
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Sequence, Sized
 from contextlib import AbstractContextManager, suppress
 from functools import lru_cache
 from typing import Any, Final, cast
@@ -98,6 +98,29 @@ def run(
     finally:
         if not queued:
             cursor.close()
+
+
+def run_writes(conn: Connection, sqls: Sequence[str], params: dict[str, Any]) -> None:
+    """Execute ``sqls`` in order, statements whose rows nobody reads (a write's parts on
+    SQLite, which runs one statement an ``execute``), each with the named parameters it takes
+    from ``params``: as :func:`run` with ``rows=False`` on each, on one DBAPI cursor rather
+    than one a statement (a cursor made, its description read and closed three times a
+    registration; :func:`run` itself for one statement, or on PostgreSQL)."""
+    if len(sqls) == 1 or conn.dialect.name == "postgresql":
+        for sql in sqls:
+            run(conn, sql, params, rows=False)
+        return
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    cursor: DBAPICursor = raw.cursor()
+    sql = ""
+    try:
+        for sql in sqls:
+            cursor.execute(sql, params)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise _driver_error(conn, exc, sql, params, raw, cursor) from exc
+    finally:
+        cursor.close()
 
 
 def queued(conn: Connection, sql: str, params: dict[str, Any]) -> Callable[[], list[Any]]:

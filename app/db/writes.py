@@ -23,7 +23,7 @@ from typing import Any, Final, TypeAlias, TypedDict, cast
 from sqlalchemy import Connection, Table
 
 from app.db.blocks import BlockWindow
-from app.db.driver import dump, json_columns, json_param, param, run
+from app.db.driver import dump, json_columns, json_param, param, run_writes
 from app.db.models import (
     Dataset,
     Grant,
@@ -310,5 +310,4 @@ def write(
     )
     if not shape:
         return
-    for sql in _write_sql(dialect, tuple(shape)):
-        run(conn, sql, params, rows=False)
+    run_writes(conn, _write_sql(dialect, tuple(shape)), params)
