@@ -219,9 +219,19 @@ class GroupCommit(Generic[P, R]):
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, Any]]] = {}
         for waiter, answer in zip(group, answers, strict=True):
             by_loop.setdefault(waiter.loop, []).append(answer)
+        try:  # a line run inline: on its loop's own thread
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # in a thread of its own
+            here = None
         for loop, settled in by_loop.items():
             with suppress(RuntimeError):  # a closed loop: nobody awaits these any more
-                loop.call_soon_threadsafe(_settle, settled)
+                if loop is here:
+                    # the same queue of callbacks, without waking the loop through its
+                    # self-pipe (a send and two receives, the last one raising): it is
+                    # running this very code and takes its next callbacks when it returns
+                    loop.call_soon(_settle, settled)
+                else:
+                    loop.call_soon_threadsafe(_settle, settled)
 
     def _fail_line(self, key: Hashable, line: deque[_Waiter[P, R]], exc: BaseException) -> None:
         """Nobody can run the line: every request in it gets ``exc``."""
