@@ -85,36 +85,41 @@ def fresh_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
 # slowest first, so the short files fill in around them; every other file keeps its place. Only
 # the order of files changes (a file's own tests keep theirs), the same on every process, so
 # xdist sees identical collections; with TEST_WORKERS=0 the slow files simply run first.
-# Seconds: the last CI run's (2-core machine, two processes), or at a load average of 13 on such
-# a machine, one process (/4 for CI, roughly); `make test` prints the 25 slowest to keep it
-# current.
+# Longest first (the greedy order that leaves the least idle time at the end when whole files
+# are handed out). Seconds: a whole-suite run's per-file sums of its tests' wall times (three
+# processes on a 2-core machine at a load of about 10, 25 min in all; roughly 2.5x CI's
+# figures); `make test` prints the 25 slowest tests to keep it current.
 SLOW_FILES_FIRST = (
-    # loops of about 10⁶ admissions (56 s in CI for rdp's) and of 10⁴ block selections: the
-    # file took half of both processes' samples over 20 minutes of a whole-suite run at a load
-    # of 10-16, and ran alone for its last 30 minutes of it, so it starts first
-    "tests/accounting/test_capacity.py",
-    "tests/reliability/test_patroni.py",  # one Patroni cluster, four failovers: 86 s in CI
-    # kill -9 trials on SQLite and PostgreSQL: 69 + 52 s in CI with spawned server workers;
-    # with preloaded ones 114 + 116 s at a load of 9-21 (180 + 257 s at 10 spawned)
-    "tests/reliability/test_kill9.py",
-    "tests/benchmarks/test_compare_bench.py",  # ten probe processes: about 40 s in CI
-    "tests/db/test_pgbouncer.py",  # two runs of 2,000 registrations: 20 + 19 s in CI
-    "tests/reliability/test_tampering.py",  # a 10⁵-entry export made and replayed: 125 s at 13
-    "tests/reliability/test_restore.py",  # racing witness writers and restores: 100 s at 13
-    "tests/concurrency/test_pgbouncer_suites.py",  # 38 s at 9
-    # the whole-suite run at a load of 10-16 (wall time): 48 runs of the odometer command,
-    # 9.6 min; schema fuzzing, 4.7 min; the without-replacement chunks and the shaped
-    # placement's histories, about 2 min each
-    "tests/client/test_cli_errors.py",
-    "tests/api/test_schemathesis.py",
-    "tests/reliability/test_export_end.py",  # 40 s at 13
-    "tests/api/test_rdp_workload.py",
+    "tests/install/test_documented_installs.py",  # 200 s: wheels built, four installs
+    "tests/reliability/test_kill9.py",  # 189 s: kill -9 trials on SQLite and PostgreSQL
+    "tests/benchmarks/test_quote_bench.py",  # 171 s: the quote benchmark's rows
+    "tests/benchmarks/test_write_path_bench.py",  # 159 s: the write path's probes
+    "tests/api/test_schemathesis.py",  # 155 s: schema fuzzing
+    "tests/accounting/test_capacity.py",  # 137 s: loops of about 10⁶ admissions
+    "tests/client/test_cli_errors.py",  # 128 s: runs of the odometer command
+    "tests/reliability/test_patroni.py",  # 125 s: one Patroni cluster, four failovers
+    "tests/reliability/test_restore.py",  # 110 s: racing witness writers and restores
+    "tests/benchmarks/test_compare_bench.py",  # 106 s: probe processes of two builds
+    "tests/benchmarks/test_write_path_count_bench.py",  # 97 s: a probe under callgrind
+    "tests/db/test_pgbouncer.py",  # 90 s: two runs of 2,000 registrations
+    "tests/api/test_organisation_cap_properties.py",  # 83 s
+    "tests/reliability/test_tampering.py",  # 74 s: a 10⁵-entry export made and replayed
+    "tests/api/test_rdp_workload.py",  # 70 s
+    "tests/api/test_instead_held.py",  # 69 s
+    "tests/concurrency/test_spend_race.py",  # 62 s
+    "tests/concurrency/test_bounded_requests.py",  # 60 s
+    "tests/api/test_authz_matrix.py",  # 58 s
+    "tests/client/test_blocks.py",  # 56 s
+    "tests/browser/test_dashboard_homes.py",  # 55 s
+    "tests/api/test_hostile_table.py",  # 54 s
+    "tests/concurrency/test_org_cap_race.py",  # 54 s
+    "tests/client/test_distribution.py",  # 50 s
+    "tests/api/test_ledger_proofs_stored.py",  # 44 s
+    "tests/api/test_partitioned_properties.py",  # 41 s
+    "tests/reliability/test_export_end.py",  # 40 s
+    "tests/concurrency/test_pgbouncer_suites.py",
     "tests/accounting/test_shaped_placement.py",
-    "tests/install/test_documented_installs.py",
-    "tests/reliability/test_cap_writes_frozen.py",
-    "tests/reliability/test_checkpoints.py",
-    "tests/reliability/test_rdp_budget_change.py",
-    "tests/ledger/test_merkle.py",  # proofs of every leaf and pair up to 300: 11 s of CPU
+    "tests/ledger/test_merkle.py",
 )
 
 
