@@ -426,3 +426,32 @@ def test_canonical_encoding_refuses_floats_anywhere() -> None:
         with pytest.raises(ValueError, match="binary float"):
             loads_strict(text)
     assert loads_strict('{"a":[1,"2",null]}') == {"a": [1, "2", None]}
+
+
+def test_chain_walker_process_loads_no_accounting(tmp_path: Path) -> None:
+    """The second process of ``verify --jobs 2`` finds the chain's defects without importing
+    the accounting core, numpy or scipy (about a second of CPU per run that it never uses).
+
+    Shown to fail (2026-11-30) with the pool started without ``initializer=light_ledger`` (the
+    worker then imported ``odometer_core.ledger``'s ``__init__``): the modules listed were
+    numpy's, scipy's and the accounting core's instead of none.
+    """
+    from odometer_core.verify import chain_walker_pool
+    from odometer_core.verify_walk import walk_chain_file
+
+    entries = list(generate(300, seed=11))
+    entries[99] = {**entries[99], "actor": "mallory"}  # a chain defect only
+    path = tmp_path / "ledger.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        write_export(entries[0]["dataset_id"], entries, out, "jsonl")
+    heavy = (
+        "sorted(m for m in __import__('sys').modules"
+        " if m.split('.')[0] in {'numpy', 'scipy'} or m.startswith('odometer_core.accounting'))"
+    )
+    with chain_walker_pool() as pool:
+        problems = pool.submit(walk_chain_file, str(path)).result()
+        loaded = pool.submit(eval, heavy).result()
+    assert loaded == []
+    assert [(p.position, p.seq, p.problem) for p in problems] == [
+        (100, 100, "hash does not match the entry's content")
+    ]
