@@ -190,7 +190,10 @@ def _rdp_top(ladder: LadderShape | None, eps_b: float, pool: float, alpha: float
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def _rdp_convert(alpha: float, c: float, delta: float) -> float:
+    """CKS20 Prop. 12 at the one order α, memoised: the ladders of :func:`gaussian_best` and
+    :func:`curve_best` ask for the same (order, value, δ) again."""
     eps, _ = cv.rdp_to_epsilon(np.array([alpha]), np.array([c]), delta)
     return float(eps)
 
@@ -295,12 +298,38 @@ def _placed(
                 continue
         placed.append((nk, -1.0 if whole and span else delta * ladder.weight(k)))
     kept = sum(1 for _, d in placed if d < 0)
+    shares = [delta * float(ladder.spread) / kept if dk < 0 else dk for _, dk in placed]
+    table = _convert_each(grid, [[nk * c for c in curve] for nk, _ in placed], shares)
     levels = []
-    for nk, dk in placed:
-        dk = delta * float(ladder.spread) / kept if dk < 0 else dk
-        best = min((_rdp_convert(a, nk * curve[i], dk), i) for i, a in enumerate(grid))
+    for (nk, _), row in zip(placed, table, strict=True):
+        best = min((e, i) for i, e in enumerate(row))
         levels.append((best[1], nk * curve[best[1]], best[0]))
     return n, levels
+
+
+def _convert_each(
+    grid: Sequence[float], values: Sequence[Sequence[float]], deltas: Sequence[float]
+) -> list[list[float]]:
+    """``_rdp_convert(grid[i], values[k][i], deltas[k])`` for every level k and order i, in one
+    pass of :func:`cv.rdp_to_epsilon_rows`: one row per (k, i) holding ``values[k][i]`` at order
+    i and ∞ at the others (an order at τ = ∞ gives ε = ∞, never the smallest unless all are),
+    so each row's ε is the one-order conversion's to the last bit (the rows function performs
+    the scalar function's operations on each element). A level at δ = 0 is converted order by
+    order (the rows function would read the ∞ placeholders there)."""
+    if not values:
+        return []
+    if any(d == 0.0 for d in deltas):
+        return [
+            [_rdp_convert(a, v, d) for a, v in zip(grid, row, strict=True)]
+            for row, d in zip(values, deltas, strict=True)
+        ]
+    width = len(grid)
+    rdp = np.full((len(values) * width, width), np.inf)
+    rows = np.arange(width)
+    for k, row in enumerate(values):
+        rdp[k * width + rows, rows] = row
+    out = cv.rdp_to_epsilon_rows(np.array(grid), rdp, [d for d in deltas for _ in grid])
+    return [[eps for eps, _ in out[k * width : (k + 1) * width]] for k in range(len(values))]
 
 
 def _multiple(w1: float, eps_b: float, delta: float, curve: Sequence[float]) -> float:

@@ -4,30 +4,14 @@ unsound)."""
 
 from __future__ import annotations
 
-import functools
 import math
 import re
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
 
 from benchmarks import quote, quote_family
 from odometer_core.accounting.modes.rdp import DEFAULT_RDP_ORDERS
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _conversions_memoised() -> Iterator[None]:
-    """The family's conversion of one order's RDP value to ε, a function of three floats,
-    memoised while this file runs: the placed levels of the shaped members ask for the same
-    (order, value, δ) again (a quarter of its 10⁶ calls in the jobs table, whose CPU it
-    takes), and the answers are the function's own."""
-    patch = pytest.MonkeyPatch()
-    patch.setattr(
-        quote_family, "_rdp_convert", functools.lru_cache(maxsize=4096)(quote_family._rdp_convert)
-    )
-    yield
-    patch.undo()
 
 
 def test_the_tutorial_job_beside_the_accountants() -> None:
