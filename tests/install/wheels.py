@@ -29,6 +29,7 @@ DISTRIBUTIONS = ("privacy-odometer", "privacy-odometer-core", "privacy-odometer-
 IGNORE = shutil.ignore_patterns(
     ".git",
     ".venv",
+    ".venv-*",  # the Makefile's other environments (adapters, Tumult): gigabytes
     "venv",
     "build",
     "dist",
