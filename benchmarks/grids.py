@@ -289,15 +289,24 @@ def _wor_filter_count(eps: str, bound: str, mechanism: dict[str, Any]) -> tuple[
 
 
 def _rdp_steps(event: Any, eps: str, chunk: int, *, replace_one: bool) -> int:
-    """The most steps (whole chunks) dp_accounting's non-adaptive RdpAccountant allows."""
+    """The most steps (whole chunks) dp_accounting's non-adaptive RdpAccountant allows.
+
+    The event's curve is computed once: ``compose(event, count)`` adds ``count`` times that
+    curve to the accountant's zeros, which is what each trial adds here (the same array
+    operations, so the same ε to the last bit), instead of computing the curve again for every
+    count the search tries."""
+    relation = (
+        dp_accounting.NeighboringRelation.REPLACE_ONE
+        if replace_one
+        else dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    )
+    unit = dp_accounting.rdp.RdpAccountant(neighboring_relation=relation)
+    unit.compose(event, 1)
+    curve = unit._rdp.copy()
 
     def fits(k: int) -> bool:
-        acc = dp_accounting.rdp.RdpAccountant(
-            neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
-            if replace_one
-            else dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
-        )
-        acc.compose(event, k * chunk)
+        acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=relation)
+        acc._rdp += (k * chunk) * curve
         return bool(acc.get_epsilon(float(DELTA)) <= float(eps))
 
     return largest_fitting(fits) * chunk
