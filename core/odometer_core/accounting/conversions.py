@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -491,6 +490,8 @@ def simple_zcdp_epsilon(rho: float, delta: float) -> float:
 
 
 def _gdp_delta_checked(mu: float, epsilon: float) -> float:
+    from scipy import special
+
     if mu == 0.0 or math.isinf(epsilon):
         return 0.0
     if math.isinf(mu):

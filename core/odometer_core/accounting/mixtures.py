@@ -77,7 +77,6 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from odometer_core.accounting.conversions import _round_up
 from odometer_core.accounting.declarations import (
@@ -136,6 +135,8 @@ def _lse(terms: FloatArray, errs: FloatArray) -> tuple[float, float]:
 def _log_ndtr(x: FloatArray, scale: FloatArray | float) -> tuple[FloatArray, FloatArray]:
     """log Φ(x) and an error bound: scipy's value within a few ulps, plus the error of the
     argument (``scale`` bounds the magnitudes it was computed from) times |d log Φ/dx| ≤ |x| + 1."""
+    from scipy import special
+
     v = np.asarray(special.log_ndtr(x), dtype=np.float64)
     with np.errstate(invalid="ignore"):
         err = 16 * _U * (1.0 + np.abs(v) + (np.abs(x) + 1.0) * (np.abs(scale) + 1.0))
@@ -360,6 +361,8 @@ def _log_gaussian_delta(mu: FloatArray, eps: float) -> FloatArray:
     """Upper bounds on log δ(ε) of the Gaussian mechanism at each μ = Δ/σ > 0 (Balle–Wang 2018
     Thm 8: Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)), as
     :func:`odometer_core.accounting.conversions.gdp_delta` evaluates it."""
+    from scipy import special
+
     x1 = mu / 2.0 - eps / mu
     x2 = -eps / mu - mu / 2.0
     la = np.asarray(special.log_ndtr(x1), dtype=np.float64)

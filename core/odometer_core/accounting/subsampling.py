@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from odometer_core.accounting import effort, fswor
 from odometer_core.accounting.conversions import (
@@ -177,6 +176,8 @@ def _mtz_log_a_int(q: float, inv2s2: float, alphas: FloatArray) -> tuple[FloatAr
     (e^{(k²−k)/(2σ²)} − 1): the second form has only non-negative terms, so log A_α is computed
     without cancellation as log1p(S) with S = Σ_{k≥2} … evaluated in log space.
     """
+    from scipy import special
+
     ints = alphas.astype(np.int64)
     lengths = ints - 1  # k = 2..α
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.intp)
@@ -222,6 +223,8 @@ def _mtz_log_a_int(q: float, inv2s2: float, alphas: FloatArray) -> tuple[FloatAr
 
 def _log_erfc_split(u: FloatArray) -> tuple[FloatArray, FloatArray]:
     """(log erfc(u) for u < 0 else 0, log erfcx(u) for u ≥ 0 else 0), without under/overflow."""
+    from scipy import special
+
     neg = np.minimum(u, 0.0)
     pos = np.maximum(u, 0.0)
     return np.log(special.erfc(neg)), np.log(special.erfcx(pos))
@@ -481,6 +484,8 @@ def _wor_forward_diffs(sigma: float, n: int) -> FloatArray:
     of a slowly growing f cancel heavily: for σ ≳ 4 and m ≳ 20 the float differences (also
     dp_accounting's) have no correct digits left, and can be below the exact value.
     """
+    from scipy import special
+
     size = n + 3
     x = np.arange(size, dtype=np.float64) - 1.0
     vec = x * (x + 1.0) / (2.0 * sigma * sigma)  # log f(x), x = −1, 0, 1, ...
@@ -524,6 +529,8 @@ def _wor_log_a_int(
     forward differences, above it the simpler bound 2e^{cgf(i−1)} for the i-th term.
     Returns (value, absolute error bound).
     """
+    from scipy import special
+
     inv = 1.0 / (2.0 * sigma * sigma)
     log_q = math.log(q)
     func2 = 2.0 * inv  # Gaussian RDP at order 2

@@ -48,7 +48,6 @@ from decimal import Decimal
 from typing import Any, Final
 
 import numpy as np
-from scipy.special import log_ndtr, ndtr
 
 from odometer_core.accounting import conversions as cv
 from odometer_core.accounting import odometer as odo
@@ -92,6 +91,8 @@ def gaussian_epsilons(mu_squared: np.ndarray, delta: float) -> np.ndarray:
     """:func:`gaussian_epsilon` of every element, by one vectorised bisection on
     δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Dong–Roth–Su 2019, Cor. 2.13), decreasing in ε, to
     the float's resolution (a reference for choosing a shape, not a charge: never rounded)."""
+    from scipy.special import log_ndtr, ndtr
+
     mu = np.sqrt(np.maximum(mu_squared, 0.0))
     safe = np.where(mu > 0, mu, 1.0)
 
