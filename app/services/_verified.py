@@ -113,6 +113,11 @@ class VerifiedPrefixes:
                 _, dropped = self._held.popitem(last=False)
                 self._weight -= dropped.weight
 
+    def unsaved(self) -> list[tuple[str, Verified]]:
+        """The positions re-run past the ones stored in the database (``unsaved`` > 0)."""
+        with self._lock:
+            return [(ds, held) for ds, held in self._held.items() if held.unsaved > 0]
+
     def forget(self, dataset_id: str | None = None) -> None:
         """Forget one dataset's position, or every one."""
         with self._lock:

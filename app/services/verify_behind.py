@@ -120,6 +120,11 @@ class BehindVerifier:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=30)
+        if self.every > 0:
+            try:
+                self.store_unsaved()
+            except SQLAlchemyError:  # a position only saves work: the next report re-runs it
+                log.exception("storing the verified positions at stop failed")
         lock, self._lock = self._lock, None
         if lock is not None:
             with contextlib.suppress(SQLAlchemyError):
@@ -129,6 +134,10 @@ class BehindVerifier:
             engine.dispose()
 
     def _run(self) -> None:
+        try:
+            self.warm()
+        except Exception:  # the positions are read by the reports themselves
+            log.exception("reading the stored verified positions at start failed")
         while not self._stop.wait(self.every):
             try:
                 self.round()
@@ -136,6 +145,43 @@ class BehindVerifier:
                 log.exception("the background verification round failed")
                 self._drop_lock()
             self.rounds += 1
+
+    def warm(self) -> None:
+        """At start, before the first round: the positions stored for the fragmented datasets
+        (:data:`FRAGMENTED_RUNS` runs or more) read into this process's memory, so that the
+        first report after a restart resumes from memory instead of reading back and decoding
+        a position of some 10⁵ runs itself (about 0.2 s of CPU; ``benchmarks/RESULTS.md``,
+        *the fragmenting attack*). A read, not a re-run: every process does it, leading or
+        not, as every process serves reports."""
+        uow = UnitOfWork(self.database)
+        for dataset_id, _head, runs in self._behind(uow):
+            if self._stop.is_set():
+                return
+            if runs >= FRAGMENTED_RUNS and VERIFIED.get(dataset_id) is None:
+                found = _positions.stored(uow, dataset_id)
+                if found is not None:
+                    VERIFIED.put(dataset_id, found)
+
+    def store_unsaved(self) -> None:
+        """At a clean stop: every position of this database's datasets that this process
+        re-ran past the one stored (:meth:`~app.services._verified.VerifiedPrefixes.unsaved`)
+        written, whatever it saves (a running process stores one only once it saves more than
+        writing it costs: ``app.services._positions.due``), so that the first report after a
+        restart (a deploy) re-runs nothing. A crash leaves the last stored positions."""
+        unsaved = dict(VERIFIED.unsaved())
+        if not unsaved:
+            return
+        uow = UnitOfWork(self.database)
+        with uow.read_only():
+            here = set(
+                uow.session.execute(
+                    select(Dataset.id).where(Dataset.id.in_(sorted(unsaved)))
+                ).scalars()
+            )
+        for dataset_id in sorted(here):
+            replayer = unsaved[dataset_id].replayer
+            if _positions.store(uow, dataset_id, replayer):
+                VERIFIED.put(dataset_id, replayer)
 
     def round(self) -> None:
         """One pass over the partitioned datasets whose heads moved past their positions, if
