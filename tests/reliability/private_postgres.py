@@ -193,14 +193,19 @@ class PrivateCluster:
         raise RuntimeError(f"postgres did not start:\n{self.tail()}")
 
     def kill_9(self) -> None:
-        """SIGKILL the postmaster, then whatever of its process group is left (backends
-        would notice the postmaster's death on their own, but a new postmaster cannot start
-        while they still hold the shared memory): a power cut, as far as PostgreSQL knows."""
+        """SIGKILL the postmaster and every process it started: a power cut, as far as
+        PostgreSQL knows. Its children are found before it dies (they are then re-parented):
+        each backend and auxiliary process calls ``setsid()``, so none is in the postmaster's
+        process group, and a backend left alive goes on answering its connection until it
+        notices the postmaster's death, which it may do only after serving the next query
+        (an export from a replica "killed" before its fourth batch read all nine)."""
         assert self.process is not None
+        children = _children(self.process.pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.process.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
         self.process.wait(10)
 
     def stop(self) -> None:
@@ -221,6 +226,31 @@ class PrivateCluster:
         ) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from ``/proc``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        # pid (comm) state ppid …: comm may hold spaces and parentheses, so split after it
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def start_private_cluster() -> PrivateCluster:
