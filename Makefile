@@ -87,12 +87,12 @@ run: install
 ## test: the whole suite, then the adapters' tests in $(ADAPTERS_VENV) (PostgreSQL too when ODOMETER_TEST_POSTGRES_URL or DATABASE_URL is set;
 ## the browser tests are skipped, saying why, when no Chromium is installed: `make browser-deps`).
 ## TEST_WORKERS processes share the files (pytest-xdist, a file's tests in one process): most
-## tests wait on servers, databases and fsync, so on a 2-core machine a third process fills the
-## cores the first two leave idle
+## tests wait on servers, databases and fsync, so a second process fills the idle core (a third
+## ran the suite faster, but left timing tests, such as a 50 ms p99, too little CPU)
 ## (docs/development.md, *Tests*); TEST_WORKERS=0 runs everything in this process. The slowest
 ## files start first (tests/conftest.py, SLOW_FILES_FIRST); the run ends with its 25 slowest
 ## tests, the figures that list is kept by.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 test: dev adapters-env tumult-env
 	$(BIN)/python -m pytest --durations=25 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 	$(ADAPTERS_VENV)/bin/python -m pytest -q tests/adapters
