@@ -207,6 +207,11 @@ class PrivateCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
         self.process.wait(10)
+        # a signal is delivered when its target next runs: on a loaded machine a child can
+        # still be running for a moment after the kill; wait until none is
+        deadline = time.monotonic() + 10
+        while any(alive(child) for child in children) and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

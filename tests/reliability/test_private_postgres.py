@@ -25,14 +25,13 @@ pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(una
 def test_kill_9_leaves_no_backend_running() -> None:
     cluster = start_private_cluster()
     try:
-        conn = psycopg.connect(cluster.conninfo())
-        backend = conn.info.backend_pid
-        assert conn.execute("SELECT 1").fetchone() == (1,)
-        assert alive(backend)
-        cluster.kill_9()
-        assert not alive(backend)  # at once, not when it notices the postmaster is gone
-        with pytest.raises(psycopg.OperationalError):
-            conn.execute("SELECT 1")
-        conn.close()
+        with psycopg.connect(cluster.conninfo()) as conn:
+            backend = conn.info.backend_pid
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            assert alive(backend)
+            cluster.kill_9()
+            assert not alive(backend)  # gone when kill_9 returns, whatever it noticed
+            with pytest.raises(psycopg.OperationalError):
+                conn.execute("SELECT 1")
     finally:
         remove_cluster(cluster)
