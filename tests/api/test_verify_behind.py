@@ -166,6 +166,24 @@ def test_whole_and_little_fragmented_datasets_are_left_to_the_report(
     assert _verified.VERIFIED.get(few) is None
 
 
+def _open_buckets(client: TestClient, name: str) -> str:
+    """A dataset partitioned into BUCKETS buckets, every one open; its id."""
+    r = client.post(
+        "/v1/datasets",
+        json={
+            "name": name,
+            "budget": {"epsilon": "10", "delta": "0.000001"},
+            "partition": {"kind": "bucket", "unit": "record", "buckets": BUCKETS},
+        },
+        headers=AUTH,
+    )
+    ds = str(r.json()["id"])
+    client.post(
+        f"/v1/datasets/{ds}/blocks", json={"open": {"from": 0, "to": BUCKETS - 1}}, headers=AUTH
+    )
+    return ds
+
+
 def test_few_runs_selected_again_and_again(
     served: tuple[TestClient, Database], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -173,19 +191,7 @@ def test_few_runs_selected_again_and_again(
     200 ranges to re-run; caught up once the entries after the position name 200, not before."""
     client, _ = served
     monkeypatch.setattr(verify_behind, "PENDING_RANGES", 200)
-    r = client.post(
-        "/v1/datasets",
-        json={
-            "name": "same keys",
-            "budget": {"epsilon": "10", "delta": "0.000001"},
-            "partition": {"kind": "bucket", "unit": "record", "buckets": BUCKETS},
-        },
-        headers=AUTH,
-    )
-    ds = r.json()["id"]
-    client.post(
-        f"/v1/datasets/{ds}/blocks", json={"open": {"from": 0, "to": BUCKETS - 1}}, headers=AUTH
-    )
+    ds = _open_buckets(client, "same keys")
     keys = list(range(0, 400, 10))
     for count in range(5):
         answer = client.post(
@@ -294,19 +300,7 @@ def test_one_range_selected_again_and_again_is_left_to_the_report(
     verification caught the dataset up after 20 entries)."""
     client, _ = served
     monkeypatch.setattr(verify_behind, "PENDING_RANGES", 20)
-    r = client.post(
-        "/v1/datasets",
-        json={
-            "name": "one span",
-            "budget": {"epsilon": "10", "delta": "0.000001"},
-            "partition": {"kind": "bucket", "unit": "record", "buckets": BUCKETS},
-        },
-        headers=AUTH,
-    )
-    ds = r.json()["id"]
-    client.post(
-        f"/v1/datasets/{ds}/blocks", json={"open": {"from": 0, "to": BUCKETS - 1}}, headers=AUTH
-    )
+    ds = _open_buckets(client, "one span")
     for _ in range(30):
         answer = client.post(
             f"/v1/datasets/{ds}/invocations",
